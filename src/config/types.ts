@@ -1,0 +1,54 @@
+// Validated configuration shapes. src/config/load.ts builds them from flags, environment and the
+// Proxmox config file (upstream Secret format); nothing else reads flags or env.
+
+export type Mode = 'controller' | 'node' | 'all';
+
+/** One Proxmox VE cluster, as in the upstream proxmox-csi-plugin config.yaml `clusters[]`. */
+export interface ProxmoxClusterConfig {
+  /** e.g. https://pve.example:8006/api2/json */
+  url: string;
+  insecure: boolean;
+  tokenId: string;
+  tokenSecret: string;
+  /** Kubernetes topology region; the Proxmox cluster name. */
+  region: string;
+  /** PEM CA bundle to verify the API certificate against (our extension: `ca_file`). */
+  caFile?: string;
+}
+
+export interface ProxmoxConfig {
+  clusters: ProxmoxClusterConfig[];
+  /** VMID that owns new disks (`vm-<id>-<pv>`); upstream default 9999. */
+  controllerVmId: number;
+}
+
+export interface NodeIdentity {
+  /** Kubernetes node name = Proxmox VM name. */
+  nodeId: string;
+  /** Topology outside a cluster (flags/env); inside one it comes from the Node's labels. */
+  region?: string;
+  zone?: string;
+}
+
+export interface AppConfig {
+  mode: Mode;
+  /** Endpoint per driver; undefined = that driver is not served. `unix:///path` or `tcp://127.0.0.1:PORT`. */
+  proxmoxEndpoint?: string;
+  nfsEndpoint?: string;
+  /** Parsed Proxmox config file; required when the Proxmox driver runs a controller. */
+  proxmox?: ProxmoxConfig;
+  node: NodeIdentity;
+  /** Where the node looks for `wwn-0x…` links when sysfs has no match. */
+  deviceDir: string;
+  /** NFS server ports that skip the portmapper (test servers on non-standard ports). */
+  nfsPort?: number;
+  nfsMountPort?: number;
+  metricsAddress?: string;
+  logLevel: string;
+  /** Upper bound for one NFS mount attempt on the node, ms. */
+  nfsMountTimeoutMs: number;
+  /** Upper bound for one NFS protocol call from the controller, ms. */
+  nfsCallTimeoutMs: number;
+  /** How long SIGTERM waits for in-flight calls, ms. */
+  drainTimeoutMs: number;
+}

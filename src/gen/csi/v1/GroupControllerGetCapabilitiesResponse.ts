@@ -1,0 +1,11 @@
+// Original file: proto/csi.proto
+
+import type { GroupControllerServiceCapability as _csi_v1_GroupControllerServiceCapability, GroupControllerServiceCapability__Output as _csi_v1_GroupControllerServiceCapability__Output } from '../../csi/v1/GroupControllerServiceCapability.js';
+
+export interface GroupControllerGetCapabilitiesResponse {
+  'capabilities'?: (_csi_v1_GroupControllerServiceCapability)[];
+}
+
+export interface GroupControllerGetCapabilitiesResponse__Output {
+  'capabilities': (_csi_v1_GroupControllerServiceCapability__Output)[];
+}

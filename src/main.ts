@@ -1,0 +1,76 @@
+#!/usr/bin/env node
+// flags/config → adapters → services → servers; then wait for SIGTERM/SIGINT and drain.
+import { pino } from 'pino';
+import { loadConfig, USAGE } from './config/load.js';
+import { ConfigError } from './config/errors.js';
+import { Metrics } from './server/metrics.js';
+import { startDriverServer, type RunningServer } from './server/driver-server.js';
+import { buildDrivers } from './drivers.js';
+import { packageVersion } from './version.js';
+
+async function main(): Promise<void> {
+  let loaded;
+  try {
+    loaded = loadConfig(process.argv.slice(2), process.env);
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`pve-nfs-csi: ${e.message}\n`);
+      process.exit(2);
+    }
+    throw e;
+  }
+  if (loaded.kind === 'help') {
+    process.stdout.write(USAGE + '\n');
+    return;
+  }
+  const version = packageVersion();
+  if (loaded.kind === 'version') {
+    process.stdout.write(version + '\n');
+    return;
+  }
+  const config = loaded.config;
+  const log = pino({
+    level: config.logLevel,
+    base: { app: 'pve-nfs-csi', mode: config.mode },
+    // Belt and braces: the interceptor already redacts requests; these catch stray objects.
+    redact: { paths: ['*.tokenSecret', '*.token_secret', '*.password', '*.secrets', 'config.proxmox'], censor: '[REDACTED]' },
+  });
+  process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
+
+  const metrics = config.metricsAddress ? new Metrics() : undefined;
+  const metricsServer = metrics && config.metricsAddress ? await metrics.serve(config.metricsAddress) : undefined;
+  if (metricsServer) log.info({ address: config.metricsAddress }, 'metrics served at /metrics');
+
+  const servers: RunningServer[] = [];
+  try {
+    for (const { driver, endpoint } of buildDrivers(config, log)) {
+      servers.push(
+        await startDriverServer({ driver, endpoint, mode: config.mode, log, version, ...(metrics && { metrics }) }),
+      );
+    }
+  } catch (e) {
+    log.error({ err: e }, 'cannot start');
+    await Promise.all(servers.map((s) => s.stop(0)));
+    process.exit(1);
+  }
+  // One machine-readable line so scripts can find the endpoints (ports chosen by the OS included).
+  process.stdout.write(JSON.stringify({ ready: true, endpoints: Object.fromEntries(servers.map((s) => [s.driver, s.endpoint])) }) + '\n');
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    await Promise.all(servers.map((s) => s.stop(config.drainTimeoutMs)));
+    metricsServer?.close();
+    log.flush();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`pve-nfs-csi: fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,83 @@
+// The one wrapper every RPC goes through: request validation, keyed locks, the per-call log line
+// (secrets redacted), metrics, cancellation, and typed error → gRPC status mapping.
+import type * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type { CallContext } from '../csi/types.js';
+import { Unimplemented } from '../errors.js';
+import type { KeyedLocks } from './locks.js';
+import type { Metrics } from './metrics.js';
+import { codeName, mapError, toServiceError } from './status.js';
+import { redact } from './redact.js';
+
+export interface CallEnv {
+  driver: string;
+  log: Logger;
+  locks: KeyedLocks;
+  metrics?: Metrics;
+  /** Counts calls in flight so shutdown can report what it waits for. */
+  inflight: { n: number };
+}
+
+export interface CallSpec<Req, Res> {
+  method: string;
+  requestType: string;
+  /** Lock keys for this request; concurrent calls on a held key are refused with ABORTED. */
+  keys?: (req: Req) => string[];
+  validate?: (req: Req) => void;
+  impl: ((req: Req, ctx: CallContext) => Promise<Res>) | undefined;
+}
+
+const field = (req: unknown, name: string): string | undefined => {
+  const v = (req as Record<string, unknown> | null)?.[name];
+  return typeof v === 'string' && v !== '' ? v : undefined;
+};
+
+export function unary<Req, Res>(env: CallEnv, spec: CallSpec<Req, Res>): grpc.handleUnaryCall<Req, Res> {
+  return (call, callback) => {
+    const started = process.hrtime.bigint();
+    const req = call.request;
+    const volumeId = field(req, 'volumeId') ?? field(req, 'name');
+    const nodeId = field(req, 'nodeId');
+    const log = env.log.child({ method: spec.method, ...(volumeId && { volumeId }), ...(nodeId && { nodeId }) });
+    const ac = new AbortController();
+    call.on('cancelled', () => ac.abort(new Error('call cancelled by client')));
+    const deadline = call.getDeadline();
+    if (deadline instanceof Date || (typeof deadline === 'number' && Number.isFinite(deadline))) {
+      const ms = new Date(deadline).getTime() - Date.now();
+      if (ms > 0 && ms < 2 ** 31) setTimeout(() => ac.abort(new Error('deadline exceeded')), ms).unref();
+    }
+    if (log.isLevelEnabled('debug')) log.debug({ request: redact(spec.requestType, req) }, 'request');
+
+    env.inflight.n++;
+    const run = async (): Promise<Res> => {
+      spec.validate?.(req);
+      const impl = spec.impl;
+      if (!impl) throw new Unimplemented(`${spec.method} is not supported by ${env.driver}`);
+      const ctx: CallContext = { log, signal: ac.signal };
+      const keys = spec.keys?.(req) ?? [];
+      return keys.length > 0 ? env.locks.run(keys.map((k) => `${env.driver}/${k}`), () => impl(req, ctx)) : impl(req, ctx);
+    };
+    run().then(
+      (res) => {
+        finish('OK');
+        callback(null, res);
+      },
+      (err: unknown) => {
+        const mapped = mapError(err);
+        const code = codeName(mapped.code);
+        if (mapped.unexpected) log.error({ err }, 'unexpected error');
+        finish(code, mapped.message);
+        callback(toServiceError(mapped));
+      },
+    );
+
+    function finish(code: string, message?: string): void {
+      env.inflight.n--;
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      env.metrics?.observe(env.driver, spec.method, code, seconds);
+      const line = { code, durationMs: Math.round(seconds * 1000 * 10) / 10, ...(message && { error: message }) };
+      if (code === 'OK') log.info(line, 'done');
+      else log.warn(line, 'failed');
+    }
+  };
+}

@@ -1,0 +1,64 @@
+// Prometheus metrics: per-method latency and errors, served over plain HTTP on --metrics-address.
+import http from 'node:http';
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly latency = new Histogram({
+    name: 'csi_operation_duration_seconds',
+    help: 'Duration of CSI calls by driver, method and gRPC code',
+    labelNames: ['driver', 'method', 'code'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [this.registry],
+  });
+  readonly errors = new Counter({
+    name: 'csi_operation_errors_total',
+    help: 'CSI calls that ended with a non-OK gRPC code',
+    labelNames: ['driver', 'method', 'code'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(defaults = true) {
+    if (defaults) collectDefaultMetrics({ register: this.registry });
+  }
+
+  observe(driver: string, method: string, code: string, seconds: number): void {
+    this.latency.observe({ driver, method, code }, seconds);
+    if (code !== 'OK') this.errors.inc({ driver, method, code });
+  }
+
+  /** Starts the HTTP endpoint; resolves once listening. */
+  async serve(address: string): Promise<http.Server> {
+    const { host, port } = splitHostPort(address);
+    const server = http.createServer((req, res) => {
+      if (req.url === '/metrics') {
+        this.registry.metrics().then(
+          (body) => {
+            res.writeHead(200, { 'Content-Type': this.registry.contentType });
+            res.end(body);
+          },
+          (err: unknown) => {
+            res.writeHead(500);
+            res.end(String(err));
+          },
+        );
+        return;
+      }
+      res.writeHead(req.url === '/healthz' ? 200 : 404);
+      res.end(req.url === '/healthz' ? 'ok' : 'not found');
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve());
+    });
+    return server;
+  }
+}
+
+export function splitHostPort(address: string): { host: string; port: number } {
+  const i = address.lastIndexOf(':');
+  const host = i > 0 ? address.slice(0, i).replace(/^\[|\]$/g, '') : '0.0.0.0';
+  const port = Number(address.slice(i + 1));
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`bad port in ${address}`);
+  return { host, port };
+}

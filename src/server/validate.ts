@@ -1,0 +1,75 @@
+// Checks of required fields that the CSI spec defines for every driver alike; backends validate
+// their own parameters. csi-sanity expects INVALID_ARGUMENT for each missing field.
+import type * as T from '../csi/types.js';
+import { InvalidArgument } from '../errors.js';
+
+const need = (value: unknown, name: string, method: string): void => {
+  if (value === undefined || value === null || value === '') throw new InvalidArgument(`${method}: ${name} is required`);
+};
+
+export function capability(cap: T.VolumeCapability | null | undefined, name: string, method: string): void {
+  need(cap, name, method);
+  if (!cap!.accessMode || cap!.accessMode.mode === 'UNKNOWN') throw new InvalidArgument(`${method}: ${name}.access_mode is required`);
+  if (!cap!.block && !cap!.mount) throw new InvalidArgument(`${method}: ${name} needs an access type (block or mount)`);
+}
+
+function capabilities(caps: T.VolumeCapability[] | undefined, method: string): void {
+  if (!caps || caps.length === 0) throw new InvalidArgument(`${method}: volume_capabilities is required`);
+  caps.forEach((c, i) => capability(c, `volume_capabilities[${i}]`, method));
+}
+
+export const validate = {
+  createVolume(r: T.CreateVolumeRequest): void {
+    need(r.name, 'name', 'CreateVolume');
+    capabilities(r.volumeCapabilities, 'CreateVolume');
+  },
+  deleteVolume(r: T.DeleteVolumeRequest): void {
+    need(r.volumeId, 'volume_id', 'DeleteVolume');
+  },
+  controllerPublishVolume(r: T.ControllerPublishVolumeRequest): void {
+    need(r.volumeId, 'volume_id', 'ControllerPublishVolume');
+    need(r.nodeId, 'node_id', 'ControllerPublishVolume');
+    capability(r.volumeCapability, 'volume_capability', 'ControllerPublishVolume');
+  },
+  controllerUnpublishVolume(r: T.ControllerUnpublishVolumeRequest): void {
+    need(r.volumeId, 'volume_id', 'ControllerUnpublishVolume');
+  },
+  validateVolumeCapabilities(r: T.ValidateVolumeCapabilitiesRequest): void {
+    need(r.volumeId, 'volume_id', 'ValidateVolumeCapabilities');
+    capabilities(r.volumeCapabilities, 'ValidateVolumeCapabilities');
+  },
+  controllerExpandVolume(r: T.ControllerExpandVolumeRequest): void {
+    need(r.volumeId, 'volume_id', 'ControllerExpandVolume');
+    need(r.capacityRange, 'capacity_range', 'ControllerExpandVolume');
+  },
+  controllerGetVolume(r: T.ControllerGetVolumeRequest): void {
+    need(r.volumeId, 'volume_id', 'ControllerGetVolume');
+  },
+  nodeStageVolume(r: T.NodeStageVolumeRequest): void {
+    need(r.volumeId, 'volume_id', 'NodeStageVolume');
+    need(r.stagingTargetPath, 'staging_target_path', 'NodeStageVolume');
+    capability(r.volumeCapability, 'volume_capability', 'NodeStageVolume');
+  },
+  nodeUnstageVolume(r: T.NodeUnstageVolumeRequest): void {
+    need(r.volumeId, 'volume_id', 'NodeUnstageVolume');
+    need(r.stagingTargetPath, 'staging_target_path', 'NodeUnstageVolume');
+  },
+  nodePublishVolume(r: T.NodePublishVolumeRequest, staged: boolean): void {
+    need(r.volumeId, 'volume_id', 'NodePublishVolume');
+    need(r.targetPath, 'target_path', 'NodePublishVolume');
+    if (staged) need(r.stagingTargetPath, 'staging_target_path', 'NodePublishVolume');
+    capability(r.volumeCapability, 'volume_capability', 'NodePublishVolume');
+  },
+  nodeUnpublishVolume(r: T.NodeUnpublishVolumeRequest): void {
+    need(r.volumeId, 'volume_id', 'NodeUnpublishVolume');
+    need(r.targetPath, 'target_path', 'NodeUnpublishVolume');
+  },
+  nodeGetVolumeStats(r: T.NodeGetVolumeStatsRequest): void {
+    need(r.volumeId, 'volume_id', 'NodeGetVolumeStats');
+    need(r.volumePath, 'volume_path', 'NodeGetVolumeStats');
+  },
+  nodeExpandVolume(r: T.NodeExpandVolumeRequest): void {
+    need(r.volumeId, 'volume_id', 'NodeExpandVolume');
+    need(r.volumePath, 'volume_path', 'NodeExpandVolume');
+  },
+};
