@@ -1,0 +1,101 @@
+// Child processes for the orchestration scripts (sanity, demo, VM tier): started in their own
+// process group, their output kept in a log file, waited on for a "ready" JSON line, and always
+// killed on exit, Ctrl-C or failure so nothing is left running.
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+
+export interface Proc {
+  name: string;
+  child: ChildProcess;
+  logFile: string;
+  /** Resolves with the first stdout line that parses as JSON and satisfies `match`. */
+  readyJson<T = any>(match: (j: any) => boolean, timeoutMs: number): Promise<T>;
+  stop(signal?: NodeJS.Signals, graceMs?: number): Promise<number | null>;
+}
+
+const live = new Set<Proc>();
+let hooked = false;
+function hookExit(): void {
+  if (hooked) return;
+  hooked = true;
+  const killAll = () => {
+    for (const p of live) {
+      try {
+        process.kill(-p.child.pid!, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+  };
+  process.on('exit', killAll);
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.on(sig, () => {
+      void stopAll().finally(() => process.exit(130));
+    });
+  }
+}
+
+export async function stopAll(): Promise<void> {
+  await Promise.all([...live].map((p) => p.stop()));
+}
+
+export function start(name: string, cmd: string, args: string[], opts: { logFile: string; env?: NodeJS.ProcessEnv; cwd?: string; echo?: boolean }): Proc {
+  hookExit();
+  const out = fs.openSync(opts.logFile, 'a');
+  const child = spawn(cmd, args, { cwd: opts.cwd, env: { ...process.env, ...opts.env }, detached: true, stdio: ['ignore', 'pipe', out] });
+  let buf = '';
+  const waiters: { match: (j: any) => boolean; resolve: (j: any) => void }[] = [];
+  child.stdout!.on('data', (d: Buffer) => {
+    fs.appendFileSync(opts.logFile, d);
+    if (opts.echo) process.stdout.write(d);
+    buf += d.toString();
+    let i;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      if (!line.startsWith('{')) continue;
+      try {
+        const j = JSON.parse(line);
+        for (const w of [...waiters]) if (w.match(j)) { waiters.splice(waiters.indexOf(w), 1); w.resolve(j); }
+      } catch {
+        /* not JSON */
+      }
+    }
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const proc: Proc = {
+    name,
+    child,
+    logFile: opts.logFile,
+    readyJson(match, timeoutMs) {
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`${name} not ready after ${timeoutMs} ms; see ${opts.logFile}`)), timeoutMs);
+        void exited.then((code) => reject(new Error(`${name} exited with ${code} before it was ready; see ${opts.logFile}`)));
+        waiters.push({ match, resolve: (j) => { clearTimeout(timer); resolve(j); } });
+      });
+    },
+    async stop(signal = 'SIGTERM', graceMs = 10_000) {
+      if (child.exitCode !== null || child.signalCode !== null) {
+        live.delete(proc);
+        return child.exitCode;
+      }
+      try { process.kill(-child.pid!, signal); } catch { /* gone */ }
+      const timer = setTimeout(() => { try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* gone */ } }, graceMs);
+      const code = await exited;
+      clearTimeout(timer);
+      live.delete(proc);
+      return code;
+    },
+  };
+  live.add(proc);
+  return proc;
+}
+
+/** Runs a command to completion, inheriting stdio; resolves with its exit code. */
+export function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; stdoutFile?: string } = {}): Promise<number> {
+  return new Promise((resolve) => {
+    const out = opts.stdoutFile ? fs.openSync(opts.stdoutFile, 'w') : 'inherit';
+    const child = spawn(cmd, args, { cwd: opts.cwd, env: { ...process.env, ...opts.env }, stdio: ['ignore', out, out] });
+    child.on('exit', (code, sig) => resolve(code ?? (sig ? 128 : 1)));
+  });
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `npm test`: everything the project tests, after installing what it needs. Prints the time of
+# each phase and a closing "N passed, N failed" line.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib/ensure.sh
+
+passed=0; failed=0; failures=()
+phase() {
+  local name="$1"; shift
+  local t0=$SECONDS
+  echo "=== $name"
+  if "$@"; then passed=$((passed+1)); echo "=== $name: ok ($((SECONDS-t0)) s)"
+  else failed=$((failed+1)); failures+=("$name"); echo "=== $name: FAILED ($((SECONDS-t0)) s)"; fi
+}
+
+t0=$SECONDS
+ensure_node_modules
+ensure_host_tools
+ensure_apt nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils
+ensure_sanity
+echo "=== setup done ($((SECONDS-t0)) s)"
+
+phase "typecheck (tsc --noEmit)" npx tsc --noEmit -p tsconfig.json
+phase "build" npx tsc -p tsconfig.json
+phase "unit tests (tap)" npx tap
+phase "csi-sanity proxmox (mount)" bash scripts/sanity.sh proxmox
+phase "csi-sanity proxmox (block)" bash scripts/sanity.sh proxmox -- --csi.testvolumeaccesstype=block
+phase "csi-sanity nfs" bash scripts/sanity.sh nfs
+[ -f scripts/helm-test.sh ] && phase "helm chart" bash scripts/helm-test.sh
+[ -f scripts/vm.sh ] && [ "${SKIP_VM:-0}" != 1 ] && phase "VM tier" bash scripts/vm-tier.sh
+
+echo
+echo "total time: $((SECONDS-t0)) s"
+[ ${#failures[@]} -gt 0 ] && printf 'failed phase: %s\n' "${failures[@]}"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,80 @@
+import t from 'tap';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { loadConfig } from '../../../src/config/load.js';
+import { parseProxmoxConfig } from '../../../src/config/proxmox-file.js';
+import { ConfigError } from '../../../src/config/errors.js';
+
+const SECRET = '5f9c1d2e-3b4a-4c5d-8e6f-7a8b9c0d1e2f';
+const good = `clusters:\n  - url: https://pve.example:8006/api2/json\n    insecure: false\n    token_id: "kubernetes-csi@pve!csi"\n    token_secret: "${SECRET}"\n    region: homelab\n`;
+
+t.test('upstream config format parses, with features.controllerVmID', async (t) => {
+  const c = parseProxmoxConfig(good + 'features:\n  controllerVmID: 8888\n', 'c.yaml');
+  t.equal(c.controllerVmId, 8888);
+  t.same(c.clusters[0], { url: 'https://pve.example:8006/api2/json', insecure: false, tokenId: 'kubernetes-csi@pve!csi', tokenSecret: SECRET, region: 'homelab' });
+  t.equal(parseProxmoxConfig(good, 'c.yaml').controllerVmId, 9999, 'default 9999');
+});
+
+t.test('token_id_file / token_secret_file are read', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cfg-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true }));
+  fs.writeFileSync(path.join(dir, 'id'), 'kubernetes-csi@pve!csi\n');
+  fs.writeFileSync(path.join(dir, 'secret'), SECRET + '\n');
+  const c = parseProxmoxConfig(`clusters:\n- url: https://h:8006/api2/json\n  token_id_file: ${dir}/id\n  token_secret_file: ${dir}/secret\n  region: r\n`, 'c.yaml');
+  t.equal(c.clusters[0]!.tokenId, 'kubernetes-csi@pve!csi');
+  t.equal(c.clusters[0]!.tokenSecret, SECRET);
+});
+
+t.test('each bad config names its key', async (t) => {
+  const cases: [string, RegExp][] = [
+    ['clusters: []', /clusters must be a non-empty list/],
+    ['clusters:\n- url: https://h/\n  region: r\n', /clusters\[0\]\.token_id/],
+    [good.replace('region: homelab', 'region: ""'), /clusters\[0\]\.region is required/],
+    [good.replace('insecure: false', 'insecure: maybe'), /clusters\[0\]\.insecure must be true or false/],
+    [good.replace('https://pve.example:8006/api2/json', 'not a url'), /clusters\[0\]\.url/],
+    [good.replace('kubernetes-csi@pve!csi', 'nobang'), /token_id must look like USER@REALM!TOKENID/],
+    [good + '    colour: blue\n', /clusters\[0\]\.colour is not a known key/],
+    [good + 'features:\n  controllerVmID: 12\n', /features\.controllerVmID/],
+    ['clusters: [', /not valid YAML/],
+  ];
+  for (const [text, re] of cases) t.throws(() => parseProxmoxConfig(text, 'c.yaml'), re, String(re));
+});
+
+t.test('flags and environment', async (t) => {
+  const r = loadConfig(['--mode', 'node', '--nfs-endpoint', 'unix:///csi/nfs.sock'], { NODE_NAME: 'talos-w-1', CSI_ZONE: 'hyper1' });
+  t.equal(r.kind, 'run');
+  if (r.kind === 'run') {
+    t.equal(r.config.node.nodeId, 'talos-w-1');
+    t.equal(r.config.node.zone, 'hyper1');
+    t.equal(r.config.drainTimeoutMs, 30_000);
+  }
+  const bad: [string[], RegExp][] = [
+    [['--bogus'], /bogus/],
+    [['--mode', 'both', '--nfs-endpoint', 'unix:///a'], /--mode/],
+    [['--mode', 'node'], /no driver enabled/],
+    [['--mode', 'node', '--nfs-endpoint', 'http://x'], /--nfs-endpoint/],
+    [['--mode', 'controller', '--proxmox-endpoint', 'unix:///a'], /--proxmox-config is required/],
+    [['--mode', 'node', '--nfs-endpoint', 'unix:///a'], /--node-id/],
+    [['--mode', 'controller', '--nfs-endpoint', 'unix:///a', '--drain-timeout', 'soon'], /--drain-timeout/],
+    [['--mode', 'controller', '--nfs-endpoint', 'unix:///a', '--proxmox-config', '/nonexistent.yaml'], /cannot read \/nonexistent.yaml/],
+  ];
+  for (const [argv, re] of bad) t.throws(() => loadConfig(argv, {}), { constructor: ConfigError, message: re } as never, argv.join(' '));
+});
+
+t.test('the program prints one line and exits 2 on bad flags or config, before opening a socket', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cfg-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true }));
+  const cfg = path.join(dir, 'config.yaml');
+  fs.writeFileSync(cfg, good.replace('region: homelab', 'regoin: homelab'));
+  const sock = path.join(dir, 'p.sock');
+  const main = path.resolve('src/main.ts');
+  for (const args of [['--frobnicate'], ['--mode', 'controller', '--proxmox-endpoint', `unix://${sock}`, '--proxmox-config', cfg]]) {
+    const r = spawnSync(process.execPath, ['--import=tsx', main, ...args], { encoding: 'utf8', timeout: 30_000 });
+    t.equal(r.status, 2, `exit 2 for ${args.join(' ')}`);
+    t.equal(r.stderr.trim().split('\n').length, 1, 'one line: ' + r.stderr.trim());
+    t.match(r.stderr, /^pve-nfs-csi: /);
+  }
+  t.notOk(fs.existsSync(sock), 'no socket was opened');
+});
