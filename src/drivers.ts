@@ -1,24 +1,79 @@
-// Composes the two drivers from their backends for the configured mode.
+// Composes the two drivers from their backends for the configured mode: the controller half
+// talks to Proxmox / the NFS server, the node half to this machine's kernel.
 import type { Logger } from 'pino';
 import type { AppConfig } from './config/types.js';
 import type { Driver } from './csi/types.js';
+import { createProxmoxController, PROXMOX_DRIVER_NAME } from './proxmox/index.js';
+import { createNfsController } from './nfs/controller.js';
+import { createNfsNode, createProxmoxNode } from './node/index.js';
+import { createExec } from './os/index.js';
 
-export const PROXMOX_DRIVER = 'csi.proxmox.sinextra.dev';
+export const PROXMOX_DRIVER = PROXMOX_DRIVER_NAME;
 export const NFS_DRIVER = 'nfs.csi.k8s.io';
 
-export function buildDrivers(config: AppConfig, _log: Logger): { driver: Driver; endpoint: string }[] {
-  const out: { driver: Driver; endpoint: string }[] = [];
+export interface Composed {
+  drivers: { driver: Driver; endpoint: string }[];
+  close(): Promise<void>;
+}
+
+export function buildDrivers(config: AppConfig, log: Logger): Composed {
+  const controller = config.mode !== 'node';
+  const node = config.mode !== 'controller';
+  const exec = node ? createExec() : undefined;
+  const drivers: Composed['drivers'] = [];
+  const closers: (() => Promise<void>)[] = [];
+
   if (config.proxmoxEndpoint) {
-    out.push({
+    const plog = log.child({ driver: PROXMOX_DRIVER });
+    // load.ts guarantees the config file whenever a Proxmox controller runs.
+    const c = controller && config.proxmox ? createProxmoxController({ config: config.proxmox, log: plog }) : undefined;
+    if (c) closers.push(() => c.close());
+    drivers.push({
       endpoint: config.proxmoxEndpoint,
-      driver: { name: PROXMOX_DRIVER, accessibilityConstraints: true, onlineExpansion: true, probe: async () => true },
+      driver: {
+        name: PROXMOX_DRIVER,
+        accessibilityConstraints: true,
+        onlineExpansion: true,
+        probe: c ? (signal) => c.probe(signal) : async () => true,
+        ...(c && { controller: c }),
+        ...(node && {
+          node: createProxmoxNode({
+            nodeId: config.node.nodeId,
+            ...(config.node.region && { region: config.node.region }),
+            ...(config.node.zone && { zone: config.node.zone }),
+            deviceDir: config.deviceDir,
+            log: plog,
+            ...(exec && { exec }),
+          }),
+        }),
+      },
     });
   }
+
   if (config.nfsEndpoint) {
-    out.push({
+    const nlog = log.child({ driver: NFS_DRIVER });
+    const ports = { ...(config.nfsPort && { nfsPort: config.nfsPort }), ...(config.nfsMountPort && { mountPort: config.nfsMountPort }) };
+    const c = controller ? createNfsController({ log: nlog, callTimeoutMs: config.nfsCallTimeoutMs, ...ports }) : undefined;
+    drivers.push({
       endpoint: config.nfsEndpoint,
-      driver: { name: NFS_DRIVER, accessibilityConstraints: false, onlineExpansion: true, probe: async () => true },
+      driver: {
+        name: NFS_DRIVER,
+        accessibilityConstraints: false,
+        onlineExpansion: true,
+        probe: c ? (signal) => c.probe(signal) : async () => true,
+        ...(c && { controller: c }),
+        ...(node && {
+          node: createNfsNode({
+            nodeId: config.node.nodeId,
+            log: nlog,
+            mountTimeoutMs: config.nfsMountTimeoutMs,
+            ...(config.nfsPort && { nfsPort: config.nfsPort }),
+            ...(config.nfsMountPort && { nfsMountPort: config.nfsMountPort }),
+            ...(exec && { exec }),
+          }),
+        }),
+      },
     });
   }
-  return out;
+  return { drivers, close: async () => void (await Promise.all(closers.map((f) => f()))) };
 }

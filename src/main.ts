@@ -42,8 +42,9 @@ async function main(): Promise<void> {
   if (metricsServer) log.info({ address: config.metricsAddress }, 'metrics served at /metrics');
 
   const servers: RunningServer[] = [];
+  const composed = buildDrivers(config, log);
   try {
-    for (const { driver, endpoint } of buildDrivers(config, log)) {
+    for (const { driver, endpoint } of composed.drivers) {
       servers.push(
         await startDriverServer({ driver, endpoint, mode: config.mode, log, version, ...(metrics && { metrics }) }),
       );
@@ -62,6 +63,7 @@ async function main(): Promise<void> {
     stopping = true;
     log.info({ signal }, 'shutting down');
     await Promise.all(servers.map((s) => s.stop(config.drainTimeoutMs)));
+    await composed.close().catch((err: unknown) => log.warn({ err }, 'closing backends'));
     metricsServer?.close();
     log.flush();
     process.exit(0);

@@ -1,0 +1,73 @@
+// What each driver needs around it on the host tier: the Proxmox simulator with loop-device
+// disks, or a ganesha NFS server; and the flags/parameters that point the program and
+// csi-sanity at them. Shared by the sanity runs, the demo and the benchmarks.
+import fs from 'node:fs';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { startSimulator } from '../../sim/index.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+export interface Backends {
+  controllerArgs: string[];
+  nodeArgs: string[];
+  /** StorageClass parameters for test volumes. */
+  volumeParameters: Record<string, string>;
+  sanityArgs: string[];
+  /** Extra facts for the demo and benchmarks (simulator admin URL, export directory…). */
+  info: Record<string, string>;
+  close(): Promise<void>;
+}
+
+/** The host-tier VM: the node plugin on this host plays talos-worker-1 on hyper1. */
+export const HOST_NODE = { name: 'talos-worker-1', region: 'homelab', zone: 'hyper1' };
+
+export async function startProxmoxBackend(runDir: string, opts: { backend?: 'loop' | 'none' } = {}): Promise<Backends> {
+  const linkDir = path.join(runDir, 'links');
+  const sim = await startSimulator({ backend: opts.backend ?? 'loop', stateDir: path.join(runDir, 'sim'), loopLinkDir: linkDir });
+  const cfg = path.join(runDir, 'proxmox-config.yaml');
+  fs.writeFileSync(
+    cfg,
+    [
+      'clusters:',
+      `  - url: ${sim.url}`,
+      '    insecure: false',
+      `    token_id: "${sim.tokenId}"`,
+      `    token_secret: "${sim.tokenSecret}"`,
+      `    ca_file: ${sim.caFile}`,
+      `    region: ${HOST_NODE.region}`,
+      '',
+    ].join('\n'),
+  );
+  return {
+    controllerArgs: ['--proxmox-config', cfg],
+    nodeArgs: ['--node-id', HOST_NODE.name, '--region', HOST_NODE.region, '--zone', HOST_NODE.zone, '--device-dir', path.join(linkDir, HOST_NODE.name)],
+    volumeParameters: { storage: 'local-lvm' },
+    // 1 GiB test volumes keep mkfs and loop devices quick; expansion goes to 2 GiB.
+    sanityArgs: ['--csi.testvolumesize=1073741824'],
+    info: { adminUrl: sim.adminUrl, url: sim.url, config: cfg },
+    close: () => sim.close(),
+  };
+}
+
+export async function startNfsBackend(runDir: string): Promise<Backends> {
+  const dir = path.join(runDir, 'ganesha');
+  const out = execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'start', '--dir', dir], { encoding: 'utf8' });
+  const g = JSON.parse(out.trim().split('\n').pop()!) as { server: string; share: string; nfsPort: number; mountPort: number; exportDir: string };
+  return {
+    controllerArgs: ['--nfs-port', String(g.nfsPort), '--nfs-mount-port', String(g.mountPort)],
+    nodeArgs: ['--node-id', HOST_NODE.name],
+    volumeParameters: { server: g.server, share: `${g.share}/talos` },
+    // The host kernel has no NFS client, so node specs (which mount) cannot run here; they run
+    // against the guest kernel in the VM tier (`npm run sanity -- nfs --vm`).
+    sanityArgs: ['--ginkgo.skip=Node Service'],
+    info: { exportDir: g.exportDir, server: g.server, share: g.share, nfsPort: String(g.nfsPort), mountPort: String(g.mountPort) },
+    close: async () => {
+      execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'stop', '--dir', dir], { stdio: 'ignore' });
+    },
+  };
+}
+
+export const startBackends = (driver: 'proxmox' | 'nfs', runDir: string): Promise<Backends> =>
+  driver === 'proxmox' ? startProxmoxBackend(runDir) : startNfsBackend(runDir);

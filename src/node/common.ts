@@ -1,0 +1,112 @@
+// Small pieces shared by the Proxmox and NFS node backends: request checks, capability reading,
+// case-insensitive context lookup, error translation and per-key serialisation.
+import { CsiError, DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument, isCsiError } from '../errors.js';
+import type { VolumeCapability } from '../csi/types.js';
+import { isCommandError } from '../os/exec.js';
+import { isErrno, removeTarget } from '../os/paths.js';
+
+export function required(value: string | undefined | null, field: string, rpc: string): string {
+  if (!value) throw new InvalidArgument(`${rpc}: ${field} is required`);
+  return value;
+}
+
+export type AccessType = 'mount' | 'block';
+
+export function accessTypeOf(cap: VolumeCapability | null | undefined, rpc: string): AccessType {
+  if (!cap) throw new InvalidArgument(`${rpc}: volume_capability is required`);
+  if (cap.block) return 'block';
+  if (cap.mount) return 'mount';
+  throw new InvalidArgument(`${rpc}: volume_capability must set access_type (mount or block)`);
+}
+
+const MODE_NAMES = [
+  'UNKNOWN',
+  'SINGLE_NODE_WRITER',
+  'SINGLE_NODE_READER_ONLY',
+  'MULTI_NODE_READER_ONLY',
+  'MULTI_NODE_SINGLE_WRITER',
+  'MULTI_NODE_MULTI_WRITER',
+  'SINGLE_NODE_SINGLE_WRITER',
+  'SINGLE_NODE_MULTI_WRITER',
+];
+
+/** Access mode name whether the loader decoded enums as strings or numbers. */
+export function accessModeOf(cap: VolumeCapability | null | undefined): string {
+  const m: unknown = cap?.accessMode?.mode;
+  if (typeof m === 'number') return MODE_NAMES[m] ?? 'UNKNOWN';
+  return typeof m === 'string' ? m : 'UNKNOWN';
+}
+
+export function isReaderOnlyMode(cap: VolumeCapability | null | undefined): boolean {
+  const m = accessModeOf(cap);
+  return m === 'SINGLE_NODE_READER_ONLY' || m === 'MULTI_NODE_READER_ONLY';
+}
+
+export function mountFlagsOf(cap: VolumeCapability | null | undefined): string[] {
+  return (cap?.mount?.mountFlags ?? []).map((f) => f.trim()).filter(Boolean);
+}
+
+/** Look a key up ignoring case, as csi-driver-nfs does for volume context and StorageClass keys. */
+export function ciGet(map: Record<string, string> | undefined | null, key: string): string | undefined {
+  if (!map) return undefined;
+  if (key in map) return map[key];
+  const want = key.toLowerCase();
+  for (const [k, v] of Object.entries(map)) if (k.toLowerCase() === want) return v;
+  return undefined;
+}
+
+/** Remove duplicates, keeping the first occurrence (order matters to mount: later wins). */
+export function uniq(list: readonly string[]): string[] {
+  return [...new Set(list)];
+}
+
+/**
+ * Turn anything thrown below into a typed error for the server: typed errors pass through, a
+ * killed command becomes DeadlineExceeded, other command failures become Internal with the
+ * command's own words. `what` says what we were doing, for the person reading the event.
+ */
+export function asCsiError(e: unknown, what: string): CsiError {
+  if (isCsiError(e)) return e;
+  if (isCommandError(e, 'timeout')) return new DeadlineExceeded(`${what}: ${e.message}`, { cause: e });
+  if (isCommandError(e, 'aborted')) return new DeadlineExceeded(`${what}: ${e.message}`, { cause: e });
+  const msg = e instanceof Error ? e.message : String(e);
+  return new Internal(`${what}: ${msg}`, { cause: e });
+}
+
+/**
+ * Serialises work per key (volume id, target path). Retries of the same call queue up behind
+ * the first instead of racing it; different keys run in parallel.
+ */
+export class KeyedMutex {
+  private readonly tails = new Map<string, Promise<unknown>>();
+
+  async run<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.tails.get(key) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => undefined);
+    this.tails.set(key, tail);
+    try {
+      return await next;
+    } finally {
+      if (this.tails.get(key) === tail) this.tails.delete(key);
+    }
+  }
+
+  get size(): number {
+    return this.tails.size;
+  }
+}
+
+/** Remove an unmounted publish target; one that still holds files is refused, never emptied. */
+export async function removePublishTarget(target: string, volumeId: string): Promise<boolean> {
+  try {
+    return await removeTarget(target);
+  } catch (e) {
+    if (isErrno(e, 'ENOTEMPTY', 'EEXIST')) {
+      throw new FailedPrecondition(
+        `volume ${volumeId}: target ${target} is not a mount point but still holds files; refusing to delete them`,
+      );
+    }
+    throw e;
+  }
+}

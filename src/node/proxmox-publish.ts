@@ -1,0 +1,90 @@
+// NodePublish/NodeUnpublish for Proxmox disks: bind the staged filesystem (or the raw device
+// node) onto the pod's target path, and take it away again.
+import type { CallContext, NodePublishVolumeRequest, NodePublishVolumeResponse, NodeUnpublishVolumeRequest, NodeUnpublishVolumeResponse } from '../csi/types.js';
+import { AlreadyExists, FailedPrecondition } from '../errors.js';
+import { isCommandError } from '../os/exec.js';
+import type { MountEntry } from '../os/mounter.js';
+import { ensureDir, ensureFile } from '../os/paths.js';
+import { accessTypeOf, asCsiError, isReaderOnlyMode, mountFlagsOf, removePublishTarget, required } from './common.js';
+import type { ProxmoxNodeDeps } from './proxmox-deps.js';
+import { findDisk } from './proxmox-stage.js';
+import { diskFromPublishContext } from './wwn.js';
+
+function checkReadonly(existing: MountEntry, readonly: boolean, volumeId: string, target: string): void {
+  const isRo = existing.options.includes('ro');
+  if (isRo !== readonly) {
+    throw new AlreadyExists(
+      `volume ${volumeId} is already published at ${target} ${isRo ? 'read-only' : 'read-write'}, ` +
+        `but this request wants it ${readonly ? 'read-only' : 'read-write'}`,
+    );
+  }
+}
+
+export async function nodePublishVolume(d: ProxmoxNodeDeps, req: NodePublishVolumeRequest, ctx: CallContext): Promise<NodePublishVolumeResponse> {
+  const rpc = 'NodePublishVolume';
+  const volumeId = required(req.volumeId, 'volume_id', rpc);
+  const target = required(req.targetPath, 'target_path', rpc);
+  const access = accessTypeOf(req.volumeCapability, rpc);
+  const staging = required(req.stagingTargetPath, 'staging_target_path (this driver stages volumes)', rpc);
+  const readonly = req.readonly || isReaderOnlyMode(req.volumeCapability);
+  const disk = access === 'block' ? diskFromPublishContext(req.publishContext, volumeId) : undefined;
+
+  return d.locks.run(volumeId, async () => {
+    try {
+      if (access === 'mount') {
+        const staged = await d.mounter.find(staging);
+        if (!staged) {
+          throw new FailedPrecondition(`volume ${volumeId} is not staged at ${staging}; NodeStageVolume must succeed first`);
+        }
+        const existing = await d.mounter.find(target);
+        if (existing) {
+          if (existing.majMin === staged.majMin && existing.fsroot === staged.fsroot) {
+            checkReadonly(existing, readonly, volumeId, target);
+            return {};
+          }
+          throw new AlreadyExists(`target ${target} already has ${existing.source} mounted, not volume ${volumeId} from ${staging}`);
+        }
+        await ensureDir(target);
+        await d.mounter.bindMount(staging, target, { readonly, flags: mountFlagsOf(req.volumeCapability) });
+        ctx.log.info({ volumeId, staging, target, readonly }, 'volume published');
+        return {};
+      }
+
+      const device = await findDisk(d, disk!, volumeId, ctx);
+      const deviceMajMin = await d.blockDevices.majMinOf(device);
+      const existing = await d.mounter.find(target);
+      if (existing) {
+        const boundMajMin = await d.blockDevices.majMinOf(target).catch(() => undefined);
+        if (boundMajMin === deviceMajMin) {
+          checkReadonly(existing, readonly, volumeId, target);
+          return {};
+        }
+        throw new AlreadyExists(`target ${target} already has ${existing.source} mounted, not ${device} of volume ${volumeId}`);
+      }
+      await ensureFile(target);
+      await d.mounter.bindMount(device, target, { readonly });
+      ctx.log.info({ volumeId, device, target, readonly }, 'block volume published');
+      return {};
+    } catch (e) {
+      throw asCsiError(e, `NodePublishVolume ${volumeId} at ${target}`);
+    }
+  });
+}
+
+export async function nodeUnpublishVolume(d: ProxmoxNodeDeps, req: NodeUnpublishVolumeRequest, ctx: CallContext): Promise<NodeUnpublishVolumeResponse> {
+  const rpc = 'NodeUnpublishVolume';
+  const volumeId = required(req.volumeId, 'volume_id', rpc);
+  const target = required(req.targetPath, 'target_path', rpc);
+  return d.locks.run(volumeId, async () => {
+    try {
+      await d.mounter.unmount(target, { timeoutMs: d.unmountTimeoutMs, force: false });
+      if (await removePublishTarget(target, volumeId)) ctx.log.debug({ volumeId, target }, 'volume unpublished, target removed');
+      return {};
+    } catch (e) {
+      if (isCommandError(e, 'exit') && /busy/i.test(e.stderr)) {
+        throw new FailedPrecondition(`volume ${volumeId}: target ${target} is still in use: ${e.stderr}`);
+      }
+      throw asCsiError(e, `NodeUnpublishVolume ${volumeId} at ${target}`);
+    }
+  });
+}

@@ -1,0 +1,139 @@
+// NodeStage/NodeUnstage for Proxmox disks: find the hot-plugged disk by WWN, create a filesystem
+// only on a disk that has none, mount it at the staging path.
+import type { CallContext, NodeStageVolumeRequest, NodeStageVolumeResponse, NodeUnstageVolumeRequest, NodeUnstageVolumeResponse } from '../csi/types.js';
+import { FailedPrecondition, InvalidArgument, NotFound } from '../errors.js';
+import type { FormatOptions, FsType } from '../os/blockdevices.js';
+import { isCommandError } from '../os/exec.js';
+import { ensureDir } from '../os/paths.js';
+import { accessTypeOf, asCsiError, ciGet, isReaderOnlyMode, mountFlagsOf, required, uniq } from './common.js';
+import type { ProxmoxNodeDeps } from './proxmox-deps.js';
+import { type DiskRef, diskFromPublishContext } from './wwn.js';
+
+/** Volume context keys (as the upstream controller writes them from StorageClass parameters). */
+export const VOLUME_CONTEXT_BLOCK_SIZE = 'blockSize';
+export const VOLUME_CONTEXT_INODE_SIZE = 'inodeSize';
+export const VOLUME_CONTEXT_FSTYPE = 'csi.storage.k8s.io/fstype';
+
+const SUPPORTED_FS: readonly FsType[] = ['ext4', 'xfs'];
+
+export async function findDisk(d: ProxmoxNodeDeps, disk: DiskRef, volumeId: string, ctx: CallContext): Promise<string> {
+  const dev = await d.blockDevices.findByWwn(disk.wwn, { waitMs: d.deviceWaitMs, signal: ctx.signal });
+  if (dev) return dev;
+  const slot = disk.lun ? ` (scsi${disk.lun})` : '';
+  throw new NotFound(
+    `volume ${volumeId}: no disk with WWN 0x${disk.wwn}${slot} on node ${d.nodeId}: none under ` +
+      `${d.sysfsRoot}/bus/scsi/devices (vendor QEMU, wwid naa.${disk.wwn}) nor ${d.deviceDir}/wwn-0x${disk.wwn} ` +
+      `after a SCSI rescan and ${d.deviceWaitMs} ms; is the disk attached to VM ${d.nodeId}?`,
+  );
+}
+
+/** Requested filesystem type: the capability's, else the one recorded in the volume context. */
+export function requestedFsType(req: NodeStageVolumeRequest): FsType | undefined {
+  const raw = (req.volumeCapability?.mount?.fsType || ciGet(req.volumeContext, VOLUME_CONTEXT_FSTYPE) || '').trim().toLowerCase();
+  if (!raw) return undefined;
+  if (!(SUPPORTED_FS as readonly string[]).includes(raw)) {
+    throw new InvalidArgument(`volume ${req.volumeId}: fsType ${JSON.stringify(raw)} is not supported; use ext4 or xfs`);
+  }
+  return raw as FsType;
+}
+
+function powerOfTwo(value: string | undefined, key: string, min: number, max: number, volumeId: string): number | undefined {
+  if (value === undefined || value.trim() === '') return undefined;
+  const n = Number(value.trim());
+  if (!Number.isInteger(n) || n < min || n > max || (n & (n - 1)) !== 0) {
+    throw new InvalidArgument(
+      `volume ${volumeId}: volume context ${key}=${JSON.stringify(value)} must be a power of two between ${min} and ${max}`,
+    );
+  }
+  return n;
+}
+
+export function formatOptions(vc: Record<string, string> | undefined, fsType: FsType, volumeId: string): FormatOptions {
+  const blockSize = powerOfTwo(ciGet(vc, VOLUME_CONTEXT_BLOCK_SIZE), VOLUME_CONTEXT_BLOCK_SIZE, fsType === 'xfs' ? 512 : 1024, 65536, volumeId);
+  const inodeSize = powerOfTwo(ciGet(vc, VOLUME_CONTEXT_INODE_SIZE), VOLUME_CONTEXT_INODE_SIZE, 128, fsType === 'xfs' ? 2048 : 4096, volumeId);
+  return { ...(blockSize ? { blockSize } : {}), ...(inodeSize ? { inodeSize } : {}) };
+}
+
+export async function nodeStageVolume(d: ProxmoxNodeDeps, req: NodeStageVolumeRequest, ctx: CallContext): Promise<NodeStageVolumeResponse> {
+  const rpc = 'NodeStageVolume';
+  const volumeId = required(req.volumeId, 'volume_id', rpc);
+  const staging = required(req.stagingTargetPath, 'staging_target_path', rpc);
+  const access = accessTypeOf(req.volumeCapability, rpc);
+  const disk = diskFromPublishContext(req.publishContext, volumeId);
+  const wanted = access === 'mount' ? requestedFsType(req) : undefined;
+
+  return d.locks.run(volumeId, async () => {
+    try {
+      const device = await findDisk(d, disk, volumeId, ctx);
+      // A raw block volume needs nothing at the staging path: publish binds the device itself.
+      if (access === 'block') return {};
+
+      const deviceMajMin = await d.blockDevices.majMinOf(device);
+      const existing = await d.mounter.find(staging);
+      if (existing) {
+        if (existing.majMin === deviceMajMin) return {};
+        throw new FailedPrecondition(
+          `volume ${volumeId}: staging path ${staging} already has ${existing.source} (${existing.majMin}) mounted, ` +
+            `not ${device} (${deviceMajMin}, WWN 0x${disk.wwn})`,
+        );
+      }
+
+      const readOnly = isReaderOnlyMode(req.volumeCapability);
+      const found = await d.blockDevices.probe(device);
+      let fsType: string;
+      if (found.fsType) {
+        if (wanted && wanted !== found.fsType) {
+          throw new FailedPrecondition(
+            `volume ${volumeId}: disk ${device} already holds a ${found.fsType} filesystem but ${wanted} was requested; ` +
+              'existing data is never reformatted',
+          );
+        }
+        fsType = found.fsType;
+      } else if (found.ptType) {
+        throw new FailedPrecondition(
+          `volume ${volumeId}: disk ${device} has a ${found.ptType} partition table and no filesystem; refusing to format it`,
+        );
+      } else {
+        if (readOnly) {
+          throw new FailedPrecondition(`volume ${volumeId}: disk ${device} has no filesystem and the access mode is read-only, so none can be created`);
+        }
+        const fs = wanted ?? 'ext4';
+        const opts = formatOptions(req.volumeContext, fs, volumeId);
+        ctx.log.info({ volumeId, device, fsType: fs, ...opts }, 'creating filesystem on empty disk');
+        await d.blockDevices.format(device, fs, opts);
+        fsType = fs;
+      }
+
+      const flags = uniq([
+        ...mountFlagsOf(req.volumeCapability),
+        ...(readOnly ? ['ro'] : []),
+        // Clones and snapshots of an xfs disk share its UUID; xfs refuses a second mount without this.
+        ...(fsType === 'xfs' ? ['nouuid'] : []),
+      ]);
+      await ensureDir(staging);
+      await d.mounter.mount(device, staging, fsType, flags);
+      ctx.log.info({ volumeId, device, staging, fsType, flags }, 'volume staged');
+      return {};
+    } catch (e) {
+      throw asCsiError(e, `NodeStageVolume ${volumeId} at ${staging}`);
+    }
+  });
+}
+
+export async function nodeUnstageVolume(d: ProxmoxNodeDeps, req: NodeUnstageVolumeRequest, ctx: CallContext): Promise<NodeUnstageVolumeResponse> {
+  const rpc = 'NodeUnstageVolume';
+  const volumeId = required(req.volumeId, 'volume_id', rpc);
+  const staging = required(req.stagingTargetPath, 'staging_target_path', rpc);
+  return d.locks.run(volumeId, async () => {
+    try {
+      await d.mounter.unmount(staging, { timeoutMs: d.unmountTimeoutMs, force: false });
+      ctx.log.debug({ volumeId, staging }, 'volume unstaged');
+      return {};
+    } catch (e) {
+      if (isCommandError(e, 'exit') && /busy/i.test(e.stderr)) {
+        throw new FailedPrecondition(`volume ${volumeId}: staging path ${staging} is still in use (published somewhere, or open): ${e.stderr}`);
+      }
+      throw asCsiError(e, `NodeUnstageVolume ${volumeId} at ${staging}`);
+    }
+  });
+}

@@ -1,0 +1,99 @@
+// NodeExpandVolume and NodeGetVolumeStats for Proxmox disks. Both work from the volume path
+// alone (kubelet and csi-sanity may omit the capability): a block device node bound on a file
+// is a raw volume, a mount point is a filesystem volume whose device comes from its maj:min.
+import type { CallContext, NodeExpandVolumeRequest, NodeExpandVolumeResponse, NodeGetVolumeStatsRequest, NodeGetVolumeStatsResponse } from '../csi/types.js';
+import { FailedPrecondition, NotFound, Unavailable } from '../errors.js';
+import { isCommandError } from '../os/exec.js';
+import { asCsiError, required } from './common.js';
+import type { ProxmoxNodeDeps } from './proxmox-deps.js';
+import { abnormal, healthy, mountedEntry, mountedUsage, probeVolumePath } from './stats.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Re-read the disk size until it reaches what the CO asked for (the resize may still be on its way). */
+async function sizeAtLeast(d: ProxmoxNodeDeps, device: string, requiredBytes: number, volumeId: string): Promise<number> {
+  const deadline = Date.now() + d.deviceWaitMs;
+  for (;;) {
+    await d.blockDevices.rescan(device);
+    const size = await d.blockDevices.size(device);
+    if (size >= requiredBytes) return size;
+    if (Date.now() >= deadline) {
+      throw new Unavailable(
+        `volume ${volumeId}: ${device} is ${size} bytes on this node, less than the ${requiredBytes} requested; ` +
+          'the resize has not reached this VM yet',
+      );
+    }
+    await sleep(500);
+  }
+}
+
+export async function nodeExpandVolume(d: ProxmoxNodeDeps, req: NodeExpandVolumeRequest, ctx: CallContext): Promise<NodeExpandVolumeResponse> {
+  const rpc = 'NodeExpandVolume';
+  const volumeId = required(req.volumeId, 'volume_id', rpc);
+  const volumePath = required(req.volumePath, 'volume_path', rpc);
+  const requiredBytes = Number(req.capacityRange?.requiredBytes ?? 0) || 0;
+
+  return d.locks.run(volumeId, async () => {
+    try {
+      const st = await d.mounter.probe(volumePath);
+      if (st.state === 'missing') throw new NotFound(`volume ${volumeId}: volume path ${volumePath} does not exist`);
+      if (st.state === 'broken') throw new FailedPrecondition(`volume ${volumeId}: ${volumePath} is not usable: ${st.message}`);
+
+      if (st.kind === 'block') {
+        const device = await d.blockDevices.deviceByMajMin(await d.blockDevices.majMinOf(volumePath));
+        if (!device) throw new FailedPrecondition(`volume ${volumeId}: the disk bound at ${volumePath} is gone from this node`);
+        const size = await sizeAtLeast(d, device, requiredBytes, volumeId);
+        ctx.log.info({ volumeId, device, size }, 'block volume size refreshed');
+        return { capacityBytes: size };
+      }
+
+      const entry = await mountedEntry(d.mounter, volumePath, volumeId);
+      const device = await d.blockDevices.deviceByMajMin(entry.majMin);
+      if (!device) throw new FailedPrecondition(`volume ${volumeId}: the disk mounted at ${volumePath} (${entry.majMin}) is gone from this node`);
+      const size = await sizeAtLeast(d, device, requiredBytes, volumeId);
+      try {
+        await d.blockDevices.resizeFs(device, volumePath, entry.fstype);
+      } catch (e) {
+        if (isCommandError(e, 'exit') && /permission denied|operation not permitted/i.test(e.stderr)) {
+          throw new FailedPrecondition(
+            `volume ${volumeId}: the kernel refused to grow the mounted ${entry.fstype} filesystem on ${device}; ` +
+              `online growth needs CAP_SYS_RESOURCE (ext4) / CAP_SYS_ADMIN (xfs): run the node plugin privileged. ${e.stderr}`,
+            { cause: e },
+          );
+        }
+        throw e;
+      }
+      ctx.log.info({ volumeId, device, size, fsType: entry.fstype }, 'filesystem grown');
+      return { capacityBytes: size };
+    } catch (e) {
+      throw asCsiError(e, `NodeExpandVolume ${volumeId} at ${volumePath}`);
+    }
+  });
+}
+
+export async function nodeGetVolumeStats(d: ProxmoxNodeDeps, req: NodeGetVolumeStatsRequest, _ctx: CallContext): Promise<NodeGetVolumeStatsResponse> {
+  const rpc = 'NodeGetVolumeStats';
+  const volumeId = required(req.volumeId, 'volume_id', rpc);
+  const volumePath = required(req.volumePath, 'volume_path', rpc);
+  try {
+    const probed = await probeVolumePath(d.mounter, volumePath);
+    if (probed.kind === 'done') return probed.response;
+
+    if (probed.state.kind === 'block') {
+      const majMin = await d.blockDevices.majMinOf(volumePath);
+      if (!(await d.blockDevices.deviceByMajMin(majMin))) {
+        return abnormal(`the disk of volume ${volumeId} (${majMin}) is no longer attached to this node`);
+      }
+      const size = await d.blockDevices.size(volumePath);
+      return healthy([{ unit: 'BYTES', total: size }]);
+    }
+
+    const entry = await mountedEntry(d.mounter, volumePath, volumeId);
+    if (!(await d.blockDevices.deviceByMajMin(entry.majMin))) {
+      return abnormal(`the disk under ${volumePath} (${entry.source}, ${entry.majMin}) is no longer attached to this node`);
+    }
+    return await mountedUsage(d.statFs, volumePath);
+  } catch (e) {
+    throw asCsiError(e, `NodeGetVolumeStats ${volumeId} at ${volumePath}`);
+  }
+}

@@ -1,0 +1,202 @@
+// Mounter port and its Linux adapter (util-linux mount/umount/findmnt/stat through Exec).
+// Everything that could block on a dead filesystem runs as a child process under a timeout, so a
+// hung NFS server costs a killed process, never a stuck libuv thread.
+import { type Exec, isCommandError } from './exec.js';
+import { canonicalPath } from './paths.js';
+
+export interface MountEntry {
+  target: string;
+  /** As findmnt shows it: `/dev/sdb`, `server:/export/dir`, `devtmpfs[/sdb]` for a bound device node. */
+  source: string;
+  fstype: string;
+  options: string[];
+  /** Directory of the mounted filesystem that appears at target ("/" unless a subtree was bound). */
+  fsroot: string;
+  /** Device number of the mounted filesystem, `major:minor`. */
+  majMin: string;
+}
+
+export type BrokenErrno = 'ESTALE' | 'ENOTCONN' | 'EIO' | 'ETIMEDOUT' | 'EOTHER';
+
+export type PathState =
+  | { state: 'ok'; kind: 'directory' | 'file' | 'block' | 'other' }
+  | { state: 'missing' }
+  | { state: 'broken'; errno: BrokenErrno; message: string };
+
+export interface MountCallOptions {
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface UnmountOptions {
+  timeoutMs?: number;
+  /**
+   * After a failed or timed-out plain unmount, retry with `umount -f` and then `umount -l`.
+   * Right for network filesystems; wrong for a busy local disk (detaching it under a writer).
+   */
+  force?: boolean;
+}
+
+export interface Mounter {
+  list(): Promise<MountEntry[]>;
+  /** The topmost mount whose mount point is exactly `target` (parent symlinks resolved). */
+  find(target: string): Promise<MountEntry | undefined>;
+  mount(source: string, target: string, fstype: string, options: readonly string[], opts?: MountCallOptions): Promise<void>;
+  /** Bind `source` onto `target`; `readonly` and per-mount flags are applied by a bind remount. */
+  bindMount(source: string, target: string, opts: { readonly: boolean; flags?: readonly string[] }): Promise<void>;
+  /** Unmount every layer mounted at target; not mounted is success. */
+  unmount(target: string, opts?: UnmountOptions): Promise<void>;
+  /** stat(2) the path in a child process under a timeout and classify the outcome. */
+  probe(path: string, timeoutMs?: number): Promise<PathState>;
+}
+
+export interface LinuxMounterOptions {
+  exec: Exec;
+  /** Command names, overridable for tests. */
+  bin?: Partial<Record<'mount' | 'umount' | 'findmnt' | 'stat', string>>;
+  /** Default bound for mount/umount. */
+  timeoutMs?: number;
+  probeTimeoutMs?: number;
+}
+
+/** Per-mount VFS flags that a bind remount can change; filesystem options cannot be. */
+export const BIND_REMOUNT_FLAGS = new Set([
+  'ro', 'rw', 'nosuid', 'suid', 'nodev', 'dev', 'noexec', 'exec',
+  'noatime', 'atime', 'nodiratime', 'diratime', 'relatime', 'norelatime', 'strictatime',
+]);
+
+const MAX_LAYERS = 8;
+
+export function parseFindmntJson(json: string): MountEntry[] {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(json);
+  } catch (e) {
+    throw new Error(`findmnt printed output that is not JSON: ${(e as Error).message}`);
+  }
+  const list = (doc as { filesystems?: unknown }).filesystems;
+  if (!Array.isArray(list)) return [];
+  return list.map((raw: Record<string, unknown>) => {
+    const s = (k: string) => (typeof raw[k] === 'string' ? (raw[k] as string) : raw[k] == null ? '' : String(raw[k]));
+    return {
+      target: s('target'),
+      source: s('source'),
+      fstype: s('fstype'),
+      options: s('options').split(',').filter(Boolean),
+      fsroot: s('fsroot') || '/',
+      majMin: s('maj:min'),
+    };
+  });
+}
+
+export function classifyStatError(message: string): PathState {
+  if (/No such file or directory|Not a directory/i.test(message)) return { state: 'missing' };
+  if (/Stale file handle/i.test(message)) return { state: 'broken', errno: 'ESTALE', message };
+  if (/Transport endpoint is not connected/i.test(message)) return { state: 'broken', errno: 'ENOTCONN', message };
+  if (/Input\/output error/i.test(message)) return { state: 'broken', errno: 'EIO', message };
+  return { state: 'broken', errno: 'EOTHER', message };
+}
+
+function kindOf(statType: string): 'directory' | 'file' | 'block' | 'other' {
+  const t = statType.trim();
+  if (t === 'directory') return 'directory';
+  if (t === 'regular file' || t === 'regular empty file') return 'file';
+  if (t === 'block special file') return 'block';
+  return 'other';
+}
+
+const notMounted = (e: unknown) => isCommandError(e, 'exit') && /not mounted|no mount point specified/i.test(e.stderr);
+
+export function createLinuxMounter(o: LinuxMounterOptions): Mounter {
+  const bin = { mount: 'mount', umount: 'umount', findmnt: 'findmnt', stat: 'stat', ...o.bin };
+  const timeoutMs = o.timeoutMs ?? 60_000;
+  const probeTimeoutMs = o.probeTimeoutMs ?? 5_000;
+  const exec = o.exec;
+
+  const list = async (): Promise<MountEntry[]> => {
+    const { stdout } = await exec.run(bin.findmnt, ['-J', '-l', '-o', 'TARGET,SOURCE,FSTYPE,OPTIONS,FSROOT,MAJ:MIN'], {
+      timeoutMs: 15_000,
+    });
+    return parseFindmntJson(stdout);
+  };
+
+  const find = async (target: string): Promise<MountEntry | undefined> => {
+    const want = await canonicalPath(target);
+    const all = await list();
+    // mountinfo lists mounts in mount order, so the last one at a path is the visible one.
+    for (let i = all.length - 1; i >= 0; i--) if (all[i]!.target === want) return all[i];
+    return undefined;
+  };
+
+  const umountOnce = async (args: string[], t: number) => {
+    try {
+      await exec.run(bin.umount, args, { timeoutMs: t });
+      return true;
+    } catch (e) {
+      if (notMounted(e)) return true;
+      throw e;
+    }
+  };
+
+  return {
+    list,
+    find,
+
+    async mount(source, target, fstype, options, opts = {}) {
+      const args = ['-t', fstype];
+      if (options.length) args.push('-o', options.join(','));
+      args.push(source, target);
+      await exec.run(bin.mount, args, { timeoutMs: opts.timeoutMs ?? timeoutMs, signal: opts.signal });
+    },
+
+    async bindMount(source, target, opts) {
+      await exec.run(bin.mount, ['--bind', source, target], { timeoutMs });
+      const flags = (opts.flags ?? []).filter((f) => BIND_REMOUNT_FLAGS.has(f) && f !== 'ro' && f !== 'rw');
+      if (!opts.readonly && flags.length === 0) return;
+      const remount = ['remount', 'bind', ...(opts.readonly ? ['ro'] : []), ...flags].join(',');
+      try {
+        await exec.run(bin.mount, ['-o', remount, target], { timeoutMs });
+      } catch (e) {
+        // Never leave a writable bind behind when read-only was asked for.
+        await exec.run(bin.umount, [target], { timeoutMs }).catch(() => undefined);
+        throw e;
+      }
+    },
+
+    async unmount(target, opts = {}) {
+      const t = opts.timeoutMs ?? timeoutMs;
+      const path = await canonicalPath(target);
+      for (let layer = 0; layer < MAX_LAYERS; layer++) {
+        if (!(await find(path))) return;
+        // --no-canonicalize: umount would otherwise stat the mount point, which can hang on a dead server.
+        try {
+          await umountOnce(['--no-canonicalize', path], t);
+          continue;
+        } catch (e) {
+          if (!opts.force) throw e;
+        }
+        try {
+          await umountOnce(['--no-canonicalize', '-f', path], t);
+          continue;
+        } catch {
+          // Fall through to a lazy unmount: detach now, let the kernel clean up when it can.
+        }
+        await umountOnce(['--no-canonicalize', '-l', path], t);
+      }
+      if (await find(path)) throw new Error(`${path} is still mounted after unmounting ${MAX_LAYERS} layers`);
+    },
+
+    async probe(path, t = probeTimeoutMs) {
+      try {
+        const { stdout } = await exec.run(bin.stat, ['-c', '%F', '--', path], { timeoutMs: t });
+        return { state: 'ok', kind: kindOf(stdout) };
+      } catch (e) {
+        if (isCommandError(e, 'timeout')) {
+          return { state: 'broken', errno: 'ETIMEDOUT', message: `stat ${path} did not answer within ${t} ms` };
+        }
+        if (isCommandError(e, 'exit')) return classifyStatError(e.stderr || e.message);
+        throw e;
+      }
+    },
+  };
+}

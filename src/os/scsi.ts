@@ -1,0 +1,125 @@
+// Reading SCSI disks from sysfs. Proxmox hot-plugs each volume as a QEMU scsi-hd with a WWN; the
+// guest kernel exposes it as /sys/bus/scsi/devices/H:C:T:L with vendor "QEMU" and
+// wwid "naa.<wwn hex>". The root is a parameter so tests can build a fake tree.
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { isErrno } from './paths.js';
+
+export interface ScsiDevice {
+  hctl: string;
+  host: number;
+  channel: number;
+  target: number;
+  lun: number;
+  vendor: string;
+  wwid: string;
+  /** Kernel block device name (`sdb`) once the disk driver has bound; undefined before. */
+  blockName: string | undefined;
+}
+
+const HCTL = /^(\d+):(\d+):(\d+):(\d+)$/;
+
+/** `0x5056432D49443031` or `5056…` → `5056432d49443031`; undefined when not a 64/128-bit hex WWN. */
+export function normalizeWwn(raw: string): string | undefined {
+  const hex = raw.trim().toLowerCase().replace(/^0x/, '');
+  return /^[0-9a-f]{16}([0-9a-f]{16})?$/.test(hex) ? hex : undefined;
+}
+
+/**
+ * WWN the controller gives the disk in slot N: the hex of the ASCII string `PVC-ID%02d`
+ * (slot 1 → 0x5056432d49443031), the scheme of the upstream driver.
+ */
+export function wwnForSlot(slot: number): string {
+  return Buffer.from(`PVC-ID${String(slot).padStart(2, '0')}`, 'ascii').toString('hex');
+}
+
+/** True for a disk attached by this driver (or the one it replaces): `naa.` + hex("PVC-ID") + two digits. */
+export function isDriverWwid(wwid: string): boolean {
+  return /^naa\.5056432d4944(3[0-9]){2}$/i.test(wwid.trim());
+}
+
+async function readTrim(file: string): Promise<string> {
+  try {
+    return (await fs.readFile(file, 'utf8')).trim();
+  } catch (e) {
+    if (isErrno(e, 'ENOENT', 'ENOTDIR', 'EINVAL', 'EIO', 'ENXIO')) return '';
+    throw e;
+  }
+}
+
+async function readDirOrEmpty(dir: string): Promise<string[]> {
+  try {
+    return await fs.readdir(dir);
+  } catch (e) {
+    if (isErrno(e, 'ENOENT', 'ENOTDIR')) return [];
+    throw e;
+  }
+}
+
+export async function listScsiDevices(sysfsRoot: string): Promise<ScsiDevice[]> {
+  const base = path.join(sysfsRoot, 'bus', 'scsi', 'devices');
+  const out: ScsiDevice[] = [];
+  for (const name of (await readDirOrEmpty(base)).sort()) {
+    const m = HCTL.exec(name);
+    if (!m) continue; // host0, target0:0:0 …
+    const dir = path.join(base, name);
+    const [vendor, wwid, blocks] = await Promise.all([
+      readTrim(path.join(dir, 'vendor')),
+      readTrim(path.join(dir, 'wwid')),
+      readDirOrEmpty(path.join(dir, 'block')),
+    ]);
+    out.push({
+      hctl: name,
+      host: Number(m[1]),
+      channel: Number(m[2]),
+      target: Number(m[3]),
+      lun: Number(m[4]),
+      vendor,
+      wwid,
+      blockName: blocks[0],
+    });
+  }
+  return out;
+}
+
+/** The QEMU disk whose wwid is `naa.<wwn>`, if the kernel has it. */
+export async function findScsiByWwn(sysfsRoot: string, wwn: string): Promise<ScsiDevice | undefined> {
+  const want = `naa.${wwn.toLowerCase()}`;
+  const devices = await listScsiDevices(sysfsRoot);
+  return devices.find((d) => d.vendor === 'QEMU' && d.wwid.toLowerCase() === want);
+}
+
+/** Ask every SCSI host to scan all channels/targets/LUNs; returns how many hosts were asked. */
+export async function rescanScsiHosts(sysfsRoot: string): Promise<number> {
+  const base = path.join(sysfsRoot, 'class', 'scsi_host');
+  let n = 0;
+  for (const host of await readDirOrEmpty(base)) {
+    if (!host.startsWith('host')) continue;
+    try {
+      await fs.writeFile(path.join(base, host, 'scan'), '- - -');
+      n++;
+    } catch (e) {
+      if (!isErrno(e, 'ENOENT', 'EACCES', 'EPERM', 'EINVAL')) throw e;
+    }
+  }
+  return n;
+}
+
+/**
+ * Proxmox puts `scsiN` at LUN N on virtio-scsi controllers and at target N (LUN 0) on the
+ * LSI/pvscsi ones; either way the number is the slot.
+ */
+export function slotOf(d: ScsiDevice): number {
+  return d.lun > 0 ? d.lun : d.target;
+}
+
+/** Slots scsi1..scsi30 taken by QEMU disks this driver did not attach (they limit how many we can). */
+export async function foreignScsiSlots(sysfsRoot: string): Promise<number> {
+  const slots = new Set<number>();
+  for (const d of await listScsiDevices(sysfsRoot)) {
+    if (d.vendor !== 'QEMU' || isDriverWwid(d.wwid)) continue;
+    const slot = slotOf(d);
+    if (slot >= 1 && slot <= 30) slots.add(slot);
+  }
+  return slots.size;
+}

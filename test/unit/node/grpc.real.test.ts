@@ -1,0 +1,87 @@
+// Both node backends behind the real gRPC server: what goes over the wire (64-bit numbers,
+// enum names, status codes) and a full stage/publish/stats/unpublish/unstage on a loop disk.
+import t from 'tap';
+import fs from 'node:fs';
+import { status } from '@grpc/grpc-js';
+import { pino } from 'pino';
+import { startDriverServer } from '../../../src/server/driver-server.js';
+import { createNfsNode, createProxmoxNode } from '../../../src/node/index.js';
+import { wwnForSlot } from '../../../src/os/scsi.js';
+import { csiClient } from '../../helpers/csi-client.js';
+import { canUseLoopDevices, LoopRig } from './loop-rig.js';
+
+const log = pino({ level: 'silent' });
+const MiB = 1024 * 1024;
+
+t.test('Proxmox node over gRPC on a loop disk', { skip: canUseLoopDevices() }, async (t) => {
+  const rig = new LoopRig(t);
+  rig.addDisk(256 * MiB, wwnForSlot(2));
+  const node = createProxmoxNode({ nodeId: 'talos-w1', region: 'homelab', zone: 'hyper1', deviceDir: rig.devDir, log, nodeLabels: null, deviceWaitMs: 500 });
+  const server = await startDriverServer({
+    driver: { name: 'csi.proxmox.sinextra.dev', accessibilityConstraints: true, onlineExpansion: true, probe: async () => true, node },
+    mode: 'node',
+    endpoint: 'tcp://127.0.0.1:0',
+    log,
+    version: 'test',
+  });
+  t.teardown(() => server.stop(1000));
+  const c = csiClient(server.endpoint);
+  t.teardown(() => c.close());
+
+  const caps = await c.node('NodeGetCapabilities');
+  t.same(caps.capabilities.map((x: { rpc: { type: string } }) => x.rpc.type), ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME', 'VOLUME_CONDITION']);
+  const info = await c.node('NodeGetInfo');
+  t.equal(info.nodeId, 'talos-w1');
+  t.equal(String(info.maxVolumesPerNode), '30');
+  t.same(info.accessibleTopology.segments, { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' });
+
+  const volumeId = 'homelab/hyper1/local-lvm/vm-9999-pvc-grpc';
+  const publishContext = { DevicePath: `/dev/disk/by-id/wwn-0x${wwnForSlot(2)}`, lun: '2' };
+  const volumeCapability = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+  const staging = rig.path('stage');
+  const target = rig.path('target');
+  await c.node('NodeStageVolume', { volumeId, publishContext, stagingTargetPath: staging, volumeCapability });
+  await c.node('NodePublishVolume', { volumeId, publishContext, stagingTargetPath: staging, targetPath: target, volumeCapability });
+  const stats = await c.node('NodeGetVolumeStats', { volumeId, volumePath: target });
+  t.same(stats.usage.map((u: { unit: string }) => u.unit), ['BYTES', 'INODES']);
+  t.ok(Number(stats.usage[0].total) > 200 * MiB);
+  t.same(stats.volumeCondition, { abnormal: false, message: '' });
+  const missing = await c.node('NodeGetVolumeStats', { volumeId, volumePath: rig.path('nope') }).catch((e) => e);
+  t.equal(missing.code, status.NOT_FOUND);
+  const noCtx = await c.node('NodeStageVolume', { volumeId, stagingTargetPath: rig.path('s2'), volumeCapability }).catch((e) => e);
+  t.equal(noCtx.code, status.INVALID_ARGUMENT);
+  t.match(noCtx.details, /neither DevicePath nor lun/);
+  await c.node('NodeUnpublishVolume', { volumeId, targetPath: target });
+  await c.node('NodeUnstageVolume', { volumeId, stagingTargetPath: staging });
+  t.notOk(fs.existsSync(target));
+  t.same(rig.mountsUnderRoot(), []);
+});
+
+t.test('NFS node over gRPC: info, capabilities, block refused', async (t) => {
+  const node = createNfsNode({ nodeId: 'talos-w1', log, mountTimeoutMs: 1000 });
+  const server = await startDriverServer({
+    driver: { name: 'nfs.csi.k8s.io', accessibilityConstraints: false, onlineExpansion: false, probe: async () => true, node },
+    mode: 'node',
+    endpoint: 'tcp://127.0.0.1:0',
+    log,
+    version: 'test',
+  });
+  t.teardown(() => server.stop(1000));
+  const c = csiClient(server.endpoint);
+  t.teardown(() => c.close());
+  const info = await c.node('NodeGetInfo');
+  t.equal(info.nodeId, 'talos-w1');
+  t.equal(info.accessibleTopology, null);
+  const caps = await c.node('NodeGetCapabilities');
+  t.same(caps.capabilities.map((x: { rpc: { type: string } }) => x.rpc.type), ['GET_VOLUME_STATS', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER']);
+  const err = await c
+    .node('NodePublishVolume', {
+      volumeId: 'v',
+      targetPath: '/tmp/never-created-by-this-test',
+      volumeCapability: { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } },
+      volumeContext: { server: '127.0.0.1', share: '/x' },
+    })
+    .catch((e) => e);
+  t.equal(err.code, status.INVALID_ARGUMENT);
+  t.notOk(fs.existsSync('/tmp/never-created-by-this-test'));
+});

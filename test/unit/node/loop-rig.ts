@@ -1,0 +1,91 @@
+// Real disks for node tests: sparse files on loop devices, announced through wwn-0x… links in a
+// temp device dir, the way the simulator's loop backend does. Everything is torn down in the
+// test's teardown, whether it passed or not: mounts under the temp root, loop devices, files.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+export interface LoopDisk {
+  file: string;
+  device: string;
+  wwn: string;
+}
+
+const run = (cmd: string, args: string[]) => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+
+export function canUseLoopDevices(): string | undefined {
+  if (process.getuid?.() !== 0) return 'needs root (losetup, mkfs, mount)';
+  try {
+    run('losetup', ['--version']);
+    run('mkfs.xfs', ['-V']);
+  } catch (e) {
+    return `missing tool: ${(e as Error).message}`;
+  }
+  return undefined;
+}
+
+export class LoopRig {
+  readonly root: string;
+  readonly devDir: string;
+  readonly disks: LoopDisk[] = [];
+
+  constructor(t: { teardown(fn: () => void): void }) {
+    this.root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'node-loop-test-')));
+    this.devDir = path.join(this.root, 'by-id');
+    fs.mkdirSync(this.devDir);
+    t.teardown(() => this.cleanup());
+  }
+
+  path(...parts: string[]): string {
+    return path.join(this.root, ...parts);
+  }
+
+  addDisk(sizeBytes: number, wwn: string): LoopDisk {
+    const file = this.path(`disk-${wwn}.raw`);
+    fs.closeSync(fs.openSync(file, 'w'));
+    fs.truncateSync(file, sizeBytes);
+    const device = run('losetup', ['-f', '--show', file]);
+    const disk = { file, device, wwn };
+    this.disks.push(disk);
+    fs.symlinkSync(device, path.join(this.devDir, `wwn-0x${wwn}`));
+    return disk;
+  }
+
+  /** What a Proxmox disk resize does to the guest: a bigger disk behind the same device. */
+  grow(disk: LoopDisk, sizeBytes: number): void {
+    fs.truncateSync(disk.file, sizeBytes);
+    run('losetup', ['-c', disk.device]);
+  }
+
+  mountsUnderRoot(): string[] {
+    const doc = JSON.parse(run('findmnt', ['-J', '-l', '-o', 'TARGET'])) as { filesystems?: Array<{ target: string }> };
+    return (doc.filesystems ?? []).map((f) => f.target).filter((p) => p === this.root || p.startsWith(`${this.root}/`));
+  }
+
+  cleanup(): void {
+    for (let i = 0; i < 20; i++) {
+      const mounts = this.mountsUnderRoot();
+      if (mounts.length === 0) break;
+      for (const m of mounts.reverse()) {
+        try {
+          run('umount', [m]);
+        } catch {
+          try {
+            run('umount', ['-l', m]);
+          } catch {
+            // already gone
+          }
+        }
+      }
+    }
+    for (const d of this.disks) {
+      try {
+        run('losetup', ['-d', d.device]);
+      } catch {
+        // already detached
+      }
+    }
+    fs.rmSync(this.root, { recursive: true, force: true });
+  }
+}

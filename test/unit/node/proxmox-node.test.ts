@@ -1,0 +1,249 @@
+// Proxmox node logic against fakes: the decisions that real disks cannot easily provoke.
+import t from 'tap';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
+import { createProxmoxNode } from '../../../src/node/proxmox-node.js';
+import { diskFromPublishContext } from '../../../src/node/wwn.js';
+import { isCsiError } from '../../../src/errors.js';
+import type { BlockDevices, FsType, ProbeResult } from '../../../src/os/blockdevices.js';
+import { createLinuxMounter } from '../../../src/os/mounter.js';
+import type { CallContext, VolumeCapability } from '../../../src/csi/types.js';
+import { FakeSystem, fail } from '../os/fakes.js';
+
+const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
+const WWN3 = '5056432d49443033';
+const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${e}`);
+const cap = (fsType = '', mode: 'SINGLE_NODE_WRITER' | 'SINGLE_NODE_READER_ONLY' = 'SINGLE_NODE_WRITER'): VolumeCapability => ({
+  mount: { fsType, mountFlags: [], volumeMountGroup: '' },
+  accessMode: { mode },
+  accessType: 'mount',
+});
+
+class FakeDisks implements BlockDevices {
+  devices = new Map<string, { device: string; majMin: string; probe: ProbeResult; size: number }>();
+  formats: Array<[string, FsType, object]> = [];
+  foreign = 0;
+  formatDelayMs = 0;
+  gone = new Set<string>();
+
+  add(wwn: string, device: string, majMin: string, probe: ProbeResult = {}, size = 1 << 30) {
+    this.devices.set(wwn, { device, majMin, probe, size });
+  }
+  private byDevice(device: string) {
+    return [...this.devices.values()].find((d) => d.device === device);
+  }
+  async findByWwn(wwn: string) {
+    return this.devices.get(wwn)?.device;
+  }
+  async probe(device: string) {
+    return { ...this.byDevice(device)!.probe };
+  }
+  async format(device: string, fsType: FsType, opts: object = {}) {
+    await new Promise((r) => setTimeout(r, this.formatDelayMs));
+    this.formats.push([device, fsType, opts]);
+    this.byDevice(device)!.probe = { fsType };
+  }
+  async size(device: string) {
+    return this.byDevice(device)?.size ?? 0;
+  }
+  async rescan() {}
+  async resizeFs() {}
+  async majMinOf(p: string) {
+    const d = this.byDevice(p);
+    if (!d) throw new Error(`${p} is not a block device`);
+    return d.majMin;
+  }
+  async deviceByMajMin(mm: string) {
+    const d = [...this.devices.values()].find((x) => x.majMin === mm);
+    return d && !this.gone.has(mm) ? d.device : undefined;
+  }
+  async foreignSlots() {
+    return this.foreign;
+  }
+}
+
+function setup(t: { teardown(fn: () => void): void }, o: { labels?: Record<string, string>; region?: string; zone?: string } = {}) {
+  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'pve-node-test-')));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const sys = new FakeSystem();
+  const disks = new FakeDisks();
+  const node = createProxmoxNode({
+    nodeId: 'talos-w1',
+    region: o.region,
+    zone: o.zone,
+    log: pino({ level: 'silent' }),
+    exec: sys,
+    mounter: createLinuxMounter({ exec: sys }),
+    blockDevices: disks,
+    nodeLabels: o.labels ? async () => o.labels! : null,
+    deviceWaitMs: 300,
+  });
+  const stage = (extra: Record<string, unknown> = {}) => ({
+    volumeId: 'homelab/hyper1/local-lvm/vm-9999-pvc-1',
+    publishContext: { DevicePath: `/dev/disk/by-id/wwn-0x${WWN3}`, lun: '3' },
+    stagingTargetPath: path.join(dir, 'staging'),
+    volumeCapability: cap('ext4'),
+    secrets: {},
+    volumeContext: {},
+    ...extra,
+  });
+  return { dir, sys, disks, node, stage };
+}
+
+t.test('publish context: DevicePath first, lun as fallback, clear errors otherwise', async (t) => {
+  t.same(diskFromPublishContext({ DevicePath: `/dev/disk/by-id/wwn-0x${WWN3.toUpperCase()}`, lun: '3' }, 'v'), { wwn: WWN3, lun: 3 });
+  t.same(diskFromPublishContext({ devicepath: `/dev/disk/by-id/wwn-0x${WWN3}` }, 'v'), { wwn: WWN3 }, 'keys are case-insensitive');
+  t.same(diskFromPublishContext({ lun: '3' }, 'v'), { wwn: WWN3, lun: 3 }, 'slot → PVC-ID03');
+  t.throws(() => diskFromPublishContext({}, 'vol-1'), { kind: 'InvalidArgument', message: /vol-1.*neither DevicePath nor lun/ });
+  t.throws(() => diskFromPublishContext({ DevicePath: '/dev/sdb' }, 'v'), { kind: 'InvalidArgument', message: /wwn-0x/ });
+  t.throws(() => diskFromPublishContext({ lun: '31' }, 'v'), { kind: 'InvalidArgument', message: /slot 1\.\.30/ });
+});
+
+t.test('NodeGetInfo: topology from labels (Proxmox labels win), slots left', async (t) => {
+  const { node, disks } = setup(t, {
+    labels: {
+      'topology.kubernetes.io/region': 'k8s-region',
+      'topology.kubernetes.io/zone': 'hyper1',
+      'topology.proxmox.sinextra.dev/region': 'homelab',
+    },
+    region: 'flag-region',
+    zone: 'flag-zone',
+  });
+  disks.foreign = 2;
+  const info = await node.nodeGetInfo(ctx);
+  t.same(info, {
+    nodeId: 'talos-w1',
+    maxVolumesPerNode: 28,
+    accessibleTopology: { segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } },
+  });
+  disks.foreign = 30;
+  t.equal((await node.nodeGetInfo(ctx)).maxVolumesPerNode, 1, 'never 0, which would mean unlimited');
+});
+
+t.test('NodeGetInfo without any topology is a clear FailedPrecondition', async (t) => {
+  const { node } = setup(t, { labels: {} });
+  const err = await node.nodeGetInfo(ctx).catch((e) => e);
+  t.equal(code(err), 'FailedPrecondition');
+  t.match(err.message, /topology\.kubernetes\.io\/region/);
+  const flagsOnly = setup(t, { region: 'homelab' });
+  t.match((await flagsOnly.node.nodeGetInfo(ctx).catch((e) => e)).message, /--region and --zone/);
+});
+
+t.test('stage never formats a disk with a partition table, or a read-only one', async (t) => {
+  const { node, disks, stage } = setup(t);
+  disks.add(WWN3, '/dev/sdx', '8:16', { ptType: 'gpt' });
+  const err = await node.nodeStageVolume!(stage(), ctx).catch((e) => e);
+  t.equal(code(err), 'FailedPrecondition');
+  t.match(err.message, /gpt partition table/);
+  disks.devices.get(WWN3)!.probe = {};
+  t.equal(code(await node.nodeStageVolume!(stage({ volumeCapability: cap('ext4', 'SINGLE_NODE_READER_ONLY') }), ctx).catch((e) => e)), 'FailedPrecondition');
+  t.same(disks.formats, []);
+});
+
+t.test('stage validates fsType and format parameters before touching the disk', async (t) => {
+  const { node, disks, stage } = setup(t);
+  disks.add(WWN3, '/dev/sdx', '8:16');
+  const bad = await node.nodeStageVolume!(stage({ volumeCapability: cap('btrfs') }), ctx).catch((e) => e);
+  t.equal(code(bad), 'InvalidArgument');
+  t.match(bad.message, /btrfs.*ext4 or xfs/);
+  const bs = await node.nodeStageVolume!(stage({ volumeContext: { blockSize: '3000' } }), ctx).catch((e) => e);
+  t.equal(code(bs), 'InvalidArgument');
+  t.match(bs.message, /blockSize="3000"/);
+  t.same(disks.formats, []);
+});
+
+t.test('stage formats with the volume context parameters and the fstype from the context', async (t) => {
+  const { node, disks, stage, sys } = setup(t);
+  disks.add(WWN3, '/dev/sdx', '8:16');
+  await node.nodeStageVolume!(
+    stage({ volumeCapability: cap(''), volumeContext: { 'csi.storage.k8s.io/fstype': 'xfs', blockSize: '4096', inodeSize: '512' } }),
+    ctx,
+  );
+  t.same(disks.formats, [['/dev/sdx', 'xfs', { blockSize: 4096, inodeSize: 512 }]]);
+  const mountCmd = sys.commands.find((c) => c[0] === 'mount')!;
+  t.same(mountCmd.slice(0, 5), ['mount', '-t', 'xfs', '-o', 'nouuid']);
+});
+
+t.test('concurrent stage calls for one volume format once', async (t) => {
+  const { node, disks, stage, sys } = setup(t);
+  disks.add(WWN3, '/dev/sdx', '8:16');
+  disks.formatDelayMs = 100;
+  // The fake mount table has no real device numbers; give staged mounts the disk's.
+  sys.intercept((cmd, args) => {
+    if (cmd === 'mount' && args[0] === '-t') {
+      sys.addMount({ target: args[args.length - 1]!, source: args[args.length - 2]!, fstype: args[1]!, majMin: '8:16' });
+      return Promise.resolve({ stdout: '', stderr: '', exitCode: 0 });
+    }
+    return undefined;
+  });
+  await Promise.all([node.nodeStageVolume!(stage(), ctx), node.nodeStageVolume!(stage(), ctx), node.nodeStageVolume!(stage(), ctx)]);
+  t.equal(disks.formats.length, 1);
+  t.equal(sys.commands.filter((c) => c[0] === 'mount').length, 1, 'mounted once; the others saw it mounted');
+});
+
+t.test('a disk that never shows up is NotFound naming WWN, slot and where we looked', async (t) => {
+  const { node, stage } = setup(t);
+  const err = await node.nodeStageVolume!(stage(), ctx).catch((e) => e);
+  t.equal(code(err), 'NotFound');
+  t.match(err.message, /WWN 0x5056432d49443033 \(scsi3\).*\/sys\/bus\/scsi\/devices.*wwn-0x5056432d49443033/);
+});
+
+t.test('unstage of a busy staging path says so', async (t) => {
+  const { node, sys, stage } = setup(t);
+  const staging = stage().stagingTargetPath;
+  sys.addMount({ target: staging, source: '/dev/sdx', fstype: 'ext4', majMin: '8:16' });
+  sys.intercept((cmd, args) => (cmd === 'umount' ? Promise.reject(fail(cmd, args, 32, `umount: ${staging}: target is busy.`)) : undefined));
+  const err = await node.nodeUnstageVolume!({ volumeId: 'v', stagingTargetPath: staging }, ctx).catch((e) => e);
+  t.equal(code(err), 'FailedPrecondition');
+  t.match(err.message, /still in use/);
+});
+
+t.test('unpublish refuses to delete a target that is not a mount point but has files', async (t) => {
+  const { node, dir } = setup(t);
+  const target = path.join(dir, 'target');
+  fs.mkdirSync(target);
+  fs.writeFileSync(path.join(target, 'precious'), 'x');
+  const err = await node.nodeUnpublishVolume({ volumeId: 'v', targetPath: target }, ctx).catch((e) => e);
+  t.equal(code(err), 'FailedPrecondition');
+  t.ok(fs.existsSync(path.join(target, 'precious')), 'files untouched');
+});
+
+t.test('stats: abnormal when the disk is gone or the mount broken', async (t) => {
+  const { node, disks, sys, dir } = setup(t);
+  disks.add(WWN3, '/dev/sdx', '8:16');
+  const target = path.join(dir, 'pub');
+  fs.mkdirSync(target);
+  sys.addMount({ target, source: '/dev/sdx', fstype: 'ext4', majMin: '8:16' });
+  const ok = await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: target, stagingTargetPath: '' }, ctx);
+  t.equal(ok.volumeCondition?.abnormal, false);
+  t.equal(ok.usage?.length, 2);
+  disks.gone.add('8:16');
+  const gone = await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: target, stagingTargetPath: '' }, ctx);
+  t.equal(gone.volumeCondition?.abnormal, true);
+  t.match(gone.volumeCondition?.message, /no longer attached/);
+  t.equal(gone.usage?.length, 1, 'still one usage entry so kubelet keeps the condition');
+  sys.intercept((cmd, args) => (cmd === 'stat' && args.includes(target) ? Promise.reject(fail(cmd, args, 1, `stat: cannot statx '${target}': Input/output error`)) : undefined));
+  const broken = await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: target, stagingTargetPath: '' }, ctx);
+  t.equal(broken.volumeCondition?.abnormal, true);
+  t.match(broken.volumeCondition?.message, /EIO/);
+  const notMounted = path.join(dir, 'plain');
+  fs.mkdirSync(notMounted);
+  t.equal(code(await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: notMounted, stagingTargetPath: '' }, ctx).catch((e) => e)), 'NotFound');
+});
+
+t.test('expand waits for the new size, then says it has not arrived', async (t) => {
+  const { node, disks, sys, dir } = setup(t);
+  disks.add(WWN3, '/dev/sdx', '8:16', { fsType: 'ext4' }, 1 << 30);
+  const target = path.join(dir, 'pub');
+  fs.mkdirSync(target);
+  sys.addMount({ target, source: '/dev/sdx', fstype: 'ext4', majMin: '8:16' });
+  const req = { volumeId: 'v', volumePath: target, capacityRange: { requiredBytes: String(2 ** 31), limitBytes: '0' }, stagingTargetPath: '', volumeCapability: null, secrets: {} };
+  setTimeout(() => (disks.devices.get(WWN3)!.size = 2 ** 31), 100);
+  t.equal(Number((await node.nodeExpandVolume!(req, ctx)).capacityBytes), 2 ** 31);
+  const err = await node.nodeExpandVolume!({ ...req, capacityRange: { requiredBytes: String(2 ** 32), limitBytes: '0' } }, ctx).catch((e) => e);
+  t.equal(code(err), 'Unavailable');
+  t.match(err.message, /has not reached this VM yet/);
+  t.equal(code(await node.nodeExpandVolume!({ ...req, volumePath: path.join(dir, 'nope') }, ctx).catch((e) => e)), 'NotFound');
+});

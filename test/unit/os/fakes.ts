@@ -1,0 +1,111 @@
+// A fake Exec that plays mount/umount/findmnt against an in-memory mount table, records every
+// command, and lets a test intercept any of them (hang, fail, stale). Commands it does not
+// model (stat) go to a real executor, so paths in a temp dir behave as they really would.
+import { CommandError, createExec, type Exec, type ExecOptions, type ExecResult } from '../../../src/os/exec.js';
+import type { MountEntry } from '../../../src/os/mounter.js';
+
+export interface Call {
+  cmd: string;
+  args: string[];
+  timeoutMs: number | undefined;
+}
+
+export type Interceptor = (cmd: string, args: string[], opts: ExecOptions) => Promise<ExecResult> | undefined;
+
+export const ok = (stdout = ''): ExecResult => ({ stdout, stderr: '', exitCode: 0 });
+
+export function fail(cmd: string, args: string[], exitCode: number, stderr: string): CommandError {
+  return new CommandError({ command: cmd, args, reason: 'exit', exitCode, stderr });
+}
+
+export function timeout(cmd: string, args: string[], ms = 1): CommandError {
+  return new CommandError({ command: cmd, args, reason: 'timeout', detail: `within ${ms} ms` });
+}
+
+export class FakeSystem implements Exec {
+  readonly calls: Call[] = [];
+  readonly table: MountEntry[] = [];
+  readonly interceptors: Interceptor[] = [];
+  private readonly real = createExec({ defaultTimeoutMs: 10_000 });
+  private nextMinor = 100;
+
+  /** Commands other than findmnt (which every operation runs, and is noise in assertions). */
+  get commands(): string[][] {
+    return this.calls.filter((c) => c.cmd !== 'findmnt').map((c) => [c.cmd, ...c.args]);
+  }
+
+  intercept(fn: Interceptor): void {
+    this.interceptors.push(fn);
+  }
+
+  addMount(entry: Partial<MountEntry> & Pick<MountEntry, 'target' | 'source' | 'fstype'>): void {
+    this.table.push({ options: ['rw'], fsroot: '/', majMin: `0:${this.nextMinor++}`, ...entry });
+  }
+
+  private top(target: string): number {
+    for (let i = this.table.length - 1; i >= 0; i--) if (this.table[i]!.target === target) return i;
+    return -1;
+  }
+
+  async run(cmd: string, argsIn: readonly string[], opts: ExecOptions = {}): Promise<ExecResult> {
+    const args = [...argsIn];
+    this.calls.push({ cmd, args, timeoutMs: opts.timeoutMs });
+    for (const fn of this.interceptors) {
+      const r = fn(cmd, args, opts);
+      if (r) return r;
+    }
+    switch (cmd) {
+      case 'findmnt':
+        return ok(
+          JSON.stringify({
+            filesystems: this.table.map((m) => ({
+              target: m.target,
+              source: m.source,
+              fstype: m.fstype,
+              options: m.options.join(','),
+              fsroot: m.fsroot,
+              'maj:min': m.majMin,
+            })),
+          }),
+        );
+      case 'mount':
+        return this.mount(cmd, args);
+      case 'umount': {
+        const target = args[args.length - 1]!;
+        const i = this.top(target);
+        if (i < 0) throw fail(cmd, args, 32, `umount: ${target}: not mounted.`);
+        this.table.splice(i, 1);
+        return ok();
+      }
+      default:
+        return this.real.run(cmd, args, opts);
+    }
+  }
+
+  private mount(cmd: string, args: string[]): ExecResult {
+    if (args[0] === '--bind') {
+      const [, source, target] = args as [string, string, string];
+      const i = this.top(source);
+      const src = i >= 0 ? this.table[i]! : { source, fstype: 'devtmpfs', options: ['rw'], fsroot: source, majMin: '0:6' };
+      this.table.push({ ...src, target, options: [...src.options] });
+      return ok();
+    }
+    if (args[0] === '-o' && args[1]!.startsWith('remount')) {
+      const target = args[2]!;
+      const i = this.top(target);
+      if (i < 0) throw fail(cmd, args, 32, `mount: ${target}: not mounted.`);
+      const flags = args[1]!.split(',').filter((f) => f !== 'remount' && f !== 'bind');
+      const entry = this.table[i]!;
+      entry.options = [...flags, ...entry.options.filter((o) => o !== 'rw' && o !== 'ro' && !flags.includes(o))];
+      if (!entry.options.includes('ro')) entry.options.unshift('rw');
+      return ok();
+    }
+    // mount -t TYPE [-o OPTS] SOURCE TARGET
+    const fstype = args[1]!;
+    const hasOpts = args[2] === '-o';
+    const options = hasOpts ? args[3]!.split(',') : [];
+    const [source, target] = args.slice(hasOpts ? 4 : 2) as [string, string];
+    this.addMount({ target, source, fstype, options: options.includes('ro') ? options : ['rw', ...options] });
+    return ok();
+  }
+}
