@@ -1,0 +1,106 @@
+{{/* Names, labels and the small pieces several templates share. */}}
+
+{{- define "pve-nfs-csi.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "pve-nfs-csi.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "pve-nfs-csi.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "pve-nfs-csi.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels of one component: call with (dict "root" $ "component" "controller"). */}}
+{{- define "pve-nfs-csi.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "pve-nfs-csi.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "pve-nfs-csi.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* repository:tag of a sidecar image value. */}}
+{{- define "pve-nfs-csi.sidecarImage" -}}
+{{- printf "%s:%s" .repository .tag -}}
+{{- end -}}
+
+{{- define "pve-nfs-csi.controllerServiceAccount" -}}
+{{- printf "%s-controller" (include "pve-nfs-csi.fullname" .) -}}
+{{- end -}}
+
+{{- define "pve-nfs-csi.nodeServiceAccount" -}}
+{{- printf "%s-node" (include "pve-nfs-csi.fullname" .) -}}
+{{- end -}}
+
+{{/* Driver names are compatibility contracts (PVs, VolumeAttachments and StorageClasses name them), not settings. */}}
+{{- define "pve-nfs-csi.proxmoxDriver" -}}csi.proxmox.sinextra.dev{{- end -}}
+{{- define "pve-nfs-csi.nfsDriver" -}}nfs.csi.k8s.io{{- end -}}
+
+{{- define "pve-nfs-csi.proxmoxConfigSecret" -}}
+{{- if .Values.proxmox.existingConfigSecret -}}
+{{- .Values.proxmox.existingConfigSecret -}}
+{{- else -}}
+{{- printf "%s-proxmox-config" (include "pve-nfs-csi.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "pve-nfs-csi.proxmoxConfigKey" -}}
+{{- if .Values.proxmox.existingConfigSecret -}}
+{{- .Values.proxmox.existingConfigSecretKey -}}
+{{- else -}}
+config.yaml
+{{- end -}}
+{{- end -}}
+
+{{- define "pve-nfs-csi.assertDrivers" -}}
+{{- if not (or .Values.proxmox.enabled .Values.nfs.enabled) -}}
+{{- fail "both drivers are disabled: set proxmox.enabled or nfs.enabled to true" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Where a node-local HTTP endpoint listens and where kubelet probes it. On the host network the
+endpoint stays on loopback so it is not reachable from other machines.
+Call with (dict "root" $ "port" 1234); returns the listen address.
+*/}}
+{{- define "pve-nfs-csi.nodeListen" -}}
+{{- if .root.Values.node.hostNetwork -}}
+{{- printf "127.0.0.1:%v" .port -}}
+{{- else -}}
+{{- printf ":%v" .port -}}
+{{- end -}}
+{{- end -}}
+
+{{/* httpGet probe of a node-local /healthz: call with (dict "root" $ "port" 1234). */}}
+{{- define "pve-nfs-csi.nodeProbe" -}}
+httpGet:
+  path: /healthz
+  port: {{ .port }}
+  {{- if .root.Values.node.hostNetwork }}
+  host: 127.0.0.1
+  {{- end }}
+initialDelaySeconds: 10
+periodSeconds: 30
+timeoutSeconds: 10
+failureThreshold: 5
+{{- end -}}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Chart tests: installs helm into .tools/ when it is missing (or another version), lints the
+# chart with its defaults and with the seed cluster's values, renders both, then runs the tap
+# checks of the rendered objects (test/helm/*.test.ts). Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+HELM_VERSION=v3.22.0
+TOOLS="$PWD/.tools"
+HELM="$TOOLS/helm"
+CHART=charts/pve-nfs-csi
+SEED=test/helm/seed-values.yaml
+OUT=.cache/helm/rendered
+# A helm built by `go install` reports Kubernetes v1.20 unless told otherwise (release builds
+# set the version at link time); the chart requires a newer cluster.
+KUBE_VERSION=v1.33.0
+
+# Keep helm's cache and config out of the user's home.
+export HELM_CACHE_HOME="$PWD/.cache/helm/cache"
+export HELM_CONFIG_HOME="$PWD/.cache/helm/config"
+export HELM_DATA_HOME="$PWD/.cache/helm/data"
+
+helm_is_pinned() {
+  [[ -x $HELM ]] || return 1
+  # `helm version` of a go-installed binary omits the patch level; the module version does not.
+  go version -m "$HELM" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+helm\.sh/helm/v3[[:space:]]+${HELM_VERSION//./\\.}([[:space:]]|$)"
+}
+
+if ! helm_is_pinned; then
+  if ! command -v go >/dev/null; then
+    echo "helm-test: helm $HELM_VERSION is not in $TOOLS and there is no Go toolchain to build it" >&2
+    exit 1
+  fi
+  echo "helm-test: installing helm $HELM_VERSION into $TOOLS"
+  mkdir -p "$TOOLS"
+  GOBIN="$TOOLS" go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  helm_is_pinned || { echo "helm-test: $HELM is not helm $HELM_VERSION after go install" >&2; exit 1; }
+fi
+
+echo "helm-test: helm lint (defaults)"
+"$HELM" lint --strict --kube-version "$KUBE_VERSION" "$CHART"
+echo "helm-test: helm lint (seed values)"
+"$HELM" lint --strict --kube-version "$KUBE_VERSION" --values "$SEED" "$CHART"
+
+mkdir -p "$OUT"
+"$HELM" template pve-nfs-csi "$CHART" --namespace csi-storage --kube-version "$KUBE_VERSION" >"$OUT/defaults.yaml"
+"$HELM" template pve-nfs-csi "$CHART" --namespace csi-proxmox --kube-version "$KUBE_VERSION" \
+  --values "$SEED" >"$OUT/seed.yaml"
+echo "helm-test: rendered $(grep -c '^kind:' "$OUT/defaults.yaml") objects (defaults) and" \
+  "$(grep -c '^kind:' "$OUT/seed.yaml") (seed) into $OUT/"
+
+HELM="$HELM" npx tap --disable-coverage test/helm/chart.test.ts test/helm/values.test.ts

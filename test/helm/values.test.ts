@@ -1,0 +1,201 @@
+// How values change the render: drivers switched off, inline Proxmox config, StorageClass
+// defaults and overrides, and values that values.schema.json or the templates must refuse.
+import t from 'tap';
+import { parse } from 'yaml';
+import { container, flag, mountAt, podSpec, render, renderError, volume, type K8sObject } from './helm.js';
+
+const PROXMOX = 'csi.proxmox.sinextra.dev';
+const NFS = 'nfs.csi.k8s.io';
+const names = (objs: K8sObject[]) => objs.map((o) => o.metadata.name).sort();
+const containers = (o: K8sObject) => podSpec(o).containers.map((c) => c.name).sort();
+const nfsClass = (i: number, name: string, server = 'nas.example', share = '/export') => [
+  `nfs.storageClasses[${i}].name=${name}`,
+  `nfs.storageClasses[${i}].parameters.server=${server}`,
+  `nfs.storageClasses[${i}].parameters.share=${share}`,
+];
+
+t.test('NFS driver off: nothing of it is rendered', async (t) => {
+  const r = render({ set: ['nfs.enabled=false', ...nfsClass(0, 'ignored')] });
+  t.strictSame(names(r.all('CSIDriver')), [PROXMOX]);
+  t.strictSame(names(r.all('StorageClass')), ['proxmox-local']);
+  const ctl = r.all('Deployment')[0]!;
+  t.strictSame(containers(ctl), ['liveness-probe', 'proxmox-attacher', 'proxmox-provisioner', 'proxmox-resizer', 'pve-nfs-csi']);
+  t.equal(flag(container(podSpec(ctl), 'pve-nfs-csi').args, '--nfs-endpoint'), undefined);
+  t.equal(podSpec(ctl).securityContext?.sysctls, undefined, 'no low source ports without NFS');
+  const node = r.all('DaemonSet')[0]!;
+  t.strictSame(containers(node), ['liveness-probe', 'proxmox-registrar', 'pve-nfs-csi']);
+  t.equal(flag(container(podSpec(node), 'pve-nfs-csi').args, '--nfs-endpoint'), undefined);
+  t.notOk(JSON.stringify(r.objects).includes(NFS), 'the NFS driver name appears nowhere');
+});
+
+t.test('Proxmox driver off: no attacher, capacity, config or hot-plug RBAC', async (t) => {
+  const r = render({ set: ['proxmox.enabled=false', ...nfsClass(0, 'nfs')] });
+  t.strictSame(names(r.all('CSIDriver')), [NFS]);
+  t.strictSame(names(r.all('StorageClass')), ['nfs']);
+  const ctl = podSpec(r.all('Deployment')[0]!);
+  t.strictSame(containers(r.all('Deployment')[0]!), ['liveness-probe', 'nfs-provisioner', 'nfs-resizer', 'pve-nfs-csi']);
+  const plugin = container(ctl, 'pve-nfs-csi');
+  t.equal(flag(plugin.args, '--proxmox-endpoint'), undefined);
+  t.equal(flag(plugin.args, '--proxmox-config'), undefined);
+  t.equal(mountAt(plugin, '/etc/proxmox'), undefined);
+  t.equal(mountAt(container(ctl, 'liveness-probe'), '/csi')?.name, 'socket-nfs', 'the probe follows the driver that runs');
+  t.equal(r.find('ClusterRole', 'pve-pve-nfs-csi-external-attacher'), undefined);
+  t.equal(r.find('Role', 'pve-pve-nfs-csi-capacity'), undefined);
+  const node = podSpec(r.all('DaemonSet')[0]!);
+  t.strictSame(containers(r.all('DaemonSet')[0]!), ['liveness-probe', 'nfs-registrar', 'pve-nfs-csi']);
+  t.equal(volume(node, mountAt(container(node, 'liveness-probe'), '/csi')!.name).hostPath?.path, `/var/lib/kubelet/plugins/${NFS}`);
+  t.notOk(JSON.stringify(r.objects).includes(PROXMOX), 'the Proxmox driver name appears nowhere');
+});
+
+t.test('both drivers off is refused', async (t) => {
+  t.match(renderError({ set: ['proxmox.enabled=false', 'nfs.enabled=false'] }), /both drivers are disabled/);
+});
+
+t.test('capacity tracking off also turns off storageCapacity in the CSIDriver', async (t) => {
+  const r = render({ set: ['proxmox.capacity.enabled=false'] });
+  t.equal((r.get('CSIDriver', PROXMOX).spec as { storageCapacity: boolean }).storageCapacity, false);
+  const prov = container(podSpec(r.all('Deployment')[0]!), 'proxmox-provisioner');
+  t.notOk(prov.args!.includes('--enable-capacity'));
+  t.equal(r.find('Role', 'pve-pve-nfs-csi-capacity'), undefined);
+});
+
+t.test('inline Proxmox config becomes a Secret the controller mounts', async (t) => {
+  const set = [
+    'proxmox.existingConfigSecret=',
+    'proxmox.config.clusters[0].url=https://pve.example:8006/api2/json',
+    'proxmox.config.clusters[0].insecure=false',
+    'proxmox.config.clusters[0].token_id=kubernetes-csi@pve!csi',
+    'proxmox.config.clusters[0].token_secret=00000000-0000-0000-0000-000000000000',
+    'proxmox.config.clusters[0].region=homelab',
+    'proxmox.config.features.controllerVmID=9999',
+  ];
+  const r = render({ set });
+  const secret = r.get('Secret', 'pve-pve-nfs-csi-proxmox-config');
+  const config = parse((secret.stringData as Record<string, string>)['config.yaml']!) as {
+    clusters: Record<string, unknown>[];
+    features: { controllerVmID: number };
+  };
+  t.equal(config.clusters[0]!.region, 'homelab');
+  t.equal(config.clusters[0]!.token_id, 'kubernetes-csi@pve!csi');
+  t.equal(config.features.controllerVmID, 9999);
+  const ctl = r.all('Deployment')[0]!;
+  t.same(volume(podSpec(ctl), 'proxmox-config').secret, {
+    secretName: 'pve-pve-nfs-csi-proxmox-config',
+    items: [{ key: 'config.yaml', path: 'config.yaml' }],
+  });
+  const annotations = (ctl.spec as { template: { metadata: { annotations?: Record<string, string> } } }).template.metadata.annotations;
+  const before = annotations?.['checksum/proxmox-config'];
+  t.match(before, /^[0-9a-f]{64}$/, 'a config change rolls the controller');
+  const changed = render({ set: [...set, 'proxmox.config.clusters[0].region=other'] }).all('Deployment')[0]!;
+  const after = (changed.spec as { template: { metadata: { annotations?: Record<string, string> } } }).template.metadata.annotations;
+  t.not(after?.['checksum/proxmox-config'], before);
+  t.match(renderError({ set: ['proxmox.existingConfigSecret='] }), /proxmox\.config\.clusters is empty/);
+});
+
+t.test('existing Secret under another key', async (t) => {
+  const r = render({ set: ['proxmox.existingConfigSecret=pve-creds', 'proxmox.existingConfigSecretKey=cloud.yaml'] });
+  t.same(volume(podSpec(r.all('Deployment')[0]!), 'proxmox-config').secret, {
+    secretName: 'pve-creds',
+    items: [{ key: 'cloud.yaml', path: 'config.yaml' }],
+  });
+  t.equal(r.all('Secret').length, 0);
+});
+
+t.test('a minimal NFS class gets the syno-nfs-csi defaults; a class can override them', async (t) => {
+  const r = render({
+    set: [
+      ...nfsClass(0, 'plain'),
+      ...nfsClass(1, 'kept', 'nas2.example', '/srv'),
+      'nfs.storageClasses[1].reclaimPolicy=Retain',
+      'nfs.storageClasses[1].allowVolumeExpansion=false',
+      'nfs.storageClasses[1].parameters.onDelete=retain',
+      'nfs.storageClasses[1].parameters.subDir=',
+      'nfs.storageClasses[1].mountOptions[0]=nfsvers=4.1',
+    ],
+  });
+  const plain = r.get('StorageClass', 'plain');
+  t.equal(plain.volumeBindingMode, 'Immediate');
+  t.equal(plain.reclaimPolicy, 'Delete');
+  t.equal(plain.allowVolumeExpansion, true);
+  t.strictSame(plain.parameters, {
+    server: 'nas.example',
+    share: '/export',
+    subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}',
+    onDelete: 'archive',
+  });
+  t.equal(plain.mountOptions, undefined);
+  const kept = r.get('StorageClass', 'kept');
+  t.equal(kept.reclaimPolicy, 'Retain');
+  t.equal(kept.allowVolumeExpansion, false, 'false wins over a true default');
+  t.strictSame(kept.parameters, { server: 'nas2.example', share: '/srv', onDelete: 'retain' }, '"" removes a default');
+  t.strictSame(kept.mountOptions, ['nfsvers=4.1']);
+  t.match(renderError({ set: ['nfs.storageClasses[0].name=x', 'nfs.storageClasses[0].parameters.server=a'] }), /"x" of nfs\.csi\.k8s\.io needs parameters\.share/);
+});
+
+t.test('Proxmox class overrides and numbers', async (t) => {
+  const r = render({
+    set: [
+      'proxmox.storageClasses[0].name=fast-xfs',
+      'proxmox.storageClasses[0].parameters.storage=nvme',
+      'proxmox.storageClasses[0].parameters.csi\\.storage\\.k8s\\.io/fstype=xfs',
+      'proxmox.storageClasses[0].parameters.diskIOPS=4000',
+      'proxmox.storageClasses[0].parameters.cache=none',
+      'proxmox.storageClasses[0].parameters.backup=false',
+    ],
+  });
+  t.strictSame(names(r.all('StorageClass')), ['fast-xfs']);
+  const sc = r.get('StorageClass', 'fast-xfs');
+  t.equal(sc.metadata.annotations, undefined, 'not the default class unless asked');
+  t.strictSame(sc.parameters, {
+    storage: 'nvme',
+    'csi.storage.k8s.io/fstype': 'xfs',
+    diskIOPS: '4000',
+    cache: 'none',
+    backup: 'false',
+    ssd: 'true',
+  });
+  t.match(renderError({ set: ['proxmox.storageClasses[0].name=nostore'] }), /"nostore" of csi\.proxmox\.sinextra\.dev needs parameters\.storage/);
+});
+
+t.test('values.schema.json refuses bad values', async (t) => {
+  const refused: [string, RegExp][] = [
+    ['proxmox.storageClassDefaults.parameters.cache=fast', /cache/],
+    ['proxmox.storageClasses[0].parameters.csi\\.storage\\.k8s\\.io/fstype=btrfs', /fstype/],
+    ['proxmox.storageClasses[0].reclaimPolicy=Recycle', /reclaimPolicy/],
+    ['proxmox.storageClasses[0].volumeBindingMode=Later', /volumeBindingMode/],
+    ['nfs.storageClassDefaults.parameters.onDelete=trash', /onDelete/],
+    ['nfs.storageClassDefaults.parameters.mountPermissions=0999', /mountPermissions/],
+    ['nfs.storageClassDefaults.parameters.subDir=a/../b', /subDir/],
+    ['nfs.storageClassDefaults.parameters.vers=4', /vers/],
+    ['logLevel=loud', /logLevel/],
+    ['drainTimeout=soon', /drainTimeout/],
+    ['node.kubeletDir=var/lib/kubelet', /kubeletDir/],
+    ['metrics.controllerPort=70000', /controllerPort/],
+    ['proxmox.capacity.enabled=yes', /enabled/],
+    ['controlller.replicas=2', /controlller/],
+  ];
+  for (const [set, field] of refused) {
+    const err = renderError({ set: [set] });
+    t.match(err, /values don't meet the specifications of the schema/, `${set} fails the schema`);
+    t.match(err, field, `${set}: the error names the field`);
+  }
+});
+
+t.test('kubelet directory and host network are followed everywhere', async (t) => {
+  const r = render({ set: ['node.kubeletDir=/var/lib/k0s/kubelet', 'node.hostNetwork=false'] });
+  const node = podSpec(r.all('DaemonSet')[0]!);
+  const plugin = container(node, 'pve-nfs-csi');
+  t.equal(flag(plugin.args, '--proxmox-endpoint'), `unix:///var/lib/k0s/kubelet/plugins/${PROXMOX}/csi.sock`);
+  t.equal(mountAt(plugin, '/var/lib/k0s/kubelet')?.mountPropagation, 'Bidirectional');
+  const reg = container(node, 'nfs-registrar');
+  t.equal(flag(reg.args, '--kubelet-registration-path'), `/var/lib/k0s/kubelet/plugins/${NFS}/csi.sock`);
+  t.equal(flag(reg.args, '--http-endpoint'), ':29663', 'on the pod network the health port is the pod IP');
+  t.equal(reg.livenessProbe?.httpGet?.host, undefined);
+  t.equal(node.hostNetwork, false);
+});
+
+t.test('image tag defaults to the chart appVersion', async (t) => {
+  const img = (set: string[]) => container(podSpec(render({ set }).all('DaemonSet')[0]!), 'pve-nfs-csi').image;
+  t.equal(img([]), 'ghcr.io/pve-nfs-csi/pve-nfs-csi:0.1.0');
+  t.equal(img(['image.repository=registry.lan/csi', 'image.tag=dev']), 'registry.lan/csi:dev');
+});
