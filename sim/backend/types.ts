@@ -1,0 +1,48 @@
+// Ports between the simulated API and the host: sparse files that back volumes, and the hot-plug
+// of those files into "running VMs" (nothing, loop devices, or a QEMU guest over QMP).
+
+export interface VmRef {
+  vmid: number;
+  /** VM name = Kubernetes node name; the loop backend names its per-VM link directory after it. */
+  name: string;
+  node: string;
+}
+
+export interface PlugDisk {
+  /** Config key, e.g. `scsi1`. */
+  slot: string;
+  bus: string;
+  index: number;
+  filePath: string;
+  /** `0x` + 16 hex digits, from the drive's `wwn=` option. */
+  wwn?: string;
+}
+
+export interface Hotplug {
+  plug(vm: VmRef, disk: PlugDisk): Promise<void>;
+  unplug(vm: VmRef, slot: string): Promise<void>;
+  /** Makes the guest see a grown backing file (losetup -c / QMP block_resize). */
+  resize(vm: VmRef, slot: string, sizeBytes: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface FileStore {
+  pathFor(node: string, storage: string, volname: string): string;
+  create(path: string, sizeBytes: number): Promise<void>;
+  resize(path: string, sizeBytes: number): Promise<void>;
+  remove(path: string): Promise<void>;
+  allocatedBytes(path: string): Promise<number>;
+}
+
+export type BackendKind = 'none' | 'loop' | 'qmp';
+
+export interface DiskBackend {
+  readonly kind: BackendKind;
+  /** Undefined for `none`: volumes are state only. */
+  readonly files: FileStore | undefined;
+  readonly hotplug: Hotplug;
+  close(): Promise<void>;
+}
+
+/** Runs a host command; resolves stdout, rejects with an Error whose message carries stderr. */
+export type Exec = (cmd: string, args: string[]) => Promise<string>;

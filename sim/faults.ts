@@ -1,0 +1,183 @@
+// Fault injection knobs. Set in the cluster file under `faults:` or changed at run time through the
+// admin endpoint (PUT replaces, PATCH merges). Random faults use a seeded PRNG so runs repeat.
+
+export type DetachPendingMode = 'off' | 'error' | 'silent';
+
+export interface Faults {
+  /** Added to every API request (after authentication). */
+  latencyMs: number;
+  /** Extra latency per route key, e.g. `"PUT /nodes/{node}/qemu/{vmid}/config": 500`. */
+  latencyByRoute: Record<string, number>;
+  /** Probability (0..1) that a request is answered with HTTP 500 `errorMessage` before it runs. */
+  errorRate: number;
+  /** Route keys the error rate applies to; empty = all routes. */
+  errorRoutes: string[];
+  errorMessage: string;
+  /** Probability (0..1) that the connection is destroyed without an answer. */
+  dropRate: number;
+  /** `before`: the request does nothing; `after`: it takes effect, only the answer is lost. */
+  dropPhase: 'before' | 'after';
+  dropRoutes: string[];
+  /** Probability (0..1) that a task (UPID) ends with `taskFailMessage` as exitstatus. */
+  taskFailRate: number;
+  /** `before`: the task changes nothing; `after`: it takes effect but still reports the error. */
+  taskFailPhase: 'before' | 'after';
+  taskFailMessage: string;
+  /** Minimum time a task stays `running`. */
+  taskDurationMs: number;
+  /** Extra time every config/storage lock holder keeps the lock (contention). */
+  lockHoldMs: number;
+  /** How long a writer waits for a lock before `can't lock file … - got timeout` (PVE: 10 s). */
+  lockTimeoutMs: number;
+  /**
+   * Unplugging a disk from a running VM: `error` fails like a guest that holds the device
+   * (400 / task error `hotplug problem - …`), `silent` leaves it pending without error
+   * (as with `hotplug` lacking `disk`). Either way the delete stays in the pending section.
+   */
+  detachPending: DetachPendingMode;
+  /** VMIDs the detach fault applies to; empty = all. */
+  detachPendingVmids: number[];
+  /** pveproxy delays every 401 by 3 s; tests usually set 0. */
+  authFailureDelayMs: number;
+  /** PRNG seed for the rate-based faults. */
+  seed: number;
+}
+
+export const DEFAULT_FAULTS: Faults = {
+  latencyMs: 0,
+  latencyByRoute: {},
+  errorRate: 0,
+  errorRoutes: [],
+  errorMessage: 'cluster not ready - no quorum?',
+  dropRate: 0,
+  dropPhase: 'after',
+  dropRoutes: [],
+  taskFailRate: 0,
+  taskFailPhase: 'before',
+  taskFailMessage: 'simulated task failure (fault injection)',
+  taskDurationMs: 50,
+  lockHoldMs: 0,
+  lockTimeoutMs: 10_000,
+  detachPending: 'off',
+  detachPendingVmids: [],
+  authFailureDelayMs: 3000,
+  seed: 1,
+};
+
+type Obj = Record<string, unknown>;
+
+function num(v: unknown, where: string, min: number, max = Number.POSITIVE_INFINITY): number {
+  if (typeof v !== 'number' || Number.isNaN(v) || v < min || v > max) {
+    throw new Error(`${where}: expected a number in ${min}..${max === Number.POSITIVE_INFINITY ? '∞' : max}`);
+  }
+  return v;
+}
+function strList(v: unknown, where: string): string[] {
+  if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) throw new Error(`${where}: expected a list of route keys`);
+  return v as string[];
+}
+function oneOf<T extends string>(v: unknown, where: string, allowed: readonly T[]): T {
+  if (typeof v !== 'string' || !allowed.includes(v as T)) throw new Error(`${where}: one of ${allowed.join(', ')}`);
+  return v as T;
+}
+
+/** Validates a (partial) fault object and merges it onto `base`. Unknown keys are refused. */
+export function parseFaults(raw: unknown, where: string, base: Faults = DEFAULT_FAULTS): Faults {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new Error(`${where}: expected a mapping`);
+  const out: Faults = { ...base, latencyByRoute: { ...base.latencyByRoute } };
+  for (const [k, v] of Object.entries(raw as Obj)) {
+    const w = `${where}.${k}`;
+    switch (k) {
+      case 'latencyMs': out.latencyMs = num(v, w, 0); break;
+      case 'latencyByRoute': {
+        if (typeof v !== 'object' || v === null) throw new Error(`${w}: expected a mapping of route key to ms`);
+        out.latencyByRoute = {};
+        for (const [r, ms] of Object.entries(v as Obj)) out.latencyByRoute[r] = num(ms, `${w}.${r}`, 0);
+        break;
+      }
+      case 'errorRate': out.errorRate = num(v, w, 0, 1); break;
+      case 'errorRoutes': out.errorRoutes = strList(v, w); break;
+      case 'errorMessage': out.errorMessage = String(v); break;
+      case 'dropRate': out.dropRate = num(v, w, 0, 1); break;
+      case 'dropPhase': out.dropPhase = oneOf(v, w, ['before', 'after'] as const); break;
+      case 'dropRoutes': out.dropRoutes = strList(v, w); break;
+      case 'taskFailRate': out.taskFailRate = num(v, w, 0, 1); break;
+      case 'taskFailPhase': out.taskFailPhase = oneOf(v, w, ['before', 'after'] as const); break;
+      case 'taskFailMessage': out.taskFailMessage = String(v); break;
+      case 'taskDurationMs': out.taskDurationMs = num(v, w, 0); break;
+      case 'lockHoldMs': out.lockHoldMs = num(v, w, 0); break;
+      case 'lockTimeoutMs': out.lockTimeoutMs = num(v, w, 0); break;
+      case 'detachPending': out.detachPending = oneOf(v, w, ['off', 'error', 'silent'] as const); break;
+      case 'detachPendingVmids':
+        if (!Array.isArray(v) || v.some((x) => !Number.isInteger(x))) throw new Error(`${w}: expected a list of VMIDs`);
+        out.detachPendingVmids = v as number[];
+        break;
+      case 'authFailureDelayMs': out.authFailureDelayMs = num(v, w, 0); break;
+      case 'seed': out.seed = num(v, w, 0); break;
+      default: throw new Error(`${w}: unknown fault knob (known: ${Object.keys(DEFAULT_FAULTS).join(', ')})`);
+    }
+  }
+  return out;
+}
+
+/** Mulberry32: small, seedable, good enough to decide faults reproducibly. */
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export class FaultState {
+  private current: Faults;
+  private rand: () => number;
+
+  constructor(initial: Faults) {
+    this.current = initial;
+    this.rand = mulberry32(initial.seed);
+  }
+
+  get(): Faults {
+    return this.current;
+  }
+
+  set(next: Faults): void {
+    if (next.seed !== this.current.seed) this.rand = mulberry32(next.seed);
+    this.current = next;
+  }
+
+  private roll(rate: number): boolean {
+    return rate > 0 && (rate >= 1 || this.rand() < rate);
+  }
+
+  private applies(routes: string[], route: string): boolean {
+    return routes.length === 0 || routes.includes(route);
+  }
+
+  latencyFor(route: string): number {
+    return this.current.latencyMs + (this.current.latencyByRoute[route] ?? 0);
+  }
+
+  shouldError(route: string): boolean {
+    return this.applies(this.current.errorRoutes, route) && this.roll(this.current.errorRate);
+  }
+
+  shouldDrop(route: string): false | 'before' | 'after' {
+    if (!this.applies(this.current.dropRoutes, route) || !this.roll(this.current.dropRate)) return false;
+    return this.current.dropPhase;
+  }
+
+  shouldFailTask(): false | 'before' | 'after' {
+    return this.roll(this.current.taskFailRate) ? this.current.taskFailPhase : false;
+  }
+
+  detachMode(vmid: number): DetachPendingMode {
+    const f = this.current;
+    if (f.detachPending === 'off') return 'off';
+    return f.detachPendingVmids.length === 0 || f.detachPendingVmids.includes(vmid) ? f.detachPending : 'off';
+  }
+}

@@ -1,0 +1,72 @@
+// The simulated cluster's state. Plain data, mutated only by the operations in sim/ops/.
+
+export interface VolumeModel {
+  node: string;
+  storage: string;
+  volname: string;
+  ownerVmid: number;
+  /** Real LV size (already rounded up to whole extents). */
+  sizeBytes: number;
+  format: 'raw';
+  ctime: number;
+  /** Sparse file backing the volume when the backend has files; boot disks from the YAML have none. */
+  filePath?: string;
+}
+
+export interface StorageModel {
+  id: string;
+  node: string;
+  type: 'lvmthin';
+  vgname: string;
+  thinpool: string;
+  totalBytes: number;
+  /** Data already in the pool that the model does not track per volume (OS disks). */
+  baseUsedBytes: number;
+  content: string;
+  /** LVM-thin over-provisions by default; false refuses allocations beyond the pool size. */
+  overcommit: boolean;
+  volumes: Map<string, VolumeModel>;
+}
+
+export interface NodeModel {
+  name: string;
+  online: boolean;
+  maxcpu: number;
+  maxmem: number;
+  storages: Map<string, StorageModel>;
+}
+
+export interface VmModel {
+  vmid: number;
+  node: string;
+  status: 'running' | 'stopped';
+  /** Current config, values exactly as they would be written to the .conf file. */
+  config: Map<string, string>;
+  /** `[PENDING]` section without its `delete` line. */
+  pending: Map<string, string>;
+  /** Pending deletes; value true = forced (`!key`). Insertion order is the file order. */
+  pendingDelete: Map<string, boolean>;
+  startedAt: number;
+  pid: number;
+}
+
+export interface VersionInfo {
+  version: string;
+  release: string;
+  repoid: string;
+}
+
+export interface TokenModel {
+  /** `user@realm!name` */
+  id: string;
+  secret: string;
+  privileges: Set<string>;
+}
+
+export interface ClusterState {
+  name: string;
+  version: VersionInfo;
+  nodes: Map<string, NodeModel>;
+  vms: Map<number, VmModel>;
+  tokens: Map<string, TokenModel>;
+}

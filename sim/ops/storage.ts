@@ -1,0 +1,118 @@
+// LVM-thin storage behaviour: vdisk_alloc / vdisk_free under the storage lock, with the lvcreate /
+// lvremove error texts PVE passes through, extent rounding and thin over-provisioning.
+
+import { fail } from '../http/errors.js';
+import { isDriveKey } from '../model/drive.js';
+import { roundUpToExtent } from '../model/sizes.js';
+import type { StorageModel, VolumeModel } from '../model/types.js';
+import { driveVolid } from '../model/vmconfig.js';
+import type { TaskLog } from '../tasks.js';
+import { type SimContext, getStorage, withStorageLock } from './context.js';
+
+const LVM_NAME_RE = /^[a-zA-Z0-9+_.][a-zA-Z0-9+_.-]{0,126}$/;
+
+function findFreeDiskName(st: StorageModel, vmid: number): string {
+  for (let i = 0; ; i++) {
+    const name = `vm-${vmid}-disk-${i}`;
+    if (!st.volumes.has(name)) return name;
+  }
+}
+
+/** PVE::Storage::vdisk_alloc on an lvmthin storage; returns the volume id. */
+export async function allocVolume(
+  ctx: SimContext,
+  node: string,
+  storage: string,
+  vmid: number,
+  name: string | undefined,
+  sizeKiB: number,
+  format: string | undefined,
+): Promise<string> {
+  const st = getStorage(ctx, node, storage);
+  return withStorageLock(ctx, node, storage, async () => {
+    const fmt = format ?? 'raw';
+    // alloc_image dies without a newline here, so Perl appends the source location
+    if (fmt !== 'raw') throw fail(`unsupported format '${fmt}' at /usr/share/perl5/PVE/Storage/LvmThinPlugin.pm line 118.`);
+    if (name && !name.startsWith(`vm-${vmid}-`)) throw fail(`illegal name '${name}' - should be 'vm-${vmid}-*'`);
+    const volname = name || findFreeDiskName(st, vmid);
+    const lvcreate = (msg: string) => fail(`lvcreate '${st.vgname}/${volname}' error:   ${msg}`);
+    if (!LVM_NAME_RE.test(volname)) throw lvcreate(`Logical volume name "${volname}" is invalid.`);
+    if (st.volumes.has(volname)) {
+      throw lvcreate(`Logical Volume "${volname}" already exists in volume group "${st.vgname}"`);
+    }
+    if (sizeKiB <= 0) throw lvcreate('Size must be greater than zero.');
+    const sizeBytes = roundUpToExtent(sizeKiB * 1024);
+    if (!st.overcommit) {
+      const provisioned = [...st.volumes.values()].reduce((a, v) => a + v.sizeBytes, st.baseUsedBytes);
+      if (provisioned + sizeBytes > st.totalBytes) {
+        throw lvcreate(`Cannot create new thin volume, free space in thin pool ${st.vgname}/${st.thinpool} reached threshold.`);
+      }
+    }
+    const vol: VolumeModel = {
+      node, storage, volname, ownerVmid: vmid, sizeBytes, format: 'raw', ctime: ctx.nowSec(),
+    };
+    const files = ctx.backend.files;
+    if (files) {
+      vol.filePath = files.pathFor(node, storage, volname);
+      await files.create(vol.filePath, sizeBytes);
+    }
+    st.volumes.set(volname, vol);
+    return `${storage}:${volname}`;
+  });
+}
+
+/** A drive slot that was just unplugged but is still in the config while the change completes. */
+export interface UnpluggedSlot {
+  vmid: number;
+  key: string;
+}
+
+/** True when a running VM on the volume's host has it in its current config (QEMU holds it open). */
+export function volumeInUse(ctx: SimContext, vol: VolumeModel, unplugged?: UnpluggedSlot): boolean {
+  const volid = `${vol.storage}:${vol.volname}`;
+  for (const vm of ctx.state.vms.values()) {
+    if (vm.node !== vol.node || vm.status !== 'running') continue;
+    for (const [k, v] of vm.config) {
+      if (!isDriveKey(k) || (unplugged && unplugged.vmid === vm.vmid && unplugged.key === k)) continue;
+      try {
+        if (driveVolid(k, v) === volid) return true;
+      } catch {
+        // unparsable value references nothing
+      }
+    }
+  }
+  return false;
+}
+
+/** PVE::Storage::vdisk_free on lvmthin: a missing LV is not an error, an open one is. */
+export async function freeVolume(
+  ctx: SimContext, node: string, storage: string, volname: string, log?: TaskLog, unplugged?: UnpluggedSlot,
+): Promise<void> {
+  const st = getStorage(ctx, node, storage);
+  await withStorageLock(ctx, node, storage, async () => {
+    const vol = st.volumes.get(volname);
+    if (!vol) return;
+    if (volumeInUse(ctx, vol, unplugged)) {
+      throw fail(`lvremove '${st.vgname}/${volname}' error:   Logical volume ${st.vgname}/${volname} in use.`);
+    }
+    if (vol.filePath && ctx.backend.files) await ctx.backend.files.remove(vol.filePath);
+    st.volumes.delete(volname);
+    log?.print(`  Logical volume "${volname}" successfully removed.`);
+  });
+}
+
+export async function resizeVolume(ctx: SimContext, vol: VolumeModel, newBytes: number): Promise<void> {
+  const size = roundUpToExtent(newBytes);
+  if (vol.filePath && ctx.backend.files) await ctx.backend.files.resize(vol.filePath, size);
+  vol.sizeBytes = size;
+}
+
+export async function storageUsage(ctx: SimContext, st: StorageModel): Promise<{ total: number; used: number; avail: number }> {
+  let used = st.baseUsedBytes;
+  const files = ctx.backend.files;
+  if (files) {
+    for (const v of st.volumes.values()) if (v.filePath) used += await files.allocatedBytes(v.filePath);
+  }
+  used = Math.min(used, st.totalBytes);
+  return { total: st.totalBytes, used, avail: st.totalBytes - used };
+}
