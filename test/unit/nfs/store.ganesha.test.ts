@@ -1,0 +1,182 @@
+// The NFSv3 client and NfsStore against a real nfs-ganesha on 127.0.0.1. Results are checked
+// on the exported directory itself. The last tests stop and kill the server.
+import t from 'tap';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { isCsiError } from '../../../src/errors.js';
+import { createNfs3Stores } from '../../../src/nfs/nfs3-store.js';
+import { startGanesha } from './ganesha.js';
+
+const g = await startGanesha();
+t.teardown(() => g.stop());
+const stores = createNfs3Stores({ timeoutMs: 3000, nfsPort: g.nfsPort, mountPort: g.mountPort, privilegedPort: true });
+t.teardown(() => stores.close());
+const TALOS = `${g.share}/talos`;
+const store = stores.open(g.server, TALOS);
+const onDisk = (p: string) => path.join(g.exportDir, 'talos', p);
+const mode = async (p: string) => (await fs.lstat(onDisk(p))).mode & 0o7777;
+
+const kindOf = async (p: Promise<unknown>) => {
+  try {
+    await p;
+    return 'no error';
+  } catch (e) {
+    return isCsiError(e) ? `${e.kind}: ${e.message}` : `not a CsiError: ${e}`;
+  }
+};
+
+t.test('ensureDir creates parents and sets mode and owner; repeating it converges', async (t) => {
+  const st = await store.ensureDir('ns1/data', { mode: 0o2770, uid: 1000, gid: 2000 });
+  t.same(st, { type: 'dir', mode: 0o2770, uid: 1000, gid: 2000 });
+  const disk = await fs.stat(onDisk('ns1/data'));
+  t.equal(disk.mode & 0o7777, 0o2770);
+  t.equal(disk.uid, 1000);
+  t.equal(disk.gid, 2000);
+  t.equal(await mode('ns1'), 0o755, 'parent 0755');
+  t.equal((await fs.stat(onDisk('ns1'))).uid, 0, 'parent owned by root');
+
+  await fs.chmod(onDisk('ns1/data'), 0o700);
+  await fs.chown(onDisk('ns1/data'), 5, 5);
+  t.same(await store.ensureDir('ns1/data', { mode: 0o2770, uid: 1000, gid: 2000 }), st, 'drifted attributes are put back');
+  t.same(await store.ensureDir('ns1/data', {}), st, 'no attributes: existing directory left as is');
+  t.same(await store.ensureDir('fresh', {}), { type: 'dir', mode: 0o755, uid: 0, gid: 0 }, 'default mode 0755');
+});
+
+t.test('ensureDir errors are typed', async (t) => {
+  await fs.writeFile(onDisk('a-file'), 'x');
+  t.match(await kindOf(store.ensureDir('a-file', {})), /^FailedPrecondition: 127\.0\.0\.1:\/volume1\/k8s-volumes\/talos\/a-file exists and is a file/);
+  t.match(await kindOf(store.ensureDir('a-file/sub', {})), /^FailedPrecondition/);
+  t.match(await kindOf(store.ensureDir('n'.repeat(300), {})), /^InvalidArgument: NFS MKDIR .*NFS3ERR_NAMETOOLONG/);
+  t.match(await kindOf(store.ensureDir('../x', {})), /^InvalidArgument/);
+  t.match(await kindOf(store.ensureDir('', {})), /^InvalidArgument: refusing to modify the share root/);
+});
+
+t.test('stat, list and statfs', async (t) => {
+  await store.ensureDir('listme/a', {});
+  await store.ensureDir('listme/b', {});
+  await fs.writeFile(onDisk('listme/f'), 'x');
+  await fs.symlink('/etc', onDisk('listme/l'));
+  const entries = (await store.list('listme')).sort((x, y) => x.name.localeCompare(y.name));
+  t.same(entries, [
+    { name: 'a', type: 'dir' },
+    { name: 'b', type: 'dir' },
+    { name: 'f', type: 'file' },
+    { name: 'l', type: 'symlink' },
+  ]);
+  t.equal(await store.stat('listme/missing'), null);
+  t.equal(await store.stat('listme/f/below-a-file'), null);
+  t.equal((await store.stat('listme/l'))?.type, 'symlink', 'symlinks are not followed');
+  t.match(await kindOf(store.list('nope')), /^NotFound: 127\.0\.0\.1:\/volume1\/k8s-volumes\/talos\/nope does not exist/);
+
+  const fsst = await store.statfs();
+  const local = await fs.statfs(g.exportDir);
+  t.equal(fsst.totalBytes, local.blocks * local.bsize, 'FSSTAT total matches the exported file system');
+  t.ok(fsst.availBytes > 0 && fsst.availBytes <= fsst.totalBytes);
+});
+
+t.test('removeTree deletes a deep tree (paged listings) and never follows symlinks', async (t) => {
+  const outside = path.join(g.exportDir, 'outside');
+  await fs.mkdir(outside, { recursive: true });
+  await fs.writeFile(path.join(outside, 'precious'), 'keep me');
+  const vol = onDisk('ns2/vol');
+  await fs.mkdir(path.join(vol, 'a/b/c'), { recursive: true });
+  await Promise.all(Array.from({ length: 700 }, (_, i) => fs.writeFile(path.join(vol, `file-${i}-${'x'.repeat(40)}`), String(i))));
+  await fs.writeFile(path.join(vol, 'a/b/c/deep'), 'x');
+  await fs.symlink(outside, path.join(vol, 'link-to-outside'));
+  await fs.symlink(outside, path.join(vol, 'a/link2'));
+  await fs.mkdir(path.join(vol, 'ro'));
+  await fs.writeFile(path.join(vol, 'ro/f'), 'x');
+  await fs.chmod(path.join(vol, 'ro'), 0o555);
+  await fs.mkdir(onDisk('ns2/sibling'));
+
+  t.equal(await store.removeTree('ns2/vol'), true);
+  await t.rejects(fs.lstat(vol), { code: 'ENOENT' });
+  t.equal(await fs.readFile(path.join(outside, 'precious'), 'utf8'), 'keep me', 'symlink target untouched');
+  t.ok(await fs.stat(onDisk('ns2/sibling')), 'sibling untouched');
+  t.equal(await store.removeTree('ns2/vol'), false, 'again: nothing there');
+  t.equal(await store.removeTree('ns2/missing/deeper'), false);
+
+  await fs.writeFile(onDisk('ns2/plainfile'), 'x');
+  t.equal(await store.removeTree('ns2/plainfile'), true, 'a file is removed too');
+});
+
+t.test('removeDirIfEmpty and rename without replacing', async (t) => {
+  await store.ensureDir('ns3/vol', {});
+  await fs.writeFile(onDisk('ns3/vol/data'), 'x');
+  t.equal(await store.removeDirIfEmpty('ns3'), 'not-empty');
+  t.equal(await store.removeDirIfEmpty('ns3/none'), 'missing');
+
+  await store.rename('ns3/vol', 'archived-ns3/vol');
+  t.equal(await fs.readFile(onDisk('archived-ns3/vol/data'), 'utf8'), 'x', 'moved with its data, parent created');
+  t.equal(await store.removeDirIfEmpty('ns3'), 'removed');
+  await t.rejects(fs.stat(onDisk('ns3')), { code: 'ENOENT' });
+
+  await store.ensureDir('ns3/vol', {});
+  await fs.mkdir(onDisk('empty-target'));
+  t.match(await kindOf(store.rename('ns3/vol', 'empty-target')), /^AlreadyExists: .*empty-target already exists/, 'even an empty directory is not replaced');
+  t.match(await kindOf(store.rename('ns3/vol', 'archived-ns3/vol')), /^AlreadyExists/);
+  t.match(await kindOf(store.rename('ns3/gone', 'elsewhere')), /^NotFound: .*ns3\/gone does not exist/);
+  t.ok(await fs.stat(onDisk('ns3/vol')), 'source still there after refused renames');
+});
+
+t.test('a share below the export works; a missing share is FailedPrecondition', async (t) => {
+  const top = stores.open(g.server, g.share);
+  t.equal((await top.stat('talos'))?.type, 'dir');
+  t.match(await kindOf(stores.open(g.server, '/volume1/k8s-volumes/nope').ensureDir('x', {})), /^FailedPrecondition: NFS server 127\.0\.0\.1 has no exported directory \/volume1\/k8s-volumes\/nope/);
+  t.match(await kindOf(stores.open(g.server, '/not-exported').stat('x')), /^FailedPrecondition/);
+});
+
+t.test('a stale share handle is re-mounted once', async (t) => {
+  const sub = stores.open(g.server, `${g.share}/replaced`);
+  await fs.mkdir(path.join(g.exportDir, 'replaced'));
+  await sub.ensureDir('before', {});
+  // The share directory is replaced behind the client's back: its cached handle goes stale.
+  await fs.rm(path.join(g.exportDir, 'replaced'), { recursive: true });
+  await fs.mkdir(path.join(g.exportDir, 'replaced'));
+  await sub.ensureDir('after', {});
+  t.ok(await fs.stat(path.join(g.exportDir, 'replaced/after')));
+});
+
+t.test('parallel ensureDir on shared parents all succeed', async (t) => {
+  const names = Array.from({ length: 40 }, (_, i) => `par/ns-${i % 4}/v-${i}`);
+  await Promise.all(names.map((n) => store.ensureDir(n, { mode: 0o770 })));
+  for (const n of names) t.equal(await mode(n), 0o770);
+});
+
+t.test('a stopped server is Unavailable within the call timeout; it recovers', async (t) => {
+  const quick = createNfs3Stores({ timeoutMs: 800, nfsPort: g.nfsPort, mountPort: g.mountPort });
+  t.teardown(() => quick.close());
+  const s = quick.open(g.server, TALOS);
+  await s.ensureDir('hang', {});
+  const pid = Number(await fs.readFile(g.pidFile, 'utf8'));
+  process.kill(pid, 'SIGSTOP');
+  t.teardown(() => {
+    try {
+      process.kill(pid, 'SIGCONT');
+    } catch {}
+  });
+  const t0 = Date.now();
+  t.match(await kindOf(s.stat('hang')), /^Unavailable: NFS server 127\.0\.0\.1:\d+ did not answer LOOKUP within 800 ms/);
+  const took = Date.now() - t0;
+  t.ok(took < 800 + 700, `Unavailable after ${took} ms (timeout 800 ms, slack for a loaded machine)`);
+  process.kill(pid, 'SIGCONT');
+  t.equal((await s.stat('hang'))?.type, 'dir', 'next call reconnects');
+});
+
+t.test('a killed server is Unavailable at once; after a restart the client reconnects', async (t) => {
+  const quick = createNfs3Stores({ timeoutMs: 1000, nfsPort: g.nfsPort, mountPort: g.mountPort });
+  t.teardown(() => quick.close());
+  const s = quick.open(g.server, TALOS);
+  await s.ensureDir('kill', {});
+  process.kill(Number(await fs.readFile(g.pidFile, 'utf8')), 'SIGKILL');
+  await new Promise((r) => setTimeout(r, 100));
+  const t0 = Date.now();
+  t.match(await kindOf(s.ensureDir('kill/x', {})), /^Unavailable: /);
+  t.ok(Date.now() - t0 < 1000 + 500, `Unavailable after ${Date.now() - t0} ms`);
+  t.match(await kindOf(s.stat('kill')), /^Unavailable/, 'still down');
+
+  await g.restart();
+  t.equal((await s.stat('kill'))?.type, 'dir', 'same store works after the restart');
+  await s.ensureDir('kill/after-restart', {});
+  t.ok(await fs.stat(onDisk('kill/after-restart')));
+});
