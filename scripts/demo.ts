@@ -34,9 +34,13 @@ async function demo(pve: Backends, nfs: Backends): Promise<void> {
 
   const p = csiClient(`unix://${pveSock}`);
   const n = csiClient(`unix://${nfsSock}`);
+  // When a step fails, the steps that succeeded are undone in reverse so nothing stays mounted,
+  // attached or allocated.
+  const undo: (() => Promise<unknown>)[] = [];
   try {
     console.log('\n--- csi.proxmox.sinextra.dev: a local-lvm disk hot-plugged into the VM', HOST_NODE.name);
-    const mountCap = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+    // xfs: growing a mounted ext4 needs CAP_SYS_RESOURCE, which some sandboxes (this CI's included) withhold.
+    const mountCap = { mount: { fsType: 'xfs' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
     let calls = await proxmoxCalls(pve.info.adminUrl!);
     const before = () => proxmoxCalls(pve.info.adminUrl!).then((c) => { const d = c - calls; calls = c; return `${d} Proxmox API calls`; });
     const created = await p.controller('CreateVolume', {
@@ -45,14 +49,18 @@ async function demo(pve: Backends, nfs: Backends): Promise<void> {
       accessibilityRequirements: { preferred: [{ segments: { 'topology.kubernetes.io/region': HOST_NODE.region, 'topology.kubernetes.io/zone': HOST_NODE.zone } }] },
     });
     const vol = created.volume;
+    undo.push(() => p.controller('DeleteVolume', { volumeId: vol.volumeId }));
     step('CreateVolume', `${vol.volumeId} ${Number(vol.capacityBytes) / 2 ** 30} GiB; ${await before()}`);
     const pub = await p.controller('ControllerPublishVolume', { volumeId: vol.volumeId, nodeId: HOST_NODE.name, volumeCapability: mountCap, volumeContext: vol.volumeContext });
+    undo.push(() => p.controller('ControllerUnpublishVolume', { volumeId: vol.volumeId, nodeId: HOST_NODE.name }));
     step('ControllerPublishVolume', `${JSON.stringify(pub.publishContext)}; ${await before()}`);
     const staging = path.join(runDir, 'staging');
     const target = path.join(runDir, 'target');
     await p.node('NodeStageVolume', { volumeId: vol.volumeId, publishContext: pub.publishContext, stagingTargetPath: staging, volumeCapability: mountCap, volumeContext: vol.volumeContext });
-    step('NodeStageVolume', `found by WWN, formatted ext4, mounted at ${path.relative(ROOT, staging)}`);
+    undo.push(() => p.node('NodeUnstageVolume', { volumeId: vol.volumeId, stagingTargetPath: staging }));
+    step('NodeStageVolume', `found by WWN, formatted xfs, mounted at ${path.relative(ROOT, staging)}`);
     await p.node('NodePublishVolume', { volumeId: vol.volumeId, publishContext: pub.publishContext, stagingTargetPath: staging, targetPath: target, volumeCapability: mountCap, volumeContext: vol.volumeContext });
+    undo.push(() => p.node('NodeUnpublishVolume', { volumeId: vol.volumeId, targetPath: target }));
     fs.writeFileSync(path.join(target, 'hello.txt'), 'written through the pod mount\n');
     step('NodePublishVolume', `bind-mounted at ${path.relative(ROOT, target)}; wrote hello.txt`);
     const stats = await p.node('NodeGetVolumeStats', { volumeId: vol.volumeId, volumePath: target });
@@ -64,10 +72,13 @@ async function demo(pve: Backends, nfs: Backends): Promise<void> {
     step('NodeExpandVolume', `filesystem grown to ${(Number(nexp.capacityBytes) / 2 ** 30).toFixed(2)} GiB`);
     await p.node('NodeUnpublishVolume', { volumeId: vol.volumeId, targetPath: target });
     await p.node('NodeUnstageVolume', { volumeId: vol.volumeId, stagingTargetPath: staging });
+    undo.splice(2);
     step('NodeUnpublishVolume + NodeUnstageVolume', 'unmounted, paths removed');
     await p.controller('ControllerUnpublishVolume', { volumeId: vol.volumeId, nodeId: HOST_NODE.name });
+    undo.splice(1);
     step('ControllerUnpublishVolume', `unlinked and confirmed gone from config and pending; ${await before()}`);
     await p.controller('DeleteVolume', { volumeId: vol.volumeId });
+    undo.splice(0);
     step('DeleteVolume', `disk freed; ${await before()}`);
 
     console.log('\n--- nfs.csi.k8s.io: a directory per claim, archived on delete');
@@ -90,6 +101,9 @@ async function demo(pve: Backends, nfs: Backends): Promise<void> {
     await n.controller('DeleteVolume', { volumeId: again.volumeId });
     const beside = fs.readdirSync(path.join(exportDir, 'talos', 'archived-media')).join(', ');
     step('same claim created and deleted again', `archived beside the first instead of getting stuck: ${beside}`);
+  } catch (e) {
+    for (const f of undo.reverse()) await f().catch(() => undefined);
+    throw e;
   } finally {
     p.close();
     n.close();

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# npm run bench: every benchmark under bench/, each printing its own table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib/ensure.sh
+ensure_node_modules
+ensure_host_tools
+ensure_apt nfs-ganesha nfs-ganesha-vfs rpcbind
+for b in bench/*.ts; do
+  echo "=== $b"
+  node --import=tsx "$b"
+done
