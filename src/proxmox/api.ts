@@ -1,0 +1,125 @@
+// The ProxmoxApi port: the few Proxmox VE calls the driver makes, in Proxmox's own terms.
+// The HTTP adapter (http-api.ts) implements it over the proxmox-api package; unit tests use a
+// fake. Every method throws the project's typed errors (see errors.ts), never raw HTTP errors.
+
+/** One row of GET /cluster/resources (only the fields the driver reads). */
+export interface VmResource {
+  type: 'qemu' | 'lxc';
+  vmid: number;
+  name: string;
+  node: string;
+  status?: string;
+  template?: boolean;
+}
+
+export interface StorageResource {
+  /** Storage id, e.g. local-lvm. */
+  storage: string;
+  node: string;
+  /** Comma-separated content types, e.g. "images,rootdir". */
+  content: string;
+  plugintype?: string;
+  shared: boolean;
+  /** "available" when the storage is active on that node. */
+  status?: string;
+  disk?: number;
+  maxdisk?: number;
+}
+
+export interface NodeResource {
+  node: string;
+  status?: string;
+}
+
+export interface StorageStatus {
+  total: number;
+  used: number;
+  avail: number;
+  active: boolean;
+  enabled: boolean;
+  type?: string;
+  shared: boolean;
+  content: string;
+}
+
+/** One row of GET /nodes/{node}/storage/{storage}/content. */
+export interface StorageContentItem {
+  /** Full volume id, e.g. local-lvm:vm-9999-pvc-x. */
+  volid: string;
+  size: number;
+  vmid?: number;
+  format?: string;
+  content?: string;
+}
+
+/**
+ * One key of a VM configuration as GET …/pending reports it: the current value, the pending
+ * value, and whether a delete is pending. Keys without pending changes only carry `value`.
+ */
+export interface ConfigEntry {
+  key: string;
+  value?: string;
+  pending?: string;
+  pendingDelete?: boolean;
+}
+
+export interface VmConfig {
+  /** SHA1 of the config file; pass it back with changes to refuse concurrent edits. */
+  digest: string;
+  /** Keys with their values, pending values applied (Proxmox's default view). */
+  values: Record<string, string>;
+}
+
+export interface TaskStatus {
+  status: 'running' | 'stopped';
+  /** "OK" on success, else the error text (only when stopped). */
+  exitstatus?: string;
+}
+
+export interface ConfigChange {
+  /** Keys to set, e.g. { scsi3: 'local-lvm:vm-9999-pvc-x,wwn=0x…' }. */
+  set?: Record<string, string>;
+  /** Keys to delete. */
+  delete?: string[];
+  /** Refuse the change when the config changed since it was read. */
+  digest?: string;
+}
+
+export interface AllocRequest {
+  vmid: number;
+  filename: string;
+  sizeBytes: number;
+  format?: 'raw';
+}
+
+/** Optional per-call cancellation. */
+export interface CallOptions {
+  signal?: AbortSignal;
+}
+
+export interface ProxmoxApi {
+  version(o?: CallOptions): Promise<{ version: string; release?: string }>;
+  vmResources(o?: CallOptions): Promise<VmResource[]>;
+  storageResources(o?: CallOptions): Promise<StorageResource[]>;
+  nodeResources(o?: CallOptions): Promise<NodeResource[]>;
+
+  storageStatus(node: string, storage: string, o?: CallOptions): Promise<StorageStatus>;
+  /** Image volumes on one storage of one node; `vmid` narrows to the disks that VMID owns. */
+  listContent(node: string, storage: string, vmid: number | undefined, o?: CallOptions): Promise<StorageContentItem[]>;
+  /** Allocates a disk; returns its volid. */
+  allocDisk(node: string, storage: string, req: AllocRequest, o?: CallOptions): Promise<string>;
+  /** Frees a disk; returns the task UPID when Proxmox ran it as a task. */
+  freeDisk(node: string, storage: string, volid: string, o?: CallOptions): Promise<string | null>;
+
+  vmConfig(node: string, vmid: number, o?: CallOptions): Promise<VmConfig>;
+  /** Every key with its current and pending value. */
+  vmPending(node: string, vmid: number, o?: CallOptions): Promise<ConfigEntry[]>;
+  /** POST …/config: asynchronous on Proxmox; returns the task UPID (null when applied inline). */
+  updateVmConfig(node: string, vmid: number, change: ConfigChange, o?: CallOptions): Promise<string | null>;
+  /** PUT …/unlink without force: detaches the drives; a disk owned by another VMID stays on the storage. */
+  unlinkDisks(node: string, vmid: number, keys: string[], o?: CallOptions): Promise<void>;
+  /** PUT …/resize; `size` in Proxmox notation (e.g. "11264M"). Returns the task UPID or null. */
+  resizeDisk(node: string, vmid: number, disk: string, size: string, o?: CallOptions): Promise<string | null>;
+
+  taskStatus(node: string, upid: string, o?: CallOptions): Promise<TaskStatus>;
+}

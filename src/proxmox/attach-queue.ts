@@ -1,0 +1,341 @@
+// One queue per VM for attaching and detaching disks. Proxmox lets one writer change a VM's
+// config at a time and makes others wait on a lock, so concurrent publishes to a VM would
+// race for the same free slot and time out on the lock. Instead, everything that arrives for a
+// VM while its previous change is in flight is merged: one unlink for all detaches, one config
+// change setting every new scsiN. Every step is confirmed by reading the config back, and
+// every failure is followed by a read before anything is retried, because a failed call may
+// still have taken effect.
+import type { Logger } from 'pino';
+import { AlreadyExists, DeadlineExceeded, FailedPrecondition, NotFound, ResourceExhausted, Unavailable, isCsiError } from '../errors.js';
+import type { ConfigEntry, ProxmoxApi } from './api.js';
+import { type DiskSite, freeSlots, sitesOf, unusedOf } from './drives.js';
+import { outcomeUncertain } from './errors.js';
+import { type DriveOptions, driveString, wwnForSlot } from './params.js';
+import { scanVms, usesOf } from './scan.js';
+import { backoffDelay, sleep, waitTask } from './tasks.js';
+import type { VmLocator, VmRef } from './vm-locator.js';
+import { diskOwner, volidOf } from './volume-id.js';
+
+export interface AttachRequest {
+  storage: string;
+  disk: string;
+  /** Proxmox node whose storage holds the disk. */
+  diskNode: string;
+  options: DriveOptions;
+  /** Refuse when another VM has the disk (single-node access modes). */
+  exclusive: boolean;
+}
+
+export interface DetachRequest {
+  storage: string;
+  disk: string;
+}
+
+export interface QueueOptions {
+  api: ProxmoxApi;
+  cluster: string;
+  locator: VmLocator;
+  log: Logger;
+  /** How long a queue waits for company before its first change; default 5 ms. */
+  mergeWindowMs?: number;
+  /** Config changes tried per batch (lock timeouts, lost answers); default 8. */
+  attempts?: number;
+  /** How long a change may stay pending (hot-plug in progress) before it is an error; default 10 s. */
+  confirmTimeoutMs?: number;
+  taskTimeoutMs?: number;
+}
+
+/** Unlinks issued per detach batch: each one re-triggers a hot-unplug the guest did not finish. */
+const DETACH_UNLINKS = 3;
+
+interface JobBase {
+  done: boolean;
+  reject(e: unknown): void;
+}
+interface AttachJob extends JobBase { kind: 'attach'; req: AttachRequest; resolve(slot: number): void }
+interface DetachJob extends JobBase { kind: 'detach'; req: DetachRequest; resolve(): void }
+type Job = AttachJob | DetachJob;
+
+interface VmState {
+  digest?: string;
+  entries: ConfigEntry[];
+}
+
+export class AttachQueues {
+  private readonly queues = new Map<number, { vm: VmRef; jobs: Job[] }>();
+  private readonly attempts: number;
+  private readonly confirmTimeoutMs: number;
+
+  constructor(private readonly o: QueueOptions) {
+    this.attempts = o.attempts ?? 8;
+    this.confirmTimeoutMs = o.confirmTimeoutMs ?? 10_000;
+  }
+
+  /** Attaches the disk to the VM (or finds it attached); resolves with its slot. */
+  attach(vm: VmRef, req: AttachRequest, signal?: AbortSignal): Promise<number> {
+    return this.enqueue(vm, signal, (resolve, reject) => ({ kind: 'attach', req, done: false, resolve, reject }));
+  }
+
+  /** Detaches the disk from the VM, leaving no pending or unused entry of it behind. */
+  detach(vm: VmRef, req: DetachRequest, signal?: AbortSignal): Promise<void> {
+    return this.enqueue(vm, signal, (resolve, reject) => ({ kind: 'detach', req, done: false, resolve, reject }));
+  }
+
+  private enqueue<T>(vm: VmRef, signal: AbortSignal | undefined, make: (res: (v: T) => void, rej: (e: unknown) => void) => Job): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      if (signal?.aborted) return reject(new DeadlineExceeded('cancelled before the VM config was changed'));
+      const job = make(
+        (v) => { if (!job.done) { job.done = true; cleanup(); resolve(v); } },
+        (e) => { if (!job.done) { job.done = true; cleanup(); reject(e); } },
+      );
+      // The change may still happen after the caller gave up; the CO's retry finds it then.
+      const onAbort = () => job.reject(new DeadlineExceeded('cancelled while waiting for the VM config change'));
+      const cleanup = () => signal?.removeEventListener('abort', onAbort);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      const q = this.queues.get(vm.vmid);
+      if (q) {
+        q.jobs.push(job);
+        return;
+      }
+      this.queues.set(vm.vmid, { vm: { ...vm }, jobs: [job] });
+      void this.drain(vm.vmid);
+    });
+  }
+
+  private async drain(vmid: number): Promise<void> {
+    const q = this.queues.get(vmid)!;
+    try {
+      while (q.jobs.length > 0) {
+        await sleep(this.o.mergeWindowMs ?? 5);
+        const jobs = q.jobs.splice(0).filter((j) => !j.done);
+        if (jobs.length === 0) continue;
+        this.o.log.debug({ vmid, vm: q.vm.name, attach: jobs.filter((j) => j.kind === 'attach').length, detach: jobs.filter((j) => j.kind === 'detach').length }, 'VM config batch');
+        try {
+          const detaches = jobs.filter((j): j is DetachJob => j.kind === 'detach');
+          const attaches = jobs.filter((j): j is AttachJob => j.kind === 'attach');
+          if (detaches.length) await this.detachBatch(q.vm, detaches);
+          if (attaches.length) await this.attachBatch(q.vm, attaches, true);
+        } catch (e) {
+          for (const j of jobs) j.reject(e);
+        }
+      }
+    } finally {
+      this.queues.delete(vmid);
+    }
+  }
+
+  private what(vm: VmRef): string {
+    return `VM ${vm.name} (${vm.vmid}) on ${vm.node}`;
+  }
+
+  /** Config (for its digest) and pending entries; follows a VM that migrated to another node. */
+  private async readState(vm: VmRef, withDigest: boolean): Promise<VmState> {
+    for (let moved = false; ; moved = true) {
+      try {
+        if (!withDigest) return { entries: await this.o.api.vmPending(vm.node, vm.vmid) };
+        const [cfg, entries] = await Promise.all([this.o.api.vmConfig(vm.node, vm.vmid), this.o.api.vmPending(vm.node, vm.vmid)]);
+        return { digest: cfg.digest || undefined, entries };
+      } catch (e) {
+        if (!isCsiError(e, 'NotFound') || moved) throw e;
+        const now = await this.o.locator.byVmid(vm.vmid);
+        if (!now) throw new NotFound(`VM ${vm.name} (${vm.vmid}) no longer exists in Proxmox cluster ${this.o.cluster}`, { cause: e });
+        if (now.node === vm.node) throw e;
+        vm.node = now.node;
+      }
+    }
+  }
+
+  /** Re-reads until `done(entries)` or the confirm timeout; returns the last entries read. */
+  private async poll(vm: VmRef, done: (entries: ConfigEntry[]) => boolean): Promise<ConfigEntry[]> {
+    const deadline = Date.now() + this.confirmTimeoutMs;
+    let delay = 25;
+    for (;;) {
+      const { entries } = await this.readState(vm, false);
+      if (done(entries) || Date.now() + delay > deadline) return entries;
+      await sleep(delay);
+      delay = Math.min(delay * 2, 1_000);
+    }
+  }
+
+  private async detachBatch(vm: VmRef, jobs: DetachJob[]): Promise<void> {
+    const keysOf = (entries: ConfigEntry[], j: DetachJob): string[] => [
+      ...sitesOf(entries, j.req.storage, j.req.disk).map((s) => s.key),
+      // Deleting unusedN frees the disk when this VM owns it; only drop foreign leftovers.
+      ...(diskOwner(j.req.disk) !== vm.vmid ? unusedOf(entries, j.req.storage, j.req.disk) : []),
+    ];
+    let open = jobs;
+    let last: ConfigEntry[] | undefined;
+    let unlinks = 0;
+    let lastErr: unknown;
+    for (let attempt = 1; attempt <= this.attempts && unlinks < DETACH_UNLINKS; attempt++) {
+      let entries: ConfigEntry[];
+      try {
+        entries = last ?? (await this.readState(vm, false)).entries;
+      } catch (e) {
+        if (isCsiError(e, 'NotFound')) return open.forEach((j) => j.resolve());
+        throw e;
+      }
+      last = undefined;
+      for (const j of open) if (keysOf(entries, j).length === 0) j.resolve();
+      open = open.filter((j) => !j.done);
+      if (open.length === 0) return;
+      const keys = [...new Set(open.flatMap((j) => keysOf(entries, j)))];
+      try {
+        unlinks++;
+        await this.o.api.unlinkDisks(vm.node, vm.vmid, keys);
+      } catch (e) {
+        if (isCsiError(e, 'Aborted')) {
+          unlinks--;
+          this.o.log.info({ vmid: vm.vmid, attempt, err: (e as Error).message }, 'VM busy, retrying detach');
+          await sleep(backoffDelay(attempt));
+          continue;
+        }
+        // A refused hot-unplug (e.g. `hotplug problem`) leaves a pending delete: read, re-issue.
+        if (isCsiError(e, 'FailedPrecondition')) return open.forEach((j) => j.reject(e));
+        lastErr = e;
+        continue;
+      }
+      try {
+        last = await this.poll(vm, (en) => open.every((j) => keysOf(en, j).length === 0));
+      } catch (e) {
+        if (isCsiError(e, 'NotFound')) return open.forEach((j) => j.resolve());
+        throw e;
+      }
+    }
+    const entries = last ?? (await this.readState(vm, false)).entries;
+    for (const j of open) {
+      const keys = keysOf(entries, j);
+      if (keys.length === 0) j.resolve();
+      else {
+        const why = lastErr ? `: ${(lastErr as Error).message}` : '';
+        j.reject(new Unavailable(`${volidOf(j.req.storage, j.req.disk)} is still on ${this.what(vm)} as ${keys.join(', ')} (pending delete: hot-unplug did not complete${why}); retrying later`));
+      }
+    }
+  }
+
+  private settleAttached(vm: VmRef, j: AttachJob, site: DiskSite): void {
+    const ro = site.drive.options.ro === '1' || site.drive.options.ro === 'on';
+    if (ro !== j.req.options.readonly) {
+      j.reject(new AlreadyExists(`${volidOf(j.req.storage, j.req.disk)} is already published to ${this.what(vm)} with readonly=${ro}; unpublish it first`));
+      return;
+    }
+    if (site.drive.options.wwn && site.drive.options.wwn.toLowerCase() !== wwnForSlot(site.slot)) {
+      this.o.log.warn({ vmid: vm.vmid, key: site.key, wwn: site.drive.options.wwn }, 'disk is attached with a WWN other than its slot\'s (attached by hand?); the node looks for the slot\'s WWN and may not find it');
+    }
+    j.resolve(site.slot);
+  }
+
+  /** Refuses disks that do not exist or that another VM holds (exclusive requests). */
+  private async precheck(vm: VmRef, jobs: AttachJob[]): Promise<void> {
+    const groups = new Map<string, AttachJob[]>();
+    for (const j of jobs) {
+      const k = `${j.req.diskNode}\u0000${j.req.storage}\u0000${diskOwner(j.req.disk) ?? ''}`;
+      groups.set(k, [...(groups.get(k) ?? []), j]);
+    }
+    const exclusive = jobs.filter((j) => j.req.exclusive);
+    const [, scan] = await Promise.all([
+      Promise.all([...groups.values()].map(async (g) => {
+        const { diskNode, storage, disk } = g[0]!.req;
+        const items = await this.o.api.listContent(diskNode, storage, diskOwner(disk));
+        const have = new Set(items.map((i) => i.volid));
+        for (const j of g) {
+          if (!have.has(volidOf(j.req.storage, j.req.disk))) {
+            j.reject(new NotFound(`volume ${volidOf(j.req.storage, j.req.disk)} does not exist on ${j.req.diskNode}`));
+          }
+        }
+      })),
+      exclusive.length === 0 ? [] : scanVms(this.o.api, this.o.locator, {
+        nodes: [...new Set(exclusive.map((j) => j.req.diskNode))],
+        exclude: [vm.vmid, ...new Set(exclusive.map((j) => diskOwner(j.req.disk) ?? -1))],
+      }),
+    ]);
+    for (const j of exclusive) {
+      const other = usesOf(scan, j.req.storage, j.req.disk).sites[0];
+      if (other && !j.done) {
+        j.reject(new FailedPrecondition(
+          `${volidOf(j.req.storage, j.req.disk)} is ${other.site.placement === 'attached' ? 'attached' : other.site.placement === 'attaching' ? 'being attached' : 'still being detached'} as ${other.site.key} of VM ${other.vm.name} (${other.vm.vmid}) on ${other.vm.node}; a single-node volume is published to one node at a time`,
+        ));
+      }
+    }
+  }
+
+  private async attachBatch(vm: VmRef, jobs: AttachJob[], check: boolean): Promise<void> {
+    let open = jobs.filter((j) => !j.done);
+    for (let attempt = 1; open.length > 0; attempt++) {
+      const [state] = await Promise.all([this.readState(vm, true), check && attempt === 1 ? this.precheck(vm, open) : undefined]);
+      open = open.filter((j) => !j.done);
+      for (const j of open) {
+        const site = sitesOf(state.entries, j.req.storage, j.req.disk).find((s) => s.placement === 'attached');
+        if (site) this.settleAttached(vm, j, site);
+      }
+      open = open.filter((j) => !j.done);
+      if (open.length === 0) return;
+      if (attempt > this.attempts) {
+        const err = new Unavailable(`could not change the config of ${this.what(vm)} after ${this.attempts} attempts (lock contention or lost answers); retrying later`);
+        return open.forEach((j) => j.reject(err));
+      }
+
+      // Plan: finish pending detaches of these disks first, then one change for all the rest.
+      const free = freeSlots(state.entries);
+      const set: Record<string, string> = {};
+      const del: string[] = [];
+      const unlink: string[] = [];
+      const assigned = new Map<AttachJob, number>();
+      for (const j of open) {
+        const sites = sitesOf(state.entries, j.req.storage, j.req.disk);
+        const leaving = sites.filter((s) => s.placement === 'detaching');
+        if (leaving.length) {
+          unlink.push(...leaving.map((s) => s.key));
+          continue;
+        }
+        const slot = sites.find((s) => s.placement === 'attaching')?.slot ?? free.shift();
+        if (slot === undefined) {
+          j.reject(new ResourceExhausted(`no free SCSI slot on ${this.what(vm)}: scsi1..scsi30 are all in use or pending`));
+          continue;
+        }
+        set[`scsi${slot}`] = driveString(j.req.storage, j.req.disk, j.req.options, wwnForSlot(slot));
+        if (diskOwner(j.req.disk) !== vm.vmid) del.push(...unusedOf(state.entries, j.req.storage, j.req.disk));
+        assigned.set(j, slot);
+      }
+      open = open.filter((j) => !j.done);
+      if (open.length === 0) return;
+
+      try {
+        if (unlink.length) {
+          await this.o.api.unlinkDisks(vm.node, vm.vmid, [...new Set(unlink)]);
+          await this.poll(vm, (en) => open.every((j) => !sitesOf(en, j.req.storage, j.req.disk).some((s) => s.placement === 'detaching')));
+          continue;
+        }
+        const upid = await this.o.api.updateVmConfig(vm.node, vm.vmid, { set, delete: del.length ? del : undefined, digest: state.digest });
+        if (upid) await waitTask(this.o.api, vm.node, upid, { cluster: this.o.cluster, what: `attach disks to ${this.what(vm)}`, timeoutMs: this.o.taskTimeoutMs });
+      } catch (e) {
+        if (isCsiError(e, 'Aborted')) {
+          this.o.log.info({ vmid: vm.vmid, attempt, err: (e as Error).message }, 'VM busy, retrying attach');
+          await sleep(backoffDelay(attempt));
+          continue;
+        }
+        if (outcomeUncertain(e)) continue;
+        if (open.length > 1) {
+          // One disk's problem must not fail the others: try each on its own.
+          for (const j of open) await this.attachBatch(vm, [j], false);
+          return;
+        }
+        return open.forEach((j) => j.reject(e));
+      }
+
+      const entries = await this.poll(vm, (en) => open.every((j) => {
+        const sites = sitesOf(en, j.req.storage, j.req.disk);
+        return sites.some((s) => s.placement === 'attached') || sites.length === 0;
+      }));
+      for (const j of open) {
+        const sites = sitesOf(entries, j.req.storage, j.req.disk);
+        const site = sites.find((s) => s.placement === 'attached');
+        if (site) this.settleAttached(vm, j, site);
+        else if (sites.some((s) => s.placement === 'attaching')) {
+          j.reject(new Unavailable(`hot-plug of ${volidOf(j.req.storage, j.req.disk)} into ${this.what(vm)} did not complete; it stays a pending change of scsi${assigned.get(j)}`));
+        }
+      }
+      open = open.filter((j) => !j.done);
+    }
+  }
+}

@@ -1,0 +1,92 @@
+// The Proxmox controller backend (csi.proxmox.sinextra.dev): one Cluster per configured
+// Proxmox cluster, keyed by region, and the RPC handlers bound to them.
+import type { Logger } from 'pino';
+import type { ProxmoxClusterConfig, ProxmoxConfig } from '../config/types.js';
+import type { ControllerBackend, ControllerCapability } from '../csi/types.js';
+import { InvalidArgument } from '../errors.js';
+import type { ProxmoxApi } from './api.js';
+import { Cluster, type ClusterTuning } from './cluster.js';
+import { controllerExpandVolume, controllerPublishVolume, controllerUnpublishVolume } from './controller-attach.js';
+import { controllerGetVolume, listVolumes } from './controller-list.js';
+import { createVolume, deleteVolume, getCapacity, validateVolumeCapabilities } from './controller-volumes.js';
+import type { Core } from './core.js';
+import { createHttpProxmoxApi } from './http-api.js';
+
+export const PROXMOX_DRIVER_NAME = 'csi.proxmox.sinextra.dev';
+
+/** Exactly what works; ControllerExpandVolume is online only (see controller-attach.ts). */
+export const PROXMOX_CONTROLLER_CAPABILITIES: readonly ControllerCapability[] = [
+  'CREATE_DELETE_VOLUME',
+  'PUBLISH_UNPUBLISH_VOLUME',
+  'PUBLISH_READONLY',
+  'LIST_VOLUMES',
+  'LIST_VOLUMES_PUBLISHED_NODES',
+  'GET_CAPACITY',
+  'EXPAND_VOLUME',
+  'GET_VOLUME',
+  'VOLUME_CONDITION',
+  'SINGLE_NODE_MULTI_WRITER',
+];
+
+export interface ProxmoxControllerOptions {
+  config: ProxmoxConfig;
+  log: Logger;
+  /** Builds one cluster's API; defaults to HTTPS through the proxmox-api package. */
+  api?: (cluster: ProxmoxClusterConfig) => ProxmoxApi;
+  /** Upper bound of one Proxmox HTTP exchange (default 30 s) and connections per host (default 8). */
+  queryTimeoutMs?: number;
+  connections?: number;
+  tuning?: ClusterTuning;
+}
+
+export type ProxmoxController = ControllerBackend & {
+  /** True when every configured Proxmox cluster answers; never throws. */
+  probe(signal: AbortSignal): Promise<boolean>;
+  /** Closes the HTTP connections. */
+  close(): Promise<void>;
+};
+
+export function createProxmoxController(opts: ProxmoxControllerOptions): ProxmoxController {
+  const { config, log } = opts;
+  if (config.clusters.length === 0) throw new InvalidArgument('Proxmox config: clusters is empty; at least one cluster is required');
+  const clusters = new Map<string, Cluster>();
+  const closers: Array<() => Promise<void>> = [];
+  for (const c of config.clusters) {
+    if (clusters.has(c.region)) throw new InvalidArgument(`Proxmox config: region "${c.region}" appears twice in clusters`);
+    let api: ProxmoxApi;
+    if (opts.api) {
+      api = opts.api(c);
+    } else {
+      const http = createHttpProxmoxApi({ cluster: c, queryTimeoutMs: opts.queryTimeoutMs, connections: opts.connections });
+      closers.push(() => http.close());
+      api = http;
+    }
+    clusters.set(c.region, new Cluster(c.region, api, log, opts.tuning));
+  }
+  const core: Core = { clusters, defaultRegion: config.clusters[0]!.region, controllerVmId: config.controllerVmId, log };
+
+  return {
+    capabilities: PROXMOX_CONTROLLER_CAPABILITIES,
+    createVolume: (req, ctx) => createVolume(core, req, ctx),
+    deleteVolume: (req, ctx) => deleteVolume(core, req, ctx),
+    validateVolumeCapabilities: (req, ctx) => validateVolumeCapabilities(core, req, ctx),
+    controllerPublishVolume: (req, ctx) => controllerPublishVolume(core, req, ctx),
+    controllerUnpublishVolume: (req, ctx) => controllerUnpublishVolume(core, req, ctx),
+    listVolumes: (req, ctx) => listVolumes(core, req, ctx),
+    getCapacity: (req, ctx) => getCapacity(core, req, ctx),
+    controllerExpandVolume: (req, ctx) => controllerExpandVolume(core, req, ctx),
+    controllerGetVolume: (req, ctx) => controllerGetVolume(core, req, ctx),
+    async probe(signal) {
+      try {
+        await Promise.all([...clusters.values()].map((c) => c.api.version({ signal })));
+        return true;
+      } catch (e) {
+        log.warn({ err: (e as Error).message }, 'Proxmox API probe failed');
+        return false;
+      }
+    },
+    async close() {
+      await Promise.all(closers.map((f) => f()));
+    },
+  };
+}

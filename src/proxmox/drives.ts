@@ -1,0 +1,124 @@
+// Reading a VM's drives: which scsiN slots are taken (current or pending), where a given disk
+// sits (attached, being attached, being detached, or left over as unusedN), and its options.
+import type { ConfigEntry } from './api.js';
+import { MAX_SLOT, MIN_SLOT } from './params.js';
+import { parseVolid } from './volume-id.js';
+
+export interface Drive {
+  storage: string;
+  disk: string;
+  options: Record<string, string>;
+}
+
+/** Parses a drive property string (`storage:disk,key=value,…` or `file=storage:disk,…`). */
+export function parseDrive(value: string): Drive | undefined {
+  const parts = value.split(',');
+  let file: string | undefined;
+  const options: Record<string, string> = {};
+  for (const [i, part] of parts.entries()) {
+    const eq = part.indexOf('=');
+    if (eq < 0) {
+      if (i === 0) file = part;
+      continue;
+    }
+    const k = part.slice(0, eq);
+    const v = part.slice(eq + 1);
+    if (k === 'file' || k === 'volume') file = v;
+    else options[k] = v;
+  }
+  const vol = file ? parseVolid(file) : undefined;
+  return vol ? { ...vol, options } : undefined;
+}
+
+export type Placement = 'attached' | 'attaching' | 'detaching';
+
+export interface DiskSite {
+  key: string;
+  slot: number;
+  placement: Placement;
+  drive: Drive;
+}
+
+export interface VmDrives {
+  entries: ConfigEntry[];
+  /** Digest of the config these entries were read with, when known. */
+  digest?: string;
+}
+
+const SCSI_RE = /^scsi(\d+)$/;
+
+export function slotOf(key: string): number | undefined {
+  const m = SCSI_RE.exec(key);
+  return m ? Number(m[1]) : undefined;
+}
+
+/** Slots in use: any scsiN with a current or a pending value (a pending delete still holds it). */
+export function usedSlots(entries: readonly ConfigEntry[]): Set<number> {
+  const used = new Set<number>();
+  for (const e of entries) {
+    const slot = slotOf(e.key);
+    if (slot !== undefined && (e.value !== undefined || e.pending !== undefined)) used.add(slot);
+  }
+  return used;
+}
+
+export function freeSlots(entries: readonly ConfigEntry[]): number[] {
+  const used = usedSlots(entries);
+  const free: number[] = [];
+  for (let s = MIN_SLOT; s <= MAX_SLOT; s++) if (!used.has(s)) free.push(s);
+  return free;
+}
+
+const same = (d: Drive | undefined, storage: string, disk: string): d is Drive => !!d && d.storage === storage && d.disk === disk;
+
+/** Every scsiN entry that references the disk, with how far its change has got. */
+export function sitesOf(entries: readonly ConfigEntry[], storage: string, disk: string): DiskSite[] {
+  const sites: DiskSite[] = [];
+  for (const e of entries) {
+    const slot = slotOf(e.key);
+    if (slot === undefined) continue;
+    const current = e.value !== undefined ? parseDrive(e.value) : undefined;
+    const pending = e.pending !== undefined ? parseDrive(e.pending) : undefined;
+    if (same(current, storage, disk)) {
+      const leaving = e.pendingDelete || (e.pending !== undefined && !same(pending, storage, disk));
+      sites.push({ key: e.key, slot, placement: leaving ? 'detaching' : 'attached', drive: current });
+    } else if (same(pending, storage, disk)) {
+      sites.push({ key: e.key, slot, placement: 'attaching', drive: pending });
+    }
+  }
+  return sites;
+}
+
+/** unusedN entries that reference the disk (left behind by a detach). */
+export function unusedOf(entries: readonly ConfigEntry[], storage: string, disk: string): string[] {
+  return entries
+    .filter((e) => /^unused\d+$/.test(e.key))
+    .filter((e) => same(parseDrive(e.value ?? e.pending ?? ''), storage, disk))
+    .map((e) => e.key);
+}
+
+/** Every disk on scsiN slots of the VM (current values), for scans across VMs. */
+export function attachedDisks(entries: readonly ConfigEntry[]): DiskSite[] {
+  const out: DiskSite[] = [];
+  for (const e of entries) {
+    const slot = slotOf(e.key);
+    if (slot === undefined) continue;
+    for (const [raw, placement] of [[e.value, e.pendingDelete ? 'detaching' : 'attached'], [e.pending, 'attaching']] as const) {
+      if (raw === undefined) continue;
+      const drive = parseDrive(raw);
+      if (drive) out.push({ key: e.key, slot, placement: placement as Placement, drive });
+    }
+  }
+  return out;
+}
+
+/** Builds entries from a plain config (when only GET …/config is available). */
+export function entriesFromValues(values: Record<string, string>): ConfigEntry[] {
+  return Object.entries(values).map(([key, value]) => ({ key, value }));
+}
+
+export function smbiosUuid(entries: readonly ConfigEntry[]): string | undefined {
+  const raw = entries.find((e) => e.key === 'smbios1')?.value;
+  const m = raw ? /(?:^|,)uuid=([0-9a-fA-F-]{36})/.exec(raw) : null;
+  return m ? m[1]!.toLowerCase() : undefined;
+}

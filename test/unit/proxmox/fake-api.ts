@@ -1,0 +1,340 @@
+// An in-memory Proxmox for unit tests of the driver logic: VMs with config, pending section and
+// a config lock, LVM-thin storages, tasks, latency, and faults injected per call. It raises the
+// same typed errors the HTTP adapter produces, and records every call and any slot conflict
+// (a scsiN set over another disk), which is the race the attach queue must prevent.
+import { createHash } from 'node:crypto';
+import { Busy, NotFound, ResourceExhausted, Unavailable, AlreadyExists } from '../../../src/errors.js';
+import type {
+  AllocRequest, CallOptions, ConfigChange, ConfigEntry, NodeResource, ProxmoxApi, StorageContentItem,
+  StorageResource, StorageStatus, TaskStatus, VmConfig, VmResource,
+} from '../../../src/proxmox/api.js';
+
+export interface FakeVm {
+  vmid: number;
+  name: string;
+  node: string;
+  running: boolean;
+  template?: boolean;
+  config: Map<string, string>;
+  pending: Map<string, string>;
+  pendingDelete: Set<string>;
+}
+
+export interface FakeStorage {
+  size: number;
+  shared: boolean;
+  content: string;
+  /** disk name → bytes */
+  volumes: Map<string, number>;
+}
+
+type Method = keyof ProxmoxApi;
+
+export class FakeProxmox implements ProxmoxApi {
+  latencyMs = 0;
+  lockWaitMs = 50;
+  readonly calls: Array<{ method: Method; args: unknown[] }> = [];
+  readonly nodes = new Map<string, Map<string, FakeStorage>>();
+  readonly vms = new Map<number, FakeVm>();
+  slotConflicts = 0;
+  maxConcurrentWriters = 0;
+  private writers = new Map<number, number>();
+  private locks = new Map<number, Promise<void>>();
+  private tasks = new Map<string, { node: string; exit: string; doneAt: number }>();
+  private taskSeq = 0;
+
+  /** Faults, consumed as they fire. */
+  faults = {
+    /** Next N config writes (update/unlink/resize) time out on the VM lock. */
+    lockTimeouts: 0,
+    /** Exit statuses for the next config/free/resize tasks; '' = OK. */
+    taskExits: [] as string[],
+    /** A failing task still made its change (PVE fails after partial work). */
+    taskFailApplies: false,
+    /** Calls of these methods take effect, then their answer is lost (N each). */
+    dropAfter: new Map<Method, number>(),
+    /** Calls of these methods fail before doing anything (N each). */
+    dropBefore: new Map<Method, number>(),
+    /** VMIDs whose detach hot-unplug keeps failing: the delete stays pending. */
+    stuckDetach: new Set<number>(),
+    /** VMIDs whose attach hot-plug keeps failing: the value stays pending. */
+    stuckAttach: new Set<number>(),
+    /** Allocation beyond the storage size fails. */
+    strictSpace: false,
+  };
+
+  addNode(name: string, storages: Record<string, Partial<FakeStorage>> = { 'local-lvm': {} }): void {
+    const m = new Map<string, FakeStorage>();
+    for (const [id, s] of Object.entries(storages)) {
+      m.set(id, { size: s.size ?? 200 * 2 ** 30, shared: s.shared ?? false, content: s.content ?? 'images,rootdir', volumes: s.volumes ?? new Map() });
+    }
+    this.nodes.set(name, m);
+  }
+
+  addVm(vm: { vmid: number; name: string; node: string; running?: boolean; template?: boolean; uuid?: string }): FakeVm {
+    const config = new Map([['name', vm.name], ['scsi0', `local-lvm:vm-${vm.vmid}-disk-0,iothread=1,size=32G`], ['scsihw', 'virtio-scsi-single']]);
+    if (vm.uuid) config.set('smbios1', `uuid=${vm.uuid}`);
+    const full: FakeVm = {
+      vmid: vm.vmid, name: vm.name, node: vm.node, running: vm.running ?? true, template: vm.template,
+      config, pending: new Map(), pendingDelete: new Set(),
+    };
+    this.vms.set(full.vmid, full);
+    this.nodes.get(full.node)?.get('local-lvm')?.volumes.set(`vm-${full.vmid}-disk-0`, 32 * 2 ** 30);
+    return full;
+  }
+
+  count(method?: Method): number {
+    return method ? this.calls.filter((c) => c.method === method).length : this.calls.length;
+  }
+
+  resetCalls(): void {
+    this.calls.length = 0;
+  }
+
+  private async enter(method: Method, args: unknown[], o?: CallOptions): Promise<void> {
+    this.calls.push({ method, args });
+    if (this.latencyMs) await new Promise((r) => setTimeout(r, this.latencyMs));
+    if (o?.signal?.aborted) throw new Unavailable(`${method}: cancelled`);
+    const before = this.faults.dropBefore.get(method) ?? 0;
+    if (before > 0) {
+      this.faults.dropBefore.set(method, before - 1);
+      throw new Unavailable(`Proxmox test: ${method}: cannot reach the API: other side closed`);
+    }
+  }
+
+  private leave(method: Method): void {
+    const after = this.faults.dropAfter.get(method) ?? 0;
+    if (after > 0) {
+      this.faults.dropAfter.set(method, after - 1);
+      throw new Unavailable(`Proxmox test: ${method}: cannot reach the API: socket hang up`);
+    }
+  }
+
+  private vm(node: string, vmid: number): FakeVm {
+    const vm = this.vms.get(vmid);
+    if (!vm || vm.node !== node) throw new NotFound(`Proxmox test: Configuration file 'nodes/${node}/qemu-server/${vmid}.conf' does not exist`);
+    return vm;
+  }
+
+  private storage(node: string, id: string): FakeStorage {
+    const s = this.nodes.get(node)?.get(id);
+    if (!s) throw new NotFound(`Proxmox test: storage '${id}' does not exist`);
+    return s;
+  }
+
+  private digestOf(vm: FakeVm): string {
+    return createHash('sha1').update(JSON.stringify([[...vm.config], [...vm.pending], [...vm.pendingDelete]])).digest('hex');
+  }
+
+  /** Proxmox's per-VM config lock: waits, then fails like `can't lock file … got timeout`. */
+  private async withLock<T>(vm: FakeVm, fn: () => T): Promise<T> {
+    if (this.faults.lockTimeouts > 0) {
+      this.faults.lockTimeouts--;
+      throw new Busy(`Proxmox test: can't lock file '/var/lock/qemu-server/lock-${vm.vmid}.conf' - got timeout`);
+    }
+    const deadline = Date.now() + this.lockWaitMs;
+    while (this.locks.has(vm.vmid)) {
+      if (Date.now() > deadline) throw new Busy(`Proxmox test: can't lock file '/var/lock/qemu-server/lock-${vm.vmid}.conf' - got timeout`);
+      await Promise.race([this.locks.get(vm.vmid), new Promise((r) => setTimeout(r, 5))]);
+    }
+    let release!: () => void;
+    this.locks.set(vm.vmid, new Promise<void>((r) => (release = r)));
+    const n = (this.writers.get(vm.vmid) ?? 0) + 1;
+    this.writers.set(vm.vmid, n);
+    this.maxConcurrentWriters = Math.max(this.maxConcurrentWriters, n);
+    try {
+      if (this.latencyMs) await new Promise((r) => setTimeout(r, this.latencyMs));
+      return fn();
+    } finally {
+      this.writers.set(vm.vmid, n - 1);
+      this.locks.delete(vm.vmid);
+      release();
+    }
+  }
+
+  /** A task; a failing one (from faults.taskExits) made no change unless taskFailApplies. */
+  private task(node: string, exit = 'OK'): string {
+    const upid = `UPID:${node}:0000${(++this.taskSeq).toString(16).padStart(4, '0')}:00000001:00000001:qmconfig:1:root@pam:`;
+    this.tasks.set(upid, { node, exit, doneAt: Date.now() });
+    return upid;
+  }
+
+  private volumeExists(node: string, value: string): boolean {
+    const file = value.split(',')[0]!;
+    const [st, disk] = file.split(':') as [string, string];
+    return this.nodes.get(node)?.get(st)?.volumes.has(disk) ?? false;
+  }
+
+  // ---- ProxmoxApi ----
+
+  async version(o?: CallOptions) {
+    await this.enter('version', [], o);
+    return { version: '8.2.4', release: '8.2' };
+  }
+
+  async vmResources(o?: CallOptions): Promise<VmResource[]> {
+    await this.enter('vmResources', [], o);
+    return [...this.vms.values()].map((v) => ({ type: 'qemu', vmid: v.vmid, name: v.name, node: v.node, status: v.running ? 'running' : 'stopped', template: !!v.template }));
+  }
+
+  async storageResources(o?: CallOptions): Promise<StorageResource[]> {
+    await this.enter('storageResources', [], o);
+    const rows: StorageResource[] = [];
+    for (const [node, sts] of this.nodes) {
+      for (const [id, s] of sts) {
+        const used = [...s.volumes.values()].reduce((a, b) => a + b, 0);
+        rows.push({ storage: id, node, content: s.content, plugintype: 'lvmthin', shared: s.shared, status: 'available', disk: used, maxdisk: s.size });
+      }
+    }
+    return rows;
+  }
+
+  async nodeResources(o?: CallOptions): Promise<NodeResource[]> {
+    await this.enter('nodeResources', [], o);
+    return [...this.nodes.keys()].map((node) => ({ node, status: 'online' }));
+  }
+
+  async storageStatus(node: string, storage: string, o?: CallOptions): Promise<StorageStatus> {
+    await this.enter('storageStatus', [node, storage], o);
+    const s = this.storage(node, storage);
+    const used = [...s.volumes.values()].reduce((a, b) => a + b, 0);
+    return { total: s.size, used, avail: s.size - used, active: true, enabled: true, type: 'lvmthin', shared: s.shared, content: s.content };
+  }
+
+  async listContent(node: string, storage: string, vmid: number | undefined, o?: CallOptions): Promise<StorageContentItem[]> {
+    await this.enter('listContent', [node, storage, vmid], o);
+    const s = this.storage(node, storage);
+    return [...s.volumes].map(([disk, size]) => ({ volid: `${storage}:${disk}`, size, vmid: Number(/^vm-(\d+)-/.exec(disk)?.[1]), format: 'raw' }))
+      .filter((i) => vmid === undefined || i.vmid === vmid);
+  }
+
+  async allocDisk(node: string, storage: string, req: AllocRequest, o?: CallOptions): Promise<string> {
+    await this.enter('allocDisk', [node, storage, req], o);
+    const s = this.storage(node, storage);
+    if (s.volumes.has(req.filename)) throw new AlreadyExists(`Proxmox test: volume '${storage}:${req.filename}' already exists`);
+    const used = [...s.volumes.values()].reduce((a, b) => a + b, 0);
+    if (this.faults.strictSpace && used + req.sizeBytes > s.size) throw new ResourceExhausted('Proxmox test: not enough free space in thin pool');
+    s.volumes.set(req.filename, req.sizeBytes);
+    this.leave('allocDisk');
+    return `${storage}:${req.filename}`;
+  }
+
+  async freeDisk(node: string, storage: string, volid: string, o?: CallOptions): Promise<string | null> {
+    await this.enter('freeDisk', [node, storage, volid], o);
+    const s = this.storage(node, storage);
+    const disk = volid.slice(volid.indexOf(':') + 1);
+    if (!s.volumes.delete(disk)) throw new NotFound(`Proxmox test: no such volume '${volid}'`);
+    const upid = this.task(node);
+    this.leave('freeDisk');
+    return upid;
+  }
+
+  async vmConfig(node: string, vmid: number, o?: CallOptions): Promise<VmConfig> {
+    await this.enter('vmConfig', [node, vmid], o);
+    const vm = this.vm(node, vmid);
+    const values = Object.fromEntries(vm.config);
+    for (const [k, v] of vm.pending) values[k] = v;
+    for (const k of vm.pendingDelete) delete values[k];
+    return { digest: this.digestOf(vm), values };
+  }
+
+  async vmPending(node: string, vmid: number, o?: CallOptions): Promise<ConfigEntry[]> {
+    await this.enter('vmPending', [node, vmid], o);
+    const vm = this.vm(node, vmid);
+    const keys = new Set([...vm.config.keys(), ...vm.pending.keys(), ...vm.pendingDelete]);
+    return [...keys].map((key) => ({
+      key, value: vm.config.get(key), pending: vm.pending.get(key), pendingDelete: vm.pendingDelete.has(key) || undefined,
+    }));
+  }
+
+  async updateVmConfig(node: string, vmid: number, change: ConfigChange, o?: CallOptions): Promise<string | null> {
+    await this.enter('updateVmConfig', [node, vmid, change], o);
+    const vm = this.vm(node, vmid);
+    const upid = await this.withLock(vm, () => {
+      const exit = this.faults.taskExits.shift() || 'OK';
+      if (exit !== 'OK' && !this.faults.taskFailApplies) return this.task(node, exit);
+      if (change.digest && change.digest !== this.digestOf(vm)) {
+        throw new Busy('Proxmox test: detected modified configuration - file changed by other user? Try again.');
+      }
+      for (const [k, v] of Object.entries(change.set ?? {})) {
+        if (/^scsi\d+$/.test(k) && !this.volumeExists(vm.node, v)) throw new NotFound(`Proxmox test: volume '${v.split(',')[0]}' does not exist`);
+        const held = vm.config.get(k) ?? vm.pending.get(k);
+        if (held && held.split(',')[0] !== v.split(',')[0]) this.slotConflicts++;
+      }
+      for (const k of change.delete ?? []) {
+        vm.pending.delete(k);
+        if (vm.running && /^scsi\d+$/.test(k) && this.faults.stuckDetach.has(vmid)) vm.pendingDelete.add(k);
+        else vm.config.delete(k);
+      }
+      for (const [k, v] of Object.entries(change.set ?? {})) {
+        if (vm.running && this.faults.stuckAttach.has(vmid)) vm.pending.set(k, v);
+        else {
+          vm.config.set(k, v);
+          vm.pending.delete(k);
+        }
+      }
+      return this.task(node, exit);
+    });
+    this.leave('updateVmConfig');
+    return upid;
+  }
+
+  async unlinkDisks(node: string, vmid: number, keys: string[], o?: CallOptions): Promise<void> {
+    await this.enter('unlinkDisks', [node, vmid, keys], o);
+    const vm = this.vm(node, vmid);
+    await this.withLock(vm, () => {
+      for (const k of keys) {
+        vm.pending.delete(k);
+        if (!vm.config.has(k)) {
+          vm.pendingDelete.delete(k);
+          continue;
+        }
+        if (vm.running && /^scsi\d+$/.test(k) && this.faults.stuckDetach.has(vmid)) {
+          vm.pendingDelete.add(k);
+        } else {
+          vm.config.delete(k);
+          vm.pendingDelete.delete(k);
+        }
+      }
+    });
+    this.leave('unlinkDisks');
+  }
+
+  async resizeDisk(node: string, vmid: number, disk: string, size: string, o?: CallOptions): Promise<string | null> {
+    await this.enter('resizeDisk', [node, vmid, disk, size], o);
+    const vm = this.vm(node, vmid);
+    const upid = await this.withLock(vm, () => {
+      const value = vm.config.get(disk);
+      if (!value) throw new NotFound(`Proxmox test: disk '${disk}' does not exist`);
+      const [st, name] = value.split(',')[0]!.split(':') as [string, string];
+      const m = /^(\d+)M$/.exec(size);
+      if (!m) throw new Error(`fake: unexpected size ${size}`);
+      this.storage(vm.node, st).volumes.set(name, Number(m[1]) * 2 ** 20);
+      return this.task(node);
+    });
+    this.leave('resizeDisk');
+    return upid;
+  }
+
+  async taskStatus(node: string, upid: string, o?: CallOptions): Promise<TaskStatus> {
+    await this.enter('taskStatus', [node, upid], o);
+    const t = this.tasks.get(upid);
+    if (!t) throw new NotFound(`Proxmox test: no such task '${upid}'`);
+    return { status: 'stopped', exitstatus: t.exit };
+  }
+}
+
+/** Three hosts with local-lvm and two VMs each, like the seed cluster. */
+export function seedCluster(): FakeProxmox {
+  const f = new FakeProxmox();
+  let vmid = 101;
+  for (const host of ['hyper1', 'hyper2', 'hyper3']) {
+    f.addNode(host);
+    const n = host.slice(-1);
+    for (const role of ['cp', 'worker']) {
+      f.addVm({ vmid, name: `talos-${role}-${n}`, node: host, uuid: `00000000-0000-4000-8000-000000000${vmid}` });
+      vmid++;
+    }
+  }
+  return f;
+}

@@ -1,0 +1,52 @@
+// Node id → VM: by name, by provider id, by SMBIOS uuid; cached, shared, refreshed on a miss.
+import t from 'tap';
+import { isCsiError } from '../../../src/errors.js';
+import { VmLocator } from '../../../src/proxmox/vm-locator.js';
+import { seedCluster } from './fake-api.js';
+
+t.test('by name, provider id and uuid', async (t) => {
+  const f = seedCluster();
+  const loc = new VmLocator(f, { cluster: 'homelab' });
+  t.same(await loc.resolve('talos-worker-1'), { vmid: 102, node: 'hyper1', name: 'talos-worker-1' });
+  t.same(await loc.resolve('proxmox://homelab/105'), { vmid: 105, node: 'hyper3', name: 'talos-cp-3' });
+  t.same(await loc.resolve('proxmox:///104'), { vmid: 104, node: 'hyper2', name: 'talos-worker-2' }, 'empty region in a provider id');
+  t.equal(await loc.resolve('proxmox://other/105'), undefined, 'provider id of another region');
+  t.same(await loc.resolve('00000000-0000-4000-8000-000000000103'), { vmid: 103, node: 'hyper2', name: 'talos-cp-2' }, 'SMBIOS uuid');
+  t.same(await loc.resolve('00000000-0000-4000-8000-000000000103'.toUpperCase()), { vmid: 103, node: 'hyper2', name: 'talos-cp-2' }, 'uuid case-insensitive');
+  t.equal(await loc.resolve('fake-node-id-123'), undefined);
+});
+
+t.test('cache: shared, short-lived, refreshed on a miss', async (t) => {
+  const f = seedCluster();
+  let now = 0;
+  const loc = new VmLocator(f, { cluster: 'homelab', ttlMs: 1000, now: () => now });
+  await Promise.all(Array.from({ length: 20 }, () => loc.resolve('talos-cp-1')));
+  t.equal(f.count('vmResources'), 1, 'concurrent lookups share one list call');
+  await loc.resolve('talos-cp-2');
+  t.equal(f.count('vmResources'), 1, 'cached within the TTL');
+  f.addVm({ vmid: 200, name: 'talos-worker-9', node: 'hyper2' });
+  t.same(await loc.resolve('talos-worker-9'), { vmid: 200, node: 'hyper2', name: 'talos-worker-9' }, 'a new VM is found at once');
+  t.equal(f.count('vmResources'), 2, 'the miss re-read the list once');
+  f.vms.get(101)!.node = 'hyper2';
+  t.equal((await loc.resolve('talos-cp-1'))!.node, 'hyper1', 'stale within the TTL');
+  t.equal((await loc.byVmid(101))!.node, 'hyper2', 'byVmid reads fresh (after a config read found the VM gone)');
+  now = 5000;
+  await loc.resolve('talos-cp-2');
+  t.equal(f.count('vmResources'), 4, 'expired after the TTL');
+});
+
+t.test('templates and duplicates', async (t) => {
+  const f = seedCluster();
+  f.addVm({ vmid: 300, name: 'talos-tpl', node: 'hyper1', template: true });
+  f.addVm({ vmid: 301, name: 'twin', node: 'hyper1' });
+  f.addVm({ vmid: 302, name: 'twin', node: 'hyper2' });
+  const loc = new VmLocator(f, { cluster: 'homelab' });
+  t.equal(await loc.resolve('talos-tpl'), undefined, 'templates are not nodes');
+  try {
+    await loc.resolve('twin');
+    t.fail('expected an error');
+  } catch (e) {
+    t.ok(isCsiError(e, 'FailedPrecondition'));
+    t.match((e as Error).message, /301 on hyper1, 302 on hyper2/, 'names both VMs');
+  }
+});
