@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # npm run sanity -- <proxmox|nfs> [--vm] [-- extra csi-sanity flags]
+#   host tier: the program on this host (simulator with loop-device disks, or ganesha)
+#   --vm:      controller on this host, node plugin inside the QEMU guest (real SCSI hot-plug,
+#              real kernel NFS mounts); see test/vm/README.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/ensure.sh
@@ -8,4 +11,14 @@ ensure_host_tools
 ensure_sanity
 [ "${1:-}" = nfs ] && ensure_apt nfs-ganesha nfs-ganesha-vfs rpcbind
 ensure_build
-exec node --import=tsx scripts/sanity.ts "$@"
+driver="${1:-}"
+vm=0; rest=(); passthrough=0
+for a in "${@:2}"; do
+  if [ "$passthrough" = 0 ] && [ "$a" = --vm ]; then vm=1; continue; fi
+  [ "$a" = -- ] && passthrough=1
+  rest+=("$a")
+done
+if [ "$vm" = 1 ]; then
+  exec bash scripts/vm.sh run -- node --import=tsx scripts/vm-tier.ts sanity "$driver" "${rest[@]}"
+fi
+exec node --import=tsx scripts/sanity.ts "$driver" "${rest[@]}"

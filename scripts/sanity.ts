@@ -5,7 +5,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { run, start, stopAll } from './lib/procs.js';
+import { start, stopAll } from './lib/procs.js';
+import { runSanity } from './lib/sanity-run.js';
 import { startBackends, type Backends } from './lib/backends.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -14,17 +15,15 @@ const sep = argv.indexOf('--');
 const own = sep >= 0 ? argv.slice(0, sep) : argv;
 const extra = sep >= 0 ? argv.slice(sep + 1) : [];
 const driver = own.find((a) => !a.startsWith('-'));
-const vm = own.includes('--vm');
 if (driver !== 'proxmox' && driver !== 'nfs') {
-  console.error('usage: npm run sanity -- <proxmox|nfs> [--vm] [-- extra csi-sanity flags]');
+  console.error('usage: npm run sanity -- <proxmox|nfs> [--vm] [-- extra csi-sanity flags]  (--vm is handled by scripts/sanity.sh)');
   process.exit(2);
 }
 
 const block = extra.some((a) => /testvolumeaccesstype[= ]?block/.test(a)) || extra.join(' ').includes('testvolumeaccesstype block');
-const runDir = path.join(ROOT, '.run', `sanity-${driver}${block ? '-block' : ''}${vm ? '-vm' : ''}`);
+const runDir = path.join(ROOT, '.run', `sanity-${driver}${block ? '-block' : ''}`);
 fs.rmSync(runDir, { recursive: true, force: true });
 fs.mkdirSync(runDir, { recursive: true });
-const sanityBin = process.env.CSI_SANITY ?? path.join(ROOT, '.tools', 'csi-sanity');
 const main = path.join(ROOT, 'dist', 'src', 'main.js');
 
 let backends: Backends | undefined;
@@ -34,10 +33,6 @@ async function cleanup(): Promise<void> {
 }
 
 async function mainFn(): Promise<number> {
-  if (vm) {
-    console.error('--vm runs through scripts/vm-tier.sh (it boots the guest first)');
-    return 2;
-  }
   backends = await startBackends(driver as 'proxmox' | 'nfs', runDir);
   const flag = driver === 'proxmox' ? '--proxmox-endpoint' : '--nfs-endpoint';
   const ctrlSock = path.join(runDir, 'controller.sock');
@@ -50,29 +45,16 @@ async function mainFn(): Promise<number> {
   });
   await Promise.all([ctrl.readyJson((j) => j.ready === true, 30_000), node.readyJson((j) => j.ready === true, 30_000)]);
 
-  const params = path.join(runDir, 'params.yaml');
-  fs.writeFileSync(params, Object.entries(backends.volumeParameters).map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join('\n') + '\n');
-  const args = [
-    `--csi.endpoint=unix://${nodeSock}`,
-    `--csi.controllerendpoint=unix://${ctrlSock}`,
-    `--csi.mountdir=${path.join(runDir, 'mnt')}`,
-    `--csi.stagingdir=${path.join(runDir, 'staging')}`,
-    `--csi.testvolumeparameters=${params}`,
-    `--ginkgo.junit-report=${path.join(runDir, 'junit.xml')}`,
-    '--ginkgo.no-color',
-    ...backends.sanityArgs,
-    ...extra,
-  ];
-  const out = path.join(runDir, 'csi-sanity.log');
-  console.log(`csi-sanity ${driver}${block ? ' (block)' : ''}: ${args.join(' ')}`);
-  const t0 = Date.now();
-  const code = await run(sanityBin, args, { stdoutFile: out });
-  const text = fs.readFileSync(out, 'utf8');
-  // csi-sanity's own summary: failures with their location, then the counts.
-  const summary = text.split('\n').filter((l) => /^\s*\[(FAIL|PANICKED)\]|^Ran \d+ of|^(SUCCESS|FAIL)!|Summarizing/.test(l));
-  console.log(summary.join('\n'));
-  console.log(`csi-sanity ${driver}: exit ${code} in ${((Date.now() - t0) / 1000).toFixed(1)} s; full log ${path.relative(ROOT, out)}`);
-  return code;
+  return runSanity({
+    label: `${driver}${block ? ' (block)' : ''}`,
+    runDir,
+    nodeEndpoint: `unix://${nodeSock}`,
+    controllerEndpoint: `unix://${ctrlSock}`,
+    volumeParameters: backends.volumeParameters,
+    mountDir: path.join(runDir, 'mnt'),
+    stagingDir: path.join(runDir, 'staging'),
+    args: [...backends.sanityArgs, ...extra],
+  });
 }
 
 mainFn()

@@ -23,9 +23,14 @@ export interface Backends {
 /** The host-tier VM: the node plugin on this host plays talos-worker-1 on hyper1. */
 export const HOST_NODE = { name: 'talos-worker-1', region: 'homelab', zone: 'hyper1' };
 
-export async function startProxmoxBackend(runDir: string, opts: { backend?: 'loop' | 'none' } = {}): Promise<Backends> {
+export async function startProxmoxBackend(runDir: string, opts: { backend?: 'loop' | 'none' | 'qmp'; qmp?: Record<number, string> } = {}): Promise<Backends> {
   const linkDir = path.join(runDir, 'links');
-  const sim = await startSimulator({ backend: opts.backend ?? 'loop', stateDir: path.join(runDir, 'sim'), loopLinkDir: linkDir });
+  const sim = await startSimulator({
+    backend: opts.backend ?? 'loop',
+    stateDir: path.join(runDir, 'sim'),
+    loopLinkDir: linkDir,
+    ...(opts.qmp && { qmp: opts.qmp }),
+  });
   const cfg = path.join(runDir, 'proxmox-config.yaml');
   fs.writeFileSync(
     cfg,
@@ -45,7 +50,7 @@ export async function startProxmoxBackend(runDir: string, opts: { backend?: 'loo
     nodeArgs: ['--node-id', HOST_NODE.name, '--region', HOST_NODE.region, '--zone', HOST_NODE.zone, '--device-dir', path.join(linkDir, HOST_NODE.name)],
     volumeParameters: { storage: 'local-lvm' },
     // 1 GiB test volumes keep mkfs and loop devices quick; expansion goes to 2 GiB.
-    sanityArgs: ['--csi.testvolumesize=1073741824'],
+    sanityArgs: ['--csi.testvolumesize=1073741824', '--csi.testnodevolumeattachlimit'],
     info: { adminUrl: sim.adminUrl, url: sim.url, config: cfg },
     close: () => sim.close(),
   };

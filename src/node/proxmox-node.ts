@@ -15,6 +15,8 @@ export const PROXMOX_NODE_CAPABILITIES: readonly NodeCapability[] = [
   'GET_VOLUME_STATS',
   'EXPAND_VOLUME',
   'VOLUME_CONDITION',
+  // SINGLE_NODE_SINGLE_WRITER is enforced from the mount table (publications.ts).
+  'SINGLE_NODE_MULTI_WRITER',
 ];
 
 /** scsi1..scsi30: the slots the controller attaches volumes to. */

@@ -1,13 +1,16 @@
 // NodePublish/NodeUnpublish for Proxmox disks: bind the staged filesystem (or the raw device
-// node) onto the pod's target path, and take it away again.
+// node) onto the pod's target path, and take it away again. SINGLE_NODE_SINGLE_WRITER (a
+// ReadWriteOncePod claim) is published at one target only; the other single-node modes may be
+// bound at several targets (pods of one node sharing a ReadWriteOnce claim).
 import type { CallContext, NodePublishVolumeRequest, NodePublishVolumeResponse, NodeUnpublishVolumeRequest, NodeUnpublishVolumeResponse } from '../csi/types.js';
 import { AlreadyExists, FailedPrecondition } from '../errors.js';
 import { isCommandError } from '../os/exec.js';
 import type { MountEntry } from '../os/mounter.js';
 import { ensureDir, ensureFile } from '../os/paths.js';
-import { accessTypeOf, asCsiError, isReaderOnlyMode, mountFlagsOf, removePublishTarget, required } from './common.js';
+import { accessModeOf, accessTypeOf, asCsiError, isReaderOnlyMode, mountFlagsOf, removePublishTarget, required } from './common.js';
 import type { ProxmoxNodeDeps } from './proxmox-deps.js';
 import { findDisk } from './proxmox-stage.js';
+import { devicePublications, filesystemPublications } from './publications.js';
 import { diskFromPublishContext } from './wwn.js';
 
 function checkReadonly(existing: MountEntry, readonly: boolean, volumeId: string, target: string): void {
@@ -18,6 +21,17 @@ function checkReadonly(existing: MountEntry, readonly: boolean, volumeId: string
         `but this request wants it ${readonly ? 'read-only' : 'read-write'}`,
     );
   }
+}
+
+/** Refuses a second target for a single-writer volume; `elsewhere` is only read when it matters. */
+async function checkSingleWriter(req: NodePublishVolumeRequest, volumeId: string, target: string, elsewhere: () => Promise<string[]>): Promise<void> {
+  if (accessModeOf(req.volumeCapability) !== 'SINGLE_NODE_SINGLE_WRITER') return;
+  const others = await elsewhere();
+  if (others.length === 0) return;
+  throw new FailedPrecondition(
+    `volume ${volumeId} has access mode SINGLE_NODE_SINGLE_WRITER and is already published at ${others.join(', ')} on this node; ` +
+      `it cannot also be published at ${target} (unpublish it there first, or use SINGLE_NODE_MULTI_WRITER / ReadWriteOnce to share it between pods)`,
+  );
 }
 
 export async function nodePublishVolume(d: ProxmoxNodeDeps, req: NodePublishVolumeRequest, ctx: CallContext): Promise<NodePublishVolumeResponse> {
@@ -44,6 +58,7 @@ export async function nodePublishVolume(d: ProxmoxNodeDeps, req: NodePublishVolu
           }
           throw new AlreadyExists(`target ${target} already has ${existing.source} mounted, not volume ${volumeId} from ${staging}`);
         }
+        await checkSingleWriter(req, volumeId, target, () => filesystemPublications(d.mounter, staged));
         await ensureDir(target);
         await d.mounter.bindMount(staging, target, { readonly, flags: mountFlagsOf(req.volumeCapability) });
         ctx.log.info({ volumeId, staging, target, readonly }, 'volume published');
@@ -61,6 +76,7 @@ export async function nodePublishVolume(d: ProxmoxNodeDeps, req: NodePublishVolu
         }
         throw new AlreadyExists(`target ${target} already has ${existing.source} mounted, not ${device} of volume ${volumeId}`);
       }
+      await checkSingleWriter(req, volumeId, target, () => devicePublications(d.mounter, d.blockDevices, device, deviceMajMin));
       await ensureFile(target);
       await d.mounter.bindMount(device, target, { readonly });
       ctx.log.info({ volumeId, device, target, readonly }, 'block volume published');

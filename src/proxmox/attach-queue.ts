@@ -6,11 +6,11 @@
 // every failure is followed by a read before anything is retried, because a failed call may
 // still have taken effect.
 import type { Logger } from 'pino';
-import { AlreadyExists, DeadlineExceeded, FailedPrecondition, NotFound, ResourceExhausted, Unavailable, isCsiError } from '../errors.js';
+import { AlreadyExists, Busy, DeadlineExceeded, FailedPrecondition, NotFound, ResourceExhausted, Unavailable, isCsiError } from '../errors.js';
 import type { ConfigEntry, ProxmoxApi } from './api.js';
-import { type DiskSite, freeSlots, sitesOf, unusedOf } from './drives.js';
+import { type DiskSite, freeSlots, isHelperSite, sitesOf, unusedOf } from './drives.js';
 import { outcomeUncertain } from './errors.js';
-import { type DriveOptions, driveString, wwnForSlot } from './params.js';
+import { type DriveOptions, driveString, helperWwnForSlot, wwnForSlot } from './params.js';
 import { scanVms, usesOf } from './scan.js';
 import { backoffDelay, sleep, waitTask } from './tasks.js';
 import type { VmLocator, VmRef } from './vm-locator.js';
@@ -24,6 +24,22 @@ export interface AttachRequest {
   options: DriveOptions;
   /** Refuse when another VM has the disk (single-node access modes). */
   exclusive: boolean;
+  /**
+   * An offline-expansion helper attachment (helper WWN) rather than a publish. Each kind treats
+   * the other's attachment of the same disk on the VM as an obstacle: a publish unlinks a helper
+   * left over by a crash, a helper refuses to touch a publish.
+   */
+  helper?: boolean;
+}
+
+/**
+ * An exclusive publish found only offline-expansion helper attachments of its disk on other
+ * VMs: leftovers the caller can remove (through those VMs' queues) and then publish again.
+ */
+export class HelperLeftovers extends FailedPrecondition {
+  constructor(message: string, readonly vms: VmRef[]) {
+    super(message);
+  }
 }
 
 export interface DetachRequest {
@@ -213,7 +229,18 @@ export class AttachQueues {
     }
   }
 
+  /** The attachment of the disk on this VM that satisfies the job, if one is there. */
+  private attachedFor(entries: ConfigEntry[], j: AttachJob): DiskSite | undefined {
+    return sitesOf(entries, j.req.storage, j.req.disk).find((s) => s.placement === 'attached' && isHelperSite(s) === !!j.req.helper);
+  }
+
+  /** Sites of the disk on this VM that must be unlinked before the job can be attached. */
+  private obstacles(entries: ConfigEntry[], j: AttachJob): DiskSite[] {
+    return sitesOf(entries, j.req.storage, j.req.disk).filter((s) => s.placement === 'detaching' || isHelperSite(s) !== !!j.req.helper);
+  }
+
   private settleAttached(vm: VmRef, j: AttachJob, site: DiskSite): void {
+    if (j.req.helper) return j.resolve(site.slot);
     const ro = site.drive.options.ro === '1' || site.drive.options.ro === 'on';
     if (ro !== j.req.options.readonly) {
       j.reject(new AlreadyExists(`${volidOf(j.req.storage, j.req.disk)} is already published to ${this.what(vm)} with readonly=${ro}; unpublish it first`));
@@ -250,7 +277,15 @@ export class AttachQueues {
       }),
     ]);
     for (const j of exclusive) {
-      const other = usesOf(scan, j.req.storage, j.req.disk).sites[0];
+      const sites = usesOf(scan, j.req.storage, j.req.disk).sites;
+      const other = sites.find((s) => !isHelperSite(s.site));
+      if (!other && sites.length > 0 && !j.done) {
+        const vms = [...new Map(sites.map((s) => [s.vm.vmid, { vmid: s.vm.vmid, node: s.vm.node, name: s.vm.name }])).values()];
+        j.reject(new HelperLeftovers(
+          `${volidOf(j.req.storage, j.req.disk)} is still attached to ${vms.map((v) => `VM ${v.name} (${v.vmid})`).join(', ')} by an interrupted offline expansion; remove that attachment first`,
+          vms,
+        ));
+      }
       if (other && !j.done) {
         j.reject(new FailedPrecondition(
           `${volidOf(j.req.storage, j.req.disk)} is ${other.site.placement === 'attached' ? 'attached' : other.site.placement === 'attaching' ? 'being attached' : 'still being detached'} as ${other.site.key} of VM ${other.vm.name} (${other.vm.vmid}) on ${other.vm.node}; a single-node volume is published to one node at a time`,
@@ -265,7 +300,7 @@ export class AttachQueues {
       const [state] = await Promise.all([this.readState(vm, true), check && attempt === 1 ? this.precheck(vm, open) : undefined]);
       open = open.filter((j) => !j.done);
       for (const j of open) {
-        const site = sitesOf(state.entries, j.req.storage, j.req.disk).find((s) => s.placement === 'attached');
+        const site = this.attachedFor(state.entries, j);
         if (site) this.settleAttached(vm, j, site);
       }
       open = open.filter((j) => !j.done);
@@ -283,7 +318,11 @@ export class AttachQueues {
       const assigned = new Map<AttachJob, number>();
       for (const j of open) {
         const sites = sitesOf(state.entries, j.req.storage, j.req.disk);
-        const leaving = sites.filter((s) => s.placement === 'detaching');
+        const leaving = this.obstacles(state.entries, j);
+        if (j.req.helper && leaving.some((s) => !isHelperSite(s) && s.placement !== 'detaching')) {
+          j.reject(new Busy(`${volidOf(j.req.storage, j.req.disk)} is being published to ${this.what(vm)}; not expanding it through a helper attachment now`));
+          continue;
+        }
         if (leaving.length) {
           unlink.push(...leaving.map((s) => s.key));
           continue;
@@ -293,7 +332,7 @@ export class AttachQueues {
           j.reject(new ResourceExhausted(`no free SCSI slot on ${this.what(vm)}: scsi1..scsi30 are all in use or pending`));
           continue;
         }
-        set[`scsi${slot}`] = driveString(j.req.storage, j.req.disk, j.req.options, wwnForSlot(slot));
+        set[`scsi${slot}`] = driveString(j.req.storage, j.req.disk, j.req.options, j.req.helper ? helperWwnForSlot(slot) : wwnForSlot(slot));
         if (diskOwner(j.req.disk) !== vm.vmid) del.push(...unusedOf(state.entries, j.req.storage, j.req.disk));
         assigned.set(j, slot);
       }
@@ -303,7 +342,7 @@ export class AttachQueues {
       try {
         if (unlink.length) {
           await this.o.api.unlinkDisks(vm.node, vm.vmid, [...new Set(unlink)]);
-          await this.poll(vm, (en) => open.every((j) => !sitesOf(en, j.req.storage, j.req.disk).some((s) => s.placement === 'detaching')));
+          await this.poll(vm, (en) => open.every((j) => this.obstacles(en, j).length === 0));
           continue;
         }
         const upid = await this.o.api.updateVmConfig(vm.node, vm.vmid, { set, delete: del.length ? del : undefined, digest: state.digest });
@@ -323,13 +362,10 @@ export class AttachQueues {
         return open.forEach((j) => j.reject(e));
       }
 
-      const entries = await this.poll(vm, (en) => open.every((j) => {
-        const sites = sitesOf(en, j.req.storage, j.req.disk);
-        return sites.some((s) => s.placement === 'attached') || sites.length === 0;
-      }));
+      const entries = await this.poll(vm, (en) => open.every((j) => this.attachedFor(en, j) || sitesOf(en, j.req.storage, j.req.disk).length === 0));
       for (const j of open) {
         const sites = sitesOf(entries, j.req.storage, j.req.disk);
-        const site = sites.find((s) => s.placement === 'attached');
+        const site = this.attachedFor(entries, j);
         if (site) this.settleAttached(vm, j, site);
         else if (sites.some((s) => s.placement === 'attaching')) {
           j.reject(new Unavailable(`hot-plug of ${volidOf(j.req.storage, j.req.disk)} into ${this.what(vm)} did not complete; it stays a pending change of scsi${assigned.get(j)}`));

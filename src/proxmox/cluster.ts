@@ -17,11 +17,30 @@ export class Cluster {
   private storagesCache?: { at: number; rows: StorageResource[] };
   private storagesInflight?: Promise<StorageResource[]>;
   private readonly ttlMs: number;
+  private readonly volumeTails = new Map<string, Promise<unknown>>();
 
   constructor(readonly region: string, readonly api: ProxmoxApi, log: Logger, tuning: ClusterTuning = {}) {
     this.ttlMs = tuning.cacheTtlMs ?? 5_000;
     this.locator = new VmLocator(api, { cluster: region, ttlMs: this.ttlMs });
     this.queues = new AttachQueues({ api, cluster: region, locator: this.locator, log: log.child({ cluster: region }), ...tuning.queue });
+  }
+
+  /**
+   * Runs fn alone for this volume within this process. The gRPC server already refuses a second
+   * call for a volume, but an offline expansion's helper attachment must never be mistaken for a
+   * crash leftover and removed by a publish or delete of the same volume running in parallel
+   * (direct callers, or a call the server gave up on that is still finishing).
+   */
+  async exclusive<T>(volid: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.volumeTails.get(volid) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => undefined);
+    this.volumeTails.set(volid, tail);
+    try {
+      return await next;
+    } finally {
+      if (this.volumeTails.get(volid) === tail) this.volumeTails.delete(volid);
+    }
   }
 
   /** Storage rows of /cluster/resources (one per storage and node). */

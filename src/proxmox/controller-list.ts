@@ -5,6 +5,7 @@ import type { CallContext } from '../csi/types.js';
 import { Busy, InvalidArgument, NotFound } from '../errors.js';
 import { holdsImages, isAvailable } from './cluster.js';
 import { type Core, findVolume, requireVolume, topologyOf } from './core.js';
+import { isHelperSite } from './drives.js';
 import { type DiskUse, scanVms, usesOf } from './scan.js';
 import { diskOwner, formatVolumeId, parseVolid } from './volume-id.js';
 
@@ -32,10 +33,11 @@ export function decodeToken(token: string): string | undefined {
 }
 
 function statusOf(use: DiskUse): { publishedNodeIds: string[]; volumeCondition: { abnormal: boolean; message: string } } {
-  const published = [...new Set(use.sites.filter((s) => s.site.placement === 'attached').map((s) => s.vm.name))].sort();
+  const published = [...new Set(use.sites.filter((s) => s.site.placement === 'attached' && !isHelperSite(s.site)).map((s) => s.vm.name))].sort();
   const problems: string[] = [];
   for (const s of use.sites) {
-    if (s.site.placement !== 'attached') problems.push(`${s.site.placement} as ${s.site.key} of VM ${s.vm.name} (${s.vm.vmid}): a pending change Proxmox has not applied`);
+    if (isHelperSite(s.site)) problems.push(`attached as ${s.site.key} of VM ${s.vm.name} (${s.vm.vmid}) for an offline expansion (removed by the next expansion, publish or delete if it was interrupted)`);
+    else if (s.site.placement !== 'attached') problems.push(`${s.site.placement} as ${s.site.key} of VM ${s.vm.name} (${s.vm.vmid}): a pending change Proxmox has not applied`);
   }
   for (const u of use.unused) problems.push(`left over as ${u.key} of VM ${u.vm.name} (${u.vm.vmid})`);
   if (published.length > 1) problems.push(`attached to several VMs: ${published.join(', ')}`);

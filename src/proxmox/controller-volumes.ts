@@ -7,7 +7,9 @@ import { type Cluster, holdsImages, isAvailable } from './cluster.js';
 import {
   type Core, capabilityProblem, findVolume, placementsOf, requireVolume, resolveVolume, topologyOf,
 } from './core.js';
+import { isHelperSite } from './drives.js';
 import { outcomeUncertain } from './errors.js';
+import { removeHelperLeftovers } from './leftovers.js';
 import { parseCreateParameters, sizeFits, sizeForCreate, volumeContextOf } from './params.js';
 import { scanVms, usesOf } from './scan.js';
 import { retryBusy, waitTask } from './tasks.js';
@@ -114,41 +116,45 @@ export async function deleteVolume(core: Core, req: T.DeleteVolumeRequest, ctx: 
     return {};
   }
   const { cluster, ref, volid } = v;
-  const [found, scan, vms] = await Promise.all([
-    findVolume(v, ctx.signal),
-    scanVms(cluster.api, cluster.locator, { signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined }),
-    cluster.locator.list(ctx.signal),
-  ]);
-  if (!found) {
-    ctx.log.info({ volid }, 'disk is already gone');
-    return {};
-  }
-  const owner = diskOwner(ref.disk);
-  const ownerVm = vms.find((vm) => vm.vmid === owner);
-  if (ownerVm && owner !== core.controllerVmId) {
-    throw new FailedPrecondition(`refusing to free ${volid}: it belongs to VM ${ownerVm.name} (${ownerVm.vmid}), not to this driver`);
-  }
-  const use = usesOf(scan, ref.storage, ref.disk);
-  const holder = use.sites[0];
-  if (holder) {
-    throw new FailedPrecondition(`volume is still ${holder.site.placement === 'attached' ? 'attached' : holder.site.placement === 'attaching' ? 'being attached' : 'being detached'} as ${holder.site.key} of VM ${holder.vm.name} (${holder.vm.vmid}) on ${holder.vm.node}; unpublish it first`);
-  }
-  // Leftover unusedN entries would point at a freed disk and break that VM's backups.
-  for (const u of use.unused) {
-    if (u.vm.vmid === owner) continue;
-    await cluster.queues.detach({ vmid: u.vm.vmid, node: u.vm.node, name: u.vm.name }, { storage: ref.storage, disk: ref.disk }, ctx.signal);
-  }
-  await retryBusy(async () => {
-    try {
-      const upid = await cluster.api.freeDisk(found.node, ref.storage, volid, { signal: ctx.signal });
-      if (upid) await waitTask(cluster.api, found.node, upid, { cluster: cluster.region, what: `free ${volid}`, signal: ctx.signal });
-    } catch (e) {
-      if (isCsiError(e, 'NotFound')) return;
-      if (!outcomeUncertain(e) || (await findVolume(v, ctx.signal))) throw e;
+  return cluster.exclusive(volid, async () => {
+    const [found, scan, vms] = await Promise.all([
+      findVolume(v, ctx.signal),
+      scanVms(cluster.api, cluster.locator, { signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined }),
+      cluster.locator.list(ctx.signal),
+    ]);
+    if (!found) {
+      ctx.log.info({ volid }, 'disk is already gone');
+      return {};
     }
-  }, { signal: ctx.signal });
-  ctx.log.info({ volid, node: found.node }, 'disk freed');
-  return {};
+    const owner = diskOwner(ref.disk);
+    const ownerVm = vms.find((vm) => vm.vmid === owner);
+    if (ownerVm && owner !== core.controllerVmId) {
+      throw new FailedPrecondition(`refusing to free ${volid}: it belongs to VM ${ownerVm.name} (${ownerVm.vmid}), not to this driver`);
+    }
+    const use = usesOf(scan, ref.storage, ref.disk);
+    const holder = use.sites.find((s) => !isHelperSite(s.site));
+    if (holder) {
+      throw new FailedPrecondition(`volume is still ${holder.site.placement === 'attached' ? 'attached' : holder.site.placement === 'attaching' ? 'being attached' : 'being detached'} as ${holder.site.key} of VM ${holder.vm.name} (${holder.vm.vmid}) on ${holder.vm.node}; unpublish it first`);
+    }
+    // An interrupted offline expansion is no reason to keep a volume forever.
+    await removeHelperLeftovers(cluster, ref, { log: ctx.log, signal: ctx.signal, scan });
+    // Leftover unusedN entries would point at a freed disk and break that VM's backups.
+    for (const u of use.unused) {
+      if (u.vm.vmid === owner) continue;
+      await cluster.queues.detach({ vmid: u.vm.vmid, node: u.vm.node, name: u.vm.name }, { storage: ref.storage, disk: ref.disk }, ctx.signal);
+    }
+    await retryBusy(async () => {
+      try {
+        const upid = await cluster.api.freeDisk(found.node, ref.storage, volid, { signal: ctx.signal });
+        if (upid) await waitTask(cluster.api, found.node, upid, { cluster: cluster.region, what: `free ${volid}`, signal: ctx.signal });
+      } catch (e) {
+        if (isCsiError(e, 'NotFound')) return;
+        if (!outcomeUncertain(e) || (await findVolume(v, ctx.signal))) throw e;
+      }
+    }, { signal: ctx.signal });
+    ctx.log.info({ volid, node: found.node }, 'disk freed');
+    return {};
+  });
 }
 
 export async function validateVolumeCapabilities(core: Core, req: T.ValidateVolumeCapabilitiesRequest, ctx: CallContext): Promise<T.ValidateVolumeCapabilitiesResponse> {

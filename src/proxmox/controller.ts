@@ -6,15 +6,16 @@ import type { ControllerBackend, ControllerCapability } from '../csi/types.js';
 import { InvalidArgument } from '../errors.js';
 import type { ProxmoxApi } from './api.js';
 import { Cluster, type ClusterTuning } from './cluster.js';
-import { controllerExpandVolume, controllerPublishVolume, controllerUnpublishVolume } from './controller-attach.js';
+import { controllerPublishVolume, controllerUnpublishVolume } from './controller-attach.js';
 import { controllerGetVolume, listVolumes } from './controller-list.js';
 import { createVolume, deleteVolume, getCapacity, validateVolumeCapabilities } from './controller-volumes.js';
 import type { Core } from './core.js';
+import { controllerExpandVolume } from './expand.js';
 import { createHttpProxmoxApi } from './http-api.js';
 
 export const PROXMOX_DRIVER_NAME = 'csi.proxmox.sinextra.dev';
 
-/** Exactly what works; ControllerExpandVolume is online only (see controller-attach.ts). */
+/** Exactly what works; ControllerExpandVolume works online and offline (see expand.ts). */
 export const PROXMOX_CONTROLLER_CAPABILITIES: readonly ControllerCapability[] = [
   'CREATE_DELETE_VOLUME',
   'PUBLISH_UNPUBLISH_VOLUME',

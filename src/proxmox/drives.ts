@@ -1,7 +1,7 @@
 // Reading a VM's drives: which scsiN slots are taken (current or pending), where a given disk
 // sits (attached, being attached, being detached, or left over as unusedN), and its options.
 import type { ConfigEntry } from './api.js';
-import { MAX_SLOT, MIN_SLOT } from './params.js';
+import { MAX_SLOT, MIN_SLOT, isHelperWwn } from './params.js';
 import { parseVolid } from './volume-id.js';
 
 export interface Drive {
@@ -70,6 +70,9 @@ export function freeSlots(entries: readonly ConfigEntry[]): number[] {
 }
 
 const same = (d: Drive | undefined, storage: string, disk: string): d is Drive => !!d && d.storage === storage && d.disk === disk;
+
+/** True for an offline-expansion helper attachment (its WWN marks it), not a publish. */
+export const isHelperSite = (site: DiskSite): boolean => isHelperWwn(site.drive.options.wwn);
 
 /** Every scsiN entry that references the disk, with how far its change has got. */
 export function sitesOf(entries: readonly ConfigEntry[], storage: string, disk: string): DiskSite[] {

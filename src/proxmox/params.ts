@@ -152,6 +152,23 @@ export function wwnForSlot(slot: number): string {
   return '0x' + Buffer.from(`PVC-ID${String(slot).padStart(2, '0')}`, 'ascii').toString('hex');
 }
 
+/**
+ * WWN of a short-lived attachment that exists only so Proxmox can resize an unattached volume
+ * (offline expansion, see expand.ts): the ASCII text `PVC-XP%02d`. It is never the node's
+ * `PVC-ID%02d`, so no node plugin takes the disk for a volume, and it marks the attachment in
+ * the VM config, so one left behind by a crash is recognised and removed by the next call.
+ */
+export function helperWwnForSlot(slot: number): string {
+  return '0x' + Buffer.from(`PVC-XP${String(slot).padStart(2, '0')}`, 'ascii').toString('hex');
+}
+
+const HELPER_WWN_RE = /^0x5056432d5850(?:3\d){2}$/i;
+
+export const isHelperWwn = (wwn: string | undefined): boolean => wwn !== undefined && HELPER_WWN_RE.test(wwn);
+
+/** A helper attachment is never backed up (a backup job may run while it exists) and needs no tuning. */
+export const HELPER_DRIVE_OPTIONS: DriveOptions = { backup: false, iothread: false, ssd: false, readonly: false };
+
 export function publishContextForSlot(slot: number): Record<string, string> {
   return { DevicePath: `/dev/disk/by-id/wwn-${wwnForSlot(slot)}`, lun: String(slot) };
 }

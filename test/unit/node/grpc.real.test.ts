@@ -29,7 +29,7 @@ t.test('Proxmox node over gRPC on a loop disk', { skip: canUseLoopDevices() }, a
   t.teardown(() => c.close());
 
   const caps = await c.node('NodeGetCapabilities');
-  t.same(caps.capabilities.map((x: { rpc: { type: string } }) => x.rpc.type), ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME', 'VOLUME_CONDITION']);
+  t.same(caps.capabilities.map((x: { rpc: { type: string } }) => x.rpc.type), ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER']);
   const info = await c.node('NodeGetInfo');
   t.equal(info.nodeId, 'talos-w1');
   t.equal(String(info.maxVolumesPerNode), '30');

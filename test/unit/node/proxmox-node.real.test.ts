@@ -218,6 +218,90 @@ t.test('stage refuses a staging path that holds another disk, and a disk that is
   await node.nodeUnstageVolume!({ volumeId: 'v7', stagingTargetPath: staging }, ctx);
 });
 
+t.test('SINGLE_NODE_SINGLE_WRITER: one target at a time, read from the mount table; MULTI_WRITER shares', { skip }, async (t) => {
+  const { rig, node } = setup(t);
+  rig.addDisk(128 * MiB, wwnForSlot(11));
+  rig.addDisk(128 * MiB, wwnForSlot(12));
+  const withMode = (c: VolumeCapability, mode: string): VolumeCapability => ({ ...c, accessMode: { mode: mode as never } });
+  const modes = {
+    single: withMode(mountCap('ext4'), 'SINGLE_NODE_SINGLE_WRITER'),
+    multi: withMode(mountCap('ext4'), 'SINGLE_NODE_MULTI_WRITER'),
+    blockSingle: withMode(blockCap, 'SINGLE_NODE_SINGLE_WRITER'),
+    blockMulti: withMode(blockCap, 'SINGLE_NODE_MULTI_WRITER'),
+  };
+  t.ok(node.capabilities.includes('SINGLE_NODE_MULTI_WRITER'), 'advertised');
+  /** A fresh plugin process on the same host: no memory of earlier calls. */
+  const restart = () => createProxmoxNode({ nodeId: 'talos-w1', region: 'homelab', zone: 'hyper1', deviceDir: rig.devDir, log: pino({ level: 'silent' }), nodeLabels: null, deviceWaitMs: 1500 });
+
+  // Filesystem volume on slot 11.
+  const volumeId = 'homelab/hyper1/local-lvm/vm-9999-pvc-rwop';
+  const staging = rig.path('staging', 'rwop');
+  const stage = { volumeId, publishContext: publishCtx(11), stagingTargetPath: staging, volumeCapability: modes.single, secrets: {}, volumeContext: {} };
+  await node.nodeStageVolume!(stage, ctx);
+  const pub = (target: string, cap: VolumeCapability, n = node) =>
+    n.nodePublishVolume({ volumeId, publishContext: publishCtx(11), stagingTargetPath: staging, targetPath: target, volumeCapability: cap, readonly: false, secrets: {}, volumeContext: {} }, ctx);
+  const a = rig.path('pods', 'a', 'mount');
+  const b = rig.path('pods', 'b', 'mount');
+  await pub(a, modes.single);
+  await pub(a, modes.single);
+  t.pass('the same target again is idempotent');
+  const refused = await pub(b, modes.single).catch((e) => e);
+  t.equal(code(refused), 'FailedPrecondition', 'a second target is refused');
+  t.match(refused.message, new RegExp(`already published at ${a}`));
+  t.notOk(fs.existsSync(b), 'nothing created at the refused target');
+
+  // A restarted plugin has no memory of the first publish: the mount table still says it.
+  t.equal(code(await pub(b, modes.single, restart()).catch((e) => e)), 'FailedPrecondition', 'still refused after a restart');
+
+  // Another volume's mounts do not count.
+  const other = 'homelab/hyper1/local-lvm/vm-9999-pvc-other';
+  const otherStaging = rig.path('staging', 'other');
+  await node.nodeStageVolume!({ ...stage, volumeId: other, publishContext: publishCtx(12), stagingTargetPath: otherStaging }, ctx);
+  await node.nodePublishVolume({ volumeId: other, publishContext: publishCtx(12), stagingTargetPath: otherStaging, targetPath: b, volumeCapability: modes.single, readonly: false, secrets: {}, volumeContext: {} }, ctx);
+  t.pass('a single-writer volume next to another one publishes');
+  await node.nodeUnpublishVolume({ volumeId: other, targetPath: b }, ctx);
+  await node.nodeUnstageVolume!({ volumeId: other, stagingTargetPath: otherStaging }, ctx);
+
+  await node.nodeUnpublishVolume({ volumeId, targetPath: a }, ctx);
+  await pub(b, modes.single);
+  t.pass('after unpublishing the first target, another one is fine');
+  await node.nodeUnpublishVolume({ volumeId, targetPath: b }, ctx);
+
+  await pub(a, modes.multi);
+  await pub(b, modes.multi);
+  fs.writeFileSync(`${a}/shared.txt`, 'one filesystem');
+  t.equal(fs.readFileSync(`${b}/shared.txt`, 'utf8'), 'one filesystem', 'SINGLE_NODE_MULTI_WRITER: both targets see the same filesystem');
+  t.equal(code(await pub(rig.path('pods', 'c', 'mount'), modes.single).catch((e) => e)), 'FailedPrecondition', 'a single-writer publish next to shared ones is refused');
+  await node.nodeUnpublishVolume({ volumeId, targetPath: a }, ctx);
+  await node.nodeUnpublishVolume({ volumeId, targetPath: b }, ctx);
+  await node.nodeUnstageVolume!({ volumeId, stagingTargetPath: staging }, ctx);
+
+  // Raw block volume on a fresh disk.
+  const disk = rig.addDisk(64 * MiB, wwnForSlot(13));
+  const blockId = 'homelab/hyper1/local-lvm/vm-9999-pvc-rawop';
+  const bStaging = rig.path('staging', 'rawop');
+  await node.nodeStageVolume!({ volumeId: blockId, publishContext: publishCtx(13), stagingTargetPath: bStaging, volumeCapability: modes.blockSingle, secrets: {}, volumeContext: {} }, ctx);
+  const bpub = (target: string, cap: VolumeCapability, n = node) =>
+    n.nodePublishVolume({ volumeId: blockId, publishContext: publishCtx(13), stagingTargetPath: bStaging, targetPath: target, volumeCapability: cap, readonly: false, secrets: {}, volumeContext: {} }, ctx);
+  const ba = rig.path('pods', 'a', 'dev');
+  const bb = rig.path('pods', 'b', 'dev');
+  await bpub(ba, modes.blockSingle);
+  await bpub(ba, modes.blockSingle);
+  t.equal(fs.statSync(ba).rdev, fs.statSync(disk.device).rdev);
+  const bRefused = await bpub(bb, modes.blockSingle).catch((e) => e);
+  t.equal(code(bRefused), 'FailedPrecondition', 'block: a second target is refused');
+  t.match(bRefused.message, new RegExp(`already published at ${ba}`));
+  t.equal(code(await bpub(bb, modes.blockSingle, restart()).catch((e) => e)), 'FailedPrecondition', 'block: still refused after a restart');
+  t.notOk(fs.existsSync(bb));
+  await node.nodeUnpublishVolume({ volumeId: blockId, targetPath: ba }, ctx);
+  await bpub(ba, modes.blockMulti);
+  await bpub(bb, modes.blockMulti);
+  t.equal(fs.statSync(bb).rdev, fs.statSync(disk.device).rdev, 'block SINGLE_NODE_MULTI_WRITER: two targets');
+  await node.nodeUnpublishVolume({ volumeId: blockId, targetPath: ba }, ctx);
+  await node.nodeUnpublishVolume({ volumeId: blockId, targetPath: bb }, ctx);
+  t.same(rig.mountsUnderRoot(), [], 'nothing left mounted');
+});
+
 function sh(cmd: string, args: string[]): string {
   return execFileSync(cmd, args, { encoding: 'utf8' });
 }

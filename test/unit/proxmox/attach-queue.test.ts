@@ -4,8 +4,8 @@
 import t from 'tap';
 import pino from 'pino';
 import { isCsiError } from '../../../src/errors.js';
-import { AttachQueues, type AttachRequest } from '../../../src/proxmox/attach-queue.js';
-import { driveOptionsFromContext, GiB, wwnForSlot } from '../../../src/proxmox/params.js';
+import { AttachQueues, HelperLeftovers, type AttachRequest } from '../../../src/proxmox/attach-queue.js';
+import { driveOptionsFromContext, GiB, HELPER_DRIVE_OPTIONS, helperWwnForSlot, isHelperWwn, wwnForSlot } from '../../../src/proxmox/params.js';
 import { VmLocator } from '../../../src/proxmox/vm-locator.js';
 import { seedCluster } from './fake-api.js';
 
@@ -243,4 +243,30 @@ t.test('storm: attaches and detaches mixed, with latency and lost answers', asyn
   t.same(disks.sort(), reqs.slice(8).map((r) => `local-lvm:${r.disk}`).sort(), 'exactly the second half is attached');
   t.equal(f.slotConflicts, 0);
   t.equal(f.maxConcurrentWriters, 1);
+});
+
+t.test('helper attachments (offline expansion) and publishes of the same disk never mix', async (t) => {
+  const { f, q, req, cfg } = setup();
+  const helper = (name: string) => req(name, { options: HELPER_DRIVE_OPTIONS, exclusive: false, helper: true });
+  t.equal(await q.attach(WORKER1, helper('pvc-h')), 1);
+  t.equal(cfg().get('scsi1'), `local-lvm:vm-9999-pvc-h,backup=0,wwn=${helperWwnForSlot(1)}`, 'helper WWN, backup=0, no tuning');
+  t.not(helperWwnForSlot(1), wwnForSlot(1), 'never the node\'s PVC-ID WWN');
+  t.ok(isHelperWwn(helperWwnForSlot(30)) && !isHelperWwn(wwnForSlot(1)) && !isHelperWwn(undefined));
+  t.equal(await q.attach(WORKER1, helper('pvc-h')), 1, 'helper attach is idempotent');
+
+  const err = await q.attach(CP1, req('pvc-h')).catch((e: unknown) => e);
+  t.ok(err instanceof HelperLeftovers, 'an exclusive publish elsewhere names the helper leftover');
+  t.same((err as HelperLeftovers).vms, [WORKER1]);
+  t.equal((err as HelperLeftovers).kind, 'FailedPrecondition');
+
+  f.resetCalls();
+  const slot = await q.attach(WORKER1, req('pvc-h'));
+  t.equal(cfg().get(`scsi${slot}`), `local-lvm:vm-9999-pvc-h,backup=0,iothread=1,wwn=${wwnForSlot(slot)}`, 'a publish to the helper VM replaces the helper attachment');
+  t.same([...cfg().keys()].filter((k) => cfg().get(k)!.includes('pvc-h')), [`scsi${slot}`], 'one attachment left');
+  t.equal(f.count('unlinkDisks'), 1, 'the helper attachment was unlinked first');
+
+  const before = [...cfg()];
+  t.equal(await kindOf(q.attach(WORKER1, helper('pvc-h'))), 'Aborted', 'a helper attach never takes over a publish');
+  t.same([...cfg()], before, 'config untouched');
+  t.equal(f.slotConflicts, 0);
 });

@@ -137,15 +137,16 @@ t.test('delete refuses a disk another VM owns', async (t) => {
   t.match(await err(c.deleteVolume({ volumeId: 'homelab/hyper1/local-lvm/vm-101-disk-0', secrets: {} }, ctx())), { kind: 'FailedPrecondition' });
 });
 
-t.test('expand: online through the VM, refused offline, no-op when big enough', async (t) => {
+t.test('expand: online through the VM it is attached to, no-op when big enough (offline: expand.test.ts)', async (t) => {
   const { f, c } = setup();
   const id = (await c.createVolume(createReq('pvc-1'), ctx())).volume!.volumeId as string;
   const range = { requiredBytes: String(2 * GiB), limitBytes: '0' };
-  t.match(await err(c.controllerExpandVolume!({ volumeId: id, capacityRange: range, secrets: {}, volumeCapability: MOUNT }, ctx())), { kind: 'FailedPrecondition', message: /not attached/ });
   await c.controllerPublishVolume!(publishReq(id, 'talos-worker-2'), ctx());
+  f.resetCalls();
   const r = await c.controllerExpandVolume!({ volumeId: id, capacityRange: range, secrets: {}, volumeCapability: MOUNT }, ctx());
   t.same(r, { capacityBytes: String(2 * GiB), nodeExpansionRequired: true });
   t.same(f.calls.find((x) => x.method === 'resizeDisk')!.args, ['hyper2', 104, 'scsi1', '2048M']);
+  t.equal(f.count('updateVmConfig') + f.count('unlinkDisks'), 0, 'online: no helper attachment');
   const again = await c.controllerExpandVolume!({ volumeId: id, capacityRange: { requiredBytes: String(GiB), limitBytes: '0' }, secrets: {}, volumeCapability: BLOCK }, ctx());
   t.same(again, { capacityBytes: String(2 * GiB), nodeExpansionRequired: false }, 'already big enough; block needs no node step');
   t.equal(f.count('resizeDisk'), 1);

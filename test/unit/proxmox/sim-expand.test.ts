@@ -1,0 +1,100 @@
+// Offline ControllerExpandVolume against the Proxmox VE simulator over HTTPS: through a stopped
+// VM when the host has one, else a running one; a helper attachment stranded by failed unlinks
+// is removed by the next delete; with the `loop` backend (root), the running helper's loop
+// device comes and goes and the image file grows.
+import t from 'tap';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import pino from 'pino';
+import type * as T from '../../../src/csi/types.js';
+import { isCsiError } from '../../../src/errors.js';
+import { createProxmoxController } from '../../../src/proxmox/controller.js';
+import { GiB, helperWwnForSlot } from '../../../src/proxmox/params.js';
+import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
+
+const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(60_000) });
+const MOUNT: T.VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'mount' };
+const RESIZE = 'PUT /nodes/{node}/qemu/{vmid}/resize';
+const UNLINK = 'PUT /nodes/{node}/qemu/{vmid}/unlink';
+
+interface VmState { vmid: number; name: string; config: Record<string, string>; pending: Record<string, string>; pendingDelete: string[]; loopDevices?: Record<string, string> }
+interface State { vms: VmState[]; nodes: Array<{ name: string; storages: Array<{ volumes: Array<{ volid: string; size: number; file: string | null }> }> }> }
+
+async function start(t: { teardown(fn: () => unknown): void }, backend: 'none' | 'loop') {
+  const sim = await startSimulator({ backend, faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 1000 } });
+  t.teardown(() => sim.close());
+  const c = createProxmoxController({
+    config: { clusters: [{ url: sim.url, insecure: false, caFile: sim.caFile, tokenId: sim.tokenId, tokenSecret: sim.tokenSecret, region: 'homelab' }], controllerVmId: 9999 },
+    log: pino({ level: 'silent' }), queryTimeoutMs: 10_000, tuning: { queue: { confirmTimeoutMs: 1500 }, cacheTtlMs: 0 },
+  });
+  t.teardown(() => c.close());
+  const admin = new SimulatorAdmin(sim.adminUrl);
+  const state = async () => (await admin.state()) as State;
+  /** Keys of every VM config/pending entry that mention the disk. */
+  const mentions = async (disk: string) => (await state()).vms.flatMap((vm) =>
+    [...Object.entries(vm.config), ...Object.entries(vm.pending)].filter(([, v]) => v.includes(disk)).map(([k]) => `${vm.vmid}:${k}`)
+      .concat(vm.pendingDelete.length ? [`${vm.vmid}:pendingDelete`] : []));
+  const create = async (name: string) => (await c.createVolume({
+    name, capacityRange: { requiredBytes: String(GiB), limitBytes: '0' }, volumeCapabilities: [MOUNT], parameters: { storage: 'local-lvm' },
+    secrets: {}, volumeContentSource: null, mutableParameters: {},
+    accessibilityRequirements: { requisite: [], preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }] },
+  }, ctx())).volume!.volumeId!;
+  const expand = (volumeId: string, bytes: number) =>
+    c.controllerExpandVolume!({ volumeId, capacityRange: { requiredBytes: String(bytes), limitBytes: '0' }, secrets: {}, volumeCapability: MOUNT }, ctx());
+  const resizedThrough = async () => (await admin.requests()).entries.filter((e) => e.route === RESIZE && e.status === 200).map((e) => /\/qemu\/(\d+)\//.exec(e.path)?.[1]);
+  return { sim, admin, c, state, mentions, create, expand, resizedThrough };
+}
+
+t.test('offline expansion over HTTPS: stopped VM first, else running; nothing left behind', async (t) => {
+  const { admin, c, mentions, create, expand, resizedThrough } = await start(t, 'none');
+  const id = await create('pvc-off');
+  await admin.patchVm(111, { status: 'stopped' });
+  await admin.resetCounters();
+  t.same(await expand(id, 2 * GiB), { capacityBytes: String(2 * GiB), nodeExpansionRequired: true });
+  t.same(await resizedThrough(), ['111'], 'resized through the stopped talos-worker-1 (111), not talos-cp-1 (101)');
+  const set = (await admin.requests()).entries.find((e) => e.route === 'POST /nodes/{node}/qemu/{vmid}/config');
+  t.match(set?.params?.scsi1, new RegExp(`^local-lvm:vm-9999-pvc-off,backup=0,wwn=${helperWwnForSlot(1)}$`), 'helper drive string sent');
+  t.same(await mentions('vm-9999-pvc-off'), [], 'gone from every VM config and pending section');
+  t.equal((await c.controllerGetVolume!({ volumeId: id }, ctx())).volume!.capacityBytes, String(2 * GiB));
+
+  await admin.patchVm(111, { status: 'running' });
+  await admin.resetCounters();
+  await expand(id, 3 * GiB);
+  t.same(await resizedThrough(), ['101'], 'all running: the lowest VMID');
+  t.same(await mentions('vm-9999-pvc-off'), []);
+  await admin.resetCounters();
+  t.same(await expand(id, 3 * GiB), { capacityBytes: String(3 * GiB), nodeExpansionRequired: true }, 'idempotent');
+  t.equal((await admin.counters()).byRoute[RESIZE], undefined, 'no resize the second time');
+  await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
+});
+
+t.test('a helper attachment stranded by failed unlinks is removed by the next call', async (t) => {
+  const { admin, c, mentions, create, expand } = await start(t, 'none');
+  const id = await create('pvc-strand');
+  await admin.patchFaults({ dropRate: 1, dropPhase: 'before', dropRoutes: [UNLINK] });
+  const failed = await expand(id, 2 * GiB).then(() => 'ok', (e: unknown) => (isCsiError(e) ? e.kind : String(e)));
+  t.equal(failed, 'Unavailable', 'the unlink never got through');
+  t.same(await mentions('vm-9999-pvc-strand'), ['101:scsi1'], 'the helper attachment is stranded on talos-cp-1');
+  const cond = await c.controllerGetVolume!({ volumeId: id }, ctx());
+  t.equal(cond.status!.volumeCondition!.abnormal, true, 'reported');
+  await admin.patchFaults({ dropRate: 0 });
+  await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
+  t.same(await mentions('vm-9999-pvc-strand'), [], 'delete removed it…');
+  t.same((await c.listVolumes!({ maxEntries: 0, startingToken: '' }, ctx())).entries, [], '…and freed the disk');
+});
+
+const notRoot = process.getuid?.() !== 0 ? 'needs root (losetup) for the loop backend' : undefined;
+
+t.test('loop backend: the running helper gets a loop device for the resize, then loses it', { skip: notRoot }, async (t) => {
+  const { sim, state, mentions, create, expand, resizedThrough, c } = await start(t, 'loop');
+  const id = await create('pvc-loop');
+  t.same(await expand(id, 2 * GiB), { capacityBytes: String(2 * GiB), nodeExpansionRequired: true });
+  t.same(await resizedThrough(), ['101'], 'through the running talos-cp-1');
+  const vol = (await state()).nodes.find((n) => n.name === 'hyper1')!.storages[0]!.volumes.find((v) => v.volid === 'local-lvm:vm-9999-pvc-loop')!;
+  t.equal(fs.statSync(vol.file!).size, 2 * GiB, 'the image file grew');
+  t.same(await mentions('vm-9999-pvc-loop'), []);
+  t.same((await state()).vms.flatMap((vm) => Object.keys(vm.loopDevices ?? {})), [], 'no disk plugged into any VM');
+  t.notMatch(execFileSync('losetup', ['-a'], { encoding: 'utf8' }), sim.stateDir, 'no loop device on the image');
+  t.same(fs.readdirSync(sim.loopLinkDir).filter((d) => fs.readdirSync(`${sim.loopLinkDir}/${d}`).length > 0), [], 'no wwn link left');
+  await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
+});
