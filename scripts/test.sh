@@ -28,7 +28,7 @@ phase "csi-sanity proxmox (mount)" bash scripts/sanity.sh proxmox
 phase "csi-sanity proxmox (block)" bash scripts/sanity.sh proxmox -- --csi.testvolumeaccesstype=block
 phase "csi-sanity nfs" bash scripts/sanity.sh nfs
 [ -f scripts/helm-test.sh ] && phase "helm chart" bash scripts/helm-test.sh
-[ -f scripts/vm.sh ] && [ "${SKIP_VM:-0}" != 1 ] && phase "VM tier" bash scripts/vm-tier.sh
+[ "${SKIP_VM:-0}" != 1 ] && phase "VM tier (guest: sanity proxmox+nfs, end-to-end)" bash scripts/vm-tier.sh all
 
 echo
 echo "total time: $((SECONDS-t0)) s"

@@ -40,6 +40,10 @@ export async function runSanity(s: SanityRun): Promise<number> {
           `--csi.removemountpathcmd=${s.pathCommands.remove}`,
           `--csi.removestagingpathcmd=${s.pathCommands.remove}`,
           `--csi.checkpathcmd=${s.pathCommands.check}`,
+          // Each path command is a guest-agent round trip into an emulated guest.
+          '--csi.createpathcmdtimeout=60s',
+          '--csi.removepathcmdtimeout=60s',
+          '--csi.checkpathcmdtimeout=60s',
         ]
       : []),
     ...s.args,

@@ -1,0 +1,138 @@
+// The VM tier, run by `scripts/vm.sh run -- node --import=tsx scripts/vm-tier.ts <what>` once the
+// guest is up with the node plugin inside it (VM_* variables, see test/vm/README.md):
+//   sanity proxmox|nfs [-- extra csi-sanity flags]   controller here, node in the guest, full suite
+//   e2e                                               the end-to-end scenario (test/vm/e2e.ts)
+//   all                                               both sanity runs, then the scenario
+// The Proxmox simulator hot-plugs disks into the guest over QMP exactly as Proxmox does.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { start, stopAll } from './lib/procs.js';
+import { startProxmoxBackend, type Backends } from './lib/backends.js';
+import { runSanity } from './lib/sanity-run.js';
+import { runE2e } from '../test/vm/e2e.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const MAIN = path.join(ROOT, 'dist/src/main.js');
+/** The guest plays talos-worker-1 (VMID 111 on hyper1 in sim/default-cluster.yaml). */
+const GUEST_VMID = 111;
+
+function need(name: string): string {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run through scripts/vm.sh run -- …`);
+  return v;
+}
+
+function freshDir(name: string): string {
+  const dir = path.join(ROOT, '.run', name);
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
+export interface Controller {
+  endpoint: string;
+  pve?: Backends;
+  stop(): Promise<void>;
+}
+
+/** The controller side on the host for one driver, pointed at the guest's VM / NFS server. */
+export async function startController(driver: 'proxmox' | 'nfs', runDir: string): Promise<Controller> {
+  const sock = path.join(runDir, 'controller.sock');
+  let pve: Backends | undefined;
+  let args: string[];
+  if (driver === 'proxmox') {
+    pve = await startProxmoxBackend(runDir, { backend: 'qmp', qmp: { [GUEST_VMID]: need('VM_QMP_SOCKET') } });
+    args = ['--proxmox-endpoint', `unix://${sock}`, ...pve.controllerArgs];
+  } else {
+    args = ['--nfs-endpoint', `unix://${sock}`, '--nfs-port', need('VM_NFS_PORT'), '--nfs-mount-port', need('VM_NFS_MOUNT_PORT')];
+  }
+  const proc = start(`${driver} controller`, process.execPath, [MAIN, '--mode', 'controller', ...args, '--log-level', 'debug'], {
+    logFile: path.join(runDir, 'controller.log'),
+  });
+  try {
+    await proc.readyJson((j) => j.ready === true, 30_000);
+  } catch (e) {
+    await pve?.close();
+    throw e;
+  }
+  return {
+    endpoint: `unix://${sock}`,
+    ...(pve && { pve }),
+    stop: async () => {
+      await proc.stop();
+      await pve?.close();
+    },
+  };
+}
+
+async function sanity(driver: 'proxmox' | 'nfs', extra: string[]): Promise<number> {
+  const runDir = freshDir(`vm-sanity-${driver}`);
+  const ctrl = await startController(driver, runDir);
+  try {
+    const guestDir = `/run/csi-sanity/${driver}`;
+    return await runSanity({
+      label: `${driver} (VM tier)`,
+      runDir,
+      nodeEndpoint: need(driver === 'proxmox' ? 'VM_PROXMOX_ENDPOINT' : 'VM_NFS_ENDPOINT'),
+      controllerEndpoint: ctrl.endpoint,
+      volumeParameters: driver === 'proxmox' ? { storage: 'local-lvm' } : { server: need('VM_NFS_SERVER'), share: need('VM_NFS_SHARE') },
+      mountDir: `${guestDir}/mnt`,
+      stagingDir: `${guestDir}/staging`,
+      pathCommands: { create: need('VM_PATH_CREATE'), remove: need('VM_PATH_REMOVE'), check: need('VM_PATH_CHECK') },
+      // 1 GiB test volumes keep mkfs in the emulated guest quick.
+      args: [...(driver === 'proxmox' ? ['--csi.testvolumesize=1073741824'] : []), ...extra],
+    });
+  } finally {
+    await ctrl.stop();
+  }
+}
+
+async function timed(name: string, fn: () => Promise<number>): Promise<number> {
+  const t0 = Date.now();
+  console.log(`--- VM tier: ${name}`);
+  let code: number;
+  try {
+    code = await fn();
+  } catch (e) {
+    console.error(`${name}: ${e instanceof Error ? e.stack : String(e)}`);
+    code = 1;
+  }
+  console.log(`--- VM tier: ${name}: ${code === 0 ? 'ok' : `FAILED (${code})`} in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  return code;
+}
+
+async function main(): Promise<number> {
+  const [what, ...rest] = process.argv.slice(2);
+  const sep = rest.indexOf('--');
+  const extra = sep >= 0 ? rest.slice(sep + 1) : [];
+  const driver = rest[0];
+  switch (what) {
+    case 'sanity':
+      if (driver !== 'proxmox' && driver !== 'nfs') break;
+      return timed(`csi-sanity ${driver}`, () => sanity(driver, extra));
+    case 'e2e':
+      return timed('end-to-end scenario', () => runE2e({ freshDir, startController }));
+    case 'all': {
+      const codes = [
+        await timed('csi-sanity proxmox', () => sanity('proxmox', [])),
+        await timed('csi-sanity nfs', () => sanity('nfs', [])),
+        await timed('end-to-end scenario', () => runE2e({ freshDir, startController })),
+      ];
+      return codes.some((c) => c !== 0) ? 1 : 0;
+    }
+  }
+  console.error('usage: vm-tier.ts sanity proxmox|nfs [-- flags] | e2e | all');
+  return 2;
+}
+
+main()
+  .then(async (code) => {
+    await stopAll();
+    process.exit(code);
+  })
+  .catch(async (e: unknown) => {
+    console.error(e);
+    await stopAll();
+    process.exit(1);
+  });
