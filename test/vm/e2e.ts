@@ -13,7 +13,7 @@ interface Deps {
 
 const GiB = 2 ** 30;
 const NODE = 'talos-worker-1';
-const t0 = Date.now();
+let t0 = Date.now();
 const say = (msg: string) => console.log(`[e2e ${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
 
 function check(cond: unknown, what: string): void {
@@ -134,6 +134,7 @@ async function nfs(deps: Deps): Promise<void> {
 }
 
 export async function runE2e(deps: Deps): Promise<number> {
+  t0 = Date.now();
   await proxmox(deps);
   await nfs(deps);
   say('end-to-end scenario passed');
