@@ -11,6 +11,7 @@ import { parseCreateParams, type OnDelete, type VolumeParams } from './params.js
 import { archiveVolume, deleteVolumeDir } from './policy.js';
 import type { NfsStores } from './store.js';
 import { composeVolumeId, parseVolumeId, type VolumeRef } from './volume-id.js';
+import { ACCESS_MODE_NAMES, accessModeName } from '../csi/access-modes.js';
 
 export interface NfsControllerOptions {
   log: Logger;
@@ -35,25 +36,16 @@ export type NfsController = ControllerBackend & {
   close(): Promise<void>;
 };
 
-const ACCESS_MODES = new Set<string>([
-  'SINGLE_NODE_WRITER',
-  'SINGLE_NODE_READER_ONLY',
-  'MULTI_NODE_READER_ONLY',
-  'MULTI_NODE_SINGLE_WRITER',
-  'MULTI_NODE_MULTI_WRITER',
-  'SINGLE_NODE_SINGLE_WRITER',
-  'SINGLE_NODE_MULTI_WRITER',
-]);
-const MODE_BY_NUMBER = ['UNKNOWN', ...ACCESS_MODES];
+/** A directory on a share serves every access mode. */
+const ACCESS_MODES = new Set<string>(ACCESS_MODE_NAMES.filter((m) => m !== 'UNKNOWN'));
 
 /** Why these capabilities cannot be served, or null when they can. */
 export function unsupportedCapability(caps: T.VolumeCapability[]): string | null {
   for (const c of caps) {
     if (c.block || c.accessType === 'block') return 'block access type is not supported by NFS volumes; request a filesystem volume';
     if (!c.mount && c.accessType !== 'mount') return 'volume capability has no access type; NFS volumes need "mount"';
-    const raw = c.accessMode?.mode;
-    const mode = typeof raw === 'number' ? MODE_BY_NUMBER[raw] : raw;
-    if (!mode || !ACCESS_MODES.has(mode)) return `access mode ${mode ?? 'UNKNOWN'} is not supported`;
+    const mode = accessModeName(c.accessMode?.mode);
+    if (!ACCESS_MODES.has(mode)) return `access mode ${mode} is not supported`;
   }
   return null;
 }

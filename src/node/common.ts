@@ -4,6 +4,7 @@ import { CsiError, DeadlineExceeded, FailedPrecondition, Internal, InvalidArgume
 import type { VolumeCapability } from '../csi/types.js';
 import { isCommandError } from '../os/exec.js';
 import { isErrno, removeTarget } from '../os/paths.js';
+import { accessModeName } from '../csi/access-modes.js';
 
 export function required(value: string | undefined | null, field: string, rpc: string): string {
   if (!value) throw new InvalidArgument(`${rpc}: ${field} is required`);
@@ -19,22 +20,9 @@ export function accessTypeOf(cap: VolumeCapability | null | undefined, rpc: stri
   throw new InvalidArgument(`${rpc}: volume_capability must set access_type (mount or block)`);
 }
 
-const MODE_NAMES = [
-  'UNKNOWN',
-  'SINGLE_NODE_WRITER',
-  'SINGLE_NODE_READER_ONLY',
-  'MULTI_NODE_READER_ONLY',
-  'MULTI_NODE_SINGLE_WRITER',
-  'MULTI_NODE_MULTI_WRITER',
-  'SINGLE_NODE_SINGLE_WRITER',
-  'SINGLE_NODE_MULTI_WRITER',
-];
-
 /** Access mode name whether the loader decoded enums as strings or numbers. */
 export function accessModeOf(cap: VolumeCapability | null | undefined): string {
-  const m: unknown = cap?.accessMode?.mode;
-  if (typeof m === 'number') return MODE_NAMES[m] ?? 'UNKNOWN';
-  return typeof m === 'string' ? m : 'UNKNOWN';
+  return accessModeName(cap?.accessMode?.mode);
 }
 
 export function isReaderOnlyMode(cap: VolumeCapability | null | undefined): boolean {

@@ -4,6 +4,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { isErrno } from './paths.js';
+import { pvcIdWwnHex } from '../csi/pvc-id-wwn.js';
 
 export interface ScsiDevice {
   hctl: string;
@@ -25,13 +26,8 @@ export function normalizeWwn(raw: string): string | undefined {
   return /^[0-9a-f]{16}([0-9a-f]{16})?$/.test(hex) ? hex : undefined;
 }
 
-/**
- * WWN the controller gives the disk in slot N: the hex of the ASCII string `PVC-ID%02d`
- * (slot 1 → 0x5056432d49443031), the scheme of the upstream driver.
- */
-export function wwnForSlot(slot: number): string {
-  return Buffer.from(`PVC-ID${String(slot).padStart(2, '0')}`, 'ascii').toString('hex');
-}
+/** WWN (hex, no 0x) the controller gives the disk in slot N; the scheme is in src/csi/pvc-id-wwn.ts. */
+export const wwnForSlot = pvcIdWwnHex;
 
 /** True for a disk attached by this driver (or the one it replaces): `naa.` + hex("PVC-ID") + two digits. */
 export function isDriverWwid(wwid: string): boolean {

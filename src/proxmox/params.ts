@@ -1,6 +1,7 @@
 // StorageClass parameters (upstream names and meanings), the drive options they turn into,
 // sizes, and the PVC-ID WWN scheme the node uses to find a disk.
 import { InvalidArgument, OutOfRange } from '../errors.js';
+import { pvcIdWwnHex } from '../csi/pvc-id-wwn.js';
 
 export const FSTYPE_KEY = 'csi.storage.k8s.io/fstype';
 /** Keys the external-provisioner adds (`--extra-create-metadata`); carried, never interpreted. */
@@ -147,9 +148,9 @@ export function driveString(storage: string, disk: string, o: DriveOptions, wwn:
 export const MIN_SLOT = 1;
 export const MAX_SLOT = 30;
 
-/** Upstream's WWN: the hex of the ASCII text `PVC-ID%02d` of the slot number. */
+/** Upstream's WWN for a slot, as Proxmox's `wwn=` drive option wants it (src/csi/pvc-id-wwn.ts). */
 export function wwnForSlot(slot: number): string {
-  return '0x' + Buffer.from(`PVC-ID${String(slot).padStart(2, '0')}`, 'ascii').toString('hex');
+  return '0x' + pvcIdWwnHex(slot);
 }
 
 /**
