@@ -61,6 +61,16 @@ mount -t tmpfs -o mode=755 tmpfs /newroot/run
 mkdir -p /newroot/run/vm
 mount -t 9p -o trans=virtio,version=9p2000.L,rw,msize=512000 hostrun /newroot/run/vm || die "9p mount of the run dir failed"
 
+# A checkout under /tmp or /run (CI clones wherever it likes) would be hidden by the guest's own
+# tmpfs there: show the host's copy at the same path.
+repo=${stage2%/test/vm/guest-init.sh}
+case $repo in
+  /tmp/*|/run/*)
+    mkdir -p "/newroot$repo"
+    mount --bind "/host$repo" "/newroot$repo" || die "bind mount of the checkout $repo failed"
+    ;;
+esac
+
 # The full module tree of the guest kernel, for modules loaded on demand: the kernel's modprobe
 # helper resolves paths in this initramfs root, tools in the chroot in theirs.
 if [ -n "$modules" ] && [ -d "/host$modules" ]; then
