@@ -45,16 +45,30 @@ async function mainFn(): Promise<number> {
   });
   await Promise.all([ctrl.readyJson((j) => j.ready === true, 30_000), node.readyJson((j) => j.ready === true, 30_000)]);
 
-  return runSanity({
-    label: `${driver}${block ? ' (block)' : ''}`,
+  const base = {
     runDir,
-    nodeEndpoint: `unix://${nodeSock}`,
-    controllerEndpoint: `unix://${ctrlSock}`,
     volumeParameters: backends.volumeParameters,
     mountDir: path.join(runDir, 'mnt'),
     stagingDir: path.join(runDir, 'staging'),
+  };
+  const code = await runSanity({
+    ...base,
+    label: `${driver}${block ? ' (block)' : ''}`,
+    nodeEndpoint: `unix://${nodeSock}`,
+    controllerEndpoint: `unix://${ctrlSock}`,
     args: [...backends.sanityArgs, ...extra],
   });
+  // csi-sanity asks Identity only on --csi.endpoint (the node process); the controller-mode
+  // process must answer it as well, so its endpoint gets an Identity pass of its own.
+  const identity = await runSanity({
+    ...base,
+    runDir: fs.mkdtempSync(path.join(runDir, 'identity-')),
+    label: `${driver} Identity on the controller-mode endpoint`,
+    nodeEndpoint: `unix://${ctrlSock}`,
+    controllerEndpoint: `unix://${ctrlSock}`,
+    args: ['--ginkgo.focus=Identity Service'],
+  });
+  return code || identity;
 }
 
 mainFn()
