@@ -6,7 +6,6 @@
 // (tether.sh) kills QEMU and removes the temp dir even if this process is SIGKILLed.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -14,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { guestAgentAlive, guestExec, type ExecOptions, type ExecResult } from './qga.js';
 import { Qmp } from './qmp.js';
 import { prepareGuest, type GuestArtifacts } from './prepare.js';
+import { freePort } from '../helpers/free-port.js';
 
 export { type ExecOptions, type ExecResult } from './qga.js';
 
@@ -382,16 +382,6 @@ function installSignalHooks(): void {
   }
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 /** Single-quotes for bash. */
 export function shq(s: string): string {

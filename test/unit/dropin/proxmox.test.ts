@@ -20,6 +20,7 @@ import { wwnForSlot as nodeWwn } from '../../../src/os/scsi.js';
 import { diskFromPublishContext } from '../../../src/node/wwn.js';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 import { csiClient, type CsiClient } from '../../helpers/csi-client.js';
+import { mountsUnder, unmountUnder } from '../../helpers/mounts.js';
 
 type Tap = { teardown(fn: () => unknown): void };
 const log = pino({ level: 'silent' });
@@ -287,26 +288,3 @@ t.test('3. WWN scheme: slot N <-> hex of ASCII "PVC-ID%02d"', async (t) => {
     await main.controller('DeleteVolume', { volumeId: id });
   }
 });
-
-function mountsUnder(root: string): string[] {
-  const doc = JSON.parse(run('findmnt', ['-J', '-l', '-o', 'TARGET'])) as { filesystems?: { target: string }[] };
-  return (doc.filesystems ?? []).map((f) => f.target).filter((p) => p === root || p.startsWith(`${root}/`));
-}
-
-function unmountUnder(root: string): void {
-  for (let i = 0; i < 10; i++) {
-    const mounts = mountsUnder(root);
-    if (mounts.length === 0) return;
-    for (const m of mounts.reverse()) {
-      try {
-        run('umount', [m]);
-      } catch {
-        try {
-          run('umount', ['-l', m]);
-        } catch {
-          // gone already
-        }
-      }
-    }
-  }
-}

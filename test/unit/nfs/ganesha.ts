@@ -3,11 +3,11 @@
 // stop a server another file is using.
 import { execFile } from 'node:child_process';
 import { mkdtemp } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { freePort } from '../../helpers/free-port.js';
 
 const run = promisify(execFile);
 const SCRIPT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../scripts/ganesha.sh');
@@ -30,16 +30,6 @@ export interface Ganesha extends GaneshaInfo {
   restart(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 async function script(cmd: string, args: string[]): Promise<string> {
   const { stdout } = await run('bash', [SCRIPT, cmd, ...args], { timeout: 180_000 });

@@ -5,6 +5,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { mountsUnder, unmountUnder } from '../../helpers/mounts.js';
 
 export interface LoopDisk {
   file: string;
@@ -59,26 +60,11 @@ export class LoopRig {
   }
 
   mountsUnderRoot(): string[] {
-    const doc = JSON.parse(run('findmnt', ['-J', '-l', '-o', 'TARGET'])) as { filesystems?: Array<{ target: string }> };
-    return (doc.filesystems ?? []).map((f) => f.target).filter((p) => p === this.root || p.startsWith(`${this.root}/`));
+    return mountsUnder(this.root);
   }
 
   cleanup(): void {
-    for (let i = 0; i < 20; i++) {
-      const mounts = this.mountsUnderRoot();
-      if (mounts.length === 0) break;
-      for (const m of mounts.reverse()) {
-        try {
-          run('umount', [m]);
-        } catch {
-          try {
-            run('umount', ['-l', m]);
-          } catch {
-            // already gone
-          }
-        }
-      }
-    }
+    unmountUnder(this.root);
     for (const d of this.disks) {
       try {
         run('losetup', ['-d', d.device]);
