@@ -36,6 +36,7 @@ async function main(): Promise<void> {
     redact: { paths: ['*.tokenSecret', '*.token_secret', '*.password', '*.secrets', 'config.proxmox'], censor: '[REDACTED]' },
   });
   process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
+  for (const w of config.proxmox?.warnings ?? []) log.warn(w);
 
   const metrics = config.metricsAddress ? new Metrics() : undefined;
   const metricsServer = metrics && config.metricsAddress ? await metrics.serve(config.metricsAddress) : undefined;

@@ -8,8 +8,12 @@ export interface ProxmoxClusterConfig {
   /** e.g. https://pve.example:8006/api2/json */
   url: string;
   insecure: boolean;
-  tokenId: string;
-  tokenSecret: string;
+  /** API token (`USER@REALM!TOKENID` + UUID secret), or else username + password below. */
+  tokenId?: string;
+  tokenSecret?: string;
+  /** Ticket login (`POST /access/ticket`), as upstream allows: `root@pam` or any user. */
+  username?: string;
+  password?: string;
   /** Kubernetes topology region; the Proxmox cluster name. */
   region: string;
   /** PEM CA bundle to verify the API certificate against (our extension: `ca_file`). */
@@ -20,6 +24,10 @@ export interface ProxmoxConfig {
   clusters: ProxmoxClusterConfig[];
   /** VMID that owns new disks (`vm-<id>-<pv>`); upstream default 9999. */
   controllerVmId: number;
+  /** Upstream's `features.provider`: `capmox` finds VMs by SMBIOS uuid. Our VM lookup accepts every form anyway. */
+  provider?: 'default' | 'capmox';
+  /** Non-fatal findings (unknown keys, ignored spellings), each naming its key; logged at start. */
+  warnings?: string[];
 }
 
 export interface NodeIdentity {

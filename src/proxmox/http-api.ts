@@ -61,6 +61,9 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
   const c = opts.cluster;
   const queryTimeoutMs = opts.queryTimeoutMs ?? 30_000;
   const { host, port, schema } = endpointOf(c.url, c.region);
+  if (c.tokenId === undefined || c.tokenSecret === undefined) {
+    throw new FailedPrecondition(`Proxmox cluster ${c.region}: username/password login is not implemented yet; use token_id and token_secret`);
+  }
   if (!TOKEN_ID_RE.test(c.tokenId)) {
     throw new InvalidArgument(`Proxmox cluster ${c.region}: token_id "${c.tokenId}" must look like USER@REALM!TOKENID`);
   }
