@@ -7,7 +7,8 @@ import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { normalizeDrive, parseDrive, parseVolid, volumeOwner } from './model/drive.js';
 import { parseHumanSize, roundUpToExtent } from './model/sizes.js';
-import type { ClusterState, NodeModel, StorageModel, TokenModel, VersionInfo, VmModel } from './model/types.js';
+import { randomBytes } from 'node:crypto';
+import type { ClusterState, NodeModel, StorageModel, TokenModel, UserModel, VersionInfo, VmModel } from './model/types.js';
 import { type Faults, parseFaults } from './faults.js';
 
 export const DEFAULT_CONFIG_PATH = join(dirname(fileURLToPath(import.meta.url)), 'default-cluster.yaml');
@@ -34,11 +35,18 @@ export interface VmSpec {
 }
 export interface NodeSpec { name: string; maxcpu: number; maxmem: number; storages: StorageSpec[]; vms: VmSpec[] }
 export interface TokenSpec { id: string; secret: string; privileges: string[] }
+export interface UserSpec { id: string; password: string; privileges: string[] }
+
+/** PVE::AccessControl `$ticket_lifetime`. */
+export const TICKET_LIFETIME_SEC = 7200;
 
 export interface SimConfig {
   cluster: string;
   version: VersionInfo;
   tokens: TokenSpec[];
+  /** Password users for ticket login. */
+  users: UserSpec[];
+  ticketLifetimeSec: number;
   nodes: NodeSpec[];
   faults: Faults;
 }
@@ -74,6 +82,12 @@ function parseToken(raw: unknown, where: string, roles: Record<string, string[]>
   const secret = str(raw, 'secret', where);
   // proxmox-api refuses anything but a lowercase UUID, and real PVE secrets are exactly that
   if (!UUID_RE.test(secret)) throw new Error(`${where}.secret: must be a lowercase UUID like real PVE token secrets`);
+  return { id, secret, privileges: privilegesOf(raw, where, roles) };
+}
+
+const USER_ID_RE = /^[^\s@!:]+@[A-Za-z][A-Za-z0-9.\-_]+$/;
+
+function privilegesOf(raw: Obj, where: string, roles: Record<string, string[]>): string[] {
   let privileges: string[];
   if (raw.privileges !== undefined) {
     privileges = list(raw, 'privileges', where).map(String);
@@ -86,7 +100,14 @@ function parseToken(raw: unknown, where: string, roles: Record<string, string[]>
   for (const p of privileges) {
     if (!ALL_PRIVILEGES.includes(p)) throw new Error(`${where}: unknown privilege '${p}'`);
   }
-  return { id, secret, privileges };
+  return privileges;
+}
+
+function parseUser(raw: unknown, where: string, roles: Record<string, string[]>): UserSpec {
+  if (!isObj(raw)) throw new Error(`${where}: expected a mapping`);
+  const id = str(raw, 'id', where);
+  if (!USER_ID_RE.test(id)) throw new Error(`${where}.id: '${id}' is not USER@REALM`);
+  return { id, password: str(raw, 'password', where), privileges: privilegesOf(raw, where, roles) };
 }
 
 function parseStorage(raw: unknown, where: string): StorageSpec {
@@ -182,6 +203,9 @@ export function parseSimConfig(input: unknown): SimConfig {
   }
   const tokens = list(input, 'tokens', 'cluster config').map((t, i) => parseToken(t, `tokens[${i}]`, roles));
   if (tokens.length === 0) throw new Error('tokens: at least one API token is required');
+  const users = list(input, 'users', 'cluster config').map((u, i) => parseUser(u, `users[${i}]`, roles));
+  const ticketLifetimeSec = int(input, 'ticketLifetimeSeconds', 'cluster config', TICKET_LIFETIME_SEC);
+  if (ticketLifetimeSec < 1) throw new Error('ticketLifetimeSeconds: must be at least 1');
   return {
     cluster: str(input, 'cluster', 'cluster config', 'homelab'),
     version: {
@@ -190,6 +214,8 @@ export function parseSimConfig(input: unknown): SimConfig {
       repoid: str(version, 'repoid', 'version', 'faa83925c9641325'),
     },
     tokens,
+    users,
+    ticketLifetimeSec,
     nodes,
     faults: parseFaults(input.faults ?? {}, 'faults'),
   };
@@ -251,5 +277,7 @@ export function buildCluster(cfg: SimConfig, nowSec: number): ClusterState {
   }
   const tokens = new Map<string, TokenModel>();
   for (const t of cfg.tokens) tokens.set(t.id, { id: t.id, secret: t.secret, privileges: new Set(t.privileges) });
-  return { name: cfg.cluster, version: cfg.version, nodes, vms, tokens };
+  const users = new Map<string, UserModel>();
+  for (const u of cfg.users) users.set(u.id, { id: u.id, password: u.password, privileges: new Set(u.privileges) });
+  return { name: cfg.cluster, version: cfg.version, nodes, vms, tokens, users, authKey: randomBytes(32), ticketLifetimeSec: cfg.ticketLifetimeSec };
 }

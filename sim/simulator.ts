@@ -5,6 +5,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { type AdminServer, startAdminServer } from './admin.js';
+import { accessRoutes } from './api/access.js';
 import { clusterRoutes } from './api/cluster.js';
 import { qemuRoutes } from './api/qemu.js';
 import { storageRoutes } from './api/storage.js';
@@ -41,6 +42,8 @@ export interface StartOptions {
   adminPort?: number;
   /** Fault knobs merged over the config file's `faults:`. */
   faults?: Partial<Faults>;
+  /** Ticket lifetime in seconds (PVE: 7200), over the config file's `ticketLifetimeSeconds`. */
+  ticketLifetimeSeconds?: number;
   /** Host command runner (tests substitute a fake). */
   exec?: Exec;
 }
@@ -53,6 +56,9 @@ export interface RunningSimulator {
   caFile: string;
   tokenId: string;
   tokenSecret: string;
+  /** The first password user of the config (ticket login), if it has one. */
+  username?: string;
+  password?: string;
   /** `http://127.0.0.1:PORT` */
   adminUrl: string;
   clusterName: string;
@@ -70,7 +76,8 @@ async function ensureDir(path: string): Promise<boolean> {
 }
 
 export async function startSimulator(opts: StartOptions = {}): Promise<RunningSimulator> {
-  const cfg = loadSimConfig(opts.config);
+  const loaded = loadSimConfig(opts.config);
+  const cfg = opts.ticketLifetimeSeconds ? { ...loaded, ticketLifetimeSec: opts.ticketLifetimeSeconds } : loaded;
   const faults = opts.faults ? parseFaults(opts.faults, 'faults option', cfg.faults) : cfg.faults;
   const kind: BackendKind = opts.backend ?? 'none';
   if (!['none', 'loop', 'qmp'].includes(kind)) throw new Error(`backend: expected none, loop or qmp, got '${kind}'`);
@@ -145,7 +152,7 @@ export async function startSimulator(opts: StartOptions = {}): Promise<RunningSi
     });
 
     const log = new RequestLog();
-    const router = new Router().add(...clusterRoutes, ...storageRoutes, ...qemuRoutes, ...taskRoutes);
+    const router = new Router().add(...accessRoutes, ...clusterRoutes, ...storageRoutes, ...qemuRoutes, ...taskRoutes);
     const api: ApiServer = await startApiServer({ sim: ctx, router, log, cert: tls.cert, key: tls.key, port: opts.port ?? 0 });
     cleanups.push(() => api.close());
 
@@ -175,6 +182,7 @@ export async function startSimulator(opts: StartOptions = {}): Promise<RunningSi
       caFile: tls.caFile,
       tokenId: token.id,
       tokenSecret: token.secret,
+      ...(cfg.users[0] && { username: cfg.users[0].id, password: cfg.users[0].password }),
       adminUrl: `http://127.0.0.1:${admin.port}`,
       clusterName: cfg.cluster,
       nodes: cfg.nodes.map((n) => n.name),

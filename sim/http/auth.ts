@@ -1,10 +1,24 @@
-// API token authentication and privilege checks as pveproxy does them: `PVEAPIToken=USER@REALM!ID=SECRET`
-// in the Authorization header, 401 with the reason as status text, 403 naming path and privilege.
+// Authentication and privilege checks as pveproxy (PVE::HTTPServer::auth_handler) does them:
+// - a ticket in the `PVEAuthCookie` cookie (or in the Authorization header) wins over an API
+//   token; an invalid or expired one is 401 "permission denied - invalid PVE ticket";
+// - with a ticket, every method but GET needs a valid `CSRFPreventionToken` header, else 401
+//   "Permission denied - invalid csrf token" (API tokens are exempt);
+// - `PVEAPIToken=USER@REALM!ID=SECRET` in the Authorization header;
+// - nothing at all: 401 "No ticket". The reason is the HTTP status text.
+// Privilege failures are 403 naming path and privilege.
 
-import type { ClusterState, TokenModel } from '../model/types.js';
+import type { ClusterState } from '../model/types.js';
 import { permError } from './errors.js';
+import { verifyCsrfToken, verifyTicket } from './tickets.js';
 
-export type AuthOutcome = { ok: true; token: TokenModel } | { ok: false; message: string };
+/** Who a request runs as: an API token (`user@realm!name`) or a ticket user (`user@realm`). */
+export interface Identity {
+  id: string;
+  kind: 'token' | 'ticket';
+  privileges: Set<string>;
+}
+
+export type AuthOutcome = { ok: true; identity: Identity } | { ok: false; message: string };
 
 /** PVE::APIServer::Formatter::extract_auth_value */
 function extractAuthValue(header: string | undefined, key: string): string | undefined {
@@ -18,10 +32,25 @@ function extractAuthValue(header: string | undefined, key: string): string | und
   }
 }
 
-export function authenticate(state: ClusterState, authorization: string | undefined, cookie: string | undefined): AuthOutcome {
-  const ticket = extractAuthValue(cookie, 'PVEAuthCookie') ?? extractAuthValue(authorization, 'PVEAuthCookie');
-  if (ticket) return { ok: false, message: 'permission denied - invalid PVE ticket' };
-  const apiToken = extractAuthValue(authorization, 'PVEAPIToken');
+export interface AuthRequest {
+  method: string;
+  authorization?: string;
+  cookie?: string;
+  csrfToken?: string;
+}
+
+export function authenticate(state: ClusterState, req: AuthRequest, nowSec: number): AuthOutcome {
+  const ticket = extractAuthValue(req.cookie, 'PVEAuthCookie') ?? extractAuthValue(req.authorization, 'PVEAuthCookie');
+  if (ticket) {
+    const userId = verifyTicket(state.authKey, ticket, nowSec, state.ticketLifetimeSec);
+    const user = userId ? state.users.get(userId) : undefined;
+    if (!user) return { ok: false, message: 'permission denied - invalid PVE ticket' };
+    if (req.method !== 'GET' && !verifyCsrfToken(state.authKey, user.id, req.csrfToken, nowSec, state.ticketLifetimeSec)) {
+      return { ok: false, message: 'Permission denied - invalid csrf token' };
+    }
+    return { ok: true, identity: { id: user.id, kind: 'ticket', privileges: user.privileges } };
+  }
+  const apiToken = extractAuthValue(req.authorization, 'PVEAPIToken');
   if (!apiToken) return { ok: false, message: 'No ticket' };
   const m = /^(.*)=(.*)$/.exec(apiToken);
   if (!m) return { ok: false, message: 'no tokenid specified' };
@@ -31,22 +60,22 @@ export function authenticate(state: ClusterState, authorization: string | undefi
   if (!idm) return { ok: false, message: `'${tokenId}' is not a valid token ID` };
   const token = state.tokens.get(tokenId);
   if (!token) {
-    const userKnown = [...state.tokens.keys()].some((t) => t.startsWith(`${idm[1]}!`));
+    const userKnown = [...state.tokens.keys()].some((t) => t.startsWith(`${idm[1]}!`)) || state.users.has(idm[1]!);
     return {
       ok: false,
       message: userKnown ? `no such token '${idm[2]}' for user '${idm[1]}'` : `no such user ('${idm[1]}')`,
     };
   }
   if (token.secret !== secret) return { ok: false, message: 'invalid token value!' };
-  return { ok: true, token };
+  return { ok: true, identity: { id: token.id, kind: 'token', privileges: token.privileges } };
 }
 
 /** Privileges are granted on `/` with propagation, so the path only matters for the message. */
 export class Perms {
-  constructor(readonly token: TokenModel) {}
+  constructor(readonly identity: Pick<Identity, 'id' | 'privileges'>) {}
 
   has(priv: string): boolean {
-    return this.token.privileges.has(priv);
+    return this.identity.privileges.has(priv);
   }
 
   /** $rpcenv->check: every privilege is needed. */

@@ -9,7 +9,7 @@ export interface RouteCtx {
   /** Validated parameters (path, query and body merged). */
   params: Record<string, string>;
   perms: Perms;
-  /** `user@realm!token`, the identity tasks are owned by. */
+  /** `user@realm!token` or `user@realm` (ticket), the identity tasks are owned by; '' for world routes. */
   user: string;
 }
 
@@ -22,6 +22,8 @@ export interface Route {
   method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   template: string;
   schema: RouteSchema;
+  /** No authentication needed (pveproxy's exceptions: GET/POST /access/ticket). */
+  world?: true;
   /** Permission check run before parameter validation (check_api2_permissions). */
   perm?: (perms: Perms, raw: Record<string, string>) => void;
   handler: (rc: RouteCtx) => Promise<unknown> | unknown;

@@ -63,10 +63,23 @@ export interface TokenModel {
   privileges: Set<string>;
 }
 
+/** A PVE user that logs in with a password (`POST /access/ticket`), privileges on `/`. */
+export interface UserModel {
+  /** `user@realm` */
+  id: string;
+  password: string;
+  privileges: Set<string>;
+}
+
 export interface ClusterState {
   name: string;
   version: VersionInfo;
   nodes: Map<string, NodeModel>;
   vms: Map<number, VmModel>;
   tokens: Map<string, TokenModel>;
+  users: Map<string, UserModel>;
+  /** Signs tickets and CSRF tokens (PVE: the authkey and the CSRF secret); new on every reset. */
+  authKey: Buffer;
+  /** PVE's `$ticket_lifetime` (2 h); settable so tests can see a ticket expire. */
+  ticketLifetimeSec: number;
 }

@@ -116,6 +116,8 @@ export interface FailureContext {
   /** What was being done, e.g. "read config of VM 101 on hyper1". */
   what: string;
   tokenId?: string;
+  /** Ticket login user (instead of tokenId). */
+  username?: string;
   /** Set when the caller's own signal aborted the call. */
   aborted?: boolean;
   /** queryTimeout, for the message of a timed-out call. */
@@ -139,13 +141,14 @@ export function toCsiError(err: unknown, ctx: FailureContext): CsiError {
   }
   const status = f.status ?? 0;
   if (status === 401) {
-    return new FailedPrecondition(`${where}: authentication failed (${f.reason}); check token_id${ctx.tokenId ? ` (${ctx.tokenId})` : ''} and token_secret in the config`, { cause: err });
+    const creds = ctx.username ? `username (${ctx.username}) and password` : `token_id${ctx.tokenId ? ` (${ctx.tokenId})` : ''} and token_secret`;
+    return new FailedPrecondition(`${where}: authentication failed (${f.reason}); check ${creds} in the config`, { cause: err });
   }
   if (status === 403) {
     const m = /\(([^,()]+),\s*([^()]+)\)/.exec(f.reason);
     const missing = m ? `${m[2]!.trim()} on ${m[1]!.trim()}` : 'a privilege';
     return new FailedPrecondition(
-      `${where}: permission denied (${f.reason}); the API token${ctx.tokenId ? ` ${ctx.tokenId}` : ''} lacks ${missing}. Grant it a role with ${CSI_ROLE_PRIVILEGES}`,
+      `${where}: permission denied (${f.reason}); ${ctx.username ? `the user ${ctx.username}` : `the API token${ctx.tokenId ? ` ${ctx.tokenId}` : ''}`} lacks ${missing}. Grant it a role with ${CSI_ROLE_PRIVILEGES}`,
       { cause: err },
     );
   }

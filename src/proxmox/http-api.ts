@@ -19,6 +19,7 @@ import type {
   StorageResource, StorageStatus, TaskStatus, VmConfig, VmResource,
 } from './api.js';
 import { TRANSPORT_MARK, toCsiError } from './errors.js';
+import { TicketEngine, TicketSession } from './ticket-session.js';
 
 export interface HttpApiOptions {
   cluster: ProxmoxClusterConfig;
@@ -26,6 +27,8 @@ export interface HttpApiOptions {
   queryTimeoutMs?: number;
   /** Connections per Proxmox host; default 8. */
   connections?: number;
+  /** Ticket login only: renew the ticket after this long (default 1 h; PVE tickets live 2 h). */
+  ticketRenewAfterMs?: number;
 }
 
 export type HttpProxmoxApi = ProxmoxApi & { close(): Promise<void> };
@@ -61,13 +64,11 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
   const c = opts.cluster;
   const queryTimeoutMs = opts.queryTimeoutMs ?? 30_000;
   const { host, port, schema } = endpointOf(c.url, c.region);
-  if (c.tokenId === undefined || c.tokenSecret === undefined) {
-    throw new FailedPrecondition(`Proxmox cluster ${c.region}: username/password login is not implemented yet; use token_id and token_secret`);
-  }
-  if (!TOKEN_ID_RE.test(c.tokenId)) {
+  const useToken = c.username === undefined;
+  if (useToken && !TOKEN_ID_RE.test(c.tokenId ?? '')) {
     throw new InvalidArgument(`Proxmox cluster ${c.region}: token_id "${c.tokenId}" must look like USER@REALM!TOKENID`);
   }
-  if (!TOKEN_SECRET_RE.test(c.tokenSecret)) {
+  if (useToken && !TOKEN_SECRET_RE.test(c.tokenSecret ?? '')) {
     throw new InvalidArgument(`Proxmox cluster ${c.region}: token_secret must be the token's UUID (lowercase, as Proxmox shows it)`);
   }
   let ca: Buffer | undefined;
@@ -94,7 +95,9 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
     try {
       const res = await undiciFetch(url, { ...init, dispatcher: agent, signal });
       const body = await res.text();
-      return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+      // An empty body stays empty: a string would make undici add text/plain, and the package
+      // would then throw on the content type instead of seeing a 401 "invalid PVE ticket".
+      return new Response(body === '' ? null : body, { status: res.status, statusText: res.statusText, headers: res.headers });
     } catch (e) {
       const why = outer?.aborted ? 'cancelled by caller' : signal.aborted ? `timed out after ${queryTimeoutMs} ms` : describe(e);
       return new Response(JSON.stringify({ data: null }), {
@@ -105,12 +108,14 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
     }
   };
 
-  const engine = new ProxmoxEngine({
-    host, port, schema,
-    tokenID: c.tokenId, tokenSecret: c.tokenSecret,
-    queryTimeout: queryTimeoutMs + 1_000,
-    fetch: fetchImpl as never,
-  });
+  const common = { host, port, schema, queryTimeout: queryTimeoutMs + 1_000, fetch: fetchImpl as never };
+  const engine = useToken
+    ? new ProxmoxEngine({ ...common, tokenID: c.tokenId!, tokenSecret: c.tokenSecret! })
+    : new TicketEngine({ ...common, username: c.username!, password: c.password ?? '' }, new TicketSession({
+        apiBase: `${schema}://${host}:${port}/api2/json`, username: c.username!, password: c.password ?? '', region: c.region,
+        fetch: fetchImpl as never, ...(opts.ticketRenewAfterMs && { renewAfterMs: opts.ticketRenewAfterMs }),
+      }));
+  const who = useToken ? { tokenId: c.tokenId } : { username: c.username };
 
   async function call<T>(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, params: Record<string, unknown> | undefined, what: string, o?: CallOptions): Promise<T> {
     const attempts = method === 'GET' ? 2 : 1;
@@ -118,7 +123,7 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
       try {
         return (await callSignal.run(o?.signal, () => engine.doRequest(method, `/api2/json${path}`, path, params ? { ...params } : undefined))) as T;
       } catch (e) {
-        const err = toCsiError(e, { cluster: c.region, what, tokenId: c.tokenId, aborted: o?.signal?.aborted, timeoutMs: queryTimeoutMs });
+        const err = toCsiError(e, { cluster: c.region, what, ...who, aborted: o?.signal?.aborted, timeoutMs: queryTimeoutMs });
         if (i < attempts && err.kind === 'Unavailable' && !o?.signal?.aborted) continue;
         throw err;
       }
