@@ -1,5 +1,10 @@
-// Node id → Proxmox VM. A node id is the Kubernetes node name (= VM name, upstream's default),
-// a provider id `proxmox://<region>/<vmid>`, or the VM's SMBIOS uuid. The VM list is cached
+// Node id → Proxmox VM. Every form proxmox-csi-plugin v0.19.1's node plugin can register, so
+// VolumeAttachments it recorded (their node id is fixed at attach time) still detach:
+// - `<node name>/<vmid>`: upstream's NodeGetInfo when the VM's SMBIOS serial carries `i=<vmid>`
+//   (Proxmox sets it for Talos/CAPMox images); upstream's controller trusts the VMID, so do we;
+// - `<node name>`: no `i=` in the serial; = the VM name, or `<node name>.<domain>` (upstream
+//   matches the name as a prefix, confirmed by the Node's SMBIOS uuid; we accept the one FQDN form);
+// plus a provider id `proxmox://<region>/<vmid>` and the VM's SMBIOS uuid. The VM list is cached
 // briefly and shared by concurrent callers; a miss re-reads it once, so a new or migrated VM
 // is found at once.
 import { FailedPrecondition } from '../errors.js';
@@ -20,6 +25,8 @@ export interface LocatorOptions {
 }
 
 const PROVIDER_RE = /^proxmox:\/\/([^/]*)\/(\d+)$/;
+/** upstream pkg/utils/node ParseNodeID: `<name>/<vmid>` */
+const NAME_VMID_RE = /^([^/]+)\/(\d+)$/;
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export class VmLocator {
@@ -63,7 +70,15 @@ export class VmLocator {
       const vmid = Number(provider[2]);
       return this.find((vms) => vms.filter((v) => v.vmid === vmid), nodeId, signal);
     }
-    const byName = await this.find((vms) => vms.filter((v) => v.name === nodeId), nodeId, signal);
+    const nameVmid = NAME_VMID_RE.exec(nodeId);
+    if (nameVmid) {
+      const vmid = Number(nameVmid[2]);
+      return this.find((vms) => vms.filter((v) => v.vmid === vmid), nodeId, signal);
+    }
+    const byName = await this.find((vms) => {
+      const exact = vms.filter((v) => v.name === nodeId);
+      return exact.length > 0 ? exact : vms.filter((v) => v.name.startsWith(`${nodeId}.`));
+    }, nodeId, signal);
     if (byName || !UUID_RE.test(nodeId)) return byName;
     return this.byUuid(nodeId.toLowerCase(), signal);
   }

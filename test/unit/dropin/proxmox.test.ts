@@ -238,7 +238,9 @@ t.test('2+4. a volume the old driver created and attached', async (t) => {
     t.notOk(fs.existsSync(target), 'target removed');
   });
 
-  await main.controller('ControllerUnpublishVolume', { volumeId, nodeId: 'talos-worker-1' });
+  // The old attacher recorded upstream's node id in the VolumeAttachment: `<node>/<vmid>` when the
+  // VM's SMBIOS serial carries i=<vmid>. The new controller detaches with that id.
+  await main.controller('ControllerUnpublishVolume', { volumeId, nodeId: 'talos-worker-1/111' });
   const w1 = await vmState(111);
   t.notOk(w1.config.scsi3, 'detached');
   t.same([w1.pending, w1.pendingDelete], [{}, []], 'nothing left pending');

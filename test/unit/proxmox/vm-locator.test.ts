@@ -16,6 +16,21 @@ t.test('by name, provider id and uuid', async (t) => {
   t.equal(await loc.resolve('fake-node-id-123'), undefined);
 });
 
+t.test("every node id form upstream's node plugin registers", async (t) => {
+  const f = seedCluster();
+  f.addVm({ vmid: 210, name: 'talos-w-7.lan.example', node: 'hyper3' });
+  const loc = new VmLocator(f, { cluster: 'homelab' });
+  // NodeGetInfo with `i=<vmid>` in the SMBIOS serial: `<node name>/<vmid>`; the VMID decides
+  t.same(await loc.resolve('talos-worker-1/102'), { vmid: 102, node: 'hyper1', name: 'talos-worker-1' });
+  t.same(await loc.resolve('k8s-node-name-differs/104'), { vmid: 104, node: 'hyper2', name: 'talos-worker-2' }, 'as upstream, the VMID wins over the name');
+  t.equal(await loc.resolve('talos-worker-1/999'), undefined, 'a VMID not in this cluster');
+  // without `i=`: the bare node name, exact or as the first label of the VM name
+  t.same(await loc.resolve('talos-worker-1'), { vmid: 102, node: 'hyper1', name: 'talos-worker-1' });
+  t.same(await loc.resolve('talos-w-7'), { vmid: 210, node: 'hyper3', name: 'talos-w-7.lan.example' }, 'VM named <node>.<domain>');
+  t.equal(await loc.resolve('talos-w'), undefined, 'a bare prefix is not a label');
+  t.equal(await loc.resolve('talos-worker-1/x'), undefined);
+});
+
 t.test('cache: shared, short-lived, refreshed on a miss', async (t) => {
   const f = seedCluster();
   let now = 0;
