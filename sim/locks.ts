@@ -58,6 +58,11 @@ export class KeyedLocks {
     return this.held.has(key);
   }
 
+  /** Keys held right now (`node:/var/lock/…`), for the admin state dump. */
+  heldKeys(): string[] {
+    return [...this.held].sort();
+  }
+
   private release(key: string): void {
     const queue = this.waiters.get(key);
     const next = queue?.shift();

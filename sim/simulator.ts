@@ -202,6 +202,8 @@ async function stateDump(ctx: SimContext): Promise<unknown> {
   return {
     cluster: ctx.state.name,
     backend: ctx.backend.kind,
+    // Config and storage locks held at this moment (another writer, or a request in progress).
+    locks: ctx.locks.heldKeys(),
     nodes: [...ctx.state.nodes.values()].map((n) => ({
       name: n.name,
       storages: [...n.storages.values()].map((s) => ({

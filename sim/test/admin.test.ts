@@ -52,6 +52,16 @@ t.test('state dump, VM status changes and lock property', async (t) => {
   await r.body?.cancel();
 });
 
+t.test('the state dump lists the locks held at this moment', async (t) => {
+  const locksOf = async () => ((await admin.state()) as { locks: string[] }).locks;
+  t.same(await locksOf(), [], 'nothing held while idle');
+  await admin.holdLock({ vmid: 111 }, 300);
+  await admin.holdLock({ node: 'hyper2', storage: 'local-lvm' }, 300);
+  t.same(await locksOf(), ['hyper1:/var/lock/qemu-server/lock-111.conf', 'hyper2:/var/lock/pve-manager/pve-storage-local-lvm']);
+  await new Promise((r) => setTimeout(r, 400));
+  t.same(await locksOf(), [], 'released after holdMs');
+});
+
 t.test('reset restores the initial cluster and clears logs', async (t) => {
   await admin.patchFaults({ latencyMs: 5 });
   await admin.reset();
