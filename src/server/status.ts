@@ -16,6 +16,19 @@ const CODES: Record<ErrorKind, status> = {
   Internal: status.INTERNAL,
 };
 
+/**
+ * Longest status message sent. The message travels in an HTTP/2 trailer (grpc-message); one
+ * that repeats a hostile megabyte-long id overflows the header limits, and the call (and the
+ * calls after it on the same connection, which a sidecar shares for every volume) then get no
+ * answer before their deadlines. Real messages are far shorter.
+ */
+export const MAX_STATUS_MESSAGE = 1024;
+
+function bounded(message: string): string {
+  if (message.length <= MAX_STATUS_MESSAGE) return message;
+  return `${message.slice(0, MAX_STATUS_MESSAGE)}… (${message.length - MAX_STATUS_MESSAGE} more characters)`;
+}
+
 export interface MappedError {
   code: status;
   message: string;
@@ -24,9 +37,9 @@ export interface MappedError {
 }
 
 export function mapError(err: unknown): MappedError {
-  if (err instanceof CsiError) return { code: CODES[err.kind], message: err.message, unexpected: false };
+  if (err instanceof CsiError) return { code: CODES[err.kind], message: bounded(err.message), unexpected: false };
   const message = err instanceof Error ? err.message : String(err);
-  return { code: status.INTERNAL, message: `internal error: ${message}`, unexpected: true };
+  return { code: status.INTERNAL, message: bounded(`internal error: ${message}`), unexpected: true };
 }
 
 export function toServiceError(m: MappedError): ServiceError {

@@ -1,0 +1,49 @@
+// Regression (chaos suite, bad input): an error message that repeats a hostile 1 MiB volume id
+// went out whole as the gRPC status message. It travels in an HTTP/2 trailer, far over the
+// header limits, so the caller got no answer before its deadline and the calls that followed
+// on the same connection (a sidecar has one for every volume) hung as well.
+import t from 'tap';
+import { status } from '@grpc/grpc-js';
+import { pino } from 'pino';
+import { startDriverServer } from '../../../src/server/driver-server.js';
+import type { Driver } from '../../../src/csi/types.js';
+import { NotFound } from '../../../src/errors.js';
+import { mapError, MAX_STATUS_MESSAGE } from '../../../src/server/status.js';
+import { csiClient } from '../../helpers/csi-client.js';
+
+const driver: Driver = {
+  name: 'test.csi.example', accessibilityConstraints: false, onlineExpansion: false, probe: async () => true,
+  controller: {
+    capabilities: ['CREATE_DELETE_VOLUME'],
+    createVolume: async () => ({ volume: { volumeId: 'v', capacityBytes: 0 } }),
+    deleteVolume: async () => ({}),
+    validateVolumeCapabilities: async (req) => {
+      throw new NotFound(`volume ${req.volumeId} does not exist`);
+    },
+  },
+};
+const cap = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+
+t.test('a huge id in an error message is cut, and the connection keeps working', async (t) => {
+  const srv = await startDriverServer({ driver, mode: 'controller', endpoint: 'tcp://127.0.0.1:0', log: pino({ level: 'silent' }), version: '1' });
+  const c = csiClient(srv.endpoint, 5000);
+  t.teardown(async () => {
+    c.close();
+    await srv.stop(1000);
+  });
+  const huge = 'x'.repeat(1 << 20);
+  const started = Date.now();
+  const err = await c.controller('ValidateVolumeCapabilities', { volumeId: huge, volumeCapabilities: [cap] }).catch((e: unknown) => e);
+  t.match(err, { code: status.NOT_FOUND, details: /^volume x+… \(\d+ more characters\) does not exist$|^volume x+…/ });
+  t.ok((err as { details: string }).details.length <= MAX_STATUS_MESSAGE + 40, 'the message is bounded');
+  t.ok(Date.now() - started < 4000, 'answered at once, not at the deadline');
+  await t.rejects(c.controller('ValidateVolumeCapabilities', { volumeId: 'small', volumeCapabilities: [cap] }), { code: status.NOT_FOUND, details: 'volume small does not exist' });
+});
+
+t.test('mapError keeps short messages as they are and cuts long ones', async (t) => {
+  t.equal(mapError(new NotFound('short')).message, 'short');
+  const m = mapError(new NotFound('y'.repeat(10_000))).message;
+  t.ok(m.length < MAX_STATUS_MESSAGE + 40);
+  t.match(m, /…/);
+  t.match(mapError(new Error('z'.repeat(10_000))).message, /^internal error: z+…/);
+});
