@@ -27,9 +27,11 @@ export interface CallSpec<Req, Res> {
   impl: ((req: Req, ctx: CallContext) => Promise<Res>) | undefined;
 }
 
+/** An id for the log line; a hostile megabyte-long one is cut so each line stays a line. */
 const field = (req: unknown, name: string): string | undefined => {
   const v = (req as Record<string, unknown> | null)?.[name];
-  return typeof v === 'string' && v !== '' ? v : undefined;
+  if (typeof v !== 'string' || v === '') return undefined;
+  return v.length > 256 ? `${v.slice(0, 256)}… (${v.length} characters)` : v;
 };
 
 export function unary<Req, Res>(env: CallEnv, spec: CallSpec<Req, Res>): grpc.handleUnaryCall<Req, Res> {
