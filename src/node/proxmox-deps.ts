@@ -1,6 +1,7 @@
 // What the Proxmox node backend is built from, with the real adapters as defaults.
 import type { Logger } from 'pino';
 import { createLinuxBlockDevices, type BlockDevices } from '../os/blockdevices.js';
+import { createLinuxCryptsetup, type Cryptsetup } from '../os/cryptsetup.js';
 import { createExec, type Exec } from '../os/exec.js';
 import { createLinuxMounter, type Mounter } from '../os/mounter.js';
 import { createStatFs, type StatFs } from '../os/statfs.js';
@@ -19,6 +20,8 @@ export interface ProxmoxNodeOptions {
   exec?: Exec;
   mounter?: Mounter;
   blockDevices?: BlockDevices;
+  /** LUKS (encrypted volumes). */
+  cryptsetup?: Cryptsetup;
   statFs?: StatFs;
   sysfsRoot?: string;
   devRoot?: string;
@@ -42,6 +45,7 @@ export interface ProxmoxNodeDeps {
   log: Logger;
   mounter: Mounter;
   blockDevices: BlockDevices;
+  cryptsetup: Cryptsetup;
   statFs: StatFs;
   nodeLabels: NodeLabelSource | null | undefined;
   deviceWaitMs: number;
@@ -63,6 +67,7 @@ export function proxmoxNodeDeps(o: ProxmoxNodeOptions): ProxmoxNodeDeps {
     mounter: o.mounter ?? createLinuxMounter({ exec }),
     blockDevices:
       o.blockDevices ?? createLinuxBlockDevices({ exec, deviceDir, sysfsRoot, ...(o.devRoot ? { devRoot: o.devRoot } : {}) }),
+    cryptsetup: o.cryptsetup ?? createLinuxCryptsetup({ exec, sysfsRoot, ...(o.devRoot ? { devRoot: o.devRoot } : {}) }),
     statFs: o.statFs ?? createStatFs(exec),
     nodeLabels: o.nodeLabels,
     deviceWaitMs: o.deviceWaitMs ?? 15_000,

@@ -1,5 +1,7 @@
 // NodeStage/NodeUnstage for Proxmox disks: find the hot-plugged disk by WWN, create a filesystem
-// only on a disk that has none, mount it at the staging path.
+// only on a disk that has none, mount it at the staging path. An encrypted volume (see
+// proxmox-luks.ts) gets a LUKS header on first stage, is opened on every stage, and carries its
+// filesystem on the mapping; unstage closes the mapping.
 import type { CallContext, NodeStageVolumeRequest, NodeStageVolumeResponse, NodeUnstageVolumeRequest, NodeUnstageVolumeResponse } from '../csi/types.js';
 import { FailedPrecondition, InvalidArgument, NotFound } from '../errors.js';
 import type { FormatOptions, FsType } from '../os/blockdevices.js';
@@ -7,6 +9,7 @@ import { isCommandError } from '../os/exec.js';
 import { ensureDir } from '../os/paths.js';
 import { accessTypeOf, asCsiError, ciGet, isReaderOnlyMode, mountFlagsOf, required, uniq } from './common.js';
 import type { ProxmoxNodeDeps } from './proxmox-deps.js';
+import { closeEncrypted, encryptionOf, LUKS_FS_TYPE, mapperName, openEncrypted } from './proxmox-luks.js';
 import { type DiskRef, diskFromPublishContext } from './wwn.js';
 
 /** Volume context keys (as the upstream controller writes them from StorageClass parameters). */
@@ -62,25 +65,55 @@ export async function nodeStageVolume(d: ProxmoxNodeDeps, req: NodeStageVolumeRe
   const disk = diskFromPublishContext(req.publishContext, volumeId);
   const wanted = access === 'mount' ? requestedFsType(req) : undefined;
 
+  const enc = encryptionOf(req.secrets, req.volumeContext, volumeId);
+  if (enc.required && access === 'block') {
+    throw new InvalidArgument(
+      `volume ${volumeId}: LUKS encryption (a node-stage secret) is supported for filesystem volumes only; ` +
+        'use volumeMode: Filesystem, or a StorageClass without csi.storage.k8s.io/node-stage-secret-name for raw block volumes',
+    );
+  }
+
   return d.locks.run(volumeId, async () => {
     try {
-      const device = await findDisk(d, disk, volumeId, ctx);
+      const disk0 = await findDisk(d, disk, volumeId, ctx);
       // A raw block volume needs nothing at the staging path: publish binds the device itself.
       if (access === 'block') return {};
 
-      const deviceMajMin = await d.blockDevices.majMinOf(device);
+      const readOnly = isReaderOnlyMode(req.volumeCapability);
+      let device = disk0;
+      let deviceMajMin = await d.blockDevices.majMinOf(device);
       const existing = await d.mounter.find(staging);
       if (existing) {
-        if (existing.majMin === deviceMajMin) return {};
+        if (existing.majMin === deviceMajMin && !enc.required) return {};
+        const mapping = enc.required ? (await d.cryptsetup.holdersOf(disk0))[0] : undefined;
+        if (mapping && existing.majMin === mapping.majMin) return {};
         throw new FailedPrecondition(
           `volume ${volumeId}: staging path ${staging} already has ${existing.source} (${existing.majMin}) mounted, ` +
-            `not ${device} (${deviceMajMin}, WWN 0x${disk.wwn})`,
+            `not ${enc.required ? `the LUKS mapping of ${device}` : device} (${mapping?.majMin ?? deviceMajMin}, WWN 0x${disk.wwn})`,
         );
       }
 
-      const readOnly = isReaderOnlyMode(req.volumeCapability);
+      if (enc.required) {
+        const outer = await d.blockDevices.probe(disk0);
+        if (!outer.fsType && outer.ptType) {
+          throw new FailedPrecondition(`volume ${volumeId}: disk ${disk0} has a ${outer.ptType} partition table and no filesystem; refusing to format it`);
+        }
+        const mapping = await openEncrypted(d, {
+          device: disk0, volumeId, passphrase: enc.passphrase!, probedType: outer.fsType, mayFormat: !readOnly, log: ctx.log,
+        });
+        device = mapping.device;
+        deviceMajMin = mapping.majMin;
+      }
+
       const found = await d.blockDevices.probe(device);
       let fsType: string;
+      if (found.fsType === LUKS_FS_TYPE) {
+        throw new FailedPrecondition(
+          `volume ${volumeId}: disk ${device} is LUKS-encrypted, but the request carries no node-stage secret with ` +
+            '"encryption-passphrase"; the PersistentVolume must name one (csi.nodeStageSecretRef, from the StorageClass\'s ' +
+            'csi.storage.k8s.io/node-stage-secret-name/namespace)',
+        );
+      }
       if (found.fsType) {
         if (wanted && wanted !== found.fsType) {
           throw new FailedPrecondition(
@@ -112,7 +145,7 @@ export async function nodeStageVolume(d: ProxmoxNodeDeps, req: NodeStageVolumeRe
       ]);
       await ensureDir(staging);
       await d.mounter.mount(device, staging, fsType, flags);
-      ctx.log.info({ volumeId, device, staging, fsType, flags }, 'volume staged');
+      ctx.log.info({ volumeId, device, staging, fsType, flags, encrypted: enc.required }, 'volume staged');
       return {};
     } catch (e) {
       throw asCsiError(e, `NodeStageVolume ${volumeId} at ${staging}`);
@@ -126,7 +159,12 @@ export async function nodeUnstageVolume(d: ProxmoxNodeDeps, req: NodeUnstageVolu
   const staging = required(req.stagingTargetPath, 'staging_target_path', rpc);
   return d.locks.run(volumeId, async () => {
     try {
+      const entry = await d.mounter.find(staging);
+      // The mapping under the mount (ours, or upstream's sdX-encrypted), else ours by name: a retry
+      // after a crash between umount and close finds no mount any more.
+      const mapping = (entry && (await d.cryptsetup.byMajMin(entry.majMin))) || (await d.cryptsetup.byName(mapperName(volumeId)));
       await d.mounter.unmount(staging, { timeoutMs: d.unmountTimeoutMs, force: false });
+      if (mapping) await closeEncrypted(d, mapping, volumeId, ctx.log);
       ctx.log.debug({ volumeId, staging }, 'volume unstaged');
       return {};
     } catch (e) {

@@ -4,9 +4,30 @@
 import type { CallContext, NodeExpandVolumeRequest, NodeExpandVolumeResponse, NodeGetVolumeStatsRequest, NodeGetVolumeStatsResponse } from '../csi/types.js';
 import { FailedPrecondition, NotFound, Unavailable } from '../errors.js';
 import { isCommandError } from '../os/exec.js';
+import { LuksKeyRejected } from '../os/cryptsetup.js';
 import { asCsiError, required } from './common.js';
+import { ENCRYPTION_PASSPHRASE_KEY, luksError } from './proxmox-luks.js';
 import type { ProxmoxNodeDeps } from './proxmox-deps.js';
 import { abnormal, healthy, mountedEntry, mountedUsage, probeVolumePath } from './stats.js';
+
+/**
+ * cryptsetup resize. With the volume key in the kernel keyring (the LUKS2 default) it needs the
+ * passphrase, which kubelet sends only when the StorageClass names a node-expand secret.
+ */
+async function resizeMapping(d: ProxmoxNodeDeps, name: string, passphrase: string | undefined, volumeId: string): Promise<void> {
+  try {
+    await d.cryptsetup.resize(name, passphrase || undefined);
+  } catch (e) {
+    if (e instanceof LuksKeyRejected && !passphrase) {
+      throw new FailedPrecondition(
+        `volume ${volumeId}: growing the LUKS mapping ${name} needs the passphrase, and NodeExpandVolume got none; ` +
+          'set csi.storage.k8s.io/node-expand-secret-name/namespace in the StorageClass to the node-stage Secret',
+        { cause: e },
+      );
+    }
+    throw luksError(e, volumeId);
+  }
+}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -48,9 +69,20 @@ export async function nodeExpandVolume(d: ProxmoxNodeDeps, req: NodeExpandVolume
       }
 
       const entry = await mountedEntry(d.mounter, volumePath, volumeId);
-      const device = await d.blockDevices.deviceByMajMin(entry.majMin);
+      let device = await d.blockDevices.deviceByMajMin(entry.majMin);
       if (!device) throw new FailedPrecondition(`volume ${volumeId}: the disk mounted at ${volumePath} (${entry.majMin}) is gone from this node`);
-      const size = await sizeAtLeast(d, device, requiredBytes, volumeId);
+      const mapping = await d.cryptsetup.byMajMin(entry.majMin);
+      let size: number;
+      if (mapping) {
+        // LUKS: the disk grows, then the mapping on it, then the filesystem on the mapping.
+        const disk = mapping.backing[0] && (await d.blockDevices.deviceByMajMin(mapping.backing[0]));
+        if (!disk) throw new FailedPrecondition(`volume ${volumeId}: the disk under the LUKS mapping ${mapping.name} is gone from this node`);
+        size = await sizeAtLeast(d, disk, requiredBytes, volumeId);
+        await resizeMapping(d, mapping.name, req.secrets?.[ENCRYPTION_PASSPHRASE_KEY], volumeId);
+        device = mapping.device;
+      } else {
+        size = await sizeAtLeast(d, device, requiredBytes, volumeId);
+      }
       try {
         await d.blockDevices.resizeFs(device, volumePath, entry.fstype);
       } catch (e) {

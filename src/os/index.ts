@@ -2,5 +2,6 @@
 export { createExec, CommandError, isCommandError, type Exec, type ExecOptions, type ExecResult } from './exec.js';
 export { createLinuxMounter, type Mounter, type MountEntry, type PathState } from './mounter.js';
 export { createLinuxBlockDevices, type BlockDevices, type FsType } from './blockdevices.js';
+export { createLinuxCryptsetup, type Cryptsetup, type CryptMapping, LuksKeyRejected, LuksBusy } from './cryptsetup.js';
 export { createStatFs, type StatFs, type FsUsage } from './statfs.js';
 export { normalizeWwn, wwnForSlot, isDriverWwid } from './scsi.js';

@@ -7,10 +7,10 @@ import { pino } from 'pino';
 import { createProxmoxNode } from '../../../src/node/proxmox-node.js';
 import { diskFromPublishContext } from '../../../src/node/wwn.js';
 import { isCsiError } from '../../../src/errors.js';
-import type { BlockDevices, FsType, ProbeResult } from '../../../src/os/blockdevices.js';
 import { createLinuxMounter } from '../../../src/os/mounter.js';
 import type { CallContext, VolumeCapability } from '../../../src/csi/types.js';
 import { FakeSystem, fail } from '../os/fakes.js';
+import { FakeDisks } from './fake-disks.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 const WWN3 = '5056432d49443033';
@@ -20,49 +20,6 @@ const cap = (fsType = '', mode: 'SINGLE_NODE_WRITER' | 'SINGLE_NODE_READER_ONLY'
   accessMode: { mode },
   accessType: 'mount',
 });
-
-class FakeDisks implements BlockDevices {
-  devices = new Map<string, { device: string; majMin: string; probe: ProbeResult; size: number }>();
-  formats: Array<[string, FsType, object]> = [];
-  foreign = 0;
-  formatDelayMs = 0;
-  gone = new Set<string>();
-
-  add(wwn: string, device: string, majMin: string, probe: ProbeResult = {}, size = 1 << 30) {
-    this.devices.set(wwn, { device, majMin, probe, size });
-  }
-  private byDevice(device: string) {
-    return [...this.devices.values()].find((d) => d.device === device);
-  }
-  async findByWwn(wwn: string) {
-    return this.devices.get(wwn)?.device;
-  }
-  async probe(device: string) {
-    return { ...this.byDevice(device)!.probe };
-  }
-  async format(device: string, fsType: FsType, opts: object = {}) {
-    await new Promise((r) => setTimeout(r, this.formatDelayMs));
-    this.formats.push([device, fsType, opts]);
-    this.byDevice(device)!.probe = { fsType };
-  }
-  async size(device: string) {
-    return this.byDevice(device)?.size ?? 0;
-  }
-  async rescan() {}
-  async resizeFs() {}
-  async majMinOf(p: string) {
-    const d = this.byDevice(p);
-    if (!d) throw new Error(`${p} is not a block device`);
-    return d.majMin;
-  }
-  async deviceByMajMin(mm: string) {
-    const d = [...this.devices.values()].find((x) => x.majMin === mm);
-    return d && !this.gone.has(mm) ? d.device : undefined;
-  }
-  async foreignSlots() {
-    return this.foreign;
-  }
-}
 
 function setup(t: { teardown(fn: () => void): void }, o: { labels?: Record<string, string>; region?: string; zone?: string } = {}) {
   const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'pve-node-test-')));

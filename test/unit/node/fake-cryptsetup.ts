@@ -1,0 +1,100 @@
+// An in-memory Cryptsetup over FakeDisks: format writes a "header" (the probe becomes
+// crypto_LUKS and remembers the passphrase), open adds the mapping as a disk of its own, close
+// removes it. It records each call's argv-free shape and every passphrase it was handed, so a
+// test can check where the passphrase went.
+import { type CryptMapping, type Cryptsetup, LuksBusy, LuksKeyRejected } from '../../../src/os/cryptsetup.js';
+import type { FakeDisks } from './fake-disks.js';
+
+export class FakeCryptsetup implements Cryptsetup {
+  readonly calls: string[] = [];
+  readonly keys = new Map<string, string>(); // device → passphrase of its header
+  readonly mappings = new Map<string, { device: string; majMin: string; backing: string; inUse: boolean }>();
+  readonly resizes: Array<[string, string | undefined]> = [];
+  /** Throw this (once) from the named operation, e.g. to play a crash between steps. */
+  failNext: Partial<Record<'format' | 'open' | 'close' | 'resize', Error>> = {};
+  private minor = 0;
+
+  constructor(private readonly disks: FakeDisks) {}
+
+  private trip(op: 'format' | 'open' | 'close' | 'resize') {
+    const e = this.failNext[op];
+    if (e) {
+      delete this.failNext[op];
+      throw e;
+    }
+  }
+
+  private view(name: string): CryptMapping | undefined {
+    const m = this.mappings.get(name);
+    if (!m) return undefined;
+    const backing = this.disks.byDevice(m.backing);
+    return {
+      name,
+      device: m.device,
+      majMin: m.majMin,
+      backing: backing ? [backing.majMin] : [],
+      backingNames: backing ? [m.backing.split('/').pop()!] : [],
+      inUse: m.inUse,
+    };
+  }
+
+  async format(device: string, passphrase: string) {
+    this.calls.push(`format ${device}`);
+    this.trip('format');
+    const d = this.disks.byDevice(device)!;
+    if (d.probe.fsType || d.probe.ptType) throw new Error(`test bug: luksFormat over ${JSON.stringify(d.probe)} on ${device}`);
+    d.probe = { fsType: 'crypto_LUKS' };
+    this.keys.set(device, passphrase);
+  }
+
+  async open(device: string, name: string, passphrase: string) {
+    this.calls.push(`open ${device} ${name}`);
+    this.trip('open');
+    if (this.keys.get(device) !== passphrase) throw new LuksKeyRejected(device, 'No key available with this passphrase.');
+    if (this.mappings.has(name)) throw new LuksBusy(`Device ${name} already exists.`);
+    const majMin = `254:${this.minor++}`;
+    const dev = `/dev/mapper/${name}`;
+    this.mappings.set(name, { device: dev, majMin, backing: device, inUse: false });
+    // The mapping is a disk of its own to the BlockDevices port (probe, format, size).
+    this.disks.add(`mapper-${name}`, dev, majMin, { ...this.inner.get(device) }, this.disks.byDevice(device)!.size - (16 << 20));
+    return this.view(name)!;
+  }
+
+  async close(name: string) {
+    this.calls.push(`close ${name}`);
+    this.trip('close');
+    const m = this.mappings.get(name);
+    if (!m) return;
+    if (m.inUse) throw new LuksBusy(`Device ${name} is still in use.`);
+    this.mappings.delete(name);
+    // The filesystem stays on the mapping's data; remember it for the next open.
+    const disk = this.disks.devices.get(`mapper-${name}`)!;
+    this.disks.devices.delete(`mapper-${name}`);
+    this.inner.set(m.backing, disk.probe);
+  }
+
+  /** What the decrypted content of a device held when its mapping was closed. */
+  readonly inner = new Map<string, { fsType?: string }>();
+
+  async resize(name: string, passphrase?: string) {
+    this.calls.push(`resize ${name}`);
+    this.trip('resize');
+    const m = this.mappings.get(name)!;
+    if (passphrase === undefined) throw new LuksKeyRejected(name, 'No key available with this passphrase.');
+    if (this.keys.get(m.backing) !== passphrase) throw new LuksKeyRejected(name, 'No key available with this passphrase.');
+    this.resizes.push([name, passphrase]);
+  }
+
+  async holdersOf(device: string) {
+    return [...this.mappings.entries()].filter(([, m]) => m.backing === device).map(([n]) => this.view(n)!);
+  }
+
+  async byName(name: string) {
+    return this.view(name);
+  }
+
+  async byMajMin(majMin: string) {
+    const hit = [...this.mappings.entries()].find(([, m]) => m.majMin === majMin);
+    return hit ? this.view(hit[0]) : undefined;
+  }
+}

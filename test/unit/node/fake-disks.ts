@@ -1,0 +1,45 @@
+// An in-memory BlockDevices: disks by WWN with a probe result, a size and a device number.
+import type { BlockDevices, FsType, ProbeResult } from '../../../src/os/blockdevices.js';
+
+export class FakeDisks implements BlockDevices {
+  devices = new Map<string, { device: string; majMin: string; probe: ProbeResult; size: number }>();
+  formats: Array<[string, FsType, object]> = [];
+  foreign = 0;
+  formatDelayMs = 0;
+  gone = new Set<string>();
+
+  add(wwn: string, device: string, majMin: string, probe: ProbeResult = {}, size = 1 << 30) {
+    this.devices.set(wwn, { device, majMin, probe, size });
+  }
+  byDevice(device: string) {
+    return [...this.devices.values()].find((d) => d.device === device);
+  }
+  async findByWwn(wwn: string) {
+    return this.devices.get(wwn)?.device;
+  }
+  async probe(device: string) {
+    return { ...this.byDevice(device)!.probe };
+  }
+  async format(device: string, fsType: FsType, opts: object = {}) {
+    await new Promise((r) => setTimeout(r, this.formatDelayMs));
+    this.formats.push([device, fsType, opts]);
+    this.byDevice(device)!.probe = { fsType };
+  }
+  async size(device: string) {
+    return this.byDevice(device)?.size ?? 0;
+  }
+  async rescan() {}
+  async resizeFs() {}
+  async majMinOf(p: string) {
+    const d = this.byDevice(p);
+    if (!d) throw new Error(`${p} is not a block device`);
+    return d.majMin;
+  }
+  async deviceByMajMin(mm: string) {
+    const d = [...this.devices.values()].find((x) => x.majMin === mm);
+    return d && !this.gone.has(mm) ? d.device : undefined;
+  }
+  async foreignSlots() {
+    return this.foreign;
+  }
+}
