@@ -39,11 +39,12 @@ export function encryptionOf(
   const s = secrets ?? {};
   const passphrase = s[ENCRYPTION_PASSPHRASE_KEY];
   const marker = (ciGet(volumeContext ?? undefined, VOLUME_CONTEXT_ENCRYPTED) ?? '').trim().toLowerCase();
-  if (marker && marker !== 'true' && marker !== 'false') {
+  // The spellings the controller accepts (Go's strconv.ParseBool, like the other boolean parameters).
+  if (marker && !['1', 't', 'true', '0', 'f', 'false'].includes(marker)) {
     throw new InvalidArgument(`volume ${volumeId}: volume context ${VOLUME_CONTEXT_ENCRYPTED}=${JSON.stringify(marker)} must be "true" or "false"`);
   }
   const keys = Object.keys(s);
-  const required = passphrase !== undefined || keys.length > 0 || marker === 'true';
+  const required = passphrase !== undefined || keys.length > 0 || ['1', 't', 'true'].includes(marker);
   if (!required) return { required: false };
   if (passphrase === undefined) {
     const why = keys.length > 0 ? `its node-stage secret has keys ${keys.map((k) => JSON.stringify(k)).join(', ')} but` : 'the volume is marked encrypted but its node-stage secret has';

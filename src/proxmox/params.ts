@@ -25,7 +25,10 @@ export interface StorageParams {
   fsType?: FsType;
 }
 
-const KNOWN = new Set(['storage', 'cache', 'ssd', 'backup', 'iothread', 'diskIOPS', 'diskMBps', 'blockSize', 'inodeSize', 'storageFormat', FSTYPE_KEY]);
+// encrypted: ours, not upstream's. The node-stage secret that turns on LUKS never reaches
+// CreateVolume (the provisioner strips csi.storage.k8s.io/* keys), so this is how a class makes
+// the node refuse to stage a volume unencrypted even when that Secret comes up empty.
+const KNOWN = new Set(['storage', 'cache', 'ssd', 'backup', 'iothread', 'diskIOPS', 'diskMBps', 'blockSize', 'inodeSize', 'storageFormat', 'encrypted', FSTYPE_KEY]);
 
 const bad = (key: string, value: string, want: string) =>
   new InvalidArgument(`parameter "${key}": "${value}" is not valid; expected ${want}`);
@@ -95,6 +98,7 @@ export function parseCreateParameters(p: Record<string, string>): StorageParams 
   const storage = p.storage ?? '';
   if (storage === '') throw new InvalidArgument('parameter "storage" is required (the Proxmox storage id, e.g. local-lvm)');
   if (!/^[a-z][a-z0-9._-]*[a-z0-9]$/i.test(storage)) throw bad('storage', storage, 'a Proxmox storage id');
+  parseBool('encrypted', p.encrypted, false); // validated here, read by the node from the volume context
   return { storage, ...parseValues(p) };
 }
 

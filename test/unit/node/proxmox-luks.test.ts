@@ -10,6 +10,7 @@ import { pino } from 'pino';
 import { createProxmoxNode } from '../../../src/node/proxmox-node.js';
 import { encryptionOf, mapperName } from '../../../src/node/proxmox-luks.js';
 import { isCsiError } from '../../../src/errors.js';
+import { parseCreateParameters, volumeContextOf } from '../../../src/proxmox/params.js';
 import { createLinuxMounter } from '../../../src/os/mounter.js';
 import { createLinuxCryptsetup, LuksKeyRejected } from '../../../src/os/cryptsetup.js';
 import { CommandError, type Exec, type ExecOptions } from '../../../src/os/exec.js';
@@ -66,6 +67,15 @@ t.test('what demands encryption: a passphrase, any node-stage secret, or the enc
   t.throws(() => encryptionOf({}, { encrypted: 'true' }, 'v1'), { kind: 'FailedPrecondition', message: /marked encrypted/ });
   t.throws(() => encryptionOf({ 'encryption-passphrase': '' }, {}, 'v1'), { kind: 'InvalidArgument', message: /is empty/ });
   t.throws(() => encryptionOf({}, { encrypted: 'yes' }, 'v1'), { kind: 'InvalidArgument', message: /"true" or "false"/ });
+});
+
+t.test('the encrypted StorageClass parameter reaches the node through the volume context', async (t) => {
+  t.doesNotThrow(() => parseCreateParameters({ storage: 'local-lvm', encrypted: 'true' }));
+  t.throws(() => parseCreateParameters({ storage: 'local-lvm', encrypted: 'yes' }), /parameter "encrypted"/);
+  const vc = volumeContextOf({ storage: 'local-lvm', encrypted: 'True' });
+  t.equal(vc.encrypted, 'True');
+  t.throws(() => encryptionOf({}, vc, 'v1'), { kind: 'FailedPrecondition', message: /marked encrypted/ }, 'and demands a passphrase there');
+  t.same(encryptionOf({}, { encrypted: '0' }, 'v1'), { required: false });
 });
 
 t.test('mapper names: stable per volume, distinct per storage, valid dm names', async (t) => {
