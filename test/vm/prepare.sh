@@ -14,9 +14,10 @@ flock 9
 log() { echo "vm/prepare: $*" >&2; }
 
 # qemu-guest-agent is the exec channel; libnfs-utils lets the host check the guest's NFS
-# server from user space (the host kernel has no NFS client).
+# server from user space (the host kernel has no NFS client). cryptsetup-bin: the guest runs the
+# host's cryptsetup for LUKS volumes (the host kernel has no device-mapper, the guest's has).
 packages=(qemu-system-x86 qemu-guest-agent busybox-static cpio kmod nfs-kernel-server nfs-common
-  libnfs-utils iproute2 xz-utils)
+  libnfs-utils iproute2 xz-utils cryptsetup-bin)
 updated=0
 apt_update_once() {
   if [[ $updated == 0 ]]; then
@@ -103,7 +104,9 @@ fi
 # full module tree, which the guest bind-mounts from this cache.
 early=(virtio_pci 9pnet_virtio 9p overlay)
 late=(virtio_net virtio_scsi virtio_console sd_mod nfsd)
-background=(nfsv3 nfsv4 loop ext4 xfs crc32c_generic)
+# dm_crypt (with dm_mod) and the aes-xts-plain64 pieces: /dev/mapper/control exists only once
+# dm_mod is loaded, and nothing in the guest would load it on demand.
+background=(nfsv3 nfsv4 loop ext4 xfs crc32c_generic dm_crypt xts)
 init_src=$repo/test/vm/initramfs-init.sh
 uevent_src=$repo/test/vm/initramfs-uevent.sh
 stamp=$(

@@ -1,0 +1,130 @@
+// VM tier: LUKS-encrypted Proxmox volumes with the guest's real dm-crypt and the host's
+// cryptsetup. Format on first stage, data through the mapping, unstage closes it, restage opens it
+// with the data intact, online growth through disk → mapping → filesystem, a wrong passphrase is
+// a clear INVALID_ARGUMENT, and a volume LUKS-formatted the way proxmox-csi-plugin does it (its
+// exact cryptsetup command lines, mapping sdX-encrypted, mkfs.ext4 on the mapping) opens with ours.
+// Run by scripts/vm-tier.ts inside vm.sh.
+import { guestExec } from './qga.js';
+import { csiClient } from '../helpers/csi-client.js';
+import type { Controller } from '../../scripts/vm-tier.js';
+
+interface Deps {
+  freshDir(name: string): string;
+  startController(driver: 'proxmox' | 'nfs', runDir: string): Promise<Controller>;
+}
+
+const GiB = 2 ** 30;
+const NODE = 'talos-worker-1';
+const PASS = 'e2e-passphrase-0b1c';
+let t0 = Date.now();
+const say = (msg: string) => console.log(`[luks ${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
+
+function check(cond: unknown, what: string): void {
+  if (!cond) throw new Error(`luks check failed: ${what}`);
+  say(`ok: ${what}`);
+}
+
+async function sh(script: string, input?: string): Promise<string> {
+  const r = await guestExec(process.env.VM_QGA_SOCKET!, ['/bin/sh', '-c', script], { timeoutMs: 180_000, ...(input !== undefined ? { input } : {}) });
+  if (r.code !== 0) throw new Error(`guest: ${script}: exit ${r.code}: ${r.stderr.toString().trim()}`);
+  return r.stdout.toString().trim();
+}
+
+/** Names of the open dm-crypt mappings in the guest. */
+async function cryptMappings(): Promise<string[]> {
+  const out = await sh('for d in /sys/block/dm-*; do [ -e "$d/dm/uuid" ] && case "$(cat $d/dm/uuid)" in CRYPT-*) cat $d/dm/name;; esac; done; true');
+  return out.split('\n').filter(Boolean);
+}
+
+export async function runLuks(deps: Deps): Promise<number> {
+  t0 = Date.now();
+  const ctrl = await deps.startController('proxmox', deps.freshDir('vm-luks'));
+  const c = csiClient(ctrl.endpoint, 300_000);
+  const n = csiClient(process.env.VM_PROXMOX_ENDPOINT!, 300_000);
+  const cap = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+  const secrets = { 'encryption-passphrase': PASS };
+  const staging = '/run/luks/staging';
+  const target = '/run/luks/target';
+  const created: string[] = [];
+  const published = new Set<string>();
+  try {
+    const create = async (name: string) => {
+      const v = (await c.controller('CreateVolume', { name, capacityRange: { requiredBytes: GiB }, volumeCapabilities: [cap], parameters: { storage: 'local-lvm' } })).volume;
+      created.push(v.volumeId);
+      const r = await c.controller('ControllerPublishVolume', { volumeId: v.volumeId, nodeId: NODE, volumeCapability: cap, volumeContext: v.volumeContext });
+      published.add(v.volumeId);
+      const dev = await sh(`readlink -f ${r.publishContext.DevicePath}`);
+      return { v, pc: r.publishContext as Record<string, string>, dev };
+    };
+    const stageReq = (x: { v: any; pc: Record<string, string> }, s: Record<string, string> = secrets) => ({
+      volumeId: x.v.volumeId, publishContext: x.pc, stagingTargetPath: staging, volumeCapability: cap, volumeContext: x.v.volumeContext, secrets: s,
+    });
+    const mount = async (x: { v: any; pc: Record<string, string> }) => {
+      await n.node('NodeStageVolume', stageReq(x));
+      await n.node('NodePublishVolume', { volumeId: x.v.volumeId, publishContext: x.pc, stagingTargetPath: staging, targetPath: target, volumeCapability: cap, volumeContext: x.v.volumeContext });
+    };
+    const unmount = async (x: { v: any }) => {
+      await n.node('NodeUnpublishVolume', { volumeId: x.v.volumeId, targetPath: target });
+      await n.node('NodeUnstageVolume', { volumeId: x.v.volumeId, stagingTargetPath: staging });
+    };
+    const stagedSource = () => sh(`awk '$2 == "${staging}" {print $1}' /proc/mounts`);
+
+    await sh(`mkdir -p ${staging}`);
+    const a = await create('pvc-luks-a');
+    let t = Date.now();
+    await mount(a);
+    say(`first stage (luksFormat + open + mkfs) took ${((Date.now() - t) / 1000).toFixed(1)} s`);
+    check((await sh(`blkid -p -o value -s TYPE ${a.dev}`)) === 'crypto_LUKS', `${a.dev} carries a LUKS header`);
+    const dump = await sh(`cryptsetup luksDump ${a.dev}`);
+    check(/Version:\s*2/.test(dump) && /cipher:\s*aes-xts-plain64/.test(dump) && /Cipher key:\s*512 bits/.test(dump), 'LUKS2, aes-xts-plain64, 512-bit key (upstream layout)');
+    check((await stagedSource()).startsWith('/dev/mapper/') || (await stagedSource()).startsWith('/dev/dm-'), `the staged filesystem sits on the mapping (${await stagedSource()})`);
+    await sh(`echo "secret data" > ${target}/data.txt && sync`);
+    await n.node('NodeStageVolume', stageReq(a));
+    check(true, 'a repeated stage is accepted');
+    await unmount(a);
+    check((await cryptMappings()).length === 0, 'unstage closed the mapping');
+    await n.node('NodeUnstageVolume', { volumeId: a.v.volumeId, stagingTargetPath: staging });
+    check(true, 'a repeated unstage is accepted');
+
+    t = Date.now();
+    await mount(a);
+    say(`restage (open) took ${((Date.now() - t) / 1000).toFixed(1)} s`);
+    check((await sh(`cat ${target}/data.txt`)) === 'secret data', 'restage opened the volume with its data');
+
+    const before = Number(await sh(`df -B1 --output=size ${target} | tail -1`));
+    const exp = await c.controller('ControllerExpandVolume', { volumeId: a.v.volumeId, capacityRange: { requiredBytes: 2 * GiB }, volumeCapability: cap });
+    check(exp.nodeExpansionRequired, 'controller grew the disk online');
+    await n.node('NodeExpandVolume', { volumeId: a.v.volumeId, volumePath: target, stagingTargetPath: staging, capacityRange: { requiredBytes: 2 * GiB }, volumeCapability: cap, secrets });
+    const after = Number(await sh(`df -B1 --output=size ${target} | tail -1`));
+    check(after > before + 0.9 * GiB, `online growth through the mapping: ${(before / GiB).toFixed(2)} → ${(after / GiB).toFixed(2)} GiB`);
+    check((await sh(`cat ${target}/data.txt`)) === 'secret data', 'data intact after growing');
+    await unmount(a);
+
+    const wrong = await n.node('NodeStageVolume', stageReq(a, { 'encryption-passphrase': 'not-the-passphrase' })).then(() => undefined, (e: any) => e);
+    check(wrong?.code === 3 && /does not open this LUKS volume/.test(wrong.details), `wrong passphrase: INVALID_ARGUMENT "${wrong?.details?.slice(0, 120)}…"`);
+    check(!(await stagedSource()) && (await cryptMappings()).length === 0, 'nothing mounted or left open after the wrong passphrase');
+    const none = await n.node('NodeStageVolume', stageReq(a, {})).then(() => undefined, (e: any) => e);
+    check(none?.code === 9 && /LUKS-encrypted/.test(none.details), 'no secret for a LUKS disk: FAILED_PRECONDITION, nothing mounted');
+    check(!(await stagedSource()), 'still nothing mounted');
+
+    // A volume formatted by proxmox-csi-plugin: its command lines (siderolabs/go-blockdevice
+    // luks.Encrypt / Open / Close), its mapping name, mount-utils' mkfs.ext4.
+    const b = await create('pvc-luks-upstream');
+    const name = `${b.dev.split('/').pop()}-encrypted`;
+    await sh(`cryptsetup luksFormat --type luks2 --key-file=- -c aes-xts-plain64 ${b.dev} --key-size=512`, PASS);
+    await sh(`cryptsetup luksOpen ${b.dev} ${name} --key-file=-`, PASS);
+    await sh(`mkfs.ext4 -F -m0 /dev/mapper/${name} >/dev/null 2>&1 && mkdir -p /run/luks/up && mount /dev/mapper/${name} /run/luks/up && echo "from upstream" > /run/luks/up/old.txt && umount /run/luks/up && cryptsetup luksClose ${name}`);
+    await mount(b);
+    check((await sh(`cat ${target}/old.txt`)) === 'from upstream', 'a volume LUKS-formatted the way upstream does opens with ours, data intact');
+    await unmount(b);
+    check((await cryptMappings()).length === 0, 'and closes');
+    say('LUKS scenario passed');
+    return 0;
+  } finally {
+    for (const id of published) await c.controller('ControllerUnpublishVolume', { volumeId: id, nodeId: NODE }).catch(() => undefined);
+    for (const id of created) await c.controller('DeleteVolume', { volumeId: id }).catch((e: Error) => say(`cleanup of ${id}: ${e.message}`));
+    c.close();
+    n.close();
+    await ctrl.stop();
+  }
+}
