@@ -2,6 +2,8 @@
 // guest is up with the node plugin inside it (VM_* variables, see test/vm/README.md):
 //   sanity proxmox|nfs [-- extra csi-sanity flags]   controller here, node in the guest, full suite
 //   e2e                                               the end-to-end scenario (test/vm/e2e.ts)
+//   luks                                              LUKS-encrypted Proxmox volumes (test/vm/luks.ts)
+//   inline                                            CSI inline NFS volumes (test/vm/inline-nfs.ts)
 //   all                                               both sanity runs, then the scenario
 // The Proxmox simulator hot-plugs disks into the guest over QMP exactly as Proxmox does.
 import fs from 'node:fs';
@@ -11,6 +13,8 @@ import { start, stopAll } from './lib/procs.js';
 import { startProxmoxBackend, type Backends } from './lib/backends.js';
 import { runSanity } from './lib/sanity-run.js';
 import { runE2e } from '../test/vm/e2e.js';
+import { runLuks } from '../test/vm/luks.js';
+import { runInlineNfs } from '../test/vm/inline-nfs.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const MAIN = path.join(ROOT, 'dist/src/main.js');
@@ -113,16 +117,22 @@ async function main(): Promise<number> {
       return timed(`csi-sanity ${driver}`, () => sanity(driver, extra));
     case 'e2e':
       return timed('end-to-end scenario', () => runE2e({ freshDir, startController }));
+    case 'luks':
+      return timed('LUKS volumes', () => runLuks({ freshDir, startController }));
+    case 'inline':
+      return timed('inline NFS volumes', () => runInlineNfs());
     case 'all': {
       const codes = [
         await timed('csi-sanity proxmox', () => sanity('proxmox', [])),
         await timed('csi-sanity nfs', () => sanity('nfs', [])),
         await timed('end-to-end scenario', () => runE2e({ freshDir, startController })),
+        await timed('LUKS volumes', () => runLuks({ freshDir, startController })),
+        await timed('inline NFS volumes', () => runInlineNfs()),
       ];
       return codes.some((c) => c !== 0) ? 1 : 0;
     }
   }
-  console.error('usage: vm-tier.ts sanity proxmox|nfs [-- flags] | e2e | all');
+  console.error('usage: vm-tier.ts sanity proxmox|nfs [-- flags] | e2e | luks | inline | all');
   return 2;
 }
 

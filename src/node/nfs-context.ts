@@ -3,6 +3,9 @@
 //   server, share, subDir (templates ${pvc.metadata.namespace|name}, ${pv.metadata.name}
 //   resolved from csi.storage.k8s.io/pvc/namespace|pvc/name|pv/name), mountOptions
 //   (comma-separated, appended to the mount flags), mountPermissions (octal, chmod after mount).
+// A CSI inline (ephemeral) volume in a pod spec carries the same attributes, plus
+// csi.storage.k8s.io/ephemeral=true from kubelet; it names an existing folder: the node mounts it
+// and never creates or removes anything on the server (as for every NFS volume here).
 import { InvalidArgument } from '../errors.js';
 import { ciGet } from './common.js';
 
@@ -15,6 +18,7 @@ export const NFS_CONTEXT = {
   pvcNamespace: 'csi.storage.k8s.io/pvc/namespace',
   pvcName: 'csi.storage.k8s.io/pvc/name',
   pvName: 'csi.storage.k8s.io/pv/name',
+  ephemeral: 'csi.storage.k8s.io/ephemeral',
 } as const;
 
 export interface NfsVolumeSource {
@@ -26,6 +30,8 @@ export interface NfsVolumeSource {
   mountOptions: string[];
   /** undefined: not given in the context (the driver default applies). */
   mountPermissions: number | undefined;
+  /** A CSI inline volume of a pod (kubelet's csi.storage.k8s.io/ephemeral=true). */
+  ephemeral: boolean;
 }
 
 function hasDotDot(p: string): boolean {
@@ -60,8 +66,12 @@ export function parseNfsContext(vc: Record<string, string> | undefined | null, v
     ['${pv.metadata.name}', ciGet(vc, NFS_CONTEXT.pvName)],
   ];
   for (const [template, value] of replacements) if (value) subDir = subDir.split(template).join(value);
+  const ephemeral = (ciGet(vc, NFS_CONTEXT.ephemeral) ?? '').trim().toLowerCase() === 'true';
   if (subDir.includes('${')) {
-    throw new InvalidArgument(`volume ${volumeId}: subDir ${JSON.stringify(subDir)} has a template the volume context gives no value for`);
+    throw new InvalidArgument(
+      `volume ${volumeId}: subDir ${JSON.stringify(subDir)} has a template the volume context gives no value for` +
+        (ephemeral ? ' (an inline volume has no claim: name the folder itself, e.g. subDir: media/reelsmith)' : ''),
+    );
   }
   subDir = subDir.replace(/^\/+|\/+$/g, '');
   if (hasDotDot(subDir)) throw new InvalidArgument(`volume ${volumeId}: subDir ${JSON.stringify(subDir)} must not contain ".."`);
@@ -77,7 +87,7 @@ export function parseNfsContext(vc: Record<string, string> | undefined | null, v
   const permRaw = ciGet(vc, NFS_CONTEXT.mountPermissions);
   const mountPermissions = permRaw !== undefined && permRaw.trim() !== '' ? parseMountPermissions(permRaw, volumeId) : undefined;
 
-  return { server, share, subDir, source, mountOptions, mountPermissions };
+  return { server, share, subDir, source, mountOptions, mountPermissions, ephemeral };
 }
 
 /** Compare NFS sources the way the kernel records them, ignoring duplicate and trailing slashes. */

@@ -136,7 +136,7 @@ export function createNfsNode(o: NfsNodeOptions): NodeBackend {
           throw mountError(e, vol.source, target, o.mountTimeoutMs);
         }
         if (perms > 0 && !readonly) await applyPermissions(target, perms, ctx.log);
-        ctx.log.info({ volumeId, source: vol.source, target, options }, 'NFS volume mounted');
+        ctx.log.info({ volumeId, source: vol.source, target, options, ...(vol.ephemeral ? { inline: true } : {}) }, 'NFS volume mounted');
         return {};
       } catch (e) {
         throw asCsiError(e, `NodePublishVolume ${volumeId} at ${target}`);

@@ -199,3 +199,13 @@ t.test('image tag defaults to the chart appVersion', async (t) => {
   t.equal(img([]), 'ghcr.io/pve-nfs-csi/pve-nfs-csi:0.1.0');
   t.equal(img(['image.repository=registry.lan/csi', 'image.tag=dev']), 'registry.lan/csi:dev');
 });
+
+t.test('inline NFS volumes are opt-in: the CSIDriver lists Ephemeral only when enabled', async (t) => {
+  const spec = (set: string[]) => render({ set }).get('CSIDriver', NFS).spec as { volumeLifecycleModes: string[]; attachRequired: boolean };
+  t.strictSame(spec([]).volumeLifecycleModes, ['Persistent'], 'off by default, like upstream');
+  const on = spec(['nfs.enableInlineVolume=true']);
+  t.strictSame(on.volumeLifecycleModes, ['Persistent', 'Ephemeral']);
+  t.equal(on.attachRequired, false);
+  t.strictSame((render({ set: ['nfs.enableInlineVolume=true'] }).get('CSIDriver', PROXMOX).spec as { volumeLifecycleModes: string[] }).volumeLifecycleModes, ['Persistent'], 'never for Proxmox disks');
+  t.match(renderError({ set: ['nfs.enableInlineVolume=maybe'] }), /enableInlineVolume/);
+});

@@ -302,3 +302,30 @@ t.test('NodeGetInfo is the node id only; capabilities are what works', async (t)
   t.equal(node.nodeStageVolume, undefined);
   t.equal(node.nodeExpandVolume, undefined);
 });
+
+t.test('inline (ephemeral) volume: the pod spec attributes are mounted as they are, nothing else is done', async (t) => {
+  const { node, sys, req } = setup(t);
+  // What kubelet sends for a `csi:` volume in a pod spec (podInfoOnMount off): a generated id,
+  // the pod's volumeAttributes and the ephemeral marker.
+  const inline = req({
+    volumeId: 'csi-5b6d9c0c4a3f1e2d7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f',
+    volumeCapability: cap([], 'SINGLE_NODE_WRITER'),
+    volumeContext: {
+      server: 'nas.local.bigd.no', share: '/volume1/shared-data', subDir: 'media/reelsmith', mountOptions: 'nfsvers=4.1,hard',
+      'csi.storage.k8s.io/ephemeral': 'true',
+    },
+  });
+  await node.nodePublishVolume(inline, ctx);
+  const mount = sys.commands.find((c) => c[0] === 'mount')!;
+  t.same(mount, ['mount', '-t', 'nfs', '-o', 'nfsvers=4.1,hard', 'nas.local.bigd.no:/volume1/shared-data/media/reelsmith', inline.targetPath]);
+  await node.nodePublishVolume(inline, ctx);
+  t.equal(sys.commands.filter((c) => c[0] === 'mount').length, 1, 'a repeated publish mounts nothing more');
+  await node.nodeUnpublishVolume({ volumeId: inline.volumeId, targetPath: inline.targetPath }, ctx);
+  t.equal(sys.table.length, 0, 'unmounted');
+  t.notOk(fs.existsSync(inline.targetPath), 'target removed');
+  t.same(sys.commands.map((c) => c[0]).filter((c) => c !== 'stat'), ['mount', 'umount'], 'only mount and umount ran: no mkdir, chmod or rm on the share');
+
+  const templated = await node.nodePublishVolume(req({ volumeContext: { server: 's', share: '/x', subDir: '${pvc.metadata.name}', 'csi.storage.k8s.io/ephemeral': 'true' } }), ctx).catch((e) => e);
+  t.equal(code(templated), 'InvalidArgument');
+  t.match(templated.message, /an inline volume has no claim/);
+});
