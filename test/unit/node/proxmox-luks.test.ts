@@ -11,6 +11,7 @@ import { createProxmoxNode } from '../../../src/node/proxmox-node.js';
 import { encryptionOf, mapperName } from '../../../src/node/proxmox-luks.js';
 import { isCsiError } from '../../../src/errors.js';
 import { parseCreateParameters, volumeContextOf } from '../../../src/proxmox/params.js';
+import { redact } from '../../../src/server/redact.js';
 import { createLinuxMounter } from '../../../src/os/mounter.js';
 import { createLinuxCryptsetup, LuksKeyRejected } from '../../../src/os/cryptsetup.js';
 import { CommandError, type Exec, type ExecOptions } from '../../../src/os/exec.js';
@@ -76,6 +77,12 @@ t.test('the encrypted StorageClass parameter reaches the node through the volume
   t.equal(vc.encrypted, 'True');
   t.throws(() => encryptionOf({}, vc, 'v1'), { kind: 'FailedPrecondition', message: /marked encrypted/ }, 'and demands a passphrase there');
   t.same(encryptionOf({}, { encrypted: '0' }, 'v1'), { required: false });
+});
+
+t.test('the request log redacts the passphrase of stage and expand requests', async (t) => {
+  for (const type of ['NodeStageVolumeRequest', 'NodeExpandVolumeRequest']) {
+    t.notMatch(JSON.stringify(redact(type, { volumeId: VOL, secrets: { 'encryption-passphrase': PASS } })), /horse/, type);
+  }
 });
 
 t.test('mapper names: stable per volume, distinct per storage, valid dm names', async (t) => {
