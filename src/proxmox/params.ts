@@ -2,12 +2,14 @@
 // sizes, and the PVC-ID WWN scheme the node uses to find a disk.
 import { InvalidArgument, OutOfRange } from '../errors.js';
 import { pvcIdWwnHex } from '../csi/pvc-id-wwn.js';
+import { AIO_MODES, CACHE_MODES, FSTYPE_PARAM, PROXMOX_PARAMETER_KEYS } from './param-keys.js';
 
-export const FSTYPE_KEY = 'csi.storage.k8s.io/fstype';
+export { CACHE_MODES };
+export const FSTYPE_KEY = FSTYPE_PARAM;
 /** Keys the external-provisioner adds (`--extra-create-metadata`); carried, never interpreted. */
 const PROVISIONER_PREFIX = 'csi.storage.k8s.io/';
 
-export const CACHE_MODES = ['none', 'writethrough', 'writeback', 'directsync', 'unsafe'] as const;
+export type AioMode = (typeof AIO_MODES)[number];
 export type CacheMode = (typeof CACHE_MODES)[number];
 export const FS_TYPES = ['ext4', 'xfs'] as const;
 export type FsType = (typeof FS_TYPES)[number];
@@ -15,6 +17,7 @@ export type FsType = (typeof FS_TYPES)[number];
 export interface StorageParams {
   storage: string;
   cache?: CacheMode;
+  aio?: AioMode;
   ssd: boolean;
   backup: boolean;
   iothread: boolean;
@@ -25,10 +28,7 @@ export interface StorageParams {
   fsType?: FsType;
 }
 
-// encrypted: ours, not upstream's. The node-stage secret that turns on LUKS never reaches
-// CreateVolume (the provisioner strips csi.storage.k8s.io/* keys), so this is how a class makes
-// the node refuse to stage a volume unencrypted even when that Secret comes up empty.
-const KNOWN = new Set(['storage', 'cache', 'ssd', 'backup', 'iothread', 'diskIOPS', 'diskMBps', 'blockSize', 'inodeSize', 'storageFormat', 'encrypted', FSTYPE_KEY]);
+const KNOWN = PROXMOX_PARAMETER_KEYS;
 
 const bad = (key: string, value: string, want: string) =>
   new InvalidArgument(`parameter "${key}": "${value}" is not valid; expected ${want}`);
@@ -71,12 +71,37 @@ function parseCache(v: string | undefined): CacheMode | undefined {
   return v as CacheMode;
 }
 
-function parseValues(p: Record<string, string>): Omit<StorageParams, 'storage'> {
-  if (p.storageFormat !== undefined && p.storageFormat !== '' && p.storageFormat !== 'raw') {
-    throw bad('storageFormat', p.storageFormat, 'raw (the only format LVM-thin takes)');
+function parseAio(v: string | undefined): AioMode | undefined {
+  if (v === undefined || v === '') return undefined;
+  if (!(AIO_MODES as readonly string[]).includes(v)) throw bad('aio', v, AIO_MODES.join(', '));
+  return v as AioMode;
+}
+
+/**
+ * Upstream keys that exist for storages other than LVM-thin or for features we do not offer:
+ * their "off" value is accepted (upstream's normalised volume context carries `replicate: "0"`),
+ * anything else is refused with the reason. Only at CreateVolume: a PV's context is never refused.
+ */
+function refuseInapplicable(p: Record<string, string>): void {
+  const fmt = p.storageFormat;
+  if (fmt !== undefined && fmt !== '' && fmt !== 'raw') {
+    throw new InvalidArgument(`parameter "storageFormat": "${fmt}" cannot be used: LVM-thin storage holds raw volumes only (omit the key or set raw)`);
   }
+  if (parseBool('replicate', p.replicate, false)) {
+    throw new InvalidArgument('parameter "replicate": Proxmox storage replication needs a ZFS (zfspool) storage; LVM-thin volumes cannot be replicated (omit the key or set false)');
+  }
+  if (parseBool('resizeRequired', p.resizeRequired, false)) {
+    throw new InvalidArgument('parameter "resizeRequired": upstream sets it only on volumes restored from a snapshot; this driver offers no snapshots, the size comes from the PVC (omit the key)');
+  }
+  if (p.resizeSizeBytes !== undefined && p.resizeSizeBytes !== '' && !/^0+$/.test(p.resizeSizeBytes)) {
+    throw new InvalidArgument(`parameter "resizeSizeBytes": "${p.resizeSizeBytes}" cannot be used: upstream sets it only on volumes restored from a snapshot; this driver offers no snapshots, the size comes from the PVC (omit the key)`);
+  }
+}
+
+function parseValues(p: Record<string, string>): Omit<StorageParams, 'storage'> {
   return {
     cache: parseCache(p.cache),
+    aio: parseAio(p.aio),
     ssd: parseBool('ssd', p.ssd, false),
     backup: parseBool('backup', p.backup, false),
     iothread: parseBool('iothread', p.iothread, true),
@@ -95,6 +120,7 @@ export function parseCreateParameters(p: Record<string, string>): StorageParams 
       throw new InvalidArgument(`parameter "${key}" is not known; valid keys: ${[...KNOWN].join(', ')} (and the provisioner's ${PROVISIONER_PREFIX}* keys)`);
     }
   }
+  refuseInapplicable(p);
   const storage = p.storage ?? '';
   if (storage === '') throw new InvalidArgument('parameter "storage" is required (the Proxmox storage id, e.g. local-lvm)');
   if (!/^[a-z][a-z0-9._-]*[a-z0-9]$/i.test(storage)) throw bad('storage', storage, 'a Proxmox storage id');
@@ -117,6 +143,7 @@ export function volumeContextOf(p: Record<string, string>): Record<string, strin
 }
 
 export interface DriveOptions {
+  aio?: AioMode;
   backup: boolean;
   iothread: boolean;
   ssd: boolean;
@@ -132,12 +159,14 @@ export interface DriveOptions {
  */
 export function driveOptionsFromContext(ctx: Record<string, string>, readonly: boolean): DriveOptions {
   const v = parseValues(Object.fromEntries(Object.entries(ctx).filter(([k]) => KNOWN.has(k))));
-  return { backup: v.backup, iothread: v.iothread, ssd: v.ssd, cache: v.cache, iops: v.diskIOPS, mbps: v.diskMBps, readonly };
+  return { ...(v.aio && { aio: v.aio }), backup: v.backup, iothread: v.iothread, ssd: v.ssd, cache: v.cache, iops: v.diskIOPS, mbps: v.diskMBps, readonly };
 }
 
 /** The scsiN property string Proxmox stores, e.g. `local-lvm:vm-9999-pvc-x,backup=0,…,wwn=0x…`. */
 export function driveString(storage: string, disk: string, o: DriveOptions, wwn: string): string {
-  const parts = [`${storage}:${disk}`, `backup=${o.backup ? 1 : 0}`];
+  const parts = [`${storage}:${disk}`];
+  if (o.aio) parts.push(`aio=${o.aio}`);
+  parts.push(`backup=${o.backup ? 1 : 0}`);
   if (o.cache) parts.push(`cache=${o.cache}`);
   if (o.ssd) parts.push('discard=on');
   if (o.iops) parts.push(`iops_rd=${o.iops}`, `iops_wr=${o.iops}`);
