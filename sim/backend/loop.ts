@@ -51,6 +51,9 @@ export class LoopHotplug implements Hotplug {
     await this.removeDirIfEmpty(join(this.linkDir, entry.vmName));
   }
 
+  /** A loop device has no I/O throttling; the limits live in the VM config only. */
+  async throttle(): Promise<void> {}
+
   async resize(vm: VmRef, slot: string): Promise<void> {
     const entry = this.plugged.get(this.key(vm.vmid, slot));
     if (entry) await this.exec('losetup', ['--set-capacity', entry.dev]);
@@ -89,5 +92,6 @@ export class NoopHotplug implements Hotplug {
   async plug(): Promise<void> {}
   async unplug(): Promise<void> {}
   async resize(): Promise<void> {}
+  async throttle(): Promise<void> {}
   async close(): Promise<void> {}
 }

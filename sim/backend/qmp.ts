@@ -3,7 +3,7 @@
 // wwn; device_del, wait for DEVICE_DELETED, blockdev-del on unplug; block_resize when growing.
 
 import { type Socket, createConnection } from 'node:net';
-import type { Hotplug, PlugDisk, VmRef } from './types.js';
+import type { IoLimits, Hotplug, PlugDisk, VmRef } from './types.js';
 
 type Json = Record<string, unknown>;
 
@@ -162,7 +162,18 @@ export class QmpHotplug implements Hotplug {
         await c.execute('blockdev-del', { 'node-name': nodeName }).catch(() => undefined);
         throw e;
       }
+      if (disk.limits) await c.execute('block_set_io_throttle', { id: disk.slot, ...disk.limits });
     });
+  }
+
+  /**
+   * qemu-server sends block_set_io_throttle naming its -drive (`device: drive-scsiN`), or on
+   * machine versions ≥ 10 sets the limits of its throttle node. A disk plugged here with
+   * blockdev-add has no named BlockBackend, so the same command addresses the device by its id.
+   */
+  async throttle(vm: VmRef, slot: string, limits: IoLimits): Promise<void> {
+    if (!slot.startsWith('scsi')) return;
+    await this.session(vm, (c) => c.execute('block_set_io_throttle', { id: slot, ...limits }));
   }
 
   async unplug(vm: VmRef, slot: string): Promise<void> {

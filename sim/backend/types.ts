@@ -16,6 +16,18 @@ export interface PlugDisk {
   filePath: string;
   /** `0x` + 16 hex digits, from the drive's `wwn=` option. */
   wwn?: string;
+  /** I/O limits from the drive's iops and mbps options; absent when it has none. */
+  limits?: IoLimits;
+}
+
+/** QEMU's throttle limits as qemu-server computes them from a drive line (0 = unlimited). */
+export interface IoLimits {
+  bps: number;
+  bps_rd: number;
+  bps_wr: number;
+  iops: number;
+  iops_rd: number;
+  iops_wr: number;
 }
 
 export interface Hotplug {
@@ -23,6 +35,8 @@ export interface Hotplug {
   unplug(vm: VmRef, slot: string): Promise<void>;
   /** Makes the guest see a grown backing file (losetup -c / QMP block_resize). */
   resize(vm: VmRef, slot: string, sizeBytes: number): Promise<void>;
+  /** New I/O limits for a plugged disk (qemu-server's set_io_throttle); loop devices keep none. */
+  throttle(vm: VmRef, slot: string, limits: IoLimits): Promise<void>;
   close(): Promise<void>;
 }
 

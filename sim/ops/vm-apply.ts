@@ -2,7 +2,7 @@
 // on a stopped one (vmconfig_apply_pending). A change that cannot be hot-plugged stays pending,
 // silently ("skip") or with `hotplug problem - …` in the errors that become an HTTP 400.
 
-import type { PlugDisk } from '../backend/types.js';
+import type { IoLimits, PlugDisk } from '../backend/types.js';
 import { fail } from '../http/errors.js';
 import { type Drive, driveSlot, isCdrom, isDriveKey, parseDrive, parseVolid, volumeOwner } from '../model/drive.js';
 import type { VmModel } from '../model/types.js';
@@ -14,7 +14,25 @@ class Skip extends Error {}
 
 /** Options qemu-server applies at once even on a running VM. */
 const FAST_PLUG = new Set(['name', 'onboot', 'shares', 'startup', 'description', 'protection', 'vmstatestorage', 'hookscript', 'tags']);
-const NOT_HOTPLUGGABLE_DISK_OPTS = ['aio', 'discard', 'iothread', 'queues', 'cache', 'ssd', 'ro'];
+// vmconfig_update_disk: a change of one of these on an attached disk stays pending ("skip")…
+const NOT_HOTPLUGGABLE_DISK_OPTS = ['aio', 'discard', 'iothread', 'queues', 'product', 'cache', 'ssd', 'vendor', 'ro'];
+// …one of these goes to QEMU at once (set_io_throttle); anything else (backup, wwn, serial,
+// size…) is written to the config only.
+const THROTTLE_OPTS = ['mbps', 'mbps_rd', 'mbps_wr', 'iops', 'iops_rd', 'iops_wr'];
+const THROTTLE_BURST_OPTS = [
+  'mbps_max', 'mbps_rd_max', 'mbps_wr_max', 'iops_max', 'iops_rd_max', 'iops_wr_max',
+  'bps_max_length', 'bps_rd_max_length', 'bps_wr_max_length', 'iops_max_length', 'iops_rd_max_length', 'iops_wr_max_length',
+];
+
+const num = (v: string | undefined): number => Number(v ?? 0) || 0;
+
+/** The limits qemu-server hands QEMU for a drive (MB/s → bytes/s); undefined when it has none. */
+export function ioLimits(drive: Drive): IoLimits | undefined {
+  if (!THROTTLE_OPTS.some((o) => num(drive.opts[o]) > 0)) return undefined;
+  const bps = (o: string) => Math.trunc(num(drive.opts[o]) * 1024 * 1024);
+  const iops = (o: string) => Math.trunc(num(drive.opts[o]));
+  return { bps: bps('mbps'), bps_rd: bps('mbps_rd'), bps_wr: bps('mbps_wr'), iops: iops('iops'), iops_rd: iops('iops_rd'), iops_wr: iops('iops_wr') };
+}
 
 function hotplugFeatures(vm: VmModel): Set<string> {
   const v = vm.config.get('hotplug') ?? '1';
@@ -45,7 +63,8 @@ function plugDisk(ctx: SimContext, vm: VmModel, key: string, drive: Drive): Plug
   const vol = parseVolid(drive.file) ? findVolume(ctx, vm.node, drive.file) : undefined;
   if (!vol?.filePath) return undefined;
   const { bus, index } = driveSlot(key);
-  return { slot: key, bus, index, filePath: vol.filePath, ...(drive.opts.wwn ? { wwn: drive.opts.wwn } : {}) };
+  const limits = ioLimits(drive);
+  return { slot: key, bus, index, filePath: vol.filePath, ...(drive.opts.wwn ? { wwn: drive.opts.wwn } : {}), ...(limits ? { limits } : {}) };
 }
 
 /** Config keys whose volume has a backing file, i.e. the disks the backend can have plugged. */
@@ -83,7 +102,10 @@ async function updateDisk(ctx: SimContext, vm: VmModel, key: string, value: stri
     if (!isCdrom(old)) {
       if (drive.file === old.file) {
         for (const o of NOT_HOTPLUGGABLE_DISK_OPTS) if (drive.opts[o] !== old.opts[o]) throw new Skip();
-        // throttling changes go to QEMU live; backup/size/serial/wwn are config-only
+        if ([...THROTTLE_OPTS, ...THROTTLE_BURST_OPTS].some((o) => num(drive.opts[o]) !== num(old.opts[o]))) {
+          const limits = ioLimits(drive) ?? { bps: 0, bps_rd: 0, bps_wr: 0, iops: 0, iops_rd: 0, iops_wr: 0 };
+          await ctx.backend.hotplug.throttle(vmRef(vm), key, limits);
+        }
         return;
       }
       if (!diskHotplug) throw new Skip();

@@ -142,3 +142,36 @@ t.test('through the API: attach, grow, detach, and a refused hot-plug staying pe
   t.match(pend.find((i) => i.key === 'scsi3'), { pending: `${volid},size=2G` });
   t.equal((await call('PUT', '/nodes/hyper1/qemu/101/config', { revert: 'scsi3' })).status, 200);
 });
+
+t.test('option changes of an attached disk: throttle live, backup config-only, cache stays pending', async (t) => {
+  const ts = await startTestSim({ backend: 'qmp', qmp: { 101: fake.path } });
+  t.teardown(() => ts.close());
+  const { call } = ts;
+  const volid = (await call('POST', '/nodes/hyper1/storage/local-lvm/content', { vmid: 9999, filename: 'vm-9999-pvc-t', size: '1G' })).body!.data as string;
+  const line = (extra: string) => `${volid},backup=0,iothread=1${extra},wwn=${wwnForSlot(4)}`;
+  const current = async () => ((await call('GET', '/nodes/hyper1/qemu/101/pending')).body!.data as Array<Record<string, unknown>>).find((i) => i.key === 'scsi4');
+  fake.commands = [];
+  t.equal((await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi4: line(',iops_rd=100,iops_wr=100') })).status, 200);
+  t.same(fake.commands.at(-1), { execute: 'block_set_io_throttle', arguments: { id: 'scsi4', bps: 0, bps_rd: 0, bps_wr: 0, iops: 0, iops_rd: 100, iops_wr: 100 } }, 'plugged with its limits');
+
+  fake.commands = [];
+  t.equal((await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi4: line(',iops_rd=100,iops_wr=100,mbps_rd=40,mbps_wr=40').replace('backup=0', 'backup=1') })).status, 200);
+  t.same(fake.commands.slice(1), [{ execute: 'block_set_io_throttle', arguments: { id: 'scsi4', bps: 0, bps_rd: 40 * 1024 * 1024, bps_wr: 40 * 1024 * 1024, iops: 0, iops_rd: 100, iops_wr: 100 } }], 'new limits go to QEMU, no replug');
+  t.match(await current(), { value: /backup=1.*mbps_rd=40/ }, 'applied, not pending');
+  t.notOk((await current())!.pending);
+
+  fake.commands = [];
+  t.equal((await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi4: line(',mbps_rd=40,mbps_wr=40') })).status, 200);
+  t.same(fake.commands.slice(1).map((c) => c.arguments), [{ id: 'scsi4', bps: 0, bps_rd: 40 * 1024 * 1024, bps_wr: 40 * 1024 * 1024, iops: 0, iops_rd: 0, iops_wr: 0 }], 'a removed limit is set to 0');
+
+  fake.commands = [];
+  t.equal((await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi4: line(',mbps_rd=40,mbps_wr=40').replace('backup=0', 'backup=1') })).status, 200);
+  t.same(fake.commands, [], 'backup alone never reaches QEMU');
+  t.match(await current(), { value: /backup=1/ }, 'it is written to the config at once');
+
+  t.equal((await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi4: line(',cache=writeback,mbps_rd=40,mbps_wr=40').replace('backup=0', 'backup=1') })).status, 200);
+  t.match(await current(), { pending: /cache=writeback/ }, 'a cache change waits for a restart');
+  t.same(fake.commands, [], 'and touches nothing live');
+  await call('PUT', '/nodes/hyper1/qemu/101/config', { revert: 'scsi4' });
+  await call('PUT', '/nodes/hyper1/qemu/101/unlink', { idlist: 'scsi4' });
+});
