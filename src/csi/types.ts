@@ -18,6 +18,8 @@ export type { ControllerExpandVolumeRequest__Output as ControllerExpandVolumeReq
 export type { ControllerExpandVolumeResponse } from '../gen/csi/v1/ControllerExpandVolumeResponse.js';
 export type { ControllerGetVolumeRequest__Output as ControllerGetVolumeRequest } from '../gen/csi/v1/ControllerGetVolumeRequest.js';
 export type { ControllerGetVolumeResponse } from '../gen/csi/v1/ControllerGetVolumeResponse.js';
+export type { ControllerModifyVolumeRequest__Output as ControllerModifyVolumeRequest } from '../gen/csi/v1/ControllerModifyVolumeRequest.js';
+export type { ControllerModifyVolumeResponse } from '../gen/csi/v1/ControllerModifyVolumeResponse.js';
 export type { NodeStageVolumeRequest__Output as NodeStageVolumeRequest } from '../gen/csi/v1/NodeStageVolumeRequest.js';
 export type { NodeStageVolumeResponse } from '../gen/csi/v1/NodeStageVolumeResponse.js';
 export type { NodeUnstageVolumeRequest__Output as NodeUnstageVolumeRequest } from '../gen/csi/v1/NodeUnstageVolumeRequest.js';
@@ -65,6 +67,7 @@ export interface ControllerBackend {
   getCapacity?: H<T.GetCapacityRequest, T.GetCapacityResponse>;
   controllerExpandVolume?: H<T.ControllerExpandVolumeRequest, T.ControllerExpandVolumeResponse>;
   controllerGetVolume?: H<T.ControllerGetVolumeRequest, T.ControllerGetVolumeResponse>;
+  controllerModifyVolume?: H<T.ControllerModifyVolumeRequest, T.ControllerModifyVolumeResponse>;
 }
 
 export interface NodeBackend {

@@ -8,7 +8,7 @@
 import type { Logger } from 'pino';
 import { AlreadyExists, Busy, DeadlineExceeded, FailedPrecondition, NotFound, ResourceExhausted, Unavailable, isCsiError } from '../errors.js';
 import type { ConfigEntry, ProxmoxApi } from './api.js';
-import { type DiskSite, freeSlots, isHelperSite, sitesOf, unusedOf } from './drives.js';
+import { type DiskSite, driveHasOptions, freeSlots, isHelperSite, sitesOf, unusedOf, withDriveOptions } from './drives.js';
 import { outcomeUncertain } from './errors.js';
 import { type DriveOptions, driveString, helperWwnForSlot, wwnForSlot } from './params.js';
 import { scanVms, usesOf } from './scan.js';
@@ -47,6 +47,14 @@ export interface DetachRequest {
   disk: string;
 }
 
+/** New option values for the disk's drive line(s) on this VM (a VolumeAttributesClass change). */
+export interface UpdateRequest {
+  storage: string;
+  disk: string;
+  /** Options to set; undefined removes one. */
+  options: Record<string, string | undefined>;
+}
+
 export interface QueueOptions {
   api: ProxmoxApi;
   cluster: string;
@@ -70,7 +78,8 @@ interface JobBase {
 }
 interface AttachJob extends JobBase { kind: 'attach'; req: AttachRequest; resolve(slot: number): void }
 interface DetachJob extends JobBase { kind: 'detach'; req: DetachRequest; resolve(): void }
-type Job = AttachJob | DetachJob;
+interface UpdateJob extends JobBase { kind: 'update'; req: UpdateRequest; resolve(): void }
+type Job = AttachJob | DetachJob | UpdateJob;
 
 interface VmState {
   digest?: string;
@@ -95,6 +104,11 @@ export class AttachQueues {
   /** Detaches the disk from the VM, leaving no pending or unused entry of it behind. */
   detach(vm: VmRef, req: DetachRequest, signal?: AbortSignal): Promise<void> {
     return this.enqueue(vm, signal, (resolve, reject) => ({ kind: 'detach', req, done: false, resolve, reject }));
+  }
+
+  /** Rewrites the disk's drive line in place (a no-op when the VM does not have it attached). */
+  update(vm: VmRef, req: UpdateRequest, signal?: AbortSignal): Promise<void> {
+    return this.enqueue(vm, signal, (resolve, reject) => ({ kind: 'update', req, done: false, resolve, reject }));
   }
 
   private enqueue<T>(vm: VmRef, signal: AbortSignal | undefined, make: (res: (v: T) => void, rej: (e: unknown) => void) => Job): Promise<T> {
@@ -131,6 +145,8 @@ export class AttachQueues {
           const attaches = jobs.filter((j): j is AttachJob => j.kind === 'attach');
           if (detaches.length) await this.detachBatch(q.vm, detaches);
           if (attaches.length) await this.attachBatch(q.vm, attaches, true);
+          const updates = jobs.filter((j): j is UpdateJob => j.kind === 'update' && !j.done);
+          if (updates.length) await this.updateBatch(q.vm, updates);
         } catch (e) {
           for (const j of jobs) j.reject(e);
         }
@@ -226,6 +242,63 @@ export class AttachQueues {
         const why = lastErr ? `: ${(lastErr as Error).message}` : '';
         j.reject(new Unavailable(`${volidOf(j.req.storage, j.req.disk)} is still on ${this.what(vm)} as ${keys.join(', ')} (pending delete: hot-unplug did not complete${why}); retrying later`));
       }
+    }
+  }
+
+  /**
+   * One config change for every drive line to rewrite. qemu-server applies backup and throttle
+   * options of an attached disk at once (throttling through QEMU); a value that stays pending
+   * would only take effect at the VM's next start, so that is reported, not taken as success.
+   */
+  private async updateBatch(vm: VmRef, jobs: UpdateJob[]): Promise<void> {
+    const sitesFor = (entries: ConfigEntry[], j: UpdateJob) => sitesOf(entries, j.req.storage, j.req.disk).filter((s) => !isHelperSite(s));
+    let open = jobs;
+    for (let attempt = 1; open.length > 0; attempt++) {
+      const state = await this.readState(vm, true);
+      const set: Record<string, string> = {};
+      for (const j of open) {
+        const sites = sitesFor(state.entries, j);
+        const moving = sites.find((s) => s.placement !== 'attached');
+        if (moving) {
+          j.reject(new Unavailable(`${volidOf(j.req.storage, j.req.disk)} is ${moving.placement === 'attaching' ? 'being attached to' : 'being detached from'} ${this.what(vm)} (${moving.key} has a pending change); retrying later`));
+          continue;
+        }
+        const stale = sites.filter((s) => !driveHasOptions(s.drive, j.req.options));
+        if (stale.length === 0) j.resolve();
+        for (const s of stale) {
+          const raw = state.entries.find((e) => e.key === s.key)?.value ?? '';
+          set[s.key] = withDriveOptions(raw, j.req.options);
+        }
+      }
+      open = open.filter((j) => !j.done);
+      if (open.length === 0) return;
+      if (attempt > this.attempts) {
+        const err = new Unavailable(`could not change the config of ${this.what(vm)} after ${this.attempts} attempts (lock contention or lost answers); retrying later`);
+        return open.forEach((j) => j.reject(err));
+      }
+      try {
+        const upid = await this.o.api.updateVmConfig(vm.node, vm.vmid, { set, digest: state.digest });
+        if (upid) await waitTask(this.o.api, vm.node, upid, { cluster: this.o.cluster, what: `change drive options on ${this.what(vm)}`, timeoutMs: this.o.taskTimeoutMs });
+      } catch (e) {
+        if (isCsiError(e, 'Aborted')) {
+          this.o.log.info({ vmid: vm.vmid, attempt, err: (e as Error).message }, 'VM busy, retrying drive option change');
+          await sleep(backoffDelay(attempt));
+          continue;
+        }
+        if (outcomeUncertain(e)) continue;
+        // Read back: qemu-server reports a value it could not hot-apply but keeps it pending.
+        const after = (await this.readState(vm, false)).entries;
+        if (open.every((j) => !after.some((en) => en.pending !== undefined && sitesFor([en], j).length > 0))) return open.forEach((j) => j.reject(e));
+      }
+      const entries = await this.poll(vm, (en) => open.every((j) => sitesFor(en, j).every((s) => s.placement === 'attached' && driveHasOptions(s.drive, j.req.options))));
+      for (const j of open) {
+        const sites = sitesFor(entries, j);
+        if (sites.every((s) => s.placement === 'attached' && driveHasOptions(s.drive, j.req.options))) j.resolve();
+        else if (sites.some((s) => entries.find((e) => e.key === s.key)?.pending !== undefined)) {
+          j.reject(new FailedPrecondition(`the new options of ${volidOf(j.req.storage, j.req.disk)} stay a pending change of ${this.what(vm)} (${sites.map((s) => s.key).join(', ')}): Proxmox applies them only when the VM restarts`));
+        }
+      }
+      open = open.filter((j) => !j.done);
     }
   }
 

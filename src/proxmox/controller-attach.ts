@@ -8,13 +8,15 @@ import { HelperLeftovers } from './attach-queue.js';
 import { type Core, capabilityProblem, isSingleNode, requireVolume, resolveVolume } from './core.js';
 import { removeHelperLeftovers, unlinkFrom } from './leftovers.js';
 import { driveOptionsFromContext, publishContextForSlot } from './params.js';
+import { readMarkers } from './modify.js';
+import { applyMutable } from './mutable.js';
 import { scanVms, usesOf } from './scan.js';
 
 export async function controllerPublishVolume(core: Core, req: T.ControllerPublishVolumeRequest, ctx: CallContext): Promise<T.ControllerPublishVolumeResponse> {
   const v = requireVolume(core, req.volumeId);
   const problem = capabilityProblem(req.volumeCapability ? [req.volumeCapability] : []);
   if (problem) throw new InvalidArgument(problem);
-  const options = driveOptionsFromContext(req.volumeContext ?? {}, req.readonly === true);
+  const fromContext = driveOptionsFromContext(req.volumeContext ?? {}, req.readonly === true);
   const { cluster, ref } = v;
   const vm = await cluster.locator.resolve(req.nodeId, ctx.signal);
   if (!vm) {
@@ -25,6 +27,8 @@ export async function controllerPublishVolume(core: Core, req: T.ControllerPubli
   if (!shared && ref.zone && vm.node !== ref.zone) {
     throw new FailedPrecondition(`volume ${req.volumeId} lives on host ${ref.zone} but VM ${vm.name} (${vm.vmid}) runs on ${vm.node}; a local disk attaches only to VMs on its host`);
   }
+  // A VolumeAttributesClass change made since the volume was created overrides its context.
+  let options = fromContext;
   const attach = () => cluster.queues.attach(vm, {
     storage: ref.storage,
     disk: ref.disk,
@@ -33,6 +37,8 @@ export async function controllerPublishVolume(core: Core, req: T.ControllerPubli
     exclusive: isSingleNode(req.volumeCapability),
   }, ctx.signal);
   const slot = await cluster.exclusive(v.volid, async () => {
+    const [marker] = await readMarkers(v, ref.zone || vm.node, ctx.signal);
+    if (marker) options = applyMutable(fromContext, marker.values);
     try {
       return await attach();
     } catch (e) {

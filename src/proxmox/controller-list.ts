@@ -7,6 +7,7 @@ import { holdsImages, isAvailable } from './cluster.js';
 import { type Core, findVolume, requireVolume, topologyOf } from './core.js';
 import { isHelperSite } from './drives.js';
 import { type DiskUse, scanVms, usesOf } from './scan.js';
+import { isMarkerName } from './mutable.js';
 import { diskOwner, formatVolumeId, parseVolid } from './volume-id.js';
 
 interface Listed {
@@ -67,7 +68,7 @@ async function listAll(core: Core, signal: AbortSignal): Promise<{ volumes: List
     for (const { r, items } of lists) {
       for (const item of items) {
         const vol = parseVolid(item.volid);
-        if (!vol || vol.storage !== r.storage || diskOwner(vol.disk) !== core.controllerVmId) continue;
+        if (!vol || vol.storage !== r.storage || diskOwner(vol.disk) !== core.controllerVmId || isMarkerName(vol.disk)) continue;
         const ref = { region: cluster.region, zone: r.node, storage: r.storage, disk: vol.disk };
         const volumeId = formatVolumeId(ref);
         volumes.push({ volumeId, ...ref, size: item.size, shared: r.shared });

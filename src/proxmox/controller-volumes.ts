@@ -10,6 +10,8 @@ import {
 import { isHelperSite } from './drives.js';
 import { outcomeUncertain } from './errors.js';
 import { removeHelperLeftovers } from './leftovers.js';
+import { freeMarkers, readMarkers } from './modify.js';
+import { mutableContext, parseMutableParameters } from './mutable.js';
 import { parseCreateParameters, sizeFits, sizeForCreate, volumeContextOf } from './params.js';
 import { scanVms, usesOf } from './scan.js';
 import { retryBusy, waitTask } from './tasks.js';
@@ -66,6 +68,8 @@ export async function createVolume(core: Core, req: T.CreateVolumeRequest, ctx: 
     throw new InvalidArgument('volume_content_source is not supported: this driver cannot clone volumes or restore snapshots');
   }
   const params = parseCreateParameters(req.parameters ?? {});
+  // A VolumeAttributesClass at creation: its values go into the context like StorageClass ones.
+  const mutable = mutableContext(parseMutableParameters(req.mutableParameters ?? {}));
   const problem = capabilityProblem(req.volumeCapabilities ?? [], params);
   if (problem) throw new InvalidArgument(problem);
   const size = sizeForCreate(req.capacityRange);
@@ -77,7 +81,7 @@ export async function createVolume(core: Core, req: T.CreateVolumeRequest, ctx: 
     volume: {
       volumeId: formatVolumeId({ region: cluster.region, zone, storage: params.storage, disk }),
       capacityBytes: String(bytes),
-      volumeContext: volumeContextOf(req.parameters ?? {}),
+      volumeContext: { ...volumeContextOf(req.parameters ?? {}), ...mutable },
       accessibleTopology: [topologyOf(cluster.region, target.shared ? undefined : zone)],
     },
   });
@@ -143,6 +147,8 @@ export async function deleteVolume(core: Core, req: T.DeleteVolumeRequest, ctx: 
       if (u.vm.vmid === owner) continue;
       await cluster.queues.detach({ vmid: u.vm.vmid, node: u.vm.node, name: u.vm.name }, { storage: ref.storage, disk: ref.disk }, ctx.signal);
     }
+    // Markers first: one left behind would outlive its disk, the disk never outlives them.
+    await freeMarkers(v, found.node, await readMarkers(v, found.node, ctx.signal), ctx.signal);
     await retryBusy(async () => {
       try {
         const upid = await cluster.api.freeDisk(found.node, ref.storage, volid, { signal: ctx.signal });

@@ -12,10 +12,14 @@ import { createVolume, deleteVolume, getCapacity, validateVolumeCapabilities } f
 import type { Core } from './core.js';
 import { controllerExpandVolume } from './expand.js';
 import { createHttpProxmoxApi } from './http-api.js';
+import { controllerModifyVolume } from './modify.js';
 
 export const PROXMOX_DRIVER_NAME = 'csi.proxmox.sinextra.dev';
 
-/** Exactly what works; ControllerExpandVolume works online and offline (see expand.ts). */
+/**
+ * Exactly what works; ControllerExpandVolume works online and offline (see expand.ts),
+ * ControllerModifyVolume on attached and detached disks (see modify.ts).
+ */
 export const PROXMOX_CONTROLLER_CAPABILITIES: readonly ControllerCapability[] = [
   'CREATE_DELETE_VOLUME',
   'PUBLISH_UNPUBLISH_VOLUME',
@@ -27,6 +31,7 @@ export const PROXMOX_CONTROLLER_CAPABILITIES: readonly ControllerCapability[] = 
   'GET_VOLUME',
   'VOLUME_CONDITION',
   'SINGLE_NODE_MULTI_WRITER',
+  'MODIFY_VOLUME',
 ];
 
 export interface ProxmoxControllerOptions {
@@ -77,6 +82,7 @@ export function createProxmoxController(opts: ProxmoxControllerOptions): Proxmox
     getCapacity: (req, ctx) => getCapacity(core, req, ctx),
     controllerExpandVolume: (req, ctx) => controllerExpandVolume(core, req, ctx),
     controllerGetVolume: (req, ctx) => controllerGetVolume(core, req, ctx),
+    controllerModifyVolume: (req, ctx) => controllerModifyVolume(core, req, ctx),
     async probe(signal) {
       try {
         await Promise.all([...clusters.values()].map((c) => c.api.version({ signal })));

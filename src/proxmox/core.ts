@@ -5,6 +5,7 @@ import type * as T from '../csi/types.js';
 import { NotFound } from '../errors.js';
 import type { StorageContentItem } from './api.js';
 import type { Cluster } from './cluster.js';
+import { isMarkerName } from './mutable.js';
 import { FSTYPE_KEY, FS_TYPES, type StorageParams } from './params.js';
 import { type VolumeRef, diskOwner, parseVolumeId, volidOf } from './volume-id.js';
 
@@ -31,7 +32,8 @@ export interface ResolvedVolume {
 /** A handle we can act on, or undefined (malformed, or a region this controller does not know). */
 export function resolveVolume(core: Core, volumeId: string): ResolvedVolume | undefined {
   const ref = parseVolumeId(volumeId);
-  if (!ref) return undefined;
+  // A VolumeAttributesClass marker (mutable.ts) is part of a volume, never one itself.
+  if (!ref || isMarkerName(ref.disk)) return undefined;
   const cluster = core.clusters.get(ref.region);
   if (!cluster) return undefined;
   return { ref, cluster, volid: volidOf(ref.storage, ref.disk) };
@@ -42,7 +44,7 @@ export function requireVolume(core: Core, volumeId: string): ResolvedVolume {
   const v = resolveVolume(core, volumeId);
   if (v) return v;
   const ref = parseVolumeId(volumeId);
-  throw new NotFound(ref
+  throw new NotFound(ref && !isMarkerName(ref.disk)
     ? `volume ${volumeId}: no Proxmox cluster with region "${ref.region}" is configured (known: ${[...core.clusters.keys()].join(', ')})`
     : `volume ${volumeId} does not exist (not a region/zone/storage/disk handle of this driver)`);
 }

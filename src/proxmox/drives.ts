@@ -125,3 +125,38 @@ export function smbiosUuid(entries: readonly ConfigEntry[]): string | undefined 
   const m = raw ? /(?:^|,)uuid=([0-9a-fA-F-]{36})/.exec(raw) : null;
   return m ? m[1]!.toLowerCase() : undefined;
 }
+
+/**
+ * A drive property string with some options replaced (undefined = removed); the volume and
+ * every other option stay as they were, in their order.
+ */
+export function withDriveOptions(value: string, changes: Record<string, string | undefined>): string {
+  const parts = value.split(',');
+  const out: string[] = [];
+  const left = new Map(Object.entries(changes));
+  for (const [i, part] of parts.entries()) {
+    const eq = part.indexOf('=');
+    const k = eq < 0 ? undefined : part.slice(0, eq);
+    if (i === 0 || k === undefined || k === 'file' || k === 'volume' || !left.has(k)) {
+      out.push(part);
+      continue;
+    }
+    const v = left.get(k);
+    left.delete(k);
+    if (v !== undefined) out.push(`${k}=${v}`);
+  }
+  for (const [k, v] of left) if (v !== undefined) out.push(`${k}=${v}`);
+  return out.join(',');
+}
+
+// qemu-server's defaults for options a drive line leaves out.
+const DRIVE_DEFAULTS: Record<string, string> = { backup: '1' };
+
+/** True when the drive already has these option values (absent = the Proxmox default). */
+export function driveHasOptions(drive: Drive, changes: Record<string, string | undefined>): boolean {
+  return Object.entries(changes).every(([k, want]) => {
+    const have = drive.options[k] ?? DRIVE_DEFAULTS[k];
+    if (want === undefined || have === undefined) return want === have;
+    return have === want || (/^[\d.]+$/.test(have) && Number(have) === Number(want));
+  });
+}

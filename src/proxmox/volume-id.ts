@@ -47,7 +47,9 @@ export function parseVolid(volid: string): { storage: string; disk: string } | u
 
 /** Longest disk name we create; keeps handles short and well inside LVM's 127-character limit. */
 export const MAX_DISK_NAME = 80;
-const NAME_CHARS_RE = /^[A-Za-z0-9+_.-]+$/;
+// '+' is LVM-valid but never in a Kubernetes name; it is kept for VolumeAttributesClass markers
+// (mutable.ts), so a name carrying one is hashed like any other name LVM cannot take as is.
+const NAME_CHARS_RE = /^[A-Za-z0-9_.-]+$/;
 
 /**
  * `vm-<controllerVmId>-<pv name>`, exactly as upstream names it, for every name Kubernetes
@@ -59,6 +61,6 @@ export function diskNameFor(controllerVmId: number, name: string): string {
   if (NAME_CHARS_RE.test(name) && prefix.length + name.length <= MAX_DISK_NAME) return prefix + name;
   const hash = createHash('sha256').update(name).digest('hex').slice(0, 16);
   const room = MAX_DISK_NAME - prefix.length - hash.length - 1;
-  const readable = name.replace(/[^A-Za-z0-9+_.-]/g, '-').slice(0, room).replace(/-+$/, '');
+  const readable = name.replace(/[^A-Za-z0-9_.-]/g, '-').slice(0, room).replace(/-+$/, '');
   return `${prefix}${readable ? readable + '-' : ''}${hash}`;
 }

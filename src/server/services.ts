@@ -93,11 +93,15 @@ export function controllerService(env: CallEnv, c: ControllerBackend): Controlle
       validate: validate.controllerGetVolume,
       impl: has('GET_VOLUME') ? c.controllerGetVolume : notAdvertised(),
     }),
-    // Snapshots and modification are not offered by either backend; they answer UNIMPLEMENTED.
+    ControllerModifyVolume: unary(env, {
+      method: 'ControllerModifyVolume', requestType: 'ControllerModifyVolumeRequest',
+      keys: byVolume, validate: validate.controllerModifyVolume,
+      impl: has('MODIFY_VOLUME') ? c.controllerModifyVolume : notAdvertised(),
+    }),
+    // Snapshots are not offered by either backend; they answer UNIMPLEMENTED.
     CreateSnapshot: unary(env, { method: 'CreateSnapshot', requestType: 'CreateSnapshotRequest', impl: undefined }),
     DeleteSnapshot: unary(env, { method: 'DeleteSnapshot', requestType: 'DeleteSnapshotRequest', impl: undefined }),
     ListSnapshots: unary(env, { method: 'ListSnapshots', requestType: 'ListSnapshotsRequest', impl: undefined }),
-    ControllerModifyVolume: unary(env, { method: 'ControllerModifyVolume', requestType: 'ControllerModifyVolumeRequest', impl: undefined }),
   };
 }
 

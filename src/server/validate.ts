@@ -42,6 +42,9 @@ export const validate = {
     need(r.volumeId, 'volume_id', 'ControllerExpandVolume');
     need(r.capacityRange, 'capacity_range', 'ControllerExpandVolume');
   },
+  controllerModifyVolume(r: T.ControllerModifyVolumeRequest): void {
+    need(r.volumeId, 'volume_id', 'ControllerModifyVolume');
+  },
   controllerGetVolume(r: T.ControllerGetVolumeRequest): void {
     need(r.volumeId, 'volume_id', 'ControllerGetVolume');
   },
