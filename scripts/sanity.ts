@@ -48,6 +48,7 @@ async function mainFn(): Promise<number> {
   const base = {
     runDir,
     volumeParameters: backends.volumeParameters,
+    mutableParameters: backends.mutableParameters,
     mountDir: path.join(runDir, 'mnt'),
     stagingDir: path.join(runDir, 'staging'),
   };

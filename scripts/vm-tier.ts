@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { start, stopAll } from './lib/procs.js';
-import { startProxmoxBackend, type Backends } from './lib/backends.js';
+import { PROXMOX_SANITY_MUTABLE, startProxmoxBackend, type Backends } from './lib/backends.js';
 import { runSanity } from './lib/sanity-run.js';
 import { runE2e } from '../test/vm/e2e.js';
 import { runLuks } from '../test/vm/luks.js';
@@ -81,6 +81,7 @@ async function sanity(driver: 'proxmox' | 'nfs', extra: string[]): Promise<numbe
       nodeEndpoint: need(driver === 'proxmox' ? 'VM_PROXMOX_ENDPOINT' : 'VM_NFS_ENDPOINT'),
       controllerEndpoint: ctrl.endpoint,
       volumeParameters: driver === 'proxmox' ? { storage: 'local-lvm' } : { server: need('VM_NFS_SERVER'), share: need('VM_NFS_SHARE') },
+      ...(driver === 'proxmox' ? { mutableParameters: PROXMOX_SANITY_MUTABLE } : {}),
       mountDir: `${guestDir}/mnt`,
       stagingDir: `${guestDir}/staging`,
       pathCommands: { create: need('VM_PATH_CREATE'), remove: need('VM_PATH_REMOVE'), check: need('VM_PATH_CHECK') },

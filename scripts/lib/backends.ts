@@ -9,11 +9,15 @@ import { startSimulator } from '../../sim/index.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
+/** The VolumeAttributesClass the ModifyVolume specs apply: every mutable key upstream offers but replication. */
+export const PROXMOX_SANITY_MUTABLE = { backup: 'false', diskIOPS: '500', diskMBps: '40' };
+
 export interface Backends {
   controllerArgs: string[];
   nodeArgs: string[];
   /** StorageClass parameters for test volumes. */
   volumeParameters: Record<string, string>;
+  mutableParameters?: Record<string, string>;
   sanityArgs: string[];
   /** Extra facts for the demo and benchmarks (simulator admin URL, export directory…). */
   info: Record<string, string>;
@@ -49,6 +53,7 @@ export async function startProxmoxBackend(runDir: string, opts: { backend?: 'loo
     controllerArgs: ['--proxmox-config', cfg],
     nodeArgs: ['--node-id', HOST_NODE.name, '--region', HOST_NODE.region, '--zone', HOST_NODE.zone, '--device-dir', path.join(linkDir, HOST_NODE.name)],
     volumeParameters: { storage: 'local-lvm' },
+    mutableParameters: PROXMOX_SANITY_MUTABLE,
     // 1 GiB test volumes keep mkfs and loop devices quick; expansion goes to 2 GiB.
     sanityArgs: ['--csi.testvolumesize=1073741824', '--csi.testnodevolumeattachlimit'],
     info: { adminUrl: sim.adminUrl, url: sim.url, config: cfg },

@@ -14,6 +14,8 @@ export interface SanityRun {
   nodeEndpoint: string;
   controllerEndpoint: string;
   volumeParameters: Record<string, string>;
+  /** A VolumeAttributesClass's parameters for the ModifyVolume specs (drivers that advertise MODIFY_VOLUME). */
+  mutableParameters?: Record<string, string>;
   /** Where the mount and staging dirs live; for the guest, commands that create them there. */
   mountDir: string;
   stagingDir: string;
@@ -25,12 +27,16 @@ export async function runSanity(s: SanityRun): Promise<number> {
   const bin = process.env.CSI_SANITY ?? path.join(ROOT, '.tools', 'csi-sanity');
   const params = path.join(s.runDir, 'params.yaml');
   fs.writeFileSync(params, Object.entries(s.volumeParameters).map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join('\n') + '\n');
+  const yamlMap = (m: Record<string, string>) => Object.entries(m).map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join('\n') + '\n';
+  const mutable = path.join(s.runDir, 'mutable-params.yaml');
+  if (s.mutableParameters) fs.writeFileSync(mutable, yamlMap(s.mutableParameters));
   const args = [
     `--csi.endpoint=${s.nodeEndpoint}`,
     `--csi.controllerendpoint=${s.controllerEndpoint}`,
     `--csi.mountdir=${s.mountDir}`,
     `--csi.stagingdir=${s.stagingDir}`,
     `--csi.testvolumeparameters=${params}`,
+    ...(s.mutableParameters ? [`--csi.testvolumemutableparameters=${mutable}`] : []),
     `--ginkgo.junit-report=${path.join(s.runDir, 'junit.xml')}`,
     '--ginkgo.no-color',
     ...(s.pathCommands

@@ -167,6 +167,23 @@ t.test('node: privileged plugin, kubelet dir, /dev, /sys, one registrar per driv
   t.equal(plugin.livenessProbe?.httpGet?.port, 29661);
 });
 
+t.test('VolumeAttributesClass: on by default in the Proxmox provisioner and resizer, one value turns it off', async (t) => {
+  const gate = (spec: PodSpec, name: string) => (container(spec, name).args ?? []).filter((a) => a.startsWith('--feature-gates'));
+  for (const name of ['proxmox-provisioner', 'proxmox-resizer']) {
+    t.strictSame(gate(controllerOf(), name), [], `${name}: the GA gate is left to probe the v1 API`);
+  }
+  const off = controllerOf(render({ set: ['proxmox.volumeAttributesClass=false'] }));
+  for (const name of ['proxmox-provisioner', 'proxmox-resizer']) {
+    t.strictSame(gate(off, name), ['--feature-gates=VolumeAttributesClass=false'], name);
+  }
+  // What the sidecars read: the class of a PVC, and the PVC status they write the result to.
+  t.ok(allows(defaults.get('ClusterRole', 'pve-pve-nfs-csi-external-provisioner'), 'storage.k8s.io', 'volumeattributesclasses', 'watch'));
+  const rsz = defaults.get('ClusterRole', 'pve-pve-nfs-csi-external-resizer');
+  t.ok(allows(rsz, 'storage.k8s.io', 'volumeattributesclasses', 'watch'));
+  t.ok(allows(rsz, '', 'persistentvolumeclaims/status', 'patch'));
+  t.ok(allows(rsz, '', 'persistentvolumes', 'patch'));
+});
+
 t.test('RBAC: least privilege per component', async (t) => {
   for (const role of [...defaults.all('ClusterRole'), ...defaults.all('Role')]) {
     for (const r of rules(role)) {

@@ -37,6 +37,9 @@ Every sidecar talks to its driver through /csi/csi.sock, the driver's own emptyD
 {{- $v := .Values -}}
 {{- $provArgs := list "--extra-create-metadata" "--default-fstype=ext4" -}}
 {{- $provEnv := list -}}
+{{- /* GA in these sidecars: left unset, each probes the API server for the v1 API and enables it. */ -}}
+{{- $vacArgs := ternary (list) (list "--feature-gates=VolumeAttributesClass=false") $v.proxmox.volumeAttributesClass -}}
+{{- $provArgs = concat $provArgs $vacArgs -}}
 {{- if $v.proxmox.capacity.enabled -}}
 {{- /* The owner reference walks pod -> ReplicaSet -> Deployment, so uninstalling removes the objects. */ -}}
 {{- $provArgs = concat $provArgs (list "--enable-capacity" "--capacity-ownerref-level=2" (printf "--capacity-poll-interval=%s" $v.proxmox.capacity.pollInterval)) -}}
@@ -44,7 +47,7 @@ Every sidecar talks to its driver through /csi/csi.sock, the driver's own emptyD
 {{- end -}}
 {{ include "pve-nfs-csi.controllerSidecar" (dict "root" . "name" "proxmox-provisioner" "sidecar" $v.sidecars.provisioner "socket" "socket-proxmox" "timeout" $v.proxmox.timeout "args" $provArgs "env" $provEnv) }}
 {{ include "pve-nfs-csi.controllerSidecar" (dict "root" . "name" "proxmox-attacher" "sidecar" $v.sidecars.attacher "socket" "socket-proxmox" "timeout" $v.proxmox.timeout "args" (list)) }}
-{{ include "pve-nfs-csi.controllerSidecar" (dict "root" . "name" "proxmox-resizer" "sidecar" $v.sidecars.resizer "socket" "socket-proxmox" "timeout" $v.proxmox.timeout "args" (list "--handle-volume-inuse-error=false")) }}
+{{ include "pve-nfs-csi.controllerSidecar" (dict "root" . "name" "proxmox-resizer" "sidecar" $v.sidecars.resizer "socket" "socket-proxmox" "timeout" $v.proxmox.timeout "args" (concat (list "--handle-volume-inuse-error=false") $vacArgs)) }}
 {{- end -}}
 
 {{/* The sidecars of the NFS driver in the controller pod: no attacher, nothing to hot-plug. */}}
