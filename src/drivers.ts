@@ -53,7 +53,7 @@ export function buildDrivers(config: AppConfig, log: Logger): Composed {
   if (config.nfsEndpoint) {
     const nlog = log.child({ driver: NFS_DRIVER });
     const ports = { ...(config.nfsPort && { nfsPort: config.nfsPort }), ...(config.nfsMountPort && { mountPort: config.nfsMountPort }) };
-    const c = controller ? createNfsController({ log: nlog, callTimeoutMs: config.nfsCallTimeoutMs, ...ports }) : undefined;
+    const c = controller ? createNfsController({ log: nlog, callTimeoutMs: config.nfsCallTimeoutMs, defaultOnDelete: config.nfsDefaultOnDelete, ...ports }) : undefined;
     if (c) closers.push(() => c.close());
     drivers.push({
       endpoint: config.nfsEndpoint,

@@ -20,6 +20,7 @@ const OPTIONS = {
   'nfs-mount-port': { type: 'string', env: 'NFS_MOUNT_PORT' },
   'nfs-mount-timeout': { type: 'string', env: 'NFS_MOUNT_TIMEOUT' },
   'nfs-call-timeout': { type: 'string', env: 'NFS_CALL_TIMEOUT' },
+  'default-ondelete-policy': { type: 'string', env: 'NFS_DEFAULT_ONDELETE_POLICY' },
   'metrics-address': { type: 'string', env: 'CSI_METRICS_ADDRESS' },
   'log-level': { type: 'string', env: 'LOG_LEVEL' },
   'drain-timeout': { type: 'string', env: 'CSI_DRAIN_TIMEOUT' },
@@ -40,6 +41,7 @@ export const USAGE = `Usage: pve-nfs-csi [flags]
   --nfs-port N --nfs-mount-port N   NFS server ports instead of asking its portmapper (env NFS_PORT, NFS_MOUNT_PORT)
   --nfs-mount-timeout DUR           bound for one NFS mount on the node (default 2m)
   --nfs-call-timeout DUR            bound for one NFS protocol call from the controller (default 10s)
+  --default-ondelete-policy P       NFS: delete|retain|archive for handles without onDelete, as csi-driver-nfs's flag (env NFS_DEFAULT_ONDELETE_POLICY; default delete)
   --metrics-address HOST:PORT       Prometheus metrics (env CSI_METRICS_ADDRESS)
   --log-level LEVEL                 trace|debug|info|warn|error (env LOG_LEVEL; default info)
   --drain-timeout DUR               how long SIGTERM waits for calls in flight (default 30s)`;
@@ -115,6 +117,13 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): LoadResult {
   const deviceDir = get('device-dir') ?? '/dev/disk/by-id';
   const nfsPort = port(get('nfs-port'), 'nfs-port');
   const nfsMountPort = port(get('nfs-mount-port'), 'nfs-mount-port');
+  // csi-driver-nfs compares case-insensitively and treats anything but retain/archive as delete;
+  // a typo there silently deletes, so here it is refused.
+  const onDeleteRaw = (get('default-ondelete-policy') ?? 'delete').toLowerCase();
+  if (!['delete', 'retain', 'archive'].includes(onDeleteRaw)) {
+    throw new ConfigError(`--default-ondelete-policy: "${get('default-ondelete-policy')}" must be delete, retain or archive`);
+  }
+  const nfsDefaultOnDelete = onDeleteRaw as 'delete' | 'retain' | 'archive';
 
   return {
     kind: 'run',
@@ -127,6 +136,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): LoadResult {
       deviceDir,
       ...(nfsPort && { nfsPort }),
       ...(nfsMountPort && { nfsMountPort }),
+      nfsDefaultOnDelete,
       ...(metricsAddress && { metricsAddress }),
       logLevel,
       nfsMountTimeoutMs: parseDuration(get('nfs-mount-timeout') ?? '2m', 'nfs-mount-timeout'),

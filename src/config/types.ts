@@ -51,6 +51,8 @@ export interface AppConfig {
   /** NFS server ports that skip the portmapper (test servers on non-standard ports). */
   nfsPort?: number;
   nfsMountPort?: number;
+  /** NFS: what DeleteVolume does with a handle that records no onDelete (csi-driver-nfs --default-ondelete-policy). */
+  nfsDefaultOnDelete: 'delete' | 'retain' | 'archive';
   metricsAddress?: string;
   logLevel: string;
   /** Upper bound for one NFS mount attempt on the node, ms. */

@@ -209,3 +209,12 @@ t.test('inline NFS volumes are opt-in: the CSIDriver lists Ephemeral only when e
   t.strictSame((render({ set: ['nfs.enableInlineVolume=true'] }).get('CSIDriver', PROXMOX).spec as { volumeLifecycleModes: string[] }).volumeLifecycleModes, ['Persistent'], 'never for Proxmox disks');
   t.match(renderError({ set: ['nfs.enableInlineVolume=maybe'] }), /enableInlineVolume/);
 });
+
+t.test("controller.defaultOnDeletePolicy (csi-driver-nfs's name) reaches the NFS controller", async (t) => {
+  const arg = (set: string[]) => flag(container(podSpec(render({ set: [...set, ...nfsClass(0, 'nfs')] }).all('Deployment')[0]!), 'pve-nfs-csi').args, '--default-ondelete-policy');
+  t.equal(arg([]), 'delete', "upstream's default");
+  t.equal(arg(['controller.defaultOnDeletePolicy=retain']), 'retain');
+  t.match(renderError({ set: ['controller.defaultOnDeletePolicy=retian'] }), /defaultOnDeletePolicy/, 'a typo is refused by the schema');
+  const off = container(podSpec(render({ set: ['nfs.enabled=false'] }).all('Deployment')[0]!), 'pve-nfs-csi').args;
+  t.equal(flag(off, '--default-ondelete-policy'), undefined, 'not passed without the NFS driver');
+});

@@ -48,7 +48,13 @@ t.test('flags and environment', async (t) => {
     t.equal(r.config.node.nodeId, 'talos-w-1');
     t.equal(r.config.node.zone, 'hyper1');
     t.equal(r.config.drainTimeoutMs, 30_000);
+    t.equal(r.config.nfsDefaultOnDelete, 'delete', "csi-driver-nfs's default");
   }
+  const retain = loadConfig(['--mode', 'node', '--nfs-endpoint', 'unix:///a', '--node-id', 'n'], { NFS_DEFAULT_ONDELETE_POLICY: 'Retain' });
+  t.equal(retain.kind === 'run' && retain.config.nfsDefaultOnDelete, 'retain', 'env, case-insensitive like upstream');
+  const archive = loadConfig(['--mode', 'node', '--nfs-endpoint', 'unix:///a', '--node-id', 'n', '--default-ondelete-policy', 'archive'], { NFS_DEFAULT_ONDELETE_POLICY: 'retain' });
+  t.equal(archive.kind === 'run' && archive.config.nfsDefaultOnDelete, 'archive', 'the flag wins');
+  t.throws(() => loadConfig(['--mode', 'node', '--nfs-endpoint', 'unix:///a', '--node-id', 'n', '--default-ondelete-policy', 'retian'], {}), /--default-ondelete-policy: "retian" must be delete, retain or archive/, 'a typo is refused, not a silent delete');
   const bad: [string[], RegExp][] = [
     [['--bogus'], /bogus/],
     [['--mode', 'both', '--nfs-endpoint', 'unix:///a'], /--mode/],

@@ -197,6 +197,30 @@ t.test('handles of existing PVs work, including the old slash form', async (t) =
   t.ok(stores.get(SERVER, `${SHARE}/archived-ns/claim`), 'an upstream-created archive handle archives');
 });
 
+t.test('legacy handles without onDelete follow the configured default (csi-driver-nfs --default-ondelete-policy)', async (t) => {
+  const legacy = [`${SERVER}/volume1/k8s-volumes/talos/pvc-old`, `${SERVER}#volume1/k8s-volumes/talos#ns/claim#pvc-5678`, `${SERVER}#volume1/k8s-volumes/talos#pvc-4`];
+  const dirs = [`${SHARE}/pvc-old`, `${SHARE}/ns/claim`, `${SHARE}/pvc-4`];
+  for (const policy of ['retain', 'archive', 'delete'] as const) {
+    const stores = new FakeStores();
+    stores.put(SERVER, SHARE);
+    for (const d of dirs) stores.put(SERVER, d);
+    const c = createNfsController({ log: pino({ level: 'silent' }), callTimeoutMs: 1000, stores, defaultOnDelete: policy, now: () => new Date('2026-03-01T12:00:00Z') });
+    for (const id of legacy) await c.deleteVolume({ volumeId: id, secrets: {} }, ctx);
+    const left = dirs.filter((d) => stores.get(SERVER, d));
+    const archived = ['archived-pvc-old', 'archived-ns/claim', 'archived-pvc-4'].filter((d) => stores.get(SERVER, `${SHARE}/${d}`));
+    if (policy === 'retain') t.same(left, dirs, 'retain: every directory kept');
+    if (policy === 'archive') t.same([left, archived.length], [[], 3], 'archive: every directory archived');
+    if (policy === 'delete') t.same([left, archived.length], [[], 0], 'delete: removed');
+    // a handle that records its policy keeps it whatever the default
+    stores.put(SERVER, `${SHARE}/kept`);
+    await c.deleteVolume({ volumeId: `${SERVER}#volume1/k8s-volumes/talos#kept#pv-k#retain`, secrets: {} }, ctx);
+    t.ok(stores.get(SERVER, `${SHARE}/kept`), `${policy}: the handle's own retain wins`);
+    // and a new volume without onDelete records the default in its handle, as upstream does
+    const v = await c.createVolume(req(`pv-new-${policy}`, { server: SERVER, share: SHARE }), ctx);
+    t.equal((v.volume!.volumeId as string).split('#')[4] ?? '', policy === 'delete' ? '' : policy, `${policy}: recorded in new handles`);
+  }
+});
+
 t.test('unknown or malformed ids: DeleteVolume succeeds without touching anything', async (t) => {
   const { c, stores } = setup();
   stores.put(SERVER, `${SHARE}/keep`);
