@@ -13,6 +13,7 @@
 // applies the newest marker over the volume context; DeleteVolume removes the markers first.
 import { InvalidArgument } from '../errors.js';
 import type { StorageContentItem } from './api.js';
+import { FSTYPE_PARAM, PROXMOX_PARAMETER_KEYS } from './param-keys.js';
 import type { DriveOptions } from './params.js';
 import { parseVolid } from './volume-id.js';
 
@@ -24,10 +25,10 @@ export interface MutableValues {
 }
 
 export const MUTABLE_KEYS = ['backup', 'diskIOPS', 'diskMBps'] as const;
-// StorageClass keys that a VolumeAttributesClass cannot change: they decide the disk's place,
-// its filesystem or drive options that need the VM restarted (qemu-server leaves changes of
-// cache, discard/ssd and iothread pending until then).
-const IMMUTABLE_KEYS = new Set(['storage', 'storageFormat', 'cache', 'ssd', 'iothread', 'blockSize', 'inodeSize', 'csi.storage.k8s.io/fstype']);
+// Every other StorageClass key is fixed at creation: it decides the disk's place or filesystem,
+// or is a drive option qemu-server leaves pending until the VM restarts (aio, cache, discard/ssd,
+// iothread).
+const IMMUTABLE_KEYS: ReadonlySet<string> = new Set([...PROXMOX_PARAMETER_KEYS, FSTYPE_PARAM]);
 
 const TRUE = new Set(['1', 't', 'T', 'true', 'TRUE', 'True']);
 const FALSE = new Set(['0', 'f', 'F', 'false', 'FALSE', 'False']);
