@@ -1,6 +1,7 @@
 // StorageClass parameters of nfs.csi.k8s.io: the keys upstream csi-driver-nfs accepts (matched
 // case-insensitively, like upstream), the subDir templates, and path validation.
 import { InvalidArgument } from '../errors.js';
+import { NFS_PARAMETERS } from './param-keys.js';
 
 export type OnDelete = 'delete' | 'retain' | 'archive';
 export const ON_DELETE: readonly OnDelete[] = ['delete', 'retain', 'archive'];
@@ -11,13 +12,7 @@ export const PV_NAME_KEY = 'csi.storage.k8s.io/pv/name';
 
 /** Lower-cased key → how it is spelled in messages. The provisioner adds the last three. */
 const KEYS: Record<string, string> = {
-  server: 'server',
-  share: 'share',
-  subdir: 'subDir',
-  mountpermissions: 'mountPermissions',
-  ondelete: 'onDelete',
-  uid: 'uid',
-  gid: 'gid',
+  ...Object.fromEntries(Object.keys(NFS_PARAMETERS).map((k) => [k.toLowerCase(), k])),
   [PVC_NAMESPACE_KEY]: PVC_NAMESPACE_KEY,
   [PVC_NAME_KEY]: PVC_NAME_KEY,
   [PV_NAME_KEY]: PV_NAME_KEY,
@@ -132,7 +127,7 @@ export function parseCreateParams(name: string, params: Record<string, string>, 
   for (const [key, value] of Object.entries(params ?? {})) {
     const lower = key.toLowerCase();
     if (!(lower in KEYS)) {
-      const allowed = ['server', 'share', 'subDir', 'mountPermissions', 'onDelete', 'uid', 'gid'].join(', ');
+      const allowed = Object.keys(NFS_PARAMETERS).join(', ');
       throw new InvalidArgument(`unknown parameter "${key}" in the StorageClass; nfs.csi.k8s.io accepts ${allowed}`);
     }
     if (lower in p && p[lower] !== value) {

@@ -1,0 +1,68 @@
+// The chart's StorageClass parameter lists come from the drivers' own definitions
+// (src/proxmox/param-keys.ts, src/nfs/param-keys.ts via scripts/gen-chart-schema.ts): every key a
+// driver accepts is accepted by values.schema.json and every key the schema accepts is accepted
+// by the driver, for both drivers; an unknown key is refused by both.
+import t from 'tap';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { stringify } from 'yaml';
+import { regenerate, SCHEMA_FILE } from '../../scripts/gen-chart-schema.js';
+import { PROXMOX_PARAMETERS } from '../../src/proxmox/param-keys.js';
+import { NFS_PARAMETERS } from '../../src/nfs/param-keys.js';
+import { parseCreateParameters } from '../../src/proxmox/params.js';
+import { parseCreateParams } from '../../src/nfs/params.js';
+import { isCsiError } from '../../src/errors.js';
+import { render, renderError } from './helm.js';
+
+/** One valid value per key; a key added to a driver without one here fails the test. */
+const PROXMOX_EXAMPLES: Record<string, string> = {
+  storage: 'local-lvm', storageFormat: 'raw', aio: 'native', cache: 'none', ssd: 'true', backup: 'false', iothread: 'true',
+  diskIOPS: '100', diskMBps: '10', blockSize: '4096', inodeSize: '256', replicate: 'false', replicateSchedule: '*/15',
+  replicateZones: 'hyper1,hyper2', resizeRequired: 'false', resizeSizeBytes: '0', encrypted: 'false', 'csi.storage.k8s.io/fstype': 'xfs',
+};
+const NFS_EXAMPLES: Record<string, string> = {
+  server: 'nas.example', share: '/volume1/k8s-volumes/talos', subDir: 'apps/data', mountPermissions: '0770', onDelete: 'retain', uid: '1000', gid: '1000',
+};
+
+const schema = JSON.parse(fs.readFileSync(SCHEMA_FILE, 'utf8')) as { definitions: Record<string, { properties: Record<string, unknown> }> };
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'schema-params-'));
+t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
+const valuesFile = (v: unknown) => {
+  const f = path.join(tmp, `v${fs.readdirSync(tmp).length}.yaml`);
+  fs.writeFileSync(f, stringify(v));
+  return f;
+};
+
+t.test('values.schema.json is what scripts/gen-chart-schema.ts generates', async (t) => {
+  const text = fs.readFileSync(SCHEMA_FILE, 'utf8');
+  t.ok(regenerate(text) === text, 'up to date (else run: npx tsx scripts/gen-chart-schema.ts)');
+});
+
+for (const [driver, defs, examples, def, accepts] of [
+  ['csi.proxmox.sinextra.dev', PROXMOX_PARAMETERS, PROXMOX_EXAMPLES, 'proxmoxParameters', (p: Record<string, string>) => parseCreateParameters(p)],
+  ['nfs.csi.k8s.io', NFS_PARAMETERS, NFS_EXAMPLES, 'nfsParameters', (p: Record<string, string>) => parseCreateParams('pv-1', p, 'delete')],
+] as const) {
+  t.test(`${driver}: driver keys = schema keys, each accepted by both`, async (t) => {
+    t.same(Object.keys(schema.definitions[def]!.properties).sort(), Object.keys(defs).sort(), 'the schema lists exactly the driver keys');
+    t.same(Object.keys(examples).sort(), Object.keys(defs).sort(), 'every driver key has an example in this test');
+    t.doesNotThrow(() => accepts({ ...examples }), 'the driver accepts every key at once');
+    const err = (() => {
+      try {
+        accepts({ ...examples, colour: 'blue' });
+      } catch (e) {
+        return isCsiError(e, 'InvalidArgument') ? e.message : String(e);
+      }
+      return 'accepted';
+    })();
+    t.match(err, /colour/, 'the driver refuses an unknown key by name');
+
+    const cls = (parameters: Record<string, string>) => driver === 'nfs.csi.k8s.io'
+      ? { nfs: { storageClasses: [{ name: 'c', parameters }] } }
+      : { proxmox: { storageClasses: [{ name: 'c', parameters }] } };
+    const r = render({ valuesFiles: [valuesFile(cls(examples))] });
+    const sc = r.all('StorageClass').find((o) => o.metadata.name === 'c') as unknown as { parameters: Record<string, string> };
+    for (const k of Object.keys(examples)) t.equal(sc.parameters[k], examples[k], `the chart renders ${k}`);
+    t.match(renderError({ valuesFiles: [valuesFile(cls({ ...examples, colour: 'blue' }))] }), /colour/, 'the schema refuses an unknown key by name');
+  });
+}
