@@ -118,6 +118,21 @@ export async function openEncrypted(
   try {
     return await d.cryptsetup.open(device, name, passphrase);
   } catch (e) {
+    if (e instanceof LuksBusy || (await d.cryptsetup.keyslots(device)) !== 0) throw luksError(e, volumeId);
+    if (!o.mayFormat) {
+      throw new FailedPrecondition(
+        `volume ${volumeId}: the LUKS header on ${device} has no key slot (its first stage was interrupted) and the access mode is read-only; ` +
+          'stage it read-write once to finish formatting it',
+      );
+    }
+  }
+  // A header without a single key slot opens for nobody, so nothing was ever written through it:
+  // the previous stage was killed inside luksFormat. Finish the job.
+  o.log.info({ volumeId, device }, 'LUKS header has no key slot (interrupted format); formatting again');
+  await d.cryptsetup.format(device, passphrase);
+  try {
+    return await d.cryptsetup.open(device, name, passphrase);
+  } catch (e) {
     throw luksError(e, volumeId);
   }
 }

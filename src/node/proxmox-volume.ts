@@ -78,7 +78,11 @@ export async function nodeExpandVolume(d: ProxmoxNodeDeps, req: NodeExpandVolume
         const disk = mapping.backing[0] && (await d.blockDevices.deviceByMajMin(mapping.backing[0]));
         if (!disk) throw new FailedPrecondition(`volume ${volumeId}: the disk under the LUKS mapping ${mapping.name} is gone from this node`);
         size = await sizeAtLeast(d, disk, requiredBytes, volumeId);
-        await resizeMapping(d, mapping.name, req.secrets?.[ENCRYPTION_PASSPHRASE_KEY], volumeId);
+        // A mapping opened after an offline expansion already spans the disk: no passphrase needed.
+        const span = await d.cryptsetup.span(mapping.name);
+        if (!span || span.offset + span.size < size) {
+          await resizeMapping(d, mapping.name, req.secrets?.[ENCRYPTION_PASSPHRASE_KEY], volumeId);
+        }
         device = mapping.device;
       } else {
         size = await sizeAtLeast(d, device, requiredBytes, volumeId);
@@ -123,6 +127,11 @@ export async function nodeGetVolumeStats(d: ProxmoxNodeDeps, req: NodeGetVolumeS
     const entry = await mountedEntry(d.mounter, volumePath, volumeId);
     if (!(await d.blockDevices.deviceByMajMin(entry.majMin))) {
       return abnormal(`the disk under ${volumePath} (${entry.source}, ${entry.majMin}) is no longer attached to this node`);
+    }
+    // An open LUKS mapping outlives the disk under it; the disk is what matters.
+    const mapping = await d.cryptsetup.byMajMin(entry.majMin);
+    if (mapping && !(mapping.backing[0] && (await d.blockDevices.deviceByMajMin(mapping.backing[0])))) {
+      return abnormal(`the disk under the LUKS mapping ${mapping.name} of volume ${volumeId} is no longer attached to this node`);
     }
     return await mountedUsage(d.statFs, volumePath);
   } catch (e) {

@@ -59,6 +59,17 @@ export interface Cryptsetup {
   close(name: string): Promise<void>;
   /** Grow the mapping to its device. The passphrase is needed when the key sits in the kernel keyring. */
   resize(name: string, passphrase?: string): Promise<void>;
+  /**
+   * Where the open mapping's data sits on its device, in bytes (`cryptsetup status`, no key
+   * needed): offset + size = the device's size once the mapping spans all of it.
+   */
+  span(name: string): Promise<{ offset: number; size: number } | undefined>;
+  /**
+   * Number of key slots in the LUKS2 header of `device`; undefined when it cannot tell (LUKS1,
+   * no readable header). Zero means the header can never be opened: what a luksFormat killed
+   * between writing the header and adding the key slot leaves behind (argon2id takes seconds).
+   */
+  keyslots(device: string): Promise<number | undefined>;
   /** Crypt mappings stacked directly on `device` (a device node path). */
   holdersOf(device: string): Promise<CryptMapping[]>;
   /** The crypt mapping with this dm name, if the kernel has it. */
@@ -96,6 +107,17 @@ async function listDir(dir: string): Promise<string[]> {
 
 /** dm-crypt mappings opened by cryptsetup carry a uuid `CRYPT-<TYPE>-…`. */
 export const isCryptUuid = (uuid: string | undefined): boolean => !!uuid && /^CRYPT-/.test(uuid);
+
+/** offset and size lines of `cryptsetup status` (in 512-byte sectors), as bytes. */
+export function parseStatusSpan(out: string): { offset: number; size: number } | undefined {
+  const sectors = (key: string) => {
+    const m = new RegExp(`^\\s*${key}:\\s*(\\d+) sectors\\s*$`, 'm').exec(out);
+    return m ? Number(m[1]) * 512 : undefined;
+  };
+  const offset = sectors('offset');
+  const size = sectors('size');
+  return offset !== undefined && size !== undefined ? { offset, size } : undefined;
+}
 
 export function createLinuxCryptsetup(o: LinuxCryptsetupOptions): Cryptsetup {
   const exec = o.exec;
@@ -181,6 +203,33 @@ export function createLinuxCryptsetup(o: LinuxCryptsetupOptions): Cryptsetup {
 
     async resize(name, passphrase) {
       await run(['resize', ...(passphrase !== undefined ? ['--key-file=-'] : []), name], passphrase, name);
+    },
+
+    async span(name) {
+      let stdout: string;
+      try {
+        ({ stdout } = await exec.run(bin, ['status', name], { timeoutMs: 60_000 }));
+      } catch (e) {
+        if (isCommandError(e, 'exit')) return undefined;
+        throw e;
+      }
+      return parseStatusSpan(stdout);
+    },
+
+    async keyslots(device) {
+      let stdout: string;
+      try {
+        ({ stdout } = await exec.run(bin, ['luksDump', '--dump-json-metadata', device], { timeoutMs: 60_000 }));
+      } catch (e) {
+        if (isCommandError(e, 'exit')) return undefined;
+        throw e;
+      }
+      try {
+        const doc = JSON.parse(stdout) as { keyslots?: Record<string, unknown> };
+        return doc.keyslots && typeof doc.keyslots === 'object' ? Object.keys(doc.keyslots).length : undefined;
+      } catch {
+        return undefined;
+      }
     },
 
     async holdersOf(device) {

@@ -2,10 +2,12 @@
 // cryptsetup. Format on first stage, data through the mapping, unstage closes it, restage opens it
 // with the data intact, online growth through disk → mapping → filesystem, a wrong passphrase is
 // a clear INVALID_ARGUMENT, and a volume LUKS-formatted the way proxmox-csi-plugin does it (its
-// exact cryptsetup command lines, mapping sdX-encrypted, mkfs.ext4 on the mapping) opens with ours.
+// exact cryptsetup command lines, mapping sdX-encrypted, mkfs.ext4 on the mapping) opens with ours;
+// a header left without key slots by an interrupted format is formatted again.
 // Run by scripts/vm-tier.ts inside vm.sh.
 import { guestExec } from './qga.js';
 import { csiClient } from '../helpers/csi-client.js';
+import { parseStatusSpan } from '../../src/os/cryptsetup.js';
 import type { Controller } from '../../scripts/vm-tier.js';
 
 interface Deps {
@@ -98,6 +100,9 @@ export async function runLuks(deps: Deps): Promise<number> {
     const after = Number(await sh(`df -B1 --output=size ${target} | tail -1`));
     check(after > before + 0.9 * GiB, `online growth through the mapping: ${(before / GiB).toFixed(2)} → ${(after / GiB).toFixed(2)} GiB`);
     check((await sh(`cat ${target}/data.txt`)) === 'secret data', 'data intact after growing');
+    const mapper = (await stagedSource()).split('/').pop()!;
+    const span = parseStatusSpan(await sh(`cryptsetup status ${mapper}`));
+    check(span && span.offset + span.size === 2 * GiB, `the mapping spans the grown disk (cryptsetup status: offset ${span?.offset}, size ${span?.size})`);
     await unmount(a);
 
     const wrong = await n.node('NodeStageVolume', stageReq(a, { 'encryption-passphrase': 'not-the-passphrase' })).then(() => undefined, (e: any) => e);
@@ -118,6 +123,14 @@ export async function runLuks(deps: Deps): Promise<number> {
     check((await sh(`cat ${target}/old.txt`)) === 'from upstream', 'a volume LUKS-formatted the way upstream does opens with ours, data intact');
     await unmount(b);
     check((await cryptMappings()).length === 0, 'and closes');
+
+    // What a stage killed inside luksFormat leaves: a header whose key slot was never written.
+    await sh(`cryptsetup erase -q ${b.dev}`);
+    t = Date.now();
+    await mount(b);
+    check((await sh(`test -e ${target}/old.txt && echo old || echo fresh`)) === 'fresh', `a header without key slots is formatted again (${((Date.now() - t) / 1000).toFixed(1)} s)`);
+    check(/^\s+0: luks2$/m.test(await sh(`cryptsetup luksDump ${b.dev}`)), 'and has its key slot now');
+    await unmount(b);
     say('LUKS scenario passed');
     return 0;
   } finally {

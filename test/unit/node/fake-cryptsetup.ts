@@ -42,7 +42,8 @@ export class FakeCryptsetup implements Cryptsetup {
     this.calls.push(`format ${device}`);
     this.trip('format');
     const d = this.disks.byDevice(device)!;
-    if (d.probe.fsType || d.probe.ptType) throw new Error(`test bug: luksFormat over ${JSON.stringify(d.probe)} on ${device}`);
+    const interrupted = d.probe.fsType === 'crypto_LUKS' && !this.keys.has(device);
+    if ((d.probe.fsType || d.probe.ptType) && !interrupted) throw new Error(`test bug: luksFormat over ${JSON.stringify(d.probe)} on ${device}`);
     d.probe = { fsType: 'crypto_LUKS' };
     this.keys.set(device, passphrase);
   }
@@ -50,6 +51,7 @@ export class FakeCryptsetup implements Cryptsetup {
   async open(device: string, name: string, passphrase: string) {
     this.calls.push(`open ${device} ${name}`);
     this.trip('open');
+    if (!this.keys.has(device)) throw new Error('cryptsetup open failed with exit code 1: No usable keyslot is available.');
     if (this.keys.get(device) !== passphrase) throw new LuksKeyRejected(device, 'No key available with this passphrase.');
     if (this.mappings.has(name)) throw new LuksBusy(`Device ${name} already exists.`);
     const majMin = `254:${this.minor++}`;
@@ -57,6 +59,7 @@ export class FakeCryptsetup implements Cryptsetup {
     this.mappings.set(name, { device: dev, majMin, backing: device, inUse: false });
     // The mapping is a disk of its own to the BlockDevices port (probe, format, size).
     this.disks.add(`mapper-${name}`, dev, majMin, { ...this.inner.get(device) }, this.disks.byDevice(device)!.size - (16 << 20));
+    this.spans.delete(name);
     return this.view(name)!;
   }
 
@@ -83,6 +86,22 @@ export class FakeCryptsetup implements Cryptsetup {
     if (passphrase === undefined) throw new LuksKeyRejected(name, 'No key available with this passphrase.');
     if (this.keys.get(m.backing) !== passphrase) throw new LuksKeyRejected(name, 'No key available with this passphrase.');
     this.resizes.push([name, passphrase]);
+    this.spans.delete(name);
+  }
+
+  async span(name: string) {
+    const m = this.mappings.get(name);
+    if (!m) return undefined;
+    return { offset: 16 << 20, size: this.spans.get(name) ?? this.disks.byDevice(m.backing)!.size - (16 << 20) };
+  }
+
+  /** Mapping sizes that differ from "the whole disk" (the disk grew after open). */
+  readonly spans = new Map<string, number>();
+
+  async keyslots(device: string) {
+    const d = this.disks.byDevice(device);
+    if (d?.probe.fsType !== 'crypto_LUKS') return undefined;
+    return this.keys.has(device) ? 1 : 0;
   }
 
   async holdersOf(device: string) {

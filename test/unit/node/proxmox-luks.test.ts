@@ -13,7 +13,7 @@ import { isCsiError } from '../../../src/errors.js';
 import { parseCreateParameters, volumeContextOf } from '../../../src/proxmox/params.js';
 import { redact } from '../../../src/server/redact.js';
 import { createLinuxMounter } from '../../../src/os/mounter.js';
-import { createLinuxCryptsetup, LuksKeyRejected } from '../../../src/os/cryptsetup.js';
+import { createLinuxCryptsetup, LuksKeyRejected, parseStatusSpan } from '../../../src/os/cryptsetup.js';
 import { CommandError, type Exec, type ExecOptions } from '../../../src/os/exec.js';
 import type { CallContext, VolumeCapability } from '../../../src/csi/types.js';
 import { FakeSystem } from '../os/fakes.js';
@@ -146,6 +146,38 @@ t.test('a crash between any two steps resumes without formatting twice', async (
   t.equal(mountedAtStaging().length, 0);
 });
 
+t.test('a header without a key slot (luksFormat killed during argon2) is formatted again', async (t) => {
+  const s = setup(t);
+  s.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' }; // header written, no key slot yet
+  await s.stage();
+  t.same(s.luks.calls, ['open /dev/sdc ' + mapperName(VOL), 'format /dev/sdc', 'open /dev/sdc ' + mapperName(VOL)]);
+  t.equal(s.mountedAtStaging().length, 1);
+
+  const ro = setup(t);
+  ro.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' };
+  const roErr = await ro.stage({ volumeCapability: cap('SINGLE_NODE_READER_ONLY') }).catch((e) => e);
+  t.equal(code(roErr), 'FailedPrecondition', 'read-only: reported, not formatted');
+  t.match(roErr.message, /no key slot .* stage it read-write once/);
+  t.same(ro.luks.calls.filter((c) => c.startsWith('format')), []);
+
+  const keyed = setup(t);
+  keyed.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' };
+  keyed.luks.keys.set('/dev/sdc', 'other');
+  t.equal(code(await keyed.stage().catch((e) => e)), 'InvalidArgument');
+  t.same(keyed.luks.calls.filter((c) => c.startsWith('format')), [], 'a header with a key slot is never formatted again');
+});
+
+t.test('stats: abnormal when the disk under an open mapping is gone', async (t) => {
+  const s = setup(t);
+  await s.stage();
+  const req = { volumeId: VOL, volumePath: s.staging, stagingTargetPath: '' };
+  t.equal((await s.node.nodeGetVolumeStats!(req, s.ctx)).volumeCondition?.abnormal, false);
+  s.disks.gone.add('8:32');
+  const r = await s.node.nodeGetVolumeStats!(req, s.ctx);
+  t.equal(r.volumeCondition?.abnormal, true);
+  t.match(r.volumeCondition?.message, /disk under the LUKS mapping .* no longer attached/);
+});
+
 t.test('wrong passphrase: InvalidArgument saying so, nothing formatted or mounted', async (t) => {
   const s2 = setup(t);
   s2.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' };
@@ -240,15 +272,34 @@ t.test('expand: disk, then mapping (with the node-expand passphrase), then files
   await s.stage();
   const grows: string[] = [];
   s.disks.resizeFs = async (...a: unknown[]) => { grows.push(String(a[0])); };
+  s.luks.spans.set(mapperName(VOL), (1 << 30) - (16 << 20)); // opened before the disk grew
   s.disks.devices.get(WWN3)!.size = 2 ** 31;
   const req = { volumeId: VOL, volumePath: s.staging, capacityRange: { requiredBytes: String(2 ** 31), limitBytes: '0' }, stagingTargetPath: '', volumeCapability: null };
   const r = await s.node.nodeExpandVolume!({ ...req, secrets: { 'encryption-passphrase': PASS } } as any, s.ctx);
   t.equal(Number(r.capacityBytes), 2 ** 31);
   t.same(s.luks.resizes, [[mapperName(VOL), PASS]]);
   t.same(grows, [`/dev/mapper/${mapperName(VOL)}`]);
+  s.luks.spans.set(mapperName(VOL), (1 << 30) - (16 << 20));
   const err = await s.node.nodeExpandVolume!({ ...req, secrets: {} } as any, s.ctx).catch((e) => e);
   t.equal(code(err), 'FailedPrecondition');
   t.match(err.message, /node-expand-secret-name/);
+
+  // Offline expansion: the disk grew while detached, the next open spans all of it already;
+  // kubelet's NodeExpandVolume then needs no passphrase.
+  s.luks.spans.delete(mapperName(VOL));
+  grows.length = 0;
+  await s.node.nodeExpandVolume!({ ...req, secrets: {} } as any, s.ctx);
+  t.equal(s.luks.resizes.length, 1, 'no cryptsetup resize');
+  t.same(grows, [`/dev/mapper/${mapperName(VOL)}`], 'the filesystem still grows');
+});
+
+t.test('cryptsetup status: data offset and size in bytes', async (t) => {
+  const out = [
+    '/dev/mapper/x is active and is in use.', '  type:    LUKS2', '  cipher:  aes-xts-plain64', '  keysize: 512 bits',
+    '  key location: keyring', '  device:  /dev/sda', '  sector size:  512', '  offset:  32768 sectors', '  size:    2064384 sectors', '  mode:    read/write',
+  ].join('\n');
+  t.same(parseStatusSpan(out), { offset: 16 << 20, size: 2064384 * 512 });
+  t.equal(parseStatusSpan('/dev/mapper/x is inactive.'), undefined);
 });
 
 // The adapter: argv, stdin and exit codes of the real cryptsetup command lines.
