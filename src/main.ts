@@ -7,8 +7,14 @@ import { Metrics } from './server/metrics.js';
 import { startDriverServer, type RunningServer } from './server/driver-server.js';
 import { buildDrivers } from './drivers.js';
 import { packageVersion } from './version.js';
+import { runSubcommand } from './cli/index.js';
 
 async function main(): Promise<void> {
+  const sub = await runSubcommand(process.argv.slice(2), { out: process.stdout, err: process.stderr, env: process.env });
+  if (sub !== undefined) {
+    process.exitCode = sub;
+    return;
+  }
   let loaded;
   try {
     loaded = loadConfig(process.argv.slice(2), process.env);

@@ -31,7 +31,11 @@ export interface HttpApiOptions {
   ticketRenewAfterMs?: number;
 }
 
-export type HttpProxmoxApi = ProxmoxApi & { close(): Promise<void> };
+export type HttpProxmoxApi = ProxmoxApi & {
+  close(): Promise<void>;
+  /** GET /access/permissions: the caller's effective privileges per ACL path (preflight). */
+  permissions(o?: CallOptions): Promise<Record<string, Record<string, number>>>;
+};
 
 const TOKEN_ID_RE = /.*@.+!.+/;
 const TOKEN_SECRET_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -217,6 +221,9 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
     async taskStatus(node, upid, o) {
       const r = await call<Record<string, unknown>>('GET', `/nodes/${seg(node)}/tasks/${seg(upid)}/status`, undefined, `read task ${upid}`, o);
       return { status: r?.status === 'stopped' ? 'stopped' : 'running', exitstatus: r?.exitstatus as string | undefined } satisfies TaskStatus;
+    },
+    async permissions(o) {
+      return (await call<Record<string, Record<string, number>>>('GET', '/access/permissions', undefined, 'read own permissions', o)) ?? {};
     },
     async close() {
       await agent.close();

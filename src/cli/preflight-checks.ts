@@ -1,0 +1,208 @@
+// The checks of `pve-nfs-csi preflight`. Each yields named results; nothing here prints or
+// exits. Proxmox: API, the credentials' privileges (GET /access/permissions), the storages the
+// classes use. NFS: portmapper, export (MNT) and root write access from where this runs (the
+// controller speaks NFS from the pod network; upstream mounted from the host network). Classes:
+// the drivers' own parameter parsers. Swap: what changes for existing volumes.
+import type { ProxmoxConfig } from '../config/types.js';
+import { isCsiError } from '../errors.js';
+import { lookupPort, MOUNT_PROGRAM, MOUNT_V3 } from '../nfs/client/mount.js';
+import { NFS_PROGRAM, NFS_V3 } from '../nfs/client/nfs3.js';
+import { createNfs3Stores } from '../nfs/nfs3-store.js';
+import { parseCreateParams, PV_NAME_KEY, PVC_NAME_KEY, PVC_NAMESPACE_KEY } from '../nfs/params.js';
+import { parseVolumeId } from '../nfs/volume-id.js';
+import { CSI_ROLE_PRIVILEGES } from '../proxmox/errors.js';
+import { createHttpProxmoxApi, type HttpProxmoxApi } from '../proxmox/http-api.js';
+import { parseCreateParameters } from '../proxmox/params.js';
+
+export type Status = 'pass' | 'fail' | 'warn' | 'info' | 'skip';
+export interface CheckResult {
+  name: string;
+  status: Status;
+  message: string;
+}
+
+export interface StorageClassSpec {
+  name: string;
+  driver: 'proxmox' | 'nfs';
+  parameters: Record<string, string>;
+}
+
+export interface PreflightInput {
+  proxmox?: ProxmoxConfig;
+  classes: StorageClassSpec[];
+  /** What the new release does with NFS handles that record no onDelete. */
+  defaultOnDelete: string;
+  /** What the old csi-driver-nfs release did (its controller.defaultOnDeletePolicy), if known. */
+  previousDefaultOnDelete?: string;
+  /** Existing PersistentVolumes (`kubectl get pv -o json` items), if given. */
+  pvs?: Array<{ metadata?: { name?: string }; spec?: { csi?: { driver?: string; volumeHandle?: string } } }>;
+  nfsPort?: number;
+  nfsMountPort?: number;
+  timeoutMs: number;
+}
+
+const errText = (e: unknown) => (e instanceof Error ? e.message : String(e));
+
+export function checkStorageClasses(input: PreflightInput): CheckResult[] {
+  return input.classes.map((c) => {
+    const name = `storageclass/${c.name}`;
+    try {
+      if (c.driver === 'proxmox') parseCreateParameters(c.parameters);
+      else {
+        // the provisioner adds these; a template in subDir needs them
+        parseCreateParams('pv-preflight', { ...c.parameters, [PVC_NAMESPACE_KEY]: 'ns', [PVC_NAME_KEY]: 'claim', [PV_NAME_KEY]: 'pv-preflight' }, 'delete');
+      }
+      return { name, status: 'pass', message: `parameters accepted by ${c.driver === 'proxmox' ? 'csi.proxmox.sinextra.dev' : 'nfs.csi.k8s.io'}` };
+    } catch (e) {
+      return { name, status: 'fail', message: errText(e) };
+    }
+  });
+}
+
+/** A privilege counts when granted on `/` or on the subtree it is checked on. */
+function missingPrivileges(perms: Record<string, Record<string, number>>): string[] {
+  const on = (path: string, priv: string) => Boolean(perms['/']?.[priv] || perms[path]?.[priv]);
+  return CSI_ROLE_PRIVILEGES.split(' ').filter((p) => !on(p.startsWith('VM.') ? '/vms' : '/storage', p));
+}
+
+export async function checkProxmox(input: PreflightInput, signal: AbortSignal): Promise<CheckResult[]> {
+  const out: CheckResult[] = [];
+  const cfg = input.proxmox;
+  const storages = [...new Set(input.classes.filter((c) => c.driver === 'proxmox').map((c) => c.parameters.storage).filter(Boolean))] as string[];
+  if (!cfg) {
+    if (storages.length) out.push({ name: 'proxmox/config', status: 'fail', message: 'Proxmox StorageClasses are configured but no config.yaml was given (--config)' });
+    return out;
+  }
+  for (const w of cfg.warnings ?? []) out.push({ name: 'proxmox/config', status: 'warn', message: w });
+  for (const cluster of cfg.clusters) {
+    const base = `proxmox/${cluster.region}`;
+    let api: HttpProxmoxApi;
+    try {
+      api = createHttpProxmoxApi({ cluster, queryTimeoutMs: input.timeoutMs });
+    } catch (e) {
+      out.push({ name: `${base}/api`, status: 'fail', message: errText(e) });
+      continue;
+    }
+    try {
+      const who = cluster.username ? `user ${cluster.username} (ticket login)` : `token ${cluster.tokenId}`;
+      try {
+        const v = await api.version({ signal });
+        out.push({ name: `${base}/api`, status: 'pass', message: `${cluster.url} answers as ${who}: Proxmox VE ${v.version}` });
+      } catch (e) {
+        out.push({ name: `${base}/api`, status: 'fail', message: errText(e) });
+        continue;
+      }
+      try {
+        const missing = missingPrivileges(await api.permissions({ signal }));
+        out.push(missing.length === 0
+          ? { name: `${base}/privileges`, status: 'pass', message: `${who} has ${CSI_ROLE_PRIVILEGES}` }
+          : { name: `${base}/privileges`, status: 'fail', message: `${who} lacks ${missing.join(', ')}; grant it a role with ${CSI_ROLE_PRIVILEGES} on /` });
+      } catch (e) {
+        out.push({ name: `${base}/privileges`, status: 'fail', message: errText(e) });
+      }
+      if (storages.length === 0) continue;
+      try {
+        const rows = await api.storageResources({ signal });
+        for (const id of storages) {
+          const on = rows.filter((r) => r.storage === id);
+          const name = `${base}/storage/${id}`;
+          if (on.length === 0) out.push({ name, status: 'fail', message: `no storage "${id}" in cluster ${cluster.region} (a StorageClass uses it)` });
+          else if (on.some((r) => r.plugintype && r.plugintype !== 'lvmthin')) out.push({ name, status: 'warn', message: `storage "${id}" is ${on[0]!.plugintype}; the driver is built and tested for lvmthin` });
+          else out.push({ name, status: 'pass', message: `on ${on.map((r) => r.node).sort().join(', ')}` });
+        }
+      } catch (e) {
+        out.push({ name: `${base}/storage`, status: 'fail', message: errText(e) });
+      }
+    } finally {
+      await api.close();
+    }
+  }
+  return out;
+}
+
+export async function checkNfs(input: PreflightInput, signal: AbortSignal): Promise<CheckResult[]> {
+  const out: CheckResult[] = [];
+  const targets = new Map<string, { server: string; share: string }>();
+  for (const c of input.classes.filter((x) => x.driver === 'nfs')) {
+    const p = Object.fromEntries(Object.entries(c.parameters).map(([k, v]) => [k.toLowerCase(), v]));
+    if (p.server && p.share) targets.set(`${p.server}:${p.share}`, { server: p.server, share: p.share.startsWith('/') ? p.share : `/${p.share}` });
+  }
+  if (targets.size === 0) return out;
+  const fixed = input.nfsPort !== undefined || input.nfsMountPort !== undefined;
+  for (const server of new Set([...targets.values()].map((t) => t.server))) {
+    const name = `nfs/${server}/portmapper`;
+    if (fixed) {
+      out.push({ name, status: 'skip', message: `fixed ports given (nfs ${input.nfsPort ?? 'portmapper'}, mount ${input.nfsMountPort ?? 'portmapper'}), as the driver would use them` });
+      continue;
+    }
+    try {
+      const o = { host: server, timeoutMs: input.timeoutMs, privilegedPort: true };
+      const mountd = await lookupPort(o, MOUNT_PROGRAM, MOUNT_V3, signal);
+      const nfsd = await lookupPort(o, NFS_PROGRAM, NFS_V3, signal).catch(() => 2049);
+      out.push({ name, status: 'pass', message: `portmapper answers: mountd v3 on ${mountd}, nfs v3 on ${nfsd}` });
+    } catch (e) {
+      out.push({ name, status: 'fail', message: `${errText(e)} (the controller needs the portmapper, port 111, reachable from the pod network)` });
+    }
+  }
+  const stores = createNfs3Stores({ timeoutMs: input.timeoutMs, nfsPort: input.nfsPort, mountPort: input.nfsMountPort, privilegedPort: true });
+  try {
+    for (const { server, share } of targets.values()) {
+      const base = `nfs/${server}:${share}`;
+      const store = stores.open(server, share);
+      try {
+        const st = await store.stat('', { signal });
+        if (!st) throw new Error(`${share} does not exist on ${server}`);
+        out.push({ name: `${base}/export`, status: 'pass', message: 'exported to this client; MOUNT and NFS answer' });
+      } catch (e) {
+        out.push({ name: `${base}/export`, status: 'fail', message: errText(e) });
+        continue;
+      }
+      const probe = `.pve-nfs-csi-preflight-${process.pid}-${Date.now()}`;
+      try {
+        await store.ensureDir(probe, { mode: 0o700, uid: 0, gid: 0 }, { signal });
+        await store.removeTree(probe, { signal });
+        out.push({ name: `${base}/write`, status: 'pass', message: 'root can create, chown and remove directories (read-write, no root squash)' });
+      } catch (e) {
+        await store.removeTree(probe, { signal }).catch(() => undefined);
+        out.push({ name: `${base}/write`, status: 'fail', message: errText(e) });
+      }
+    }
+  } finally {
+    await stores.close();
+  }
+  return out;
+}
+
+const done = (policy: string) => ({ delete: 'deleted', retain: 'retained', archive: 'archived' })[policy] ?? policy;
+
+export function checkSwap(input: PreflightInput): CheckResult[] {
+  const out: CheckResult[] = [];
+  const effective = input.defaultOnDelete.toLowerCase();
+  const previous = input.previousDefaultOnDelete?.toLowerCase();
+  const legacy = (input.pvs ?? [])
+    .filter((pv) => pv.spec?.csi?.driver === 'nfs.csi.k8s.io')
+    .filter((pv) => {
+      const ref = parseVolumeId(pv.spec?.csi?.volumeHandle ?? '');
+      return ref !== null && ref !== undefined && ref.onDelete === undefined;
+    })
+    .map((pv) => pv.metadata?.name ?? '?');
+  const name = 'swap/nfs-legacy-ondelete';
+  const list = legacy.length > 10 ? `${legacy.slice(0, 10).join(', ')} and ${legacy.length - 10} more` : legacy.join(', ');
+  if (!input.pvs) {
+    out.push({ name, status: 'warn', message: `NFS volumes whose handle records no onDelete will be ${done(effective)} on delete (controller.defaultOnDeletePolicy=${effective}); pass --pvs to list them and --previous-default-ondelete-policy to compare with the old release` });
+  } else if (legacy.length === 0) {
+    out.push({ name, status: 'pass', message: 'no NFS PersistentVolume without onDelete in its handle' });
+  } else if (previous !== undefined && previous !== effective) {
+    out.push({ name, status: 'fail', message: `${legacy.length} NFS PersistentVolume(s) without onDelete in their handle (${list}) were ${done(previous)} by csi-driver-nfs but would be ${done(effective)}: set controller.defaultOnDeletePolicy=${previous}` });
+  } else {
+    out.push({ name, status: previous ? 'pass' : 'warn', message: `${legacy.length} NFS PersistentVolume(s) without onDelete in their handle (${list}) will be ${done(effective)} on delete${previous ? ', as before' : '; make sure controller.defaultOnDeletePolicy equals the old release\'s'}` });
+  }
+  out.push({ name: 'swap/nfs-network', status: 'info', message: 'the NFS controller now speaks NFS itself from the pod network (csi-driver-nfs mounted from the host network): the NAS must export to the pod network or the nodes\' addresses it is masqueraded to' });
+  if (input.proxmox?.clusters.some((c) => c.username)) {
+    out.push({ name: 'swap/proxmox-login', status: 'info', message: 'username/password clusters log in with tickets (renewed hourly); an API token is preferable' });
+  }
+  return out;
+}
+
+export const isCheckFailure = (r: CheckResult) => r.status === 'fail';
+export { isCsiError };
