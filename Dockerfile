@@ -16,9 +16,10 @@ RUN npm run build
 # --- runtime: production dependencies, compiled code and the proto file loaded at start ---
 FROM node:20-bookworm-slim
 # e2fsprogs/xfsprogs: mkfs, resize2fs, xfs_growfs; util-linux and mount: blkid, findmnt,
-# blockdev, mount; nfs-common: mount.nfs for the node's NFS mounts.
+# blockdev, mount; nfs-common: mount.nfs for the node's NFS mounts; cryptsetup-bin: LUKS
+# volumes (format/open/close/resize, as upstream's node image ships cryptsetup).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends e2fsprogs xfsprogs util-linux mount nfs-common \
+ && apt-get install -y --no-install-recommends e2fsprogs xfsprogs util-linux mount nfs-common cryptsetup-bin \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 ENV NODE_ENV=production
