@@ -8,6 +8,7 @@ import type { KeyedLocks } from './locks.js';
 import type { Metrics } from './metrics.js';
 import { codeName, mapError, toServiceError } from './status.js';
 import { redact } from './redact.js';
+import { checkLimits } from './limits.js';
 
 export interface CallEnv {
   driver: string;
@@ -52,6 +53,7 @@ export function unary<Req, Res>(env: CallEnv, spec: CallSpec<Req, Res>): grpc.ha
 
     env.inflight.n++;
     const run = async (): Promise<Res> => {
+      checkLimits(req, spec.method);
       spec.validate?.(req);
       const impl = spec.impl;
       if (!impl) throw new Unimplemented(`${spec.method} is not supported by ${env.driver}`);
