@@ -17,8 +17,10 @@ const driver: Driver = {
     capabilities: ['CREATE_DELETE_VOLUME'],
     createVolume: async () => ({ volume: { volumeId: 'v', capacityBytes: 0 } }),
     deleteVolume: async () => ({}),
+    // Requests cannot carry a megabyte-long id any more (limits.ts); the message grows here
+    // instead, as one that repeats a long value or a backend's whole answer would.
     validateVolumeCapabilities: async (req) => {
-      throw new NotFound(`volume ${req.volumeId} does not exist`);
+      throw new NotFound(`volume ${req.volumeId === 'huge' ? 'x'.repeat(1 << 20) : req.volumeId} does not exist`);
     },
   },
 };
@@ -31,9 +33,8 @@ t.test('a huge id in an error message is cut, and the connection keeps working',
     c.close();
     await srv.stop(1000);
   });
-  const huge = 'x'.repeat(1 << 20);
   const started = Date.now();
-  const err = await c.controller('ValidateVolumeCapabilities', { volumeId: huge, volumeCapabilities: [cap] }).catch((e: unknown) => e);
+  const err = await c.controller('ValidateVolumeCapabilities', { volumeId: 'huge', volumeCapabilities: [cap] }).catch((e: unknown) => e);
   t.match(err, { code: status.NOT_FOUND, details: /^volume x+… \(\d+ more characters\) does not exist$|^volume x+…/ });
   t.ok((err as { details: string }).details.length <= MAX_STATUS_MESSAGE + 40, 'the message is bounded');
   t.ok(Date.now() - started < 4000, 'answered at once, not at the deadline');
