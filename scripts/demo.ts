@@ -27,7 +27,7 @@ async function demo(pve: Backends, nfs: Backends): Promise<void> {
   const program = start('pve-nfs-csi', process.execPath, [
     path.join(ROOT, 'dist/src/main.js'), '--mode', 'all',
     '--proxmox-endpoint', `unix://${pveSock}`, '--nfs-endpoint', `unix://${nfsSock}`,
-    ...pve.controllerArgs, ...pve.nodeArgs, ...nfs.controllerArgs,
+    ...pve.controllerArgs, ...pve.nodeArgs, ...nfs.controllerArgs, '--kubelet-dir', runDir,
   ], { logFile: path.join(runDir, 'program.log') });
   await program.readyJson((j) => j.ready === true, 30_000);
   step('program serving both drivers', `${pveSock}, ${nfsSock} (log: ${path.relative(ROOT, program.logFile)})`);

@@ -40,7 +40,7 @@ async function mainFn(): Promise<number> {
   const ctrl = start('controller', process.execPath, [main, '--mode', 'controller', flag, `unix://${ctrlSock}`, ...backends.controllerArgs, '--log-level', 'debug'], {
     logFile: path.join(runDir, 'controller.log'),
   });
-  const node = start('node', process.execPath, [main, '--mode', 'node', flag, `unix://${nodeSock}`, ...backends.nodeArgs, '--log-level', 'debug'], {
+  const node = start('node', process.execPath, [main, '--mode', 'node', flag, `unix://${nodeSock}`, ...backends.nodeArgs, '--kubelet-dir', runDir, '--log-level', 'debug'], {
     logFile: path.join(runDir, 'node.log'),
   });
   await Promise.all([ctrl.readyJson((j) => j.ready === true, 30_000), node.readyJson((j) => j.ready === true, 30_000)]);

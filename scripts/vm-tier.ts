@@ -15,6 +15,7 @@ import { runSanity } from './lib/sanity-run.js';
 import { runE2e } from '../test/vm/e2e.js';
 import { runLuks } from '../test/vm/luks.js';
 import { runInlineNfs } from '../test/vm/inline-nfs.js';
+import { GUEST_KUBELET_DIR } from '../test/vm/guest-paths.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const MAIN = path.join(ROOT, 'dist/src/main.js');
@@ -74,7 +75,7 @@ async function sanity(driver: 'proxmox' | 'nfs', extra: string[]): Promise<numbe
   const runDir = freshDir(`vm-sanity-${driver}`);
   const ctrl = await startController(driver, runDir);
   try {
-    const guestDir = `/run/csi-sanity/${driver}`;
+    const guestDir = `${GUEST_KUBELET_DIR}/csi-sanity/${driver}`;
     return await runSanity({
       label: `${driver} (VM tier)`,
       runDir,

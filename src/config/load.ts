@@ -16,6 +16,7 @@ const OPTIONS = {
   region: { type: 'string', env: 'CSI_REGION' },
   zone: { type: 'string', env: 'CSI_ZONE' },
   'device-dir': { type: 'string', env: 'CSI_DEVICE_DIR' },
+  'kubelet-dir': { type: 'string', env: 'KUBELET_DIR' },
   'nfs-port': { type: 'string', env: 'NFS_PORT' },
   'nfs-mount-port': { type: 'string', env: 'NFS_MOUNT_PORT' },
   'nfs-mount-timeout': { type: 'string', env: 'NFS_MOUNT_TIMEOUT' },
@@ -39,6 +40,7 @@ export const USAGE = `Usage: pve-nfs-csi [flags]            serve CSI
   --node-id NAME                    this node's name = its Proxmox VM name (env NODE_NAME)
   --region R --zone Z               node topology outside Kubernetes (env CSI_REGION, CSI_ZONE)
   --device-dir DIR                  where wwn-0x… disk links are looked up (env CSI_DEVICE_DIR; default /dev/disk/by-id)
+  --kubelet-dir DIR                 node calls act only on paths inside it (env KUBELET_DIR; default /var/lib/kubelet)
   --nfs-port N --nfs-mount-port N   NFS server ports instead of asking its portmapper (env NFS_PORT, NFS_MOUNT_PORT)
   --nfs-mount-timeout DUR           bound for one NFS mount on the node (default 2m)
   --nfs-call-timeout DUR            bound for one NFS protocol call from the controller (default 10s)
@@ -116,6 +118,10 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): LoadResult {
   const region = get('region');
   const zone = get('zone');
   const deviceDir = get('device-dir') ?? '/dev/disk/by-id';
+  const kubeletDir = get('kubelet-dir') ?? '/var/lib/kubelet';
+  if (!kubeletDir.startsWith('/') || /[\x00-\x1f]/.test(kubeletDir)) {
+    throw new ConfigError(`--kubelet-dir: "${kubeletDir}" must be an absolute path`);
+  }
   const nfsPort = port(get('nfs-port'), 'nfs-port');
   const nfsMountPort = port(get('nfs-mount-port'), 'nfs-mount-port');
   // csi-driver-nfs compares case-insensitively and treats anything but retain/archive as delete;
@@ -135,6 +141,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): LoadResult {
       ...(proxmox && { proxmox }),
       node: { nodeId, ...(region && { region }), ...(zone && { zone }) },
       deviceDir,
+      kubeletDir,
       ...(nfsPort && { nfsPort }),
       ...(nfsMountPort && { nfsMountPort }),
       nfsDefaultOnDelete,

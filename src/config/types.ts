@@ -48,6 +48,8 @@ export interface AppConfig {
   node: NodeIdentity;
   /** Where the node looks for `wwn-0x…` links when sysfs has no match. */
   deviceDir: string;
+  /** Node calls act only on paths strictly inside this directory (kubelet's root). */
+  kubeletDir: string;
   /** NFS server ports that skip the portmapper (test servers on non-standard ports). */
   nfsPort?: number;
   nfsMountPort?: number;

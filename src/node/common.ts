@@ -3,7 +3,9 @@
 import { CsiError, DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument, isCsiError } from '../errors.js';
 import type { VolumeCapability } from '../csi/types.js';
 import { isCommandError } from '../os/exec.js';
-import { isErrno, removeTarget } from '../os/paths.js';
+import { promises as fs } from 'node:fs';
+import type { MountEntry } from '../os/mounter.js';
+import { ensureDir, ensureFile, isErrno } from '../os/paths.js';
 import { accessModeName } from '../csi/access-modes.js';
 
 export function required(value: string | undefined | null, field: string, rpc: string): string {
@@ -85,16 +87,70 @@ export class KeyedMutex {
   }
 }
 
-/** Remove an unmounted publish target; one that still holds files is refused, never emptied. */
-export async function removePublishTarget(target: string, volumeId: string): Promise<boolean> {
+/**
+ * Remove a publish target after its mount is gone — only what the driver itself makes there: an
+ * empty directory, or (block access, `allowEmptyFile`) the empty file a device node was bound
+ * onto. A file holding data, a non-empty directory, a device node, a planted symlink: refused
+ * and left as they are. Returns false when nothing was there.
+ */
+export async function removePublishTarget(target: string, volumeId: string, opts: { allowEmptyFile: boolean }): Promise<boolean> {
+  let st;
   try {
-    return await removeTarget(target);
+    st = await fs.lstat(target);
   } catch (e) {
-    if (isErrno(e, 'ENOTEMPTY', 'EEXIST')) {
-      throw new FailedPrecondition(
-        `volume ${volumeId}: target ${target} is not a mount point but still holds files; refusing to delete them`,
-      );
-    }
+    if (isErrno(e, 'ENOENT')) return false;
     throw e;
   }
+  const refuse = (what: string) =>
+    new FailedPrecondition(`volume ${volumeId}: target ${target} is not mounted but ${what}; this plugin did not create that and will not delete it`);
+  if (st.isSymbolicLink()) throw symlinkRefused(target, volumeId);
+  if (st.isDirectory()) {
+    try {
+      await fs.rmdir(target);
+    } catch (e) {
+      if (isErrno(e, 'ENOTEMPTY', 'EEXIST')) throw refuse('is a directory that still holds files');
+      throw e;
+    }
+    return true;
+  }
+  if (st.isFile()) {
+    if (st.size > 0) throw refuse(`is a file holding ${st.size} bytes of data`);
+    if (!opts.allowEmptyFile) throw refuse('is a file (this driver publishes directories only)');
+    await fs.unlink(target);
+    return true;
+  }
+  throw refuse('is neither a directory nor a regular file');
+}
+
+function symlinkRefused(target: string, volumeId: string): CsiError {
+  return new InvalidArgument(`volume ${volumeId}: ${target} is a symbolic link; node paths must be real directories or files inside the kubelet directory`);
+}
+
+/** Refuse a symlink as the last component of a path the driver is about to create or mount on. */
+async function refuseSymlink(p: string, volumeId: string): Promise<void> {
+  try {
+    if ((await fs.lstat(p)).isSymbolicLink()) throw symlinkRefused(p, volumeId);
+  } catch (e) {
+    if (!isErrno(e, 'ENOENT')) throw e;
+  }
+}
+
+/** mkdir -p for a mount point, refusing a symlink there (mount(8) would follow it). */
+export async function prepareTargetDir(p: string, volumeId: string): Promise<void> {
+  await refuseSymlink(p, volumeId);
+  await ensureDir(p);
+}
+
+/** The empty file a block device node is bound onto, refusing a symlink there. */
+export async function prepareTargetFile(p: string, volumeId: string): Promise<void> {
+  await refuseSymlink(p, volumeId);
+  await ensureFile(p);
+}
+
+/** The answer when the mount at a node path is not this volume's: nothing was touched. */
+export function foreignMount(volumeId: string, p: string, entry: MountEntry, why: string): CsiError {
+  return new FailedPrecondition(
+    `volume ${volumeId}: ${p} has ${entry.source || '?'} (${entry.fstype}) mounted, which is not this volume's (${why}); ` +
+      'left mounted and untouched — unmount it by hand if it is stale',
+  );
 }

@@ -6,11 +6,14 @@ import type { CallContext, NodeBackend, NodeCapability, NodePublishVolumeRequest
 import { AlreadyExists, DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument, NotFound, Unavailable } from '../errors.js';
 import { createExec, type Exec, isCommandError } from '../os/exec.js';
 import { createLinuxMounter, type Mounter } from '../os/mounter.js';
-import { canonicalPath, ensureDir } from '../os/paths.js';
+import { canonicalPath } from '../os/paths.js';
+import type { MountEntry } from '../os/mounter.js';
+import { parseVolumeId } from '../nfs/volume-id.js';
 import { createStatFs, type StatFs } from '../os/statfs.js';
 import { promises as fs } from 'node:fs';
-import { accessModeOf, accessTypeOf, asCsiError, isReaderOnlyMode, KeyedMutex, mountFlagsOf, removePublishTarget, required, uniq } from './common.js';
-import { parseNfsContext, sameNfsSource, type NfsVolumeSource } from './nfs-context.js';
+import { accessModeOf, accessTypeOf, asCsiError, foreignMount, isReaderOnlyMode, KeyedMutex, mountFlagsOf, prepareTargetDir, removePublishTarget, required, uniq } from './common.js';
+import { hostForSource, parseNfsContext, sameNfsSource, type NfsVolumeSource } from './nfs-context.js';
+import { confineToKubeletDir, DEFAULT_KUBELET_DIR } from './node-paths.js';
 import { mountedEntry, mountedUsage, probeVolumePath } from './stats.js';
 
 export const NFS_NODE_CAPABILITIES: readonly NodeCapability[] = ['GET_VOLUME_STATS', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER'];
@@ -18,6 +21,8 @@ export const NFS_NODE_CAPABILITIES: readonly NodeCapability[] = ['GET_VOLUME_STA
 export interface NfsNodeOptions {
   nodeId: string;
   log: Logger;
+  /** Node calls act only on paths strictly inside this directory. Default /var/lib/kubelet. */
+  kubeletDir?: string;
   /** Upper bound for one mount(8) run; the mount and its helpers are killed after it. */
   mountTimeoutMs: number;
   /** Upper bound for each umount step (plain, -f, -l). Default: mountTimeoutMs. */
@@ -33,6 +38,24 @@ export interface NfsNodeOptions {
 }
 
 const isNfs = (fstype: string) => fstype === 'nfs' || fstype === 'nfs4';
+
+/**
+ * Whether the mount at a target is this volume's, from what NodeUnpublishVolume has: the volume
+ * id. A handle this driver composes (`server#share#subDir#…`, or the older `server/share/subDir`)
+ * names its export, and the mount must be exactly that export. A static PV's handle is only an
+ * ID and its export lives in volumeAttributes, which unpublish is not given: there an NFS mount
+ * at the path kubelet named for this volume (inside the kubelet directory, checked before) is
+ * taken as the volume's. Anything that is not NFS is never ours.
+ */
+export function nfsMountOwnership(volumeId: string): (entry: MountEntry) => { ours: boolean; why: string } {
+  const ref = parseVolumeId(volumeId);
+  const expected = ref ? `${hostForSource(ref.server)}:${ref.share.replace(/\/+$/, '')}/${ref.subDir}` : undefined;
+  return (entry) => {
+    if (!isNfs(entry.fstype)) return { ours: false, why: `not an NFS mount` };
+    if (expected && !sameNfsSource(entry.source, expected)) return { ours: false, why: `the volume handle names ${expected}` };
+    return { ours: true, why: '' };
+  };
+}
 
 export function nfsMountOptions(
   req: Pick<NodePublishVolumeRequest, 'readonly' | 'volumeCapability'>,
@@ -111,16 +134,21 @@ export function createNfsNode(o: NfsNodeOptions): NodeBackend {
 
         const existing = await mounter.find(target);
         if (existing) {
+          if (!isNfs(existing.fstype) || !sameNfsSource(existing.source, vol.source)) {
+            throw new AlreadyExists(`target ${target} already has ${existing.source} (${existing.fstype}) mounted, not ${vol.source}`);
+          }
           const health = await mounter.probe(target);
           if (health.state === 'broken' && (health.errno === 'ESTALE' || health.errno === 'ENOTCONN')) {
             ctx.log.warn({ volumeId, target, source: existing.source, errno: health.errno }, 'stale NFS mount at target; remounting');
-            await mounter.unmount(target, { timeoutMs: unmountTimeoutMs, force: true });
+            const left = await mounter.unmount(target, {
+              timeoutMs: unmountTimeoutMs,
+              force: true,
+              owns: (m) => isNfs(m.fstype) && sameNfsSource(m.source, vol.source),
+            });
+            if (left) throw foreignMount(volumeId, target, left, `the volume is ${vol.source}`);
           } else if (health.state === 'broken') {
             throw new Unavailable(`volume ${volumeId}: the mount at ${target} does not answer (${health.errno}: ${health.message})`);
           } else {
-            if (!isNfs(existing.fstype) || !sameNfsSource(existing.source, vol.source)) {
-              throw new AlreadyExists(`target ${target} already has ${existing.source} mounted, not ${vol.source}`);
-            }
             if (existing.options.includes('ro') !== readonly) {
               throw new AlreadyExists(`volume ${volumeId} is already mounted at ${target} ${readonly ? 'read-write' : 'read-only'}`);
             }
@@ -129,7 +157,7 @@ export function createNfsNode(o: NfsNodeOptions): NodeBackend {
           }
         }
 
-        await ensureDir(target);
+        await prepareTargetDir(target, volumeId);
         try {
           await mounter.mount(vol.source, target, 'nfs', options, { timeoutMs: o.mountTimeoutMs, signal: ctx.signal });
         } catch (e) {
@@ -144,7 +172,7 @@ export function createNfsNode(o: NfsNodeOptions): NodeBackend {
     });
   };
 
-  return {
+  const backend: NodeBackend = {
     capabilities: NFS_NODE_CAPABILITIES,
 
     async nodeGetInfo() {
@@ -159,8 +187,12 @@ export function createNfsNode(o: NfsNodeOptions): NodeBackend {
       const target = required(req.targetPath, 'target_path', rpc);
       return locks.run(volumeId, async () => {
         try {
-          await mounter.unmount(target, { timeoutMs: unmountTimeoutMs, force: true });
-          if (await removePublishTarget(target, volumeId)) ctx.log.debug({ volumeId, target }, 'NFS volume unmounted, target removed');
+          const ownership = nfsMountOwnership(volumeId);
+          const left = await mounter.unmount(target, { timeoutMs: unmountTimeoutMs, force: true, owns: (m) => ownership(m).ours });
+          if (left) throw foreignMount(volumeId, target, left, ownership(left).why);
+          if (await removePublishTarget(target, volumeId, { allowEmptyFile: false })) {
+            ctx.log.debug({ volumeId, target }, 'NFS volume unmounted, target removed');
+          }
           return {};
         } catch (e) {
           throw asCsiError(e, `NodeUnpublishVolume ${volumeId} at ${target}`);
@@ -182,4 +214,5 @@ export function createNfsNode(o: NfsNodeOptions): NodeBackend {
       }
     },
   };
+  return confineToKubeletDir(backend, o.kubeletDir ?? DEFAULT_KUBELET_DIR);
 }

@@ -34,6 +34,8 @@ export interface ProxmoxNodeOptions {
   deviceWaitMs?: number;
   /** Bound for one umount of a local filesystem. Default 60 s. */
   unmountTimeoutMs?: number;
+  /** Node calls act only on paths strictly inside this directory. Default /var/lib/kubelet. */
+  kubeletDir?: string;
 }
 
 export interface ProxmoxNodeDeps {

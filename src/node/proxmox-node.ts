@@ -6,6 +6,7 @@ import { type ProxmoxNodeOptions, proxmoxNodeDeps } from './proxmox-deps.js';
 import { nodePublishVolume, nodeUnpublishVolume } from './proxmox-publish.js';
 import { nodeStageVolume, nodeUnstageVolume } from './proxmox-stage.js';
 import { nodeExpandVolume, nodeGetVolumeStats } from './proxmox-volume.js';
+import { confineToKubeletDir, DEFAULT_KUBELET_DIR } from './node-paths.js';
 import { inClusterNodeLabels, resolveTopology, TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY, type NodeLabelSource } from './topology.js';
 
 export type { ProxmoxNodeOptions } from './proxmox-deps.js';
@@ -31,7 +32,7 @@ export function createProxmoxNode(opts: ProxmoxNodeOptions): NodeBackend {
     return labels;
   };
 
-  return {
+  const backend: NodeBackend = {
     capabilities: PROXMOX_NODE_CAPABILITIES,
 
     async nodeGetInfo(ctx): Promise<NodeGetInfoResponse> {
@@ -68,4 +69,5 @@ export function createProxmoxNode(opts: ProxmoxNodeOptions): NodeBackend {
     nodeExpandVolume: (req, ctx) => nodeExpandVolume(d, req, ctx),
     nodeGetVolumeStats: (req, ctx) => nodeGetVolumeStats(d, req, ctx),
   };
+  return confineToKubeletDir(backend, opts.kubeletDir ?? DEFAULT_KUBELET_DIR);
 }

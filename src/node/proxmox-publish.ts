@@ -6,8 +6,8 @@ import type { CallContext, NodePublishVolumeRequest, NodePublishVolumeResponse, 
 import { AlreadyExists, FailedPrecondition } from '../errors.js';
 import { isCommandError } from '../os/exec.js';
 import type { MountEntry } from '../os/mounter.js';
-import { ensureDir, ensureFile } from '../os/paths.js';
-import { accessModeOf, accessTypeOf, asCsiError, isReaderOnlyMode, mountFlagsOf, removePublishTarget, required } from './common.js';
+import { accessModeOf, accessTypeOf, asCsiError, foreignMount, isReaderOnlyMode, mountFlagsOf, prepareTargetDir, prepareTargetFile, removePublishTarget, required } from './common.js';
+import { proxmoxMountOwnership } from './proxmox-ownership.js';
 import type { ProxmoxNodeDeps } from './proxmox-deps.js';
 import { findDisk } from './proxmox-stage.js';
 import { devicePublications, filesystemPublications } from './publications.js';
@@ -50,6 +50,8 @@ export async function nodePublishVolume(d: ProxmoxNodeDeps, req: NodePublishVolu
         if (!staged) {
           throw new FailedPrecondition(`volume ${volumeId} is not staged at ${staging}; NodeStageVolume must succeed first`);
         }
+        const owner = await proxmoxMountOwnership(d, staged, staging);
+        if (!owner.ours) throw foreignMount(volumeId, staging, staged, owner.why);
         const existing = await d.mounter.find(target);
         if (existing) {
           if (existing.majMin === staged.majMin && existing.fsroot === staged.fsroot) {
@@ -59,7 +61,7 @@ export async function nodePublishVolume(d: ProxmoxNodeDeps, req: NodePublishVolu
           throw new AlreadyExists(`target ${target} already has ${existing.source} mounted, not volume ${volumeId} from ${staging}`);
         }
         await checkSingleWriter(req, volumeId, target, () => filesystemPublications(d.mounter, staged));
-        await ensureDir(target);
+        await prepareTargetDir(target, volumeId);
         await d.mounter.bindMount(staging, target, { readonly, flags: mountFlagsOf(req.volumeCapability) });
         ctx.log.info({ volumeId, staging, target, readonly }, 'volume published');
         return {};
@@ -77,7 +79,7 @@ export async function nodePublishVolume(d: ProxmoxNodeDeps, req: NodePublishVolu
         throw new AlreadyExists(`target ${target} already has ${existing.source} mounted, not ${device} of volume ${volumeId}`);
       }
       await checkSingleWriter(req, volumeId, target, () => devicePublications(d.mounter, d.blockDevices, device, deviceMajMin));
-      await ensureFile(target);
+      await prepareTargetFile(target, volumeId);
       await d.mounter.bindMount(device, target, { readonly });
       ctx.log.info({ volumeId, device, target, readonly }, 'block volume published');
       return {};
@@ -93,8 +95,13 @@ export async function nodeUnpublishVolume(d: ProxmoxNodeDeps, req: NodeUnpublish
   const target = required(req.targetPath, 'target_path', rpc);
   return d.locks.run(volumeId, async () => {
     try {
-      await d.mounter.unmount(target, { timeoutMs: d.unmountTimeoutMs, force: false });
-      if (await removePublishTarget(target, volumeId)) ctx.log.debug({ volumeId, target }, 'volume unpublished, target removed');
+      const left = await d.mounter.unmount(target, {
+        timeoutMs: d.unmountTimeoutMs,
+        force: false,
+        owns: async (m) => (await proxmoxMountOwnership(d, m, target)).ours,
+      });
+      if (left) throw foreignMount(volumeId, target, left, (await proxmoxMountOwnership(d, left, target)).why);
+      if (await removePublishTarget(target, volumeId, { allowEmptyFile: true })) ctx.log.debug({ volumeId, target }, 'volume unpublished, target removed');
       return {};
     } catch (e) {
       if (isCommandError(e, 'exit') && /busy/i.test(e.stderr)) {

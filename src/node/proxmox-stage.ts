@@ -3,11 +3,12 @@
 // proxmox-luks.ts) gets a LUKS header on first stage, is opened on every stage, and carries its
 // filesystem on the mapping; unstage closes the mapping.
 import type { CallContext, NodeStageVolumeRequest, NodeStageVolumeResponse, NodeUnstageVolumeRequest, NodeUnstageVolumeResponse } from '../csi/types.js';
-import { FailedPrecondition, InvalidArgument, NotFound } from '../errors.js';
+import { FailedPrecondition, InvalidArgument, NotFound, Unavailable } from '../errors.js';
 import type { FormatOptions, FsType } from '../os/blockdevices.js';
 import { isCommandError } from '../os/exec.js';
-import { ensureDir } from '../os/paths.js';
-import { accessTypeOf, asCsiError, ciGet, isReaderOnlyMode, mountFlagsOf, required, uniq } from './common.js';
+import { isDriverWwid } from '../os/scsi.js';
+import { accessTypeOf, asCsiError, ciGet, foreignMount, isReaderOnlyMode, mountFlagsOf, prepareTargetDir, required, uniq } from './common.js';
+import { proxmoxMountOwnership } from './proxmox-ownership.js';
 import type { ProxmoxNodeDeps } from './proxmox-deps.js';
 import { closeEncrypted, encryptionOf, LUKS_FS_TYPE, mapperName, openEncrypted } from './proxmox-luks.js';
 import { type DiskRef, diskFromPublishContext } from './wwn.js';
@@ -20,6 +21,13 @@ export const VOLUME_CONTEXT_FSTYPE = 'csi.storage.k8s.io/fstype';
 const SUPPORTED_FS: readonly FsType[] = ['ext4', 'xfs'];
 
 export async function findDisk(d: ProxmoxNodeDeps, disk: DiskRef, volumeId: string, ctx: CallContext): Promise<string> {
+  // Only a disk the controller attached carries a PVC-ID WWN; any other WWN (the boot disk, a
+  // disk someone else plugged in) is never staged, formatted or bound into a pod.
+  if (!isDriverWwid(`naa.${disk.wwn}`)) {
+    throw new InvalidArgument(
+      `volume ${volumeId}: WWN 0x${disk.wwn} is not one this driver gives its disks (hex of "PVC-ID<slot>", e.g. 0x5056432d49443031); refusing to use that disk`,
+    );
+  }
   const dev = await d.blockDevices.findByWwn(disk.wwn, { waitMs: d.deviceWaitMs, signal: ctx.signal });
   if (dev) return dev;
   const slot = disk.lun ? ` (scsi${disk.lun})` : '';
@@ -57,6 +65,25 @@ export function formatOptions(vc: Record<string, string> | undefined, fsType: Fs
   return { ...(blockSize ? { blockSize } : {}), ...(inodeSize ? { inodeSize } : {}) };
 }
 
+/**
+ * The last checks before anything writes a header (mkfs, luksFormat) on a disk blkid found no
+ * signature on: no signature is not proof of no data — a raw (block-mode) volume has none — so
+ * its first MiB must be zeros; and the WWN must still name this very device (a disk unplugged and
+ * another plugged in between the lookup and now could have taken its name).
+ */
+async function assertFormattable(d: ProxmoxNodeDeps, disk: DiskRef, device: string, majMin: string, volumeId: string): Promise<void> {
+  if (await d.blockDevices.hasData(device)) {
+    throw new FailedPrecondition(
+      `volume ${volumeId}: disk ${device} has no filesystem signature but is not empty (non-zero data in its first MiB); ` +
+        'refusing to format it — it may hold a raw block volume. Wipe it by hand if it really is unused',
+    );
+  }
+  const again = await d.blockDevices.findByWwn(disk.wwn, { waitMs: 0 });
+  if (again !== device || (await d.blockDevices.majMinOf(device)) !== majMin) {
+    throw new Unavailable(`volume ${volumeId}: the disk with WWN 0x${disk.wwn} changed while staging (${device} → ${again ?? 'gone'}); retry`);
+  }
+}
+
 export async function nodeStageVolume(d: ProxmoxNodeDeps, req: NodeStageVolumeRequest, ctx: CallContext): Promise<NodeStageVolumeResponse> {
   const rpc = 'NodeStageVolume';
   const volumeId = required(req.volumeId, 'volume_id', rpc);
@@ -81,7 +108,8 @@ export async function nodeStageVolume(d: ProxmoxNodeDeps, req: NodeStageVolumeRe
 
       const readOnly = isReaderOnlyMode(req.volumeCapability);
       let device = disk0;
-      let deviceMajMin = await d.blockDevices.majMinOf(device);
+      const disk0MajMin = await d.blockDevices.majMinOf(disk0);
+      let deviceMajMin = disk0MajMin;
       const existing = await d.mounter.find(staging);
       if (existing) {
         if (existing.majMin === deviceMajMin && !enc.required) return {};
@@ -98,6 +126,7 @@ export async function nodeStageVolume(d: ProxmoxNodeDeps, req: NodeStageVolumeRe
         if (!outer.fsType && outer.ptType) {
           throw new FailedPrecondition(`volume ${volumeId}: disk ${disk0} has a ${outer.ptType} partition table and no filesystem; refusing to format it`);
         }
+        if (!outer.fsType) await assertFormattable(d, disk, disk0, disk0MajMin, volumeId);
         const mapping = await openEncrypted(d, {
           device: disk0, volumeId, passphrase: enc.passphrase!, probedType: outer.fsType, mayFormat: !readOnly, log: ctx.log,
         });
@@ -132,6 +161,8 @@ export async function nodeStageVolume(d: ProxmoxNodeDeps, req: NodeStageVolumeRe
         }
         const fs = wanted ?? 'ext4';
         const opts = formatOptions(req.volumeContext, fs, volumeId);
+        // Inside a fresh LUKS mapping the disk's zeros decrypt to noise: checked on the disk before luksFormat instead.
+        if (!enc.required) await assertFormattable(d, disk, disk0, disk0MajMin, volumeId);
         ctx.log.info({ volumeId, device, fsType: fs, ...opts }, 'creating filesystem on empty disk');
         await d.blockDevices.format(device, fs, opts);
         fsType = fs;
@@ -143,7 +174,7 @@ export async function nodeStageVolume(d: ProxmoxNodeDeps, req: NodeStageVolumeRe
         // Clones and snapshots of an xfs disk share its UUID; xfs refuses a second mount without this.
         ...(fsType === 'xfs' ? ['nouuid'] : []),
       ]);
-      await ensureDir(staging);
+      await prepareTargetDir(staging, volumeId);
       await d.mounter.mount(device, staging, fsType, flags);
       ctx.log.info({ volumeId, device, staging, fsType, flags, encrypted: enc.required }, 'volume staged');
       return {};
@@ -163,7 +194,13 @@ export async function nodeUnstageVolume(d: ProxmoxNodeDeps, req: NodeUnstageVolu
       // The mapping under the mount (ours, or upstream's sdX-encrypted), else ours by name: a retry
       // after a crash between umount and close finds no mount any more.
       const mapping = (entry && (await d.cryptsetup.byMajMin(entry.majMin))) || (await d.cryptsetup.byName(mapperName(volumeId)));
-      await d.mounter.unmount(staging, { timeoutMs: d.unmountTimeoutMs, force: false });
+      const left = await d.mounter.unmount(staging, {
+        timeoutMs: d.unmountTimeoutMs,
+        force: false,
+        owns: async (m) => (await proxmoxMountOwnership(d, m, staging)).ours,
+      });
+      // A mount that is not this driver's disk (nor a LUKS mapping on one) stays, and so does its mapping.
+      if (left) throw foreignMount(volumeId, staging, left, (await proxmoxMountOwnership(d, left, staging)).why);
       if (mapping) await closeEncrypted(d, mapping, volumeId, ctx.log);
       ctx.log.debug({ volumeId, staging }, 'volume unstaged');
       return {};

@@ -2,11 +2,12 @@
 // alone (kubelet and csi-sanity may omit the capability): a block device node bound on a file
 // is a raw volume, a mount point is a filesystem volume whose device comes from its maj:min.
 import type { CallContext, NodeExpandVolumeRequest, NodeExpandVolumeResponse, NodeGetVolumeStatsRequest, NodeGetVolumeStatsResponse } from '../csi/types.js';
-import { FailedPrecondition, NotFound, Unavailable } from '../errors.js';
+import { FailedPrecondition, InvalidArgument, NotFound, Unavailable } from '../errors.js';
 import { isCommandError } from '../os/exec.js';
 import { LuksKeyRejected } from '../os/cryptsetup.js';
-import { asCsiError, required } from './common.js';
+import { asCsiError, foreignMount, required } from './common.js';
 import { ENCRYPTION_PASSPHRASE_KEY, luksError } from './proxmox-luks.js';
+import { proxmoxMountOwnership } from './proxmox-ownership.js';
 import type { ProxmoxNodeDeps } from './proxmox-deps.js';
 import { abnormal, healthy, mountedEntry, mountedUsage, probeVolumePath } from './stats.js';
 
@@ -59,9 +60,16 @@ export async function nodeExpandVolume(d: ProxmoxNodeDeps, req: NodeExpandVolume
       const st = await d.mounter.probe(volumePath);
       if (st.state === 'missing') throw new NotFound(`volume ${volumeId}: volume path ${volumePath} does not exist`);
       if (st.state === 'broken') throw new FailedPrecondition(`volume ${volumeId}: ${volumePath} is not usable: ${st.message}`);
+      if (st.kind === 'symlink') {
+        throw new InvalidArgument(`volume ${volumeId}: ${volumePath} is a symbolic link; node paths must be real directories or files inside the kubelet directory`);
+      }
 
       if (st.kind === 'block') {
-        const device = await d.blockDevices.deviceByMajMin(await d.blockDevices.majMinOf(volumePath));
+        const majMin = await d.blockDevices.majMinOf(volumePath);
+        if (!(await d.blockDevices.isDriverDisk(majMin)) && (await d.blockDevices.blockDeviceExists(majMin))) {
+          throw new FailedPrecondition(`volume ${volumeId}: ${volumePath} is device ${majMin}, which this driver did not attach (no PVC-ID WWN); not touching it`);
+        }
+        const device = await d.blockDevices.deviceByMajMin(majMin);
         if (!device) throw new FailedPrecondition(`volume ${volumeId}: the disk bound at ${volumePath} is gone from this node`);
         const size = await sizeAtLeast(d, device, requiredBytes, volumeId);
         ctx.log.info({ volumeId, device, size }, 'block volume size refreshed');
@@ -69,6 +77,8 @@ export async function nodeExpandVolume(d: ProxmoxNodeDeps, req: NodeExpandVolume
       }
 
       const entry = await mountedEntry(d.mounter, volumePath, volumeId);
+      const owner = await proxmoxMountOwnership(d, entry, volumePath);
+      if (!owner.ours) throw foreignMount(volumeId, volumePath, entry, owner.why);
       let device = await d.blockDevices.deviceByMajMin(entry.majMin);
       if (!device) throw new FailedPrecondition(`volume ${volumeId}: the disk mounted at ${volumePath} (${entry.majMin}) is gone from this node`);
       const mapping = await d.cryptsetup.byMajMin(entry.majMin);

@@ -1,6 +1,6 @@
 // NodeGetVolumeStats pieces shared by both backends.
 import type { NodeGetVolumeStatsResponse } from '../csi/types.js';
-import { NotFound } from '../errors.js';
+import { InvalidArgument, NotFound } from '../errors.js';
 import type { Mounter, MountEntry, PathState } from '../os/mounter.js';
 import type { FsUsage, StatFs } from '../os/statfs.js';
 
@@ -37,6 +37,9 @@ export async function probeVolumePath(
 ): Promise<{ kind: 'ok'; state: Extract<PathState, { state: 'ok' }> } | { kind: 'done'; response: NodeGetVolumeStatsResponse }> {
   const st = await mounter.probe(volumePath);
   if (st.state === 'missing') throw new NotFound(`volume path ${volumePath} does not exist on this node`);
+  if (st.state === 'ok' && st.kind === 'symlink') {
+    throw new InvalidArgument(`volume path ${volumePath} is a symbolic link; node paths must be real directories or files inside the kubelet directory`);
+  }
   if (st.state === 'broken') {
     return { kind: 'done', response: abnormal(`volume path ${volumePath} is not usable (${st.errno}): ${st.message}`) };
   }

@@ -6,7 +6,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { type Exec, isCommandError } from './exec.js';
 import { isErrno } from './paths.js';
-import { findScsiByWwn, foreignScsiSlots, rescanScsiHosts } from './scsi.js';
+import { findScsiByWwn, foreignScsiSlots, isDriverWwid, rescanScsiHosts } from './scsi.js';
 
 export type FsType = 'ext4' | 'xfs';
 
@@ -45,6 +45,15 @@ export interface BlockDevices {
   deviceByMajMin(majMin: string): Promise<string | undefined>;
   /** SCSI slots 1..30 occupied by disks this driver did not attach. */
   foreignSlots(): Promise<number>;
+  /**
+   * Whether `major:minor` is a disk this driver attached: a QEMU SCSI disk whose wwid is the
+   * PVC-ID scheme (sysfs), or the target of a `wwn-0x<PVC-ID scheme>` link in the device dir.
+   */
+  isDriverDisk(majMin: string): Promise<boolean>;
+  /** Whether the kernel has a block device `major:minor` at all (false once a disk is unplugged). */
+  blockDeviceExists(majMin: string): Promise<boolean>;
+  /** True when the first `bytes` of the device are not all zero (data without a known signature). */
+  hasData(device: string, bytes?: number): Promise<boolean>;
 }
 
 export interface LinuxBlockDevicesOptions {
@@ -67,6 +76,15 @@ const sleep = (ms: number, signal?: AbortSignal) =>
       resolve();
     }, { once: true });
   });
+
+async function readOr(file: string): Promise<string> {
+  try {
+    return (await fs.readFile(file, 'utf8')).trim();
+  } catch (e) {
+    if (isErrno(e, 'ENOENT', 'ENOTDIR', 'EINVAL', 'EIO', 'ENXIO')) return '';
+    throw e;
+  }
+}
 
 export function parseBlkidExport(out: string): ProbeResult {
   const r: ProbeResult = {};
@@ -218,5 +236,55 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
     },
 
     foreignSlots: () => foreignScsiSlots(sysfsRoot),
+
+    async isDriverDisk(majMin) {
+      const dev = path.join(sysfsRoot, 'dev', 'block', majMin, 'device');
+      const [vendor, wwid] = await Promise.all([readOr(path.join(dev, 'vendor')), readOr(path.join(dev, 'wwid'))]);
+      if (vendor === 'QEMU' && isDriverWwid(wwid)) return true;
+      let names: string[];
+      try {
+        names = await fs.readdir(deviceDir);
+      } catch (e) {
+        if (isErrno(e, 'ENOENT', 'ENOTDIR')) return false;
+        throw e;
+      }
+      for (const name of names) {
+        const m = /^wwn-0x([0-9a-fA-F]+)$/.exec(name);
+        if (!m || !isDriverWwid(`naa.${m[1]}`)) continue;
+        try {
+          const st = await fs.stat(path.join(deviceDir, name), { bigint: true });
+          if (st.isBlockDevice() && majMinFromRdev(st.rdev) === majMin) return true;
+        } catch (e) {
+          if (!isErrno(e, 'ENOENT', 'ENOTDIR')) throw e;
+        }
+      }
+      return false;
+    },
+
+    async blockDeviceExists(majMin) {
+      try {
+        await fs.access(path.join(sysfsRoot, 'dev', 'block', majMin));
+        return true;
+      } catch (e) {
+        if (isErrno(e, 'ENOENT', 'ENOTDIR')) return false;
+        throw e;
+      }
+    },
+
+    async hasData(device, bytes = 1024 * 1024) {
+      const handle = await fs.open(device, 'r');
+      try {
+        const buf = Buffer.alloc(64 * 1024);
+        for (let off = 0; off < bytes; ) {
+          const { bytesRead } = await handle.read(buf, 0, Math.min(buf.length, bytes - off), off);
+          if (bytesRead === 0) return false;
+          for (let i = 0; i < bytesRead; i++) if (buf[i] !== 0) return true;
+          off += bytesRead;
+        }
+        return false;
+      } finally {
+        await handle.close();
+      }
+    },
   };
 }

@@ -19,7 +19,7 @@ export interface MountEntry {
 export type BrokenErrno = 'ESTALE' | 'ENOTCONN' | 'EIO' | 'ETIMEDOUT' | 'EOTHER';
 
 export type PathState =
-  | { state: 'ok'; kind: 'directory' | 'file' | 'block' | 'other' }
+  | { state: 'ok'; kind: 'directory' | 'file' | 'block' | 'symlink' | 'other' }
   | { state: 'missing' }
   | { state: 'broken'; errno: BrokenErrno; message: string };
 
@@ -35,6 +35,11 @@ export interface UnmountOptions {
    * Right for network filesystems; wrong for a busy local disk (detaching it under a writer).
    */
   force?: boolean;
+  /**
+   * Whose mount this is allowed to remove. Checked for every layer before it is unmounted: the
+   * first layer it refuses stops the unmount and is returned, untouched (with the layers below it).
+   */
+  owns?: (entry: MountEntry) => boolean | Promise<boolean>;
 }
 
 export interface Mounter {
@@ -44,8 +49,11 @@ export interface Mounter {
   mount(source: string, target: string, fstype: string, options: readonly string[], opts?: MountCallOptions): Promise<void>;
   /** Bind `source` onto `target`; `readonly` and per-mount flags are applied by a bind remount. */
   bindMount(source: string, target: string, opts: { readonly: boolean; flags?: readonly string[] }): Promise<void>;
-  /** Unmount every layer mounted at target; not mounted is success. */
-  unmount(target: string, opts?: UnmountOptions): Promise<void>;
+  /**
+   * Unmount every layer mounted at target; not mounted is success. With `owns`, only the layers
+   * it accepts: the first one it does not is returned, still mounted (undefined: nothing is left).
+   */
+  unmount(target: string, opts?: UnmountOptions): Promise<MountEntry | undefined>;
   /** stat(2) the path in a child process under a timeout and classify the outcome. */
   probe(path: string, timeoutMs?: number): Promise<PathState>;
 }
@@ -97,8 +105,9 @@ export function classifyStatError(message: string): PathState {
   return { state: 'broken', errno: 'EOTHER', message };
 }
 
-function kindOf(statType: string): 'directory' | 'file' | 'block' | 'other' {
+function kindOf(statType: string): 'directory' | 'file' | 'block' | 'symlink' | 'other' {
   const t = statType.trim();
+  if (t === 'symbolic link') return 'symlink';
   if (t === 'directory') return 'directory';
   if (t === 'regular file' || t === 'regular empty file') return 'file';
   if (t === 'block special file') return 'block';
@@ -167,7 +176,9 @@ export function createLinuxMounter(o: LinuxMounterOptions): Mounter {
       const t = opts.timeoutMs ?? timeoutMs;
       const path = await canonicalPath(target);
       for (let layer = 0; layer < MAX_LAYERS; layer++) {
-        if (!(await find(path))) return;
+        const top = await find(path);
+        if (!top) return undefined;
+        if (opts.owns && !(await opts.owns(top))) return top;
         // --no-canonicalize: umount would otherwise stat the mount point, which can hang on a dead server.
         try {
           await umountOnce(['--no-canonicalize', path], t);
@@ -184,6 +195,7 @@ export function createLinuxMounter(o: LinuxMounterOptions): Mounter {
         await umountOnce(['--no-canonicalize', '-l', path], t);
       }
       if (await find(path)) throw new Error(`${path} is still mounted after unmounting ${MAX_LAYERS} layers`);
+      return undefined;
     },
 
     async probe(path, t = probeTimeoutMs) {

@@ -30,21 +30,3 @@ export async function ensureFile(p: string, mode = 0o640): Promise<void> {
   const handle = await fs.open(p, 'a', mode);
   await handle.close();
 }
-
-/**
- * Remove a publish target that is no longer a mount point: an empty directory or a file.
- * Never recursive: a directory that still has content was not ours to delete.
- * Returns false when the path did not exist.
- */
-export async function removeTarget(p: string): Promise<boolean> {
-  let st;
-  try {
-    st = await fs.lstat(p);
-  } catch (e) {
-    if (isErrno(e, 'ENOENT')) return false;
-    throw e;
-  }
-  if (st.isDirectory()) await fs.rmdir(p);
-  else await fs.unlink(p);
-  return true;
-}

@@ -139,6 +139,7 @@ t.test('node: privileged plugin, kubelet dir, /dev, /sys, one registrar per driv
   const kubelet = mountAt(plugin, '/var/lib/kubelet');
   t.equal(kubelet?.mountPropagation, 'Bidirectional');
   t.equal(volume(spec, kubelet!.name).hostPath?.path, '/var/lib/kubelet');
+  t.equal(flag(plugin.args, '--kubelet-dir'), '/var/lib/kubelet', 'node calls confined to the kubelet dir it mounts');
   for (const dir of ['/dev', '/sys']) {
     const m = mountAt(plugin, dir);
     t.equal(volume(spec, m!.name).hostPath?.path, dir, `${dir} from the host`);

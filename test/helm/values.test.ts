@@ -187,6 +187,7 @@ t.test('kubelet directory and host network are followed everywhere', async (t) =
   const plugin = container(node, 'pve-nfs-csi');
   t.equal(flag(plugin.args, '--proxmox-endpoint'), `unix:///var/lib/k0s/kubelet/plugins/${PROXMOX}/csi.sock`);
   t.equal(mountAt(plugin, '/var/lib/k0s/kubelet')?.mountPropagation, 'Bidirectional');
+  t.equal(flag(plugin.args, '--kubelet-dir'), '/var/lib/k0s/kubelet', 'node calls confined to that directory');
   const reg = container(node, 'nfs-registrar');
   t.equal(flag(reg.args, '--kubelet-registration-path'), `/var/lib/k0s/kubelet/plugins/${NFS}/csi.sock`);
   t.equal(flag(reg.args, '--http-endpoint'), ':29663', 'on the pod network the health port is the pod IP');

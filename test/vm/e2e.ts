@@ -3,6 +3,7 @@
 // filesystem the guest kernel sees, and NFS archive-on-delete keeps the data and never gets
 // stuck on a second delete of a same-named claim. Run by scripts/vm-tier.ts inside vm.sh.
 import { guestExec } from './qga.js';
+import { GUEST_KUBELET_DIR } from './guest-paths.js';
 import { csiClient } from '../helpers/csi-client.js';
 import type { Controller } from '../../scripts/vm-tier.js';
 
@@ -32,8 +33,8 @@ async function proxmox(deps: Deps): Promise<void> {
   const c = csiClient(ctrl.endpoint, 120_000);
   const n = csiClient(process.env.VM_PROXMOX_ENDPOINT!, 120_000);
   const cap = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
-  const staging = '/run/e2e/pve-staging';
-  const target = '/run/e2e/pve-target';
+  const staging = `${GUEST_KUBELET_DIR}/e2e/pve-staging`;
+  const target = `${GUEST_KUBELET_DIR}/e2e/pve-target`;
   const created: string[] = [];
   const published = new Set<string>();
   try {
@@ -106,7 +107,7 @@ async function nfs(deps: Deps): Promise<void> {
     server: process.env.VM_NFS_SERVER!, share, subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}', onDelete: 'archive',
     'csi.storage.k8s.io/pvc/namespace': 'e2e', 'csi.storage.k8s.io/pvc/name': 'claim', 'csi.storage.k8s.io/pv/name': 'pvc-e2e-nfs',
   };
-  const target = '/run/e2e/nfs-target';
+  const target = `${GUEST_KUBELET_DIR}/e2e/nfs-target`;
   try {
     const cycle = async (content: string) => {
       const v = (await c.controller('CreateVolume', { name: 'pvc-e2e-nfs', volumeCapabilities: [cap], parameters: params })).volume;

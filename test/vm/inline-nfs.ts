@@ -4,6 +4,7 @@
 // folder from its nfsd. Nothing is created or removed on the server: the folder must exist, a
 // missing one is NOT_FOUND and stays missing. Run by scripts/vm-tier.ts inside vm.sh.
 import { guestExec } from './qga.js';
+import { GUEST_KUBELET_DIR } from './guest-paths.js';
 import { csiClient } from '../helpers/csi-client.js';
 
 let t0 = Date.now();
@@ -27,7 +28,7 @@ export async function runInlineNfs(): Promise<number> {
   t0 = Date.now();
   const n = csiClient(process.env.VM_NFS_ENDPOINT!, 120_000);
   const share = process.env.VM_NFS_SHARE!;
-  const pod = '/var/lib/kubelet/pods/8f1c2a4e-0000-4000-8000-reelsmith0001/volumes/kubernetes.io~csi';
+  const pod = `${GUEST_KUBELET_DIR}/pods/8f1c2a4e-0000-4000-8000-reelsmith0001/volumes/kubernetes.io~csi`;
   const target = `${pod}/offsite-backups/mount`;
   const roTarget = `${pod}/media-ro/mount`;
   const volumeId = 'csi-3f9a6c1e5b7d2f4a8c0e6b1d3f5a7c9e1b3d5f7a9c1e3b5d7f9a1c3e5b7d9f1a';

@@ -6,6 +6,7 @@
 // a header left without key slots by an interrupted format is formatted again.
 // Run by scripts/vm-tier.ts inside vm.sh.
 import { guestExec } from './qga.js';
+import { GUEST_KUBELET_DIR } from './guest-paths.js';
 import { csiClient } from '../helpers/csi-client.js';
 import { parseStatusSpan } from '../../src/os/cryptsetup.js';
 import type { Controller } from '../../scripts/vm-tier.js';
@@ -45,8 +46,8 @@ export async function runLuks(deps: Deps): Promise<number> {
   const n = csiClient(process.env.VM_PROXMOX_ENDPOINT!, 300_000);
   const cap = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
   const secrets = { 'encryption-passphrase': PASS };
-  const staging = '/run/luks/staging';
-  const target = '/run/luks/target';
+  const staging = `${GUEST_KUBELET_DIR}/luks/staging`;
+  const target = `${GUEST_KUBELET_DIR}/luks/target`;
   const created: string[] = [];
   const published = new Set<string>();
   try {

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { repoRoot, shq, startGuest, type Guest } from './guest.js';
+import { GUEST_KUBELET_DIR } from './guest-paths.js';
 
 const GUEST_PROXMOX_PORT = 10000;
 const GUEST_NFS_CSI_PORT = 10001;
@@ -28,6 +29,7 @@ function nodeCommand(): string {
     '--proxmox-endpoint', `tcp://127.0.0.1:${GUEST_PROXMOX_PORT}`,
     '--nfs-endpoint', `tcp://127.0.0.1:${GUEST_NFS_CSI_PORT}`,
     '--node-id', NODE_ID, '--region', 'homelab', '--zone', 'hyper1',
+    '--kubelet-dir', GUEST_KUBELET_DIR,
     '--metrics-address', `127.0.0.1:${GUEST_METRICS_PORT}`,
     process.env.VM_NODE_ARGS ?? '',
   ].join(' ');

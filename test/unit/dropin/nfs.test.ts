@@ -45,7 +45,7 @@ const sys = new FakeSystem();
 const nodeServer = await startDriverServer({
   driver: {
     name: NFS_DRIVER, accessibilityConstraints: false, onlineExpansion: true, probe: async () => true,
-    node: createNfsNode({ nodeId: 'talos-worker-1', log, mountTimeoutMs: 5000, exec: sys, mounter: createLinuxMounter({ exec: sys }) }),
+    node: createNfsNode({ nodeId: 'talos-worker-1', log, mountTimeoutMs: 5000, kubeletDir: tmp, exec: sys, mounter: createLinuxMounter({ exec: sys }) }),
   },
   mode: 'node', endpoint: 'tcp://127.0.0.1:0', log, version: 'dropin',
 });

@@ -114,7 +114,7 @@ const controllerFlags = (file: string) => ['--mode', 'controller', '--proxmox-en
 const W1_LINKS = path.join(sim.loopLinkDir, 'talos-worker-1');
 const main = await startProgram(t, [
   '--mode', 'all', '--proxmox-endpoint', 'tcp://127.0.0.1:0', '--proxmox-config', configA,
-  '--node-id', 'talos-worker-1', '--region', 'homelab', '--zone', 'hyper1', '--device-dir', W1_LINKS,
+  '--node-id', 'talos-worker-1', '--region', 'homelab', '--zone', 'hyper1', '--device-dir', W1_LINKS, '--kubelet-dir', tmp,
 ]);
 
 const MOUNT_EXT4 = { mount: { fsType: 'ext4', mountFlags: [] }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };

@@ -42,4 +42,16 @@ export class FakeDisks implements BlockDevices {
   async foreignSlots() {
     return this.foreign;
   }
+  /** A disk added here with a PVC-ID WWN stands for one the controller attached. */
+  async isDriverDisk(mm: string) {
+    return [...this.devices.entries()].some(([wwn, d]) => d.majMin === mm && wwn.startsWith('5056432d4944'));
+  }
+  async blockDeviceExists(mm: string) {
+    return [...this.devices.values()].some((d) => d.majMin === mm) && !this.gone.has(mm);
+  }
+  /** Devices whose first MiB holds data without a signature blkid knows. */
+  dataOn = new Set<string>();
+  async hasData(device: string) {
+    return this.dataOn.has(device);
+  }
 }

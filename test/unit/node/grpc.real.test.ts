@@ -16,7 +16,7 @@ const MiB = 1024 * 1024;
 t.test('Proxmox node over gRPC on a loop disk', { skip: canUseLoopDevices() }, async (t) => {
   const rig = new LoopRig(t);
   rig.addDisk(256 * MiB, wwnForSlot(2));
-  const node = createProxmoxNode({ nodeId: 'talos-w1', region: 'homelab', zone: 'hyper1', deviceDir: rig.devDir, log, nodeLabels: null, deviceWaitMs: 500 });
+  const node = createProxmoxNode({ nodeId: 'talos-w1', region: 'homelab', zone: 'hyper1', deviceDir: rig.devDir, kubeletDir: rig.root, log, nodeLabels: null, deviceWaitMs: 500 });
   const server = await startDriverServer({
     driver: { name: 'csi.proxmox.sinextra.dev', accessibilityConstraints: true, onlineExpansion: true, probe: async () => true, node },
     mode: 'node',
@@ -58,7 +58,7 @@ t.test('Proxmox node over gRPC on a loop disk', { skip: canUseLoopDevices() }, a
 });
 
 t.test('NFS node over gRPC: info, capabilities, block refused', async (t) => {
-  const node = createNfsNode({ nodeId: 'talos-w1', log, mountTimeoutMs: 1000 });
+  const node = createNfsNode({ nodeId: 'talos-w1', log, mountTimeoutMs: 1000, kubeletDir: '/tmp' });
   const server = await startDriverServer({
     driver: { name: 'nfs.csi.k8s.io', accessibilityConstraints: false, onlineExpansion: false, probe: async () => true, node },
     mode: 'node',

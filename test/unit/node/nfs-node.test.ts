@@ -30,12 +30,13 @@ function setup(t: { teardown(fn: () => void): void }, opts: Partial<NfsNodeOptio
     nodeId: 'talos-w1',
     log: pino({ level: 'silent' }),
     mountTimeoutMs: 5000,
+    kubeletDir: dir,
     exec: sys,
     mounter: createLinuxMounter({ exec: sys }),
     ...opts,
   });
   const req = (extra: Partial<NodePublishVolumeRequest> = {}): NodePublishVolumeRequest => ({
-    volumeId: 'nas.local#volume1/k8s-volumes/talos#media/data#pvc-1#archive',
+    volumeId: '127.0.0.1#volume1/k8s-volumes/talos#media/data#pvc-1#archive',
     publishContext: {},
     stagingTargetPath: '',
     targetPath: path.join(dir, 'pods', 'p1', 'mount'),
@@ -213,6 +214,7 @@ t.test('a hanging mount is killed with its children when the timeout passes', as
     nodeId: 'n',
     log: pino({ level: 'silent' }),
     mountTimeoutMs: 400,
+    kubeletDir: dir,
     exec,
     mounter: createLinuxMounter({ exec, bin: { mount: fakeMount } }),
   });
@@ -286,7 +288,8 @@ t.test('stats via statfs; missing path NotFound; stale mount abnormal', async (t
   t.same(st.usage!.map((u) => u.unit), ['BYTES', 'INODES']);
   t.ok(Number(st.usage![0]!.total) > 0);
   t.equal(st.volumeCondition?.abnormal, false);
-  t.equal(code(await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: 'some/path', stagingTargetPath: '' }, ctx).catch((e) => e)), 'NotFound');
+  t.equal(code(await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: 'some/path', stagingTargetPath: '' }, ctx).catch((e) => e)), 'InvalidArgument', 'relative path');
+  t.equal(code(await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: path.join(dir, 'missing'), stagingTargetPath: '' }, ctx).catch((e) => e)), 'NotFound');
   fs.mkdirSync(path.join(dir, 'plain'));
   t.equal(code(await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: path.join(dir, 'plain'), stagingTargetPath: '' }, ctx).catch((e) => e)), 'NotFound', 'not mounted');
   sys.intercept((cmd, args) => (cmd === 'stat' && args.includes(r.targetPath) ? Promise.reject(fail(cmd, args, 1, 'stat: Stale file handle')) : undefined));

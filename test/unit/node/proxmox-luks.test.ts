@@ -47,7 +47,7 @@ function setup(t: { teardown(fn: () => void): void }) {
   });
   const node = createProxmoxNode({
     nodeId: 'talos-w1', log, exec: sys, mounter: createLinuxMounter({ exec: sys }), blockDevices: disks, cryptsetup: luks,
-    nodeLabels: null, deviceWaitMs: 200,
+    nodeLabels: null, deviceWaitMs: 200, kubeletDir: dir,
   });
   const staging = path.join(dir, 'staging');
   const stage = (extra: Record<string, unknown> = {}) =>

@@ -36,6 +36,7 @@ function setup(t: { teardown(fn: () => void): void }) {
     region: 'homelab',
     zone: 'hyper1',
     deviceDir: rig.devDir,
+    kubeletDir: rig.root,
     log: pino({ level: 'silent' }),
     exec,
     nodeLabels: null,
@@ -92,7 +93,7 @@ t.test('filesystem volume: stage, publish, data survives unstage/restage, expand
   t.ok(Number(inodes.used) > 0 && Number(inodes.total) > Number(inodes.used));
   t.equal(stats.volumeCondition?.abnormal, false);
   t.equal(code(await node.nodeGetVolumeStats!({ volumeId, volumePath: rig.path('nope'), stagingTargetPath: '' }, ctx).catch((e) => e)), 'NotFound');
-  t.equal(code(await node.nodeGetVolumeStats!({ volumeId, volumePath: 'some/path', stagingTargetPath: '' }, ctx).catch((e) => e)), 'NotFound');
+  t.equal(code(await node.nodeGetVolumeStats!({ volumeId, volumePath: 'some/path', stagingTargetPath: '' }, ctx).catch((e) => e)), 'InvalidArgument', 'a relative path');
 
   await node.nodeUnpublishVolume({ volumeId, targetPath: roTarget }, ctx);
   await node.nodeUnpublishVolume({ volumeId, targetPath: target }, ctx);
@@ -231,7 +232,7 @@ t.test('SINGLE_NODE_SINGLE_WRITER: one target at a time, read from the mount tab
   };
   t.ok(node.capabilities.includes('SINGLE_NODE_MULTI_WRITER'), 'advertised');
   /** A fresh plugin process on the same host: no memory of earlier calls. */
-  const restart = () => createProxmoxNode({ nodeId: 'talos-w1', region: 'homelab', zone: 'hyper1', deviceDir: rig.devDir, log: pino({ level: 'silent' }), nodeLabels: null, deviceWaitMs: 1500 });
+  const restart = () => createProxmoxNode({ nodeId: 'talos-w1', region: 'homelab', zone: 'hyper1', deviceDir: rig.devDir, kubeletDir: rig.root, log: pino({ level: 'silent' }), nodeLabels: null, deviceWaitMs: 1500 });
 
   // Filesystem volume on slot 11.
   const volumeId = 'homelab/hyper1/local-lvm/vm-9999-pvc-rwop';

@@ -36,6 +36,7 @@ function setup(t: { teardown(fn: () => void): void }, o: { labels?: Record<strin
     blockDevices: disks,
     nodeLabels: o.labels ? async () => o.labels! : null,
     deviceWaitMs: 300,
+    kubeletDir: dir,
   });
   const stage = (extra: Record<string, unknown> = {}) => ({
     volumeId: 'homelab/hyper1/local-lvm/vm-9999-pvc-1',

@@ -1,0 +1,140 @@
+// Node calls act only inside the kubelet directory (issue 10). Every path a node RPC receives is
+// checked here before a backend sees it: absolute, no control characters, normalised (`..`,
+// `//`, trailing `/`), its parent directories resolved through symlinks, and then strictly
+// below the kubelet directory (itself resolved, so a symlinked /var/lib/kubelet works). The
+// last component is never stat'ed here: on a dead NFS mount that can hang. It cannot escape
+// anyway — the mount table only lists real paths, and whatever creates or removes the last
+// component refuses a symlink there (common.ts) — so a symlink planted inside the kubelet
+// directory leads nowhere.
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { NodeBackend } from '../csi/types.js';
+import { InvalidArgument } from '../errors.js';
+import { isErrno } from '../os/paths.js';
+
+export const DEFAULT_KUBELET_DIR = '/var/lib/kubelet';
+
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\x00-\x1f\x7f]/;
+
+/** realpath of the deepest existing ancestor, with the components below it appended as given. */
+async function resolveExisting(abs: string): Promise<string> {
+  const rest: string[] = [];
+  let dir = abs;
+  for (;;) {
+    try {
+      return path.join(await fs.realpath(dir), ...rest);
+    } catch (e) {
+      if (!isErrno(e, 'ENOENT', 'ENOTDIR')) throw e;
+    }
+    if (dir === '/') return path.join('/', ...rest);
+    rest.unshift(path.basename(dir));
+    dir = path.dirname(dir);
+  }
+}
+
+export class KubeletDir {
+  constructor(readonly dir: string) {
+    if (!path.isAbsolute(dir)) throw new Error(`kubelet directory ${JSON.stringify(dir)} must be an absolute path`);
+  }
+
+  /** Real path of the kubelet directory now (it may be created or re-linked after start). */
+  root(): Promise<string> {
+    return resolveExisting(path.resolve(this.dir));
+  }
+
+  /**
+   * The canonical form of `raw` (parents resolved, last component as given), or INVALID_ARGUMENT
+   * naming the path and the kubelet directory when it is not strictly inside it.
+   */
+  async check(raw: string, field: string, rpc: string): Promise<string> {
+    const shown = JSON.stringify(raw);
+    if (CONTROL.test(raw)) throw new InvalidArgument(`${rpc}: ${field} ${shown} contains control characters`);
+    if (!raw.startsWith('/')) {
+      throw new InvalidArgument(`${rpc}: ${field} ${shown} is not an absolute path; node paths must be absolute and inside the kubelet directory ${this.dir}`);
+    }
+    const abs = path.resolve(raw);
+    let canonical: string;
+    try {
+      canonical = abs === '/' ? '/' : path.join(await resolveExisting(path.dirname(abs)), path.basename(abs));
+    } catch (e) {
+      if (isErrno(e, 'ELOOP', 'ENAMETOOLONG', 'EACCES')) {
+        throw new InvalidArgument(`${rpc}: ${field} ${shown} cannot be resolved: ${(e as Error).message}`);
+      }
+      throw e;
+    }
+    const root = await this.root();
+    const inside = root === '/' ? canonical !== '/' : canonical.startsWith(`${root}/`);
+    if (!inside) {
+      const via = canonical === raw ? '' : ` (resolves to ${canonical})`;
+      throw new InvalidArgument(
+        `${rpc}: ${field} ${shown}${via} is not inside the kubelet directory ${this.dir}${root === this.dir ? '' : ` (${root})`}; ` +
+          'this plugin acts only on paths below it (set --kubelet-dir if kubelet keeps its state elsewhere)',
+      );
+    }
+    return canonical;
+  }
+
+  /** Same, for an optional field: empty stays empty (the backend decides whether it is required). */
+  async checkOptional(raw: string | undefined | null, field: string, rpc: string): Promise<string> {
+    return raw ? this.check(raw, field, rpc) : (raw ?? '');
+  }
+}
+
+/**
+ * Wrap a node backend so every path it is handed is checked and canonical. One place for both
+ * drivers (and for anything added to them later).
+ */
+export function confineToKubeletDir(backend: NodeBackend, kubeletDir: string): NodeBackend {
+  const k = new KubeletDir(kubeletDir);
+  const out: NodeBackend = {
+    capabilities: backend.capabilities,
+    nodeGetInfo: (ctx) => backend.nodeGetInfo(ctx),
+    nodePublishVolume: async (req, ctx) =>
+      backend.nodePublishVolume(
+        {
+          ...req,
+          targetPath: await k.checkOptional(req.targetPath, 'target_path', 'NodePublishVolume'),
+          stagingTargetPath: await k.checkOptional(req.stagingTargetPath, 'staging_target_path', 'NodePublishVolume'),
+        },
+        ctx,
+      ),
+    nodeUnpublishVolume: async (req, ctx) =>
+      backend.nodeUnpublishVolume({ ...req, targetPath: await k.checkOptional(req.targetPath, 'target_path', 'NodeUnpublishVolume') }, ctx),
+  };
+  const stage = backend.nodeStageVolume;
+  if (stage) {
+    out.nodeStageVolume = async (req, ctx) =>
+      stage({ ...req, stagingTargetPath: await k.checkOptional(req.stagingTargetPath, 'staging_target_path', 'NodeStageVolume') }, ctx);
+  }
+  const unstage = backend.nodeUnstageVolume;
+  if (unstage) {
+    out.nodeUnstageVolume = async (req, ctx) =>
+      unstage({ ...req, stagingTargetPath: await k.checkOptional(req.stagingTargetPath, 'staging_target_path', 'NodeUnstageVolume') }, ctx);
+  }
+  const stats = backend.nodeGetVolumeStats;
+  if (stats) {
+    out.nodeGetVolumeStats = async (req, ctx) =>
+      stats(
+        {
+          ...req,
+          volumePath: await k.checkOptional(req.volumePath, 'volume_path', 'NodeGetVolumeStats'),
+          stagingTargetPath: await k.checkOptional(req.stagingTargetPath, 'staging_target_path', 'NodeGetVolumeStats'),
+        },
+        ctx,
+      );
+  }
+  const expand = backend.nodeExpandVolume;
+  if (expand) {
+    out.nodeExpandVolume = async (req, ctx) =>
+      expand(
+        {
+          ...req,
+          volumePath: await k.checkOptional(req.volumePath, 'volume_path', 'NodeExpandVolume'),
+          stagingTargetPath: await k.checkOptional(req.stagingTargetPath, 'staging_target_path', 'NodeExpandVolume'),
+        },
+        ctx,
+      );
+  }
+  return out;
+}
