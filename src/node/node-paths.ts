@@ -9,7 +9,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { NodeBackend } from '../csi/types.js';
-import { InvalidArgument } from '../errors.js';
+import { InvalidArgument, NotFound } from '../errors.js';
 import { isErrno } from '../os/paths.js';
 
 export const DEFAULT_KUBELET_DIR = '/var/lib/kubelet';
@@ -75,6 +75,21 @@ export class KubeletDir {
     return canonical;
   }
 
+  /**
+   * For the volume_path of NodeGetVolumeStats / NodeExpandVolume: a relative path is NOT_FOUND —
+   * the spec's "volume not available on the specified volume_path", which is what csi-sanity
+   * checks with "some/path". No volume of this plugin can be at a relative path; nothing is
+   * touched either way. An absolute path outside the kubelet directory stays INVALID_ARGUMENT.
+   */
+  async checkVolumePath(raw: string | undefined | null, rpc: string): Promise<string> {
+    if (raw && !raw.startsWith('/') && !CONTROL.test(raw)) {
+      throw new NotFound(
+        `${rpc}: no volume is published at volume_path ${JSON.stringify(raw)}: it is not an absolute path (node paths are absolute and inside the kubelet directory ${this.dir})`,
+      );
+    }
+    return this.checkOptional(raw, 'volume_path', rpc);
+  }
+
   /** Same, for an optional field: empty stays empty (the backend decides whether it is required). */
   async checkOptional(raw: string | undefined | null, field: string, rpc: string): Promise<string> {
     return raw ? this.check(raw, field, rpc) : (raw ?? '');
@@ -118,7 +133,7 @@ export function confineToKubeletDir(backend: NodeBackend, kubeletDir: string): N
       stats(
         {
           ...req,
-          volumePath: await k.checkOptional(req.volumePath, 'volume_path', 'NodeGetVolumeStats'),
+          volumePath: await k.checkVolumePath(req.volumePath, 'NodeGetVolumeStats'),
           stagingTargetPath: await k.checkOptional(req.stagingTargetPath, 'staging_target_path', 'NodeGetVolumeStats'),
         },
         ctx,
@@ -130,7 +145,7 @@ export function confineToKubeletDir(backend: NodeBackend, kubeletDir: string): N
       expand(
         {
           ...req,
-          volumePath: await k.checkOptional(req.volumePath, 'volume_path', 'NodeExpandVolume'),
+          volumePath: await k.checkVolumePath(req.volumePath, 'NodeExpandVolume'),
           stagingTargetPath: await k.checkOptional(req.stagingTargetPath, 'staging_target_path', 'NodeExpandVolume'),
         },
         ctx,

@@ -288,7 +288,7 @@ t.test('stats via statfs; missing path NotFound; stale mount abnormal', async (t
   t.same(st.usage!.map((u) => u.unit), ['BYTES', 'INODES']);
   t.ok(Number(st.usage![0]!.total) > 0);
   t.equal(st.volumeCondition?.abnormal, false);
-  t.equal(code(await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: 'some/path', stagingTargetPath: '' }, ctx).catch((e) => e)), 'InvalidArgument', 'relative path');
+  t.equal(code(await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: 'some/path', stagingTargetPath: '' }, ctx).catch((e) => e)), 'NotFound', 'relative path: no volume there (csi-sanity)');
   t.equal(code(await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: path.join(dir, 'missing'), stagingTargetPath: '' }, ctx).catch((e) => e)), 'NotFound');
   fs.mkdirSync(path.join(dir, 'plain'));
   t.equal(code(await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: path.join(dir, 'plain'), stagingTargetPath: '' }, ctx).catch((e) => e)), 'NotFound', 'not mounted');
