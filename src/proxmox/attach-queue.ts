@@ -11,7 +11,8 @@ import type { ConfigEntry, ProxmoxApi } from './api.js';
 import { type DiskSite, driveHasOptions, freeSlots, isHelperSite, sitesOf, unusedOf, withDriveOptions } from './drives.js';
 import { outcomeUncertain } from './errors.js';
 import { type DriveOptions, driveString, helperWwnForSlot, wwnForSlot } from './params.js';
-import { scanVms, usesOf } from './scan.js';
+import { type FenceKind, Fences } from './fences.js';
+import { type VmEntries, scanVms, usesOf } from './scan.js';
 import { backoffDelay, sleep, waitTask } from './tasks.js';
 import type { VmLocator, VmRef } from './vm-locator.js';
 import { diskOwner, volidOf } from './volume-id.js';
@@ -67,19 +68,36 @@ export interface QueueOptions {
   /** How long a change may stay pending (hot-plug in progress) before it is an error; default 10 s. */
   confirmTimeoutMs?: number;
   taskTimeoutMs?: number;
+  /** Shared with the cluster's other mutating paths; a private set by default. */
+  fences?: Fences;
 }
 
 /** Unlinks issued per detach batch: each one re-triggers a hot-unplug the guest did not finish. */
 const DETACH_UNLINKS = 3;
 
 interface JobBase {
+  /** The batch decided this job (its change landed, failed, or was never sent). */
   done: boolean;
+  /** Taken into a batch: its change may be sent; a caller giving up no longer removes it. */
+  taken: boolean;
+  /** The caller gave up after the job was taken: no new change is sent for it. */
+  abandoned: boolean;
+  /** When a change for it was sent without a known outcome (lost answer), for the fence. */
+  uncertainSince?: number;
   reject(e: unknown): void;
 }
-interface AttachJob extends JobBase { kind: 'attach'; req: AttachRequest; resolve(slot: number): void }
+interface AttachJob extends JobBase {
+  kind: 'attach';
+  req: AttachRequest;
+  /** Seen attached (an exclusive publish): answered only after the exclusivity re-check. */
+  landedSlot?: number;
+  resolve(slot: number): void;
+}
 interface DetachJob extends JobBase { kind: 'detach'; req: DetachRequest; resolve(): void }
 interface UpdateJob extends JobBase { kind: 'update'; req: UpdateRequest; resolve(): void }
 type Job = AttachJob | DetachJob | UpdateJob;
+
+const isOpen = (j: AttachJob): boolean => !j.done && j.landedSlot === undefined;
 
 interface VmState {
   digest?: string;
@@ -90,37 +108,75 @@ export class AttachQueues {
   private readonly queues = new Map<number, { vm: VmRef; jobs: Job[] }>();
   private readonly attempts: number;
   private readonly confirmTimeoutMs: number;
+  readonly fences: Fences;
 
   constructor(private readonly o: QueueOptions) {
     this.attempts = o.attempts ?? 8;
     this.confirmTimeoutMs = o.confirmTimeoutMs ?? 10_000;
+    this.fences = o.fences ?? new Fences();
   }
 
-  /** Attaches the disk to the VM (or finds it attached); resolves with its slot. */
+  /**
+   * Attaches the disk to the VM (or finds it attached); resolves with its slot. Refused with
+   * ABORTED while another VM has a change of the disk that may still land.
+   */
   attach(vm: VmRef, req: AttachRequest, signal?: AbortSignal): Promise<number> {
-    return this.enqueue(vm, signal, (resolve, reject) => ({ kind: 'attach', req, done: false, resolve, reject }));
+    const volid = volidOf(req.storage, req.disk);
+    try {
+      this.fences.check(volid, `${req.helper ? 'expanding' : 'publishing'} ${volid} to ${this.what(vm)}`, vm.vmid);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.enqueue(vm, volid, req.helper ? 'helper-attach' : 'attach', signal, (resolve, reject) => ({ kind: 'attach', req, done: false, taken: false, abandoned: false, resolve, reject }));
   }
 
   /** Detaches the disk from the VM, leaving no pending or unused entry of it behind. */
   detach(vm: VmRef, req: DetachRequest, signal?: AbortSignal): Promise<void> {
-    return this.enqueue(vm, signal, (resolve, reject) => ({ kind: 'detach', req, done: false, resolve, reject }));
+    return this.enqueue(vm, volidOf(req.storage, req.disk), 'detach', signal, (resolve, reject) => ({ kind: 'detach', req, done: false, taken: false, abandoned: false, resolve, reject }));
   }
 
   /** Rewrites the disk's drive line in place (a no-op when the VM does not have it attached). */
   update(vm: VmRef, req: UpdateRequest, signal?: AbortSignal): Promise<void> {
-    return this.enqueue(vm, signal, (resolve, reject) => ({ kind: 'update', req, done: false, resolve, reject }));
+    return this.enqueue(vm, volidOf(req.storage, req.disk), 'modify', signal, (resolve, reject) => ({ kind: 'update', req, done: false, taken: false, abandoned: false, resolve, reject }));
   }
 
-  private enqueue<T>(vm: VmRef, signal: AbortSignal | undefined, make: (res: (v: T) => void, rej: (e: unknown) => void) => Job): Promise<T> {
+  private enqueue<T>(vm: VmRef, volid: string, kind: FenceKind, signal: AbortSignal | undefined, make: (res: (v: T) => void, rej: (e: unknown) => void) => Job): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       if (signal?.aborted) return reject(new DeadlineExceeded('cancelled before the VM config was changed'));
+      // The fence lives as long as the job, not as long as its caller (fences.ts).
+      const lift = this.fences.hold(volid, kind, vm);
+      let answered = false;
+      const answer = (f: () => void) => {
+        if (answered) return;
+        answered = true;
+        signal?.removeEventListener('abort', onAbort);
+        f();
+      };
       const job = make(
-        (v) => { if (!job.done) { job.done = true; cleanup(); resolve(v); } },
-        (e) => { if (!job.done) { job.done = true; cleanup(); reject(e); } },
+        (v) => {
+          if (job.done) return;
+          job.done = true;
+          lift();
+          answer(() => resolve(v));
+        },
+        (e) => {
+          if (job.done) return;
+          job.done = true;
+          lift({ uncertainSince: job.uncertainSince });
+          answer(() => reject(e));
+        },
       );
-      // The change may still happen after the caller gave up; the CO's retry finds it then.
-      const onAbort = () => job.reject(new DeadlineExceeded('cancelled while waiting for the VM config change'));
-      const cleanup = () => signal?.removeEventListener('abort', onAbort);
+      const onAbort = () => {
+        if (!job.taken) {
+          // Never sent: proven not to land.
+          const q = this.queues.get(vm.vmid);
+          if (q) q.jobs = q.jobs.filter((j) => j !== job);
+          job.reject(new DeadlineExceeded('cancelled before the VM config was changed'));
+          return;
+        }
+        job.abandoned = true;
+        answer(() => reject(new DeadlineExceeded(`gave up waiting for the config change of ${this.what(vm)}; a change already sent runs to its outcome in the background and ${volid} stays fenced until then`)));
+      };
       signal?.addEventListener('abort', onAbort, { once: true });
       const q = this.queues.get(vm.vmid);
       if (q) {
@@ -139,12 +195,16 @@ export class AttachQueues {
         await sleep(this.o.mergeWindowMs ?? 5);
         const jobs = q.jobs.splice(0).filter((j) => !j.done);
         if (jobs.length === 0) continue;
+        for (const j of jobs) j.taken = true;
         this.o.log.debug({ vmid, vm: q.vm.name, attach: jobs.filter((j) => j.kind === 'attach').length, detach: jobs.filter((j) => j.kind === 'detach').length }, 'VM config batch');
         try {
           const detaches = jobs.filter((j): j is DetachJob => j.kind === 'detach');
           const attaches = jobs.filter((j): j is AttachJob => j.kind === 'attach');
           if (detaches.length) await this.detachBatch(q.vm, detaches);
-          if (attaches.length) await this.attachBatch(q.vm, attaches, true);
+          if (attaches.length) {
+            await this.attachBatch(q.vm, attaches, true);
+            await this.recheck(q.vm, attaches.filter((j) => !j.done && j.landedSlot !== undefined));
+          }
           const updates = jobs.filter((j): j is UpdateJob => j.kind === 'update' && !j.done);
           if (updates.length) await this.updateBatch(q.vm, updates);
         } catch (e) {
@@ -322,7 +382,40 @@ export class AttachQueues {
     if (site.drive.options.wwn && site.drive.options.wwn.toLowerCase() !== wwnForSlot(site.slot)) {
       this.o.log.warn({ vmid: vm.vmid, key: site.key, wwn: site.drive.options.wwn }, 'disk is attached with a WWN other than its slot\'s (attached by hand?); the node looks for the slot\'s WWN and may not find it');
     }
-    j.resolve(site.slot);
+    if (j.req.exclusive) j.landedSlot = site.slot;
+    else j.resolve(site.slot);
+  }
+
+  /**
+   * After exclusive attaches landed: read the other VMs again. The fence keeps two of this
+   * process's attaches of a disk from being in flight together, so a disk found elsewhere now
+   * was put there by a change this process did not make (a previous run's change that waited
+   * for a lock, a person). Deterministic resolution: the attach that sees a competitor after
+   * landing withdraws (unlinked and verified gone) and is refused; the other one stays. A
+   * competitor that is another live attach sees this one and withdraws too: neither stays,
+   * both callers retry with their backoff, and the first to land alone wins.
+   */
+  private async recheck(vm: VmRef, landed: AttachJob[]): Promise<void> {
+    if (landed.length === 0) return;
+    const scan = await scanVms(this.o.api, this.o.locator, { nodes: [...new Set(landed.map((j) => j.req.diskNode))], exclude: [vm.vmid] });
+    for (const j of landed) {
+      const conflict = conflictOf(scan, j.req);
+      if (!conflict) {
+        j.resolve(j.landedSlot!);
+        continue;
+      }
+      this.o.log.warn({ vmid: vm.vmid, disk: volidOf(j.req.storage, j.req.disk), err: conflict.message }, 'disk appeared on another VM while it was attached here; withdrawing this attachment');
+      let failed: unknown;
+      await this.detachBatch(vm, [{
+        kind: 'detach', req: { storage: j.req.storage, disk: j.req.disk }, done: false, taken: true, abandoned: false,
+        resolve() { this.done = true; },
+        reject(e: unknown) { this.done = true; failed = e; },
+      }]).catch((e: unknown) => (failed = e));
+      const Kind = conflict instanceof HelperLeftovers ? Busy : FailedPrecondition;
+      j.reject(failed
+        ? new Unavailable(`${conflict.message}; this attachment to ${this.what(vm)} was withdrawn but the unlink did not complete (${(failed as Error).message}); retrying later`)
+        : new Kind(`${conflict.message} (it appeared there while this attach to ${this.what(vm)} was landing; this one was withdrawn)`));
+    }
   }
 
   /** Refuses disks that do not exist or that another VM holds (exclusive requests). */
@@ -346,24 +439,14 @@ export class AttachQueues {
       })),
       exclusive.length === 0 ? [] : scanVms(this.o.api, this.o.locator, {
         nodes: [...new Set(exclusive.map((j) => j.req.diskNode))],
-        exclude: [vm.vmid, ...new Set(exclusive.map((j) => diskOwner(j.req.disk) ?? -1))],
+        // The disk's owner VM too: its own disks are never attached elsewhere (defect 3).
+        exclude: [vm.vmid],
       }),
     ]);
     for (const j of exclusive) {
-      const sites = usesOf(scan, j.req.storage, j.req.disk).sites;
-      const other = sites.find((s) => !isHelperSite(s.site));
-      if (!other && sites.length > 0 && !j.done) {
-        const vms = [...new Map(sites.map((s) => [s.vm.vmid, { vmid: s.vm.vmid, node: s.vm.node, name: s.vm.name }])).values()];
-        j.reject(new HelperLeftovers(
-          `${volidOf(j.req.storage, j.req.disk)} is still attached to ${vms.map((v) => `VM ${v.name} (${v.vmid})`).join(', ')} by an interrupted offline expansion; remove that attachment first`,
-          vms,
-        ));
-      }
-      if (other && !j.done) {
-        j.reject(new FailedPrecondition(
-          `${volidOf(j.req.storage, j.req.disk)} is ${other.site.placement === 'attached' ? 'attached' : other.site.placement === 'attaching' ? 'being attached' : 'still being detached'} as ${other.site.key} of VM ${other.vm.name} (${other.vm.vmid}) on ${other.vm.node}; a single-node volume is published to one node at a time`,
-        ));
-      }
+      if (j.done) continue;
+      const conflict = conflictOf(scan, j.req);
+      if (conflict) j.reject(conflict);
     }
   }
 
@@ -371,12 +454,15 @@ export class AttachQueues {
     let open = jobs.filter((j) => !j.done);
     for (let attempt = 1; open.length > 0; attempt++) {
       const [state] = await Promise.all([this.readState(vm, true), check && attempt === 1 ? this.precheck(vm, open) : undefined]);
-      open = open.filter((j) => !j.done);
+      open = open.filter(isOpen);
       for (const j of open) {
         const site = this.attachedFor(state.entries, j);
         if (site) this.settleAttached(vm, j, site);
       }
-      open = open.filter((j) => !j.done);
+      open = open.filter(isOpen);
+      // A caller that gave up gets no new change sent; what was sent has been read back above.
+      for (const j of open) if (j.abandoned) j.reject(new DeadlineExceeded('caller gave up; no further change sent'));
+      open = open.filter(isOpen);
       if (open.length === 0) return;
       if (attempt > this.attempts) {
         const err = new Unavailable(`could not change the config of ${this.what(vm)} after ${this.attempts} attempts (lock contention or lost answers); retrying later`);
@@ -409,7 +495,7 @@ export class AttachQueues {
         if (diskOwner(j.req.disk) !== vm.vmid) del.push(...unusedOf(state.entries, j.req.storage, j.req.disk));
         assigned.set(j, slot);
       }
-      open = open.filter((j) => !j.done);
+      open = open.filter(isOpen);
       if (open.length === 0) return;
 
       try {
@@ -426,7 +512,12 @@ export class AttachQueues {
           await sleep(backoffDelay(attempt));
           continue;
         }
-        if (outcomeUncertain(e)) continue;
+        if (outcomeUncertain(e)) {
+          // Sent, outcome unknown: it may still land (e.g. waiting for the VM lock).
+          const now = Date.now();
+          for (const j of open) j.uncertainSince ??= now;
+          continue;
+        }
         if (open.length > 1) {
           // One disk's problem must not fail the others: try each on its own.
           for (const j of open) await this.attachBatch(vm, [j], false);
@@ -444,7 +535,31 @@ export class AttachQueues {
           j.reject(new Unavailable(`hot-plug of ${volidOf(j.req.storage, j.req.disk)} into ${this.what(vm)} did not complete; it stays a pending change of scsi${assigned.get(j)}`));
         }
       }
-      open = open.filter((j) => !j.done);
+      open = open.filter(isOpen);
     }
   }
+}
+
+/** Why another VM's use of the disk forbids attaching it (exclusive), or undefined. */
+function conflictOf(scan: readonly VmEntries[], req: AttachRequest): Error | undefined {
+  const volid = volidOf(req.storage, req.disk);
+  const use = usesOf(scan, req.storage, req.disk);
+  const own = use.otherBus[0];
+  if (own) {
+    return new FailedPrecondition(`${volid} is ${own.key} of VM ${own.vm.name} (${own.vm.vmid}) on ${own.vm.node}, a disk of that VM; it is never attached to another VM`);
+  }
+  const other = use.sites.find((s) => !isHelperSite(s.site));
+  if (other) {
+    const how = other.site.placement === 'attached' ? 'attached' : other.site.placement === 'attaching' ? 'being attached' : 'still being detached';
+    const msg = `${volid} is ${how} as ${other.site.key} of VM ${other.vm.name} (${other.vm.vmid}) on ${other.vm.node}; a single-node volume is published to one node at a time`;
+    return new FailedPrecondition(msg);
+  }
+  if (use.sites.length > 0) {
+    const vms = [...new Map(use.sites.map((s) => [s.vm.vmid, { vmid: s.vm.vmid, node: s.vm.node, name: s.vm.name }])).values()];
+    return new HelperLeftovers(
+      `${volid} is still attached to ${vms.map((v) => `VM ${v.name} (${v.vmid})`).join(', ')} by an interrupted offline expansion; remove that attachment first`,
+      vms,
+    );
+  }
+  return undefined;
 }

@@ -3,17 +3,22 @@
 import type { Logger } from 'pino';
 import type { ProxmoxApi, StorageResource } from './api.js';
 import { AttachQueues, type QueueOptions } from './attach-queue.js';
+import { Fences } from './fences.js';
 import { VmLocator } from './vm-locator.js';
 
 export interface ClusterTuning {
   /** How long the VM list and the storage list are reused; default 5 s. */
   cacheTtlMs?: number;
   queue?: Partial<Pick<QueueOptions, 'mergeWindowMs' | 'attempts' | 'confirmTimeoutMs' | 'taskTimeoutMs'>>;
+  /** How long a change whose outcome is unknown keeps its volume fenced (fences.ts). */
+  landHorizonMs?: number;
 }
 
 export class Cluster {
   readonly locator: VmLocator;
   readonly queues: AttachQueues;
+  /** Volumes with a change in flight that may still land; shared by every mutating path. */
+  readonly fences: Fences;
   private storagesCache?: { at: number; rows: StorageResource[] };
   private storagesInflight?: Promise<StorageResource[]>;
   private readonly ttlMs: number;
@@ -22,7 +27,8 @@ export class Cluster {
   constructor(readonly region: string, readonly api: ProxmoxApi, log: Logger, tuning: ClusterTuning = {}) {
     this.ttlMs = tuning.cacheTtlMs ?? 5_000;
     this.locator = new VmLocator(api, { cluster: region, ttlMs: this.ttlMs });
-    this.queues = new AttachQueues({ api, cluster: region, locator: this.locator, log: log.child({ cluster: region }), ...tuning.queue });
+    this.fences = new Fences(tuning.landHorizonMs);
+    this.queues = new AttachQueues({ api, cluster: region, locator: this.locator, log: log.child({ cluster: region }), fences: this.fences, ...tuning.queue });
   }
 
   /**

@@ -77,7 +77,9 @@ export async function controllerUnpublishVolume(core: Core, req: T.ControllerUnp
       ]);
       return {};
     }
-    // No node given: detach from every VM that has it, helper attachments included.
+    // No node given: detach from every VM that has it, helper attachments included. A change
+    // that may still land would escape the scan: refuse until it has settled.
+    cluster.fences.check(v.volid, `unpublishing ${v.volid} from every VM`);
     const scan = await scanVms(cluster.api, cluster.locator, { signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined });
     const use = usesOf(scan, ref.storage, ref.disk);
     const vms = new Map([...use.sites, ...use.unused].map((u) => [u.vm.vmid, { vmid: u.vm.vmid, node: u.vm.node, name: u.vm.name }]));

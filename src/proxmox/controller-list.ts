@@ -99,7 +99,7 @@ export async function listVolumes(core: Core, req: T.ListVolumesRequest, ctx: Ca
         capacityBytes: String(v.size),
         accessibleTopology: [topologyOf(v.region, v.shared ? undefined : v.zone)],
       },
-      status: statusOf(uses.get(v.volumeId) ?? { sites: [], unused: [] }),
+      status: statusOf(uses.get(v.volumeId) ?? { sites: [], unused: [], otherBus: [] }),
     })),
     nextToken: more ? encodeToken(page[page.length - 1]!.volumeId) : '',
   };

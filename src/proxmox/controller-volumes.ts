@@ -121,6 +121,7 @@ export async function deleteVolume(core: Core, req: T.DeleteVolumeRequest, ctx: 
   }
   const { cluster, ref, volid } = v;
   return cluster.exclusive(volid, async () => {
+    cluster.fences.check(volid, `deleting ${volid}`);
     const [found, scan, vms] = await Promise.all([
       findVolume(v, ctx.signal),
       scanVms(cluster.api, cluster.locator, { signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined }),
@@ -149,15 +150,16 @@ export async function deleteVolume(core: Core, req: T.DeleteVolumeRequest, ctx: 
     }
     // Markers first: one left behind would outlive its disk, the disk never outlives them.
     await freeMarkers(v, found.node, await readMarkers(v, found.node, ctx.signal), ctx.signal);
-    await retryBusy(async () => {
+    // The free task runs to its outcome even when the caller gives up (fences.ts).
+    await retryBusy(() => cluster.fences.run(volid, 'free', undefined, async () => {
       try {
-        const upid = await cluster.api.freeDisk(found.node, ref.storage, volid, { signal: ctx.signal });
-        if (upid) await waitTask(cluster.api, found.node, upid, { cluster: cluster.region, what: `free ${volid}`, signal: ctx.signal });
+        const upid = await cluster.api.freeDisk(found.node, ref.storage, volid);
+        if (upid) await waitTask(cluster.api, found.node, upid, { cluster: cluster.region, what: `free ${volid}` });
       } catch (e) {
         if (isCsiError(e, 'NotFound')) return;
-        if (!outcomeUncertain(e) || (await findVolume(v, ctx.signal))) throw e;
+        if (!outcomeUncertain(e) || (await findVolume(v))) throw e;
       }
-    }, { signal: ctx.signal });
+    }, ctx.signal), { signal: ctx.signal });
     ctx.log.info({ volid, node: found.node }, 'disk freed');
     return {};
   });

@@ -92,6 +92,19 @@ export function sitesOf(entries: readonly ConfigEntry[], storage: string, disk: 
   return sites;
 }
 
+const OTHER_BUS_RE = /^(?:ide|sata|virtio|efidisk|tpmstate)\d+$/;
+
+/**
+ * Drive keys other than scsiN (ide, sata, virtio, efidisk, tpmstate) that reference the disk,
+ * current or pending: a VM's own disks, which this driver never attaches anywhere else.
+ */
+export function otherBusKeysOf(entries: readonly ConfigEntry[], storage: string, disk: string): string[] {
+  return entries
+    .filter((e) => OTHER_BUS_RE.test(e.key))
+    .filter((e) => [e.value, e.pending].some((v) => v !== undefined && same(parseDrive(v), storage, disk)))
+    .map((e) => e.key);
+}
+
 /** unusedN entries that reference the disk (left behind by a detach). */
 export function unusedOf(entries: readonly ConfigEntry[], storage: string, disk: string): string[] {
   return entries

@@ -21,6 +21,7 @@ import { removeHelperLeftovers } from './leftovers.js';
 import { HELPER_DRIVE_OPTIONS, MiB, sizeForExpand } from './params.js';
 import { scanVms, usesOf } from './scan.js';
 import { retryBusy, sleep, waitTask } from './tasks.js';
+import { untilAborted } from './fences.js';
 import type { VmRef } from './vm-locator.js';
 import { diskOwner } from './volume-id.js';
 
@@ -35,6 +36,7 @@ export async function controllerExpandVolume(core: Core, req: T.ControllerExpand
   const nodeExpansionRequired = !req.volumeCapability?.block;
   const { cluster, ref, volid } = v;
   return cluster.exclusive(volid, async () => {
+    cluster.fences.check(volid, `expanding ${volid}`);
     // A shared storage's disk may sit on a VM of any node: look at all of them.
     const [found, scan] = await Promise.all([
       findVolume(v, ctx.signal),
@@ -62,15 +64,17 @@ export async function controllerExpandVolume(core: Core, req: T.ControllerExpand
 /** Resizes through a VM that has the disk as `key`; the task must end OK. */
 async function resizeThrough(cluster: Cluster, v: ResolvedVolume, vm: VmRef, key: string, size: number, signal: AbortSignal): Promise<void> {
   const target = `${Math.ceil(size / MiB)}M`;
-  const reached = async () => ((await findVolume(v, signal))?.item.size ?? 0) >= size;
-  await retryBusy(async () => {
+  const reached = async (s?: AbortSignal) => ((await findVolume(v, s))?.item.size ?? 0) >= size;
+  // The resize task runs to its outcome even when the caller gives up; the volume stays fenced
+  // until then (fences.ts). A caller's abort stops only the retries that were not sent yet.
+  await retryBusy(() => cluster.fences.run(v.volid, 'resize', vm, async () => {
     try {
-      const upid = await cluster.api.resizeDisk(vm.node, vm.vmid, key, target, { signal });
-      if (upid) await waitTask(cluster.api, vm.node, upid, { cluster: cluster.region, what: `resize ${v.volid} on VM ${vm.vmid}`, signal });
+      const upid = await cluster.api.resizeDisk(vm.node, vm.vmid, key, target);
+      if (upid) await waitTask(cluster.api, vm.node, upid, { cluster: cluster.region, what: `resize ${v.volid} on VM ${vm.vmid}` });
     } catch (e) {
       if (!outcomeUncertain(e) || !(await reached())) throw e;
     }
-  }, { signal });
+  }, signal), { signal });
   // The storage may report the new size a moment after the task ends.
   for (let i = 0; i < 10 && !(await reached()); i++) await sleep(100 * (i + 1), signal);
 }
@@ -107,7 +111,8 @@ async function expandOffline(cluster: Cluster, v: ResolvedVolume, node: string, 
       last = e;
       failures.push(`VM ${vm.name} (${vm.vmid}): ${(e as Error).message}`);
       // The attach may have half-happened (a pending hot-plug): take it back before moving on.
-      await cluster.queues.detach(vm, disk).catch((err: unknown) => ctx.log.warn({ vmid: vm.vmid, err: (err as Error).message }, 'could not remove a failed helper attachment; the next call will'));
+      // A caller that gave up does not wait for it: the detach is fenced and runs on its own.
+      await untilAborted(cluster.queues.detach(vm, disk), ctx.signal).catch((err: unknown) => ctx.log.warn({ vmid: vm.vmid, err: (err as Error).message }, 'could not remove a failed helper attachment; the next call will'));
       if (ctx.signal.aborted || !isCsiError(e) || !TRY_NEXT.has(e.kind)) throw e;
       continue;
     }
@@ -116,7 +121,8 @@ async function expandOffline(cluster: Cluster, v: ResolvedVolume, node: string, 
     await resizeThrough(cluster, v, vm, `scsi${slot}`, size, ctx.signal).catch((e: unknown) => (resizeErr = e ?? new Error('resize failed')));
     try {
       // No signal: the unlink must happen even when the caller has given up.
-      await cluster.queues.detach(vm, disk);
+      // (untilAborted: a caller that gave up does not wait; the detach stays fenced.)
+      await untilAborted(cluster.queues.detach(vm, disk), ctx.signal);
     } catch (e) {
       if (!resizeErr) throw e;
       ctx.log.warn({ vmid: vm.vmid, err: (e as Error).message }, 'could not remove the helper attachment after a failed resize; the next call will');

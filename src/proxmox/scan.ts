@@ -3,7 +3,7 @@
 // find the VM an online expansion goes through, and for ListVolumes/ControllerGetVolume.
 import { isCsiError } from '../errors.js';
 import type { ConfigEntry, ProxmoxApi, VmResource } from './api.js';
-import { attachedDisks, type DiskSite, sitesOf, unusedOf } from './drives.js';
+import { attachedDisks, type DiskSite, otherBusKeysOf, sitesOf, unusedOf } from './drives.js';
 import type { VmLocator } from './vm-locator.js';
 
 export interface VmEntries {
@@ -54,13 +54,16 @@ export async function scanVms(api: ProxmoxApi, locator: VmLocator, o: ScanOption
 export interface DiskUse {
   sites: Array<{ vm: VmResource; site: DiskSite }>;
   unused: Array<{ vm: VmResource; key: string }>;
+  /** Non-SCSI drive keys (a VM's own boot or EFI disk): never ours to attach elsewhere. */
+  otherBus: Array<{ vm: VmResource; key: string }>;
 }
 
 export function usesOf(scan: readonly VmEntries[], storage: string, disk: string): DiskUse {
-  const use: DiskUse = { sites: [], unused: [] };
+  const use: DiskUse = { sites: [], unused: [], otherBus: [] };
   for (const { vm, entries } of scan) {
     for (const site of sitesOf(entries, storage, disk)) use.sites.push({ vm, site });
     for (const key of unusedOf(entries, storage, disk)) use.unused.push({ vm, key });
+    for (const key of otherBusKeysOf(entries, storage, disk)) use.otherBus.push({ vm, key });
   }
   return use;
 }

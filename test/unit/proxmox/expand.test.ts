@@ -135,7 +135,9 @@ async function leftover(t: Tap, dieAfter: 'updateVmConfig' | 'resizeDisk') {
   const s = setup();
   const id = s.volume('pvc-x');
   const dying = controller(crashing(s.f, dieAfter));
-  t.equal((await err(s.expand(id, 2 * GiB, MOUNT, dying))).kind, 'Unavailable', 'the first controller died mid-expansion');
+  // Dead after the attach: it was sent and never confirmed, so the volume stays fenced, no
+  // other helper VM is tried (fences.ts) and the answer is ABORTED.
+  t.equal((await err(s.expand(id, 2 * GiB, MOUNT, dying))).kind, dieAfter === 'updateVmConfig' ? 'Aborted' : 'Unavailable', 'the first controller died mid-expansion');
   t.equal(s.refs(103, 'pvc-x').length, 1, 'its helper attachment is left on VM 103');
   t.ok(isHelperWwn(/wwn=(0x[0-9a-f]+)/.exec(s.f.vms.get(103)!.config.get(s.refs(103, 'pvc-x')[0]!)!)?.[1]), 'recognisable by its WWN');
   s.f.resetCalls();
