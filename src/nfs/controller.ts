@@ -5,13 +5,14 @@
 import type { Logger } from 'pino';
 import type { CallContext, ControllerBackend } from '../csi/types.js';
 import type * as T from '../csi/types.js';
-import { AlreadyExists, InvalidArgument, NotFound, OutOfRange } from '../errors.js';
+import { AlreadyExists, InvalidArgument, NotFound } from '../errors.js';
 import { createNfs3Stores } from './nfs3-store.js';
 import { parseCreateParams, type OnDelete, type VolumeParams } from './params.js';
 import { archiveVolume, deleteVolumeDir } from './policy.js';
 import type { NfsStores } from './store.js';
 import { composeVolumeId, parseVolumeId, type VolumeRef } from './volume-id.js';
 import { ACCESS_MODE_NAMES, accessModeName } from '../csi/access-modes.js';
+import { parseCapacityRange } from '../csi/capacity.js';
 
 export interface NfsControllerOptions {
   log: Logger;
@@ -48,11 +49,6 @@ export function unsupportedCapability(caps: T.VolumeCapability[]): string | null
     if (!ACCESS_MODES.has(mode)) return `access mode ${mode} is not supported`;
   }
   return null;
-}
-
-function bytes(v: string | number | undefined | null): number {
-  const n = Number(v ?? 0);
-  return Number.isFinite(n) && n > 0 ? n : 0;
 }
 
 /** Remembers what each volume name was created with, so a conflicting repeat is refused. */
@@ -123,11 +119,7 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
       if (req.volumeContentSource) {
         throw new InvalidArgument('creating NFS volumes from a snapshot or another volume is not supported');
       }
-      const required = bytes(req.capacityRange?.requiredBytes);
-      const limit = bytes(req.capacityRange?.limitBytes);
-      if (limit && required > limit) {
-        throw new OutOfRange(`required capacity ${required} exceeds the limit ${limit}`);
-      }
+      const { required, limit } = parseCapacityRange(req.capacityRange);
       const p = parseCreateParams(req.name, req.parameters, defaultOnDelete);
       const id = composeVolumeId({ ...p, uuid: p.subDirFromParam ? req.name : '' });
       created.check(req.name, id, required, limit);
@@ -198,9 +190,7 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
         const bad = unsupportedCapability([req.volumeCapability]);
         if (bad) throw new InvalidArgument(bad);
       }
-      const required = bytes(req.capacityRange.requiredBytes);
-      const limit = bytes(req.capacityRange.limitBytes);
-      if (limit && required > limit) throw new OutOfRange(`required capacity ${required} exceeds the limit ${limit}`);
+      const { required, limit } = parseCapacityRange(req.capacityRange);
       await existingVolume(req.volumeId, ctx);
       // Directories have no size: any request is met, and there is nothing to grow on the node.
       return { capacityBytes: required || limit, nodeExpansionRequired: false };

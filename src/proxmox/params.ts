@@ -1,5 +1,6 @@
 // StorageClass parameters (upstream names and meanings), the drive options they turn into,
 // sizes, and the PVC-ID WWN scheme the node uses to find a disk.
+import { parseCapacityRange } from '../csi/capacity.js';
 import { InvalidArgument, OutOfRange } from '../errors.js';
 import { pvcIdWwnHex } from '../csi/pvc-id-wwn.js';
 import { AIO_MODES, CACHE_MODES, FSTYPE_PARAM, PROXMOX_PARAMETER_KEYS } from './param-keys.js';
@@ -212,17 +213,9 @@ export const GiB = 1024 * MiB;
 export const SIZE_STEP = 512 * MiB;
 export const DEFAULT_SIZE = 10 * GiB;
 
-function bytes(field: string, v: string | number | undefined): number {
-  const n = Number(v ?? 0);
-  if (!Number.isSafeInteger(n) || n < 0) throw new OutOfRange(`capacity_range.${field} ${String(v)} is out of range`);
-  return n;
-}
-
 /** Size of a new volume: rounded up to 512 MiB, 10 GiB when nothing is asked for. */
 export function sizeForCreate(range: { requiredBytes?: string | number; limitBytes?: string | number } | null | undefined): number {
-  const required = bytes('required_bytes', range?.requiredBytes);
-  const limit = bytes('limit_bytes', range?.limitBytes);
-  if (limit > 0 && limit < required) throw new OutOfRange(`capacity_range: limit_bytes ${limit} is below required_bytes ${required}`);
+  const { required, limit } = parseCapacityRange(range);
   if (required === 0) {
     if (limit === 0 || limit >= DEFAULT_SIZE) return DEFAULT_SIZE;
     const fit = Math.floor(limit / SIZE_STEP) * SIZE_STEP;
@@ -236,16 +229,14 @@ export function sizeForCreate(range: { requiredBytes?: string | number; limitByt
 
 /** True when an existing volume of `size` bytes satisfies the request's range. */
 export function sizeFits(size: number, range: { requiredBytes?: string | number; limitBytes?: string | number } | null | undefined): boolean {
-  const required = Number(range?.requiredBytes ?? 0);
-  const limit = Number(range?.limitBytes ?? 0);
+  const { required, limit } = parseCapacityRange(range);
   if (required === 0 && limit === 0) return size === DEFAULT_SIZE;
   return size >= required && (limit === 0 || size <= limit);
 }
 
 /** Target size of an expansion, same rounding; OutOfRange when it cannot fit the limit. */
 export function sizeForExpand(range: { requiredBytes?: string | number; limitBytes?: string | number } | null | undefined): number {
-  const required = bytes('required_bytes', range?.requiredBytes);
-  const limit = bytes('limit_bytes', range?.limitBytes);
+  const { required, limit } = parseCapacityRange(range);
   if (required === 0) throw new InvalidArgument('capacity_range.required_bytes must be set for an expansion');
   const size = Math.ceil(required / SIZE_STEP) * SIZE_STEP;
   if (limit > 0 && size > limit) throw new OutOfRange(`capacity_range: ${required} bytes rounded up to ${size} (512 MiB steps) exceeds limit_bytes ${limit}`);

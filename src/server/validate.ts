@@ -1,10 +1,27 @@
 // Checks of required fields that the CSI spec defines for every driver alike; backends validate
 // their own parameters. csi-sanity expects INVALID_ARGUMENT for each missing field.
 import type * as T from '../csi/types.js';
+import { parseCapacityRange } from '../csi/capacity.js';
 import { InvalidArgument } from '../errors.js';
+
+// NUL and the other C0/C1 control characters: no volume name, id, node id or path of either
+// driver contains one, and passing them on would reach logs, handles and system calls.
+// eslint-disable-next-line no-control-regex
+const CONTROL_RE = /[\u0000-\u001f\u007f-\u009f]/;
+
+/** Refuses a string field that holds a control character (one check for both drivers). */
+export function noControlCharacters(value: unknown, name: string, method: string): void {
+  if (typeof value !== 'string') return;
+  const m = CONTROL_RE.exec(value);
+  if (m) {
+    const code = m[0].charCodeAt(0).toString(16).padStart(2, '0');
+    throw new InvalidArgument(`${method}: ${name} contains a control character (U+00${code.toUpperCase()} at offset ${m.index}); names, ids and paths must be printable`);
+  }
+}
 
 const need = (value: unknown, name: string, method: string): void => {
   if (value === undefined || value === null || value === '') throw new InvalidArgument(`${method}: ${name} is required`);
+  noControlCharacters(value, name, method);
 };
 
 export function capability(cap: T.VolumeCapability | null | undefined, name: string, method: string): void {
@@ -22,6 +39,7 @@ export const validate = {
   createVolume(r: T.CreateVolumeRequest): void {
     need(r.name, 'name', 'CreateVolume');
     capabilities(r.volumeCapabilities, 'CreateVolume');
+    parseCapacityRange(r.capacityRange);
   },
   deleteVolume(r: T.DeleteVolumeRequest): void {
     need(r.volumeId, 'volume_id', 'DeleteVolume');
@@ -33,6 +51,7 @@ export const validate = {
   },
   controllerUnpublishVolume(r: T.ControllerUnpublishVolumeRequest): void {
     need(r.volumeId, 'volume_id', 'ControllerUnpublishVolume');
+    noControlCharacters(r.nodeId, 'node_id', 'ControllerUnpublishVolume');
   },
   validateVolumeCapabilities(r: T.ValidateVolumeCapabilitiesRequest): void {
     need(r.volumeId, 'volume_id', 'ValidateVolumeCapabilities');
@@ -41,6 +60,7 @@ export const validate = {
   controllerExpandVolume(r: T.ControllerExpandVolumeRequest): void {
     need(r.volumeId, 'volume_id', 'ControllerExpandVolume');
     need(r.capacityRange, 'capacity_range', 'ControllerExpandVolume');
+    parseCapacityRange(r.capacityRange);
   },
   controllerModifyVolume(r: T.ControllerModifyVolumeRequest): void {
     need(r.volumeId, 'volume_id', 'ControllerModifyVolume');
@@ -61,6 +81,7 @@ export const validate = {
     need(r.volumeId, 'volume_id', 'NodePublishVolume');
     need(r.targetPath, 'target_path', 'NodePublishVolume');
     if (staged) need(r.stagingTargetPath, 'staging_target_path', 'NodePublishVolume');
+    else noControlCharacters(r.stagingTargetPath, 'staging_target_path', 'NodePublishVolume');
     capability(r.volumeCapability, 'volume_capability', 'NodePublishVolume');
   },
   nodeUnpublishVolume(r: T.NodeUnpublishVolumeRequest): void {

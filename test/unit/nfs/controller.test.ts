@@ -89,14 +89,14 @@ t.test('a repeated name with another capacity or parameters is AlreadyExists', a
   const { c } = setup();
   await c.createVolume(req('v1', { server: SERVER, share: SHARE }), ctx);
   t.match(
-    await errKind(c.createVolume(req('v1', { server: SERVER, share: SHARE }, { capacityRange: { requiredBytes: String(2 << 30), limitBytes: '0' } }), ctx)),
+    await errKind(c.createVolume(req('v1', { server: SERVER, share: SHARE }, { capacityRange: { requiredBytes: String(2 * 2 ** 30), limitBytes: '0' } }), ctx)),
     /^AlreadyExists: volume "v1"/,
   );
   t.match(await errKind(c.createVolume(req('v1', { server: SERVER, share: SHARE, onDelete: 'retain' }), ctx)), /^AlreadyExists/);
   const del = await c.createVolume(req('v1', { server: SERVER, share: SHARE }), ctx);
   await c.deleteVolume({ volumeId: del.volume!.volumeId as string, secrets: {} }, ctx);
   t.equal(
-    await errKind(c.createVolume(req('v1', { server: SERVER, share: SHARE }, { capacityRange: { requiredBytes: String(2 << 30), limitBytes: '0' } }), ctx)),
+    await errKind(c.createVolume(req('v1', { server: SERVER, share: SHARE }, { capacityRange: { requiredBytes: String(2 * 2 ** 30), limitBytes: '0' } }), ctx)),
     'no error',
     'after DeleteVolume the name is free again',
   );
@@ -266,4 +266,14 @@ t.test('probe reflects the NAS', async (t) => {
   t.equal(await c.probe(new AbortController().signal), true);
   stores.down = true;
   t.equal(await c.probe(new AbortController().signal), false);
+});
+
+t.test('negative or inverted sizes are OUT_OF_RANGE in the NFS driver too (shared parser)', async (t) => {
+  const { c } = setup();
+  const params = seedParams('default', 'neg', 'pvc-neg');
+  for (const range of [{ requiredBytes: '-1', limitBytes: '0' }, { requiredBytes: '0', limitBytes: '-5' }, { requiredBytes: '10', limitBytes: '5' }]) {
+    await t.rejects(c.createVolume(req('pvc-neg', params, { capacityRange: range }), ctx), { kind: 'OutOfRange' }, `create ${JSON.stringify(range)}`);
+  }
+  const id = (await c.createVolume(req('pvc-neg', params), ctx)).volume!.volumeId!;
+  await t.rejects(c.controllerExpandVolume!({ volumeId: id, capacityRange: { requiredBytes: '-1', limitBytes: '0' }, secrets: {}, volumeCapability: null }, ctx), { kind: 'OutOfRange' });
 });

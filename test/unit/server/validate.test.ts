@@ -1,0 +1,104 @@
+// Issue 10: one validation for both drivers. Every RPC that takes a name, id or path refuses
+// control characters with INVALID_ARGUMENT before any backend sees them; sizes go through one
+// capacity parser (negative, fractional, below-required limits are OUT_OF_RANGE) in the gate
+// and in each driver's own code.
+import t from 'tap';
+import { status } from '@grpc/grpc-js';
+import { pino } from 'pino';
+import { startDriverServer } from '../../../src/server/driver-server.js';
+import type { ControllerBackend, Driver, NodeBackend } from '../../../src/csi/types.js';
+import { parseCapacityRange } from '../../../src/csi/capacity.js';
+import { sizeForCreate, sizeForExpand } from '../../../src/proxmox/params.js';
+import { csiClient } from '../../helpers/csi-client.js';
+
+const cap = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+
+function okDriver(calls: string[]): Driver {
+  const seen = (m: string) => async () => {
+    calls.push(m);
+    return {};
+  };
+  const controller: ControllerBackend = {
+    capabilities: ['CREATE_DELETE_VOLUME', 'PUBLISH_UNPUBLISH_VOLUME', 'EXPAND_VOLUME', 'GET_VOLUME'],
+    createVolume: async () => {
+      calls.push('CreateVolume');
+      return { volume: { volumeId: 'v', capacityBytes: 1 } };
+    },
+    deleteVolume: seen('DeleteVolume'),
+    validateVolumeCapabilities: seen('ValidateVolumeCapabilities'),
+    controllerPublishVolume: seen('ControllerPublishVolume'),
+    controllerUnpublishVolume: seen('ControllerUnpublishVolume'),
+    controllerExpandVolume: seen('ControllerExpandVolume'),
+    controllerGetVolume: seen('ControllerGetVolume'),
+  } as ControllerBackend;
+  const node: NodeBackend = {
+    capabilities: ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME'],
+    nodeGetInfo: async () => ({ nodeId: 'n1' }),
+    nodeStageVolume: seen('NodeStageVolume'),
+    nodeUnstageVolume: seen('NodeUnstageVolume'),
+    nodePublishVolume: seen('NodePublishVolume'),
+    nodeUnpublishVolume: seen('NodeUnpublishVolume'),
+    nodeGetVolumeStats: seen('NodeGetVolumeStats'),
+    nodeExpandVolume: seen('NodeExpandVolume'),
+  } as NodeBackend;
+  return { name: 'test.csi.example', accessibilityConstraints: false, onlineExpansion: true, probe: async () => true, controller, node };
+}
+
+const P = '/var/lib/kubelet/pods/x/volumes/v';
+const BAD = ['a\u0000b', 'a\nb', 'tab\there', 'del\u007f', 'c1\u0085'];
+/** Each RPC with a valid request, and the fields that must refuse control characters. */
+const TABLE: Array<{ svc: 'controller' | 'node'; rpc: string; req: Record<string, unknown>; fields: string[] }> = [
+  { svc: 'controller', rpc: 'CreateVolume', req: { name: 'pvc-1', volumeCapabilities: [cap] }, fields: ['name'] },
+  { svc: 'controller', rpc: 'DeleteVolume', req: { volumeId: 'v' }, fields: ['volumeId'] },
+  { svc: 'controller', rpc: 'ControllerPublishVolume', req: { volumeId: 'v', nodeId: 'n1', volumeCapability: cap }, fields: ['volumeId', 'nodeId'] },
+  { svc: 'controller', rpc: 'ControllerUnpublishVolume', req: { volumeId: 'v', nodeId: 'n1' }, fields: ['volumeId', 'nodeId'] },
+  { svc: 'controller', rpc: 'ValidateVolumeCapabilities', req: { volumeId: 'v', volumeCapabilities: [cap] }, fields: ['volumeId'] },
+  { svc: 'controller', rpc: 'ControllerExpandVolume', req: { volumeId: 'v', capacityRange: { requiredBytes: '1' } }, fields: ['volumeId'] },
+  { svc: 'controller', rpc: 'ControllerGetVolume', req: { volumeId: 'v' }, fields: ['volumeId'] },
+  { svc: 'node', rpc: 'NodeStageVolume', req: { volumeId: 'v', stagingTargetPath: P, volumeCapability: cap }, fields: ['volumeId', 'stagingTargetPath'] },
+  { svc: 'node', rpc: 'NodeUnstageVolume', req: { volumeId: 'v', stagingTargetPath: P }, fields: ['volumeId', 'stagingTargetPath'] },
+  { svc: 'node', rpc: 'NodePublishVolume', req: { volumeId: 'v', stagingTargetPath: P, targetPath: P + '/t', volumeCapability: cap }, fields: ['volumeId', 'targetPath', 'stagingTargetPath'] },
+  { svc: 'node', rpc: 'NodeUnpublishVolume', req: { volumeId: 'v', targetPath: P }, fields: ['volumeId', 'targetPath'] },
+  { svc: 'node', rpc: 'NodeGetVolumeStats', req: { volumeId: 'v', volumePath: P }, fields: ['volumeId', 'volumePath'] },
+  { svc: 'node', rpc: 'NodeExpandVolume', req: { volumeId: 'v', volumePath: P }, fields: ['volumeId', 'volumePath'] },
+];
+
+t.test('control characters in names, ids and paths: INVALID_ARGUMENT for every RPC, backend untouched', async (t) => {
+  const calls: string[] = [];
+  const srv = await startDriverServer({ driver: okDriver(calls), mode: 'all', endpoint: 'tcp://127.0.0.1:0', log: pino({ level: 'silent' }), version: '0' });
+  const c = csiClient(srv.endpoint);
+  t.teardown(async () => {
+    c.close();
+    await srv.stop(1000);
+  });
+  for (const row of TABLE) {
+    await c[row.svc](row.rpc, row.req);
+    t.equal(calls.pop(), row.rpc, `${row.rpc}: the valid request reaches the backend`);
+    for (const f of row.fields) {
+      for (const bad of BAD) {
+        await t.rejects(c[row.svc](row.rpc, { ...row.req, [f]: bad }), { code: status.INVALID_ARGUMENT, details: /control character/ }, `${row.rpc} ${f}=${JSON.stringify(bad)}`);
+      }
+    }
+  }
+  t.same(calls, [], 'no bad request reached a backend');
+});
+
+t.test('capacity ranges: one parser, refused alike in the gate and in both drivers', async (t) => {
+  const calls: string[] = [];
+  const srv = await startDriverServer({ driver: okDriver(calls), mode: 'all', endpoint: 'tcp://127.0.0.1:0', log: pino({ level: 'silent' }), version: '0' });
+  const c = csiClient(srv.endpoint);
+  t.teardown(async () => {
+    c.close();
+    await srv.stop(1000);
+  });
+  for (const range of [{ requiredBytes: '-1' }, { limitBytes: '-5' }, { requiredBytes: '10', limitBytes: '5' }]) {
+    await t.rejects(c.controller('CreateVolume', { name: 'p', volumeCapabilities: [cap], capacityRange: range }), { code: status.OUT_OF_RANGE }, `CreateVolume ${JSON.stringify(range)}`);
+    await t.rejects(c.controller('ControllerExpandVolume', { volumeId: 'v', capacityRange: range }), { code: status.OUT_OF_RANGE }, `ControllerExpandVolume ${JSON.stringify(range)}`);
+  }
+  t.same(calls, []);
+  t.same(parseCapacityRange({ requiredBytes: '1024', limitBytes: '0' }), { required: 1024, limit: 0 });
+  t.same(parseCapacityRange(undefined), { required: 0, limit: 0 });
+  for (const v of ['-1', '1.5', 'abc', '1e3', String(2 ** 63)]) t.throws(() => parseCapacityRange({ requiredBytes: v }), { kind: 'OutOfRange' }, v);
+  t.throws(() => sizeForCreate({ requiredBytes: '-1' }), { kind: 'OutOfRange' }, 'Proxmox create');
+  t.throws(() => sizeForExpand({ requiredBytes: '-1' }), { kind: 'OutOfRange' }, 'Proxmox expand');
+});
