@@ -9,6 +9,9 @@ import { buildDrivers } from './drivers.js';
 import { packageVersion } from './version.js';
 import { runSubcommand } from './cli/index.js';
 
+/** Time allowed after the drain for closing connections before the process exits anyway. */
+const CLOSE_GRACE_MS = 1500;
+
 async function main(): Promise<void> {
   const sub = await runSubcommand(process.argv.slice(2), { out: process.stdout, err: process.stderr, env: process.env });
   if (sub !== undefined) {
@@ -69,6 +72,14 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'shutting down');
+    // Exit is bounded by the drain timeout plus a little, whatever a backend does: calls still
+    // running after the drain are abandoned (their HTTP requests aborted), and the next start
+    // reconciles from Proxmox's and the NFS server's state, as it does after kill -9.
+    setTimeout(() => {
+      log.warn('backends did not close in time; exiting anyway');
+      log.flush();
+      process.exit(0);
+    }, config.drainTimeoutMs + CLOSE_GRACE_MS).unref();
     await Promise.all(servers.map((s) => s.stop(config.drainTimeoutMs)));
     await composed.close().catch((err: unknown) => log.warn({ err }, 'closing backends'));
     metricsServer?.close();

@@ -226,7 +226,10 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
       return (await call<Record<string, Record<string, number>>>('GET', '/access/permissions', undefined, 'read own permissions', o)) ?? {};
     },
     async close() {
-      await agent.close();
+      // destroy, not close: close waits for requests in flight (a VM config batch runs without
+      // its caller's deadline), and shutdown must not. What was sent may still land; the next
+      // start reconciles from Proxmox's state, as after kill -9.
+      await agent.destroy();
     },
   };
   return api;

@@ -5,7 +5,8 @@ import pino from 'pino';
 import type * as T from '../../../src/csi/types.js';
 import { isCsiError } from '../../../src/errors.js';
 import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller.js';
-import { GiB } from '../../../src/proxmox/params.js';
+import { createHttpProxmoxApi } from '../../../src/proxmox/http-api.js';
+import { GiB, wwnForSlot } from '../../../src/proxmox/params.js';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 
 const MOUNT: T.VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'mount' };
@@ -156,14 +157,13 @@ t.test('defect 3: a VM\'s own disk is never published to another VM', async (t) 
 t.test('re-check after landing: a change of a previous run that lands first wins, ours withdraws', async (t) => {
   const { sim, c, admin, holders } = await start(t);
   const id = (await c.createVolume(createReq('pvc-race'), ctx())).volume!.volumeId!;
-  // A previous run of the controller sent an attach to VM 111 that waits for the lock, then died.
-  const previous = createProxmoxController({
-    config: { clusters: [{ url: sim.url, insecure: false, caFile: sim.caFile, tokenId: sim.tokenId, tokenSecret: sim.tokenSecret, region: 'homelab' }], controllerVmId: 9999 },
-    log: pino({ level: 'silent' }), queryTimeoutMs: 15_000,
-  });
-  await admin.holdLock({ vmid: 111 }, 2000);
-  await admin.holdLock({ vmid: 101 }, 4000);
-  t.equal((await kind(previous.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx(800)))).kind, 'DeadlineExceeded');
+  // A previous run of the controller sent an attach to VM 111 (POST …/config: a qmconfig task
+  // that waits for the VM lock), then died before it landed.
+  await admin.holdLock({ vmid: 111 }, 3000);
+  await admin.holdLock({ vmid: 101 }, 6000);
+  const previous = createHttpProxmoxApi({ cluster: { url: sim.url, insecure: false, caFile: sim.caFile, tokenId: sim.tokenId, tokenSecret: sim.tokenSecret, region: 'homelab' } });
+  const upid = await previous.updateVmConfig('hyper1', 111, { set: { scsi1: `local-lvm:vm-9999-pvc-race,backup=1,wwn=${wwnForSlot(1)}` } });
+  t.match(upid, /^UPID:hyper1:/, 'the change waits for the lock in a task');
   await previous.close();
   // This run cannot see that change yet: its attach to VM 101 waits for 101's lock, and lands after it.
   const res = await kind(c.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx(15_000)));

@@ -37,3 +37,47 @@ t.test('main: serves both endpoints and exits 0 on SIGTERM leaving no socket', a
   t.notOk(fs.existsSync(pve), 'proxmox socket removed');
   t.notOk(fs.existsSync(nfs), 'nfs socket removed');
 });
+
+// Issue 10: SIGTERM exit is bounded by --drain-timeout even while a Proxmox request hangs
+// (closing the HTTP agent used to wait for it). In-flight requests are aborted after the drain.
+t.test('main: SIGTERM exits within the drain timeout + 2 s while a Proxmox call hangs', async (t) => {
+  const { startSimulator, SimulatorAdmin } = await import('../../../sim/index.js');
+  const sim = await startSimulator({ backend: 'none', faults: { authFailureDelayMs: 0 } });
+  t.teardown(() => sim.close());
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csi-main-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const cfg = path.join(dir, 'config.yaml');
+  fs.writeFileSync(cfg, `clusters:\n  - url: ${sim.url}\n    ca_file: ${sim.caFile}\n    token_id: "${sim.tokenId}"\n    token_secret: "${sim.tokenSecret}"\n    region: homelab\n`);
+  const sock = path.join(dir, 'ctl.sock');
+  const child = spawn(process.execPath, ['--import=tsx', path.resolve('src/main.ts'), '--mode', 'controller', '--proxmox-config', cfg,
+    '--proxmox-endpoint', `unix://${sock}`, '--drain-timeout', '2s'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+  let out = '';
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('not ready: ' + out)), 30_000);
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('"ready":true')) { clearTimeout(timer); resolve(); }
+    });
+  });
+  const c = csiClient(`unix://${sock}`);
+  t.teardown(() => c.close());
+  const cap = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+  const vol = await c.controller('CreateVolume', { name: 'pvc-hang', volumeCapabilities: [cap], parameters: { storage: 'local-lvm' },
+    accessibilityRequirements: { preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }] } });
+  // Every VM config read now hangs for 60 s: the publish's VM config batch (which runs on its
+  // own, without the caller's deadline) sits in one.
+  await new SimulatorAdmin(sim.adminUrl).patchFaults({ latencyByRoute: { 'GET /nodes/{node}/qemu/{vmid}/pending': 60_000, 'GET /nodes/{node}/qemu/{vmid}/config': 60_000 } });
+  const pending = c.controller('ControllerPublishVolume', { volumeId: vol.volume.volumeId, nodeId: 'talos-worker-1', volumeCapability: cap }).catch((e: unknown) => e);
+  // Let the call reach the simulator.
+  await new Promise((r) => setTimeout(r, 1500));
+  const t0 = Date.now();
+  child.kill('SIGTERM');
+  t.equal(await exited, 0, 'exit code 0');
+  const took = Date.now() - t0;
+  t.ok(took <= 4000, `exited ${took} ms after SIGTERM (drain 2 s + at most 2 s)`);
+  const answer = await pending;
+  t.ok(answer, 'the hanging call got an answer or lost its connection');
+  t.comment(String((answer as Error).message ?? JSON.stringify(answer)));
+});
