@@ -98,7 +98,7 @@ t.test('capacity ranges: one parser, refused alike in the gate and in both drive
   t.same(calls, []);
   t.same(parseCapacityRange({ requiredBytes: '1024', limitBytes: '0' }), { required: 1024, limit: 0 });
   t.same(parseCapacityRange(undefined), { required: 0, limit: 0 });
-  for (const v of ['-1', '1.5', 'abc', '1e3', String(2 ** 63)]) t.throws(() => parseCapacityRange({ requiredBytes: v }), { kind: 'OutOfRange' }, v);
-  t.throws(() => sizeForCreate({ requiredBytes: '-1' }), { kind: 'OutOfRange' }, 'Proxmox create');
-  t.throws(() => sizeForExpand({ requiredBytes: '-1' }), { kind: 'OutOfRange' }, 'Proxmox expand');
+  for (const v of ['-1', '1.5', 'abc', '1e3', String(2 ** 63)]) t.throws(() => parseCapacityRange({ requiredBytes: v }), { kind: 'OutOfRange', message: /out of range|below/ }, v);
+  t.throws(() => sizeForCreate({ requiredBytes: '-1' }), { kind: 'OutOfRange', message: /out of range|below/ }, 'Proxmox create');
+  t.throws(() => sizeForExpand({ requiredBytes: '-1' }), { kind: 'OutOfRange', message: /out of range|below/ }, 'Proxmox expand');
 });
