@@ -34,7 +34,9 @@ export function buildDrivers(config: AppConfig, log: Logger): Composed {
         name: PROXMOX_DRIVER,
         accessibilityConstraints: true,
         onlineExpansion: true,
-        probe: c ? (signal) => c.probe(signal) : async () => true,
+        // Probe: this process serves. Backend health goes to metrics and logs (health.ts).
+        probe: async () => true,
+        ...(c && { health: (signal: AbortSignal) => c.health(signal) }),
         ...(c && { controller: c }),
         ...(node && {
           node: createProxmoxNode({
@@ -62,7 +64,9 @@ export function buildDrivers(config: AppConfig, log: Logger): Composed {
         name: NFS_DRIVER,
         accessibilityConstraints: false,
         onlineExpansion: true,
-        probe: c ? (signal) => c.probe(signal) : async () => true,
+        // Probe: this process serves. Backend health goes to metrics and logs (health.ts).
+        probe: async () => true,
+        ...(c && { health: (signal: AbortSignal) => c.health(signal) }),
         ...(c && { controller: c }),
         ...(node && {
           node: createNfsNode({

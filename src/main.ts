@@ -11,6 +11,8 @@ import { runSubcommand } from './cli/index.js';
 
 /** Time allowed after the drain for closing connections before the process exits anyway. */
 const CLOSE_GRACE_MS = 1500;
+/** How often backend health is checked for the log when nothing scrapes the metrics. */
+const HEALTH_LOG_INTERVAL_MS = 60_000;
 
 async function main(): Promise<void> {
   const sub = await runSubcommand(process.argv.slice(2), { out: process.stdout, err: process.stderr, env: process.env });
@@ -63,6 +65,13 @@ async function main(): Promise<void> {
     log.error({ err: e }, 'cannot start');
     await Promise.all(servers.map((s) => s.stop(0)));
     process.exit(1);
+  }
+  for (const { driver } of composed.drivers) {
+    const health = driver.health?.bind(driver);
+    if (!health) continue;
+    metrics?.watchBackends(driver.name, health);
+    // Also without a scraper: an outage and its end are logged (once each) within a minute.
+    setInterval(() => void health(AbortSignal.timeout(5_000)).catch(() => undefined), HEALTH_LOG_INTERVAL_MS).unref();
   }
   // One machine-readable line so scripts can find the endpoints (ports chosen by the OS included).
   process.stdout.write(JSON.stringify({ ready: true, endpoints: Object.fromEntries(servers.map((s) => [s.driver, s.endpoint])) }) + '\n');

@@ -87,8 +87,13 @@ export interface Driver {
   /** Plugin capabilities besides CONTROLLER_SERVICE, which the server adds when a controller is registered. */
   accessibilityConstraints: boolean;
   onlineExpansion: boolean;
-  /** True when the backend (Proxmox API, NFS server) answers; must not throw. */
+  /**
+   * Whether this process can serve (Probe). Not backend health: an outage of Proxmox or a NAS
+   * must not make the livenessprobe restart the plugin; that goes to `health`. Must not throw.
+   */
   probe(signal: AbortSignal): Promise<boolean>;
+  /** Health of each backend this driver uses (metrics, logs); never throws. */
+  health?(signal: AbortSignal): Promise<import('../server/health.js').BackendHealth[]>;
   controller?: ControllerBackend;
   node?: NodeBackend;
 }

@@ -13,6 +13,7 @@ import type { NfsStores } from './store.js';
 import { composeVolumeId, parseVolumeId, type VolumeRef } from './volume-id.js';
 import { ACCESS_MODE_NAMES, accessModeName } from '../csi/access-modes.js';
 import { parseCapacityRange } from '../csi/capacity.js';
+import { type BackendHealth, HealthLog } from '../server/health.js';
 
 export interface NfsControllerOptions {
   log: Logger;
@@ -25,6 +26,8 @@ export interface NfsControllerOptions {
   privilegedPort?: boolean;
   /** Policy for handles without one (upstream --default-ondelete-policy); default delete. */
   defaultOnDelete?: OnDelete;
+  /** A server's NFS session unused this long is closed; default 5 min. */
+  idleSessionMs?: number;
   /** The NAS port; defaults to the NFSv3 protocol client. Tests pass a fake. */
   stores?: NfsStores;
   /** Clock for archive-name suffixes. */
@@ -32,8 +35,10 @@ export interface NfsControllerOptions {
 }
 
 export type NfsController = ControllerBackend & {
-  /** True when every NFS server used so far answers a NULL call; never throws. */
+  /** True when every NFS server in use answers a NULL call; never throws. Backend health, not Probe. */
   probe(signal: AbortSignal): Promise<boolean>;
+  /** Per NFS server with an open session: does it answer. Transitions are logged. */
+  health(signal: AbortSignal): Promise<BackendHealth[]>;
   close(): Promise<void>;
 };
 
@@ -86,8 +91,10 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
       mountPort: opts.mountPort,
       privilegedPort: opts.privilegedPort ?? true,
       log: opts.log,
+      ...(opts.idleSessionMs !== undefined && { idleMs: opts.idleSessionMs }),
     });
   const defaultOnDelete = opts.defaultOnDelete ?? 'delete';
+  const healthLog = new HealthLog(opts.log);
   const now = opts.now ?? (() => new Date());
   const created = new CreatedVolumes();
 
@@ -197,13 +204,11 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
     },
 
     async probe(signal) {
-      try {
-        await stores.ping(signal);
-        return true;
-      } catch (e) {
-        opts.log.warn({ err: (e as Error).message }, 'NFS probe failed');
-        return false;
-      }
+      return (await this.health(signal)).every((h) => h.up);
+    },
+
+    async health(signal) {
+      return healthLog.note(await stores.health(signal));
     },
 
     close: () => stores.close(),

@@ -314,9 +314,15 @@ export interface Nfs3StoresOptions {
   mountPort?: number;
   privilegedPort?: boolean;
   log?: Logger;
+  /** A server's session unused this long is closed (connections and root handles); default 5 min. */
+  idleMs?: number;
 }
 
-/** NfsStores over real NFS servers: one session (connections, root handles) per server. */
+/**
+ * NfsStores over real NFS servers: one session (connections, root handles) per server in use.
+ * A session idle for `idleMs` is closed, so a server named once (a stale or mistyped handle)
+ * holds no connection and no health entry for ever.
+ */
 export function createNfs3Stores(opts: Nfs3StoresOptions): NfsStores {
   const sessions = new Map<string, NfsSession>();
   const session = (server: string) => {
@@ -328,12 +334,43 @@ export function createNfs3Stores(opts: Nfs3StoresOptions): NfsStores {
     }
     return s;
   };
+  const idleMs = opts.idleMs ?? 5 * 60_000;
+  const sweep = () => {
+    const now = Date.now();
+    for (const [server, s] of sessions) {
+      if (s.busy === 0 && now - s.lastUsed >= idleMs) {
+        s.close();
+        sessions.delete(server);
+        opts.log?.debug({ server }, 'closed idle NFS session');
+      }
+    }
+  };
+  const sweeper = setInterval(sweep, Math.max(10, Math.min(idleMs / 2, 30_000)));
+  sweeper.unref();
   return {
-    open: (server, share) => new Nfs3Store(session(server), server, share),
+    open: (server, share) => {
+      const s = session(server);
+      s.lastUsed = Date.now();
+      return new Nfs3Store(s, server, share);
+    },
     ping: async (signal) => {
       await Promise.all([...sessions.values()].map((s) => s.nfs.null({ signal })));
     },
+    health: async (signal) => Promise.all([...sessions.entries()].map(async ([server, s]) => {
+      // A health check is not use: it must not keep an idle session open.
+      const lastUsed = s.lastUsed;
+      try {
+        await s.nfs.null({ signal });
+        return { kind: 'nfs', backend: server, up: true };
+      } catch (e) {
+        return { kind: 'nfs', backend: server, up: false, error: (e as Error).message };
+      } finally {
+        s.lastUsed = lastUsed;
+      }
+    })),
+    servers: () => [...sessions.keys()],
     close: async () => {
+      clearInterval(sweeper);
       for (const s of sessions.values()) s.close();
       sessions.clear();
     },

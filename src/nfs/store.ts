@@ -4,6 +4,7 @@
 // Paths are relative to the share root, '/'-separated, without empty, '.' or '..' segments
 // (params.ts validates them). The empty path is the share root itself, which no mutating
 // method accepts.
+import type { BackendHealth } from '../server/health.js';
 import type { FileType, FsStat } from './client/nfs3.js';
 
 export type { FileType, FsStat };
@@ -67,7 +68,11 @@ export interface NfsStore {
 export interface NfsStores {
   /** `share` is an absolute server path. Cheap: connections are shared per server. */
   open(server: string, share: string): NfsStore;
-  /** Resolves when every server used so far answers (NFS NULL); rejects otherwise. */
+  /** Resolves when every server with an open session answers (NFS NULL); rejects otherwise. */
   ping(signal?: AbortSignal): Promise<void>;
+  /** Per server with an open session: does it answer NFS NULL. */
+  health(signal?: AbortSignal): Promise<BackendHealth[]>;
+  /** Servers with an open session (idle ones are closed). */
+  servers(): string[];
   close(): Promise<void>;
 }

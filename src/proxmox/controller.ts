@@ -12,6 +12,7 @@ import { createVolume, deleteVolume, getCapacity, validateVolumeCapabilities } f
 import type { Core } from './core.js';
 import { controllerExpandVolume } from './expand.js';
 import { createHttpProxmoxApi } from './http-api.js';
+import { type BackendHealth, HealthLog } from '../server/health.js';
 import { controllerModifyVolume } from './modify.js';
 
 export const PROXMOX_DRIVER_NAME = 'csi.proxmox.sinextra.dev';
@@ -46,8 +47,10 @@ export interface ProxmoxControllerOptions {
 }
 
 export type ProxmoxController = ControllerBackend & {
-  /** True when every configured Proxmox cluster answers; never throws. */
+  /** True when every configured Proxmox cluster answers; never throws. Backend health, not Probe. */
   probe(signal: AbortSignal): Promise<boolean>;
+  /** Per cluster: does its API answer (GET /version). Transitions are logged. */
+  health(signal: AbortSignal): Promise<BackendHealth[]>;
   /** Closes the HTTP connections. */
   close(): Promise<void>;
 };
@@ -69,6 +72,7 @@ export function createProxmoxController(opts: ProxmoxControllerOptions): Proxmox
     }
     clusters.set(c.region, new Cluster(c.region, api, log, opts.tuning));
   }
+  const healthLog = new HealthLog(log);
   const core: Core = { clusters, defaultRegion: config.clusters[0]!.region, controllerVmId: config.controllerVmId, log };
 
   return {
@@ -84,13 +88,18 @@ export function createProxmoxController(opts: ProxmoxControllerOptions): Proxmox
     controllerGetVolume: (req, ctx) => controllerGetVolume(core, req, ctx),
     controllerModifyVolume: (req, ctx) => controllerModifyVolume(core, req, ctx),
     async probe(signal) {
-      try {
-        await Promise.all([...clusters.values()].map((c) => c.api.version({ signal })));
-        return true;
-      } catch (e) {
-        log.warn({ err: (e as Error).message }, 'Proxmox API probe failed');
-        return false;
-      }
+      const all = await this.health(signal);
+      return all.every((h) => h.up);
+    },
+    async health(signal) {
+      return healthLog.note(await Promise.all([...clusters.values()].map(async (c) => {
+        try {
+          await c.api.version({ signal });
+          return { kind: 'proxmox', backend: c.region, up: true };
+        } catch (e) {
+          return { kind: 'proxmox', backend: c.region, up: false, error: (e as Error).message };
+        }
+      })));
     },
     async close() {
       await Promise.all(closers.map((f) => f()));

@@ -1,6 +1,10 @@
 // Prometheus metrics: per-method latency and errors, served over plain HTTP on --metrics-address.
 import http from 'node:http';
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { HealthCheck } from './health.js';
+
+/** Bound for one scrape's backend checks; a backend that does not answer within it is down. */
+const HEALTH_TIMEOUT_MS = 5_000;
 
 export class Metrics {
   readonly registry = new Registry();
@@ -18,6 +22,22 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  private readonly healthChecks: Array<{ driver: string; check: HealthCheck }> = [];
+  /** 1 when the backend answered its last check, 0 when not; checked at each scrape. */
+  readonly backendUp = new Gauge({
+    name: 'csi_backend_up',
+    help: 'Whether a backend (Proxmox cluster, NFS server in use) answers: 1 up, 0 down; checked at each scrape',
+    labelNames: ['driver', 'kind', 'backend'] as const,
+    registers: [this.registry],
+    collect: async () => {
+      this.backendUp.reset();
+      await Promise.all(this.healthChecks.map(async ({ driver, check }) => {
+        const results = await check(AbortSignal.timeout(HEALTH_TIMEOUT_MS)).catch(() => []);
+        for (const r of results) this.backendUp.set({ driver, kind: r.kind, backend: r.backend }, r.up ? 1 : 0);
+      }));
+    },
+  });
+
   constructor(defaults = true) {
     if (defaults) collectDefaultMetrics({ register: this.registry });
   }
@@ -25,6 +45,11 @@ export class Metrics {
   observe(driver: string, method: string, code: string, seconds: number): void {
     this.latency.observe({ driver, method, code }, seconds);
     if (code !== 'OK') this.errors.inc({ driver, method, code });
+  }
+
+  /** Adds a driver's backend health check to csi_backend_up. */
+  watchBackends(driver: string, check: HealthCheck): void {
+    this.healthChecks.push({ driver, check });
   }
 
   /** Starts the HTTP endpoint; resolves once listening. */

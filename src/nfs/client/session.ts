@@ -24,6 +24,9 @@ export class NfsSession {
   readonly nfs: Nfs3Client;
   private readonly conns = new Map<Service, Promise<RpcConnection>>();
   private readonly roots = new Map<string, Promise<Buffer>>();
+  /** Calls in flight and when the last one ended: an idle session is closed (nfs3-store.ts). */
+  busy = 0;
+  lastUsed = Date.now();
 
   constructor(private readonly opts: SessionOptions) {
     this.nfs = new Nfs3Client(this.transport('nfs'), opts.server);
@@ -53,8 +56,9 @@ export class NfsSession {
   private transport(svc: Service): RpcTransport {
     return {
       call: async (c: RpcCall): Promise<XdrReader> => {
-        const conn = await this.connection(svc, c.signal);
+        this.busy++;
         try {
+          const conn = await this.connection(svc, c.signal);
           return await conn.call(c);
         } catch (e) {
           // A discovered port may change when the server restarts; look it up again next time.
@@ -64,6 +68,9 @@ export class NfsSession {
             cur?.then((x) => x.close(), () => {});
           }
           throw e;
+        } finally {
+          this.busy--;
+          this.lastUsed = Date.now();
         }
       },
     };

@@ -1,6 +1,7 @@
 // In-memory NfsStores with the semantics the port documents, for controller unit tests.
 // Each server is one tree; a share is a path in it. `calls` records operations, `failWith`
 // makes the next call of an operation throw.
+import type { BackendHealth } from '../../../src/server/health.js';
 import { AlreadyExists, FailedPrecondition, InvalidArgument, NotFound } from '../../../src/errors.js';
 import type { DirAttrs, FsStat, NfsDirEntry, NfsStat, NfsStore, NfsStores, RmdirResult } from '../../../src/nfs/store.js';
 
@@ -61,6 +62,14 @@ export class FakeStores implements NfsStores {
   async ping(): Promise<void> {
     this.calls.push('ping');
     if (this.down) throw new Error('server down');
+  }
+
+  async health(): Promise<BackendHealth[]> {
+    return this.servers().map((backend) => ({ kind: 'nfs', backend, up: !this.down, ...(this.down && { error: 'server down' }) }));
+  }
+
+  servers(): string[] {
+    return [...this.trees.keys()];
   }
 
   async close(): Promise<void> {}

@@ -81,3 +81,44 @@ t.test('main: SIGTERM exits within the drain timeout + 2 s while a Proxmox call 
   t.ok(answer, 'the hanging call got an answer or lost its connection');
   t.comment(String((answer as Error).message ?? JSON.stringify(answer)));
 });
+
+// Issue 10: Probe says whether the process can serve. A Proxmox cluster that does not answer,
+// and a handle naming an NFS server that does not answer (the legacy a/b/c/d form included),
+// leave Probe ready; csi_backend_up reports them as down instead.
+t.test('main: unreachable backends leave Probe ready and show in csi_backend_up', async (t) => {
+  const { freePort } = await import('../../helpers/free-port.js');
+  const dead = await freePort(); // nothing listens here: Proxmox API and NFS both refused
+  const metricsPort = await freePort();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csi-main-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const cfg = path.join(dir, 'config.yaml');
+  fs.writeFileSync(cfg, `clusters:\n  - url: https://127.0.0.1:${dead}/api2/json\n    insecure: true\n    token_id: "csi@pve!csi"\n    token_secret: "11111111-2222-3333-4444-555555555555"\n    region: homelab\n`);
+  const pve = path.join(dir, 'pve.sock');
+  const nfs = path.join(dir, 'nfs.sock');
+  const child = spawn(process.execPath, ['--import=tsx', path.resolve('src/main.ts'), '--mode', 'controller', '--proxmox-config', cfg,
+    '--proxmox-endpoint', `unix://${pve}`, '--nfs-endpoint', `unix://${nfs}`, '--nfs-port', String(dead), '--nfs-mount-port', String(dead),
+    '--nfs-call-timeout', '1s', '--metrics-address', `127.0.0.1:${metricsPort}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+  let out = '';
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('not ready: ' + out)), 30_000);
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('"ready":true')) { clearTimeout(timer); resolve(); }
+    });
+  });
+  const p = csiClient(`unix://${pve}`);
+  const n = csiClient(`unix://${nfs}`);
+  t.teardown(() => { p.close(); n.close(); });
+  t.equal((await p.identity('Probe')).ready.value, true, 'Proxmox: ready although its API does not answer');
+  // The legacy form too (server/share/subDir), with a loopback name: only loopback is a target here.
+  for (const volumeId of ['127.0.0.1#volume1/k8s#pvc-x##', 'localhost/volume1/k8s/pvc-y']) {
+    await n.controller('DeleteVolume', { volumeId }).catch((e: unknown) => e);
+  }
+  t.equal((await n.identity('Probe')).ready.value, true, 'NFS: ready after handles named servers that do not answer');
+  t.equal((await n.identity('Probe')).ready.value, true, 'and stays ready');
+  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  t.match(text, /csi_backend_up\{driver="csi.proxmox.sinextra.dev",kind="proxmox",backend="homelab"\} 0/, 'the Proxmox cluster is down in the metrics');
+  t.match(text, /csi_backend_up\{driver="nfs.csi.k8s.io",kind="nfs",backend="127.0.0.1"\} 0/, 'the NFS server is down in the metrics');
+  child.kill('SIGTERM');
+});
