@@ -123,10 +123,14 @@ const grpcCode = (p: Promise<unknown>) => p.then(() => 'OK', (e: { code?: number
 
 t.test('config Secret: token inline with ca_file, and token_id_file/token_secret_file', async (t) => {
   t.same(await main.identity('GetPluginInfo'), { name: 'csi.proxmox.sinextra.dev', vendorVersion: 'dropin', manifest: {} });
-  t.same((await main.identity('Probe')).ready, { value: true }, 'inline token, CA pinned by ca_file');
+  t.same((await main.identity('Probe')).ready, { value: true }, 'Probe: the process serves');
+  // Probe never judges the backend (issue 10); an API call does.
+  const capacity = (c: typeof main) => grpcCode(c.controller('GetCapacity', { parameters: { storage: 'local-lvm' }, accessibleTopology: topo('hyper1') }));
+  t.equal(await capacity(main), 'OK', 'inline token, CA pinned by ca_file');
 
   const noCa = await startProgram(t, controllerFlags(writeSecret('config-no-ca.yaml', fs.readFileSync(configA, 'utf8').replace(/^\s+ca_file:.*\n/m, ''))));
-  t.same((await noCa.identity('Probe')).ready, { value: false }, 'control: without ca_file the self-signed API is not trusted');
+  t.equal(await capacity(noCa), 'UNAVAILABLE', 'control: without ca_file the self-signed API is not trusted');
+  t.same((await noCa.identity('Probe')).ready, { value: true }, 'while Probe stays ready (no restart loop)');
 
   const idFile = writeSecret('token_id', `${sim.tokenId}\n`);
   const secretFile = writeSecret('token_secret', `${sim.tokenSecret}\n`);
@@ -144,7 +148,7 @@ t.test('config Secret: token inline with ca_file, and token_id_file/token_secret
 
   const wrong = writeSecret('token_secret_wrong', '11111111-2222-3333-4444-555555555555\n');
   const bad = await startProgram(t, controllerFlags(writeSecret('config-wrong.yaml', filesYaml(wrong))));
-  t.same((await bad.identity('Probe')).ready, { value: false }, 'control: the secret really comes from token_secret_file');
+  t.equal(await capacity(bad), 'FAILED_PRECONDITION', 'control: the secret really comes from token_secret_file');
 });
 
 t.test('1. StorageClass proxmox-local unchanged: vm-9999-<pv> on the requested host', async (t) => {
