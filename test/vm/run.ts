@@ -25,7 +25,9 @@ function nodeCommand(): string {
     throw new Error(`${main} does not exist: run \`npm run build\` first, or set VM_NODE_CMD`);
   }
   return [
-    'exec', 'node', shq(main), '--mode', 'node',
+    // This very node binary (ensure.sh may have put a cached one first on PATH): the guest sees
+    // the host's / read-only, so the same path runs the same version there.
+    'exec', shq(process.execPath), shq(main), '--mode', 'node',
     '--proxmox-endpoint', `tcp://127.0.0.1:${GUEST_PROXMOX_PORT}`,
     '--nfs-endpoint', `tcp://127.0.0.1:${GUEST_NFS_CSI_PORT}`,
     '--node-id', NODE_ID, '--region', 'homelab', '--zone', 'hyper1',
