@@ -4,20 +4,23 @@
 // the filesystem (or the device node bound onto a file) is a disk this driver attached — a QEMU
 // disk with a PVC-ID WWN — or a disk that has since been unplugged (its mount outlives it and
 // only this plugin stages disks under the kubelet directory), or a LUKS mapping on such a disk.
-// Network filesystems, tmpfs,
-// overlay, the host's own disks: never. Proxmox unmounts are also never forced or lazy.
+// Network filesystems, tmpfs, overlay, the host's own disks: never. Proxmox unmounts are also
+// never forced or lazy.
 import type { BlockDevices } from '../os/blockdevices.js';
 import type { Cryptsetup } from '../os/cryptsetup.js';
 import type { MountEntry } from '../os/mounter.js';
 
-const NEVER_A_DISK = /^(nfs4?|cifs|smb3|fuse(\..*)?|overlay|proc|sysfs|cgroup2?|autofs|9p)$/;
+/** Filesystems a bound device node can sit on; stat of a node there is local and cannot hang. */
+const DEVICE_NODE_FS = new Set(['devtmpfs', 'tmpfs']);
 
-/** The block device behind a mount: the filesystem's device, or the device node bound at `target`. */
-async function deviceOf(blockDevices: BlockDevices, entry: MountEntry, target: string): Promise<string | undefined> {
-  if (NEVER_A_DISK.test(entry.fstype)) return undefined;
-  if (!entry.majMin.startsWith('0:')) return entry.majMin;
-  // Anonymous device (tmpfs, devtmpfs): a bound device node is the only way a disk gets here,
-  // and stat of a node on devtmpfs/tmpfs is local and cannot hang.
+/**
+ * The block device behind a mount: the filesystem's device for a disk-backed filesystem, or the
+ * device node bound at `target` (an anonymous-device mount of devtmpfs/tmpfs). Anything else —
+ * NFS, FUSE, overlay, a remote filesystem that may hang — is never stat'ed and never a disk.
+ */
+export async function mountedDevice(blockDevices: BlockDevices, entry: MountEntry, target: string): Promise<string | undefined> {
+  if (entry.majMin && !entry.majMin.startsWith('0:')) return entry.majMin;
+  if (!DEVICE_NODE_FS.has(entry.fstype)) return undefined;
   return blockDevices.majMinOf(target).catch(() => undefined);
 }
 
@@ -30,7 +33,7 @@ export async function proxmoxMountOwnership(
   entry: MountEntry,
   target: string,
 ): Promise<{ ours: boolean; why: string }> {
-  const majMin = await deviceOf(d.blockDevices, entry, target);
+  const majMin = await mountedDevice(d.blockDevices, entry, target);
   if (!majMin) return { ours: false, why: 'not a disk' };
   if (await driverDiskOrGone(d.blockDevices, majMin)) return { ours: true, why: '' };
   const mapping = await d.cryptsetup.byMajMin(majMin);

@@ -7,7 +7,7 @@ import { AlreadyExists, FailedPrecondition } from '../errors.js';
 import { isCommandError } from '../os/exec.js';
 import type { MountEntry } from '../os/mounter.js';
 import { accessModeOf, accessTypeOf, asCsiError, foreignMount, isReaderOnlyMode, mountFlagsOf, prepareTargetDir, prepareTargetFile, removePublishTarget, required } from './common.js';
-import { proxmoxMountOwnership } from './proxmox-ownership.js';
+import { mountedDevice, proxmoxMountOwnership } from './proxmox-ownership.js';
 import type { ProxmoxNodeDeps } from './proxmox-deps.js';
 import { findDisk } from './proxmox-stage.js';
 import { devicePublications, filesystemPublications } from './publications.js';
@@ -71,7 +71,8 @@ export async function nodePublishVolume(d: ProxmoxNodeDeps, req: NodePublishVolu
       const deviceMajMin = await d.blockDevices.majMinOf(device);
       const existing = await d.mounter.find(target);
       if (existing) {
-        const boundMajMin = await d.blockDevices.majMinOf(target).catch(() => undefined);
+        // Not a plain stat of the target: a foreign dead NFS mount there would hang it.
+        const boundMajMin = await mountedDevice(d.blockDevices, existing, target);
         if (boundMajMin === deviceMajMin) {
           checkReadonly(existing, readonly, volumeId, target);
           return {};
