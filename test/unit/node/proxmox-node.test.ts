@@ -158,6 +158,34 @@ t.test('unstage of a busy staging path says so', async (t) => {
   t.match(err.message, /still in use/);
 });
 
+t.test('foreign mounts: a disk without a PVC-ID WWN is never unmounted, a foreign NFS mount never stat\'ed', async (t) => {
+  const { node, sys, disks, stage, dir } = setup(t);
+  disks.add('5000c500a1b2c3d4', '/dev/sda', '8:0');
+  const staging = stage().stagingTargetPath;
+  fs.mkdirSync(staging, { recursive: true });
+  sys.addMount({ target: staging, source: '/dev/sda', fstype: 'ext4', majMin: '8:0' });
+  const err = await node.nodeUnstageVolume!({ volumeId: 'v', stagingTargetPath: staging }, ctx).catch((e) => e);
+  t.equal(code(err), 'FailedPrecondition');
+  t.match(err.message, /not attached by this driver/);
+  t.same(sys.commands.filter((c) => c[0] === 'umount'), [], 'the host disk stays mounted');
+
+  disks.add(WWN3, '/dev/sdc', '8:32');
+  const target = path.join(dir, 'pods', 'p', 'dev');
+  fs.mkdirSync(target, { recursive: true });
+  sys.addMount({ target, source: 'nas:/dead', fstype: 'nfs4' });
+  const statted: string[] = [];
+  const majMinOf = disks.majMinOf.bind(disks);
+  disks.majMinOf = async (p: string) => (statted.push(p), majMinOf(p));
+  const pub = await node
+    .nodePublishVolume({ ...stage(), targetPath: target, volumeCapability: { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'block' }, readonly: false }, ctx)
+    .catch((e) => e);
+  t.equal(code(pub), 'AlreadyExists');
+  t.notOk(statted.includes(target), 'the dead NFS mount at the target was not stat\'ed');
+  const unpub = await node.nodeUnpublishVolume({ volumeId: 'v', targetPath: target }, ctx).catch((e) => e);
+  t.equal(code(unpub), 'FailedPrecondition', 'nor unmounted');
+  t.same(sys.commands.filter((c) => c[0] === 'umount'), []);
+});
+
 t.test('unpublish refuses to delete a target that is not a mount point but has files', async (t) => {
   const { node, dir } = setup(t);
   const target = path.join(dir, 'target');
