@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # A real NFS server for tests: nfs-ganesha (user space, VFS backend) on 127.0.0.1.
 #
-#   scripts/ganesha.sh start|stop|status [--dir DIR] [--nfs-port N] [--mount-port N]
+#   scripts/ganesha.sh start|stop|status [--dir DIR] [--nfs-port N] [--mount-port N] [--protocols 3,4|4]
 #
 # The export plays the NAS: share /volume1/k8s-volumes (the directory DIR/export) with a
-# `talos` subdirectory, as in the cluster's StorageClass. NFSv3 and v4 over TCP, root not
-# squashed. `start` prints one line of JSON and is idempotent; `stop` kills the server and
+# `talos` subdirectory, as in the cluster's StorageClass. NFSv3 and v4 over TCP (`--protocols 4`:
+# v4 only, like a hardened NAS; then no MOUNT service and no rpcbind), root not squashed. `start` prints one line of JSON and is idempotent; `stop` kills the server and
 # removes DIR (and rpcbind, when this script started it and no other ganesha is left).
 # Everything else goes to stderr.
 set -euo pipefail
@@ -14,6 +14,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="$REPO/.run/ganesha"
 NFS_PORT=20049
 MOUNT_PORT=20048
+PROTOCOLS="3, 4"
 PSEUDO=/volume1/k8s-volumes
 LOCK=/run/lock/pve-nfs-csi-ganesha.lock
 RPCBIND_MARK=/run/pve-nfs-csi-rpcbind.pid
@@ -27,7 +28,10 @@ while [ $# -gt 0 ]; do
     --dir) DIR="$2"; shift 2 ;;
     --nfs-port) NFS_PORT="$2"; shift 2 ;;
     --mount-port) MOUNT_PORT="$2"; shift 2 ;;
-    *) die "unknown argument $1 (usage: start|stop|status [--dir DIR] [--nfs-port N] [--mount-port N])" ;;
+    --protocols)
+      case "$2" in 3,4|"3, 4") PROTOCOLS="3, 4" ;; 4) PROTOCOLS="4" ;; *) die "--protocols takes 3,4 or 4" ;; esac
+      shift 2 ;;
+    *) die "unknown argument $1 (usage: start|stop|status [--dir DIR] [--nfs-port N] [--mount-port N] [--protocols 3,4|4])" ;;
   esac
 done
 DIR="$(realpath -m "$DIR")"
@@ -48,8 +52,8 @@ live_named() { # prints pids of live processes with that exact name (no procps n
 }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 json() {
-  printf '{"server":"127.0.0.1","share":"%s","nfsPort":%d,"mountPort":%d,"exportDir":"%s","pidFile":"%s"}\n' \
-    "$PSEUDO" "$NFS_PORT" "$MOUNT_PORT" "$EXPORT" "$PIDFILE"
+  printf '{"server":"127.0.0.1","share":"%s","nfsPort":%d,"mountPort":%d,"protocols":"%s","exportDir":"%s","pidFile":"%s"}\n' \
+    "$PSEUDO" "$NFS_PORT" "$MOUNT_PORT" "$PROTOCOLS" "$EXPORT" "$PIDFILE"
 }
 running_pid() {
   local pid
@@ -96,7 +100,7 @@ NFS_CORE_PARAM {
   Bind_addr = 127.0.0.1;
   NFS_Port = $NFS_PORT;
   MNT_Port = $MOUNT_PORT;
-  Protocols = 3, 4;
+  Protocols = $PROTOCOLS;
   Enable_NLM = false;
   Enable_RQUOTA = false;
   Enable_UDP = false;
@@ -110,7 +114,7 @@ EXPORT {
   Pseudo = $PSEUDO;
   Access_Type = RW;
   Squash = No_Root_Squash;
-  Protocols = 3, 4;
+  Protocols = $PROTOCOLS;
   Transports = TCP;
   SecType = sys;
   # Tests also look at (and prepare) the tree directly on disk: no attribute caching.
@@ -130,7 +134,8 @@ start() {
     port_open "$p" && die "port $p on 127.0.0.1 is already in use (another ganesha? try: scripts/ganesha.sh stop --dir <its dir>)"
   done
   ensure_packages
-  ensure_rpcbind
+  # NFSv3 registers with the portmapper at start-up; a v4-only server needs none.
+  [ "$PROTOCOLS" = 4 ] || ensure_rpcbind
   write_conf
   rm -f "$LOG" "$PIDFILE"
   # ganesha.nfsd daemonizes; it changes directory, so every path it gets is absolute.
@@ -138,7 +143,7 @@ start() {
   local i ready=""
   for i in $(seq 1 300); do
     pid="$(cat "$PIDFILE" 2>/dev/null || true)"
-    if grep -q 'NFS SERVER INITIALIZED' "$LOG" 2>/dev/null && port_open "$NFS_PORT" && port_open "$MOUNT_PORT"; then
+    if grep -q 'NFS SERVER INITIALIZED' "$LOG" 2>/dev/null && port_open "$NFS_PORT" && { [ "$PROTOCOLS" = 4 ] || port_open "$MOUNT_PORT"; }; then
       ready=1
       break
     fi

@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import type { CallContext, ControllerBackend } from '../csi/types.js';
 import type * as T from '../csi/types.js';
 import { AlreadyExists, InvalidArgument, NotFound } from '../errors.js';
-import { createNfs3Stores } from './nfs3-store.js';
+import { createNfsStores, nfsVersionOf } from './stores.js';
 import { parseCreateParams, type OnDelete, type VolumeParams } from './params.js';
 import { archiveVolume, deleteVolumeDir } from './policy.js';
 import type { NfsStores } from './store.js';
@@ -85,7 +85,7 @@ class CreatedVolumes {
 export function createNfsController(opts: NfsControllerOptions): NfsController {
   const stores =
     opts.stores ??
-    createNfs3Stores({
+    createNfsStores({
       timeoutMs: opts.callTimeoutMs,
       nfsPort: opts.nfsPort,
       mountPort: opts.mountPort,
@@ -131,7 +131,9 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
       const id = composeVolumeId({ ...p, uuid: p.subDirFromParam ? req.name : '' });
       created.check(req.name, id, required, limit);
 
-      const store = stores.open(p.server, p.share);
+      // The version the node will mount with, when the class names one (mountOptions).
+      const version = nfsVersionOf(req.volumeCapabilities.flatMap((c) => c.mount?.mountFlags ?? []));
+      const store = stores.open(p.server, p.share, version);
       const st = await store.ensureDir(p.subDir, { mode: p.mountPermissions, uid: p.uid, gid: p.gid }, { signal: ctx.signal });
       created.remember(req.name, id, required, limit);
       ctx.log.info(

@@ -1,5 +1,6 @@
-// The port between the NFS controller logic and the NAS. The protocol adapter (nfs3-store.ts)
-// implements it over NFSv3; unit tests use an in-memory fake.
+// The port between the NFS controller logic and the NAS. The protocol adapters implement it over
+// NFSv3 (nfs3-store.ts) and NFSv4 (nfs4-store.ts), stores.ts picks one per server; unit tests use
+// an in-memory fake.
 //
 // Paths are relative to the share root, '/'-separated, without empty, '.' or '..' segments
 // (params.ts validates them). The empty path is the share root itself, which no mutating
@@ -65,10 +66,16 @@ export interface NfsStore {
   statfs(o?: OpOptions): Promise<FsStat>;
 }
 
+/** NFS protocol version of the controller's own client; '4' = 4.1, falling back to 4.0. */
+export type NfsVersion = '3' | '4' | '4.0' | '4.1';
+
 export interface NfsStores {
-  /** `share` is an absolute server path. Cheap: connections are shared per server. */
-  open(server: string, share: string): NfsStore;
-  /** Resolves when every server with an open session answers (NFS NULL); rejects otherwise. */
+  /**
+   * `share` is an absolute server path. Cheap: connections are shared per server. Without a
+   * version, NFSv3 is tried first and NFSv4 when the server has no v3 service (stores.ts).
+   */
+  open(server: string, share: string, version?: NfsVersion): NfsStore;
+  /** Resolves when every server used so far answers (NFS NULL); rejects otherwise. */
   ping(signal?: AbortSignal): Promise<void>;
   /** Per server with an open session: does it answer NFS NULL. */
   health(signal?: AbortSignal): Promise<BackendHealth[]>;
