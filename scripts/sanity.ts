@@ -33,7 +33,18 @@ async function cleanup(): Promise<void> {
 }
 
 async function mainFn(): Promise<number> {
-  backends = await startBackends(driver as 'proxmox' | 'nfs', runDir);
+  const code = await runAgainst(runDir, false);
+  if (driver !== 'nfs' || code !== 0) return code;
+  // The same controller specs against a server that speaks NFSv4 only (no rpcbind, no MOUNT):
+  // the controller finds no v3 service and provisions through its NFSv4 client.
+  await cleanup();
+  const v4Dir = path.join(runDir, 'v4only');
+  fs.mkdirSync(v4Dir, { recursive: true });
+  return runAgainst(v4Dir, true);
+}
+
+async function runAgainst(runDir: string, v4only: boolean): Promise<number> {
+  backends = await startBackends(driver as 'proxmox' | 'nfs', runDir, { v4only });
   const flag = driver === 'proxmox' ? '--proxmox-endpoint' : '--nfs-endpoint';
   const ctrlSock = path.join(runDir, 'controller.sock');
   const nodeSock = path.join(runDir, 'node.sock');
@@ -54,7 +65,7 @@ async function mainFn(): Promise<number> {
   };
   const code = await runSanity({
     ...base,
-    label: `${driver}${block ? ' (block)' : ''}`,
+    label: `${driver}${block ? ' (block)' : ''}${v4only ? ' (NFSv4-only server)' : ''}`,
     nodeEndpoint: `unix://${nodeSock}`,
     controllerEndpoint: `unix://${ctrlSock}`,
     args: [...backends.sanityArgs, ...extra],

@@ -61,9 +61,9 @@ export async function startProxmoxBackend(runDir: string, opts: { backend?: 'loo
   };
 }
 
-export async function startNfsBackend(runDir: string): Promise<Backends> {
+export async function startNfsBackend(runDir: string, o: { v4only?: boolean } = {}): Promise<Backends> {
   const dir = path.join(runDir, 'ganesha');
-  const out = execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'start', '--dir', dir], { encoding: 'utf8' });
+  const out = execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'start', '--dir', dir, ...(o.v4only ? ['--protocols', '4'] : [])], { encoding: 'utf8' });
   const g = JSON.parse(out.trim().split('\n').pop()!) as { server: string; share: string; nfsPort: number; mountPort: number; exportDir: string };
   return {
     controllerArgs: ['--nfs-port', String(g.nfsPort), '--nfs-mount-port', String(g.mountPort)],
@@ -79,5 +79,5 @@ export async function startNfsBackend(runDir: string): Promise<Backends> {
   };
 }
 
-export const startBackends = (driver: 'proxmox' | 'nfs', runDir: string): Promise<Backends> =>
-  driver === 'proxmox' ? startProxmoxBackend(runDir) : startNfsBackend(runDir);
+export const startBackends = (driver: 'proxmox' | 'nfs', runDir: string, o: { v4only?: boolean } = {}): Promise<Backends> =>
+  driver === 'proxmox' ? startProxmoxBackend(runDir) : startNfsBackend(runDir, o);
