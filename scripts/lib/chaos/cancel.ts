@@ -1,0 +1,74 @@
+// Scenario 3, cancellation: another writer holds VM A's config lock; a caller publishing a volume
+// to A gives up (a short deadline, or it cancels the call) while the driver's config change
+// waits for that lock. The volume is then published to VM B, as the attacher does when the pod
+// moved. A single-writer volume must never end up on both VMs: while A's change may still land,
+// B must get a retryable answer, and a final FAILED_PRECONDITION once it did land. Finally the
+// first caller replays its request and gets OK, and everything is cleaned up.
+import path from 'node:path';
+import { DoubleAttachSampler, auditProxmox, holders, type SimState } from './audit.js';
+import { BASE_FAULTS, GiB, HOSTS, SINGLE_WRITER, topology, type ChaosEnv } from './env.js';
+import { Program } from './program.js';
+import { CsiCaller, Recorder, sleep } from './rpc.js';
+
+export async function cancelScenario(env: ChaosEnv): Promise<Recorder> {
+  const rec = new Recorder('3 cancelled callers + publish elsewhere');
+  const { admin, long } = env;
+  await admin.reset();
+  // PVE's own lock wait (10 s): the change held up behind the lock lands once it is released.
+  await admin.setFaults({ ...BASE_FAULTS, lockTimeoutMs: 10_000 });
+  const sock = path.join(env.runDir, 'cancel.sock');
+  const prog = new Program({ name: 'cancel-controller', runDir: env.runDir, args: ['--mode', 'controller', '--proxmox-endpoint', `unix://${sock}`, '--proxmox-config', env.proxmoxConfig] });
+  await prog.start();
+  const csi = new CsiCaller(`unix://${sock}`, rec);
+  const sampler = new DoubleAttachSampler(admin, rec, 50).start();
+  const holdMs = 4000;
+  const opts = { deadlineMs: 15_000, budgetMs: 60_000 };
+
+  const round = async (r: number, hostIdx: number, how: 'deadline' | 'cancel') => {
+    const host = HOSTS[hostIdx]!;
+    const [a, b] = r % 2 ? [host.vms[1]!, host.vms[0]!] : [host.vms[0]!, host.vms[1]!];
+    const name = `pvc-chaos-cancel-${r}-${host.zone}`;
+    const created = await csi.op('controller', 'CreateVolume', {
+      name, parameters: { storage: 'local-lvm' }, volumeCapabilities: [SINGLE_WRITER],
+      capacityRange: { requiredBytes: String(GiB) }, accessibilityRequirements: topology(host.zone),
+    }, { ...opts, deadlineMs: 10_000 });
+    if (created.code !== 'OK') return rec.violate(`CreateVolume ${name}: ${created.code} ${created.message}`);
+    const volumeId = created.res.volume.volumeId as string;
+    const volid = `local-lvm:${volumeId.split('/')[3]}`;
+    const publish = { volumeId, volumeCapability: SINGLE_WRITER };
+
+    await admin.holdLock({ vmid: a.vmid }, holdMs);
+    rec.fault('lock-held');
+    rec.ops++;
+    const gaveUp = await csi.once('controller', 'ControllerPublishVolume', { ...publish, nodeId: a.name },
+      how === 'deadline' ? { deadlineMs: 1500, expectDeadline: true } : { cancelAfterMs: 1000 });
+    rec.fault(how === 'deadline' ? 'caller deadline 1.5 s' : 'caller cancel');
+    if (gaveUp.code === 'OK') rec.violate(`${name}: publish to ${a.name} answered OK although its VM config was locked`);
+    const toB = await csi.op('controller', 'ControllerPublishVolume', { ...publish, nodeId: b.name }, opts);
+    if (toB.code === 'OK') rec.violate(`${name}: publish to ${b.name} answered OK while the cancelled publish to ${a.name} could still land (defect 1)`);
+    else if (toB.code !== 'FAILED_PRECONDITION') rec.violate(`${name}: publish to ${b.name} ended ${toB.code} (want FAILED_PRECONDITION) ${toB.message.slice(0, 200)}`);
+
+    // Let the held-up change land (or fail), then look: at most one VM may have the disk.
+    await sleep(holdMs + 500);
+    const on = holders((await admin.state()) as SimState).get(volid) ?? new Set();
+    if (on.size > 1) rec.violate(`${name}: ${volid} is on VMs ${[...on].join('+')} after the lock was released`);
+
+    // The first caller's sidecar replays; the volume then leaves as usual.
+    if (toB.code !== 'OK') {
+      const replay = await csi.op('controller', 'ControllerPublishVolume', { ...publish, nodeId: a.name }, opts);
+      if (replay.code !== 'OK') rec.violate(`${name}: replayed publish to ${a.name} ended ${replay.code} ${replay.message.slice(0, 200)}`);
+    }
+    await csi.op('controller', 'ControllerUnpublishVolume', { volumeId }, { ...opts, until: 'ok' });
+    await csi.op('controller', 'DeleteVolume', { volumeId }, { ...opts, deadlineMs: 10_000, until: 'ok' });
+  };
+
+  for (let r = 0; r < (long ? 3 : 1); r++) {
+    await Promise.all([round(r, 0, 'deadline'), round(r, 1, 'cancel'), round(r + 1, 2, 'deadline')]);
+  }
+  await sampler.stop();
+  csi.close();
+  await prog.stop();
+  await admin.setFaults(BASE_FAULTS);
+  await auditProxmox(admin, rec);
+  return rec;
+}

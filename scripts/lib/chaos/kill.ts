@@ -1,0 +1,95 @@
+// Scenario 2, kill -9: the controller is killed with SIGKILL in the middle of an attach storm,
+// a detach storm, offline expansions and DeleteVolume calls, started again, and every request
+// is replayed (the sidecars' retries, then once more from the top) until it has its answer.
+// After each phase the simulator must show exactly what the answers said: each volume on its
+// VM once, or nowhere; grown; gone.
+import path from 'node:path';
+import { DoubleAttachSampler, auditProxmox, holders, volidOfDrive, type SimState } from './audit.js';
+import { BASE_FAULTS, GiB, SINGLE_WRITER, topology, type ChaosEnv } from './env.js';
+import { Program } from './program.js';
+import { CsiCaller, Recorder, pool, sleep, type Answer } from './rpc.js';
+
+export async function killScenario(env: ChaosEnv): Promise<Recorder> {
+  const rec = new Recorder('2 kill -9 controller + replay');
+  const { admin, long } = env;
+  await admin.reset();
+  // Slow enough that a kill lands between a request and its answer.
+  await admin.setFaults({ ...BASE_FAULTS, latencyMs: 25 });
+  const sock = path.join(env.runDir, 'kill.sock');
+  const prog = new Program({ name: 'kill-controller', runDir: env.runDir, args: ['--mode', 'controller', '--proxmox-endpoint', `unix://${sock}`, '--proxmox-config', env.proxmoxConfig] });
+  await prog.start();
+  const csi = new CsiCaller(`unix://${sock}`, rec);
+  const sampler = new DoubleAttachSampler(admin, rec).start();
+  const vm = { name: 'talos-worker-1', vmid: 111 };
+  const n = long ? 24 : 10;
+  const rounds = long ? 3 : 1;
+  const opts = { deadlineMs: 15_000, budgetMs: 90_000, backoffStartMs: 100, backoffMaxMs: 1000 };
+
+  /** Runs the calls, kills the controller after `killMs`, restarts it; then replays them all. */
+  const storm = async (what: string, calls: (() => Promise<Answer>)[], killMs: number) => {
+    const killer = (async () => {
+      await sleep(killMs);
+      const cut = rec.inflight;
+      await prog.kill9();
+      rec.fault('kill-9');
+      rec.fault('calls cut', cut);
+      await sleep(100);
+      await prog.start();
+    })();
+    const first = await Promise.all(calls.map((c) => c()));
+    await killer;
+    const replay = await Promise.all(calls.map((c) => c()));
+    [...first, ...replay].forEach((a) => {
+      if (a.code !== 'OK') rec.violate(`${what}: final answer ${a.code} ${a.message.slice(0, 200)}`);
+    });
+  };
+
+  const names = Array.from({ length: n }, (_, i) => `pvc-chaos-kill-${String(i).padStart(2, '0')}`);
+  const ids: string[] = [];
+  await pool(names, 8, async (name, i) => {
+    const a = await csi.op('controller', 'CreateVolume', {
+      name, parameters: { storage: 'local-lvm' }, volumeCapabilities: [SINGLE_WRITER],
+      capacityRange: { requiredBytes: String(GiB) }, accessibilityRequirements: topology('hyper1'),
+    }, { ...opts, deadlineMs: 10_000 });
+    if (a.code === 'OK') ids[i] = a.res.volume.volumeId;
+    else rec.violate(`CreateVolume ${name}: ${a.code} ${a.message}`);
+  });
+  const volids = ids.map((id) => `local-lvm:${id.split('/')[3]}`);
+  const state = async () => (await admin.state()) as SimState;
+  const killAt = (r: number, base: number) => base + ((r * 97) % 200);
+
+  for (let r = 0; r < rounds; r++) {
+    await storm('attach storm', ids.map((volumeId) => () => csi.op('controller', 'ControllerPublishVolume', { volumeId, nodeId: vm.name, volumeCapability: SINGLE_WRITER }, opts)), killAt(r, 120));
+    let s = await state();
+    const h = holders(s);
+    const cfg = s.vms.find((v) => v.vmid === vm.vmid)!;
+    for (const volid of volids) {
+      const on = [...(h.get(volid) ?? [])];
+      const slots = Object.entries(cfg.config).filter(([k, v]) => /^scsi\d+$/.test(k) && volidOfDrive(v) === volid).length;
+      if (on.length !== 1 || on[0] !== vm.vmid || slots !== 1) rec.violate(`after the attach storm ${volid} is on VMs [${on.join(',')}] in ${slots} slot(s) of ${vm.vmid} (want exactly one)`);
+    }
+    await storm('detach storm', ids.map((volumeId) => () => csi.op('controller', 'ControllerUnpublishVolume', { volumeId, nodeId: vm.name }, { ...opts, until: 'ok' })), killAt(r, 80));
+    s = await state();
+    for (const volid of volids) if (holders(s).has(volid)) rec.violate(`after the detach storm ${volid} is still on VMs ${[...holders(s).get(volid)!].join(',')}`);
+  }
+
+  // Offline expansion goes through a short-lived helper attachment: kill while it exists.
+  const grow = ids.slice(0, long ? 8 : 4);
+  const target = 2 * GiB;
+  await storm('offline expansion', grow.map((volumeId) => () => csi.op('controller', 'ControllerExpandVolume', {
+    volumeId, capacityRange: { requiredBytes: String(target) }, volumeCapability: SINGLE_WRITER,
+  }, { ...opts, deadlineMs: 10_000 })), 150);
+  const sizes = new Map((await state()).nodes.flatMap((nd) => nd.storages.flatMap((st) => st.volumes.map((v) => [v.volid, v.size] as const))));
+  for (const id of grow) {
+    const volid = `local-lvm:${id.split('/')[3]}`;
+    if ((sizes.get(volid) ?? 0) < target) rec.violate(`after offline expansion ${volid} has ${sizes.get(volid)} bytes (want ≥ ${target})`);
+  }
+
+  await storm('DeleteVolume', ids.map((volumeId) => () => csi.op('controller', 'DeleteVolume', { volumeId }, { ...opts, deadlineMs: 10_000, until: 'ok' })), 100);
+  await sampler.stop();
+  csi.close();
+  await prog.stop();
+  await admin.setFaults(BASE_FAULTS);
+  await auditProxmox(admin, rec);
+  return rec;
+}

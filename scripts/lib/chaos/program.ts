@@ -1,0 +1,61 @@
+// The real program under test, started the way scripts/sanity.ts starts it but from the sources
+// (tsx), so the suite always tests the checkout as it is. kill -9 and restart are what the
+// kill scenario needs; a mount namespace of its own is what the bad-input table needs.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execFileSync } from 'node:child_process';
+import { start, type Proc } from '../procs.js';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+
+export interface ProgramOptions {
+  name: string;
+  runDir: string;
+  args: string[];
+  /** Run inside `unshare -m --propagation private`, after this shell snippet prepared mounts. */
+  namespace?: { setup: string };
+}
+
+/** Flags this checkout's program knows (some arrive with other branches, e.g. --kubelet-dir). */
+let help: string | undefined;
+export function programKnows(flag: string): boolean {
+  help ??= execFileSync(process.execPath, ['--import=tsx', 'src/main.ts', '--help'], { cwd: ROOT, encoding: 'utf8' });
+  return help.includes(flag);
+}
+
+export class Program {
+  proc?: Proc;
+  starts = 0;
+
+  constructor(private readonly o: ProgramOptions) {}
+
+  async start(): Promise<void> {
+    this.starts++;
+    const node = [process.execPath, '--import=tsx', path.join(ROOT, 'src/main.ts'), ...this.o.args];
+    const logFile = path.join(this.o.runDir, `${this.o.name}.log`);
+    fs.appendFileSync(logFile, `--- start ${this.starts} ${new Date().toISOString()}\n`);
+    const [cmd, args] = this.o.namespace
+      ? ['unshare', ['-m', '--propagation', 'private', 'sh', '-ec', `${this.o.namespace.setup}\nexec "$@"`, 'sh', ...node]] as const
+      : [node[0]!, node.slice(1)] as const;
+    this.proc = start(this.o.name, cmd, [...args], { cwd: ROOT, logFile });
+    await this.proc.readyJson((j) => j.ready === true, 60_000);
+  }
+
+  get pid(): number {
+    return this.proc!.child.pid!;
+  }
+
+  alive(): boolean {
+    const c = this.proc?.child;
+    return !!c && c.exitCode === null && c.signalCode === null;
+  }
+
+  async kill9(): Promise<void> {
+    await this.proc?.stop('SIGKILL', 1000);
+  }
+
+  async stop(): Promise<void> {
+    await this.proc?.stop('SIGTERM', 5000);
+  }
+}
