@@ -80,8 +80,9 @@ async function main(): Promise<number> {
   console.log(`\nchaos suite (${long ? 'long' : 'bounded'} run, ${((Date.now() - t0) / 1000).toFixed(0)} s; logs in ${path.relative(process.cwd(), runDir)})\n`);
   console.log(table(rows));
   const violations = rows.flatMap(({ rec }) => rec.violations.map((v) => `${rec.scenario}: ${v}`));
+  fs.writeFileSync(path.join(runDir, 'violations.txt'), violations.map((v) => `${v}\n`).join(''));
   if (violations.length) {
-    console.log(`\n${violations.length} violation(s):`);
+    console.log(`\n${violations.length} violation(s) (all of them in ${path.relative(process.cwd(), runDir)}/violations.txt):`);
     const shown = violations.slice(0, 60);
     for (const v of shown) console.log(`  - ${v}`);
     if (violations.length > shown.length) console.log(`  … and ${violations.length - shown.length} more`);

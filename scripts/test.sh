@@ -27,6 +27,7 @@ phase "unit tests (tap)" npx tap
 phase "csi-sanity proxmox (mount)" bash scripts/sanity.sh proxmox
 phase "csi-sanity proxmox (block)" bash scripts/sanity.sh proxmox -- --csi.testvolumeaccesstype=block
 phase "csi-sanity nfs" bash scripts/sanity.sh nfs
+phase "chaos suite (bounded)" bash scripts/chaos.sh
 [ -f scripts/helm-test.sh ] && phase "helm chart" bash scripts/helm-test.sh
 [ "${SKIP_VM:-0}" != 1 ] && phase "VM tier (guest: sanity proxmox+nfs, end-to-end)" bash scripts/vm-tier.sh all
 

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# npm run chaos [-- --long] [-- --only storm,kill,cancel,nfs,input]
+# The chaos suite (scripts/chaos.ts): the real program under faults, kill -9, cancelled callers,
+# a frozen and killed NFS server and hostile input; prints one table, exits non-zero on any
+# violation. Root: the bad-input scenario runs the program in a mount namespace of its own.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib/ensure.sh
+ensure_node_modules
+ensure_host_tools
+ensure_apt nfs-ganesha nfs-ganesha-vfs rpcbind
+exec node --import=tsx scripts/chaos.ts "$@"
