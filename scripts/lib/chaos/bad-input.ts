@@ -237,7 +237,8 @@ export async function badInput(env: ChaosEnv, shared: NfsShared): Promise<Record
     const added = after.filter((m) => !before.includes(m));
     if (gone.length) rec.violate(`mounts gone from the program's namespace: ${gone.slice(0, 8).join(', ')}${gone.length > 8 ? ` … (${gone.length})` : ''}`);
     if (added.length) rec.violate(`mounts added in the program's namespace: ${added.join(', ')}`);
-    rec.leaks.mount = added.length;
+    if (added.length) rec.leaks.mount = added.length;
+    if (gone.length) rec.leaks['mount removed'] = gone.length;
     for (const f of [`${OUT}/data`, `${foreign}/data`, `${stagingForeign}/data`]) {
       if (!fs.existsSync(`/proc/${pid}/root${f}`)) rec.violate(`planted file ${f} is gone (inside the program's namespace)`);
     }
