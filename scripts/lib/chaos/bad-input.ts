@@ -127,6 +127,7 @@ export async function badInput(env: ChaosEnv, shared: NfsShared): Promise<Record
     if (d === 'proxmox') {
       add(d, 'controller', 'CreateVolume', 'storage "../../etc"', { ...create, parameters: { storage: '../../etc' } }, [IA]);
       add(d, 'controller', 'CreateVolume', 'storage with newline', { ...create, parameters: { storage: 'local-lvm\nx' } }, [IA]);
+      add(d, 'controller', 'CreateVolume', 'encrypted "maybe"', { ...create, parameters: { storage: 'local-lvm', encrypted: 'maybe' } }, [IA]);
       add(d, 'controller', 'CreateVolume', 'zone "../.."', { ...create, accessibilityRequirements: topology('../..') }, [IA, 'RESOURCE_EXHAUSTED']);
     } else {
       add(d, 'controller', 'CreateVolume', 'subDir "../../etc"', { ...create, parameters: { ...nfsParams, subDir: '../../etc' } }, [IA]);
@@ -204,6 +205,9 @@ export async function badInput(env: ChaosEnv, shared: NfsShared): Promise<Record
       add(d, 'node', 'NodePublishVolume', 'context share "../x"', { ...publishN, volumeContext: { ...ctx, share: '../x' } }, [IA]);
       add(d, 'node', 'NodePublishVolume', 'context subDir "../../.."', { ...publishN, volumeContext: { ...ctx, subDir: '../../..' } }, [IA]);
       add(d, 'node', 'NodePublishVolume', 'context server empty', { ...publishN, volumeContext: { ...ctx, server: '' } }, [IA]);
+      const inline = { ...ctx, 'csi.storage.k8s.io/ephemeral': 'true' };
+      add(d, 'node', 'NodePublishVolume', 'inline volume, subDir "../.."', { ...publishN, volumeContext: { ...inline, subDir: '../..' } }, [IA]);
+      add(d, 'node', 'NodePublishVolume', 'inline volume, subDir with NUL', { ...publishN, volumeContext: { ...inline, subDir: 'a\u0000b' } }, [IA]);
     }
     const madeUp = d === 'proxmox' ? 'homelab/hyper1/local-lvm/vm-9999-pvc-made-up' : `${g.server}#${g.share}/talos#made-up##`;
     add(d, 'node', 'NodeUnpublishVolume', 'made-up id, unrelated mount at the target', { volumeId: madeUp, targetPath: foreign }, [FP, 'OK', NF]);
