@@ -176,7 +176,14 @@ export async function badInput(env: ChaosEnv, shared: NfsShared): Promise<Record
     add(d, 'controller', 'ControllerExpandVolume', 'limit_bytes -1', { volumeId: own[d], capacityRange: { requiredBytes: String(GiB), limitBytes: '-1' } }, [IA, OOR]);
     add(d, 'controller', 'ControllerExpandVolume', 'other driver\'s handle', { volumeId: wrong[d], capacityRange: { requiredBytes: String(2 * GiB) } }, [IA, NF, ...(d === 'nfs' ? ['UNAVAILABLE'] : [])]);
     for (const [label, v] of hostileIds) add(d, 'controller', 'ControllerGetVolume', `id ${label}`, { volumeId: v }, d === 'proxmox' ? idAllow(label, [NF]) : [UNIMPL]);
-    for (const m of ['CreateSnapshot', 'DeleteSnapshot', 'ListSnapshots', 'ControllerModifyVolume']) add(d, 'controller', m, 'not offered', { sourceVolumeId: own[d], name: 'x', snapshotId: 'x', volumeId: own[d] }, [UNIMPL]);
+    if (d === 'proxmox') {
+      for (const [label, v] of hostileIds) add(d, 'controller', 'ControllerModifyVolume', `id ${label}`, { volumeId: v, mutableParameters: { backup: 'true' } }, idAllow(label, [NF]));
+      add(d, 'controller', 'ControllerModifyVolume', 'unknown mutable parameter', { volumeId: pveId, mutableParameters: { bogus: '1' } }, [IA]);
+      add(d, 'controller', 'ControllerModifyVolume', 'diskIOPS -1', { volumeId: pveId, mutableParameters: { diskIOPS: '-1' } }, [IA]);
+      add(d, 'controller', 'ControllerModifyVolume', 'backup with a newline', { volumeId: pveId, mutableParameters: { backup: 'true\nx' } }, [IA]);
+      add(d, 'controller', 'ControllerModifyVolume', 'boot disk of running VM 101', { volumeId: bootDisk, mutableParameters: { diskIOPS: '100' } }, [IA, FP, NF]);
+    }
+    for (const m of ['CreateSnapshot', 'DeleteSnapshot', 'ListSnapshots', ...(d === 'nfs' ? ['ControllerModifyVolume'] : [])]) add(d, 'controller', m, 'not offered', { sourceVolumeId: own[d], name: 'x', snapshotId: 'x', volumeId: own[d] }, [UNIMPL]);
 
     // Node service.
     add(d, 'node', 'NodeGetCapabilities', 'plain', {}, ['OK']);
