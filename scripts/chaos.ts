@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { stopAll } from './lib/procs.js';
 import { startEnv, type ChaosEnv } from './lib/chaos/env.js';
-import { ROOT } from './lib/chaos/program.js';
+import { ROOT, programEntry } from './lib/chaos/program.js';
 import type { Recorder } from './lib/chaos/rpc.js';
 import { faultStorm } from './lib/chaos/storm.js';
 import { killScenario } from './lib/chaos/kill.js';
@@ -53,6 +53,7 @@ function table(rows: { rec: Recorder; seconds: number }[]): string {
 async function main(): Promise<number> {
   const t0 = Date.now();
   const env: ChaosEnv = await startEnv(runDir, long);
+  console.log(`program: node ${programEntry().map((p) => path.relative(ROOT, p) || p).join(' ')}`);
   const nfs: NfsShared = { runDir };
   const rows: { rec: Recorder; seconds: number }[] = [];
   const scenarios: [string, () => Promise<Recorder>][] = [

@@ -1,5 +1,5 @@
-// The real program under test, started the way scripts/sanity.ts starts it but from the sources
-// (tsx), so the suite always tests the checkout as it is. kill -9 and restart are what the
+// The real program under test, started the way scripts/sanity.ts starts it: the build when it
+// is current, else the sources through tsx, so the suite always tests the checkout as it is. kill -9 and restart are what the
 // kill scenario needs; a mount namespace of its own is what the bad-input table needs.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -17,10 +17,33 @@ export interface ProgramOptions {
   namespace?: { setup: string };
 }
 
+function newestMtime(dir: string): number {
+  let newest = 0;
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    newest = Math.max(newest, e.isDirectory() ? newestMtime(p) : fs.statSync(p).mtimeMs);
+  }
+  return newest;
+}
+
+let entry: string[] | undefined;
+/**
+ * How to start the program: the build (dist/src/main.js, what `npm test` built a phase earlier)
+ * when it is newer than every source file, since it starts twice as fast as tsx, which matters
+ * on a busy 2-core machine with a dozen starts; else the sources through tsx.
+ */
+export function programEntry(): string[] {
+  if (entry) return entry;
+  const built = path.join(ROOT, 'dist/src/main.js');
+  const fresh = fs.existsSync(built) && fs.statSync(built).mtimeMs >= newestMtime(path.join(ROOT, 'src'));
+  entry = fresh ? [built] : ['--import=tsx', path.join(ROOT, 'src/main.ts')];
+  return entry;
+}
+
 /** Flags this checkout's program knows (some arrive with other branches, e.g. --kubelet-dir). */
 let help: string | undefined;
 export function programKnows(flag: string): boolean {
-  help ??= execFileSync(process.execPath, ['--import=tsx', 'src/main.ts', '--help'], { cwd: ROOT, encoding: 'utf8' });
+  help ??= execFileSync(process.execPath, [...programEntry(), '--help'], { cwd: ROOT, encoding: 'utf8' });
   return help.includes(flag);
 }
 
@@ -32,7 +55,7 @@ export class Program {
 
   async start(): Promise<void> {
     this.starts++;
-    const node = [process.execPath, '--import=tsx', path.join(ROOT, 'src/main.ts'), ...this.o.args];
+    const node = [process.execPath, ...programEntry(), ...this.o.args];
     const logFile = path.join(this.o.runDir, `${this.o.name}.log`);
     fs.appendFileSync(logFile, `--- start ${this.starts} ${new Date().toISOString()}\n`);
     const [cmd, args] = this.o.namespace

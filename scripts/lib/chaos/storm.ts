@@ -69,7 +69,7 @@ export async function faultStorm(env: ChaosEnv): Promise<Recorder> {
   const names = Array.from({ length: n }, (_, i) => `pvc-chaos-storm-${String(i).padStart(3, '0')}`);
   const pub = { deadlineMs: 15_000, budgetMs: 120_000 };
   const prov = { deadlineMs: 10_000, budgetMs: 120_000 };
-  await pool(names, long ? 16 : 10, async (name, i) => {
+  await pool(names, long ? 20 : 15, async (name, i) => {
     const host = HOSTS[i % HOSTS.length]!;
     const [a, b] = i % 2 ? [host.vms[1]!, host.vms[0]!] : [host.vms[0]!, host.vms[1]!];
     const expect = (what: string, got: { code: string; message: string }, want: string) => {
