@@ -198,8 +198,10 @@ export async function badInput(env: ChaosEnv, shared: NfsShared): Promise<Record
       add(d, 'node', 'NodeUnstageVolume', `staging path ${label}`, { volumeId: own[d], stagingTargetPath: p }, st(allow));
       add(d, 'node', 'NodePublishVolume', `target ${label}`, { ...publishN, targetPath: p }, allow);
       add(d, 'node', 'NodeUnpublishVolume', `target ${label}`, { volumeId: own[d], targetPath: p }, allow);
-      add(d, 'node', 'NodeGetVolumeStats', `volume path ${label}`, { volumeId: own[d], volumePath: p }, allow);
-      add(d, 'node', 'NodeExpandVolume', `volume path ${label}`, { volumeId: own[d], volumePath: p, capacityRange: { requiredBytes: String(2 * GiB) } }, staged ? allow : [UNIMPL]);
+      // csi-sanity wants NOT_FOUND for a relative volume path ("some/path") in these two.
+      const statAllow = label === 'relative' ? [IA, NF] : allow;
+      add(d, 'node', 'NodeGetVolumeStats', `volume path ${label}`, { volumeId: own[d], volumePath: p }, statAllow);
+      add(d, 'node', 'NodeExpandVolume', `volume path ${label}`, { volumeId: own[d], volumePath: p, capacityRange: { requiredBytes: String(2 * GiB) } }, staged ? statAllow : [UNIMPL]);
     }
     if (staged) {
       add(d, 'node', 'NodePublishVolume', 'staging path "/"', { ...publishN, stagingTargetPath: '/' }, [IA]);
