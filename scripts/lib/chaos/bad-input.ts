@@ -209,7 +209,7 @@ export async function badInput(env: ChaosEnv, shared: NfsShared): Promise<Record
       add(d, 'node', 'NodeStageVolume', 'lun -1', { ...stage, publishContext: { DevicePath: '/dev/disk/by-id/wwn-0x5056432d49443031', lun: '-1' } }, [IA, NF, FP]);
       add(d, 'node', 'NodeStageVolume', 'no publish context', { ...stage, publishContext: {} }, [IA, NF, FP]);
       add(d, 'node', 'NodeUnstageVolume', 'made-up id, unrelated mount at the staging path', { volumeId: 'homelab/hyper1/local-lvm/vm-9999-pvc-made-up', stagingTargetPath: stagingForeign }, [FP, 'OK', NF]);
-      add(d, 'node', 'NodeExpandVolume', 'required_bytes -1', { volumeId: pveId, volumePath: foreign, capacityRange: { requiredBytes: '-1' } }, [IA, OOR]);
+      add(d, 'node', 'NodeExpandVolume', 'required_bytes -1', { volumeId: pveId, volumePath: path.join(K, 'pods/p9/volumes/kubernetes.io~csi/x/mount'), capacityRange: { requiredBytes: '-1' } }, [IA, OOR, NF]);
     } else {
       add(d, 'node', 'NodePublishVolume', 'context share "../x"', { ...publishN, volumeContext: { ...ctx, share: '../x' } }, [IA]);
       add(d, 'node', 'NodePublishVolume', 'context subDir "../../.."', { ...publishN, volumeContext: { ...ctx, subDir: '../../..' } }, [IA]);
