@@ -1,11 +1,15 @@
 # syntax=docker/dockerfile:1
 # One image for both drivers and both roles: the controller Deployment runs it as a non-root
 # user; the node DaemonSet runs it as root and privileged (mkfs, mount, /dev, /sys).
-# Node 24 (LTS, supported until 2028-04-30); the tests run on the same major (NODE_VERSION in
-# scripts/lib/ensure.sh says why 24).
+# Node 24 (LTS, maintained until 2028-04-30): docs/image.md says why 24; the tests run on the
+# same major (NODE_VERSION in scripts/lib/ensure.sh). `npm run image` builds and checks this file.
 
 # --- build: compile TypeScript to dist/ with the dev dependencies ---
 FROM node:24-bookworm-slim AS build
+# Only for builds behind a TLS-intercepting proxy: a CA bundle mounted for the build (never
+# copied into the image), e.g. `buildah bud -v /etc/ssl/certs/ca-certificates.crt:/run/ca.crt:ro
+# --build-arg npm_config_cafile=/run/ca.crt`. Unset, npm uses Node's own CA store.
+ARG npm_config_cafile
 WORKDIR /src
 COPY package.json package-lock.json ./
 # No dependency needs an install script to build (protobufjs's only prints a warning).
@@ -17,12 +21,15 @@ RUN npm run build
 
 # --- runtime: production dependencies, compiled code and the proto file loaded at start ---
 FROM node:24-bookworm-slim
+ARG npm_config_cafile
 # e2fsprogs/xfsprogs: mkfs, resize2fs, xfs_growfs; util-linux and mount: blkid, findmnt,
 # blockdev, mount; nfs-common: mount.nfs for the node's NFS mounts; cryptsetup-bin: LUKS
-# volumes (format/open/close/resize, as upstream's node image ships cryptsetup).
+# volumes (format/open/close/resize, as upstream's node image ships cryptsetup); tini: PID 1
+# that forwards signals and reaps what mount.nfs and friends leave behind.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends e2fsprogs xfsprogs util-linux mount nfs-common cryptsetup-bin \
- && rm -rf /var/lib/apt/lists/*
+ && apt-get install -y --no-install-recommends e2fsprogs xfsprogs util-linux mount nfs-common \
+      cryptsetup-bin tini \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb
 WORKDIR /app
 ENV NODE_ENV=production
 COPY package.json package-lock.json ./
@@ -30,6 +37,8 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean -
 COPY --from=build /src/dist ./dist
 # src/server/proto.ts finds proto/csi.proto by walking up from dist/src/server.
 COPY proto ./proto
+# Sizes V8's heap from the container's memory limit, then execs node (see the script).
+COPY image/entrypoint.sh /app/entrypoint.sh
 # Numeric, so kubelet can verify runAsNonRoot; the chart's controller runs as the same uid.
 USER 65532:65532
-ENTRYPOINT ["node", "/app/dist/src/main.js"]
+ENTRYPOINT ["/usr/bin/tini", "--", "/app/entrypoint.sh"]

@@ -29,6 +29,7 @@ phase "csi-sanity proxmox (block)" bash scripts/sanity.sh proxmox -- --csi.testv
 phase "csi-sanity nfs" bash scripts/sanity.sh nfs
 phase "chaos suite (bounded)" bash scripts/chaos.sh
 [ -f scripts/helm-test.sh ] && phase "helm chart" bash scripts/helm-test.sh
+[ "${SKIP_IMAGE:-0}" != 1 ] && phase "image (real Dockerfile, buildah + podman)" bash scripts/image.sh
 [ "${SKIP_VM:-0}" != 1 ] && phase "VM tier (guest: sanity proxmox+nfs, end-to-end)" bash scripts/vm-tier.sh all
 
 echo

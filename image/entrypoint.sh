@@ -1,0 +1,31 @@
+#!/bin/sh
+# The image's entrypoint (under tini): sizes V8's old space from the container's memory limit,
+# then execs the program. Without a cap V8 grows its heap freely (to ~220 MB after a few thousand
+# operations, all of it garbage it has not bothered to collect) and a pod with a memory limit
+# is OOM-killed instead of collecting; with it the process stays flat (docs/image.md).
+#
+# old space = (limit - 64 MiB for code, buffers and native memory) / 2, at least 16 MiB.
+# A --max-old-space-size already in NODE_OPTIONS wins; no limit (or none readable) leaves V8's
+# default. CGROUP_ROOT exists for the tests.
+set -eu
+cg=${CGROUP_ROOT:-/sys/fs/cgroup}
+limit=
+if [ -r "$cg/memory.max" ]; then
+  limit=$(cat "$cg/memory.max")                       # cgroup v2: a number or "max"
+elif [ -r "$cg/memory/memory.limit_in_bytes" ]; then
+  limit=$(cat "$cg/memory/memory.limit_in_bytes")     # cgroup v1: a huge number when unlimited
+fi
+case $limit in '' | *[!0-9]*) limit= ;; esac
+# v1's "unlimited" is LONG_MAX rounded to a page; anything above 1 TiB is no limit here.
+if [ -n "$limit" ] && [ ${#limit} -le 13 ] && [ "$limit" -le 1099511627776 ]; then
+  case " ${NODE_OPTIONS:-} " in
+    *" --max-old-space-size="* | *" --max_old_space_size="*) ;;
+    *)
+      heap=$(( (limit / 1048576 - 64) / 2 ))
+      [ "$heap" -ge 16 ] || heap=16
+      NODE_OPTIONS="--max-old-space-size=$heap${NODE_OPTIONS:+ $NODE_OPTIONS}"
+      export NODE_OPTIONS
+      ;;
+  esac
+fi
+exec node "${PVE_NFS_CSI_MAIN:-/app/dist/src/main.js}" "$@"

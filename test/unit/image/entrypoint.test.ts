@@ -1,0 +1,64 @@
+// image/entrypoint.sh: the heap size it derives from a cgroup memory limit (v2 and v1), run with
+// the image's shell (dash on Debian) against fake cgroup files and a `node` that reports what it
+// was started with.
+import t from 'tap';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const SCRIPT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../image/entrypoint.sh');
+const SH = fs.existsSync('/bin/dash') ? '/bin/dash' : '/bin/sh';
+
+function run(t: { teardown(fn: () => void): void }, files: Record<string, string>, env: Record<string, string> = {}): { nodeOptions: string; argv: string[] } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'entrypoint-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const cg = path.join(dir, 'cgroup');
+  for (const [name, content] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(cg, name)), { recursive: true });
+    fs.writeFileSync(path.join(cg, name), content);
+  }
+  fs.mkdirSync(path.join(dir, 'bin'));
+  // Prints NODE_OPTIONS and then each argument on its own line.
+  fs.writeFileSync(path.join(dir, 'bin/node'), '#!/bin/sh\nprintf "%s\\n" "${NODE_OPTIONS:-}" "$@"\n', { mode: 0o755 });
+  // Through env(1): tap adds its own NODE_OPTIONS to every child's environment.
+  const assign = Object.entries(env).map(([k, v]) => `${k}=${v}`);
+  const out = execFileSync('/usr/bin/env', ['-u', 'NODE_OPTIONS', ...assign, SH, SCRIPT, '--mode', 'controller'], {
+    encoding: 'utf8',
+    env: { PATH: `${path.join(dir, 'bin')}:/usr/bin:/bin`, CGROUP_ROOT: cg },
+  });
+  const [nodeOptions = '', ...argv] = out.replace(/\n$/, '').split('\n');
+  return { nodeOptions, argv };
+}
+
+const MiB = 1024 * 1024;
+
+t.test('cgroup v2 limit sizes the old space: (limit - 64 MiB) / 2', async (t) => {
+  t.same(run(t, { 'memory.max': `${128 * MiB}\n` }), {
+    nodeOptions: '--max-old-space-size=32',
+    argv: ['/app/dist/src/main.js', '--mode', 'controller'],
+  });
+  t.equal(run(t, { 'memory.max': `${512 * MiB}\n` }).nodeOptions, '--max-old-space-size=224');
+});
+
+t.test('cgroup v1 limit, and v1 "unlimited"', async (t) => {
+  t.equal(run(t, { 'memory/memory.limit_in_bytes': `${256 * MiB}\n` }).nodeOptions, '--max-old-space-size=96');
+  t.equal(run(t, { 'memory/memory.limit_in_bytes': '9223372036854771712\n' }).nodeOptions, '');
+});
+
+t.test('no limit leaves V8 its default', async (t) => {
+  t.equal(run(t, { 'memory.max': 'max\n' }).nodeOptions, '');
+  t.equal(run(t, {}).nodeOptions, '');
+});
+
+t.test('a tiny limit still gets a usable heap', async (t) => {
+  t.equal(run(t, { 'memory.max': `${64 * MiB}\n` }).nodeOptions, '--max-old-space-size=16');
+});
+
+t.test('NODE_OPTIONS is kept; an explicit heap size wins', async (t) => {
+  t.equal(run(t, { 'memory.max': `${128 * MiB}\n` }, { NODE_OPTIONS: '--enable-source-maps' }).nodeOptions,
+    '--max-old-space-size=32 --enable-source-maps');
+  t.equal(run(t, { 'memory.max': `${128 * MiB}\n` }, { NODE_OPTIONS: '--max-old-space-size=50' }).nodeOptions,
+    '--max-old-space-size=50');
+});
