@@ -41,6 +41,15 @@ echo "helm-test: helm lint (defaults)"
 "$HELM" lint --strict --kube-version "$KUBE_VERSION" "$CHART"
 echo "helm-test: helm lint (seed values)"
 "$HELM" lint --strict --kube-version "$KUBE_VERSION" --values "$SEED" "$CHART"
+# The chart's own values.yaml under the schema in each driver's half of the seed setup, and
+# with every optional object on (ServiceMonitor, node metrics Service, PodDisruptionBudget).
+for only in "nfs.enabled=false" "proxmox.enabled=false"; do
+  echo "helm-test: helm lint (seed values, $only)"
+  "$HELM" lint --strict --kube-version "$KUBE_VERSION" --values "$SEED" --set "$only" "$CHART"
+done
+echo "helm-test: helm lint (optional objects on)"
+"$HELM" lint --strict --kube-version "$KUBE_VERSION" --values "$SEED" \
+  --set metrics.serviceMonitor.enabled=true,metrics.nodeAddress=hostIP,controller.replicas=3 "$CHART"
 
 mkdir -p "$OUT"
 "$HELM" template pve-nfs-csi "$CHART" --namespace csi-storage --kube-version "$KUBE_VERSION" >"$OUT/defaults.yaml"

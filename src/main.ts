@@ -4,6 +4,7 @@ import { pino } from 'pino';
 import { loadConfig, USAGE } from './config/load.js';
 import { ConfigError } from './config/errors.js';
 import { Metrics } from './server/metrics.js';
+import { selfProbe } from './server/self-probe.js';
 import { startDriverServer, type RunningServer } from './server/driver-server.js';
 import { buildDrivers } from './drivers.js';
 import { packageVersion } from './version.js';
@@ -13,6 +14,8 @@ import { runSubcommand } from './cli/index.js';
 const CLOSE_GRACE_MS = 1500;
 /** How often backend health is checked for the log when nothing scrapes the metrics. */
 const HEALTH_LOG_INTERVAL_MS = 60_000;
+/** Above the server's own Probe bound (5 s, then "not ready"), below the chart's probe timeout (10 s). */
+const HEALTH_PROBE_TIMEOUT_MS = 8000;
 
 async function main(): Promise<void> {
   const sub = await runSubcommand(process.argv.slice(2), { out: process.stdout, err: process.stderr, env: process.env });
@@ -73,6 +76,9 @@ async function main(): Promise<void> {
     // Also without a scraper: an outage and its end are logged (once each) within a minute.
     setInterval(() => void health(AbortSignal.timeout(5_000)).catch(() => undefined), HEALTH_LOG_INTERVAL_MS).unref();
   }
+  // /healthz probes every socket served (the chart's liveness probe of the driver container).
+  const self = metrics ? selfProbe(new Map(servers.map((s) => [s.driver, s.endpoint])), HEALTH_PROBE_TIMEOUT_MS) : undefined;
+  if (metrics && self) metrics.health = () => self.check();
   // One machine-readable line so scripts can find the endpoints (ports chosen by the OS included).
   process.stdout.write(JSON.stringify({ ready: true, endpoints: Object.fromEntries(servers.map((s) => [s.driver, s.endpoint])) }) + '\n');
 
@@ -91,6 +97,7 @@ async function main(): Promise<void> {
     }, config.drainTimeoutMs + CLOSE_GRACE_MS).unref();
     await Promise.all(servers.map((s) => s.stop(config.drainTimeoutMs)));
     await composed.close().catch((err: unknown) => log.warn({ err }, 'closing backends'));
+    self?.close();
     metricsServer?.close();
     log.flush();
     process.exit(0);

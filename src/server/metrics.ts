@@ -51,6 +51,11 @@ export class Metrics {
   watchBackends(driver: string, check: HealthCheck): void {
     this.healthChecks.push({ driver, check });
   }
+  /**
+   * What /healthz answers: 200 when `check` says ok, else 503 with its detail. Without one
+   * (before the sockets are up) /healthz says ok: the listener itself is alive.
+   */
+  health: (() => Promise<{ ok: boolean; detail: string }>) | undefined;
 
   /** Starts the HTTP endpoint; resolves once listening. */
   async serve(address: string): Promise<http.Server> {
@@ -69,8 +74,22 @@ export class Metrics {
         );
         return;
       }
-      res.writeHead(req.url === '/healthz' ? 200 : 404);
-      res.end(req.url === '/healthz' ? 'ok' : 'not found');
+      if (req.url === '/healthz') {
+        const check = this.health ?? (async () => ({ ok: true, detail: 'ok' }));
+        check().then(
+          (r) => {
+            res.writeHead(r.ok ? 200 : 503, { 'Content-Type': 'text/plain' });
+            res.end(`${r.detail}\n`);
+          },
+          (err: unknown) => {
+            res.writeHead(503);
+            res.end(`${String(err)}\n`);
+          },
+        );
+        return;
+      }
+      res.writeHead(404);
+      res.end('not found');
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

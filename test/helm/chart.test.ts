@@ -57,7 +57,7 @@ function socketWiring(spec: PodSpec, sidecar: string, endpointFlag: string) {
 t.test('controller: one driver process, each driver with its own sidecars', async (t) => {
   const spec = controllerOf();
   const names = spec.containers.map((c) => c.name).sort();
-  t.strictSame(names, ['liveness-probe', 'nfs-provisioner', 'nfs-resizer', 'proxmox-attacher', 'proxmox-provisioner', 'proxmox-resizer', 'pve-nfs-csi']);
+  t.strictSame(names, ['nfs-provisioner', 'nfs-resizer', 'proxmox-attacher', 'proxmox-provisioner', 'proxmox-resizer', 'pve-nfs-csi']);
   const plugin = container(spec, 'pve-nfs-csi');
   t.equal(flag(plugin.args, '--mode'), 'controller');
   t.equal(flag(plugin.args, '--proxmox-endpoint'), 'unix:///csi/proxmox/csi.sock');
@@ -103,11 +103,13 @@ t.test('controller sidecar arguments', async (t) => {
   t.notOk(np.args!.includes('--enable-capacity'), 'no capacity for NFS');
   t.equal(flag(np.args, '--default-fstype'), undefined, 'no filesystem type for NFS volumes');
   t.equal(flag(container(spec, 'proxmox-resizer').args, '--handle-volume-inuse-error'), 'false');
-  const probe = container(spec, 'liveness-probe');
-  t.equal(flag(probe.args, '--http-endpoint'), ':9808');
-  t.equal(container(spec, 'pve-nfs-csi').livenessProbe?.httpGet?.port, 9808, 'the driver is restarted when its probe fails');
+  // The driver probes both of its sockets itself (/healthz): a livenessprobe sidecar could watch
+  // one, and a failing sidecar probe would restart the sidecar, not the driver.
+  const plugin = container(spec, 'pve-nfs-csi');
+  t.same(plugin.livenessProbe?.httpGet, { path: '/healthz', port: 'metrics' }, 'the driver is restarted when a socket stops answering');
+  t.ok(plugin.ports?.some((p) => p.name === 'metrics' && p.containerPort === 9810));
   for (const c of spec.containers.filter((c) => c.image.startsWith('registry.k8s.io/'))) {
-    t.match(c.image, /^registry\.k8s\.io\/sig-storage\/(csi-provisioner|csi-attacher|csi-resizer|livenessprobe):v\d+\.\d+\.\d+$/, c.name);
+    t.match(c.image, /^registry\.k8s\.io\/sig-storage\/(csi-provisioner|csi-attacher|csi-resizer):v\d+\.\d+\.\d+$/, c.name);
   }
 });
 
@@ -163,9 +165,9 @@ t.test('node: privileged plugin, kubelet dir, /dev, /sys, one registrar per driv
     t.ok(r.securityContext?.capabilities?.drop?.includes('ALL'));
   }
   t.same(spec.tolerations, [{ operator: 'Exists' }], 'runs on every node by default');
-  const probe = container(spec, 'liveness-probe');
-  t.equal(flag(probe.args, '--http-endpoint'), '127.0.0.1:29661');
-  t.equal(plugin.livenessProbe?.httpGet?.port, 29661);
+  t.equal(spec.containers.find((c) => c.name === 'liveness-probe'), undefined, 'the driver probes its sockets itself');
+  t.equal(flag(plugin.args, '--metrics-address'), '127.0.0.1:29664', 'metrics and health on loopback only');
+  t.same(plugin.livenessProbe?.httpGet, { path: '/healthz', port: 29664, host: '127.0.0.1' });
 });
 
 t.test('VolumeAttributesClass: on by default in the Proxmox provisioner and resizer, one value turns it off', async (t) => {
@@ -281,18 +283,96 @@ t.test('seed values reproduce the seed cluster', async (t) => {
 });
 
 t.test('metrics Services select the pods that serve the port', async (t) => {
+  t.equal(defaults.find('Service', 'pve-pve-nfs-csi-node-metrics'), undefined, 'no node Service while the node listens on loopback');
+  const reachable = render({ set: ['metrics.nodeAddress=hostIP'] });
+  const node = nodeOf(reachable);
+  const plugin = container(node, 'pve-nfs-csi');
+  t.equal(flag(plugin.args, '--metrics-address'), '$(HOST_IP):29664', 'the node address, not every interface');
+  t.equal(plugin.env?.find((e) => e.name === 'HOST_IP')?.valueFrom?.fieldRef?.fieldPath, 'status.hostIP');
+  t.equal(plugin.livenessProbe?.httpGet?.host, undefined, 'probed on the pod IP, which is the node IP');
+  t.equal(flag(container(nodeOf(render({ set: ['metrics.nodeAddress=0.0.0.0'] })), 'pve-nfs-csi').args, '--metrics-address'), '0.0.0.0:29664');
   for (const [component, spec, port] of [
-    ['controller', controllerOf(), 9810],
-    ['node', nodeOf(), 29664],
+    ['controller', controllerOf(reachable), 9810],
+    ['node', node, 29664],
   ] as const) {
-    const svc = defaults.get('Service', `pve-pve-nfs-csi-${component}-metrics`).spec as {
+    const svc = reachable.get('Service', `pve-pve-nfs-csi-${component}-metrics`).spec as {
       selector: Record<string, string>;
       ports: { port: number; targetPort: string }[];
     };
-    const workload = defaults.objects.find((o) => ['Deployment', 'DaemonSet'].includes(o.kind) && o.metadata.name.endsWith(component))!;
+    const workload = reachable.objects.find((o) => ['Deployment', 'DaemonSet'].includes(o.kind) && o.metadata.name.endsWith(component))!;
     const labels = (workload.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
     for (const [k, v] of Object.entries(svc.selector)) t.equal(labels[k], v, `${component} selector ${k}`);
     t.equal(svc.ports[0]!.port, port);
     t.ok(container(spec, 'pve-nfs-csi').ports?.some((p) => p.name === svc.ports[0]!.targetPort && p.containerPort === port));
   }
+});
+
+t.test('two controller replicas: a PodDisruptionBudget and a soft spread over nodes and zones', async (t) => {
+  const dep = defaults.all('Deployment')[0]!;
+  t.equal((dep.spec as { replicas: number }).replicas, 2);
+  const spec = podSpec(dep) as PodSpec & {
+    affinity?: { podAntiAffinity?: { preferredDuringSchedulingIgnoredDuringExecution?: { podAffinityTerm: { topologyKey: string; labelSelector: { matchLabels: Record<string, string> } } }[] } };
+    topologySpreadConstraints?: { topologyKey: string; whenUnsatisfiable: string; maxSkew: number; labelSelector: { matchLabels: Record<string, string> } }[];
+  };
+  const podLabels = (dep.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
+  const selects = (m: Record<string, string>) => Object.entries(m).every(([k, v]) => podLabels[k] === v);
+  const anti = spec.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution ?? [];
+  t.same(anti.map((a) => a.podAffinityTerm.topologyKey), ['kubernetes.io/hostname'], 'prefers another node');
+  t.ok(anti.every((a) => selects(a.podAffinityTerm.labelSelector.matchLabels)));
+  const spread = spec.topologySpreadConstraints ?? [];
+  t.same(spread.map((c) => [c.topologyKey, c.whenUnsatisfiable, c.maxSkew]), [
+    ['kubernetes.io/hostname', 'ScheduleAnyway', 1],
+    ['topology.kubernetes.io/zone', 'ScheduleAnyway', 1],
+  ], 'soft, so a one-node cluster still runs both');
+  t.ok(spread.every((c) => selects(c.labelSelector.matchLabels)));
+  const pdb = defaults.get('PodDisruptionBudget', 'pve-pve-nfs-csi-controller');
+  const pdbSpec = pdb.spec as { maxUnavailable: number; selector: { matchLabels: Record<string, string> } };
+  t.equal(pdbSpec.maxUnavailable, 1);
+  t.ok(selects(pdbSpec.selector.matchLabels), 'the budget covers the controller pods');
+  t.equal(pdb.apiVersion, 'policy/v1');
+
+  const one = render({ set: ['controller.replicas=1'] });
+  t.equal(one.all('PodDisruptionBudget').length, 0, 'one replica: no budget (it would block every drain)');
+  t.equal((podSpec(one.all('Deployment')[0]!) as { topologySpreadConstraints?: unknown }).topologySpreadConstraints, undefined);
+  const own = render({ set: ['controller.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=a', 'controller.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists'] });
+  const ownAffinity = (podSpec(own.all('Deployment')[0]!) as { affinity?: Record<string, unknown> }).affinity;
+  t.same(Object.keys(ownAffinity ?? {}), ['nodeAffinity'], 'an affinity of the user replaces the default anti-affinity');
+});
+
+t.test('ServiceMonitor: optional, one per scrapeable metrics Service', async (t) => {
+  t.equal(defaults.all('ServiceMonitor').length, 0, 'off by default (needs the prometheus-operator CRD)');
+  const loop = render({ set: ['metrics.serviceMonitor.enabled=true', 'metrics.serviceMonitor.labels.release=kps'] });
+  t.same(loop.all('ServiceMonitor').map((o) => o.metadata.name), ['pve-pve-nfs-csi-controller'], 'no node monitor while the node listens on loopback');
+  const both = render({ set: ['metrics.serviceMonitor.enabled=true', 'metrics.nodeAddress=hostIP'] });
+  for (const component of ['controller', 'node']) {
+    const sm = both.get('ServiceMonitor', `pve-pve-nfs-csi-${component}`);
+    const svc = both.get('Service', `pve-pve-nfs-csi-${component}-metrics`);
+    const spec = sm.spec as { selector: { matchLabels: Record<string, string> }; endpoints: { port: string; path: string }[] };
+    for (const [k, v] of Object.entries(spec.selector.matchLabels)) t.equal(svc.metadata.labels?.[k], v, `${component} monitor selects its Service (${k})`);
+    t.same(spec.endpoints.map((e) => [e.port, e.path]), [['metrics', '/metrics']]);
+  }
+  t.equal(loop.get('ServiceMonitor', 'pve-pve-nfs-csi-controller').metadata.labels?.release, 'kps');
+  t.equal(render({ set: ['metrics.serviceMonitor.enabled=true', 'metrics.enabled=false'] }).all('ServiceMonitor').length, 0);
+});
+
+t.test('each driver socket is watched, whichever drivers are on; metrics off keeps the probe', async (t) => {
+  for (const set of [['nfs.enabled=false'], ['proxmox.enabled=false'], ['metrics.enabled=false']]) {
+    const r = render({ set });
+    for (const spec of [controllerOf(r), nodeOf(r)]) {
+      const plugin = container(spec, 'pve-nfs-csi');
+      t.equal(plugin.livenessProbe?.httpGet?.path, '/healthz', `${set}: driver container probed`);
+      t.ok(flag(plugin.args, '--metrics-address'), `${set}: the health port is served`);
+    }
+  }
+  t.equal(render({ set: ['metrics.enabled=false'] }).all('Service').length, 0, 'metrics off: no Services');
+});
+
+t.test('resources match the memory budget the image sizes its heap from', async (t) => {
+  type R = { resources?: { requests?: Record<string, string>; limits?: Record<string, string> } };
+  const ctl = container(controllerOf(), 'pve-nfs-csi') as Container & R;
+  const node = container(nodeOf(), 'pve-nfs-csi') as Container & R;
+  // image/entrypoint.sh: old space = (limit - 64 MiB) / 2. 128Mi: 32 MiB, which keeps both
+  // drivers at ~100 MiB after load (issue 15's budget), with the rest for code and buffers.
+  t.same(ctl.resources, { requests: { cpu: '20m', memory: '64Mi' }, limits: { memory: '128Mi' } });
+  t.same(node.resources, { requests: { cpu: '20m', memory: '64Mi' }, limits: { memory: '256Mi' } }, 'mkfs and mount.nfs run in this cgroup too');
 });

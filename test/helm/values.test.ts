@@ -19,11 +19,11 @@ t.test('NFS driver off: nothing of it is rendered', async (t) => {
   t.strictSame(names(r.all('CSIDriver')), [PROXMOX]);
   t.strictSame(names(r.all('StorageClass')), ['proxmox-local']);
   const ctl = r.all('Deployment')[0]!;
-  t.strictSame(containers(ctl), ['liveness-probe', 'proxmox-attacher', 'proxmox-provisioner', 'proxmox-resizer', 'pve-nfs-csi']);
+  t.strictSame(containers(ctl), ['proxmox-attacher', 'proxmox-provisioner', 'proxmox-resizer', 'pve-nfs-csi']);
   t.equal(flag(container(podSpec(ctl), 'pve-nfs-csi').args, '--nfs-endpoint'), undefined);
   t.equal(podSpec(ctl).securityContext?.sysctls, undefined, 'no low source ports without NFS');
   const node = r.all('DaemonSet')[0]!;
-  t.strictSame(containers(node), ['liveness-probe', 'proxmox-registrar', 'pve-nfs-csi']);
+  t.strictSame(containers(node), ['proxmox-registrar', 'pve-nfs-csi']);
   t.equal(flag(container(podSpec(node), 'pve-nfs-csi').args, '--nfs-endpoint'), undefined);
   t.notOk(JSON.stringify(r.objects).includes(NFS), 'the NFS driver name appears nowhere');
 });
@@ -33,17 +33,16 @@ t.test('Proxmox driver off: no attacher, capacity, config or hot-plug RBAC', asy
   t.strictSame(names(r.all('CSIDriver')), [NFS]);
   t.strictSame(names(r.all('StorageClass')), ['nfs']);
   const ctl = podSpec(r.all('Deployment')[0]!);
-  t.strictSame(containers(r.all('Deployment')[0]!), ['liveness-probe', 'nfs-provisioner', 'nfs-resizer', 'pve-nfs-csi']);
+  t.strictSame(containers(r.all('Deployment')[0]!), ['nfs-provisioner', 'nfs-resizer', 'pve-nfs-csi']);
   const plugin = container(ctl, 'pve-nfs-csi');
   t.equal(flag(plugin.args, '--proxmox-endpoint'), undefined);
   t.equal(flag(plugin.args, '--proxmox-config'), undefined);
   t.equal(mountAt(plugin, '/etc/proxmox'), undefined);
-  t.equal(mountAt(container(ctl, 'liveness-probe'), '/csi')?.name, 'socket-nfs', 'the probe follows the driver that runs');
   t.equal(r.find('ClusterRole', 'pve-pve-nfs-csi-external-attacher'), undefined);
   t.equal(r.find('Role', 'pve-pve-nfs-csi-capacity'), undefined);
   const node = podSpec(r.all('DaemonSet')[0]!);
-  t.strictSame(containers(r.all('DaemonSet')[0]!), ['liveness-probe', 'nfs-registrar', 'pve-nfs-csi']);
-  t.equal(volume(node, mountAt(container(node, 'liveness-probe'), '/csi')!.name).hostPath?.path, `/var/lib/kubelet/plugins/${NFS}`);
+  t.strictSame(containers(r.all('DaemonSet')[0]!), ['nfs-registrar', 'pve-nfs-csi']);
+  t.equal(volume(node, mountAt(container(node, 'nfs-registrar'), '/csi')!.name).hostPath?.path, `/var/lib/kubelet/plugins/${NFS}`);
   t.notOk(JSON.stringify(r.objects).includes(PROXMOX), 'the Proxmox driver name appears nowhere');
 });
 
@@ -173,6 +172,10 @@ t.test('values.schema.json refuses bad values', async (t) => {
     ['metrics.controllerPort=70000', /controllerPort/],
     ['proxmox.capacity.enabled=yes', /enabled/],
     ['controlller.replicas=2', /controlller/],
+    ['metrics.nodeAddress=10.0.0.5', /nodeAddress/],
+    ['metrics.serviceMonitor.interval=often', /interval/],
+    ['controller.podDisruptionBudget.maxUnavailable=0', /maxUnavailable/],
+    ['sidecars.livenessProbe.image.tag=v1', /livenessProbe/],
   ];
   for (const [set, field] of refused) {
     const err = renderError({ set: [set] });
@@ -192,6 +195,8 @@ t.test('kubelet directory and host network are followed everywhere', async (t) =
   t.equal(flag(reg.args, '--kubelet-registration-path'), `/var/lib/k0s/kubelet/plugins/${NFS}/csi.sock`);
   t.equal(flag(reg.args, '--http-endpoint'), ':29663', 'on the pod network the health port is the pod IP');
   t.equal(reg.livenessProbe?.httpGet?.host, undefined);
+  t.equal(flag(plugin.args, '--metrics-address'), '0.0.0.0:29664', 'on the pod network: the pod IP, not the node');
+  t.same(plugin.livenessProbe?.httpGet, { path: '/healthz', port: 29664 });
   t.equal(node.hostNetwork, false);
 });
 

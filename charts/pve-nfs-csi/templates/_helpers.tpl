@@ -91,16 +91,44 @@ Call with (dict "root" $ "port" 1234); returns the listen address.
 {{- end -}}
 {{- end -}}
 
-{{/* httpGet probe of a node-local /healthz: call with (dict "root" $ "port" 1234). */}}
+{{/*
+httpGet probe of a node-local /healthz: call with (dict "root" $ "port" 1234), probed on
+127.0.0.1 on the host network; "host" (bool) overrides that.
+*/}}
 {{- define "pve-nfs-csi.nodeProbe" -}}
 httpGet:
   path: /healthz
   port: {{ .port }}
-  {{- if .root.Values.node.hostNetwork }}
+  {{- if (hasKey . "host" | ternary .host .root.Values.node.hostNetwork) }}
   host: 127.0.0.1
   {{- end }}
 initialDelaySeconds: 10
 periodSeconds: 30
 timeoutSeconds: 10
 failureThreshold: 5
+{{- end -}}
+
+{{/*
+Where the node plugin serves /metrics and /healthz: on the host network, metrics.nodeAddress
+(127.0.0.1 by default; hostIP = the node's address, expanded by the kubelet from $(HOST_IP));
+on the pod network, every address of the pod.
+*/}}
+{{- define "pve-nfs-csi.nodeMetricsListen" -}}
+{{- $m := .Values.metrics -}}
+{{- if not .Values.node.hostNetwork -}}
+{{- printf "0.0.0.0:%v" $m.nodePort -}}
+{{- else if eq $m.nodeAddress "hostIP" -}}
+{{- printf "$(HOST_IP):%v" $m.nodePort -}}
+{{- else -}}
+{{- printf "%s:%v" $m.nodeAddress $m.nodePort -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Which metrics endpoints something outside the pod can scrape: a list of "controller", "node". */}}
+{{- define "pve-nfs-csi.scrapeable" -}}
+{{- $l := list "controller" -}}
+{{- if not (hasPrefix "127.0.0.1:" (include "pve-nfs-csi.nodeMetricsListen" .)) -}}
+{{- $l = append $l "node" -}}
+{{- end -}}
+{{- toJson $l -}}
 {{- end -}}
