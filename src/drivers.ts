@@ -7,6 +7,7 @@ import { createProxmoxController, PROXMOX_DRIVER_NAME } from './proxmox/index.js
 import { createNfsController } from './nfs/controller.js';
 import { createNfsNode, createProxmoxNode } from './node/index.js';
 import { createExec } from './os/index.js';
+import { kubernetesNodeNames } from './proxmox/helper-vms.js';
 
 export const PROXMOX_DRIVER = PROXMOX_DRIVER_NAME;
 export const NFS_DRIVER = 'nfs.csi.k8s.io';
@@ -26,7 +27,7 @@ export function buildDrivers(config: AppConfig, log: Logger): Composed {
   if (config.proxmoxEndpoint) {
     const plog = log.child({ driver: PROXMOX_DRIVER });
     // load.ts guarantees the config file whenever a Proxmox controller runs.
-    const c = controller && config.proxmox ? createProxmoxController({ config: config.proxmox, log: plog }) : undefined;
+    const c = controller && config.proxmox ? createProxmoxController({ config: config.proxmox, log: plog, ...withKubernetesNodes() }) : undefined;
     if (c) closers.push(() => c.close());
     drivers.push({
       endpoint: config.proxmoxEndpoint,
@@ -83,4 +84,10 @@ export function buildDrivers(config: AppConfig, log: Logger): Composed {
     });
   }
   return { drivers, close: async () => void (await Promise.all(closers.map((f) => f()))) };
+}
+
+/** In a pod: the Kubernetes Node names limit offline-expansion helpers (src/proxmox/helper-vms.ts). */
+function withKubernetesNodes(): { kubernetesNodes?: NonNullable<ReturnType<typeof kubernetesNodeNames>> } {
+  const k = kubernetesNodeNames();
+  return k ? { kubernetesNodes: k } : {};
 }

@@ -11,7 +11,7 @@ import { parse } from 'yaml';
 import { ConfigError } from './errors.js';
 import type { ProxmoxClusterConfig, ProxmoxConfig } from './types.js';
 
-const CLUSTER_KEYS = new Set(['url', 'insecure', 'token_id', 'token_id_file', 'token_secret', 'token_secret_file', 'username', 'password', 'region', 'ca_file']);
+const CLUSTER_KEYS = new Set(['url', 'insecure', 'token_id', 'token_id_file', 'token_secret', 'token_secret_file', 'username', 'password', 'region', 'ca_file', 'expansion_helpers']);
 const TOP_KEYS = new Set(['clusters', 'features']);
 /** `controllerVMID` is the spelling of upstream's docs/config.md; its decoder ignores it (below). */
 const FEATURE_KEYS = new Set(['controllerVmID', 'controllerVMID', 'provider']);
@@ -80,7 +80,15 @@ function cluster(raw: unknown, i: number, file: string, warnings: string[]): Pro
   const region = str(raw, 'region', where, true)!;
   const caFile = str(raw, 'ca_file', where, false);
   if (caFile && !fs.existsSync(caFile)) throw new ConfigError(`${file}: ${where}.ca_file ${caFile} does not exist`);
-  const common = { url, insecure, region, ...(caFile && { caFile }) };
+  const helpers = raw.expansion_helpers;
+  if (helpers !== undefined && helpers !== null &&
+    (!Array.isArray(helpers) || helpers.length === 0 || !helpers.every((h) => typeof h === 'string' && h.trim() !== ''))) {
+    throw new ConfigError(`${file}: ${where}.expansion_helpers must be a non-empty list of VM names`);
+  }
+  const common = {
+    url, insecure, region, ...(caFile && { caFile }),
+    ...(Array.isArray(helpers) && { expansionHelpers: (helpers as string[]).map((h) => h.trim()) }),
+  };
 
   if (!hasToken) {
     if (!hasUser) {

@@ -18,6 +18,11 @@ export interface ProxmoxClusterConfig {
   region: string;
   /** PEM CA bundle to verify the API certificate against (our extension: `ca_file`). */
   caFile?: string;
+  /**
+   * VM names an offline expansion may borrow (our extension: `expansion_helpers`). Unset: the
+   * Kubernetes Nodes' names (src/proxmox/helper-vms.ts).
+   */
+  expansionHelpers?: string[];
 }
 
 export interface ProxmoxConfig {

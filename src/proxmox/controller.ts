@@ -14,6 +14,7 @@ import { controllerExpandVolume } from './expand.js';
 import { createHttpProxmoxApi } from './http-api.js';
 import { type BackendHealth, HealthLog } from '../server/health.js';
 import { controllerModifyVolume } from './modify.js';
+import { configuredHelpers, type HelperVmNames } from './helper-vms.js';
 
 export const PROXMOX_DRIVER_NAME = 'csi.proxmox.sinextra.dev';
 
@@ -44,6 +45,8 @@ export interface ProxmoxControllerOptions {
   queryTimeoutMs?: number;
   connections?: number;
   tuning?: ClusterTuning;
+  /** Kubernetes Node names (helper-vms.ts), for clusters without an expansion_helpers list. */
+  kubernetesNodes?: HelperVmNames;
 }
 
 export type ProxmoxController = ControllerBackend & {
@@ -73,7 +76,13 @@ export function createProxmoxController(opts: ProxmoxControllerOptions): Proxmox
     clusters.set(c.region, new Cluster(c.region, api, log, opts.tuning));
   }
   const healthLog = new HealthLog(log);
-  const core: Core = { clusters, defaultRegion: config.clusters[0]!.region, controllerVmId: config.controllerVmId, log };
+  const helperVms = new Map<string, HelperVmNames>();
+  for (const c of config.clusters) {
+    const source = c.expansionHelpers ? configuredHelpers(c.expansionHelpers) : opts.kubernetesNodes;
+    if (source) helperVms.set(c.region, source);
+    else log.warn({ region: c.region }, 'no expansion_helpers and not in Kubernetes: an offline expansion may borrow any VM on the disk\'s host');
+  }
+  const core: Core = { clusters, defaultRegion: config.clusters[0]!.region, controllerVmId: config.controllerVmId, log, helperVms };
 
   return {
     capabilities: PROXMOX_CONTROLLER_CAPABILITIES,

@@ -8,6 +8,7 @@ import type { Cluster } from './cluster.js';
 import { isMarkerName } from './mutable.js';
 import { FSTYPE_KEY, FS_TYPES, type StorageParams } from './params.js';
 import { type VolumeRef, diskOwner, parseVolumeId, volidOf } from './volume-id.js';
+import type { HelperVmNames } from './helper-vms.js';
 
 export const TOPOLOGY_REGION = 'topology.kubernetes.io/region';
 export const TOPOLOGY_ZONE = 'topology.kubernetes.io/zone';
@@ -21,6 +22,8 @@ export interface Core {
   defaultRegion: string;
   controllerVmId: number;
   log: Logger;
+  /** Per region: the VM names an offline expansion may borrow; absent = any VM (helper-vms.ts). */
+  helperVms?: Map<string, HelperVmNames>;
 }
 
 export interface ResolvedVolume {

@@ -55,7 +55,8 @@ export async function controllerExpandVolume(core: Core, req: T.ControllerExpand
     } else if (sites.length > 0) {
       throw new Busy(`volume ${req.volumeId} has a pending change on VM ${sites[0]!.vm.name} (${sites[0]!.vm.vmid}); retry when it settles`);
     } else {
-      await expandOffline(cluster, v, found.node, size, ctx);
+      const allowed = await core.helperVms?.get(cluster.region)?.(ctx.signal);
+      await expandOffline(cluster, v, found.node, size, ctx, allowed);
     }
     return { capacityBytes: String(size), nodeExpansionRequired };
   });
@@ -79,21 +80,32 @@ async function resizeThrough(cluster: Cluster, v: ResolvedVolume, vm: VmRef, key
   for (let i = 0; i < 10 && !(await reached()); i++) await sleep(100 * (i + 1), signal);
 }
 
-/** Stopped VMs first (no guest sees anything), then running ones; lowest VMID first within each. */
-export function helperCandidates(vms: readonly VmResource[], node: string, owner: number | undefined): VmRef[] {
+/**
+ * The cluster's own node VMs on the disk's host (`allowed` names; all when undefined): stopped
+ * ones first (no guest sees anything), then running ones; lowest VMID first within each.
+ */
+export function helperCandidates(vms: readonly VmResource[], node: string, owner: number | undefined, allowed?: ReadonlySet<string>): VmRef[] {
   const stopped = (vm: VmResource) => (vm.status === 'stopped' ? 0 : 1);
   return vms
     // Never the disk's owner: unlinking would turn the disk into an unusedN entry of its owner,
     // and deleting that entry frees the disk.
-    .filter((vm) => vm.node === node && vm.vmid !== owner)
+    .filter((vm) => vm.node === node && vm.vmid !== owner && (!allowed || allowed.has(vm.name)))
     .sort((a, b) => stopped(a) - stopped(b) || a.vmid - b.vmid)
     .map((vm) => ({ vmid: vm.vmid, node: vm.node, name: vm.name }));
 }
 
-async function expandOffline(cluster: Cluster, v: ResolvedVolume, node: string, size: number, ctx: CallContext): Promise<void> {
+async function expandOffline(cluster: Cluster, v: ResolvedVolume, node: string, size: number, ctx: CallContext, allowed?: ReadonlySet<string>): Promise<void> {
   const { ref, volid } = v;
   const disk = { storage: ref.storage, disk: ref.disk };
-  const candidates = helperCandidates(await cluster.locator.list(ctx.signal, true), node, diskOwner(ref.disk));
+  const candidates = helperCandidates(await cluster.locator.list(ctx.signal, true), node, diskOwner(ref.disk), allowed);
+  if (candidates.length === 0 && allowed) {
+    throw new FailedPrecondition(
+      `volume ${volid} on ${node} is attached to no VM, and host ${node} runs none of the cluster's node VMs ` +
+        `(${[...allowed].sort().join(', ') || 'none known'}) to resize it through (Proxmox VE resizes a disk only via a VM ` +
+        `that has it; other VMs are never borrowed): expand the volume while a pod on ${node} uses it, or list a VM on ` +
+        `${node} under expansion_helpers in the Proxmox config`,
+    );
+  }
   if (candidates.length === 0) {
     throw new FailedPrecondition(
       `volume ${volid} on ${node} is attached to no VM, and host ${node} has no VM to resize it through ` +

@@ -106,3 +106,13 @@ t.test('the program starts (no exit 2) on a config with unknown keys and logs th
   child.kill('SIGTERM');
   await exited;
 });
+
+t.test('expansion_helpers (ours): a list of VM names; anything else is refused', async (t) => {
+  const base = `clusters:\n  - url: https://pve:8006/api2/json\n    token_id: "kubernetes-csi@pve!csi"\n    token_secret: "${SECRET}"\n    region: r\n`;
+  t.same(parseProxmoxConfig(`${base}    expansion_helpers: [talos-worker-1, " talos-worker-2 "]\n`, 'c.yaml').clusters[0]!.expansionHelpers, ['talos-worker-1', 'talos-worker-2']);
+  t.equal(parseProxmoxConfig(base, 'c.yaml').clusters[0]!.expansionHelpers, undefined, 'unset: the Kubernetes Nodes decide');
+  t.same(parseProxmoxConfig(`${base}    expansion_helpers: [a]\n`, 'c.yaml').warnings, [], 'a known key');
+  for (const bad of ['talos-worker-1', '[]', '[""]', '[1]']) {
+    t.throws(() => parseProxmoxConfig(`${base}    expansion_helpers: ${bad}\n`, 'c.yaml'), /expansion_helpers must be a non-empty list of VM names/, bad);
+  }
+});

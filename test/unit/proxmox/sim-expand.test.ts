@@ -20,12 +20,19 @@ const UNLINK = 'PUT /nodes/{node}/qemu/{vmid}/unlink';
 interface VmState { vmid: number; name: string; config: Record<string, string>; pending: Record<string, string>; pendingDelete: string[]; loopDevices?: Record<string, string> }
 interface State { vms: VmState[]; nodes: Array<{ name: string; storages: Array<{ volumes: Array<{ volid: string; size: number; file: string | null }> }> }> }
 
-async function start(t: { teardown(fn: () => unknown): void }, backend: 'none' | 'loop') {
+async function start(t: { teardown(fn: () => unknown): void }, backend: 'none' | 'loop', helpers: { kubernetesNodes?: string[]; expansionHelpers?: string[] } = {}) {
   const sim = await startSimulator({ backend, faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 1000 } });
   t.teardown(() => sim.close());
   const c = createProxmoxController({
-    config: { clusters: [{ url: sim.url, insecure: false, caFile: sim.caFile, tokenId: sim.tokenId, tokenSecret: sim.tokenSecret, region: 'homelab' }], controllerVmId: 9999 },
+    config: {
+      clusters: [{
+        url: sim.url, insecure: false, caFile: sim.caFile, tokenId: sim.tokenId, tokenSecret: sim.tokenSecret, region: 'homelab',
+        ...(helpers.expansionHelpers && { expansionHelpers: helpers.expansionHelpers }),
+      }],
+      controllerVmId: 9999,
+    },
     log: pino({ level: 'silent' }), queryTimeoutMs: 10_000, tuning: { queue: { confirmTimeoutMs: 1500 }, cacheTtlMs: 0 },
+    ...(helpers.kubernetesNodes && { kubernetesNodes: async () => new Set(helpers.kubernetesNodes) }),
   });
   t.teardown(() => c.close());
   const admin = new SimulatorAdmin(sim.adminUrl);
@@ -97,4 +104,33 @@ t.test('loop backend: the running helper gets a loop device for the resize, then
   t.notMatch(execFileSync('losetup', ['-a'], { encoding: 'utf8' }), sim.stateDir, 'no loop device on the image');
   t.same(fs.readdirSync(sim.loopLinkDir).filter((d) => fs.readdirSync(`${sim.loopLinkDir}/${d}`).length > 0), [], 'no wwn link left');
   await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
+});
+
+t.test('helpers are only the cluster\'s own node VMs: Kubernetes Node names, or the configured list', async (t) => {
+  await t.test('a stopped VM that is no Kubernetes node is never borrowed', async (t) => {
+    const { admin, create, expand, resizedThrough, mentions } = await start(t, 'none', { kubernetesNodes: ['talos-cp-1', 'talos-cp-2', 'talos-worker-2'] });
+    const id = await create('pvc-nodes-only');
+    await admin.patchVm(111, { status: 'stopped' }); // would be the first choice if any VM would do
+    await admin.resetCounters();
+    await expand(id, 2 * GiB);
+    t.same(await resizedThrough(), ['101'], 'through talos-cp-1, a node, although 111 is stopped');
+    t.same(await mentions('vm-9999-pvc-nodes-only'), []);
+  });
+  await t.test('no node VM on the host: a clear refusal, nothing touched', async (t) => {
+    const { admin, create, expand, mentions } = await start(t, 'none', { kubernetesNodes: ['talos-worker-2'] });
+    const id = await create('pvc-no-helper');
+    await admin.resetCounters();
+    const err = await expand(id, 2 * GiB).catch((e: unknown) => e);
+    t.ok(isCsiError(err, 'FailedPrecondition'), 'FailedPrecondition');
+    t.match((err as Error).message, /host hyper1 runs none of the cluster's node VMs \(talos-worker-2\).*expansion_helpers/);
+    t.same((await admin.requests()).entries.filter((e) => e.method !== 'GET').map((e) => e.route), [], 'no change sent to Proxmox');
+    t.same(await mentions('vm-9999-pvc-no-helper'), []);
+  });
+  await t.test('expansion_helpers in the config wins over the Kubernetes names', async (t) => {
+    const { create, expand, resizedThrough, admin } = await start(t, 'none', { kubernetesNodes: ['talos-cp-1'], expansionHelpers: ['talos-worker-1'] });
+    const id = await create('pvc-listed');
+    await admin.resetCounters();
+    await expand(id, 2 * GiB);
+    t.same(await resizedThrough(), ['111'], 'through the listed talos-worker-1, running');
+  });
 });
