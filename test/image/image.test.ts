@@ -115,8 +115,8 @@ t.test('controller: uid 65532, read-only root, both sockets answer Probe, heap f
   const node = nodeProcess(id);
   t.equal(node.uid, '65532', 'node runs as uid 65532');
   t.equal(podman('exec', id, 'id', '-u'), '65532', 'the image user is 65532');
-  // (256 MiB - 64 MiB) / 2: image/entrypoint.sh read the container's cgroup limit.
-  t.equal(node.env, '--max-old-space-size=96', 'heap sized from the 256 MiB memory limit');
+  // (256 MiB - 96 MiB) / 2: image/entrypoint.sh read the container's cgroup limit.
+  t.equal(node.env, '--max-old-space-size=80', 'heap sized from the 256 MiB memory limit');
   const write = await podmanP('exec', id, 'sh', '-c', 'touch /app/x /tmp/x 2>&1; echo rc=$?').catch((e) => String(e));
   t.match(write, /Read-only file system/, 'the root filesystem is read-only');
 

@@ -34,16 +34,16 @@ function run(t: { teardown(fn: () => void): void }, files: Record<string, string
 
 const MiB = 1024 * 1024;
 
-t.test('cgroup v2 limit sizes the old space: (limit - 64 MiB) / 2', async (t) => {
-  t.same(run(t, { 'memory.max': `${128 * MiB}\n` }), {
-    nodeOptions: '--max-old-space-size=32',
+t.test('cgroup v2 limit sizes the old space: (limit - 96 MiB) / 2', async (t) => {
+  t.same(run(t, { 'memory.max': `${192 * MiB}\n` }), {
+    nodeOptions: '--max-old-space-size=48',
     argv: ['/app/dist/src/main.js', '--mode', 'controller'],
   });
-  t.equal(run(t, { 'memory.max': `${512 * MiB}\n` }).nodeOptions, '--max-old-space-size=224');
+  t.equal(run(t, { 'memory.max': `${512 * MiB}\n` }).nodeOptions, '--max-old-space-size=208');
 });
 
 t.test('cgroup v1 limit, and v1 "unlimited"', async (t) => {
-  t.equal(run(t, { 'memory/memory.limit_in_bytes': `${256 * MiB}\n` }).nodeOptions, '--max-old-space-size=96');
+  t.equal(run(t, { 'memory/memory.limit_in_bytes': `${256 * MiB}\n` }).nodeOptions, '--max-old-space-size=80');
   t.equal(run(t, { 'memory/memory.limit_in_bytes': '9223372036854771712\n' }).nodeOptions, '');
 });
 
@@ -53,12 +53,12 @@ t.test('no limit leaves V8 its default', async (t) => {
 });
 
 t.test('a tiny limit still gets a usable heap', async (t) => {
-  t.equal(run(t, { 'memory.max': `${64 * MiB}\n` }).nodeOptions, '--max-old-space-size=16');
+  t.equal(run(t, { 'memory.max': `${96 * MiB}\n` }).nodeOptions, '--max-old-space-size=16');
 });
 
 t.test('NODE_OPTIONS is kept; an explicit heap size wins', async (t) => {
   t.equal(run(t, { 'memory.max': `${128 * MiB}\n` }, { NODE_OPTIONS: '--enable-source-maps' }).nodeOptions,
-    '--max-old-space-size=32 --enable-source-maps');
+    '--max-old-space-size=16 --enable-source-maps');
   t.equal(run(t, { 'memory.max': `${128 * MiB}\n` }, { NODE_OPTIONS: '--max-old-space-size=50' }).nodeOptions,
     '--max-old-space-size=50');
 });
