@@ -149,7 +149,7 @@ t.test('privileged node plugin stages and publishes a loop-device volume', { ski
   const id = startContainer(t, 'pve-nfs-csi-node', [
     '--privileged', '--user', '0', '--read-only', '--network', 'host', '-v', `${rig.root}:${rig.root}`,
   ], ['--mode', 'node', '--proxmox-endpoint', `unix://${rig.root}/proxmox.sock`,
-    '--node-id', 'talos-worker-1', '--region', 'homelab', '--zone', 'hyper1', '--device-dir', rig.devDir]);
+    '--node-id', 'talos-worker-1', '--region', 'homelab', '--zone', 'hyper1', '--device-dir', rig.devDir, '--kubelet-dir', kubelet]);
   await waitForSocket(path.join(rig.root, 'proxmox.sock'), id);
   const c = csiClient(`unix://${rig.root}/proxmox.sock`, 60_000);
   t.teardown(() => c.close());
