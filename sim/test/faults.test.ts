@@ -127,7 +127,10 @@ t.test("a detach that stays in 'pending' silently, only for chosen VMs", async (
 });
 
 t.test('lock contention and timeouts on the VM config lock', async (t) => {
-  await admin.holdLock({ vmid: 101 }, 700);
+  // Margins are wide on purpose: on a loaded 2-core machine a request can take hundreds of ms
+  // to arrive, and the hold must still be in force when the POST's task starts waiting.
+  const held = Date.now();
+  await admin.holdLock({ vmid: 101 }, 2500);
   const s = Date.now();
   const put = await call('PUT', `${VM}/config`, { delete: 'scsi7' });
   t.equal(put.status, 500);
@@ -138,11 +141,14 @@ t.test('lock contention and timeouts on the VM config lock', async (t) => {
   const st = await waitTask('hyper1', post.body!.data as string);
   t.equal(st.exitstatus, "can't lock file '/var/lock/qemu-server/lock-101.conf' - got timeout");
   t.equal((await call('PUT', '/nodes/hyper1/qemu/111/config', { delete: 'scsi7' })).status, 200, 'other VMs are not blocked');
-  await new Promise((r) => setTimeout(r, 450));
+  await new Promise((r) => setTimeout(r, Math.max(0, held + 2600 - Date.now())));
   t.equal((await call('PUT', `${VM}/config`, { delete: 'scsi7' })).status, 200, 'free again');
-  await admin.patchFaults({ lockHoldMs: 200, lockTimeoutMs: 150 });
+  // The winner holds the lock far longer than the loser waits, so the loser times out even when
+  // the two requests reach the simulator a few hundred ms apart.
+  await admin.patchFaults({ lockHoldMs: 1500, lockTimeoutMs: 150 });
   const racing = await Promise.all([1, 2].map(() => call('PUT', `${VM}/config`, { delete: 'scsi7' })));
   t.same(racing.map((r) => r.status).sort(), [200, 500], 'lockHoldMs makes a concurrent writer time out');
+  await admin.patchFaults({ lockHoldMs: 0, lockTimeoutMs: 300 });
 });
 
 t.test('authentication failure delay', async (t) => {
