@@ -11,7 +11,9 @@ import { createProxmoxController } from '../../../src/proxmox/controller.js';
 import { GiB } from '../../../src/proxmox/params.js';
 import { SimulatorAdmin, startSimulator, type RunningSimulator } from '../../../sim/index.js';
 
-const LIFETIME_S = 2;
+// Short enough to test expiry, long enough that a loaded machine finishes a whole create →
+// publish → delete (and a renewal) inside one ticket's life.
+const LIFETIME_S = 5;
 const sim: RunningSimulator = await startSimulator({ backend: 'none', ticketLifetimeSeconds: LIFETIME_S, faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 1000 } });
 t.teardown(() => sim.close());
 const admin = new SimulatorAdmin(sim.adminUrl);
@@ -54,11 +56,11 @@ t.test('a wrong password is FAILED_PRECONDITION naming the cause and what to che
 });
 
 t.test('the ticket is renewed (ticket as password) once it is older than the renewal age', async (t) => {
-  const api = createHttpProxmoxApi({ cluster: cluster(), ticketRenewAfterMs: 300 });
+  const api = createHttpProxmoxApi({ cluster: cluster(), ticketRenewAfterMs: 1000 });
   t.teardown(() => api.close());
   const since = await lastSeq();
   await api.version();
-  await new Promise((r) => setTimeout(r, 400));
+  await new Promise((r) => setTimeout(r, 1100));
   await api.version();
   await api.version();
   t.same(await ticketCalls(since), [
