@@ -8,7 +8,7 @@
 import type { Logger } from 'pino';
 import { AlreadyExists, Busy, DeadlineExceeded, FailedPrecondition, NotFound, ResourceExhausted, Unavailable, isCsiError } from '../errors.js';
 import type { ConfigEntry, ProxmoxApi } from './api.js';
-import { type DiskSite, driveHasOptions, freeSlots, isHelperSite, sitesOf, unusedOf, withDriveOptions } from './drives.js';
+import { type DiskSite, driveHasOptions, freeSlots, isDriverSite, isHelperSite, otherBusKeysOf, sitesOf as allSitesOf, unusedOf, withDriveOptions } from './drives.js';
 import { outcomeUncertain } from './errors.js';
 import { type DriveOptions, driveString, helperWwnForSlot, wwnForSlot } from './params.js';
 import { type FenceKind, Fences } from './fences.js';
@@ -16,6 +16,26 @@ import { type VmEntries, scanVms, usesOf } from './scan.js';
 import { backoffDelay, sleep, waitTask } from './tasks.js';
 import type { VmLocator, VmRef } from './vm-locator.js';
 import { diskOwner, volidOf } from './volume-id.js';
+
+/**
+ * The disk's places on the VM that this driver may touch. A place it cannot have made (see
+ * isDriverSite) is never read as "published", rewritten or unlinked.
+ */
+function sitesOf(entries: readonly ConfigEntry[], storage: string, disk: string, vmid: number): DiskSite[] {
+  return allSitesOf(entries, storage, disk).filter((s) => isDriverSite(s, vmid, diskOwner(disk)));
+}
+
+/** The disk's places on the VM that are the VM's own (boot disk, disks attached by hand…). */
+function foreignKeysOf(entries: readonly ConfigEntry[], storage: string, disk: string, vmid: number): string[] {
+  const owner = diskOwner(disk);
+  return [
+    ...allSitesOf(entries, storage, disk).filter((s) => !isDriverSite(s, vmid, owner)).map((s) => s.key),
+    ...otherBusKeysOf(entries, storage, disk),
+  ];
+}
+
+const notOurs = (storage: string, disk: string, vm: VmRef, keys: string[]) =>
+  new FailedPrecondition(`${volidOf(storage, disk)} is on VM ${vm.name} (${vm.vmid}) as ${keys.join(', ')}, which this driver did not attach (the VM's own disk or one attached by hand); it is never published to, changed on or detached from that VM by the driver`);
 
 export interface AttachRequest {
   storage: string;
@@ -251,7 +271,7 @@ export class AttachQueues {
 
   private async detachBatch(vm: VmRef, jobs: DetachJob[]): Promise<void> {
     const keysOf = (entries: ConfigEntry[], j: DetachJob): string[] => [
-      ...sitesOf(entries, j.req.storage, j.req.disk).map((s) => s.key),
+      ...sitesOf(entries, j.req.storage, j.req.disk, vm.vmid).map((s) => s.key),
       // Deleting unusedN frees the disk when this VM owns it; only drop foreign leftovers.
       ...(diskOwner(j.req.disk) !== vm.vmid ? unusedOf(entries, j.req.storage, j.req.disk) : []),
     ];
@@ -268,7 +288,11 @@ export class AttachQueues {
         throw e;
       }
       last = undefined;
-      for (const j of open) if (keysOf(entries, j).length === 0) j.resolve();
+      for (const j of open) {
+        const foreign = foreignKeysOf(entries, j.req.storage, j.req.disk, vm.vmid);
+        if (foreign.length) j.reject(notOurs(j.req.storage, j.req.disk, vm, foreign));
+        else if (keysOf(entries, j).length === 0) j.resolve();
+      }
       open = open.filter((j) => !j.done);
       if (open.length === 0) return;
       const keys = [...new Set(open.flatMap((j) => keysOf(entries, j)))];
@@ -311,12 +335,17 @@ export class AttachQueues {
    * would only take effect at the VM's next start, so that is reported, not taken as success.
    */
   private async updateBatch(vm: VmRef, jobs: UpdateJob[]): Promise<void> {
-    const sitesFor = (entries: ConfigEntry[], j: UpdateJob) => sitesOf(entries, j.req.storage, j.req.disk).filter((s) => !isHelperSite(s));
+    const sitesFor = (entries: ConfigEntry[], j: UpdateJob) => sitesOf(entries, j.req.storage, j.req.disk, vm.vmid).filter((s) => !isHelperSite(s));
     let open = jobs;
     for (let attempt = 1; open.length > 0; attempt++) {
       const state = await this.readState(vm, true);
       const set: Record<string, string> = {};
       for (const j of open) {
+        const foreign = foreignKeysOf(state.entries, j.req.storage, j.req.disk, vm.vmid);
+        if (foreign.length) {
+          j.reject(notOurs(j.req.storage, j.req.disk, vm, foreign));
+          continue;
+        }
         const sites = sitesFor(state.entries, j);
         const moving = sites.find((s) => s.placement !== 'attached');
         if (moving) {
@@ -363,13 +392,13 @@ export class AttachQueues {
   }
 
   /** The attachment of the disk on this VM that satisfies the job, if one is there. */
-  private attachedFor(entries: ConfigEntry[], j: AttachJob): DiskSite | undefined {
-    return sitesOf(entries, j.req.storage, j.req.disk).find((s) => s.placement === 'attached' && isHelperSite(s) === !!j.req.helper);
+  private attachedFor(vm: VmRef, entries: ConfigEntry[], j: AttachJob): DiskSite | undefined {
+    return sitesOf(entries, j.req.storage, j.req.disk, vm.vmid).find((s) => s.placement === 'attached' && isHelperSite(s) === !!j.req.helper);
   }
 
   /** Sites of the disk on this VM that must be unlinked before the job can be attached. */
-  private obstacles(entries: ConfigEntry[], j: AttachJob): DiskSite[] {
-    return sitesOf(entries, j.req.storage, j.req.disk).filter((s) => s.placement === 'detaching' || isHelperSite(s) !== !!j.req.helper);
+  private obstacles(vm: VmRef, entries: ConfigEntry[], j: AttachJob): DiskSite[] {
+    return sitesOf(entries, j.req.storage, j.req.disk, vm.vmid).filter((s) => s.placement === 'detaching' || isHelperSite(s) !== !!j.req.helper);
   }
 
   private settleAttached(vm: VmRef, j: AttachJob, site: DiskSite): void {
@@ -456,7 +485,12 @@ export class AttachQueues {
       const [state] = await Promise.all([this.readState(vm, true), check && attempt === 1 ? this.precheck(vm, open) : undefined]);
       open = open.filter(isOpen);
       for (const j of open) {
-        const site = this.attachedFor(state.entries, j);
+        const foreign = foreignKeysOf(state.entries, j.req.storage, j.req.disk, vm.vmid);
+        if (foreign.length) {
+          j.reject(notOurs(j.req.storage, j.req.disk, vm, foreign));
+          continue;
+        }
+        const site = this.attachedFor(vm, state.entries, j);
         if (site) this.settleAttached(vm, j, site);
       }
       open = open.filter(isOpen);
@@ -476,8 +510,8 @@ export class AttachQueues {
       const unlink: string[] = [];
       const assigned = new Map<AttachJob, number>();
       for (const j of open) {
-        const sites = sitesOf(state.entries, j.req.storage, j.req.disk);
-        const leaving = this.obstacles(state.entries, j);
+        const sites = sitesOf(state.entries, j.req.storage, j.req.disk, vm.vmid);
+        const leaving = this.obstacles(vm, state.entries, j);
         if (j.req.helper && leaving.some((s) => !isHelperSite(s) && s.placement !== 'detaching')) {
           j.reject(new Busy(`${volidOf(j.req.storage, j.req.disk)} is being published to ${this.what(vm)}; not expanding it through a helper attachment now`));
           continue;
@@ -501,7 +535,7 @@ export class AttachQueues {
       try {
         if (unlink.length) {
           await this.o.api.unlinkDisks(vm.node, vm.vmid, [...new Set(unlink)]);
-          await this.poll(vm, (en) => open.every((j) => this.obstacles(en, j).length === 0));
+          await this.poll(vm, (en) => open.every((j) => this.obstacles(vm, en, j).length === 0));
           continue;
         }
         const upid = await this.o.api.updateVmConfig(vm.node, vm.vmid, { set, delete: del.length ? del : undefined, digest: state.digest });
@@ -526,10 +560,10 @@ export class AttachQueues {
         return open.forEach((j) => j.reject(e));
       }
 
-      const entries = await this.poll(vm, (en) => open.every((j) => this.attachedFor(en, j) || sitesOf(en, j.req.storage, j.req.disk).length === 0));
+      const entries = await this.poll(vm, (en) => open.every((j) => this.attachedFor(vm, en, j) || sitesOf(en, j.req.storage, j.req.disk, vm.vmid).length === 0));
       for (const j of open) {
-        const sites = sitesOf(entries, j.req.storage, j.req.disk);
-        const site = this.attachedFor(entries, j);
+        const sites = sitesOf(entries, j.req.storage, j.req.disk, vm.vmid);
+        const site = this.attachedFor(vm, entries, j);
         if (site) this.settleAttached(vm, j, site);
         else if (sites.some((s) => s.placement === 'attaching')) {
           j.reject(new Unavailable(`hot-plug of ${volidOf(j.req.storage, j.req.disk)} into ${this.what(vm)} did not complete; it stays a pending change of scsi${assigned.get(j)}`));

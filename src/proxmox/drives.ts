@@ -1,7 +1,7 @@
 // Reading a VM's drives: which scsiN slots are taken (current or pending), where a given disk
 // sits (attached, being attached, being detached, or left over as unusedN), and its options.
 import type { ConfigEntry } from './api.js';
-import { MAX_SLOT, MIN_SLOT, isHelperWwn } from './params.js';
+import { MAX_SLOT, MIN_SLOT, isHelperWwn, wwnForSlot } from './params.js';
 import { parseVolid } from './volume-id.js';
 
 export interface Drive {
@@ -90,6 +90,20 @@ export function sitesOf(entries: readonly ConfigEntry[], storage: string, disk: 
     }
   }
   return sites;
+}
+
+/**
+ * Whether this driver (or upstream proxmox-csi-plugin, which uses the same scheme) can have put
+ * the site there: a slot in scsi1..scsi30, a WWN that is absent (older attachments) or one of
+ * the driver's schemes, and a disk that is not the VM's own (the driver's disks belong to its
+ * controller VMID). Anything else — a boot disk on scsi0, a disk attached by hand with its own
+ * WWN, the VM's own data disk — is the VM's business: never published, updated or unlinked.
+ */
+export function isDriverSite(site: DiskSite, vmid: number, owner: number | undefined): boolean {
+  if (site.slot < MIN_SLOT || site.slot > MAX_SLOT) return false;
+  if (owner !== undefined && owner === vmid) return false;
+  const wwn = site.drive.options.wwn?.toLowerCase();
+  return wwn === undefined || wwn === wwnForSlot(site.slot) || isHelperWwn(wwn) || /^0x5056432d4944(?:3\d){2}$/.test(wwn);
 }
 
 const OTHER_BUS_RE = /^(?:ide|sata|virtio|efidisk|tpmstate)\d+$/;
