@@ -19,6 +19,22 @@ export function noControlCharacters(value: unknown, name: string, method: string
   }
 }
 
+/**
+ * The same for every key and value of a string map (parameters, volume and publish contexts,
+ * mutable parameters): their values become mount sources, subdirectories and drive options.
+ * Secrets are left alone: a passphrase is the user's bytes and never reaches a path or argv.
+ */
+function noControlInMap(map: Record<string, string> | null | undefined, name: string, method: string): void {
+  for (const [k, v] of Object.entries(map ?? {})) {
+    noControlCharacters(k, `${name} key`, method);
+    noControlCharacters(v, `${name}[${JSON.stringify(k.slice(0, 64))}]`, method);
+  }
+}
+
+function mountFlags(cap: T.VolumeCapability | null | undefined, method: string): void {
+  (cap?.mount?.mountFlags ?? []).forEach((f, i) => noControlCharacters(f, `mount_flags[${i}]`, method));
+}
+
 const need = (value: unknown, name: string, method: string): void => {
   if (value === undefined || value === null || value === '') throw new InvalidArgument(`${method}: ${name} is required`);
   noControlCharacters(value, name, method);
@@ -28,6 +44,7 @@ export function capability(cap: T.VolumeCapability | null | undefined, name: str
   need(cap, name, method);
   if (!cap!.accessMode || cap!.accessMode.mode === 'UNKNOWN') throw new InvalidArgument(`${method}: ${name}.access_mode is required`);
   if (!cap!.block && !cap!.mount) throw new InvalidArgument(`${method}: ${name} needs an access type (block or mount)`);
+  mountFlags(cap, method);
 }
 
 function capabilities(caps: T.VolumeCapability[] | undefined, method: string): void {
@@ -39,6 +56,8 @@ export const validate = {
   createVolume(r: T.CreateVolumeRequest): void {
     need(r.name, 'name', 'CreateVolume');
     capabilities(r.volumeCapabilities, 'CreateVolume');
+    noControlInMap(r.parameters, 'parameters', 'CreateVolume');
+    noControlInMap(r.mutableParameters, 'mutable_parameters', 'CreateVolume');
     parseCapacityRange(r.capacityRange);
   },
   deleteVolume(r: T.DeleteVolumeRequest): void {
@@ -48,6 +67,7 @@ export const validate = {
     need(r.volumeId, 'volume_id', 'ControllerPublishVolume');
     need(r.nodeId, 'node_id', 'ControllerPublishVolume');
     capability(r.volumeCapability, 'volume_capability', 'ControllerPublishVolume');
+    noControlInMap(r.volumeContext, 'volume_context', 'ControllerPublishVolume');
   },
   controllerUnpublishVolume(r: T.ControllerUnpublishVolumeRequest): void {
     need(r.volumeId, 'volume_id', 'ControllerUnpublishVolume');
@@ -64,6 +84,7 @@ export const validate = {
   },
   controllerModifyVolume(r: T.ControllerModifyVolumeRequest): void {
     need(r.volumeId, 'volume_id', 'ControllerModifyVolume');
+    noControlInMap(r.mutableParameters, 'mutable_parameters', 'ControllerModifyVolume');
   },
   controllerGetVolume(r: T.ControllerGetVolumeRequest): void {
     need(r.volumeId, 'volume_id', 'ControllerGetVolume');
@@ -72,6 +93,8 @@ export const validate = {
     need(r.volumeId, 'volume_id', 'NodeStageVolume');
     need(r.stagingTargetPath, 'staging_target_path', 'NodeStageVolume');
     capability(r.volumeCapability, 'volume_capability', 'NodeStageVolume');
+    noControlInMap(r.volumeContext, 'volume_context', 'NodeStageVolume');
+    noControlInMap(r.publishContext, 'publish_context', 'NodeStageVolume');
   },
   nodeUnstageVolume(r: T.NodeUnstageVolumeRequest): void {
     need(r.volumeId, 'volume_id', 'NodeUnstageVolume');
@@ -83,6 +106,8 @@ export const validate = {
     if (staged) need(r.stagingTargetPath, 'staging_target_path', 'NodePublishVolume');
     else noControlCharacters(r.stagingTargetPath, 'staging_target_path', 'NodePublishVolume');
     capability(r.volumeCapability, 'volume_capability', 'NodePublishVolume');
+    noControlInMap(r.volumeContext, 'volume_context', 'NodePublishVolume');
+    noControlInMap(r.publishContext, 'publish_context', 'NodePublishVolume');
   },
   nodeUnpublishVolume(r: T.NodeUnpublishVolumeRequest): void {
     need(r.volumeId, 'volume_id', 'NodeUnpublishVolume');

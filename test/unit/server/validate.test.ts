@@ -83,6 +83,39 @@ t.test('control characters in names, ids and paths: INVALID_ARGUMENT for every R
   t.same(calls, [], 'no bad request reached a backend');
 });
 
+// Found by the chaos suite: a NUL in an inline NFS volume's subDir reached mount(8) and came
+// back INTERNAL. String maps (parameters, contexts) and mount flags are checked like names.
+const MAPS: Array<{ svc: 'controller' | 'node'; rpc: string; req: Record<string, unknown>; maps: string[] }> = [
+  { svc: 'controller', rpc: 'CreateVolume', req: { name: 'pvc-1', volumeCapabilities: [cap] }, maps: ['parameters', 'mutableParameters'] },
+  { svc: 'controller', rpc: 'ControllerPublishVolume', req: { volumeId: 'v', nodeId: 'n1', volumeCapability: cap }, maps: ['volumeContext'] },
+  { svc: 'node', rpc: 'NodeStageVolume', req: { volumeId: 'v', stagingTargetPath: P, volumeCapability: cap }, maps: ['volumeContext', 'publishContext'] },
+  { svc: 'node', rpc: 'NodePublishVolume', req: { volumeId: 'v', stagingTargetPath: P, targetPath: P + '/t', volumeCapability: cap }, maps: ['volumeContext', 'publishContext'] },
+];
+
+t.test('control characters in parameters, contexts and mount flags: INVALID_ARGUMENT, backend untouched', async (t) => {
+  const calls: string[] = [];
+  const srv = await startDriverServer({ driver: okDriver(calls), mode: 'all', endpoint: 'tcp://127.0.0.1:0', log: pino({ level: 'silent' }), version: '0' });
+  const c = csiClient(srv.endpoint);
+  t.teardown(async () => {
+    c.close();
+    await srv.stop(1000);
+  });
+  for (const row of MAPS) {
+    for (const m of row.maps) {
+      await c[row.svc](row.rpc, { ...row.req, [m]: { subDir: 'ns/pvc' } });
+      t.equal(calls.pop(), row.rpc, `${row.rpc}: a printable ${m} reaches the backend`);
+      for (const bad of BAD) {
+        await t.rejects(c[row.svc](row.rpc, { ...row.req, [m]: { subDir: bad } }), { code: status.INVALID_ARGUMENT, details: /control character/ }, `${row.rpc} ${m} value ${JSON.stringify(bad)}`);
+        await t.rejects(c[row.svc](row.rpc, { ...row.req, [m]: { [bad]: 'x' } }), { code: status.INVALID_ARGUMENT, details: /control character/ }, `${row.rpc} ${m} key ${JSON.stringify(bad)}`);
+      }
+    }
+    const capKey = row.rpc === 'CreateVolume' ? 'volumeCapabilities' : 'volumeCapability';
+    const badCap = { mount: { mountFlags: ['nfsvers=4.1', 'soft\u0000'] }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+    await t.rejects(c[row.svc](row.rpc, { ...row.req, [capKey]: capKey === 'volumeCapabilities' ? [badCap] : badCap }), { code: status.INVALID_ARGUMENT, details: /mount_flags\[1\] contains a control character/ }, `${row.rpc} mount flag with NUL`);
+  }
+  t.same(calls, [], 'no bad request reached a backend');
+});
+
 t.test('capacity ranges: one parser, refused alike in the gate and in both drivers', async (t) => {
   const calls: string[] = [];
   const srv = await startDriverServer({ driver: okDriver(calls), mode: 'all', endpoint: 'tcp://127.0.0.1:0', log: pino({ level: 'silent' }), version: '0' });
