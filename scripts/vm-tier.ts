@@ -2,11 +2,10 @@
 // guest is up with the node plugin inside it (VM_* variables, see test/vm/README.md):
 //   sanity proxmox|nfs [-- extra csi-sanity flags]   controller here, node in the guest, full suite
 //   sanity nfs4 [-- flags]                            the NFS suite with the guest's nfsd serving NFSv4 only
-//                                                     (not in `all` yet: its first full run is still to be timed)
 //   e2e                                               the end-to-end scenario (test/vm/e2e.ts)
 //   luks                                              LUKS-encrypted Proxmox volumes (test/vm/luks.ts)
 //   inline                                            CSI inline NFS volumes (test/vm/inline-nfs.ts)
-//   all                                               both sanity runs, then the scenario
+//   all                                               both sanity runs, the scenario, LUKS, inline, then nfs4
 // The Proxmox simulator hot-plugs disks into the guest over QMP exactly as Proxmox does.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -151,6 +150,8 @@ async function main(): Promise<number> {
         await timed('end-to-end scenario', () => runE2e({ freshDir, startController })),
         await timed('LUKS volumes', () => runLuks({ freshDir, startController })),
         await timed('inline NFS volumes', () => runInlineNfs()),
+        // Last: it switches the guest's nfsd to NFSv4 only (and back) for the controller's v4 client.
+        await timed('csi-sanity nfs, NFSv4-only nfsd', () => sanityNfsV4Only([])),
       ];
       return codes.some((c) => c !== 0) ? 1 : 0;
     }
