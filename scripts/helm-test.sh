@@ -5,9 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-HELM_VERSION=v3.22.0
-TOOLS="$PWD/.tools"
-HELM="$TOOLS/helm"
+source scripts/lib/ensure.sh
 CHART=charts/pve-nfs-csi
 SEED=test/helm/seed-values.yaml
 OUT=.cache/helm/rendered
@@ -20,22 +18,7 @@ export HELM_CACHE_HOME="$PWD/.cache/helm/cache"
 export HELM_CONFIG_HOME="$PWD/.cache/helm/config"
 export HELM_DATA_HOME="$PWD/.cache/helm/data"
 
-helm_is_pinned() {
-  [[ -x $HELM ]] || return 1
-  # `helm version` of a go-installed binary omits the patch level; the module version does not.
-  go version -m "$HELM" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+helm\.sh/helm/v3[[:space:]]+${HELM_VERSION//./\\.}([[:space:]]|$)"
-}
-
-if ! helm_is_pinned; then
-  if ! command -v go >/dev/null; then
-    echo "helm-test: helm $HELM_VERSION is not in $TOOLS and there is no Go toolchain to build it" >&2
-    exit 1
-  fi
-  echo "helm-test: installing helm $HELM_VERSION into $TOOLS"
-  mkdir -p "$TOOLS"
-  GOBIN="$TOOLS" go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-  helm_is_pinned || { echo "helm-test: $HELM is not helm $HELM_VERSION after go install" >&2; exit 1; }
-fi
+ensure_helm
 
 echo "helm-test: helm lint (defaults)"
 "$HELM" lint --strict --kube-version "$KUBE_VERSION" "$CHART"

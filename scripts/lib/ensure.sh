@@ -81,3 +81,23 @@ ensure_node() {
 
 # Every script that sources this file runs on the tests' Node (see ensure_node).
 ensure_node || return 1
+
+# helm, pinned, built with `go install` into .tools/ (scripts/helm-test.sh and the k8s tier).
+HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+HELM="$TOOLS/helm"
+helm_is_pinned() {
+  [[ -x $HELM ]] || return 1
+  # `helm version` of a go-installed binary omits the patch level; the module version does not.
+  go version -m "$HELM" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+helm\.sh/helm/v3[[:space:]]+${HELM_VERSION//./\\.}([[:space:]]|$)"
+}
+ensure_helm() {
+  helm_is_pinned && return 0
+  if ! command -v go >/dev/null; then
+    echo "helm $HELM_VERSION is not in $TOOLS and there is no Go toolchain to build it" >&2
+    return 1
+  fi
+  echo "installing helm $HELM_VERSION into $TOOLS" >&2
+  mkdir -p "$TOOLS"
+  GOBIN="$TOOLS" go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
+  helm_is_pinned || { echo "$HELM is not helm $HELM_VERSION after go install" >&2; return 1; }
+}
