@@ -1,0 +1,158 @@
+// A real Kubernetes control plane on loopback for the k8s tier: etcd, kube-apiserver (RBAC,
+// service-account tokens, TokenRequest), kube-controller-manager and, when it was built,
+// kube-scheduler. Binaries come from scripts/k8s-build.sh (cached under ~/.cache/pve-nfs-csi).
+import fs from 'node:fs';
+import path from 'node:path';
+import crypto from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { start, type Proc } from '../../../scripts/lib/procs.js';
+import { freePort } from '../../helpers/free-port.js';
+import { Kube } from './kube.js';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+
+export type Binaries = Record<'ETCD' | 'KUBE_APISERVER' | 'KUBE_CONTROLLER_MANAGER' | 'CSI_PROVISIONER' | 'CSI_ATTACHER' | 'CSI_RESIZER', string> & { KUBE_SCHEDULER?: string };
+
+/** Builds (or finds in the cache) every binary the tier runs; the build script prints NAME=path. */
+export function binaries(): Binaries {
+  const out = execFileSync('bash', [path.join(ROOT, 'scripts/k8s-build.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  const bins = Object.fromEntries(out.trim().split('\n').map((l) => l.split('=', 2) as [string, string]));
+  return bins as Binaries;
+}
+
+/**
+ * The controllers a cluster's kube-controller-manager runs that matter here: binding and
+ * provisioning hand-off, attach/detach, expansion, protection finalizers, ownership, and what
+ * turns the chart's Deployment and DaemonSet into Pods (whose names and owners the provisioner's capacity
+ * code reads).
+ */
+export const CONTROLLERS = [
+  'persistentvolume-binder',
+  'attachdetach',
+  'persistentvolume-expander',
+  'pvc-protection',
+  'pv-protection',
+  'garbagecollector',
+  'namespace',
+  'serviceaccount',
+  'deployment',
+  'replicaset',
+  'daemonset',
+];
+
+export interface Cluster {
+  kube: Kube;
+  server: string;
+  port: number;
+  caFile: string;
+  ca: string;
+  /** Whether kube-scheduler runs (else the tests do what it would: see placePod). */
+  scheduler: boolean;
+  procs: Proc[];
+  dir: string;
+  stop(): Promise<void>;
+}
+
+function kubeconfig(server: string, caFile: string, token: string): string {
+  return [
+    'apiVersion: v1',
+    'kind: Config',
+    'clusters:',
+    `- name: local\n  cluster:\n    server: ${server}\n    certificate-authority: ${caFile}`,
+    'users:',
+    `- name: user\n  user:\n    token: ${token}`,
+    'contexts:',
+    '- name: local\n  context:\n    cluster: local\n    user: user',
+    'current-context: local',
+    '',
+  ].join('\n');
+}
+
+async function until(what: string, fn: () => Promise<boolean>, timeoutMs: number, proc?: Proc): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    if (proc && proc.child.exitCode !== null) throw new Error(`${proc.name} exited with ${proc.child.exitCode}; see ${proc.logFile}`);
+    try {
+      if (await fn()) return;
+    } catch {
+      /* not up yet */
+    }
+    if (Date.now() > end) throw new Error(`${what} not ready after ${timeoutMs / 1000} s${proc ? `; see ${proc.logFile}` : ''}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+export async function startCluster(dir: string, bins: Binaries, opts: { scheduler?: boolean } = {}): Promise<Cluster> {
+  fs.mkdirSync(dir, { recursive: true });
+  const procs: Proc[] = [];
+  const logs = path.join(dir, 'logs');
+  fs.mkdirSync(logs, { recursive: true });
+  const pki = path.join(dir, 'pki');
+  fs.mkdirSync(pki, { recursive: true });
+  // One self-signed serving certificate for 127.0.0.1, which is also the CA everybody trusts
+  // (what a kubeadm CA is to a pod's ca.crt).
+  const caFile = path.join(pki, 'apiserver.crt');
+  const keyFile = path.join(pki, 'apiserver.key');
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyFile, '-out', caFile, '-days', '2', '-subj', '/CN=kube-apiserver',
+    '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc'], { stdio: 'ignore' });
+  const saKey = path.join(pki, 'sa.key');
+  const saPub = path.join(pki, 'sa.pub');
+  execFileSync('openssl', ['genrsa', '-out', saKey, '2048'], { stdio: 'ignore' });
+  execFileSync('openssl', ['rsa', '-in', saKey, '-pubout', '-out', saPub], { stdio: 'ignore' });
+  const adminToken = crypto.randomBytes(24).toString('hex');
+  fs.writeFileSync(path.join(pki, 'tokens.csv'), `${adminToken},admin,admin,"system:masters"\n`);
+
+  const [etcdPort, etcdPeer, apiPort] = [await freePort(), await freePort(), await freePort()];
+  const etcd = start('etcd', bins.ETCD, [
+    '--data-dir', path.join(dir, 'etcd'),
+    '--listen-client-urls', `http://127.0.0.1:${etcdPort}`, '--advertise-client-urls', `http://127.0.0.1:${etcdPort}`,
+    '--listen-peer-urls', `http://127.0.0.1:${etcdPeer}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${etcdPeer}`,
+    '--initial-cluster', `default=http://127.0.0.1:${etcdPeer}`,
+    '--log-level', 'warn', '--unsafe-no-fsync',
+  ], { logFile: path.join(logs, 'etcd.log') });
+  procs.push(etcd);
+  await until('etcd', async () => (await fetch(`http://127.0.0.1:${etcdPort}/health`)).ok, 30_000, etcd);
+
+  const server = `https://127.0.0.1:${apiPort}`;
+  const apiserver = start('kube-apiserver', bins.KUBE_APISERVER, [
+    `--etcd-servers=http://127.0.0.1:${etcdPort}`,
+    '--bind-address=127.0.0.1', `--secure-port=${apiPort}`,
+    `--cert-dir=${path.join(dir, 'apiserver-certs')}`, `--tls-cert-file=${caFile}`, `--tls-private-key-file=${keyFile}`,
+    '--service-account-issuer=https://kubernetes.default.svc', `--service-account-key-file=${saPub}`,
+    `--service-account-signing-key-file=${saKey}`, `--token-auth-file=${path.join(pki, 'tokens.csv')}`,
+    '--authorization-mode=Node,RBAC', '--service-cluster-ip-range=10.96.0.0/16', '--allow-privileged=true',
+    '--endpoint-reconciler-type=none', '--v=1',
+  ], { logFile: path.join(logs, 'kube-apiserver.log') });
+  procs.push(apiserver);
+  const ca = fs.readFileSync(caFile, 'utf8');
+  const kube = new Kube(server, adminToken, ca);
+  await until('kube-apiserver /readyz', async () => (await kube.req('GET', '/readyz')) === 'ok', 90_000, apiserver);
+
+  const adminConfig = path.join(pki, 'admin.kubeconfig');
+  fs.writeFileSync(adminConfig, kubeconfig(server, caFile, adminToken));
+  // Each controller with its own service account and the bootstrap RBAC roles, as kubeadm runs it.
+  const kcm = start('kube-controller-manager', bins.KUBE_CONTROLLER_MANAGER, [
+    `--kubeconfig=${adminConfig}`, '--bind-address=127.0.0.1', '--secure-port=0', '--leader-elect=false',
+    `--controllers=${CONTROLLERS.join(',')}`, `--service-account-private-key-file=${saKey}`,
+    '--use-service-account-credentials=true', `--root-ca-file=${caFile}`, '--v=2',
+  ], { logFile: path.join(logs, 'kube-controller-manager.log') });
+  procs.push(kcm);
+  const withScheduler = (opts.scheduler ?? true) && !!bins.KUBE_SCHEDULER;
+  if (withScheduler) {
+    const sched = start('kube-scheduler', bins.KUBE_SCHEDULER!, [
+      `--kubeconfig=${adminConfig}`, '--bind-address=127.0.0.1', '--secure-port=0', '--leader-elect=false', '--v=2',
+    ], { logFile: path.join(logs, 'kube-scheduler.log') });
+    procs.push(sched);
+  }
+  // The serviceaccount controller creating "default" in kube-system shows the manager is syncing.
+  await until('kube-controller-manager', async () => !!(await kube.tryGet('/api/v1/namespaces/kube-system/serviceaccounts/default')), 60_000, kcm);
+
+  return {
+    kube, server, port: apiPort, caFile, ca, scheduler: withScheduler, procs, dir,
+    async stop() {
+      for (const p of [...procs].reverse()) await p.stop('SIGTERM', 5000);
+      await kube.close();
+    },
+  };
+}

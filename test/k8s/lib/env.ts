@@ -1,0 +1,283 @@
+// The whole k8s-tier environment: control plane, the Proxmox simulator and ganesha, the chart
+// rendered with the seed's values and applied, Nodes + CSINodes from a real node plugin's
+// NodeGetInfo, and the controller Deployment's pods run as local processes.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import YAML from 'yaml';
+import { startProxmoxBackend, type Backends } from '../../../scripts/lib/backends.js';
+import { SimulatorAdmin } from '../../../sim/index.js';
+import { csiClient } from '../../helpers/csi-client.js';
+import { freePort } from '../../helpers/free-port.js';
+import { applyAll, find, isHook, render, SEED_VALUES, type K8sObject } from './chart.js';
+import { binaries, ROOT, startCluster, type Binaries, type Cluster } from './cluster.js';
+import type { Kube } from './kube.js';
+import { runPod, type ImageCommand, type RunningPod } from './pods.js';
+
+/** The seed's release namespace (the ExternalSecret keeps the Proxmox config Secret there). */
+export const NS = 'csi-proxmox';
+export const KUBE_VERSION = 'v1.37.2';
+export const PROXMOX_DRIVER = 'csi.proxmox.sinextra.dev';
+export const NFS_DRIVER = 'nfs.csi.k8s.io';
+export const REGION = 'homelab';
+
+export interface NodeSpec {
+  name: string;
+  zone: string;
+  vmid: number;
+  controlPlane?: boolean;
+}
+
+/** Four of the seed's VMs (sim/default-cluster.yaml): a control plane and one worker per host. */
+export const NODES: NodeSpec[] = [
+  { name: 'talos-cp-1', zone: 'hyper1', vmid: 101, controlPlane: true },
+  { name: 'talos-worker-1', zone: 'hyper1', vmid: 111 },
+  { name: 'talos-worker-2', zone: 'hyper2', vmid: 112 },
+  { name: 'talos-worker-3', zone: 'hyper3', vmid: 113 },
+];
+
+export interface NfsServer {
+  server: string;
+  share: string;
+  nfsPort: number;
+  mountPort: number;
+  exportDir: string;
+}
+
+export interface Env {
+  dir: string;
+  bins: Binaries;
+  cluster: Cluster;
+  kube: Kube;
+  pve: Backends;
+  sim: SimulatorAdmin;
+  nfs: NfsServer;
+  values: any;
+  rendered: K8sObject[];
+  controllerPods: RunningPod[];
+  /** Runs the processes of controller pods not running yet (after a scale-up). */
+  syncControllerPods(): Promise<RunningPod[]>;
+  /** Recent error lines of every sidecar and the driver, for failure messages. */
+  sidecarErrors(): string;
+  stop(ok: boolean): Promise<void>;
+}
+
+function startGanesha(dir: string, nfsPort: number, mountPort: number): NfsServer {
+  const out = execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'start', '--dir', dir, '--nfs-port', String(nfsPort), '--mount-port', String(mountPort)], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return JSON.parse(out.trim().split('\n').pop()!);
+}
+
+export function images(bins: Binaries): Record<string, ImageCommand> {
+  const version = (p: string) => /-(v[\d.]+[^/]*)\//.exec(p)?.[1];
+  return {
+    'ghcr.io/pve-nfs-csi/pve-nfs-csi': { cmd: [process.execPath, path.join(ROOT, 'dist/src/main.js')] },
+    'registry.k8s.io/sig-storage/csi-provisioner': { cmd: [bins.CSI_PROVISIONER], version: version(bins.CSI_PROVISIONER)! },
+    'registry.k8s.io/sig-storage/csi-attacher': { cmd: [bins.CSI_ATTACHER], version: version(bins.CSI_ATTACHER)! },
+    'registry.k8s.io/sig-storage/csi-resizer': { cmd: [bins.CSI_RESIZER], version: version(bins.CSI_RESIZER)! },
+  };
+}
+
+/** The seed's values, with the NAS replaced by the test's ganesha (the one change). */
+export function tierValues(nfs: NfsServer): any {
+  const values = YAML.parse(fs.readFileSync(SEED_VALUES, 'utf8'));
+  for (const sc of values.nfs.storageClasses) {
+    sc.parameters.server = nfs.server;
+    sc.parameters.share = `${nfs.share}/talos`;
+  }
+  return values;
+}
+
+function nodeObject(n: NodeSpec): any {
+  return {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: {
+      name: n.name,
+      labels: {
+        'kubernetes.io/hostname': n.name,
+        'kubernetes.io/os': 'linux',
+        'kubernetes.io/arch': 'amd64',
+        // What Talos sets from talos-cluster.tf (the seed): Proxmox cluster and host.
+        'topology.kubernetes.io/region': REGION,
+        'topology.kubernetes.io/zone': n.zone,
+        ...(n.controlPlane && { 'node-role.kubernetes.io/control-plane': '' }),
+      },
+      // kubelet's default: the attach/detach controller attaches this node's volumes.
+      annotations: { 'volumes.kubernetes.io/controller-managed-attach-detach': 'true' },
+    },
+    spec: n.controlPlane ? { taints: [{ key: 'node-role.kubernetes.io/control-plane', effect: 'NoSchedule' }] } : {},
+  };
+}
+
+async function nodeStatus(kube: Kube, n: NodeSpec): Promise<void> {
+  const now = new Date().toISOString();
+  const res = { cpu: '4', memory: '8Gi', pods: '110' };
+  await kube.patch(`/api/v1/nodes/${n.name}/status`, {
+    status: {
+      capacity: res,
+      allocatable: res,
+      conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'k8s tier: no kubelet, node declared ready', lastHeartbeatTime: now, lastTransitionTime: now }],
+    },
+  });
+}
+
+async function waitPods(kube: Kube, ns: string, selector: Record<string, string>, count: number, pred: (p: any) => boolean = () => true, timeoutMs = 60_000): Promise<any[]> {
+  const sel = Object.entries(selector).map(([k, v]) => `${k}=${v}`).join(',');
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const pods = (await kube.list(`/api/v1/namespaces/${ns}/pods?labelSelector=${encodeURIComponent(sel)}`)).filter((p) => !p.metadata.deletionTimestamp && pred(p));
+    if (pods.length >= count) return pods;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${count} pods ${sel} in ${ns} (have ${pods.length})`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/**
+ * What kubelet does when a node plugin registers (pkg/volume/csi/nodeinfomanager): the CSINode
+ * entry from GetPluginInfo + NodeGetInfo, the node id annotation, and the topology labels.
+ */
+async function registerNodePlugin(kube: Kube, n: NodeSpec, endpoints: string[]): Promise<void> {
+  const node = await kube.get(`/api/v1/nodes/${n.name}`);
+  const drivers: any[] = [];
+  const ids: Record<string, string> = {};
+  const labels: Record<string, string> = {};
+  for (const ep of endpoints) {
+    const c = csiClient(ep, 20_000);
+    try {
+      const { name } = await c.identity('GetPluginInfo');
+      const info = await c.node('NodeGetInfo');
+      const segments: Record<string, string> = info.accessibleTopology?.segments ?? {};
+      const max = Number(info.maxVolumesPerNode ?? 0);
+      drivers.push({ name, nodeID: info.nodeId, topologyKeys: Object.keys(segments).length ? Object.keys(segments).sort() : null, ...(max > 0 && { allocatable: { count: max } }) });
+      ids[name] = info.nodeId;
+      Object.assign(labels, segments);
+    } finally {
+      c.close();
+    }
+  }
+  await kube.patch(`/api/v1/nodes/${n.name}`, { metadata: { labels, annotations: { 'csi.volume.kubernetes.io/nodeid': JSON.stringify(ids) } } });
+  await kube.create('/apis/storage.k8s.io/v1/csinodes', {
+    apiVersion: 'storage.k8s.io/v1',
+    kind: 'CSINode',
+    metadata: { name: n.name, ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: n.name, uid: node.metadata.uid }] },
+    spec: { drivers },
+  });
+}
+
+export async function startEnv(opts: { log?: (s: string) => void } = {}): Promise<Env> {
+  const log = opts.log ?? (() => {});
+  const t0 = Date.now();
+  const step = (s: string) => log(`[${((Date.now() - t0) / 1000).toFixed(1)} s] ${s}`);
+  const bins = binaries();
+  step('binaries ready');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pnc-k8s-'));
+  const cleanups: (() => Promise<void>)[] = [];
+  const podsDir = path.join(dir, 'pods');
+  try {
+    const cluster = await startCluster(path.join(dir, 'cluster'), bins);
+    cleanups.push(() => cluster.stop());
+    const kube = cluster.kube;
+    step(`control plane ready at ${cluster.server}${cluster.scheduler ? ' (with kube-scheduler)' : ' (no kube-scheduler: the tests place pods as it would)'}`);
+
+    const pve = await startProxmoxBackend(path.join(dir, 'pve'), { backend: 'none' });
+    cleanups.push(() => pve.close());
+    const sim = new SimulatorAdmin(pve.info.adminUrl!);
+    const nfs = startGanesha(path.join(dir, 'ganesha'), await freePort(), await freePort());
+    cleanups.push(async () => {
+      execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'stop', '--dir', path.join(dir, 'ganesha')], { stdio: 'ignore' });
+    });
+    step(`simulator ${pve.info.url}, ganesha ${nfs.server}:${nfs.nfsPort}`);
+
+    const values = tierValues(nfs);
+    const rendered = render({ values, namespace: NS, kubeVersion: KUBE_VERSION, dir });
+    await kube.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
+    // What the seed's ExternalSecret provides: the upstream-format Proxmox config.
+    await kube.create(`/api/v1/namespaces/${NS}/secrets`, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: values.proxmox.existingConfigSecret },
+      stringData: { [values.proxmox.existingConfigSecretKey]: fs.readFileSync(pve.info.config!, 'utf8') },
+    });
+    await applyAll(kube, rendered.filter((o) => !isHook(o)), NS);
+    step(`chart applied: ${rendered.filter((o) => !isHook(o)).map((o) => o.kind).join(', ')}`);
+
+    for (const n of NODES) {
+      await kube.create('/api/v1/nodes', nodeObject(n));
+      await nodeStatus(kube, n);
+    }
+    // The DaemonSet controller makes one node-plugin pod per node; run each one's driver
+    // container just long enough to register it as kubelet would.
+    const ds = find(rendered, 'DaemonSet')[0]!;
+    const dsPods = await waitPods(kube, NS, ds.spec.selector.matchLabels, NODES.length);
+    const imgs = images(bins);
+    await Promise.all(
+      NODES.map(async (n) => {
+        const pod = dsPods.find((p) => p.spec.nodeName === n.name || JSON.stringify(p.spec.affinity ?? {}).includes(`"${n.name}"`));
+        if (!pod) throw new Error(`no node-plugin pod for ${n.name}`);
+        const withNode = { ...pod, spec: { ...pod.spec, nodeName: pod.spec.nodeName ?? n.name } };
+        const run = await runPod({ kube, apiPort: cluster.port, ca: cluster.ca, pod: withNode, dir: podsDir, images: imgs, only: ['pve-nfs-csi'] });
+        try {
+          const ready = await run.procs.get('pve-nfs-csi')!.readyJson<{ endpoints: Record<string, string> }>((j) => j.ready === true, 60_000);
+          await registerNodePlugin(kube, n, Object.values(ready.endpoints));
+        } finally {
+          await run.stop();
+        }
+      }),
+    );
+    step(`nodes registered: ${NODES.map((n) => n.name).join(', ')}`);
+
+    const deploy = find(rendered, 'Deployment')[0]!;
+    const controllerPods: RunningPod[] = [];
+    const syncControllerPods = async () => {
+      const want = (await kube.get(`/apis/apps/v1/namespaces/${NS}/deployments/${deploy.metadata.name}`)).spec.replicas as number;
+      const pods = await waitPods(kube, NS, deploy.spec.selector.matchLabels, want);
+      const started: RunningPod[] = [];
+      for (const pod of pods) {
+        if (controllerPods.some((r) => r.name === pod.metadata.name)) continue;
+        const run = await runPod({
+          kube, apiPort: cluster.port, ca: cluster.ca, pod, dir: podsDir, images: imgs,
+          // The one addition: where the test's NFS server listens (a NAS answers on 2049).
+          extraEnv: { 'pve-nfs-csi': { NFS_PORT: String(nfs.nfsPort), NFS_MOUNT_PORT: String(nfs.mountPort) } },
+        });
+        controllerPods.push(run);
+        started.push(run);
+        await run.procs.get('pve-nfs-csi')!.readyJson((j) => j.ready === true, 60_000);
+      }
+      return started;
+    };
+    await syncControllerPods();
+    cleanups.push(async () => {
+      await Promise.all(controllerPods.map((p) => p.stop()));
+    });
+    step(`controller pod ${controllerPods.map((p) => p.name).join(', ')} running (skipped containers without a local binary: ${controllerPods[0]!.skipped.join(', ') || 'none'})`);
+
+    const sidecarErrors = () => {
+      const out: string[] = [];
+      for (const p of controllerPods) {
+        for (const [c, proc] of p.procs) {
+          const lines = fs.existsSync(proc.logFile) ? fs.readFileSync(proc.logFile, 'utf8').split('\n') : [];
+          const bad = lines.filter((l) => /forbidden|\bE\d{4} |"level":(50|60)/i.test(l)).slice(-4);
+          for (const l of bad) out.push(`  ${p.name}/${c}: ${l.slice(0, 400)}`);
+        }
+      }
+      return out.length ? `recent errors in the controller pods' logs:\n${out.join('\n')}` : 'no errors in the controller pods\' logs';
+    };
+
+    return {
+      dir, bins, cluster, kube, pve, sim, nfs, values, rendered, controllerPods, syncControllerPods, sidecarErrors,
+      async stop(ok: boolean) {
+        for (const c of cleanups.reverse()) await c().catch(() => {});
+        if (ok) fs.rmSync(dir, { recursive: true, force: true });
+        else log(`k8s tier: logs kept in ${dir}`);
+      },
+    };
+  } catch (e) {
+    for (const c of cleanups.reverse()) await c().catch(() => {});
+    log(`k8s tier: setup failed; logs kept in ${dir}`);
+    throw e;
+  }
+}

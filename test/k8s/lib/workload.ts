@@ -1,0 +1,122 @@
+// Workloads for the k8s tier: claims and pods as a user creates them, and the two things no
+// component does here because there is no kubelet (or no scheduler): placing a pod on a node
+// and finishing a pod's deletion.
+import fs from 'node:fs';
+import YAML from 'yaml';
+import { Agent, request } from 'undici';
+import type { Env } from './env.js';
+
+export const APPS = 'apps';
+export const GiB = 2 ** 30;
+
+export function pvc(name: string, storageClassName: string | undefined, size: string, extra: any = {}): any {
+  return {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: { name, namespace: APPS },
+    spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: size } }, ...(storageClassName !== undefined && { storageClassName }), ...extra },
+  };
+}
+
+export const pvcPath = (name: string, ns = APPS) => `/api/v1/namespaces/${ns}/persistentvolumeclaims/${name}`;
+export const podPath = (name: string, ns = APPS) => `/api/v1/namespaces/${ns}/pods/${name}`;
+
+export async function createPvc(env: Env, name: string, sc: string | undefined, size = '1Gi', extra: any = {}): Promise<any> {
+  return env.kube.create(`/api/v1/namespaces/${APPS}/persistentvolumeclaims`, pvc(name, sc, size, extra));
+}
+
+export async function waitBound(env: Env, name: string, timeoutMs = 60_000): Promise<{ pvc: any; pv: any }> {
+  const c = await env.kube.waitFor(pvcPath(name), (o: any) => o?.status?.phase === 'Bound', `PVC ${APPS}/${name} to be Bound`, timeoutMs, env.sidecarErrors);
+  const pv = await env.kube.get(`/api/v1/persistentvolumes/${c.spec.volumeName}`);
+  return { pvc: c, pv };
+}
+
+function podObject(name: string, claims: string[], node?: string): any {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: APPS },
+    spec: {
+      ...(node && { nodeName: node }),
+      terminationGracePeriodSeconds: 0,
+      containers: [{ name: 'app', image: 'registry.k8s.io/pause:3.10', volumeMounts: claims.map((c, i) => ({ name: `v${i}`, mountPath: `/data${i}` })) }],
+      volumes: claims.map((c, i) => ({ name: `v${i}`, persistentVolumeClaim: { claimName: c } })),
+    },
+  };
+}
+
+/**
+ * A pod using `claims` on `node`. With kube-scheduler running, the pod names the node in a
+ * nodeSelector and the scheduler does the rest (for WaitForFirstConsumer claims: the
+ * selected-node annotation, waiting for provisioning, binding). Without it, this does what the
+ * scheduler's VolumeBinding plugin does: annotate each unbound WaitForFirstConsumer claim with
+ * volume.kubernetes.io/selected-node, wait until it is bound, then bind the pod (spec.nodeName).
+ */
+export async function placePod(env: Env, name: string, claims: string[], node: string, timeoutMs = 90_000): Promise<any> {
+  if (env.cluster.scheduler) {
+    const pod = podObject(name, claims);
+    pod.spec.nodeSelector = { 'kubernetes.io/hostname': node };
+    await env.kube.create(`/api/v1/namespaces/${APPS}/pods`, pod);
+    return env.kube.waitFor(podPath(name), (p: any) => p?.spec?.nodeName === node, `pod ${name} to be scheduled on ${node}`, timeoutMs, env.sidecarErrors);
+  }
+  await bindClaims(env, claims, node, timeoutMs);
+  return env.kube.create(`/api/v1/namespaces/${APPS}/pods`, podObject(name, claims, node));
+}
+
+/** The scheduler's VolumeBinding step for claims of a pod bound to `node` (no scheduler running). */
+export async function bindClaims(env: Env, claims: string[], node: string, timeoutMs = 90_000): Promise<void> {
+  await Promise.all(
+    claims.map(async (c) => {
+      const claim = await env.kube.get(pvcPath(c));
+      if (claim.status?.phase !== 'Bound' && !claim.metadata.annotations?.['volume.kubernetes.io/selected-node']) {
+        await env.kube.patch(pvcPath(c), { metadata: { annotations: { 'volume.kubernetes.io/selected-node': node } } });
+      }
+    }),
+  );
+  await Promise.all(claims.map((c) => waitBound(env, c, timeoutMs)));
+}
+
+/**
+ * Deletes a pod for good. A pod bound to a node is only marked for deletion until its kubelet
+ * confirms the containers are gone; there is no kubelet, so the test confirms it the way the
+ * kubelet finally does: a delete with grace period 0.
+ */
+export async function deletePod(env: Env, name: string): Promise<void> {
+  await env.kube.delete(podPath(name), { gracePeriodSeconds: 0 });
+  await env.kube.waitFor(podPath(name), (p) => p === undefined, `pod ${name} to be gone`, 30_000);
+}
+
+/** The VolumeAttachment of a PV on a node, as the attach/detach controller names it (any name). */
+export async function attachmentOf(env: Env, pvName: string, node: string): Promise<any | undefined> {
+  const vas = await env.kube.list('/apis/storage.k8s.io/v1/volumeattachments');
+  return vas.find((v) => v.spec.source.persistentVolumeName === pvName && v.spec.nodeName === node);
+}
+
+/** Read-only view of the simulated Proxmox API, as the driver sees it (token auth, TLS). */
+export class Pve {
+  private readonly agent: Agent;
+  private readonly auth: string;
+  constructor(readonly url: string, configFile: string) {
+    const cfg = YAML.parse(fs.readFileSync(configFile, 'utf8')).clusters[0];
+    this.agent = new Agent({ connect: { ca: fs.readFileSync(cfg.ca_file, 'utf8') } });
+    this.auth = `PVEAPIToken=${cfg.token_id}=${cfg.token_secret}`;
+  }
+  async get<T = any>(p: string): Promise<T> {
+    const res = await request(`${this.url.replace(/\/$/, '')}${p}`, { dispatcher: this.agent, headers: { authorization: this.auth } });
+    const j = (await res.body.json()) as { data: T };
+    if (res.statusCode !== 200) throw new Error(`Proxmox GET ${p}: ${res.statusCode} ${JSON.stringify(j)}`);
+    return j.data;
+  }
+  /** Disks on a host's storage: volid -> size in bytes. */
+  async disks(host: string, storage = 'local-lvm'): Promise<Map<string, number>> {
+    const list = await this.get<{ volid: string; size: number }[]>(`/nodes/${host}/storage/${storage}/content`);
+    return new Map(list.map((e) => [e.volid, Number(e.size)]));
+  }
+  /** A VM's config: scsiN -> drive string. */
+  async vmConfig(host: string, vmid: number): Promise<Record<string, string>> {
+    return this.get(`/nodes/${host}/qemu/${vmid}/config`);
+  }
+  close(): Promise<void> {
+    return this.agent.close();
+  }
+}

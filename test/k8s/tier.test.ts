@@ -1,0 +1,330 @@
+// The k8s tier: real etcd, kube-apiserver, kube-controller-manager (and kube-scheduler when
+// built), the chart as `helm template` renders it with the seed's values, the real CSI
+// sidecars with the rendered arguments and their own ServiceAccount tokens, and our controller
+// against the Proxmox simulator and ganesha, driven by PVCs and pods. Only the kubelet is
+// missing: node-side calls are the host and VM tiers' job (see lib/workload.ts for the two
+// things a kubelet/scheduler would otherwise do).
+import fs from 'node:fs';
+import path from 'node:path';
+import t from 'tap';
+import { pvcIdWwnHex } from '../../src/csi/pvc-id-wwn.js';
+import { find } from './lib/chart.js';
+import { NFS_DRIVER, NODES, NS, PROXMOX_DRIVER, REGION, startEnv, type Env } from './lib/env.js';
+import { APPS, GiB, Pve, attachmentOf, bindClaims, createPvc, deletePod, placePod, pvcPath, waitBound } from './lib/workload.js';
+
+const started = Date.now();
+const env: Env = await startEnv({ log: (s) => t.comment(s) });
+const kube = env.kube;
+const pve = new Pve(env.pve.info.url!, env.pve.info.config!);
+t.teardown(async () => {
+  await pve.close();
+  await env.stop(t.passing());
+  t.comment(`k8s tier: ${((Date.now() - started) / 1000).toFixed(0)} s`);
+});
+await kube.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: APPS } });
+await kube.waitFor(`/api/v1/namespaces/${APPS}/serviceaccounts/default`, (o) => !!o, 'the default ServiceAccount of apps', 30_000);
+
+const nodeOf = (name: string) => NODES.find((n) => n.name === name)!;
+const volid = (pv: any) => {
+  // homelab/hyper2/local-lvm/vm-9999-pvc-… -> local-lvm:vm-9999-pvc-…
+  const [, , storage, disk] = String(pv.spec.csi.volumeHandle).split('/');
+  return `${storage}:${disk}`;
+};
+/** The scsiN of a VM whose drive is `id`, or undefined. */
+const slotOf = (cfg: Record<string, string>, id: string) => Object.keys(cfg).find((k) => /^scsi\d+$/.test(k) && String(cfg[k]).split(',')[0] === id);
+const bytes = (q: string): number => {
+  const m = /^(\d+(?:\.\d+)?)([KMGTPE]i?|[mkMGTPE])?$/.exec(q);
+  if (!m) throw new Error(`not a quantity: ${q}`);
+  const mult: Record<string, number> = { '': 1, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9, T: 1e12 };
+  return Number(m[1]) * (mult[m[2] ?? ''] ?? NaN);
+};
+const leases = async () => (await kube.list(`/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`)).map((l) => ({ name: l.metadata.name as string, holder: (l.spec.holderIdentity ?? '') as string }));
+const logOf = (pod: string, container: string) => {
+  const p = env.controllerPods.find((r) => r.name === pod)!;
+  return fs.readFileSync(p.procs.get(container)!.logFile, 'utf8');
+};
+/** Containers of the controller pod that take part in leader election. */
+const sidecars = () => find(env.rendered, 'Deployment')[0]!.spec.template.spec.containers.filter((c: any) => (c.args ?? []).includes('--leader-election')).map((c: any) => c.name as string);
+
+t.test('the chart applied: drivers, classes, CSINodes from NodeGetInfo, every sidecar leading', async (t) => {
+  const drivers = (await kube.list('/apis/storage.k8s.io/v1/csidrivers')).map((d) => d.metadata.name).sort();
+  t.same(drivers, [NFS_DRIVER, PROXMOX_DRIVER].sort());
+  const classes = await kube.list('/apis/storage.k8s.io/v1/storageclasses');
+  t.same(classes.map((c) => c.metadata.name).sort(), ['proxmox-local', 'syno-nfs-csi']);
+  const local = classes.find((c) => c.metadata.name === 'proxmox-local');
+  t.equal(local.metadata.annotations?.['storageclass.kubernetes.io/is-default-class'], 'true', 'proxmox-local is the default class, as in the seed');
+  for (const n of NODES) {
+    const csinode = await kube.get(`/apis/storage.k8s.io/v1/csinodes/${n.name}`);
+    const p = csinode.spec.drivers.find((d: any) => d.name === PROXMOX_DRIVER);
+    t.equal(p?.nodeID, n.name, `${n.name}: Proxmox node id is the VM name`);
+    t.same(p?.topologyKeys, ['topology.kubernetes.io/region', 'topology.kubernetes.io/zone'], `${n.name}: topology keys`);
+    t.ok(p?.allocatable?.count > 24, `${n.name}: allocatable ${p?.allocatable?.count} volumes`);
+    t.ok(csinode.spec.drivers.some((d: any) => d.name === NFS_DRIVER && d.nodeID === n.name), `${n.name}: NFS driver registered`);
+  }
+  // One lease per leader-electing sidecar, all held by the one controller pod.
+  const pod = env.controllerPods[0]!.name;
+  const want = sidecars().length;
+  const end = Date.now() + 60_000;
+  let l = await leases();
+  while (l.filter((x) => x.holder.startsWith(pod)).length < want && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 500));
+    l = await leases();
+  }
+  t.equal(l.filter((x) => x.holder.startsWith(pod)).length, want, `${want} leases held by ${pod}: ${JSON.stringify(l)}\n${env.sidecarErrors()}`);
+});
+
+t.test('CSIStorageCapacity per zone from GetCapacity', async (t) => {
+  const zones = [...new Set(NODES.map((n) => n.zone))].sort();
+  const caps = await (async () => {
+    const end = Date.now() + 90_000;
+    for (;;) {
+      const c = (await kube.list(`/apis/storage.k8s.io/v1/namespaces/${NS}/csistoragecapacities`)).filter((x) => x.storageClassName === 'proxmox-local');
+      if (c.length >= zones.length || Date.now() > end) return c;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  })();
+  t.same(caps.map((c) => c.nodeTopology?.matchLabels?.['topology.kubernetes.io/zone']).sort(), zones, `one object per zone\n${env.sidecarErrors()}`);
+  for (const c of caps) {
+    const zone = c.nodeTopology.matchLabels['topology.kubernetes.io/zone'];
+    t.equal(c.nodeTopology.matchLabels['topology.kubernetes.io/region'], REGION);
+    const status = await pve.get<{ avail: number }>(`/nodes/${zone}/storage/local-lvm/status`);
+    t.equal(bytes(c.capacity), Number(status.avail), `${zone}: capacity = the storage's free space`);
+    t.equal(c.metadata.ownerReferences?.[0]?.kind, 'Deployment', 'owned by the controller Deployment (uninstall removes it)');
+  }
+});
+
+let localPv: any;
+t.test('proxmox-local: binds once a pod selects a node; attach, resize, detach', async (t) => {
+  const node = nodeOf('talos-worker-2');
+  await createPvc(env, 'data-one', undefined);
+  await new Promise((r) => setTimeout(r, 2000));
+  t.equal((await kube.get(pvcPath('data-one'))).status.phase, 'Pending', 'WaitForFirstConsumer: no volume before a pod');
+  await placePod(env, 'one', ['data-one'], node.name);
+  const { pv } = await waitBound(env, 'data-one');
+  localPv = pv;
+  t.equal(pv.spec.storageClassName, 'proxmox-local', 'the default class');
+  t.match(pv.spec.csi.volumeHandle, new RegExp(`^${REGION}/${node.zone}/local-lvm/vm-9999-pvc-`), 'handle names region, zone, storage and disk');
+  const terms = pv.spec.nodeAffinity.required.nodeSelectorTerms.flatMap((x: any) => x.matchExpressions);
+  t.same(
+    Object.fromEntries(terms.map((e: any) => [e.key, e.values])),
+    { 'topology.kubernetes.io/region': [REGION], 'topology.kubernetes.io/zone': [node.zone] },
+    'nodeAffinity names region and zone',
+  );
+  const disks = await pve.disks(node.zone);
+  t.equal(disks.get(volid(pv)), GiB, `the 1 GiB disk exists on ${node.zone}`);
+
+  const attached = await (async () => {
+    const end = Date.now() + 60_000;
+    for (;;) {
+      const a = await attachmentOf(env, pv.metadata.name, node.name);
+      if (a?.status?.attached || Date.now() > end) return a;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  })();
+  t.equal(attached?.spec?.attacher, PROXMOX_DRIVER, `a VolumeAttachment for ${node.name}\n${env.sidecarErrors()}`);
+  t.equal(attached?.status?.attached, true, 'attached');
+  const cfg = await pve.vmConfig(node.zone, node.vmid);
+  const slot = slotOf(cfg, volid(pv));
+  t.ok(slot, `the disk is on VM ${node.vmid}: ${JSON.stringify(cfg)}`);
+  const n = Number(slot!.slice(4));
+  t.match(cfg[slot!], new RegExp(`wwn=0x${pvcIdWwnHex(n)}`, 'i'), 'with the PVC-ID WWN of its slot');
+
+  // Online expansion: ControllerExpandVolume through the VM, then the filesystem is the kubelet's job.
+  await kube.patch(pvcPath('data-one'), { spec: { resources: { requests: { storage: '2Gi' } } } });
+  const resized = await kube.waitFor(
+    `/api/v1/persistentvolumes/${pv.metadata.name}`,
+    (o: any) => o?.spec?.capacity?.storage === '2Gi',
+    'the PV to grow to 2Gi',
+    60_000,
+    env.sidecarErrors,
+  );
+  t.equal(resized.spec.capacity.storage, '2Gi', 'PV capacity updated');
+  const claim = await kube.waitFor(
+    pvcPath('data-one'),
+    (o: any) => (o?.status?.conditions ?? []).some((c: any) => c.type === 'FileSystemResizePending'),
+    'FileSystemResizePending on the PVC',
+    30_000,
+    env.sidecarErrors,
+  );
+  t.ok(claim.status.conditions.some((c: any) => c.type === 'FileSystemResizePending' && c.status === 'True'), 'FileSystemResizePending: the node finishes the resize');
+  t.equal((await pve.disks(node.zone)).get(volid(pv)), 2 * GiB, 'the disk is 2 GiB on Proxmox');
+
+  await deletePod(env, 'one');
+  const end = Date.now() + 60_000;
+  while ((await attachmentOf(env, pv.metadata.name, node.name)) && Date.now() < end) await new Promise((r) => setTimeout(r, 250));
+  t.notOk(await attachmentOf(env, pv.metadata.name, node.name), `VolumeAttachment gone after the pod\n${env.sidecarErrors()}`);
+  t.notOk(slotOf(await pve.vmConfig(node.zone, node.vmid), volid(pv)), 'detached from the VM');
+});
+
+t.test('syno-nfs-csi: binds at once into <namespace>/<pvc>, grows, archives on delete', async (t) => {
+  await createPvc(env, 'shared', 'syno-nfs-csi', '1Gi', { accessModes: ['ReadWriteMany'] });
+  const { pv } = await waitBound(env, 'shared', 60_000);
+  t.equal(pv.spec.csi.driver, NFS_DRIVER);
+  const dir = path.join(env.nfs.exportDir, 'talos', APPS, 'shared');
+  const st = fs.statSync(dir);
+  t.ok(st.isDirectory(), `${dir} exists`);
+  const params = env.values.nfs.storageClasses[0].parameters;
+  // The seed's class sets no owner: a fresh directory belongs to root (the seed's docs say so).
+  t.same([st.uid, st.gid], [Number(params.uid ?? 0), Number(params.gid ?? 0)], 'owned as the class configures');
+
+  await kube.patch(pvcPath('shared'), { spec: { resources: { requests: { storage: '3Gi' } } } });
+  const claim = await kube.waitFor(pvcPath('shared'), (o: any) => o?.status?.capacity?.storage === '3Gi', 'the NFS PVC to report 3Gi', 60_000, env.sidecarErrors);
+  t.equal(claim.status.capacity.storage, '3Gi', 'no node step for NFS: the claim shows the new size at once');
+
+  await kube.delete(pvcPath('shared'));
+  await kube.waitFor(`/api/v1/persistentvolumes/${pv.metadata.name}`, (o) => o === undefined, 'the NFS PV to be deleted', 60_000, env.sidecarErrors);
+  t.notOk(fs.existsSync(dir), 'the directory moved away');
+  t.ok(fs.existsSync(path.join(env.nfs.exportDir, 'talos', `archived-${APPS}`, 'shared')), 'to archived-<namespace>/<pvc>');
+});
+
+t.test('proxmox-local: PVC deleted -> disk freed, PV gone', async (t) => {
+  t.ok(localPv, 'the volume of the first scenario');
+  if (!localPv) return;
+  await kube.delete(pvcPath('data-one'));
+  await kube.waitFor(`/api/v1/persistentvolumes/${localPv.metadata.name}`, (o) => o === undefined, 'the Proxmox PV to be deleted', 60_000, env.sidecarErrors);
+  const zone = localPv.spec.csi.volumeHandle.split('/')[1];
+  t.notOk((await pve.disks(zone)).has(volid(localPv)), 'the disk is gone from the storage');
+});
+
+t.test('a static NFS PV of the seed\'s shape binds and is never touched (Retain)', async (t) => {
+  const dir = path.join(env.nfs.exportDir, 'backups', 'etcd');
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, 'snapshot.db'), 'keep me');
+  await kube.create('/api/v1/persistentvolumes', {
+    apiVersion: 'v1',
+    kind: 'PersistentVolume',
+    metadata: { name: 'etcd-backup' },
+    spec: {
+      capacity: { storage: '10Gi' },
+      accessModes: ['ReadWriteMany'],
+      persistentVolumeReclaimPolicy: 'Retain',
+      storageClassName: '',
+      claimRef: { namespace: APPS, name: 'etcd-backup' },
+      mountOptions: ['nfsvers=4.1'],
+      csi: { driver: NFS_DRIVER, volumeHandle: `${env.nfs.server}${env.nfs.share}/backups/etcd`, volumeAttributes: { server: env.nfs.server, share: `${env.nfs.share}/backups/etcd` } },
+    },
+  });
+  await createPvc(env, 'etcd-backup', '', '10Gi', { accessModes: ['ReadWriteMany'] });
+  const { pv } = await waitBound(env, 'etcd-backup', 30_000);
+  t.equal(pv.metadata.name, 'etcd-backup', 'bound to its claimRef');
+  await kube.delete(pvcPath('etcd-backup'));
+  const released = await kube.waitFor('/api/v1/persistentvolumes/etcd-backup', (o: any) => o?.status?.phase === 'Released', 'the static PV to be Released', 30_000);
+  t.equal(released.status.phase, 'Released', 'Released, not deleted');
+  await new Promise((r) => setTimeout(r, 3000));
+  t.ok(await kube.tryGet('/api/v1/persistentvolumes/etcd-backup'), 'the PV stays');
+  t.equal(fs.readFileSync(path.join(dir, 'snapshot.db'), 'utf8'), 'keep me', 'the data stays');
+  const driverLog = logOf(env.controllerPods[0]!.name, 'pve-nfs-csi');
+  t.notMatch(driverLog, /backups\/etcd[^\n]*DeleteVolume|DeleteVolume[^\n]*backups\/etcd/, 'no DeleteVolume for it');
+  await kube.delete('/api/v1/persistentvolumes/etcd-backup');
+});
+
+t.test('24 pods with one PVC each on one node at once', async (t) => {
+  const node = nodeOf('talos-worker-1');
+  const N = 24;
+  const names = Array.from({ length: N }, (_, i) => `bulk-${String(i).padStart(2, '0')}`);
+  await Promise.all(names.map((n) => createPvc(env, n, 'proxmox-local')));
+  // Without a scheduler the claims are bound first, so the 24 pods still arrive at once.
+  if (!env.cluster.scheduler) await bindClaims(env, names, node.name, 180_000);
+  const since = (await env.sim.requests(0)).lastSeq;
+  const t0 = Date.now();
+  await Promise.all(names.map((n) => placePod(env, n, [n], node.name, 180_000)));
+  const pvs = await Promise.all(names.map(async (n) => (await waitBound(env, n)).pv));
+  const end = Date.now() + 180_000;
+  let attached = 0;
+  for (;;) {
+    const vas = (await kube.list('/apis/storage.k8s.io/v1/volumeattachments')).filter((v) => v.spec.nodeName === node.name && v.status?.attached);
+    attached = vas.length;
+    if (attached >= N || Date.now() > end) break;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  t.equal(attached, N, `all ${N} attached (${((Date.now() - t0) / 1000).toFixed(1)} s)\n${env.sidecarErrors()}`);
+  const cfg = await pve.vmConfig(node.zone, node.vmid);
+  const slots = pvs.map((pv) => slotOf(cfg, volid(pv)));
+  t.equal(new Set(slots.filter(Boolean)).size, N, 'each disk in its own slot of the VM');
+  const log = (await env.sim.requests(since)).entries;
+  const configPosts = log.filter((e) => e.method === 'POST' && e.path.endsWith(`/qemu/${node.vmid}/config`));
+  const errors = log.filter((e) => e.status >= 400 || e.status === 0);
+  t.comment(`Proxmox calls for ${N} provisions + attaches: ${log.length}, config POSTs to VM ${node.vmid}: ${configPosts.length}`);
+  t.same(errors.map((e) => `${e.method} ${e.path} ${e.status}`), [], 'no Proxmox errors');
+  t.ok(configPosts.length < N, `attaches merged into config batches (${configPosts.length} POSTs for ${N} disks)`);
+
+  await Promise.all(names.map((n) => deletePod(env, n)));
+  await Promise.all(names.map((n) => kube.delete(pvcPath(n))));
+  for (const pv of pvs) {
+    await kube.waitFor(`/api/v1/persistentvolumes/${pv.metadata.name}`, (o) => o === undefined, `PV ${pv.metadata.name} to be deleted`, 180_000, env.sidecarErrors);
+  }
+  const left = [...(await pve.disks(node.zone)).keys()].filter((k) => k.includes('pvc-'));
+  t.same(left, [], 'every disk freed');
+});
+
+t.test('two controller replicas: one leader per sidecar; killing it moves the work', async (t) => {
+  const deploy = find(env.rendered, 'Deployment')[0]!;
+  await kube.patch(`/apis/apps/v1/namespaces/${NS}/deployments/${deploy.metadata.name}`, { spec: { replicas: 2 } });
+  const [second] = await env.syncControllerPods();
+  t.ok(second, 'a second controller pod');
+  const first = env.controllerPods[0]!;
+  await new Promise((r) => setTimeout(r, 8000));
+  const before = await leases();
+  t.ok(before.every((l) => l.holder.startsWith(first.name)), `every lease still held by ${first.name}: ${JSON.stringify(before)}`);
+  for (const c of sidecars()) {
+    t.notMatch(logOf(second!.name, c), /successfully acquired lease/, `${c} of ${second!.name} is not leading`);
+  }
+
+  await first.stop('SIGKILL');
+  const end = Date.now() + 90_000;
+  let after = await leases();
+  while (!after.every((l) => l.holder.startsWith(second!.name)) && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 1000));
+    after = await leases();
+  }
+  t.ok(after.every((l) => l.holder.startsWith(second!.name)), `every lease moved to ${second!.name}: ${JSON.stringify(after)}`);
+  // The work moved too: provisioning (both drivers) and attaching.
+  await createPvc(env, 'after-failover', 'syno-nfs-csi', '1Gi');
+  await waitBound(env, 'after-failover', 60_000);
+  await createPvc(env, 'after-failover-disk', 'proxmox-local');
+  const node = nodeOf('talos-worker-3');
+  await placePod(env, 'after-failover', ['after-failover-disk'], node.name);
+  const { pv } = await waitBound(env, 'after-failover-disk');
+  const end2 = Date.now() + 60_000;
+  let va = await attachmentOf(env, pv.metadata.name, node.name);
+  while (!va?.status?.attached && Date.now() < end2) {
+    await new Promise((r) => setTimeout(r, 250));
+    va = await attachmentOf(env, pv.metadata.name, node.name);
+  }
+  t.equal(va?.status?.attached, true, `attached by the new leader\n${env.sidecarErrors()}`);
+  await deletePod(env, 'after-failover');
+  await kube.delete(pvcPath('after-failover'));
+});
+
+t.test('no sidecar was refused anything by the API server (RBAC complete)', async (t) => {
+  const refused: string[] = [];
+  for (const p of env.controllerPods) {
+    for (const [c, proc] of p.procs) {
+      for (const l of fs.readFileSync(proc.logFile, 'utf8').split('\n')) if (/is forbidden/.test(l)) refused.push(`${p.name}/${c}: ${l.slice(0, 300)}`);
+    }
+  }
+  t.same(refused, [], 'no "forbidden" answers in any controller-pod log');
+});
+
+t.test('a chart missing one RBAC rule fails the resize scenario, naming the rule', async (t) => {
+  // A rendered copy with one rule dropped: the resizer may no longer patch PVC status.
+  const role = structuredClone(find(env.rendered, 'ClusterRole', (o) => o.metadata.name.endsWith('external-resizer'))[0]!);
+  const original = structuredClone(role);
+  role.rules = role.rules.filter((r: any) => !(r.resources ?? []).includes('persistentvolumeclaims/status'));
+  t.equal(role.rules.length, original.rules.length - 1, 'one rule removed');
+  await kube.apply(role, NS);
+  try {
+    await createPvc(env, 'broken', 'syno-nfs-csi', '1Gi');
+    await waitBound(env, 'broken', 60_000);
+    await kube.patch(pvcPath('broken'), { spec: { resources: { requests: { storage: '2Gi' } } } });
+    const err = await kube
+      .waitFor(pvcPath('broken'), (o: any) => o?.status?.capacity?.storage === '2Gi', 'the NFS PVC to report 2Gi', 20_000, env.sidecarErrors)
+      .then(() => undefined, (e: Error) => e);
+    t.ok(err, 'the resize scenario fails');
+    t.match(err?.message ?? '', /cannot patch resource "persistentvolumeclaims\/status"/, 'and its message names the missing permission');
+    t.comment((err?.message ?? '').split('\n').find((l) => /forbidden/.test(l)) ?? '');
+  } finally {
+    await kube.apply(original, NS);
+    await kube.delete(pvcPath('broken'));
+  }
+});
