@@ -14,9 +14,15 @@ export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 
 export type Binaries = Record<'ETCD' | 'KUBE_APISERVER' | 'KUBE_CONTROLLER_MANAGER' | 'CSI_PROVISIONER' | 'CSI_ATTACHER' | 'CSI_RESIZER', string> & { KUBE_SCHEDULER?: string };
 
+/**
+ * What the tier runs. kube-scheduler only with K8S_SCHEDULER=1: its build costs minutes more
+ * cold, and without it the tests do its VolumeBinding step themselves (lib/workload.ts).
+ */
+export const COMPONENTS = ['etcd', 'csi-provisioner', 'csi-attacher', 'csi-resizer', 'kube-apiserver', 'kube-controller-manager', ...(process.env.K8S_SCHEDULER === '1' ? ['kube-scheduler'] : [])];
+
 /** Builds (or finds in the cache) every binary the tier runs; the build script prints NAME=path. */
 export function binaries(): Binaries {
-  const out = execFileSync('bash', [path.join(ROOT, 'scripts/k8s-build.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  const out = execFileSync('bash', [path.join(ROOT, 'scripts/k8s-build.sh'), ...COMPONENTS], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   const bins = Object.fromEntries(out.trim().split('\n').map((l) => l.split('=', 2) as [string, string]));
   return bins as Binaries;
 }
@@ -25,20 +31,20 @@ export function binaries(): Binaries {
  * The controllers a cluster's kube-controller-manager runs that matter here: binding and
  * provisioning hand-off, attach/detach, expansion, protection finalizers, ownership, and what
  * turns the chart's Deployment and DaemonSet into Pods (whose names and owners the provisioner's capacity
- * code reads).
+ * code reads). The names are v1.37's canonical ones (`kube-controller-manager --help`).
  */
 export const CONTROLLERS = [
-  'persistentvolume-binder',
-  'attachdetach',
-  'persistentvolume-expander',
-  'pvc-protection',
-  'pv-protection',
-  'garbagecollector',
-  'namespace',
-  'serviceaccount',
-  'deployment',
-  'replicaset',
-  'daemonset',
+  'persistentvolume-binder-controller',
+  'persistentvolume-attach-detach-controller',
+  'persistentvolume-expander-controller',
+  'persistentvolumeclaim-protection-controller',
+  'persistentvolume-protection-controller',
+  'garbage-collector-controller',
+  'namespace-controller',
+  'serviceaccount-controller',
+  'deployment-controller',
+  'replicaset-controller',
+  'daemonset-controller',
 ];
 
 export interface Cluster {
