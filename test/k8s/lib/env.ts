@@ -131,7 +131,11 @@ async function waitPods(kube: Kube, ns: string, selector: Record<string, string>
   for (;;) {
     const pods = (await kube.list(`/api/v1/namespaces/${ns}/pods?labelSelector=${encodeURIComponent(sel)}`)).filter((p) => !p.metadata.deletionTimestamp && pred(p));
     if (pods.length >= count) return pods;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${count} pods ${sel} in ${ns} (have ${pods.length})`);
+    if (Date.now() > end) {
+      // What the workload controllers said about it (FailedCreate and the like).
+      const events = (await kube.list(`/api/v1/namespaces/${ns}/events`)).map((e) => `  ${e.involvedObject?.kind}/${e.involvedObject?.name}: ${e.reason}: ${e.message}`);
+      throw new Error(`timed out waiting for ${count} pods ${sel} in ${ns} (have ${pods.length}); events in ${ns}:\n${events.slice(-20).join('\n') || '  none'}`);
+    }
     await new Promise((r) => setTimeout(r, 250));
   }
 }
@@ -211,8 +215,23 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
     }
     // The DaemonSet controller makes one node-plugin pod per node; run each one's driver
     // container just long enough to register it as kubelet would.
+    // KNOWN GAP (first run): v1.37.2's DaemonSet controller, as started here, reports
+    // desiredNumberScheduled 0 for every DaemonSet (even a minimal one) on these Nodes, so the
+    // test makes each node's pod from the rendered template itself, as that controller would
+    // (template + the node's name), with a label outside the selector so the controller never
+    // adopts and deletes it. Why the controller skips the Nodes is not yet found.
     const ds = find(rendered, 'DaemonSet')[0]!;
-    const dsPods = await waitPods(kube, NS, ds.spec.selector.matchLabels, NODES.length);
+    const dsPods = await Promise.all(
+      NODES.map((n) => {
+        const labels = { ...ds.spec.template.metadata.labels, 'app.kubernetes.io/component': 'node-k8s-tier' };
+        return kube.create(`/api/v1/namespaces/${NS}/pods`, {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: `${ds.metadata.name}-${n.name}`, namespace: NS, labels },
+          spec: { ...ds.spec.template.spec, nodeName: n.name },
+        });
+      }),
+    );
     const imgs = images(bins);
     await Promise.all(
       NODES.map(async (n) => {
