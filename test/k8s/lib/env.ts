@@ -219,7 +219,9 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
     // desiredNumberScheduled 0 for every DaemonSet (even a minimal one) on these Nodes, so the
     // test makes each node's pod from the rendered template itself, as that controller would
     // (template + the node's name), with a label outside the selector so the controller never
-    // adopts and deletes it. Why the controller skips the Nodes is not yet found.
+    // adopts and deletes it. Why the controller skips the Nodes is not yet found: at --v=5 it
+    // logs "Queuing node addition" for each Node, then every sync says needCount=null
+    // createCount=0 — the Nodes never reach its node list (v1.37's queued node handling).
     const ds = find(rendered, 'DaemonSet')[0]!;
     const dsPods = await Promise.all(
       NODES.map((n) => {
