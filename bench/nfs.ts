@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import type { CallContext, CreateVolumeRequest, VolumeCapability } from '../src/csi/types.js';
-import { createNfsController } from '../src/nfs/controller.js';
+import { createNfsController } from '../src/nfs/controller/controller.js';
 import { startGanesha } from '../test/unit/nfs/ganesha.js';
 
 const { values } = parseArgs({

@@ -5,8 +5,8 @@
 // its Proxmox traffic. Exits 1 when the storm has errors or misses its target (< 3x one attach).
 import pino from 'pino';
 import type * as T from '../src/csi/types.js';
-import { createProxmoxController } from '../src/proxmox/controller.js';
-import { GiB } from '../src/proxmox/params.js';
+import { createProxmoxController } from '../src/proxmox/controller/controller.js';
+import { GiB } from '../src/proxmox/controller/params.js';
 import { SimulatorAdmin, startSimulator } from '../sim/index.js';
 
 const arg = (name: string, dflt: number): number => {

@@ -4,10 +4,11 @@ import type { Logger } from 'pino';
 import type { AppConfig } from './config/types.js';
 import type { Driver } from './csi/types.js';
 import { createProxmoxController, PROXMOX_DRIVER_NAME } from './proxmox/index.js';
-import { createNfsController } from './nfs/controller.js';
-import { createNfsNode, createProxmoxNode } from './node/index.js';
+import { createNfsController } from './nfs/controller/controller.js';
+import { createProxmoxNode } from './proxmox/node/node.js';
+import { createNfsNode } from './nfs/node/node.js';
 import { createExec } from './os/index.js';
-import { kubernetesNodeNames } from './proxmox/helper-vms.js';
+import { kubernetesNodeNames } from './proxmox/controller/helper-vms.js';
 
 export const PROXMOX_DRIVER = PROXMOX_DRIVER_NAME;
 export const NFS_DRIVER = 'nfs.csi.k8s.io';
@@ -86,7 +87,7 @@ export function buildDrivers(config: AppConfig, log: Logger): Composed {
   return { drivers, close: async () => void (await Promise.all(closers.map((f) => f()))) };
 }
 
-/** In a pod: the Kubernetes Node names limit offline-expansion helpers (src/proxmox/helper-vms.ts). */
+/** In a pod: the Kubernetes Node names limit offline-expansion helpers (src/proxmox/controller/helper-vms.ts). */
 function withKubernetesNodes(): { kubernetesNodes?: NonNullable<ReturnType<typeof kubernetesNodeNames>> } {
   const k = kubernetesNodeNames();
   return k ? { kubernetesNodes: k } : {};

@@ -7,12 +7,12 @@ import type { ProxmoxConfig } from '../config/types.js';
 import { isCsiError } from '../errors.js';
 import { lookupPort, MOUNT_PROGRAM, MOUNT_V3 } from '../nfs/client/mount.js';
 import { NFS_PROGRAM, NFS_V3 } from '../nfs/client/nfs3.js';
-import { createNfs3Stores } from '../nfs/nfs3-store.js';
-import { parseCreateParams, PV_NAME_KEY, PVC_NAME_KEY, PVC_NAMESPACE_KEY } from '../nfs/params.js';
+import { createNfs3Stores } from '../nfs/controller/nfs3-store.js';
+import { parseCreateParams, PV_NAME_KEY, PVC_NAME_KEY, PVC_NAMESPACE_KEY } from '../nfs/controller/params.js';
 import { parseVolumeId } from '../nfs/volume-id.js';
-import { CSI_ROLE_PRIVILEGES } from '../proxmox/errors.js';
-import { createHttpProxmoxApi, type HttpProxmoxApi } from '../proxmox/http-api.js';
-import { parseCreateParameters } from '../proxmox/params.js';
+import { CSI_ROLE_PRIVILEGES } from '../proxmox/api/errors.js';
+import { createHttpProxmoxApi, type HttpProxmoxApi } from '../proxmox/api/http-api.js';
+import { parseCreateParameters } from '../proxmox/controller/params.js';
 
 export type Status = 'pass' | 'fail' | 'warn' | 'info' | 'skip';
 export interface CheckResult {

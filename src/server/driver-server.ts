@@ -7,7 +7,9 @@ import type { Mode } from '../config/types.js';
 import { KeyedLocks } from './locks.js';
 import type { Metrics } from './metrics.js';
 import { csiGrpc } from './proto.js';
-import { controllerService, identityService, nodeService } from './services.js';
+import { controllerService } from '../controller/service.js';
+import { nodeService } from '../node/service.js';
+import { identityService } from './identity.js';
 import { formatEndpoint, grpcAddress, parseEndpoint, removeStaleSocket, type Endpoint } from './endpoint.js';
 import type { CallEnv } from './interceptor.js';
 

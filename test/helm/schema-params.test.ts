@@ -10,8 +10,8 @@ import { stringify } from 'yaml';
 import { regenerate, SCHEMA_FILE } from '../../scripts/gen-chart-schema.js';
 import { PROXMOX_PARAMETERS } from '../../src/proxmox/param-keys.js';
 import { NFS_PARAMETERS } from '../../src/nfs/param-keys.js';
-import { parseCreateParameters } from '../../src/proxmox/params.js';
-import { parseCreateParams } from '../../src/nfs/params.js';
+import { parseCreateParameters } from '../../src/proxmox/controller/params.js';
+import { parseCreateParams } from '../../src/nfs/controller/params.js';
 import { isCsiError } from '../../src/errors.js';
 import { render, renderError } from './helm.js';
 

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { loadConfig } from '../../../src/config/load.js';
 import { buildDrivers, NFS_DRIVER } from '../../../src/drivers.js';
-import { createNfsNode } from '../../../src/node/index.js';
+import { createNfsNode } from '../../../src/nfs/node/node.js';
 import { createLinuxMounter } from '../../../src/os/mounter.js';
 import { startDriverServer, type RunningServer } from '../../../src/server/driver-server.js';
 import { csiClient } from '../../helpers/csi-client.js';

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { pino } from 'pino';
 import type { CallContext, CreateVolumeRequest, VolumeCapability } from '../../../src/csi/types.js';
 import { isCsiError } from '../../../src/errors.js';
-import { createNfsController } from '../../../src/nfs/controller.js';
+import { createNfsController } from '../../../src/nfs/controller/controller.js';
 import { startGanesha } from './ganesha.js';
 
 const g = await startGanesha();

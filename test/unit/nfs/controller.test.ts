@@ -4,7 +4,7 @@ import t from 'tap';
 import { pino } from 'pino';
 import type { CallContext, CreateVolumeRequest, VolumeCapability } from '../../../src/csi/types.js';
 import { isCsiError, Unavailable } from '../../../src/errors.js';
-import { createNfsController } from '../../../src/nfs/controller.js';
+import { createNfsController } from '../../../src/nfs/controller/controller.js';
 import { FakeStores } from './fake-store.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };

@@ -3,7 +3,7 @@
 // makes the next call of an operation throw.
 import type { BackendHealth } from '../../../src/server/health.js';
 import { AlreadyExists, FailedPrecondition, InvalidArgument, NotFound } from '../../../src/errors.js';
-import type { DirAttrs, FsStat, NfsDirEntry, NfsStat, NfsStore, NfsStores, RmdirResult } from '../../../src/nfs/store.js';
+import type { DirAttrs, FsStat, NfsDirEntry, NfsStat, NfsStore, NfsStores, RmdirResult } from '../../../src/nfs/controller/store.js';
 
 interface Node {
   type: 'dir' | 'file' | 'symlink';

@@ -1,8 +1,8 @@
 // StorageClass parameters, subDir templates, path validation and the volume-handle codec.
 import t from 'tap';
 import { isCsiError } from '../../../src/errors.js';
-import { expandSubDir, normaliseShare, parseCreateParams, parseOctalMode } from '../../../src/nfs/params.js';
-import { archivePath, stamp } from '../../../src/nfs/policy.js';
+import { expandSubDir, normaliseShare, parseCreateParams, parseOctalMode } from '../../../src/nfs/controller/params.js';
+import { archivePath, stamp } from '../../../src/nfs/controller/policy.js';
 import { composeVolumeId, parseVolumeId } from '../../../src/nfs/volume-id.js';
 
 const kind = (fn: () => unknown) => {

@@ -4,7 +4,7 @@ import t from 'tap';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { isCsiError } from '../../../src/errors.js';
-import { createNfs3Stores } from '../../../src/nfs/nfs3-store.js';
+import { createNfs3Stores } from '../../../src/nfs/controller/nfs3-store.js';
 import { startGanesha } from './ganesha.js';
 
 const g = await startGanesha();

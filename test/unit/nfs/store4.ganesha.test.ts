@@ -6,8 +6,8 @@ import t from 'tap';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { isCsiError } from '../../../src/errors.js';
-import { createNfs4Stores } from '../../../src/nfs/nfs4-store.js';
-import { createNfsStores, nfsVersionOf } from '../../../src/nfs/stores.js';
+import { createNfs4Stores } from '../../../src/nfs/controller/nfs4-store.js';
+import { createNfsStores, nfsVersionOf } from '../../../src/nfs/controller/stores.js';
 import { startGanesha } from './ganesha.js';
 
 const g = await startGanesha({ v4only: true });

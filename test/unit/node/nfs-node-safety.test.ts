@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
-import { createNfsNode } from '../../../src/node/nfs-node.js';
+import { createNfsNode } from '../../../src/nfs/node/node.js';
 import { isCsiError } from '../../../src/errors.js';
 import { createLinuxMounter } from '../../../src/os/mounter.js';
 import type { CallContext, NodePublishVolumeRequest, VolumeCapability } from '../../../src/csi/types.js';

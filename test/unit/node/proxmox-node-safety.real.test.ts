@@ -9,7 +9,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { pino } from 'pino';
-import { createProxmoxNode } from '../../../src/node/proxmox-node.js';
+import { createProxmoxNode } from '../../../src/proxmox/node/node.js';
 import { isCsiError } from '../../../src/errors.js';
 import type { CallContext, NodeBackend, VolumeCapability } from '../../../src/csi/types.js';
 import { wwnForSlot } from '../../../src/os/scsi.js';

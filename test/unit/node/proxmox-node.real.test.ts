@@ -3,7 +3,7 @@ import t from 'tap';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { pino } from 'pino';
-import { createProxmoxNode } from '../../../src/node/proxmox-node.js';
+import { createProxmoxNode } from '../../../src/proxmox/node/node.js';
 import { createExec, type Exec } from '../../../src/os/exec.js';
 import { isCsiError } from '../../../src/errors.js';
 import type { CallContext, NodeBackend, VolumeCapability } from '../../../src/csi/types.js';

@@ -5,7 +5,7 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { inClusterNodeLabels, nodeLabelsFromApi, resolveTopology } from '../../../src/node/topology.js';
+import { inClusterNodeLabels, nodeLabelsFromApi, resolveTopology } from '../../../src/proxmox/node/topology.js';
 
 t.test('labels: Proxmox CCM labels win over the generic ones, flags fill gaps', async (t) => {
   const labels = (l: Record<string, string>) => async () => l;

@@ -4,9 +4,9 @@
 import t from 'tap';
 import pino from 'pino';
 import { isCsiError } from '../../../src/errors.js';
-import { AttachQueues, HelperLeftovers, type AttachRequest } from '../../../src/proxmox/attach-queue.js';
-import { driveOptionsFromContext, GiB, HELPER_DRIVE_OPTIONS, helperWwnForSlot, isHelperWwn, wwnForSlot } from '../../../src/proxmox/params.js';
-import { VmLocator } from '../../../src/proxmox/vm-locator.js';
+import { AttachQueues, HelperLeftovers, type AttachRequest } from '../../../src/proxmox/controller/attach-queue.js';
+import { driveOptionsFromContext, GiB, HELPER_DRIVE_OPTIONS, helperWwnForSlot, isHelperWwn, wwnForSlot } from '../../../src/proxmox/controller/params.js';
+import { VmLocator } from '../../../src/proxmox/controller/vm-locator.js';
 import { seedCluster } from './fake-api.js';
 
 const WORKER1 = { vmid: 102, node: 'hyper1', name: 'talos-worker-1' };

@@ -5,7 +5,7 @@ import { diskNameFor, diskOwner, formatVolumeId, MAX_DISK_NAME, parseVolid, pars
 import {
   DEFAULT_SIZE, GiB, MiB, driveOptionsFromContext, driveString, parseCreateParameters, publishContextForSlot,
   sizeFits, sizeForCreate, sizeForExpand, volumeContextOf, wwnForSlot,
-} from '../../../src/proxmox/params.js';
+} from '../../../src/proxmox/controller/params.js';
 
 const kind = (fn: () => unknown): string => {
   try {
@@ -100,7 +100,7 @@ t.test('sizes', async (t) => {
 });
 
 t.test('drive strings and where a disk sits in a VM config', async (t) => {
-  const { parseDrive, sitesOf, freeSlots, unusedOf, smbiosUuid } = await import('../../../src/proxmox/drives.js');
+  const { parseDrive, sitesOf, freeSlots, unusedOf, smbiosUuid } = await import('../../../src/proxmox/controller/drives.js');
   t.same(parseDrive('local-lvm:vm-9999-pvc-a,backup=0,wwn=0x5056432d49443031'), { storage: 'local-lvm', disk: 'vm-9999-pvc-a', options: { backup: '0', wwn: '0x5056432d49443031' } });
   t.same(parseDrive('file=local-lvm:vm-9999-pvc-a,ro=1'), { storage: 'local-lvm', disk: 'vm-9999-pvc-a', options: { ro: '1' } });
   t.equal(parseDrive('none,media=cdrom'), undefined, 'a drive without a volume');

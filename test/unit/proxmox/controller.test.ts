@@ -4,8 +4,8 @@ import t from 'tap';
 import pino from 'pino';
 import type * as T from '../../../src/csi/types.js';
 import { isCsiError } from '../../../src/errors.js';
-import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller.js';
-import { GiB } from '../../../src/proxmox/params.js';
+import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller/controller.js';
+import { GiB } from '../../../src/proxmox/controller/params.js';
 import { FakeProxmox, seedCluster } from './fake-api.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: new AbortController().signal });

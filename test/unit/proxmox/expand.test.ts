@@ -6,9 +6,9 @@ import t from 'tap';
 import pino from 'pino';
 import type * as T from '../../../src/csi/types.js';
 import { Unavailable, isCsiError } from '../../../src/errors.js';
-import type { ProxmoxApi } from '../../../src/proxmox/api.js';
-import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller.js';
-import { GiB, helperWwnForSlot, isHelperWwn, wwnForSlot } from '../../../src/proxmox/params.js';
+import type { ProxmoxApi } from '../../../src/proxmox/api/api.js';
+import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller/controller.js';
+import { GiB, helperWwnForSlot, isHelperWwn, wwnForSlot } from '../../../src/proxmox/controller/params.js';
 import { type FakeProxmox, seedCluster } from './fake-api.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: new AbortController().signal });

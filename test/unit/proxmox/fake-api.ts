@@ -7,7 +7,7 @@ import { Busy, NotFound, ResourceExhausted, Unavailable, AlreadyExists } from '.
 import type {
   AllocRequest, CallOptions, ConfigChange, ConfigEntry, NodeResource, ProxmoxApi, StorageContentItem,
   StorageResource, StorageStatus, TaskStatus, VmConfig, VmResource,
-} from '../../../src/proxmox/api.js';
+} from '../../../src/proxmox/api/api.js';
 
 export interface FakeVm {
   vmid: number;

@@ -7,9 +7,9 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import type { VmResource } from '../../../src/proxmox/api.js';
-import { helperCandidates } from '../../../src/proxmox/expand.js';
-import { configuredHelpers, kubernetesNodeNames } from '../../../src/proxmox/helper-vms.js';
+import type { VmResource } from '../../../src/proxmox/api/api.js';
+import { helperCandidates } from '../../../src/proxmox/controller/expand.js';
+import { configuredHelpers, kubernetesNodeNames } from '../../../src/proxmox/controller/helper-vms.js';
 
 const vm = (vmid: number, name: string, node: string, status: string): VmResource => ({ type: 'qemu', vmid, name, node, status });
 

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
 import { isCsiError } from '../../../src/errors.js';
-import { createHttpProxmoxApi, endpointOf } from '../../../src/proxmox/http-api.js';
+import { createHttpProxmoxApi, endpointOf } from '../../../src/proxmox/api/http-api.js';
 import type { ProxmoxClusterConfig } from '../../../src/config/types.js';
 
 const TOKEN = { tokenId: 'kubernetes-csi@pve!csi', tokenSecret: '12345678-1234-1234-1234-1234567890ab' };

@@ -6,10 +6,10 @@ import t from 'tap';
 import pino from 'pino';
 import type * as T from '../../../src/csi/types.js';
 import { isCsiError } from '../../../src/errors.js';
-import { createProxmoxController } from '../../../src/proxmox/controller.js';
-import { driveHasOptions, parseDrive, withDriveOptions } from '../../../src/proxmox/drives.js';
-import { applyMutable, driveChanges, markerName, parseMarker, parseMutableParameters } from '../../../src/proxmox/mutable.js';
-import { GiB } from '../../../src/proxmox/params.js';
+import { createProxmoxController } from '../../../src/proxmox/controller/controller.js';
+import { driveHasOptions, parseDrive, withDriveOptions } from '../../../src/proxmox/controller/drives.js';
+import { applyMutable, driveChanges, markerName, parseMarker, parseMutableParameters } from '../../../src/proxmox/controller/mutable.js';
+import { GiB } from '../../../src/proxmox/controller/params.js';
 import { diskNameFor } from '../../../src/proxmox/volume-id.js';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 

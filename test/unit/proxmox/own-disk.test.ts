@@ -8,7 +8,7 @@ import t from 'tap';
 import pino from 'pino';
 import type * as T from '../../../src/csi/types.js';
 import { isCsiError } from '../../../src/errors.js';
-import { createProxmoxController } from '../../../src/proxmox/controller.js';
+import { createProxmoxController } from '../../../src/proxmox/controller/controller.js';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(30_000) });

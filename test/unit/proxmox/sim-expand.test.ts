@@ -8,8 +8,8 @@ import fs from 'node:fs';
 import pino from 'pino';
 import type * as T from '../../../src/csi/types.js';
 import { isCsiError } from '../../../src/errors.js';
-import { createProxmoxController } from '../../../src/proxmox/controller.js';
-import { GiB, helperWwnForSlot } from '../../../src/proxmox/params.js';
+import { createProxmoxController } from '../../../src/proxmox/controller/controller.js';
+import { GiB, helperWwnForSlot } from '../../../src/proxmox/controller/params.js';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(60_000) });

@@ -8,8 +8,8 @@ import pino from 'pino';
 import { parse as parseYaml } from 'yaml';
 import type * as T from '../../../src/csi/types.js';
 import { isCsiError } from '../../../src/errors.js';
-import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller.js';
-import { GiB } from '../../../src/proxmox/params.js';
+import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller/controller.js';
+import { GiB } from '../../../src/proxmox/controller/params.js';
 import { DEFAULT_CONFIG_PATH, SimulatorAdmin, startSimulator, type RunningSimulator } from '../../../sim/index.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(60_000) });

@@ -6,9 +6,9 @@ import t from 'tap';
 import pino from 'pino';
 import type * as T from '../../../src/csi/types.js';
 import { isCsiError } from '../../../src/errors.js';
-import { createHttpProxmoxApi } from '../../../src/proxmox/http-api.js';
-import { createProxmoxController } from '../../../src/proxmox/controller.js';
-import { GiB } from '../../../src/proxmox/params.js';
+import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
+import { createProxmoxController } from '../../../src/proxmox/controller/controller.js';
+import { GiB } from '../../../src/proxmox/controller/params.js';
 import { SimulatorAdmin, startSimulator, type RunningSimulator } from '../../../sim/index.js';
 
 // Short enough to test expiry, long enough that a loaded machine finishes a whole create →

@@ -1,7 +1,7 @@
 // Node id → VM: by name, by provider id, by SMBIOS uuid; cached, shared, refreshed on a miss.
 import t from 'tap';
 import { isCsiError } from '../../../src/errors.js';
-import { VmLocator } from '../../../src/proxmox/vm-locator.js';
+import { VmLocator } from '../../../src/proxmox/controller/vm-locator.js';
 import { seedCluster } from './fake-api.js';
 
 t.test('by name, provider id and uuid', async (t) => {

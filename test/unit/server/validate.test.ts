@@ -8,7 +8,7 @@ import { pino } from 'pino';
 import { startDriverServer } from '../../../src/server/driver-server.js';
 import type { ControllerBackend, Driver, NodeBackend } from '../../../src/csi/types.js';
 import { parseCapacityRange } from '../../../src/csi/capacity.js';
-import { sizeForCreate, sizeForExpand } from '../../../src/proxmox/params.js';
+import { sizeForCreate, sizeForExpand } from '../../../src/proxmox/controller/params.js';
 import { csiClient } from '../../helpers/csi-client.js';
 
 const cap = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };

@@ -1,0 +1,378 @@
+// NfsStore over the NFSv3 protocol client. Paths are walked from the share's root handle with
+// LOOKUP on every operation (no handle cache besides the root), so a directory renamed or
+// removed by someone else is never acted on through an old handle. A stale root handle (server
+// restarted with new handles, export re-created) is re-mounted and the operation redone once.
+import type { Logger } from 'pino';
+import { AlreadyExists, FailedPrecondition, InvalidArgument, NotFound } from '../../errors.js';
+import type { DirEntry, Fattr, Sattr } from '../client/nfs3.js';
+import { NfsSession, type SessionOptions } from '../client/session.js';
+import { isNfsStatus, isStale, NFS3ERR } from '../client/status.js';
+import type { DirAttrs, FsStat, NfsDirEntry, NfsStat, NfsStore, NfsStores, OpOptions, RmdirResult } from './store.js';
+
+const DEFAULT_DIR_MODE = 0o755;
+const PARALLEL = 16;
+const ENSURE_ATTEMPTS = 4;
+
+function segments(path: string, allowRoot = false): string[] {
+  const segs = path === '' ? [] : path.split('/');
+  for (const s of segs) {
+    if (s === '' || s === '.' || s === '..') throw new InvalidArgument(`invalid path "${path}" on the NFS share`);
+  }
+  if (!allowRoot && segs.length === 0) throw new InvalidArgument('refusing to modify the share root itself');
+  return segs;
+}
+
+const toStat = (a: Fattr): NfsStat => ({ type: a.type, mode: a.mode, uid: a.uid, gid: a.gid });
+
+const notFound = (e: unknown) => isNfsStatus(e, NFS3ERR.NOENT);
+
+export class Nfs3Store implements NfsStore {
+  constructor(
+    private readonly s: NfsSession,
+    readonly server: string,
+    readonly share: string,
+  ) {}
+
+  private where(segs: string[]): string {
+    return segs.length ? `${this.share.replace(/\/$/, '')}/${segs.join('/')}` : this.share;
+  }
+
+  private async withRoot<T>(o: OpOptions, fn: (root: Buffer) => Promise<T>): Promise<T> {
+    const root = await this.s.rootHandle(this.share, o.signal);
+    try {
+      return await fn(root);
+    } catch (e) {
+      if (!isStale(e)) throw e;
+      this.s.invalidateRoot(this.share);
+      return fn(await this.s.rootHandle(this.share, o.signal));
+    }
+  }
+
+  private async walk(root: Buffer, segs: string[], o: OpOptions): Promise<{ handle: Buffer; attrs?: Fattr }> {
+    let cur: { handle: Buffer; attrs?: Fattr } = { handle: root };
+    for (let i = 0; i < segs.length; i++) {
+      cur = await this.s.nfs.lookup(cur.handle, segs[i]!, { signal: o.signal, path: this.where(segs.slice(0, i + 1)) });
+    }
+    return cur;
+  }
+
+  private async attrsOf(h: { handle: Buffer; attrs?: Fattr }, o: OpOptions): Promise<Fattr> {
+    return h.attrs ?? this.s.nfs.getattr(h.handle, { signal: o.signal });
+  }
+
+  /** LOOKUP-or-MKDIR of one component; `create` chooses which to try first. */
+  private async dirStep(dir: Buffer, segs: string[], i: number, sa: Sattr, mkdirFirst: boolean, o: OpOptions) {
+    const name = segs[i]!;
+    const opts = { signal: o.signal, path: this.where(segs.slice(0, i + 1)) };
+    const look = async () => {
+      const r = await this.s.nfs.lookup(dir, name, opts);
+      const a = await this.attrsOf(r, o);
+      if (a.type !== 'dir') throw new FailedPrecondition(`${this.server}:${opts.path} exists and is a ${a.type}, not a directory`);
+      return { handle: r.handle, attrs: a, created: false };
+    };
+    const make = async () => {
+      const r = await this.s.nfs.mkdir(dir, name, sa, opts);
+      const handle = r.handle ?? (await this.s.nfs.lookup(dir, name, opts)).handle;
+      return { handle, attrs: r.attrs ?? (await this.s.nfs.getattr(handle, opts)), created: true };
+    };
+    if (mkdirFirst) {
+      try {
+        return await make();
+      } catch (e) {
+        if (!isNfsStatus(e, NFS3ERR.EXIST)) throw e;
+        return look();
+      }
+    }
+    try {
+      return await look();
+    } catch (e) {
+      if (!notFound(e)) throw e;
+      try {
+        return await make();
+      } catch (e2) {
+        if (!isNfsStatus(e2, NFS3ERR.EXIST)) throw e2; // created concurrently by someone else
+        return look();
+      }
+    }
+  }
+
+  private async mkdirs(root: Buffer, segs: string[], last: DirAttrs | null, o: OpOptions) {
+    let cur = { handle: root, attrs: undefined as Fattr | undefined, created: false };
+    for (let i = 0; i < segs.length; i++) {
+      const isLast = last !== null && i === segs.length - 1;
+      const sa: Sattr = isLast ? { ...last, mode: last.mode ?? DEFAULT_DIR_MODE } : { mode: DEFAULT_DIR_MODE };
+      cur = await this.dirStep(cur.handle, segs, i, sa, isLast, o);
+    }
+    return cur;
+  }
+
+  async ensureDir(path: string, attrs: DirAttrs, o: OpOptions = {}): Promise<NfsStat> {
+    const segs = segments(path);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.withRoot(o, async (root) => {
+          const d = await this.mkdirs(root, segs, attrs, o);
+          const a = d.attrs!;
+          const want: Sattr = {};
+          if (attrs.mode !== undefined && a.mode !== attrs.mode) want.mode = attrs.mode;
+          if (attrs.uid !== undefined && a.uid !== attrs.uid) want.uid = attrs.uid;
+          if (attrs.gid !== undefined && a.gid !== attrs.gid) want.gid = attrs.gid;
+          if (Object.keys(want).length === 0) return toStat(a);
+          await this.s.nfs.setattr(d.handle, want, { signal: o.signal, path: this.where(segs) });
+          return toStat(await this.s.nfs.getattr(d.handle, { signal: o.signal, path: this.where(segs) }));
+        });
+      } catch (e) {
+        // A parent removed between our LOOKUP and MKDIR (another volume's delete cleaning up
+        // empty parents) shows up as NOENT or STALE: walk again.
+        if (attempt < ENSURE_ATTEMPTS && (notFound(e) || isStale(e))) continue;
+        throw e;
+      }
+    }
+  }
+
+  async stat(path: string, o: OpOptions = {}): Promise<NfsStat | null> {
+    const segs = segments(path, true);
+    try {
+      return await this.withRoot(o, async (root) => toStat(await this.attrsOf(await this.walk(root, segs, o), o)));
+    } catch (e) {
+      if (notFound(e) || isNfsStatus(e, NFS3ERR.NOTDIR)) return null;
+      throw e;
+    }
+  }
+
+  async list(path: string, o: OpOptions = {}): Promise<NfsDirEntry[]> {
+    const segs = segments(path, true);
+    try {
+      return await this.withRoot(o, async (root) => {
+        const dir = await this.walk(root, segs, o);
+        const entries = await this.readAll(dir.handle, segs, o);
+        const out: NfsDirEntry[] = [];
+        for (const e of entries) {
+          const type = e.attrs?.type ?? (await this.s.nfs.getattr((await this.s.nfs.lookup(dir.handle, e.name, o)).handle, o)).type;
+          out.push({ name: e.name, type });
+        }
+        return out;
+      });
+    } catch (e) {
+      if (notFound(e)) throw new NotFound(`${this.server}:${this.where(segs)} does not exist`);
+      throw e;
+    }
+  }
+
+  async removeTree(path: string, o: OpOptions = {}): Promise<boolean> {
+    const segs = segments(path);
+    return this.withRoot(o, async (root) => {
+      const parentSegs = segs.slice(0, -1);
+      const name = segs[segs.length - 1]!;
+      const where = { signal: o.signal, path: this.where(segs) };
+      let parent: Buffer;
+      let target: { handle: Buffer; attrs?: Fattr };
+      try {
+        parent = (await this.walk(root, parentSegs, o)).handle;
+        target = await this.s.nfs.lookup(parent, name, where);
+      } catch (e) {
+        if (notFound(e) || isNfsStatus(e, NFS3ERR.NOTDIR)) return false;
+        throw e;
+      }
+      const attrs = await this.attrsOf(target, o);
+      if (attrs.type !== 'dir') {
+        await this.ignoreMissing(this.s.nfs.remove(parent, name, where));
+        return true;
+      }
+      for (let pass = 0; ; pass++) {
+        await this.emptyDir(target.handle, segs, o);
+        try {
+          await this.ignoreMissing(this.s.nfs.rmdir(parent, name, where));
+          return true;
+        } catch (e) {
+          // Something wrote into the directory while we emptied it.
+          if (pass < 3 && isNfsStatus(e, NFS3ERR.NOTEMPTY, NFS3ERR.EXIST)) continue;
+          throw e;
+        }
+      }
+    });
+  }
+
+  async removeDirIfEmpty(path: string, o: OpOptions = {}): Promise<RmdirResult> {
+    const segs = segments(path);
+    try {
+      await this.withRoot(o, async (root) => {
+        const parent = await this.walk(root, segs.slice(0, -1), o);
+        await this.s.nfs.rmdir(parent.handle, segs[segs.length - 1]!, { signal: o.signal, path: this.where(segs) });
+      });
+      return 'removed';
+    } catch (e) {
+      if (notFound(e)) return 'missing';
+      if (isNfsStatus(e, NFS3ERR.NOTEMPTY, NFS3ERR.EXIST, NFS3ERR.NOTDIR)) return 'not-empty';
+      throw e;
+    }
+  }
+
+  async rename(from: string, to: string, o: OpOptions = {}): Promise<void> {
+    const fs = segments(from);
+    const ts = segments(to);
+    await this.withRoot(o, async (root) => {
+      let fromParent: Buffer;
+      try {
+        fromParent = (await this.walk(root, fs.slice(0, -1), o)).handle;
+        await this.s.nfs.lookup(fromParent, fs[fs.length - 1]!, { signal: o.signal, path: this.where(fs) });
+      } catch (e) {
+        if (notFound(e)) throw new NotFound(`${this.server}:${this.where(fs)} does not exist`);
+        throw e;
+      }
+      const toParent = ts.length > 1 ? (await this.mkdirs(root, ts.slice(0, -1), null, o)).handle : root;
+      const toName = ts[ts.length - 1]!;
+      try {
+        await this.s.nfs.lookup(toParent, toName, { signal: o.signal, path: this.where(ts) });
+        throw new AlreadyExists(`${this.server}:${this.where(ts)} already exists`);
+      } catch (e) {
+        if (!notFound(e)) throw e;
+      }
+      // RENAME would replace an empty directory at the target; the LOOKUP above makes that a
+      // race with another writer only, never a silent overwrite of data.
+      await this.s.nfs.rename(fromParent, fs[fs.length - 1]!, toParent, toName, {
+        signal: o.signal,
+        path: `${this.where(fs)} -> ${this.where(ts)}`,
+      });
+    });
+  }
+
+  async statfs(o: OpOptions = {}): Promise<FsStat> {
+    return this.withRoot(o, (root) => this.s.nfs.fsstat(root, { signal: o.signal, path: this.share }));
+  }
+
+  private async ignoreMissing(p: Promise<void>): Promise<void> {
+    try {
+      await p;
+    } catch (e) {
+      if (!notFound(e)) throw e;
+    }
+  }
+
+  private async readAll(dir: Buffer, segs: string[], o: OpOptions): Promise<DirEntry[]> {
+    const opts = { signal: o.signal, path: this.where(segs) };
+    let out: DirEntry[] = [];
+    let cookie = 0n;
+    let verf: Buffer = Buffer.alloc(8);
+    let restarted = false;
+    for (;;) {
+      let page;
+      try {
+        page = await this.s.nfs.readdirplus(dir, cookie, verf, opts);
+      } catch (e) {
+        if (restarted || !isNfsStatus(e, NFS3ERR.BAD_COOKIE)) throw e;
+        restarted = true;
+        out = [];
+        cookie = 0n;
+        verf = Buffer.alloc(8);
+        continue;
+      }
+      for (const e of page.entries) if (e.name !== '.' && e.name !== '..') out.push(e);
+      const last = page.entries[page.entries.length - 1];
+      if (page.eof || !last) return out;
+      cookie = last.cookie;
+      verf = page.cookieverf;
+    }
+  }
+
+  /** Deletes everything inside `dir` (depth-first, never following symlinks). */
+  private async emptyDir(dir: Buffer, segs: string[], o: OpOptions): Promise<void> {
+    for (let pass = 0; pass < 5; pass++) {
+      const entries = await this.readAll(dir, segs, o);
+      if (entries.length === 0) return;
+      for (let i = 0; i < entries.length; i += PARALLEL) {
+        await Promise.all(entries.slice(i, i + PARALLEL).map((e) => this.removeEntry(dir, segs, e, o)));
+      }
+    }
+    throw new FailedPrecondition(`${this.server}:${this.where(segs)} keeps getting new entries while being deleted; is a pod still writing to it?`);
+  }
+
+  private async removeEntry(dir: Buffer, segs: string[], e: DirEntry, o: OpOptions): Promise<void> {
+    const childSegs = [...segs, e.name];
+    const where = { signal: o.signal, path: this.where(childSegs) };
+    let type = e.attrs?.type;
+    let handle = e.handle;
+    if (!type || (type === 'dir' && !handle)) {
+      try {
+        const r = await this.s.nfs.lookup(dir, e.name, where);
+        handle = r.handle;
+        type = (await this.attrsOf(r, o)).type;
+      } catch (err) {
+        if (notFound(err)) return;
+        throw err;
+      }
+    }
+    if (type !== 'dir') return this.ignoreMissing(this.s.nfs.remove(dir, e.name, where));
+    await this.emptyDir(handle!, childSegs, o);
+    await this.ignoreMissing(this.s.nfs.rmdir(dir, e.name, where));
+  }
+}
+
+export interface Nfs3StoresOptions {
+  timeoutMs: number;
+  nfsPort?: number;
+  mountPort?: number;
+  privilegedPort?: boolean;
+  log?: Logger;
+  /** A server's session unused this long is closed (connections and root handles); default 5 min. */
+  idleMs?: number;
+}
+
+/**
+ * NfsStores over real NFS servers: one session (connections, root handles) per server in use.
+ * A session idle for `idleMs` is closed, so a server named once (a stale or mistyped handle)
+ * holds no connection and no health entry for ever.
+ */
+export function createNfs3Stores(opts: Nfs3StoresOptions): NfsStores {
+  const sessions = new Map<string, NfsSession>();
+  const session = (server: string) => {
+    let s = sessions.get(server);
+    if (!s) {
+      const so: SessionOptions = { ...opts, server };
+      s = new NfsSession(so);
+      sessions.set(server, s);
+    }
+    return s;
+  };
+  const idleMs = opts.idleMs ?? 5 * 60_000;
+  const sweep = () => {
+    const now = Date.now();
+    for (const [server, s] of sessions) {
+      if (s.busy === 0 && now - s.lastUsed >= idleMs) {
+        s.close();
+        sessions.delete(server);
+        opts.log?.debug({ server }, 'closed idle NFS session');
+      }
+    }
+  };
+  const sweeper = setInterval(sweep, Math.max(10, Math.min(idleMs / 2, 30_000)));
+  sweeper.unref();
+  return {
+    open: (server, share) => {
+      const s = session(server);
+      s.lastUsed = Date.now();
+      return new Nfs3Store(s, server, share);
+    },
+    ping: async (signal) => {
+      await Promise.all([...sessions.values()].map((s) => s.nfs.null({ signal })));
+    },
+    health: async (signal) => Promise.all([...sessions.entries()].map(async ([server, s]) => {
+      // A health check is not use: it must not keep an idle session open.
+      const lastUsed = s.lastUsed;
+      try {
+        await s.nfs.null({ signal });
+        return { kind: 'nfs', backend: server, up: true };
+      } catch (e) {
+        return { kind: 'nfs', backend: server, up: false, error: (e as Error).message };
+      } finally {
+        s.lastUsed = lastUsed;
+      }
+    })),
+    servers: () => [...sessions.keys()],
+    close: async () => {
+      clearInterval(sweeper);
+      for (const s of sessions.values()) s.close();
+      sessions.clear();
+    },
+  };
+}

@@ -1,0 +1,331 @@
+// NfsStore over NFSv4: every operation is one or a few COMPOUNDs that start at the server's
+// root (PUTROOTFH) and LOOKUP the share's path and the volume's path, so no handle outlives
+// an operation (except while emptying a tree) and nothing is mounted. The share is the path a
+// kernel client mounts with NFSv4 (e.g. ganesha's Pseudo path, the NAS's share path).
+import type { Logger } from 'pino';
+import { AlreadyExists, FailedPrecondition, InvalidArgument, NotFound } from '../../errors.js';
+import { type Attrs4, FSSTAT_ATTRS, type MinorVersion, NFS4ERR, Nfs4Client, type Op4, type ReaddirEntry, type ReaddirPage, type SetAttrs4, fsStatOf, isNfs4Status, op } from '../client/nfs4.js';
+import { RpcConnection } from '../client/rpc.js';
+import type { DirAttrs, FsStat, NfsDirEntry, NfsStat, NfsStore, NfsStores, OpOptions, RmdirResult } from './store.js';
+
+const DEFAULT_DIR_MODE = 0o755;
+const PARALLEL = 16;
+
+function segments(path: string, allowRoot = false): string[] {
+  const segs = path === '' ? [] : path.split('/');
+  for (const s of segs) {
+    if (s === '' || s === '.' || s === '..') throw new InvalidArgument(`invalid path "${path}" on the NFS share`);
+  }
+  if (!allowRoot && segs.length === 0) throw new InvalidArgument('refusing to modify the share root itself');
+  return segs;
+}
+
+/** Numeric owner strings map to ids; a name (`user@domain`) has no id here: -1. */
+const idOf = (s: string | undefined): number => (s !== undefined && /^\d+$/.test(s) ? Number(s) : s === 'root' || s?.startsWith('root@') ? 0 : -1);
+
+const toStat = (a: Attrs4): NfsStat => ({ type: a.type ?? 'file', mode: a.mode ?? 0, uid: idOf(a.owner), gid: idOf(a.group) });
+
+const setAttrs = (a: DirAttrs): SetAttrs4 => ({
+  ...(a.mode !== undefined && { mode: a.mode }),
+  ...(a.uid !== undefined && { owner: String(a.uid) }),
+  ...(a.gid !== undefined && { group: String(a.gid) }),
+});
+
+const missing = (e: unknown) => isNfs4Status(e, NFS4ERR.NOENT);
+
+export class Nfs4Store implements NfsStore {
+  private readonly shareSegs: string[];
+
+  constructor(private readonly c: Nfs4Client, readonly server: string, readonly share: string) {
+    this.shareSegs = share.split('/').filter(Boolean);
+  }
+
+  private where(segs: string[]): string {
+    return segs.length ? `${this.share.replace(/\/$/, '')}/${segs.join('/')}` : this.share;
+  }
+
+  /** PUTROOTFH and LOOKUPs down to `segs` below the share. */
+  private to(segs: string[]): Op4[] {
+    return [op.putrootfh(), ...[...this.shareSegs, ...segs].map((s) => op.lookup(s))];
+  }
+
+  private run(ops: Op4[], segs: string[], o: OpOptions): Promise<unknown[]> {
+    return this.c.compound(ops, this.where(segs), o.signal);
+  }
+
+  /** The share itself must exist: a missing one is the StorageClass's or PV's mistake. */
+  private async shareProblem(e: unknown, o: OpOptions): Promise<never> {
+    if (missing(e) || isNfs4Status(e, NFS4ERR.NOTDIR)) {
+      try {
+        await this.c.compound(this.to([]), this.share, o.signal);
+      } catch (e2) {
+        if (missing(e2) || isNfs4Status(e2, NFS4ERR.NOTDIR)) {
+          throw new FailedPrecondition(`NFS server ${this.server} has no directory ${this.share} in its NFSv4 namespace: ${(e2 as Error).message}`, { cause: e2 });
+        }
+      }
+    }
+    throw e;
+  }
+
+  private async getattr(segs: string[], o: OpOptions): Promise<Attrs4> {
+    const r = await this.run([...this.to(segs), op.getattr()], segs, o);
+    return r[r.length - 1] as Attrs4;
+  }
+
+  async ensureDir(path: string, attrs: DirAttrs, o: OpOptions = {}): Promise<NfsStat> {
+    const segs = segments(path);
+    try {
+      for (let i = 1; i <= segs.length; i++) {
+        const last = i === segs.length;
+        const here = segs.slice(0, i);
+        let a: Attrs4 | undefined;
+        try {
+          a = await this.getattr(here, o);
+        } catch (e) {
+          if (!missing(e)) throw e;
+        }
+        if (!a) {
+          const create = last ? { ...setAttrs(attrs), mode: attrs.mode ?? DEFAULT_DIR_MODE } : { mode: DEFAULT_DIR_MODE };
+          try {
+            const r = await this.run([...this.to(here.slice(0, -1)), op.mkdir(here[here.length - 1]!, create), op.getattr()], here, o);
+            a = r[r.length - 1] as Attrs4;
+          } catch (e) {
+            if (!isNfs4Status(e, NFS4ERR.EXIST)) throw e; // made by someone else meanwhile
+            a = await this.getattr(here, o);
+          }
+        }
+        if (a.type !== 'dir') throw new FailedPrecondition(`${this.server}:${this.where(here)} exists and is a ${a.type}, not a directory`);
+        if (last) {
+          const st = toStat(a);
+          const want: DirAttrs = {};
+          if (attrs.mode !== undefined && st.mode !== attrs.mode) want.mode = attrs.mode;
+          if (attrs.uid !== undefined && st.uid !== attrs.uid) want.uid = attrs.uid;
+          if (attrs.gid !== undefined && st.gid !== attrs.gid) want.gid = attrs.gid;
+          if (Object.keys(want).length === 0) return st;
+          const r = await this.run([...this.to(here), op.setattr(setAttrs(want)), op.getattr()], here, o);
+          return toStat(r[r.length - 1] as Attrs4);
+        }
+      }
+    } catch (e) {
+      return this.shareProblem(e, o);
+    }
+    throw new Error('unreachable');
+  }
+
+  async stat(path: string, o: OpOptions = {}): Promise<NfsStat | null> {
+    const segs = segments(path, true);
+    try {
+      return toStat(await this.getattr(segs, o));
+    } catch (e) {
+      if (segs.length && (missing(e) || isNfs4Status(e, NFS4ERR.NOTDIR))) return null;
+      return this.shareProblem(e, o);
+    }
+  }
+
+  async list(path: string, o: OpOptions = {}): Promise<NfsDirEntry[]> {
+    const segs = segments(path, true);
+    try {
+      const [fh] = (await this.run([...this.to(segs), op.getfh()], segs, o)).slice(-1) as [Buffer];
+      const out: NfsDirEntry[] = [];
+      for (const e of await this.readAll(fh, segs, o)) {
+        const type = e.type ?? toStat((await this.c.compound([op.putfh(fh), op.lookup(e.name), op.getattr()], this.where([...segs, e.name]), o.signal))[2] as Attrs4).type;
+        out.push({ name: e.name, type });
+      }
+      return out;
+    } catch (e) {
+      if (missing(e)) throw new NotFound(`${this.server}:${this.where(segs)} does not exist`);
+      throw e;
+    }
+  }
+
+  async removeTree(path: string, o: OpOptions = {}): Promise<boolean> {
+    const segs = segments(path);
+    const parentSegs = segs.slice(0, -1);
+    const name = segs[segs.length - 1]!;
+    let parent: Buffer;
+    let target: Buffer;
+    let a: Attrs4;
+    try {
+      const r = await this.run([...this.to(parentSegs), op.getfh(), op.lookup(name), op.getfh(), op.getattr()], segs, o);
+      [parent, , target, a] = r.slice(-4) as [Buffer, undefined, Buffer, Attrs4];
+    } catch (e) {
+      if (missing(e) || isNfs4Status(e, NFS4ERR.NOTDIR)) return false;
+      throw e;
+    }
+    const where = this.where(segs);
+    if (a.type === 'dir') {
+      for (let pass = 0; ; pass++) {
+        await this.emptyDir(target, segs, o);
+        try {
+          await this.ignoreMissing(this.c.compound([op.putfh(parent), op.remove(name)], where, o.signal));
+          return true;
+        } catch (e) {
+          if (pass < 3 && isNfs4Status(e, NFS4ERR.NOTEMPTY, NFS4ERR.EXIST)) continue; // written to meanwhile
+          throw e;
+        }
+      }
+    }
+    await this.ignoreMissing(this.c.compound([op.putfh(parent), op.remove(name)], where, o.signal));
+    return true;
+  }
+
+  async removeDirIfEmpty(path: string, o: OpOptions = {}): Promise<RmdirResult> {
+    const segs = segments(path);
+    const name = segs[segs.length - 1]!;
+    try {
+      const r = await this.run([...this.to(segs), op.getattr()], segs, o);
+      if ((r[r.length - 1] as Attrs4).type !== 'dir') return 'not-empty';
+      await this.run([...this.to(segs.slice(0, -1)), op.remove(name)], segs, o);
+      return 'removed';
+    } catch (e) {
+      if (missing(e)) return 'missing';
+      if (isNfs4Status(e, NFS4ERR.NOTEMPTY, NFS4ERR.EXIST, NFS4ERR.NOTDIR)) return 'not-empty';
+      throw e;
+    }
+  }
+
+  async rename(from: string, to: string, o: OpOptions = {}): Promise<void> {
+    const fs = segments(from);
+    const ts = segments(to);
+    try {
+      await this.getattr(fs, o);
+    } catch (e) {
+      if (missing(e)) throw new NotFound(`${this.server}:${this.where(fs)} does not exist`);
+      throw e;
+    }
+    if (ts.length > 1) await this.ensureParents(ts.slice(0, -1), o);
+    try {
+      await this.getattr(ts, o);
+      throw new AlreadyExists(`${this.server}:${this.where(ts)} already exists`);
+    } catch (e) {
+      if (!missing(e)) throw e;
+    }
+    // RENAME would replace an empty directory at the target; the GETATTR above makes that a
+    // race with another writer only, never a silent overwrite of data.
+    await this.c.compound(
+      [...this.to(fs.slice(0, -1)), op.savefh(), ...this.to(ts.slice(0, -1)), op.rename(fs[fs.length - 1]!, ts[ts.length - 1]!)],
+      `${this.where(fs)} -> ${this.where(ts)}`, o.signal,
+    );
+  }
+
+  private async ensureParents(segs: string[], o: OpOptions): Promise<void> {
+    for (let i = 1; i <= segs.length; i++) {
+      const here = segs.slice(0, i);
+      try {
+        await this.run([...this.to(here.slice(0, -1)), op.mkdir(here[here.length - 1]!, { mode: DEFAULT_DIR_MODE })], here, o);
+      } catch (e) {
+        if (!isNfs4Status(e, NFS4ERR.EXIST)) throw e;
+      }
+    }
+  }
+
+  async statfs(o: OpOptions = {}): Promise<FsStat> {
+    const r = await this.run([...this.to([]), op.getattr(FSSTAT_ATTRS)], [], o);
+    return fsStatOf(r[r.length - 1] as Attrs4);
+  }
+
+  private async ignoreMissing(p: Promise<unknown>): Promise<void> {
+    try {
+      await p;
+    } catch (e) {
+      if (!missing(e)) throw e;
+    }
+  }
+
+  private async readAll(dir: Buffer, segs: string[], o: OpOptions): Promise<ReaddirEntry[]> {
+    let out: ReaddirEntry[] = [];
+    let cookie = 0n;
+    let verf: Buffer = Buffer.alloc(8);
+    let restarted = false;
+    for (;;) {
+      let page: ReaddirPage;
+      try {
+        page = (await this.c.compound([op.putfh(dir), op.readdir(cookie, verf)], this.where(segs), o.signal))[1] as ReaddirPage;
+      } catch (e) {
+        if (restarted || !isNfs4Status(e, NFS4ERR.BAD_COOKIE)) throw e;
+        restarted = true;
+        out = [];
+        cookie = 0n;
+        verf = Buffer.alloc(8);
+        continue;
+      }
+      out.push(...page.entries.filter((e) => e.name !== '.' && e.name !== '..'));
+      const last = page.entries[page.entries.length - 1];
+      if (page.eof || !last) return out;
+      cookie = last.cookie;
+      verf = page.cookieverf;
+    }
+  }
+
+  /** Deletes everything inside `dir` (depth-first; REMOVE never follows a symlink). */
+  private async emptyDir(dir: Buffer, segs: string[], o: OpOptions): Promise<void> {
+    for (let pass = 0; pass < 5; pass++) {
+      const entries = await this.readAll(dir, segs, o);
+      if (entries.length === 0) return;
+      for (let i = 0; i < entries.length; i += PARALLEL) {
+        await Promise.all(entries.slice(i, i + PARALLEL).map((e) => this.removeEntry(dir, segs, e, o)));
+      }
+    }
+    throw new FailedPrecondition(`${this.server}:${this.where(segs)} keeps getting new entries while being deleted; is a pod still writing to it?`);
+  }
+
+  private async removeEntry(dir: Buffer, segs: string[], e: ReaddirEntry, o: OpOptions): Promise<void> {
+    const child = [...segs, e.name];
+    const where = this.where(child);
+    if (e.type === 'dir' || e.type === undefined) {
+      let fh: Buffer;
+      let a: Attrs4;
+      try {
+        [, , fh, a] = (await this.c.compound([op.putfh(dir), op.lookup(e.name), op.getfh(), op.getattr()], where, o.signal)) as [unknown, unknown, Buffer, Attrs4];
+      } catch (err) {
+        if (missing(err)) return;
+        throw err;
+      }
+      if (a.type === 'dir') await this.emptyDir(fh, child, o);
+    }
+    await this.ignoreMissing(this.c.compound([op.putfh(dir), op.remove(e.name)], where, o.signal));
+  }
+}
+
+export interface Nfs4StoresOptions {
+  timeoutMs: number;
+  /** Instead of 2049 (test servers). */
+  nfsPort?: number;
+  /** 4.1 with fallback to 4.0 when unset. */
+  minor?: MinorVersion;
+  privilegedPort?: boolean;
+  log?: Logger;
+}
+
+/** One NFSv4 client per server; shares are only paths in its namespace. */
+export function createNfs4Stores(opts: Nfs4StoresOptions): NfsStores {
+  const clients = new Map<string, { conn: RpcConnection; client: Nfs4Client }>();
+  const client = (server: string) => {
+    let c = clients.get(server);
+    if (!c) {
+      const conn = new RpcConnection({ host: server, port: opts.nfsPort ?? 2049, label: 'NFSv4', timeoutMs: opts.timeoutMs, privilegedPort: opts.privilegedPort, log: opts.log });
+      c = { conn, client: new Nfs4Client(conn, { server, minor: opts.minor, log: opts.log }) };
+      clients.set(server, c);
+    }
+    return c.client;
+  };
+  return {
+    open: (server, share) => new Nfs4Store(client(server), server, share),
+    ping: async (signal) => {
+      await Promise.all([...clients.values()].map((c) => c.client.null(signal)));
+    },
+    health: async (signal) => Promise.all([...clients.entries()].map(async ([server, c]) => {
+      try {
+        await c.client.null(signal);
+        return { kind: 'nfs', backend: server, up: true };
+      } catch (e) {
+        return { kind: 'nfs', backend: server, up: false, error: (e as Error).message };
+      }
+    })),
+    servers: () => [...clients.keys()],
+    close: async () => {
+      for (const c of clients.values()) c.conn.close();
+      clients.clear();
+    },
+  };
+}

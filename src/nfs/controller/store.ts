@@ -1,0 +1,85 @@
+// The port between the NFS controller logic and the NAS. The protocol adapters implement it over
+// NFSv3 (nfs3-store.ts) and NFSv4 (nfs4-store.ts), stores.ts picks one per server; unit tests use
+// an in-memory fake.
+//
+// Paths are relative to the share root, '/'-separated, without empty, '.' or '..' segments
+// (params.ts validates them). The empty path is the share root itself, which no mutating
+// method accepts.
+import type { BackendHealth } from '../../server/health.js';
+import type { FileType, FsStat } from '../client/nfs3.js';
+
+export type { FileType, FsStat };
+
+export interface NfsStat {
+  type: FileType;
+  /** Permission bits, mode & 0o7777. */
+  mode: number;
+  uid: number;
+  gid: number;
+}
+
+export interface NfsDirEntry {
+  name: string;
+  type: FileType;
+}
+
+export interface DirAttrs {
+  mode?: number;
+  uid?: number;
+  gid?: number;
+}
+
+export interface OpOptions {
+  signal?: AbortSignal;
+}
+
+export type RmdirResult = 'removed' | 'not-empty' | 'missing';
+
+/** One share of one NFS server. Every method is idempotent and safe to retry. */
+export interface NfsStore {
+  readonly server: string;
+  /** Absolute path on the server, e.g. /volume1/k8s-volumes/talos. */
+  readonly share: string;
+  /**
+   * Creates `path` and missing parents (parents 0755, owned by root), then makes the directory's
+   * mode/uid/gid equal to `attrs` (absent fields left as created; a new directory gets 0755).
+   * An existing directory is accepted; an existing non-directory is FailedPrecondition.
+   */
+  ensureDir(path: string, attrs: DirAttrs, o?: OpOptions): Promise<NfsStat>;
+  /** null when the path does not exist. Symlinks are reported, never followed. */
+  stat(path: string, o?: OpOptions): Promise<NfsStat | null>;
+  /** Entries of a directory, without . and ..; NotFound when it does not exist. */
+  list(path: string, o?: OpOptions): Promise<NfsDirEntry[]>;
+  /**
+   * Removes `path` and, when it is a directory, everything below it. Never follows symlinks.
+   * Resolves false when nothing was there.
+   */
+  removeTree(path: string, o?: OpOptions): Promise<boolean>;
+  /** rmdir that leaves non-empty directories (and non-directories) alone. */
+  removeDirIfEmpty(path: string, o?: OpOptions): Promise<RmdirResult>;
+  /**
+   * Renames `from` to `to`, creating the parents of `to`. Never replaces: AlreadyExists when
+   * `to` exists, NotFound when `from` does not.
+   */
+  rename(from: string, to: string, o?: OpOptions): Promise<void>;
+  /** Space and inodes of the file system behind the share. */
+  statfs(o?: OpOptions): Promise<FsStat>;
+}
+
+/** NFS protocol version of the controller's own client; '4' = 4.1, falling back to 4.0. */
+export type NfsVersion = '3' | '4' | '4.0' | '4.1';
+
+export interface NfsStores {
+  /**
+   * `share` is an absolute server path. Cheap: connections are shared per server. Without a
+   * version, NFSv3 is tried first and NFSv4 when the server has no v3 service (stores.ts).
+   */
+  open(server: string, share: string, version?: NfsVersion): NfsStore;
+  /** Resolves when every server used so far answers (NFS NULL); rejects otherwise. */
+  ping(signal?: AbortSignal): Promise<void>;
+  /** Per server with an open session: does it answer NFS NULL. */
+  health(signal?: AbortSignal): Promise<BackendHealth[]>;
+  /** Servers with an open session (idle ones are closed). */
+  servers(): string[];
+  close(): Promise<void>;
+}

@@ -1,0 +1,51 @@
+// The CSI Node service of one driver: checks the fields the spec requires, serialises calls per
+// volume (declared keys), and dispatches to the driver's node backend; every method goes
+// through the interceptor (src/server/interceptor.ts).
+import type { NodeHandlers } from '../gen/csi/v1/Node.js';
+import type { NodeBackend } from '../csi/types.js';
+import { unary, type CallEnv } from '../server/interceptor.js';
+import { validate } from '../csi/validate.js';
+
+export function nodeService(env: CallEnv, n: NodeBackend): NodeHandlers {
+  const staged = n.capabilities.includes('STAGE_UNSTAGE_VOLUME');
+  return {
+    NodeStageVolume: unary(env, {
+      method: 'NodeStageVolume', requestType: 'NodeStageVolumeRequest',
+      keys: (r) => [`stage:${r.volumeId}`], validate: validate.nodeStageVolume,
+      impl: staged ? n.nodeStageVolume : undefined,
+    }),
+    NodeUnstageVolume: unary(env, {
+      method: 'NodeUnstageVolume', requestType: 'NodeUnstageVolumeRequest',
+      keys: (r) => [`stage:${r.volumeId}`], validate: validate.nodeUnstageVolume,
+      impl: staged ? n.nodeUnstageVolume : undefined,
+    }),
+    NodePublishVolume: unary(env, {
+      method: 'NodePublishVolume', requestType: 'NodePublishVolumeRequest',
+      keys: (r) => [`publish:${r.volumeId}:${r.targetPath}`], validate: (r) => validate.nodePublishVolume(r, staged),
+      impl: n.nodePublishVolume,
+    }),
+    NodeUnpublishVolume: unary(env, {
+      method: 'NodeUnpublishVolume', requestType: 'NodeUnpublishVolumeRequest',
+      keys: (r) => [`publish:${r.volumeId}:${r.targetPath}`], validate: validate.nodeUnpublishVolume,
+      impl: n.nodeUnpublishVolume,
+    }),
+    NodeGetVolumeStats: unary(env, {
+      method: 'NodeGetVolumeStats', requestType: 'NodeGetVolumeStatsRequest',
+      validate: validate.nodeGetVolumeStats,
+      impl: n.capabilities.includes('GET_VOLUME_STATS') ? n.nodeGetVolumeStats : undefined,
+    }),
+    NodeExpandVolume: unary(env, {
+      method: 'NodeExpandVolume', requestType: 'NodeExpandVolumeRequest',
+      keys: (r) => [`stage:${r.volumeId}`], validate: validate.nodeExpandVolume,
+      impl: n.capabilities.includes('EXPAND_VOLUME') ? n.nodeExpandVolume : undefined,
+    }),
+    NodeGetCapabilities: unary(env, {
+      method: 'NodeGetCapabilities', requestType: 'NodeGetCapabilitiesRequest',
+      impl: async () => ({ capabilities: n.capabilities.map((type) => ({ rpc: { type } })) }),
+    }),
+    NodeGetInfo: unary(env, {
+      method: 'NodeGetInfo', requestType: 'NodeGetInfoRequest',
+      impl: (_r, ctx) => n.nodeGetInfo(ctx),
+    }),
+  };
+}

@@ -1,0 +1,75 @@
+// Everything the controller keeps per Proxmox cluster (region): its API, the VM locator, the
+// per-VM attach queues, and a short-lived view of where each storage is available.
+import type { Logger } from 'pino';
+import type { ProxmoxApi, StorageResource } from '../api/api.js';
+import { AttachQueues, type QueueOptions } from './attach-queue.js';
+import { Fences } from './fences.js';
+import { VmLocator } from './vm-locator.js';
+
+export interface ClusterTuning {
+  /** How long the VM list and the storage list are reused; default 5 s. */
+  cacheTtlMs?: number;
+  queue?: Partial<Pick<QueueOptions, 'mergeWindowMs' | 'attempts' | 'confirmTimeoutMs' | 'taskTimeoutMs'>>;
+  /** How long a change whose outcome is unknown keeps its volume fenced (fences.ts). */
+  landHorizonMs?: number;
+}
+
+export class Cluster {
+  readonly locator: VmLocator;
+  readonly queues: AttachQueues;
+  /** Volumes with a change in flight that may still land; shared by every mutating path. */
+  readonly fences: Fences;
+  private storagesCache?: { at: number; rows: StorageResource[] };
+  private storagesInflight?: Promise<StorageResource[]>;
+  private readonly ttlMs: number;
+  private readonly volumeTails = new Map<string, Promise<unknown>>();
+
+  constructor(readonly region: string, readonly api: ProxmoxApi, log: Logger, tuning: ClusterTuning = {}) {
+    this.ttlMs = tuning.cacheTtlMs ?? 5_000;
+    this.locator = new VmLocator(api, { cluster: region, ttlMs: this.ttlMs });
+    this.fences = new Fences(tuning.landHorizonMs);
+    this.queues = new AttachQueues({ api, cluster: region, locator: this.locator, log: log.child({ cluster: region }), fences: this.fences, ...tuning.queue });
+  }
+
+  /**
+   * Runs fn alone for this volume within this process. The gRPC server already refuses a second
+   * call for a volume, but an offline expansion's helper attachment must never be mistaken for a
+   * crash leftover and removed by a publish or delete of the same volume running in parallel
+   * (direct callers, or a call the server gave up on that is still finishing).
+   */
+  async exclusive<T>(volid: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.volumeTails.get(volid) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => undefined);
+    this.volumeTails.set(volid, tail);
+    try {
+      return await next;
+    } finally {
+      if (this.volumeTails.get(volid) === tail) this.volumeTails.delete(volid);
+    }
+  }
+
+  /** Storage rows of /cluster/resources (one per storage and node). */
+  async storages(signal?: AbortSignal, fresh = false): Promise<StorageResource[]> {
+    if (!fresh && this.storagesCache && Date.now() - this.storagesCache.at < this.ttlMs) return this.storagesCache.rows;
+    if (this.storagesInflight) return this.storagesInflight;
+    const p = this.api.storageResources({ signal }).then((rows) => {
+      this.storagesCache = { at: Date.now(), rows };
+      return rows;
+    }).finally(() => {
+      if (this.storagesInflight === p) this.storagesInflight = undefined;
+    });
+    this.storagesInflight = p;
+    return p;
+  }
+
+  /** Rows for one storage id; re-read once when it is not known (a storage just added). */
+  async storageRows(storage: string, signal?: AbortSignal): Promise<StorageResource[]> {
+    let rows = (await this.storages(signal)).filter((r) => r.storage === storage);
+    if (rows.length === 0) rows = (await this.storages(signal, true)).filter((r) => r.storage === storage);
+    return rows;
+  }
+}
+
+export const holdsImages = (r: StorageResource): boolean => r.content.split(',').map((s) => s.trim()).includes('images');
+export const isAvailable = (r: StorageResource): boolean => r.status === undefined || r.status === 'available';

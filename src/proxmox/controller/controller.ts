@@ -1,0 +1,117 @@
+// The Proxmox controller backend (csi.proxmox.sinextra.dev): one Cluster per configured
+// Proxmox cluster, keyed by region, and the RPC handlers bound to them.
+import type { Logger } from 'pino';
+import type { ProxmoxClusterConfig, ProxmoxConfig } from '../../config/types.js';
+import type { ControllerBackend, ControllerCapability } from '../../csi/types.js';
+import { InvalidArgument } from '../../errors.js';
+import type { ProxmoxApi } from '../api/api.js';
+import { Cluster, type ClusterTuning } from './cluster.js';
+import { controllerPublishVolume, controllerUnpublishVolume } from './attach.js';
+import { controllerGetVolume, listVolumes } from './list.js';
+import { createVolume, deleteVolume, getCapacity, validateVolumeCapabilities } from './volumes.js';
+import type { Core } from './core.js';
+import { controllerExpandVolume } from './expand.js';
+import { createHttpProxmoxApi } from '../api/http-api.js';
+import { type BackendHealth, HealthLog } from '../../server/health.js';
+import { controllerModifyVolume } from './modify.js';
+import { configuredHelpers, type HelperVmNames } from './helper-vms.js';
+
+export const PROXMOX_DRIVER_NAME = 'csi.proxmox.sinextra.dev';
+
+/**
+ * Exactly what works; ControllerExpandVolume works online and offline (see expand.ts),
+ * ControllerModifyVolume on attached and detached disks (see modify.ts).
+ */
+export const PROXMOX_CONTROLLER_CAPABILITIES: readonly ControllerCapability[] = [
+  'CREATE_DELETE_VOLUME',
+  'PUBLISH_UNPUBLISH_VOLUME',
+  'PUBLISH_READONLY',
+  'LIST_VOLUMES',
+  'LIST_VOLUMES_PUBLISHED_NODES',
+  'GET_CAPACITY',
+  'EXPAND_VOLUME',
+  'GET_VOLUME',
+  'VOLUME_CONDITION',
+  'SINGLE_NODE_MULTI_WRITER',
+  'MODIFY_VOLUME',
+];
+
+export interface ProxmoxControllerOptions {
+  config: ProxmoxConfig;
+  log: Logger;
+  /** Builds one cluster's API; defaults to HTTPS through the proxmox-api package. */
+  api?: (cluster: ProxmoxClusterConfig) => ProxmoxApi;
+  /** Upper bound of one Proxmox HTTP exchange (default 30 s) and connections per host (default 8). */
+  queryTimeoutMs?: number;
+  connections?: number;
+  tuning?: ClusterTuning;
+  /** Kubernetes Node names (helper-vms.ts), for clusters without an expansion_helpers list. */
+  kubernetesNodes?: HelperVmNames;
+}
+
+export type ProxmoxController = ControllerBackend & {
+  /** True when every configured Proxmox cluster answers; never throws. Backend health, not Probe. */
+  probe(signal: AbortSignal): Promise<boolean>;
+  /** Per cluster: does its API answer (GET /version). Transitions are logged. */
+  health(signal: AbortSignal): Promise<BackendHealth[]>;
+  /** Closes the HTTP connections. */
+  close(): Promise<void>;
+};
+
+export function createProxmoxController(opts: ProxmoxControllerOptions): ProxmoxController {
+  const { config, log } = opts;
+  if (config.clusters.length === 0) throw new InvalidArgument('Proxmox config: clusters is empty; at least one cluster is required');
+  const clusters = new Map<string, Cluster>();
+  const closers: Array<() => Promise<void>> = [];
+  for (const c of config.clusters) {
+    if (clusters.has(c.region)) throw new InvalidArgument(`Proxmox config: region "${c.region}" appears twice in clusters`);
+    let api: ProxmoxApi;
+    if (opts.api) {
+      api = opts.api(c);
+    } else {
+      const http = createHttpProxmoxApi({ cluster: c, queryTimeoutMs: opts.queryTimeoutMs, connections: opts.connections });
+      closers.push(() => http.close());
+      api = http;
+    }
+    clusters.set(c.region, new Cluster(c.region, api, log, opts.tuning));
+  }
+  const healthLog = new HealthLog(log);
+  const helperVms = new Map<string, HelperVmNames>();
+  for (const c of config.clusters) {
+    const source = c.expansionHelpers ? configuredHelpers(c.expansionHelpers) : opts.kubernetesNodes;
+    if (source) helperVms.set(c.region, source);
+    else log.warn({ region: c.region }, 'no expansion_helpers and not in Kubernetes: an offline expansion may borrow any VM on the disk\'s host');
+  }
+  const core: Core = { clusters, defaultRegion: config.clusters[0]!.region, controllerVmId: config.controllerVmId, log, helperVms };
+
+  return {
+    capabilities: PROXMOX_CONTROLLER_CAPABILITIES,
+    createVolume: (req, ctx) => createVolume(core, req, ctx),
+    deleteVolume: (req, ctx) => deleteVolume(core, req, ctx),
+    validateVolumeCapabilities: (req, ctx) => validateVolumeCapabilities(core, req, ctx),
+    controllerPublishVolume: (req, ctx) => controllerPublishVolume(core, req, ctx),
+    controllerUnpublishVolume: (req, ctx) => controllerUnpublishVolume(core, req, ctx),
+    listVolumes: (req, ctx) => listVolumes(core, req, ctx),
+    getCapacity: (req, ctx) => getCapacity(core, req, ctx),
+    controllerExpandVolume: (req, ctx) => controllerExpandVolume(core, req, ctx),
+    controllerGetVolume: (req, ctx) => controllerGetVolume(core, req, ctx),
+    controllerModifyVolume: (req, ctx) => controllerModifyVolume(core, req, ctx),
+    async probe(signal) {
+      const all = await this.health(signal);
+      return all.every((h) => h.up);
+    },
+    async health(signal) {
+      return healthLog.note(await Promise.all([...clusters.values()].map(async (c) => {
+        try {
+          await c.api.version({ signal });
+          return { kind: 'proxmox', backend: c.region, up: true };
+        } catch (e) {
+          return { kind: 'proxmox', backend: c.region, up: false, error: (e as Error).message };
+        }
+      })));
+    },
+    async close() {
+      await Promise.all(closers.map((f) => f()));
+    },
+  };
+}

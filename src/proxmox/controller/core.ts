@@ -1,0 +1,133 @@
+// State and helpers shared by the controller's RPC handlers: the clusters by region, volume
+// handles resolved against them, capability checks, topology.
+import type { Logger } from 'pino';
+import type * as T from '../../csi/types.js';
+import { NotFound } from '../../errors.js';
+import type { StorageContentItem } from '../api/api.js';
+import type { Cluster } from './cluster.js';
+import { isMarkerName } from './mutable.js';
+import { FSTYPE_KEY, FS_TYPES, type StorageParams } from './params.js';
+import { type VolumeRef, diskOwner, parseVolumeId, volidOf } from '../volume-id.js';
+import type { HelperVmNames } from './helper-vms.js';
+
+export const TOPOLOGY_REGION = 'topology.kubernetes.io/region';
+export const TOPOLOGY_ZONE = 'topology.kubernetes.io/zone';
+// Upstream lets these Node labels override the standard ones.
+const ALT_REGION = 'topology.proxmox.sinextra.dev/region';
+const ALT_ZONE = 'topology.proxmox.sinextra.dev/node';
+
+export interface Core {
+  clusters: Map<string, Cluster>;
+  /** First configured cluster: where volumes go when no topology names a region. */
+  defaultRegion: string;
+  controllerVmId: number;
+  log: Logger;
+  /** Per region: the VM names an offline expansion may borrow; absent = any VM (helper-vms.ts). */
+  helperVms?: Map<string, HelperVmNames>;
+}
+
+export interface ResolvedVolume {
+  ref: VolumeRef;
+  cluster: Cluster;
+  volid: string;
+}
+
+/** A handle we can act on, or undefined (malformed, or a region this controller does not know). */
+export function resolveVolume(core: Core, volumeId: string): ResolvedVolume | undefined {
+  const ref = parseVolumeId(volumeId);
+  // A VolumeAttributesClass marker (mutable.ts) is part of a volume, never one itself.
+  if (!ref || isMarkerName(ref.disk)) return undefined;
+  const cluster = core.clusters.get(ref.region);
+  if (!cluster) return undefined;
+  return { ref, cluster, volid: volidOf(ref.storage, ref.disk) };
+}
+
+/** Like resolveVolume, for calls that need the volume to exist: NotFound otherwise. */
+export function requireVolume(core: Core, volumeId: string): ResolvedVolume {
+  const v = resolveVolume(core, volumeId);
+  if (v) return v;
+  const ref = parseVolumeId(volumeId);
+  throw new NotFound(ref && !isMarkerName(ref.disk)
+    ? `volume ${volumeId}: no Proxmox cluster with region "${ref.region}" is configured (known: ${[...core.clusters.keys()].join(', ')})`
+    : `volume ${volumeId} does not exist (not a region/zone/storage/disk handle of this driver)`);
+}
+
+/** The Proxmox node holding a volume: its zone, or for shared storages any node that has it. */
+export async function volumeNode(v: ResolvedVolume, signal?: AbortSignal): Promise<string | undefined> {
+  if (v.ref.zone) return v.ref.zone;
+  const rows = await v.cluster.storageRows(v.ref.storage, signal);
+  return rows.find((r) => r.status === undefined || r.status === 'available')?.node;
+}
+
+/** The volume's storage content row, or undefined when the disk is not there. */
+export async function findVolume(v: ResolvedVolume, signal?: AbortSignal): Promise<{ node: string; item: StorageContentItem } | undefined> {
+  const node = await volumeNode(v, signal);
+  if (!node) return undefined;
+  const nodes = (await v.cluster.storages(signal)).filter((r) => r.storage === v.ref.storage).map((r) => r.node);
+  if (nodes.length > 0 && !nodes.includes(node)) return undefined;
+  let items: StorageContentItem[];
+  try {
+    items = await v.cluster.api.listContent(node, v.ref.storage, diskOwner(v.ref.disk), { signal });
+  } catch (e) {
+    if ((e as { kind?: string }).kind === 'NotFound') return undefined;
+    throw e;
+  }
+  const item = items.find((i) => i.volid === v.volid);
+  return item ? { node, item } : undefined;
+}
+
+const SINGLE_NODE = new Set(['SINGLE_NODE_WRITER', 'SINGLE_NODE_READER_ONLY', 'SINGLE_NODE_SINGLE_WRITER', 'SINGLE_NODE_MULTI_WRITER']);
+
+export function modeOf(cap: T.VolumeCapability | null | undefined): string {
+  const m = cap?.accessMode?.mode;
+  return typeof m === 'string' ? m : String(m ?? 'UNKNOWN');
+}
+
+export const isSingleNode = (cap: T.VolumeCapability | null | undefined): boolean => SINGLE_NODE.has(modeOf(cap));
+
+/** Why these capabilities cannot be served, or undefined when they can. */
+export function capabilityProblem(caps: readonly T.VolumeCapability[], params?: Pick<StorageParams, 'fsType'>): string | undefined {
+  for (const cap of caps) {
+    const mode = modeOf(cap);
+    if (!SINGLE_NODE.has(mode)) {
+      return `access mode ${mode} is not supported: a Proxmox disk is attached to one VM at a time (use a single-node mode)`;
+    }
+    if (cap.block) {
+      if (params?.fsType) return `parameter ${FSTYPE_KEY}=${params.fsType} conflicts with block access: a block volume has no filesystem`;
+      continue;
+    }
+    if (cap.mount) {
+      const fs = (cap.mount.fsType ?? '').toLowerCase();
+      if (fs !== '' && !(FS_TYPES as readonly string[]).includes(fs)) return `fs_type "${cap.mount.fsType}" is not supported (use ${FS_TYPES.join(' or ')})`;
+      if (fs !== '' && params?.fsType && fs !== params.fsType) return `fs_type "${fs}" conflicts with parameter ${FSTYPE_KEY}=${params.fsType}`;
+      continue;
+    }
+    return 'a volume capability needs an access type (block or mount)';
+  }
+  return undefined;
+}
+
+export interface Placement {
+  region?: string;
+  zone?: string;
+}
+
+/** Candidate placements from accessibility requirements: preferred first, then requisite. */
+export function placementsOf(req: { preferred?: T.Topology[]; requisite?: T.Topology[] } | null | undefined): Placement[] {
+  const out: Placement[] = [];
+  const seen = new Set<string>();
+  for (const t of [...(req?.preferred ?? []), ...(req?.requisite ?? [])]) {
+    const s = t.segments ?? {};
+    const p: Placement = { region: s[TOPOLOGY_REGION] ?? s[ALT_REGION], zone: s[TOPOLOGY_ZONE] ?? s[ALT_ZONE] };
+    const key = `${p.region ?? ''}\u0000${p.zone ?? ''}`;
+    if (!seen.has(key)) {
+      seen.add(key);
+      out.push(p);
+    }
+  }
+  return out;
+}
+
+export function topologyOf(region: string, zone: string | undefined): T.Topology {
+  return { segments: zone ? { [TOPOLOGY_REGION]: region, [TOPOLOGY_ZONE]: zone } : { [TOPOLOGY_REGION]: region } };
+}

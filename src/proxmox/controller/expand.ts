@@ -1,0 +1,148 @@
+// ControllerExpandVolume. Proxmox VE resizes a disk only through a VM whose config holds it
+// (PUT /nodes/{node}/qemu/{vmid}/resize); storage content has no resize call. So:
+// - online: a volume attached to a VM is resized through that VM;
+// - offline (always on): an unattached volume is attached for a moment to a helper VM on its own
+//   host, resized there, and unlinked again. A stopped VM is preferred, because a config change
+//   on a stopped VM touches no guest; else a running one, whose guest sees an extra disk for a
+//   few seconds under a WWN no node plugin claims (Talos ignores it). The attachment goes
+//   through that VM's attach queue, so it never races a real publish for a slot; it carries the
+//   helper WWN (params.ts) and backup=0, so a crash between attach and unlink leaves something
+//   the next call recognises and removes (leftovers.ts).
+// Filesystem volumes still need the node to grow the filesystem (node_expansion_required).
+import type * as T from '../../csi/types.js';
+import type { CallContext } from '../../csi/types.js';
+import { Busy, CsiError, FailedPrecondition, NotFound, isCsiError } from '../../errors.js';
+import type { VmResource } from '../api/api.js';
+import type { Cluster } from './cluster.js';
+import { type Core, type ResolvedVolume, findVolume, requireVolume } from './core.js';
+import { isHelperSite } from './drives.js';
+import { outcomeUncertain } from '../api/errors.js';
+import { removeHelperLeftovers } from './leftovers.js';
+import { HELPER_DRIVE_OPTIONS, MiB, sizeForExpand } from './params.js';
+import { scanVms, usesOf } from './scan.js';
+import { retryBusy, sleep, waitTask } from '../api/tasks.js';
+import { untilAborted } from './fences.js';
+import type { VmRef } from './vm-locator.js';
+import { diskOwner } from '../volume-id.js';
+
+/** Helper VMs tried per expansion before giving up (each may be full, locked or refuse hot-plug). */
+const MAX_HELPERS = 3;
+/** Failures on one helper VM that another VM may not have. */
+const TRY_NEXT = new Set(['ResourceExhausted', 'Unavailable', 'Aborted', 'NotFound']);
+
+export async function controllerExpandVolume(core: Core, req: T.ControllerExpandVolumeRequest, ctx: CallContext): Promise<T.ControllerExpandVolumeResponse> {
+  const v = requireVolume(core, req.volumeId);
+  const size = sizeForExpand(req.capacityRange);
+  const nodeExpansionRequired = !req.volumeCapability?.block;
+  const { cluster, ref, volid } = v;
+  return cluster.exclusive(volid, async () => {
+    cluster.fences.check(volid, `expanding ${volid}`);
+    // A shared storage's disk may sit on a VM of any node: look at all of them.
+    const [found, scan] = await Promise.all([
+      findVolume(v, ctx.signal),
+      scanVms(cluster.api, cluster.locator, { signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined }),
+    ]);
+    if (!found) throw new NotFound(`volume ${req.volumeId} does not exist`);
+    // Also on the no-op path: a retry after a failed unlink must not leave the helper behind.
+    await removeHelperLeftovers(cluster, ref, { log: ctx.log, signal: ctx.signal, scan });
+    if (found.item.size >= size) return { capacityBytes: String(found.item.size), nodeExpansionRequired };
+
+    const sites = usesOf(scan, ref.storage, ref.disk).sites.filter((s) => !isHelperSite(s.site));
+    const at = sites.find((s) => s.site.placement === 'attached');
+    if (at) {
+      await resizeThrough(cluster, v, at.vm, at.site.key, size, ctx.signal);
+      ctx.log.info({ volid, vmid: at.vm.vmid, key: at.site.key, size }, 'volume expanded online');
+    } else if (sites.length > 0) {
+      throw new Busy(`volume ${req.volumeId} has a pending change on VM ${sites[0]!.vm.name} (${sites[0]!.vm.vmid}); retry when it settles`);
+    } else {
+      const allowed = await core.helperVms?.get(cluster.region)?.(ctx.signal);
+      await expandOffline(cluster, v, found.node, size, ctx, allowed);
+    }
+    return { capacityBytes: String(size), nodeExpansionRequired };
+  });
+}
+
+/** Resizes through a VM that has the disk as `key`; the task must end OK. */
+async function resizeThrough(cluster: Cluster, v: ResolvedVolume, vm: VmRef, key: string, size: number, signal: AbortSignal): Promise<void> {
+  const target = `${Math.ceil(size / MiB)}M`;
+  const reached = async (s?: AbortSignal) => ((await findVolume(v, s))?.item.size ?? 0) >= size;
+  // The resize task runs to its outcome even when the caller gives up; the volume stays fenced
+  // until then (fences.ts). A caller's abort stops only the retries that were not sent yet.
+  await retryBusy(() => cluster.fences.run(v.volid, 'resize', vm, async () => {
+    try {
+      const upid = await cluster.api.resizeDisk(vm.node, vm.vmid, key, target);
+      if (upid) await waitTask(cluster.api, vm.node, upid, { cluster: cluster.region, what: `resize ${v.volid} on VM ${vm.vmid}` });
+    } catch (e) {
+      if (!outcomeUncertain(e) || !(await reached())) throw e;
+    }
+  }, signal), { signal });
+  // The storage may report the new size a moment after the task ends.
+  for (let i = 0; i < 10 && !(await reached()); i++) await sleep(100 * (i + 1), signal);
+}
+
+/**
+ * The cluster's own node VMs on the disk's host (`allowed` names; all when undefined): stopped
+ * ones first (no guest sees anything), then running ones; lowest VMID first within each.
+ */
+export function helperCandidates(vms: readonly VmResource[], node: string, owner: number | undefined, allowed?: ReadonlySet<string>): VmRef[] {
+  const stopped = (vm: VmResource) => (vm.status === 'stopped' ? 0 : 1);
+  return vms
+    // Never the disk's owner: unlinking would turn the disk into an unusedN entry of its owner,
+    // and deleting that entry frees the disk.
+    .filter((vm) => vm.node === node && vm.vmid !== owner && (!allowed || allowed.has(vm.name)))
+    .sort((a, b) => stopped(a) - stopped(b) || a.vmid - b.vmid)
+    .map((vm) => ({ vmid: vm.vmid, node: vm.node, name: vm.name }));
+}
+
+async function expandOffline(cluster: Cluster, v: ResolvedVolume, node: string, size: number, ctx: CallContext, allowed?: ReadonlySet<string>): Promise<void> {
+  const { ref, volid } = v;
+  const disk = { storage: ref.storage, disk: ref.disk };
+  const candidates = helperCandidates(await cluster.locator.list(ctx.signal, true), node, diskOwner(ref.disk), allowed);
+  if (candidates.length === 0 && allowed) {
+    throw new FailedPrecondition(
+      `volume ${volid} on ${node} is attached to no VM, and host ${node} runs none of the cluster's node VMs ` +
+        `(${[...allowed].sort().join(', ') || 'none known'}) to resize it through (Proxmox VE resizes a disk only via a VM ` +
+        `that has it; other VMs are never borrowed): expand the volume while a pod on ${node} uses it, or list a VM on ` +
+        `${node} under expansion_helpers in the Proxmox config`,
+    );
+  }
+  if (candidates.length === 0) {
+    throw new FailedPrecondition(
+      `volume ${volid} on ${node} is attached to no VM, and host ${node} has no VM to resize it through ` +
+        `(Proxmox VE resizes a disk only via PUT /nodes/{node}/qemu/{vmid}/resize of a VM that has it): ` +
+        `create a VM on ${node} (a stopped one will do), or expand the volume while a pod on ${node} uses it`,
+    );
+  }
+  const failures: string[] = [];
+  let last: unknown;
+  for (const vm of candidates.slice(0, MAX_HELPERS)) {
+    let slot: number;
+    try {
+      slot = await cluster.queues.attach(vm, { ...disk, diskNode: node, options: HELPER_DRIVE_OPTIONS, exclusive: false, helper: true }, ctx.signal);
+    } catch (e) {
+      last = e;
+      failures.push(`VM ${vm.name} (${vm.vmid}): ${(e as Error).message}`);
+      // The attach may have half-happened (a pending hot-plug): take it back before moving on.
+      // A caller that gave up does not wait for it: the detach is fenced and runs on its own.
+      await untilAborted(cluster.queues.detach(vm, disk), ctx.signal).catch((err: unknown) => ctx.log.warn({ vmid: vm.vmid, err: (err as Error).message }, 'could not remove a failed helper attachment; the next call will'));
+      if (ctx.signal.aborted || !isCsiError(e) || !TRY_NEXT.has(e.kind)) throw e;
+      continue;
+    }
+    ctx.log.info({ volid, vmid: vm.vmid, vm: vm.name, slot }, 'attached to a helper VM for an offline expansion');
+    let resizeErr: unknown;
+    await resizeThrough(cluster, v, vm, `scsi${slot}`, size, ctx.signal).catch((e: unknown) => (resizeErr = e ?? new Error('resize failed')));
+    try {
+      // No signal: the unlink must happen even when the caller has given up.
+      // (untilAborted: a caller that gave up does not wait; the detach stays fenced.)
+      await untilAborted(cluster.queues.detach(vm, disk), ctx.signal);
+    } catch (e) {
+      if (!resizeErr) throw e;
+      ctx.log.warn({ vmid: vm.vmid, err: (e as Error).message }, 'could not remove the helper attachment after a failed resize; the next call will');
+    }
+    if (resizeErr) throw resizeErr;
+    ctx.log.info({ volid, vmid: vm.vmid, size }, 'volume expanded offline');
+    return;
+  }
+  const kind = isCsiError(last) ? last.kind : 'Unavailable';
+  throw new CsiError(kind, `volume ${volid}: could not attach it to a helper VM on ${node} to resize it: ${failures.join('; ')}`, { cause: last });
+}

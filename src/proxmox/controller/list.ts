@@ -1,0 +1,122 @@
+// ListVolumes (paged, stable tokens) and ControllerGetVolume, with the nodes each volume is
+// published to and a condition that flags half-done attach/detach changes and leftovers.
+import type * as T from '../../csi/types.js';
+import type { CallContext } from '../../csi/types.js';
+import { Busy, InvalidArgument, NotFound } from '../../errors.js';
+import { holdsImages, isAvailable } from './cluster.js';
+import { type Core, findVolume, requireVolume, topologyOf } from './core.js';
+import { isHelperSite } from './drives.js';
+import { type DiskUse, scanVms, usesOf } from './scan.js';
+import { isMarkerName } from './mutable.js';
+import { diskOwner, formatVolumeId, parseVolid } from '../volume-id.js';
+
+interface Listed {
+  volumeId: string;
+  region: string;
+  zone: string;
+  storage: string;
+  disk: string;
+  size: number;
+  shared: boolean;
+}
+
+const TOKEN_PREFIX = 'v1.';
+
+/** Tokens name the last volume id returned, so a page stays valid when volumes come or go. */
+export const encodeToken = (lastVolumeId: string): string => TOKEN_PREFIX + Buffer.from(lastVolumeId, 'utf8').toString('base64url');
+
+export function decodeToken(token: string): string | undefined {
+  if (!token.startsWith(TOKEN_PREFIX)) return undefined;
+  const body = token.slice(TOKEN_PREFIX.length);
+  if (!/^[A-Za-z0-9_-]+$/.test(body)) return undefined;
+  const id = Buffer.from(body, 'base64url').toString('utf8');
+  return encodeToken(id) === token ? id : undefined;
+}
+
+function statusOf(use: DiskUse): { publishedNodeIds: string[]; volumeCondition: { abnormal: boolean; message: string } } {
+  const published = [...new Set(use.sites.filter((s) => s.site.placement === 'attached' && !isHelperSite(s.site)).map((s) => s.vm.name))].sort();
+  const problems: string[] = [];
+  for (const s of use.sites) {
+    if (isHelperSite(s.site)) problems.push(`attached as ${s.site.key} of VM ${s.vm.name} (${s.vm.vmid}) for an offline expansion (removed by the next expansion, publish or delete if it was interrupted)`);
+    else if (s.site.placement !== 'attached') problems.push(`${s.site.placement} as ${s.site.key} of VM ${s.vm.name} (${s.vm.vmid}): a pending change Proxmox has not applied`);
+  }
+  for (const u of use.unused) problems.push(`left over as ${u.key} of VM ${u.vm.name} (${u.vm.vmid})`);
+  if (published.length > 1) problems.push(`attached to several VMs: ${published.join(', ')}`);
+  return {
+    publishedNodeIds: published,
+    volumeCondition: problems.length ? { abnormal: true, message: problems.join('; ') } : { abnormal: false, message: 'disk present on its storage' },
+  };
+}
+
+async function listAll(core: Core, signal: AbortSignal): Promise<{ volumes: Listed[]; uses: Map<string, DiskUse> }> {
+  const volumes: Listed[] = [];
+  const uses = new Map<string, DiskUse>();
+  for (const cluster of [...core.clusters.values()].sort((a, b) => a.region.localeCompare(b.region))) {
+    const rows = (await cluster.storages(signal, true)).filter((r) => holdsImages(r) && isAvailable(r));
+    // A shared storage shows up once per node but holds one set of disks.
+    const seenShared = new Set<string>();
+    const wanted = rows.filter((r) => {
+      if (!r.shared) return true;
+      if (seenShared.has(r.storage)) return false;
+      seenShared.add(r.storage);
+      return true;
+    });
+    const [lists, scan] = await Promise.all([
+      Promise.all(wanted.map(async (r) => ({ r, items: await cluster.api.listContent(r.node, r.storage, core.controllerVmId, { signal }) }))),
+      scanVms(cluster.api, cluster.locator, { signal }),
+    ]);
+    for (const { r, items } of lists) {
+      for (const item of items) {
+        const vol = parseVolid(item.volid);
+        if (!vol || vol.storage !== r.storage || diskOwner(vol.disk) !== core.controllerVmId || isMarkerName(vol.disk)) continue;
+        const ref = { region: cluster.region, zone: r.node, storage: r.storage, disk: vol.disk };
+        const volumeId = formatVolumeId(ref);
+        volumes.push({ volumeId, ...ref, size: item.size, shared: r.shared });
+        uses.set(volumeId, usesOf(scan, r.storage, vol.disk));
+      }
+    }
+  }
+  volumes.sort((a, b) => (a.volumeId < b.volumeId ? -1 : a.volumeId > b.volumeId ? 1 : 0));
+  return { volumes, uses };
+}
+
+export async function listVolumes(core: Core, req: T.ListVolumesRequest, ctx: CallContext): Promise<T.ListVolumesResponse> {
+  const max = req.maxEntries ?? 0;
+  if (max < 0) throw new InvalidArgument('max_entries must not be negative');
+  let after: string | undefined;
+  if (req.startingToken) {
+    after = decodeToken(req.startingToken);
+    if (after === undefined) throw new Busy(`starting_token "${req.startingToken}" was not issued by this driver; list again from the start`);
+  }
+  const { volumes, uses } = await listAll(core, ctx.signal);
+  const rest = after === undefined ? volumes : volumes.filter((v) => v.volumeId > after!);
+  const page = max > 0 ? rest.slice(0, max) : rest;
+  const more = max > 0 && rest.length > max;
+  return {
+    entries: page.map((v) => ({
+      volume: {
+        volumeId: v.volumeId,
+        capacityBytes: String(v.size),
+        accessibleTopology: [topologyOf(v.region, v.shared ? undefined : v.zone)],
+      },
+      status: statusOf(uses.get(v.volumeId) ?? { sites: [], unused: [], otherBus: [] }),
+    })),
+    nextToken: more ? encodeToken(page[page.length - 1]!.volumeId) : '',
+  };
+}
+
+export async function controllerGetVolume(core: Core, req: T.ControllerGetVolumeRequest, ctx: CallContext): Promise<T.ControllerGetVolumeResponse> {
+  const v = requireVolume(core, req.volumeId);
+  const found = await findVolume(v, ctx.signal);
+  if (!found) throw new NotFound(`volume ${req.volumeId} does not exist`);
+  const shared = (await v.cluster.storageRows(v.ref.storage, ctx.signal)).some((r) => r.shared);
+  const scan = await scanVms(v.cluster.api, v.cluster.locator, { signal: ctx.signal, nodes: shared ? undefined : [found.node] });
+  return {
+    volume: {
+      volumeId: req.volumeId,
+      capacityBytes: String(found.item.size),
+      accessibleTopology: [topologyOf(v.ref.region, shared ? undefined : found.node)],
+    },
+    status: statusOf(usesOf(scan, v.ref.storage, v.ref.disk)),
+  };
+}

@@ -1,0 +1,120 @@
+// Node id → Proxmox VM. Every form proxmox-csi-plugin v0.19.1's node plugin can register, so
+// VolumeAttachments it recorded (their node id is fixed at attach time) still detach:
+// - `<node name>/<vmid>`: upstream's NodeGetInfo when the VM's SMBIOS serial carries `i=<vmid>`
+//   (Proxmox sets it for Talos/CAPMox images); upstream's controller trusts the VMID, so do we;
+// - `<node name>`: no `i=` in the serial; = the VM name, or `<node name>.<domain>` (upstream
+//   matches the name as a prefix, confirmed by the Node's SMBIOS uuid; we accept the one FQDN form);
+// plus a provider id `proxmox://<region>/<vmid>` and the VM's SMBIOS uuid. The VM list is cached
+// briefly and shared by concurrent callers; a miss re-reads it once, so a new or migrated VM
+// is found at once.
+import { FailedPrecondition } from '../../errors.js';
+import type { ProxmoxApi, VmResource } from '../api/api.js';
+import { entriesFromValues, smbiosUuid } from './drives.js';
+
+export interface VmRef {
+  vmid: number;
+  node: string;
+  name: string;
+}
+
+export interface LocatorOptions {
+  /** Cluster (region) name. */
+  cluster: string;
+  ttlMs?: number;
+  now?: () => number;
+}
+
+const PROVIDER_RE = /^proxmox:\/\/([^/]*)\/(\d+)$/;
+/** upstream pkg/utils/node ParseNodeID: `<name>/<vmid>` */
+const NAME_VMID_RE = /^([^/]+)\/(\d+)$/;
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export class VmLocator {
+  private cached?: { at: number; vms: VmResource[] };
+  private inflight?: Promise<VmResource[]>;
+  private readonly uuids = new Map<string, number>();
+  private readonly ttlMs: number;
+  private readonly now: () => number;
+
+  constructor(private readonly api: ProxmoxApi, private readonly o: LocatorOptions) {
+    this.ttlMs = o.ttlMs ?? 5_000;
+    this.now = o.now ?? Date.now;
+  }
+
+  /** QEMU VMs of the cluster (templates excluded). */
+  async list(signal?: AbortSignal, fresh = false): Promise<VmResource[]> {
+    if (!fresh && this.cached && this.now() - this.cached.at < this.ttlMs) return this.cached.vms;
+    if (this.inflight) return this.inflight;
+    const p = this.api.vmResources({ signal }).then(
+      (all) => {
+        const vms = all.filter((v) => v.type === 'qemu' && !v.template);
+        this.cached = { at: this.now(), vms };
+        return vms;
+      },
+    ).finally(() => {
+      if (this.inflight === p) this.inflight = undefined;
+    });
+    this.inflight = p;
+    return p;
+  }
+
+  invalidate(): void {
+    this.cached = undefined;
+  }
+
+  /** The VM for a node id, or undefined when there is none. */
+  async resolve(nodeId: string, signal?: AbortSignal): Promise<VmRef | undefined> {
+    const provider = PROVIDER_RE.exec(nodeId);
+    if (provider) {
+      if (provider[1] !== '' && provider[1] !== this.o.cluster) return undefined;
+      const vmid = Number(provider[2]);
+      return this.find((vms) => vms.filter((v) => v.vmid === vmid), nodeId, signal);
+    }
+    const nameVmid = NAME_VMID_RE.exec(nodeId);
+    if (nameVmid) {
+      const vmid = Number(nameVmid[2]);
+      return this.find((vms) => vms.filter((v) => v.vmid === vmid), nodeId, signal);
+    }
+    const byName = await this.find((vms) => {
+      const exact = vms.filter((v) => v.name === nodeId);
+      return exact.length > 0 ? exact : vms.filter((v) => v.name.startsWith(`${nodeId}.`));
+    }, nodeId, signal);
+    if (byName || !UUID_RE.test(nodeId)) return byName;
+    return this.byUuid(nodeId.toLowerCase(), signal);
+  }
+
+  /** The VM with this VMID now (after a config read found it gone from its node). */
+  async byVmid(vmid: number, signal?: AbortSignal): Promise<VmRef | undefined> {
+    return this.find((vms) => vms.filter((v) => v.vmid === vmid), String(vmid), signal, true);
+  }
+
+  private async find(pick: (vms: VmResource[]) => VmResource[], what: string, signal?: AbortSignal, fresh = false): Promise<VmRef | undefined> {
+    let hits = pick(await this.list(signal, fresh));
+    if (hits.length === 0 && !fresh) hits = pick(await this.list(signal, true));
+    if (hits.length > 1) {
+      throw new FailedPrecondition(
+        `node id ${what} matches several VMs in Proxmox cluster ${this.o.cluster} (${hits.map((v) => `${v.vmid} on ${v.node}`).join(', ')}); give the VMs unique names`,
+      );
+    }
+    const v = hits[0];
+    return v ? { vmid: v.vmid, node: v.node, name: v.name } : undefined;
+  }
+
+  private async byUuid(uuid: string, signal?: AbortSignal): Promise<VmRef | undefined> {
+    const known = this.uuids.get(uuid);
+    if (known !== undefined) {
+      const vm = await this.byVmid(known, signal);
+      if (vm) return vm;
+      this.uuids.delete(uuid);
+    }
+    const vms = await this.list(signal, true);
+    for (const v of vms) {
+      if ([...this.uuids.values()].includes(v.vmid)) continue;
+      const cfg = await this.api.vmConfig(v.node, v.vmid, { signal }).catch(() => undefined);
+      const found = cfg ? smbiosUuid(entriesFromValues(cfg.values)) : undefined;
+      if (found) this.uuids.set(found, v.vmid);
+      if (found === uuid) return { vmid: v.vmid, node: v.node, name: v.name };
+    }
+    return undefined;
+  }
+}

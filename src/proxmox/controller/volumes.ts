@@ -1,0 +1,220 @@
+// CreateVolume, DeleteVolume, ValidateVolumeCapabilities and GetCapacity for Proxmox disks.
+import type * as T from '../../csi/types.js';
+import type { CallContext } from '../../csi/types.js';
+import { AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, isCsiError } from '../../errors.js';
+import type { StorageResource } from '../api/api.js';
+import { type Cluster, holdsImages, isAvailable } from './cluster.js';
+import {
+  type Core, capabilityProblem, findVolume, placementsOf, requireVolume, resolveVolume, topologyOf,
+} from './core.js';
+import { isHelperSite } from './drives.js';
+import { outcomeUncertain } from '../api/errors.js';
+import { removeHelperLeftovers } from './leftovers.js';
+import { freeMarkers, readMarkers } from './modify.js';
+import { mutableContext, parseMutableParameters } from './mutable.js';
+import { parseCreateParameters, sizeFits, sizeForCreate, volumeContextOf } from './params.js';
+import { scanVms, usesOf } from './scan.js';
+import { retryBusy, waitTask } from '../api/tasks.js';
+import { diskNameFor, diskOwner, formatVolumeId, volidOf } from '../volume-id.js';
+
+interface Target {
+  cluster: Cluster;
+  zones: string[];
+  shared: boolean;
+}
+
+/** Where a new volume may go: the cluster, and the nodes in order of preference. */
+async function placeVolume(core: Core, req: T.CreateVolumeRequest, storage: string, signal: AbortSignal): Promise<Target> {
+  const placements = placementsOf(req.accessibilityRequirements);
+  const regions = [...new Set(placements.map((p) => p.region ?? core.defaultRegion))];
+  const known = regions.filter((r) => core.clusters.has(r));
+  if (placements.length > 0 && known.length === 0) {
+    throw new ResourceExhausted(`no configured Proxmox cluster serves region(s) ${regions.join(', ')} (configured: ${[...core.clusters.keys()].join(', ')})`);
+  }
+  const region = known[0] ?? core.defaultRegion;
+  const cluster = core.clusters.get(region)!;
+  const rows = await cluster.storageRows(storage, signal);
+  if (rows.length === 0) throw new InvalidArgument(`parameter "storage": storage "${storage}" does not exist in Proxmox cluster ${region}`);
+  const usable = rows.filter((r) => holdsImages(r));
+  if (usable.length === 0) throw new InvalidArgument(`parameter "storage": storage "${storage}" does not hold disk images (content: ${rows[0]!.content})`);
+  const up = usable.filter(isAvailable);
+  const shared = usable.some((r) => r.shared);
+  const inRegion = placements.filter((p) => (p.region ?? core.defaultRegion) === region);
+  let zones: string[];
+  if (inRegion.some((p) => p.zone)) {
+    zones = [...new Set(inRegion.map((p) => p.zone).filter((z): z is string => !!z))].filter((z) => up.some((r) => r.node === z));
+    if (zones.length === 0) {
+      throw new ResourceExhausted(`storage "${storage}" is not available on the requested host(s) ${inRegion.map((p) => p.zone).filter(Boolean).join(', ')} of cluster ${region} (available on: ${up.map((r) => r.node).join(', ') || 'none'})`);
+    }
+  } else {
+    zones = up.map((r) => r.node).sort();
+    if (zones.length === 0) throw new ResourceExhausted(`storage "${storage}" is not available on any host of cluster ${region}`);
+  }
+  return { cluster, zones: shared ? zones.slice(0, 1) : zones, shared };
+}
+
+async function existingOn(target: Target, storage: string, disk: string, owner: number, signal: AbortSignal): Promise<{ zone: string; size: number } | undefined> {
+  const volid = volidOf(storage, disk);
+  const found = await Promise.all(target.zones.map(async (zone) => {
+    const items = await target.cluster.api.listContent(zone, storage, owner, { signal });
+    const item = items.find((i) => i.volid === volid);
+    return item ? { zone, size: item.size } : undefined;
+  }));
+  return found.find((f) => f !== undefined);
+}
+
+export async function createVolume(core: Core, req: T.CreateVolumeRequest, ctx: CallContext): Promise<T.CreateVolumeResponse> {
+  if (req.volumeContentSource?.snapshot || req.volumeContentSource?.volume) {
+    throw new InvalidArgument('volume_content_source is not supported: this driver cannot clone volumes or restore snapshots');
+  }
+  const params = parseCreateParameters(req.parameters ?? {});
+  // A VolumeAttributesClass at creation: its values go into the context like StorageClass ones.
+  const mutable = mutableContext(parseMutableParameters(req.mutableParameters ?? {}));
+  const problem = capabilityProblem(req.volumeCapabilities ?? [], params);
+  if (problem) throw new InvalidArgument(problem);
+  const size = sizeForCreate(req.capacityRange);
+  const disk = diskNameFor(core.controllerVmId, req.name);
+  const target = await placeVolume(core, req, params.storage, ctx.signal);
+  const { cluster } = target;
+
+  const answer = (zone: string, bytes: number): T.CreateVolumeResponse => ({
+    volume: {
+      volumeId: formatVolumeId({ region: cluster.region, zone, storage: params.storage, disk }),
+      capacityBytes: String(bytes),
+      volumeContext: { ...volumeContextOf(req.parameters ?? {}), ...mutable },
+      accessibleTopology: [topologyOf(cluster.region, target.shared ? undefined : zone)],
+    },
+  });
+  const reuse = (found: { zone: string; size: number }): T.CreateVolumeResponse => {
+    if (!sizeFits(found.size, req.capacityRange)) {
+      throw new AlreadyExists(`volume ${req.name} already exists as ${volidOf(params.storage, disk)} on ${found.zone} with ${found.size} bytes, which does not match the requested capacity`);
+    }
+    return answer(found.zone, found.size);
+  };
+
+  const existing = await existingOn(target, params.storage, disk, core.controllerVmId, ctx.signal);
+  if (existing) return reuse(existing);
+
+  const zone = target.zones[0]!;
+  try {
+    await retryBusy(() => cluster.api.allocDisk(zone, params.storage, { vmid: core.controllerVmId, filename: disk, sizeBytes: size, format: 'raw' }, { signal: ctx.signal }), { signal: ctx.signal });
+  } catch (e) {
+    // The disk may exist anyway: the call may have arrived though its answer was lost.
+    if (!outcomeUncertain(e)) {
+      if (isCsiError(e, 'ResourceExhausted')) throw new ResourceExhausted(`storage ${params.storage} on ${zone} has no room for ${size} bytes: ${(e as Error).message}`, { cause: e });
+      throw e;
+    }
+    const after = await existingOn({ ...target, zones: [zone] }, params.storage, disk, core.controllerVmId, ctx.signal);
+    if (!after) throw e;
+    ctx.log.info({ volid: volidOf(params.storage, disk), err: (e as Error).message }, 'allocation reported an error but the disk exists');
+    return reuse(after);
+  }
+  ctx.log.info({ volid: volidOf(params.storage, disk), zone, size }, 'disk allocated');
+  return answer(zone, size);
+}
+
+export async function deleteVolume(core: Core, req: T.DeleteVolumeRequest, ctx: CallContext): Promise<T.DeleteVolumeResponse> {
+  const v = resolveVolume(core, req.volumeId);
+  if (!v) {
+    ctx.log.info('volume handle is not one of ours or names an unknown region; nothing to delete');
+    return {};
+  }
+  const { cluster, ref, volid } = v;
+  return cluster.exclusive(volid, async () => {
+    cluster.fences.check(volid, `deleting ${volid}`);
+    const [found, scan, vms] = await Promise.all([
+      findVolume(v, ctx.signal),
+      scanVms(cluster.api, cluster.locator, { signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined }),
+      cluster.locator.list(ctx.signal),
+    ]);
+    if (!found) {
+      ctx.log.info({ volid }, 'disk is already gone');
+      return {};
+    }
+    const owner = diskOwner(ref.disk);
+    const ownerVm = vms.find((vm) => vm.vmid === owner);
+    if (ownerVm && owner !== core.controllerVmId) {
+      throw new FailedPrecondition(`refusing to free ${volid}: it belongs to VM ${ownerVm.name} (${ownerVm.vmid}), not to this driver`);
+    }
+    const use = usesOf(scan, ref.storage, ref.disk);
+    const holder = use.sites.find((s) => !isHelperSite(s.site));
+    if (holder) {
+      throw new FailedPrecondition(`volume is still ${holder.site.placement === 'attached' ? 'attached' : holder.site.placement === 'attaching' ? 'being attached' : 'being detached'} as ${holder.site.key} of VM ${holder.vm.name} (${holder.vm.vmid}) on ${holder.vm.node}; unpublish it first`);
+    }
+    // An interrupted offline expansion is no reason to keep a volume forever.
+    await removeHelperLeftovers(cluster, ref, { log: ctx.log, signal: ctx.signal, scan });
+    // Leftover unusedN entries would point at a freed disk and break that VM's backups.
+    for (const u of use.unused) {
+      if (u.vm.vmid === owner) continue;
+      await cluster.queues.detach({ vmid: u.vm.vmid, node: u.vm.node, name: u.vm.name }, { storage: ref.storage, disk: ref.disk }, ctx.signal);
+    }
+    // Markers first: one left behind would outlive its disk, the disk never outlives them.
+    await freeMarkers(v, found.node, await readMarkers(v, found.node, ctx.signal), ctx.signal);
+    // The free task runs to its outcome even when the caller gives up (fences.ts).
+    await retryBusy(() => cluster.fences.run(volid, 'free', undefined, async () => {
+      try {
+        const upid = await cluster.api.freeDisk(found.node, ref.storage, volid);
+        if (upid) await waitTask(cluster.api, found.node, upid, { cluster: cluster.region, what: `free ${volid}` });
+      } catch (e) {
+        if (isCsiError(e, 'NotFound')) return;
+        if (!outcomeUncertain(e) || (await findVolume(v))) throw e;
+      }
+    }, ctx.signal), { signal: ctx.signal });
+    ctx.log.info({ volid, node: found.node }, 'disk freed');
+    return {};
+  });
+}
+
+export async function validateVolumeCapabilities(core: Core, req: T.ValidateVolumeCapabilitiesRequest, ctx: CallContext): Promise<T.ValidateVolumeCapabilitiesResponse> {
+  const v = requireVolume(core, req.volumeId);
+  if (!(await findVolume(v, ctx.signal))) throw new NotFound(`volume ${req.volumeId} does not exist`);
+  let fsType;
+  if (Object.keys(req.parameters ?? {}).length > 0) {
+    try {
+      fsType = parseCreateParameters(req.parameters).fsType;
+    } catch (e) {
+      return { message: (e as Error).message };
+    }
+  }
+  const problem = capabilityProblem(req.volumeCapabilities ?? [], { fsType });
+  if (problem) return { message: problem };
+  return {
+    confirmed: {
+      volumeContext: req.volumeContext ?? {},
+      volumeCapabilities: req.volumeCapabilities,
+      parameters: req.parameters ?? {},
+      mutableParameters: req.mutableParameters ?? {},
+    },
+  };
+}
+
+export async function getCapacity(core: Core, req: T.GetCapacityRequest, ctx: CallContext): Promise<T.GetCapacityResponse> {
+  if (capabilityProblem(req.volumeCapabilities ?? [])) return { availableCapacity: '0' };
+  const seg = req.accessibleTopology?.segments ?? {};
+  const region = seg['topology.kubernetes.io/region'];
+  const zone = seg['topology.kubernetes.io/zone'];
+  const storage = req.parameters?.storage || undefined;
+  const clusters = region ? [core.clusters.get(region)].filter((c): c is Cluster => !!c) : [...core.clusters.values()];
+  if (zone && storage && clusters.length === 1) {
+    try {
+      const st = await clusters[0]!.api.storageStatus(zone, storage, { signal: ctx.signal });
+      return { availableCapacity: String(st.active ? Math.max(0, st.avail) : 0) };
+    } catch (e) {
+      if (isCsiError(e, 'NotFound')) return { availableCapacity: '0' };
+      throw e;
+    }
+  }
+  let total = 0;
+  for (const c of clusters) {
+    const seen = new Set<string>();
+    const rows = (await c.storages(ctx.signal)).filter((r: StorageResource) =>
+      holdsImages(r) && isAvailable(r) && (!storage || r.storage === storage) && (!zone || r.node === zone));
+    for (const r of rows) {
+      const key = r.shared ? r.storage : `${r.node}/${r.storage}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      total += Math.max(0, (r.maxdisk ?? 0) - (r.disk ?? 0));
+    }
+  }
+  return { availableCapacity: String(total) };
+}

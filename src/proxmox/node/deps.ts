@@ -1,0 +1,79 @@
+// What the Proxmox node backend is built from, with the real adapters as defaults.
+import type { Logger } from 'pino';
+import { createLinuxBlockDevices, type BlockDevices } from '../../os/blockdevices.js';
+import { createLinuxCryptsetup, type Cryptsetup } from '../../os/cryptsetup.js';
+import { createExec, type Exec } from '../../os/exec.js';
+import { createLinuxMounter, type Mounter } from '../../os/mounter.js';
+import { createStatFs, type StatFs } from '../../os/statfs.js';
+import { KeyedMutex } from '../../node/common.js';
+import type { NodeLabelSource } from './topology.js';
+
+export interface ProxmoxNodeOptions {
+  /** Kubernetes node name = Proxmox VM name. */
+  nodeId: string;
+  /** Topology outside Kubernetes, or when the Node lacks the labels. */
+  region?: string;
+  zone?: string;
+  /** Where `wwn-0x…` links are looked for when sysfs has no matching disk. Default /dev/disk/by-id. */
+  deviceDir?: string;
+  log: Logger;
+  exec?: Exec;
+  mounter?: Mounter;
+  blockDevices?: BlockDevices;
+  /** LUKS (encrypted volumes). */
+  cryptsetup?: Cryptsetup;
+  statFs?: StatFs;
+  sysfsRoot?: string;
+  devRoot?: string;
+  /**
+   * Reads the Node's labels. Undefined: use the in-cluster service account when there is one.
+   * Null: never ask Kubernetes (flags only).
+   */
+  nodeLabels?: NodeLabelSource | null;
+  /** How long stage/publish wait for a hot-plugged disk to appear. Default 15 s. */
+  deviceWaitMs?: number;
+  /** Bound for one umount of a local filesystem. Default 60 s. */
+  unmountTimeoutMs?: number;
+  /** Node calls act only on paths strictly inside this directory. Default /var/lib/kubelet. */
+  kubeletDir?: string;
+}
+
+export interface ProxmoxNodeDeps {
+  nodeId: string;
+  region?: string;
+  zone?: string;
+  deviceDir: string;
+  sysfsRoot: string;
+  log: Logger;
+  mounter: Mounter;
+  blockDevices: BlockDevices;
+  cryptsetup: Cryptsetup;
+  statFs: StatFs;
+  nodeLabels: NodeLabelSource | null | undefined;
+  deviceWaitMs: number;
+  unmountTimeoutMs: number;
+  locks: KeyedMutex;
+}
+
+export function proxmoxNodeDeps(o: ProxmoxNodeOptions): ProxmoxNodeDeps {
+  const exec = o.exec ?? createExec();
+  const deviceDir = o.deviceDir ?? '/dev/disk/by-id';
+  const sysfsRoot = o.sysfsRoot ?? '/sys';
+  return {
+    nodeId: o.nodeId,
+    region: o.region,
+    zone: o.zone,
+    deviceDir,
+    sysfsRoot,
+    log: o.log,
+    mounter: o.mounter ?? createLinuxMounter({ exec }),
+    blockDevices:
+      o.blockDevices ?? createLinuxBlockDevices({ exec, deviceDir, sysfsRoot, ...(o.devRoot ? { devRoot: o.devRoot } : {}) }),
+    cryptsetup: o.cryptsetup ?? createLinuxCryptsetup({ exec, sysfsRoot, ...(o.devRoot ? { devRoot: o.devRoot } : {}) }),
+    statFs: o.statFs ?? createStatFs(exec),
+    nodeLabels: o.nodeLabels,
+    deviceWaitMs: o.deviceWaitMs ?? 15_000,
+    unmountTimeoutMs: o.unmountTimeoutMs ?? 60_000,
+    locks: new KeyedMutex(),
+  };
+}

@@ -1,0 +1,73 @@
+// The node half of csi.proxmox.sinextra.dev: disks hot-plugged into this VM by the controller,
+// found by WWN, formatted once, staged, bound into pods.
+import type { NodeBackend, NodeCapability, NodeGetInfoResponse } from '../../csi/types.js';
+import { asCsiError } from '../../node/common.js';
+import { type ProxmoxNodeOptions, proxmoxNodeDeps } from './deps.js';
+import { nodePublishVolume, nodeUnpublishVolume } from './publish.js';
+import { nodeStageVolume, nodeUnstageVolume } from './stage.js';
+import { nodeExpandVolume, nodeGetVolumeStats } from './volume.js';
+import { confineToKubeletDir, DEFAULT_KUBELET_DIR } from '../../node/node-paths.js';
+import { inClusterNodeLabels, resolveTopology, TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY, type NodeLabelSource } from './topology.js';
+
+export type { ProxmoxNodeOptions } from './deps.js';
+
+export const PROXMOX_NODE_CAPABILITIES: readonly NodeCapability[] = [
+  'STAGE_UNSTAGE_VOLUME',
+  'GET_VOLUME_STATS',
+  'EXPAND_VOLUME',
+  'VOLUME_CONDITION',
+  // SINGLE_NODE_SINGLE_WRITER is enforced from the mount table (publications.ts).
+  'SINGLE_NODE_MULTI_WRITER',
+];
+
+/** scsi1..scsi30: the slots the controller attaches volumes to. */
+export const SCSI_SLOTS = 30;
+
+export function createProxmoxNode(opts: ProxmoxNodeOptions): NodeBackend {
+  const d = proxmoxNodeDeps(opts);
+  let labels: Promise<NodeLabelSource | undefined> | undefined;
+  const labelSource = () => {
+    if (d.nodeLabels !== undefined) return Promise.resolve(d.nodeLabels ?? undefined);
+    labels ??= inClusterNodeLabels();
+    return labels;
+  };
+
+  const backend: NodeBackend = {
+    capabilities: PROXMOX_NODE_CAPABILITIES,
+
+    async nodeGetInfo(ctx): Promise<NodeGetInfoResponse> {
+      try {
+        const topo = await resolveTopology({
+          nodeId: d.nodeId,
+          region: d.region,
+          zone: d.zone,
+          labels: await labelSource(),
+          signal: ctx.signal,
+        });
+        let foreign = 0;
+        try {
+          foreign = await d.blockDevices.foreignSlots();
+        } catch (e) {
+          ctx.log.warn({ err: e }, 'cannot count SCSI disks not managed by this driver; assuming none');
+        }
+        // Zero would mean "no limit" to the CO; with every slot taken the honest answer is unusable anyway.
+        const maxVolumesPerNode = Math.max(1, SCSI_SLOTS - foreign);
+        return {
+          nodeId: d.nodeId,
+          maxVolumesPerNode,
+          accessibleTopology: { segments: { [TOPOLOGY_REGION_KEY]: topo.region, [TOPOLOGY_ZONE_KEY]: topo.zone } },
+        };
+      } catch (e) {
+        throw asCsiError(e, `NodeGetInfo for ${d.nodeId}`);
+      }
+    },
+
+    nodeStageVolume: (req, ctx) => nodeStageVolume(d, req, ctx),
+    nodeUnstageVolume: (req, ctx) => nodeUnstageVolume(d, req, ctx),
+    nodePublishVolume: (req, ctx) => nodePublishVolume(d, req, ctx),
+    nodeUnpublishVolume: (req, ctx) => nodeUnpublishVolume(d, req, ctx),
+    nodeExpandVolume: (req, ctx) => nodeExpandVolume(d, req, ctx),
+    nodeGetVolumeStats: (req, ctx) => nodeGetVolumeStats(d, req, ctx),
+  };
+  return confineToKubeletDir(backend, opts.kubeletDir ?? DEFAULT_KUBELET_DIR);
+}

@@ -1,0 +1,114 @@
+// NodePublish/NodeUnpublish for Proxmox disks: bind the staged filesystem (or the raw device
+// node) onto the pod's target path, and take it away again. SINGLE_NODE_SINGLE_WRITER (a
+// ReadWriteOncePod claim) is published at one target only; the other single-node modes may be
+// bound at several targets (pods of one node sharing a ReadWriteOnce claim).
+import type { CallContext, NodePublishVolumeRequest, NodePublishVolumeResponse, NodeUnpublishVolumeRequest, NodeUnpublishVolumeResponse } from '../../csi/types.js';
+import { AlreadyExists, FailedPrecondition } from '../../errors.js';
+import { isCommandError } from '../../os/exec.js';
+import type { MountEntry } from '../../os/mounter.js';
+import { accessModeOf, accessTypeOf, asCsiError, foreignMount, isReaderOnlyMode, mountFlagsOf, prepareTargetDir, prepareTargetFile, removePublishTarget, required } from '../../node/common.js';
+import { mountedDevice, proxmoxMountOwnership } from './ownership.js';
+import type { ProxmoxNodeDeps } from './deps.js';
+import { findDisk } from './stage.js';
+import { devicePublications, filesystemPublications } from './publications.js';
+import { diskFromPublishContext } from './wwn.js';
+
+function checkReadonly(existing: MountEntry, readonly: boolean, volumeId: string, target: string): void {
+  const isRo = existing.options.includes('ro');
+  if (isRo !== readonly) {
+    throw new AlreadyExists(
+      `volume ${volumeId} is already published at ${target} ${isRo ? 'read-only' : 'read-write'}, ` +
+        `but this request wants it ${readonly ? 'read-only' : 'read-write'}`,
+    );
+  }
+}
+
+/** Refuses a second target for a single-writer volume; `elsewhere` is only read when it matters. */
+async function checkSingleWriter(req: NodePublishVolumeRequest, volumeId: string, target: string, elsewhere: () => Promise<string[]>): Promise<void> {
+  if (accessModeOf(req.volumeCapability) !== 'SINGLE_NODE_SINGLE_WRITER') return;
+  const others = await elsewhere();
+  if (others.length === 0) return;
+  throw new FailedPrecondition(
+    `volume ${volumeId} has access mode SINGLE_NODE_SINGLE_WRITER and is already published at ${others.join(', ')} on this node; ` +
+      `it cannot also be published at ${target} (unpublish it there first, or use SINGLE_NODE_MULTI_WRITER / ReadWriteOnce to share it between pods)`,
+  );
+}
+
+export async function nodePublishVolume(d: ProxmoxNodeDeps, req: NodePublishVolumeRequest, ctx: CallContext): Promise<NodePublishVolumeResponse> {
+  const rpc = 'NodePublishVolume';
+  const volumeId = required(req.volumeId, 'volume_id', rpc);
+  const target = required(req.targetPath, 'target_path', rpc);
+  const access = accessTypeOf(req.volumeCapability, rpc);
+  const staging = required(req.stagingTargetPath, 'staging_target_path (this driver stages volumes)', rpc);
+  const readonly = req.readonly || isReaderOnlyMode(req.volumeCapability);
+  const disk = access === 'block' ? diskFromPublishContext(req.publishContext, volumeId) : undefined;
+
+  return d.locks.run(volumeId, async () => {
+    try {
+      if (access === 'mount') {
+        const staged = await d.mounter.find(staging);
+        if (!staged) {
+          throw new FailedPrecondition(`volume ${volumeId} is not staged at ${staging}; NodeStageVolume must succeed first`);
+        }
+        const owner = await proxmoxMountOwnership(d, staged, staging);
+        if (!owner.ours) throw foreignMount(volumeId, staging, staged, owner.why);
+        const existing = await d.mounter.find(target);
+        if (existing) {
+          if (existing.majMin === staged.majMin && existing.fsroot === staged.fsroot) {
+            checkReadonly(existing, readonly, volumeId, target);
+            return {};
+          }
+          throw new AlreadyExists(`target ${target} already has ${existing.source} mounted, not volume ${volumeId} from ${staging}`);
+        }
+        await checkSingleWriter(req, volumeId, target, () => filesystemPublications(d.mounter, staged));
+        await prepareTargetDir(target, volumeId);
+        await d.mounter.bindMount(staging, target, { readonly, flags: mountFlagsOf(req.volumeCapability) });
+        ctx.log.info({ volumeId, staging, target, readonly }, 'volume published');
+        return {};
+      }
+
+      const device = await findDisk(d, disk!, volumeId, ctx);
+      const deviceMajMin = await d.blockDevices.majMinOf(device);
+      const existing = await d.mounter.find(target);
+      if (existing) {
+        // Not a plain stat of the target: a foreign dead NFS mount there would hang it.
+        const boundMajMin = await mountedDevice(d.blockDevices, existing, target);
+        if (boundMajMin === deviceMajMin) {
+          checkReadonly(existing, readonly, volumeId, target);
+          return {};
+        }
+        throw new AlreadyExists(`target ${target} already has ${existing.source} mounted, not ${device} of volume ${volumeId}`);
+      }
+      await checkSingleWriter(req, volumeId, target, () => devicePublications(d.mounter, d.blockDevices, device, deviceMajMin));
+      await prepareTargetFile(target, volumeId);
+      await d.mounter.bindMount(device, target, { readonly });
+      ctx.log.info({ volumeId, device, target, readonly }, 'block volume published');
+      return {};
+    } catch (e) {
+      throw asCsiError(e, `NodePublishVolume ${volumeId} at ${target}`);
+    }
+  });
+}
+
+export async function nodeUnpublishVolume(d: ProxmoxNodeDeps, req: NodeUnpublishVolumeRequest, ctx: CallContext): Promise<NodeUnpublishVolumeResponse> {
+  const rpc = 'NodeUnpublishVolume';
+  const volumeId = required(req.volumeId, 'volume_id', rpc);
+  const target = required(req.targetPath, 'target_path', rpc);
+  return d.locks.run(volumeId, async () => {
+    try {
+      const left = await d.mounter.unmount(target, {
+        timeoutMs: d.unmountTimeoutMs,
+        force: false,
+        owns: async (m) => (await proxmoxMountOwnership(d, m, target)).ours,
+      });
+      if (left) throw foreignMount(volumeId, target, left, (await proxmoxMountOwnership(d, left, target)).why);
+      if (await removePublishTarget(target, volumeId, { allowEmptyFile: true })) ctx.log.debug({ volumeId, target }, 'volume unpublished, target removed');
+      return {};
+    } catch (e) {
+      if (isCommandError(e, 'exit') && /busy/i.test(e.stderr)) {
+        throw new FailedPrecondition(`volume ${volumeId}: target ${target} is still in use: ${e.stderr}`);
+      }
+      throw asCsiError(e, `NodeUnpublishVolume ${volumeId} at ${target}`);
+    }
+  });
+}

@@ -1,0 +1,40 @@
+// The CSI Identity service of one driver: name, version, capabilities and Probe.
+import type { IdentityHandlers } from '../gen/csi/v1/Identity.js';
+import type { PluginCapability } from '../gen/csi/v1/PluginCapability.js';
+import type { Driver } from '../csi/types.js';
+import { unary, type CallEnv } from './interceptor.js';
+
+export interface IdentityInfo {
+  version: string;
+  /** Bounds Probe so a hung backend answers "not ready" instead of hanging the kubelet's probe. */
+  probeTimeoutMs: number;
+}
+
+export function identityService(env: CallEnv, driver: Driver, info: IdentityInfo): IdentityHandlers {
+  const caps: PluginCapability[] = [{ service: { type: 'CONTROLLER_SERVICE' } }];
+  if (driver.accessibilityConstraints) caps.push({ service: { type: 'VOLUME_ACCESSIBILITY_CONSTRAINTS' } });
+  if (driver.onlineExpansion) caps.push({ volumeExpansion: { type: 'ONLINE' } });
+  return {
+    GetPluginInfo: unary(env, {
+      method: 'GetPluginInfo',
+      requestType: 'GetPluginInfoRequest',
+      impl: async () => ({ name: driver.name, vendorVersion: info.version }),
+    }),
+    GetPluginCapabilities: unary(env, {
+      method: 'GetPluginCapabilities',
+      requestType: 'GetPluginCapabilitiesRequest',
+      impl: async () => ({ capabilities: caps }),
+    }),
+    Probe: unary(env, {
+      method: 'Probe',
+      requestType: 'ProbeRequest',
+      impl: async (_req, ctx) => {
+        const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(info.probeTimeoutMs)]);
+        const timeout = new Promise<boolean>((resolve) => signal.addEventListener('abort', () => resolve(false), { once: true }));
+        const ready = await Promise.race([driver.probe(signal).catch(() => false), timeout]);
+        if (!ready) ctx.log.warn('backend did not answer the probe');
+        return { ready: { value: ready } };
+      },
+    }),
+  };
+}
