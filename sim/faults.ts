@@ -2,6 +2,7 @@
 // admin endpoint (PUT replaces, PATCH merges). Random faults use a seeded PRNG so runs repeat.
 
 export type DetachPendingMode = 'off' | 'error' | 'silent';
+export type MigrateFailMode = 'off' | 'copy' | 'cleanup';
 
 export interface Faults {
   /** Added to every API request (after authentication). */
@@ -37,6 +38,13 @@ export interface Faults {
   detachPending: DetachPendingMode;
   /** VMIDs the detach fault applies to; empty = all. */
   detachPendingVmids: number[];
+  /**
+   * Offline migration (`POST …/migrate`): `copy` breaks the disk transfer halfway (the partial copy
+   * on the target is freed, the VM and its disks stay on the source, exitstatus `migration
+   * aborted`); `cleanup` fails freeing the source copy after the VM moved (the disk then exists on
+   * both hosts, exitstatus `migration problems`).
+   */
+  migrateFail: MigrateFailMode;
   /** pveproxy delays every 401 by 3 s; tests usually set 0. */
   authFailureDelayMs: number;
   /** PRNG seed for the rate-based faults. */
@@ -60,6 +68,7 @@ export const DEFAULT_FAULTS: Faults = {
   lockTimeoutMs: 10_000,
   detachPending: 'off',
   detachPendingVmids: [],
+  migrateFail: 'off',
   authFailureDelayMs: 3000,
   seed: 1,
 };
@@ -112,6 +121,7 @@ export function parseFaults(raw: unknown, where: string, base: Faults = DEFAULT_
         if (!Array.isArray(v) || v.some((x) => !Number.isInteger(x))) throw new Error(`${w}: expected a list of VMIDs`);
         out.detachPendingVmids = v as number[];
         break;
+      case 'migrateFail': out.migrateFail = oneOf(v, w, ['off', 'copy', 'cleanup'] as const); break;
       case 'authFailureDelayMs': out.authFailureDelayMs = num(v, w, 0); break;
       case 'seed': out.seed = num(v, w, 0); break;
       default: throw new Error(`${w}: unknown fault knob (known: ${Object.keys(DEFAULT_FAULTS).join(', ')})`);

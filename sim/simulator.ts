@@ -8,6 +8,7 @@ import { type AdminServer, startAdminServer } from './admin.js';
 import { accessRoutes } from './api/access.js';
 import { clusterRoutes } from './api/cluster.js';
 import { qemuRoutes } from './api/qemu.js';
+import { qemuLifecycleRoutes } from './api/qemu-lifecycle.js';
 import { storageRoutes } from './api/storage.js';
 import { taskRoutes } from './api/tasks.js';
 import { type BackendKind, type Exec, createBackend } from './backend/index.js';
@@ -152,7 +153,7 @@ export async function startSimulator(opts: StartOptions = {}): Promise<RunningSi
     });
 
     const log = new RequestLog();
-    const router = new Router().add(...accessRoutes, ...clusterRoutes, ...storageRoutes, ...qemuRoutes, ...taskRoutes);
+    const router = new Router().add(...accessRoutes, ...clusterRoutes, ...storageRoutes, ...qemuRoutes, ...qemuLifecycleRoutes, ...taskRoutes);
     const api: ApiServer = await startApiServer({ sim: ctx, router, log, cert: tls.cert, key: tls.key, port: opts.port ?? 0 });
     cleanups.push(() => api.close());
 

@@ -96,6 +96,14 @@ export function checkUpdatePerms(perms: Perms, vmid: number, req: UpdateRequest)
     else throw fail(`only root can set '${key}' config`);
   }
   for (const [key, value] of req.set) {
+    if (/^unused\d+$/.test(key)) {
+      // $check_storage_access covers unusedN values too: the VM must own the volume or the
+      // caller must be allowed to use it
+      const ref = parseVolid(value);
+      if (!ref) throw paramError({ [key]: `not a valid volid: ${value}` });
+      checkVolumeAccess(perms, ref.storage, ref.volname, vmid);
+      continue;
+    }
     if (!isDriveKey(key)) continue;
     const d = parseDrive(key, value);
     if (isNewDiskSpec(d.file)) {

@@ -2,6 +2,8 @@
 // guest writes, just like a thin LV.
 
 import { mkdir, open, rm, stat, truncate } from 'node:fs/promises';
+
+const CHUNK = 1024 * 1024;
 import { dirname, join } from 'node:path';
 import type { FileStore } from './types.js';
 
@@ -35,6 +37,29 @@ export class SparseFiles implements FileStore {
       return (await stat(path)).blocks * 512;
     } catch {
       return 0;
+    }
+  }
+
+  async copy(from: string, to: string, sizeBytes: number, failAfterBytes?: number): Promise<void> {
+    await this.create(to, sizeBytes);
+    const src = await open(from, 'r');
+    const dst = await open(to, 'r+');
+    try {
+      const buf = Buffer.alloc(CHUNK);
+      for (let off = 0; off < sizeBytes; off += CHUNK) {
+        if (failAfterBytes !== undefined && off >= failAfterBytes) {
+          throw new Error(`broken pipe after ${off} bytes`);
+        }
+        const { bytesRead } = await src.read(buf, 0, Math.min(CHUNK, sizeBytes - off), off);
+        if (bytesRead === 0) break;
+        const chunk = buf.subarray(0, bytesRead);
+        // skip all-zero chunks: the target stays sparse like a thin LV written by dd conv=sparse
+        if (chunk.some((b) => b !== 0)) await dst.write(chunk, 0, bytesRead, off);
+      }
+      await dst.sync();
+    } finally {
+      await src.close();
+      await dst.close();
     }
   }
 }

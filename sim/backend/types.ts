@@ -46,6 +46,12 @@ export interface FileStore {
   resize(path: string, sizeBytes: number): Promise<void>;
   remove(path: string): Promise<void>;
   allocatedBytes(path: string): Promise<number>;
+  /**
+   * Copies a volume's bytes into a new file of `sizeBytes` (pvesm export | pvesm import: dd with
+   * conv=sparse, so zero blocks stay holes). `failAfterBytes` stops the copy there and throws, as
+   * a broken pipe would (fault injection); the partial file is left for the caller to remove.
+   */
+  copy(from: string, to: string, sizeBytes: number, failAfterBytes?: number): Promise<void>;
 }
 
 export type BackendKind = 'none' | 'loop' | 'qmp';
