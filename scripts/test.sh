@@ -30,6 +30,7 @@ phase "csi-sanity nfs" bash scripts/sanity.sh nfs
 phase "chaos suite (bounded)" bash scripts/chaos.sh
 [ -f scripts/helm-test.sh ] && phase "helm chart" bash scripts/helm-test.sh
 [ "${SKIP_IMAGE:-0}" != 1 ] && phase "image (real Dockerfile, buildah + podman)" bash scripts/image.sh
+phase "k8s CLI tier (day-2 subcommands: etcd, kube-apiserver, simulator, ganesha)" bash scripts/k8s-cli.sh
 phase "k8s tier (etcd, kube-apiserver, controller-manager, sidecars, chart)" bash scripts/k8s-tier.sh
 [ "${SKIP_VM:-0}" != 1 ] && phase "VM tier (guest: sanity proxmox+nfs, end-to-end)" bash scripts/vm-tier.sh all
 

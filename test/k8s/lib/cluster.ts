@@ -21,8 +21,8 @@ export type Binaries = Record<'ETCD' | 'KUBE_APISERVER' | 'KUBE_CONTROLLER_MANAG
 export const COMPONENTS = ['etcd', 'csi-provisioner', 'csi-attacher', 'csi-resizer', 'kube-apiserver', 'kube-controller-manager', ...(process.env.K8S_SCHEDULER === '1' ? ['kube-scheduler'] : [])];
 
 /** Builds (or finds in the cache) every binary the tier runs; the build script prints NAME=path. */
-export function binaries(): Binaries {
-  const out = execFileSync('bash', [path.join(ROOT, 'scripts/k8s-build.sh'), ...COMPONENTS], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+export function binaries(components: readonly string[] = COMPONENTS): Binaries {
+  const out = execFileSync('bash', [path.join(ROOT, 'scripts/k8s-build.sh'), ...components], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   const bins = Object.fromEntries(out.trim().split('\n').map((l) => l.split('=', 2) as [string, string]));
   return bins as Binaries;
 }
@@ -57,6 +57,8 @@ export interface Cluster {
   scheduler: boolean;
   procs: Proc[];
   dir: string;
+  /** A kubeconfig for the admin identity (token auth, the serving certificate as CA). */
+  adminConfig: string;
   stop(): Promise<void>;
 }
 
@@ -89,7 +91,14 @@ async function until(what: string, fn: () => Promise<boolean>, timeoutMs: number
   }
 }
 
-export async function startCluster(dir: string, bins: Binaries, opts: { scheduler?: boolean } = {}): Promise<Cluster> {
+/** Just what an API client needs (the day-2 CLI tests): etcd and kube-apiserver. */
+export const API_ONLY = ['etcd', 'kube-apiserver'];
+
+/**
+ * `controllerManager: false` starts only etcd and kube-apiserver (bins needs only ETCD and
+ * KUBE_APISERVER then): enough for tests of an API client, seconds faster, no controllers acting.
+ */
+export async function startCluster(dir: string, bins: Binaries, opts: { scheduler?: boolean; controllerManager?: boolean } = {}): Promise<Cluster> {
   fs.mkdirSync(dir, { recursive: true });
   const procs: Proc[] = [];
   const logs = path.join(dir, 'logs');
@@ -137,6 +146,11 @@ export async function startCluster(dir: string, bins: Binaries, opts: { schedule
 
   const adminConfig = path.join(pki, 'admin.kubeconfig');
   fs.writeFileSync(adminConfig, kubeconfig(server, caFile, adminToken));
+  const stop = async () => {
+    for (const p of [...procs].reverse()) await p.stop('SIGTERM', 5000);
+    await kube.close();
+  };
+  if (opts.controllerManager === false) return { kube, server, port: apiPort, caFile, ca, scheduler: false, procs, dir, adminConfig, stop };
   // Each controller with its own service account and the bootstrap RBAC roles, as kubeadm runs it.
   const kcm = start('kube-controller-manager', bins.KUBE_CONTROLLER_MANAGER, [
     `--kubeconfig=${adminConfig}`, '--bind-address=127.0.0.1', '--secure-port=0', '--leader-elect=false',
@@ -155,10 +169,6 @@ export async function startCluster(dir: string, bins: Binaries, opts: { schedule
   await until('kube-controller-manager', async () => !!(await kube.tryGet('/api/v1/namespaces/kube-system/serviceaccounts/default')), 60_000, kcm);
 
   return {
-    kube, server, port: apiPort, caFile, ca, scheduler: withScheduler, procs, dir,
-    async stop() {
-      for (const p of [...procs].reverse()) await p.stop('SIGTERM', 5000);
-      await kube.close();
-    },
+    kube, server, port: apiPort, caFile, ca, scheduler: withScheduler, procs, dir, adminConfig, stop,
   };
 }

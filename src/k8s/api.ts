@@ -1,0 +1,70 @@
+// The Kubernetes port of the day-2 subcommands (report, archives, move): the few API calls they
+// make, in Kubernetes' own terms. client.ts implements it on @kubernetes/client-node; that module
+// is loaded only by a subcommand (never by the CSI server: start time and memory). The object
+// types are the library's, imported as types only (erased at run time).
+import type {
+  V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1Secret, V1StorageClass, V1VolumeAttachment,
+} from '@kubernetes/client-node';
+
+export type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1Secret, V1StorageClass, V1VolumeAttachment };
+
+/** Where the credentials come from (client.ts loadKubeConfig). */
+export interface KubeSource {
+  /** A kubeconfig file (the --kubeconfig flag); else KUBECONFIG, ~/.kube/config, in-cluster. */
+  kubeconfig?: string;
+  /** A context of the kubeconfig other than its current one. */
+  context?: string;
+  env?: NodeJS.ProcessEnv;
+  /** In-cluster: prefix of /var/run/secrets/kubernetes.io/serviceaccount (tests only). */
+  serviceAccountRoot?: string;
+}
+
+/** A JSON merge patch (RFC 7386): null removes a key. */
+export type MergePatch = Record<string, unknown>;
+
+export interface WriteOptions {
+  /** Only when the object still has this resourceVersion (optimistic concurrency): else Conflict. */
+  resourceVersion?: string;
+  /** Server-side dry run: validated and admitted, not persisted. */
+  dryRun?: boolean;
+}
+
+export interface DeleteOptions {
+  /** Only the object with this UID (not a successor of the same name): else Conflict. */
+  uid?: string;
+  resourceVersion?: string;
+  dryRun?: boolean;
+}
+
+/** Annotation changes: a string sets, null removes. */
+export type Annotations = Record<string, string | null>;
+
+export interface KubeApi {
+  /** Where this talks to and as whom, for messages ("https://…:6443 as context admin@homelab"). */
+  readonly describe: string;
+
+  listPersistentVolumes(signal?: AbortSignal): Promise<V1PersistentVolume[]>;
+  /** undefined when it does not exist. */
+  getPersistentVolume(name: string, signal?: AbortSignal): Promise<V1PersistentVolume | undefined>;
+  createPersistentVolume(pv: V1PersistentVolume, o?: WriteOptions): Promise<V1PersistentVolume>;
+  patchPersistentVolume(name: string, patch: MergePatch, o?: WriteOptions): Promise<V1PersistentVolume>;
+  /** Resolves false when it was already gone. */
+  deletePersistentVolume(name: string, o?: DeleteOptions): Promise<boolean>;
+
+  /** Every namespace. */
+  listPersistentVolumeClaims(signal?: AbortSignal): Promise<V1PersistentVolumeClaim[]>;
+  getPersistentVolumeClaim(namespace: string, name: string, signal?: AbortSignal): Promise<V1PersistentVolumeClaim | undefined>;
+  createPersistentVolumeClaim(pvc: V1PersistentVolumeClaim, o?: WriteOptions): Promise<V1PersistentVolumeClaim>;
+  patchPersistentVolumeClaim(namespace: string, name: string, patch: MergePatch, o?: WriteOptions): Promise<V1PersistentVolumeClaim>;
+  deletePersistentVolumeClaim(namespace: string, name: string, o?: DeleteOptions): Promise<boolean>;
+
+  listVolumeAttachments(signal?: AbortSignal): Promise<V1VolumeAttachment[]>;
+  listNodes(signal?: AbortSignal): Promise<V1Node[]>;
+  listStorageClasses(signal?: AbortSignal): Promise<V1StorageClass[]>;
+  getSecret(namespace: string, name: string, signal?: AbortSignal): Promise<V1Secret | undefined>;
+}
+
+/** The merge patch that applies annotation changes (null removes one). */
+export function annotationsPatch(changes: Annotations): MergePatch {
+  return { metadata: { annotations: changes } };
+}
