@@ -15,11 +15,11 @@ export interface SanityRun {
   controllerEndpoint: string;
   volumeParameters: Record<string, string>;
   /** A VolumeAttributesClass's parameters for the ModifyVolume specs (drivers that advertise MODIFY_VOLUME). */
-  mutableParameters?: Record<string, string>;
+  mutableParameters?: Record<string, string> | undefined;
   /** Where the mount and staging dirs live; for the guest, commands that create them there. */
   mountDir: string;
   stagingDir: string;
-  pathCommands?: { create: string; remove: string; check: string };
+  pathCommands?: { create: string; remove: string; check: string } | undefined;
   args: string[];
 }
 

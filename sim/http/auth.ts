@@ -34,9 +34,9 @@ function extractAuthValue(header: string | undefined, key: string): string | und
 
 export interface AuthRequest {
   method: string;
-  authorization?: string;
-  cookie?: string;
-  csrfToken?: string;
+  authorization?: string | undefined;
+  cookie?: string | undefined;
+  csrfToken?: string | undefined;
 }
 
 export function authenticate(state: ClusterState, req: AuthRequest, nowSec: number): AuthOutcome {

@@ -8,6 +8,11 @@ const LIFETIME = 2;
 const ts: TestSim = await startTestSim({ ticketLifetimeSeconds: LIFETIME });
 t.teardown(() => ts.close());
 const { sim } = ts;
+// Every test here logs in as the default cluster's password user.
+if (sim.username === undefined || sim.password === undefined) throw new Error('the default cluster has no password user');
+const user = sim.username;
+const pass = sim.password;
+const [userName = ''] = user.split('@');
 
 const login = (username: string, password: string) => ts.callAs(undefined, 'POST', '/access/ticket', { username, password });
 const asTicket = (ticket: string, csrf?: string) => ({ Cookie: `PVEAuthCookie=${encodeURIComponent(ticket)}`, ...(csrf && { CSRFPreventionToken: csrf }) });
@@ -19,7 +24,7 @@ async function raw(method: string, path: string, headers: Record<string, string>
   const body = method === 'GET' ? undefined : new URLSearchParams(params).toString();
   if (method === 'GET') for (const [k, v] of Object.entries(params)) url.searchParams.set(k, v);
   const res = await fetch(url, {
-    method, dispatcher: ts.agent, body,
+    method, dispatcher: ts.agent, ...(body !== undefined && { body }),
     headers: { ...headers, ...(body !== undefined && { 'Content-Type': 'application/x-www-form-urlencoded' }) },
   });
   const text = await res.text();
@@ -28,17 +33,17 @@ async function raw(method: string, path: string, headers: Record<string, string>
 
 t.test('wrong password and unknown user: 401 "authentication failure"', async (t) => {
   t.ok(sim.username && sim.password, 'the default cluster has a password user');
-  for (const [u, p] of [[sim.username!, 'wrong'], ['nobody@pve', 'x'], [sim.username!.split('@')[0]!, sim.password!]]) {
+  for (const [u, p] of [[user, 'wrong'], ['nobody@pve', 'x'], [userName, pass]] as const) {
     const r = await login(u, p);
     t.equal(r.status, 401, `${u}`);
     t.equal(r.statusText, 'authentication failure');
   }
-  const realm = await ts.callAs(undefined, 'POST', '/access/ticket', { username: sim.username!.split('@')[0]!, realm: 'pve', password: sim.password! });
+  const realm = await ts.callAs(undefined, 'POST', '/access/ticket', { username: userName, realm: 'pve', password: pass });
   t.equal(realm.status, 200, 'realm as its own parameter is appended to the user name');
 });
 
 t.test('a ticket reads with the cookie alone; writes need the CSRF token', async (t) => {
-  const r = await login(sim.username!, sim.password!);
+  const r = await login(user, pass);
   t.equal(r.status, 200);
   const d = r.body?.data as { ticket: string; CSRFPreventionToken: string; username: string; clustername: string };
   t.match(d, { username: sim.username, clustername: 'homelab' });
@@ -64,7 +69,7 @@ t.test('a ticket reads with the cookie alone; writes need the CSRF token', async
 });
 
 t.test('permissions: the user has only its role; /access/permissions lists them', async (t) => {
-  const d = (await login(sim.username!, sim.password!)).body?.data as { ticket: string };
+  const d = (await login(user, pass)).body?.data as { ticket: string };
   const perms = await raw('GET', '/access/permissions', asTicket(d.ticket));
   t.equal(perms.status, 200);
   t.same(Object.keys((perms.data as Record<string, Record<string, number>>)['/']!).sort(), ['Datastore.Allocate', 'Datastore.AllocateSpace', 'Datastore.Audit', 'VM.Audit', 'VM.Config.Disk']);
@@ -77,8 +82,8 @@ t.test('permissions: the user has only its role; /access/permissions lists them'
 });
 
 t.test('expiry after the lifetime; renewal with the ticket as password', async (t) => {
-  const d = (await login(sim.username!, sim.password!)).body?.data as { ticket: string; CSRFPreventionToken: string };
-  const renewed = await login(sim.username!, d.ticket);
+  const d = (await login(user, pass)).body?.data as { ticket: string; CSRFPreventionToken: string };
+  const renewed = await login(user, d.ticket);
   t.equal(renewed.status, 200, 'a valid ticket renews');
   const nd = renewed.body?.data as { ticket: string };
   const log = await ts.admin.requests(0);
@@ -91,6 +96,6 @@ t.test('expiry after the lifetime; renewal with the ticket as password', async (
   t.equal(old.status, 401);
   t.equal(old.statusText, 'permission denied - invalid PVE ticket');
   t.equal((await raw('GET', '/version', asTicket(nd.ticket))).status, 401, 'the renewed one has expired as well');
-  t.equal((await login(sim.username!, d.ticket)).status, 401, 'an expired ticket cannot renew');
-  t.equal((await login(sim.username!, sim.password!)).status, 200, 'the password still can');
+  t.equal((await login(user, d.ticket)).status, 401, 'an expired ticket cannot renew');
+  t.equal((await login(user, pass)).status, 200, 'the password still can');
 });

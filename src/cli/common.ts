@@ -60,10 +60,10 @@ export interface CommonFlags {
   json: boolean;
   yes: boolean;
   help: boolean;
-  kubeconfig?: string;
-  context?: string;
-  config?: string;
-  configSecret?: { namespace: string; name: string; key: string };
+  kubeconfig?: string | undefined;
+  context?: string | undefined;
+  config?: string | undefined;
+  configSecret?: { namespace: string; name: string; key: string } | undefined;
   timeoutMs: number;
 }
 

@@ -28,16 +28,16 @@ export interface StorageClassSpec {
 }
 
 export interface PreflightInput {
-  proxmox?: ProxmoxConfig;
+  proxmox?: ProxmoxConfig | undefined;
   classes: StorageClassSpec[];
   /** What the new release does with NFS handles that record no onDelete. */
   defaultOnDelete: string;
   /** What the old csi-driver-nfs release did (its controller.defaultOnDeletePolicy), if known. */
-  previousDefaultOnDelete?: string;
+  previousDefaultOnDelete?: string | undefined;
   /** Existing PersistentVolumes (`kubectl get pv -o json` items), if given. */
-  pvs?: Array<{ metadata?: { name?: string }; spec?: { csi?: { driver?: string; volumeHandle?: string } } }>;
-  nfsPort?: number;
-  nfsMountPort?: number;
+  pvs?: Array<{ metadata?: { name?: string }; spec?: { csi?: { driver?: string; volumeHandle?: string } } }> | undefined;
+  nfsPort?: number | undefined;
+  nfsMountPort?: number | undefined;
   timeoutMs: number;
 }
 

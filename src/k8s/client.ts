@@ -92,7 +92,7 @@ function options(o: { signal?: AbortSignal | undefined; contentType?: string }):
         return resolved(ctx);
       },
       post: (res: unknown) => resolved(res),
-    }] as unknown as ConfigurationOptions['middleware'],
+    }] as unknown as NonNullable<ConfigurationOptions['middleware']>,
     middlewareMergeStrategy: 'append',
   };
   if (o.contentType) opt = setHeaderOptions('Content-Type', o.contentType, opt as never) as ConfigurationOptions;

@@ -14,7 +14,7 @@ export interface VolumeRef {
   subDir: string;
   uuid: string;
   /** undefined: the handle does not say; use the driver default. */
-  onDelete?: OnDelete;
+  onDelete?: OnDelete | undefined;
 }
 
 const trimSlashes = (s: string) => s.replace(/^\/+|\/+$/g, '');

@@ -23,7 +23,7 @@ export function abnormal(message: string): NodeGetVolumeStatsResponse {
   };
 }
 
-export function healthy(usage: NodeGetVolumeStatsResponse['usage'], message = ''): NodeGetVolumeStatsResponse {
+export function healthy(usage: NonNullable<NodeGetVolumeStatsResponse['usage']>, message = ''): NodeGetVolumeStatsResponse {
   return { usage, volumeCondition: { abnormal: false, message } };
 }
 

@@ -5,11 +5,11 @@ import { execa } from 'execa';
 
 export interface ExecOptions {
   /** Kill the process group after this many ms. Default: the adapter's defaultTimeoutMs. */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
   /** Kill the process group when this aborts (client cancelled the RPC). */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** Written to stdin; without it stdin is /dev/null, so nothing can ever prompt and wait. */
-  input?: string;
+  input?: string | undefined;
 }
 
 export interface ExecResult {
@@ -38,10 +38,10 @@ export class CommandError extends Error {
     command: string;
     args: readonly string[];
     reason: CommandFailure;
-    exitCode?: number;
+    exitCode?: number | undefined;
     stdout?: string;
     stderr?: string;
-    detail?: string;
+    detail?: string | undefined;
   }) {
     const cmdline = [init.command, ...init.args].join(' ');
     const stderr = (init.stderr ?? '').trim();

@@ -8,7 +8,7 @@ export class QmpError extends Error {
 
 export interface QmpEvent {
   event: string;
-  data?: Record<string, unknown>;
+  data?: Record<string, unknown> | undefined;
 }
 
 type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void; what: string };

@@ -29,17 +29,18 @@ export interface Fattr {
 
 /** Attributes to set; absent fields are left unchanged. */
 export interface Sattr {
-  mode?: number;
-  uid?: number;
-  gid?: number;
+  mode?: number | undefined;
+  uid?: number | undefined;
+  gid?: number | undefined;
 }
 
 export interface DirEntry {
   name: string;
   fileid: bigint;
   cookie: bigint;
-  attrs?: Fattr;
-  handle?: Buffer;
+  // post_op_attr / post_op_fh3: the server may leave either out; the decoder always sets the key.
+  attrs: Fattr | undefined;
+  handle: Buffer | undefined;
 }
 
 export interface ReaddirPage {
@@ -58,9 +59,9 @@ export interface FsStat {
 }
 
 export interface CallOpts {
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** Server path the call is about, for error messages. */
-  path?: string;
+  path?: string | undefined;
 }
 
 const PROC = {
@@ -148,13 +149,13 @@ export class Nfs3Client {
     await this.call('SETATTR', w, o, '(handle)');
   }
 
-  async lookup(dir: Buffer, name: string, o: CallOpts = {}): Promise<{ handle: Buffer; attrs?: Fattr }> {
+  async lookup(dir: Buffer, name: string, o: CallOpts = {}): Promise<{ handle: Buffer; attrs: Fattr | undefined }> {
     const r = await this.call('LOOKUP', new XdrWriter().opaque(dir).string(name), o, name);
     const handle = r.opaque(64);
     return { handle, attrs: postOpAttr(r) };
   }
 
-  async mkdir(dir: Buffer, name: string, s: Sattr, o: CallOpts = {}): Promise<{ handle?: Buffer; attrs?: Fattr }> {
+  async mkdir(dir: Buffer, name: string, s: Sattr, o: CallOpts = {}): Promise<{ handle: Buffer | undefined; attrs: Fattr | undefined }> {
     const r = await this.call('MKDIR', sattr(new XdrWriter().opaque(dir).string(name), s), o, name);
     const handle = postOpFh(r);
     return { handle, attrs: postOpAttr(r) };

@@ -176,7 +176,8 @@ export const op = {
   }),
 };
 
-export interface ReaddirEntry { cookie: bigint; name: string; type?: FileType }
+/** type: undefined when the server did not return the TYPE attribute asked for. */
+export interface ReaddirEntry { cookie: bigint; name: string; type: FileType | undefined }
 export interface ReaddirPage { cookieverf: Buffer; entries: ReaddirEntry[]; eof: boolean }
 
 export const STAT_ATTRS: readonly number[] = [A.TYPE, A.MODE, A.OWNER, A.OWNER_GROUP];
@@ -209,8 +210,8 @@ const SESSION_LOST = [NFS4ERR.BADSESSION, NFS4ERR.DEADSESSION, NFS4ERR.STALE_CLI
 export interface Nfs4ClientOptions {
   server: string;
   /** 4.1 first with fallback to 4.0 (default), or exactly one minor version. */
-  minor?: MinorVersion;
-  log?: Logger;
+  minor?: MinorVersion | undefined;
+  log?: Logger | undefined;
 }
 
 export class Nfs4Client {

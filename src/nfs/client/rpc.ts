@@ -22,8 +22,8 @@ export interface RpcConnectionOptions {
    * that only accept "secure" ports (a Synology default, Linux `secure` exports) need it;
    * without the privilege we fall back to an ephemeral port.
    */
-  privilegedPort?: boolean;
-  log?: Logger;
+  privilegedPort?: boolean | undefined;
+  log?: Logger | undefined;
 }
 
 export interface RpcCall {
@@ -32,9 +32,9 @@ export interface RpcCall {
   proc: number;
   /** Procedure name for messages, e.g. "LOOKUP". */
   name: string;
-  args?: Buffer;
-  signal?: AbortSignal;
-  timeoutMs?: number;
+  args?: Buffer | undefined;
+  signal?: AbortSignal | undefined;
+  timeoutMs?: number | undefined;
 }
 
 /** The connection went away with the call in flight: the call may or may not have run. */

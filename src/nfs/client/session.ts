@@ -12,10 +12,10 @@ export interface SessionOptions {
   server: string;
   timeoutMs: number;
   /** Fixed ports skip the portmapper (test servers on non-standard ports, firewalled NAS). */
-  nfsPort?: number;
-  mountPort?: number;
-  privilegedPort?: boolean;
-  log?: Logger;
+  nfsPort?: number | undefined;
+  mountPort?: number | undefined;
+  privilegedPort?: boolean | undefined;
+  log?: Logger | undefined;
 }
 
 type Service = 'nfs' | 'mount';

@@ -48,15 +48,15 @@ export class Nfs3Store implements NfsStore {
     }
   }
 
-  private async walk(root: Buffer, segs: string[], o: OpOptions): Promise<{ handle: Buffer; attrs?: Fattr }> {
-    let cur: { handle: Buffer; attrs?: Fattr } = { handle: root };
+  private async walk(root: Buffer, segs: string[], o: OpOptions): Promise<{ handle: Buffer; attrs?: Fattr | undefined }> {
+    let cur: { handle: Buffer; attrs?: Fattr | undefined } = { handle: root };
     for (let i = 0; i < segs.length; i++) {
       cur = await this.s.nfs.lookup(cur.handle, segs[i]!, { signal: o.signal, path: this.where(segs.slice(0, i + 1)) });
     }
     return cur;
   }
 
-  private async attrsOf(h: { handle: Buffer; attrs?: Fattr }, o: OpOptions): Promise<Fattr> {
+  private async attrsOf(h: { handle: Buffer; attrs?: Fattr | undefined }, o: OpOptions): Promise<Fattr> {
     return h.attrs ?? this.s.nfs.getattr(h.handle, { signal: o.signal });
   }
 
@@ -166,7 +166,7 @@ export class Nfs3Store implements NfsStore {
       const name = segs[segs.length - 1]!;
       const where = { signal: o.signal, path: this.where(segs) };
       let parent: Buffer;
-      let target: { handle: Buffer; attrs?: Fattr };
+      let target: { handle: Buffer; attrs?: Fattr | undefined };
       try {
         parent = (await this.walk(root, parentSegs, o)).handle;
         target = await this.s.nfs.lookup(parent, name, where);
@@ -310,12 +310,12 @@ export class Nfs3Store implements NfsStore {
 
 export interface Nfs3StoresOptions {
   timeoutMs: number;
-  nfsPort?: number;
-  mountPort?: number;
-  privilegedPort?: boolean;
-  log?: Logger;
+  nfsPort?: number | undefined;
+  mountPort?: number | undefined;
+  privilegedPort?: boolean | undefined;
+  log?: Logger | undefined;
   /** A server's session unused this long is closed (connections and root handles); default 5 min. */
-  idleMs?: number;
+  idleMs?: number | undefined;
 }
 
 /**

@@ -290,11 +290,11 @@ export class Nfs4Store implements NfsStore {
 export interface Nfs4StoresOptions {
   timeoutMs: number;
   /** Instead of 2049 (test servers). */
-  nfsPort?: number;
+  nfsPort?: number | undefined;
   /** 4.1 with fallback to 4.0 when unset. */
-  minor?: MinorVersion;
-  privilegedPort?: boolean;
-  log?: Logger;
+  minor?: MinorVersion | undefined;
+  privilegedPort?: boolean | undefined;
+  log?: Logger | undefined;
 }
 
 /** One NFSv4 client per server; shares are only paths in its namespace. */

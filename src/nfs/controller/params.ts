@@ -33,10 +33,10 @@ export interface VolumeParams {
   /** True when subDir came from the StorageClass (then the handle carries the PV name as uuid). */
   subDirFromParam: boolean;
   /** Mode applied to the volume directory; undefined = leave as created (0755). */
-  mountPermissions?: number;
+  mountPermissions?: number | undefined;
   onDelete: OnDelete;
-  uid?: number;
-  gid?: number;
+  uid?: number | undefined;
+  gid?: number | undefined;
 }
 
 const MAX_NAME_BYTES = 255;

@@ -24,9 +24,9 @@ export interface NfsDirEntry {
 }
 
 export interface DirAttrs {
-  mode?: number;
-  uid?: number;
-  gid?: number;
+  mode?: number | undefined;
+  uid?: number | undefined;
+  gid?: number | undefined;
 }
 
 export interface OpOptions {

@@ -35,10 +35,10 @@ function noV3(e: unknown): boolean {
 
 export interface NfsStoresOptions {
   timeoutMs: number;
-  nfsPort?: number;
-  mountPort?: number;
-  privilegedPort?: boolean;
-  log?: Logger;
+  nfsPort?: number | undefined;
+  mountPort?: number | undefined;
+  privilegedPort?: boolean | undefined;
+  log?: Logger | undefined;
 }
 
 export function createNfsStores(opts: NfsStoresOptions): NfsStores {

@@ -60,7 +60,7 @@ export function nfsMountOwnership(volumeId: string): (entry: MountEntry) => { ou
 export function nfsMountOptions(
   req: Pick<NodePublishVolumeRequest, 'readonly' | 'volumeCapability'>,
   vol: NfsVolumeSource,
-  ports: { nfsPort?: number; nfsMountPort?: number } = {},
+  ports: { nfsPort?: number | undefined; nfsMountPort?: number | undefined } = {},
 ): string[] {
   const readonly = req.readonly || isReaderOnlyMode(req.volumeCapability);
   const opts = [...mountFlagsOf(req.volumeCapability), ...(readonly ? ['ro'] : []), ...vol.mountOptions];

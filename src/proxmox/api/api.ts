@@ -1,6 +1,8 @@
 // The ProxmoxApi port: the few Proxmox VE calls the driver makes, in Proxmox's own terms.
 // The HTTP adapter (http-api.ts) implements it over the proxmox-api package; unit tests use a
 // fake. Every method throws the project's typed errors (see errors.ts), never raw HTTP errors.
+// Optional fields are `?: T | undefined`: the adapter copies them from Proxmox's JSON, where any
+// of them can be missing, so "absent" and "undefined" mean the same here.
 
 /** One row of GET /cluster/resources (only the fields the driver reads). */
 export interface VmResource {
@@ -8,8 +10,8 @@ export interface VmResource {
   vmid: number;
   name: string;
   node: string;
-  status?: string;
-  template?: boolean;
+  status?: string | undefined;
+  template?: boolean | undefined;
 }
 
 export interface StorageResource {
@@ -18,17 +20,17 @@ export interface StorageResource {
   node: string;
   /** Comma-separated content types, e.g. "images,rootdir". */
   content: string;
-  plugintype?: string;
+  plugintype?: string | undefined;
   shared: boolean;
   /** "available" when the storage is active on that node. */
-  status?: string;
-  disk?: number;
-  maxdisk?: number;
+  status?: string | undefined;
+  disk?: number | undefined;
+  maxdisk?: number | undefined;
 }
 
 export interface NodeResource {
   node: string;
-  status?: string;
+  status?: string | undefined;
 }
 
 export interface StorageStatus {
@@ -37,7 +39,7 @@ export interface StorageStatus {
   avail: number;
   active: boolean;
   enabled: boolean;
-  type?: string;
+  type?: string | undefined;
   shared: boolean;
   content: string;
 }
@@ -47,9 +49,9 @@ export interface StorageContentItem {
   /** Full volume id, e.g. local-lvm:vm-9999-pvc-x. */
   volid: string;
   size: number;
-  vmid?: number;
-  format?: string;
-  content?: string;
+  vmid?: number | undefined;
+  format?: string | undefined;
+  content?: string | undefined;
 }
 
 /**
@@ -58,9 +60,9 @@ export interface StorageContentItem {
  */
 export interface ConfigEntry {
   key: string;
-  value?: string;
-  pending?: string;
-  pendingDelete?: boolean;
+  value?: string | undefined;
+  pending?: string | undefined;
+  pendingDelete?: boolean | undefined;
 }
 
 export interface VmConfig {
@@ -73,32 +75,32 @@ export interface VmConfig {
 export interface TaskStatus {
   status: 'running' | 'stopped';
   /** "OK" on success, else the error text (only when stopped). */
-  exitstatus?: string;
+  exitstatus?: string | undefined;
 }
 
 export interface ConfigChange {
   /** Keys to set, e.g. { scsi3: 'local-lvm:vm-9999-pvc-x,wwn=0x…' }. */
-  set?: Record<string, string>;
+  set?: Record<string, string> | undefined;
   /** Keys to delete. */
-  delete?: string[];
+  delete?: string[] | undefined;
   /** Refuse the change when the config changed since it was read. */
-  digest?: string;
+  digest?: string | undefined;
 }
 
 export interface AllocRequest {
   vmid: number;
   filename: string;
   sizeBytes: number;
-  format?: 'raw';
+  format?: 'raw' | undefined;
 }
 
 /** Optional per-call cancellation. */
 export interface CallOptions {
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 export interface ProxmoxApi {
-  version(o?: CallOptions): Promise<{ version: string; release?: string }>;
+  version(o?: CallOptions): Promise<{ version: string; release?: string | undefined }>;
   vmResources(o?: CallOptions): Promise<VmResource[]>;
   storageResources(o?: CallOptions): Promise<StorageResource[]>;
   nodeResources(o?: CallOptions): Promise<NodeResource[]>;

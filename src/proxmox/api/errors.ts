@@ -20,13 +20,13 @@ import {
 export const CSI_ROLE_PRIVILEGES = 'VM.Audit VM.Config.Disk Datastore.Allocate Datastore.AllocateSpace Datastore.Audit';
 
 export interface ParsedFailure {
-  method?: string;
-  url?: string;
-  status?: number;
+  method?: string | undefined;
+  url?: string | undefined;
+  status?: number | undefined;
   /** Proxmox's reason (status text), or the transport error. */
   reason: string;
   /** `errors` of a 400 answer: parameter → message. */
-  paramErrors?: Record<string, string>;
+  paramErrors?: Record<string, string> | undefined;
   /** No HTTP answer was received: the request may or may not have reached Proxmox. */
   transport: boolean;
 }
@@ -115,13 +115,13 @@ export interface FailureContext {
   cluster: string;
   /** What was being done, e.g. "read config of VM 101 on hyper1". */
   what: string;
-  tokenId?: string;
+  tokenId?: string | undefined;
   /** Ticket login user (instead of tokenId). */
-  username?: string;
+  username?: string | undefined;
   /** Set when the caller's own signal aborted the call. */
-  aborted?: boolean;
+  aborted?: boolean | undefined;
   /** queryTimeout, for the message of a timed-out call. */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
 }
 
 /** Maps any failure of a Proxmox call to a typed error with a message a person can act on. */

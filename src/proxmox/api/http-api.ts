@@ -24,11 +24,11 @@ import { TicketEngine, TicketSession } from './ticket-session.js';
 export interface HttpApiOptions {
   cluster: ProxmoxClusterConfig;
   /** Upper bound for one HTTP exchange, body included; default 30 s. */
-  queryTimeoutMs?: number;
+  queryTimeoutMs?: number | undefined;
   /** Connections per Proxmox host; default 8. */
-  connections?: number;
+  connections?: number | undefined;
   /** Ticket login only: renew the ticket after this long (default 1 h; PVE tickets live 2 h). */
-  ticketRenewAfterMs?: number;
+  ticketRenewAfterMs?: number | undefined;
 }
 
 export type HttpProxmoxApi = ProxmoxApi & {

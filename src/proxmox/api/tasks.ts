@@ -32,8 +32,8 @@ export function upidNode(upid: string): string | undefined {
 export interface WaitOptions {
   cluster: string;
   what: string;
-  signal?: AbortSignal;
-  timeoutMs?: number;
+  signal?: AbortSignal | undefined;
+  timeoutMs?: number | undefined;
 }
 
 /** Polls a task until it stops; an exit status other than OK is an error (typed by its text). */
@@ -57,11 +57,11 @@ export async function waitTask(api: ProxmoxApi, fallbackNode: string, upid: stri
 }
 
 export interface BackoffOptions {
-  signal?: AbortSignal;
-  attempts?: number;
-  baseMs?: number;
-  maxMs?: number;
-  onRetry?: (err: unknown, attempt: number, delayMs: number) => void;
+  signal?: AbortSignal | undefined;
+  attempts?: number | undefined;
+  baseMs?: number | undefined;
+  maxMs?: number | undefined;
+  onRetry?: ((err: unknown, attempt: number, delayMs: number) => void) | undefined;
 }
 
 /** Delay before retry `attempt` (1-based): exponential with full jitter, capped. */

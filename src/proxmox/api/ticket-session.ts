@@ -33,8 +33,8 @@ export interface TicketSessionOptions {
 }
 
 export class TicketSession {
-  private current?: Ticket & { at: number };
-  private inflight?: Promise<Ticket>;
+  private current: (Ticket & { at: number }) | undefined;
+  private inflight: Promise<Ticket> | undefined;
   private readonly renewAfterMs: number;
   private readonly now: () => number;
   /** Logins done, by kind; for tests and metrics. */

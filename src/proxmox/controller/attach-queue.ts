@@ -120,7 +120,7 @@ type Job = AttachJob | DetachJob | UpdateJob;
 const isOpen = (j: AttachJob): boolean => !j.done && j.landedSlot === undefined;
 
 interface VmState {
-  digest?: string;
+  digest?: string | undefined;
   entries: ConfigEntry[];
 }
 

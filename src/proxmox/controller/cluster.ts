@@ -19,8 +19,8 @@ export class Cluster {
   readonly queues: AttachQueues;
   /** Volumes with a change in flight that may still land; shared by every mutating path. */
   readonly fences: Fences;
-  private storagesCache?: { at: number; rows: StorageResource[] };
-  private storagesInflight?: Promise<StorageResource[]>;
+  private storagesCache: { at: number; rows: StorageResource[] } | undefined;
+  private storagesInflight: Promise<StorageResource[]> | undefined;
   private readonly ttlMs: number;
   private readonly volumeTails = new Map<string, Promise<unknown>>();
 

@@ -108,8 +108,8 @@ export function capabilityProblem(caps: readonly T.VolumeCapability[], params?: 
 }
 
 export interface Placement {
-  region?: string;
-  zone?: string;
+  region?: string | undefined;
+  zone?: string | undefined;
 }
 
 /** Candidate placements from accessibility requirements: preferred first, then requisite. */

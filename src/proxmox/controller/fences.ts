@@ -14,7 +14,7 @@ export type FenceKind = 'attach' | 'detach' | 'helper-attach' | 'resize' | 'free
 export interface Fence {
   kind: FenceKind;
   /** The VM whose config the change touches (none for a storage free). */
-  vm?: VmRef;
+  vm?: VmRef | undefined;
   since: number;
 }
 
@@ -31,7 +31,7 @@ export class Fences {
   constructor(private readonly landHorizonMs = DEFAULT_LAND_HORIZON_MS) {}
 
   /** Raises a fence; the returned function lifts it (after the horizon when the outcome is uncertain). */
-  hold(volid: string, kind: FenceKind, vm?: VmRef): (o?: { uncertainSince?: number }) => void {
+  hold(volid: string, kind: FenceKind, vm?: VmRef): (o?: { uncertainSince?: number | undefined }) => void {
     const fence: Fence = { kind, vm: vm && { ...vm }, since: Date.now() };
     const set = this.byVolume.get(volid) ?? new Set<Fence>();
     set.add(fence);

@@ -17,16 +17,16 @@ export type FsType = (typeof FS_TYPES)[number];
 
 export interface StorageParams {
   storage: string;
-  cache?: CacheMode;
-  aio?: AioMode;
+  cache?: CacheMode | undefined;
+  aio?: AioMode | undefined;
   ssd: boolean;
   backup: boolean;
   iothread: boolean;
-  diskIOPS?: number;
-  diskMBps?: number;
-  blockSize?: number;
-  inodeSize?: number;
-  fsType?: FsType;
+  diskIOPS?: number | undefined;
+  diskMBps?: number | undefined;
+  blockSize?: number | undefined;
+  inodeSize?: number | undefined;
+  fsType?: FsType | undefined;
 }
 
 const KNOWN = PROXMOX_PARAMETER_KEYS;
@@ -144,13 +144,13 @@ export function volumeContextOf(p: Record<string, string>): Record<string, strin
 }
 
 export interface DriveOptions {
-  aio?: AioMode;
+  aio?: AioMode | undefined;
   backup: boolean;
   iothread: boolean;
   ssd: boolean;
-  cache?: CacheMode;
-  iops?: number;
-  mbps?: number;
+  cache?: CacheMode | undefined;
+  iops?: number | undefined;
+  mbps?: number | undefined;
   readonly: boolean;
 }
 

@@ -12,11 +12,11 @@ export interface VmEntries {
 }
 
 export interface ScanOptions {
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** Only VMs on these Proxmox nodes; all nodes when undefined. */
-  nodes?: readonly string[];
+  nodes?: readonly string[] | undefined;
   /** VMIDs to leave out (the VM being published to). */
-  exclude?: readonly number[];
+  exclude?: readonly number[] | undefined;
 }
 
 async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t: T) => Promise<R>): Promise<R[]> {

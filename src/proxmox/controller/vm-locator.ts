@@ -30,8 +30,8 @@ const NAME_VMID_RE = /^([^/]+)\/(\d+)$/;
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export class VmLocator {
-  private cached?: { at: number; vms: VmResource[] };
-  private inflight?: Promise<VmResource[]>;
+  private cached: { at: number; vms: VmResource[] } | undefined;
+  private inflight: Promise<VmResource[]> | undefined;
   private readonly uuids = new Map<string, number>();
   private readonly ttlMs: number;
   private readonly now: () => number;

@@ -12,36 +12,36 @@ export interface ProxmoxNodeOptions {
   /** Kubernetes node name = Proxmox VM name. */
   nodeId: string;
   /** Topology outside Kubernetes, or when the Node lacks the labels. */
-  region?: string;
-  zone?: string;
+  region?: string | undefined;
+  zone?: string | undefined;
   /** Where `wwn-0x…` links are looked for when sysfs has no matching disk. Default /dev/disk/by-id. */
-  deviceDir?: string;
+  deviceDir?: string | undefined;
   log: Logger;
-  exec?: Exec;
-  mounter?: Mounter;
-  blockDevices?: BlockDevices;
+  exec?: Exec | undefined;
+  mounter?: Mounter | undefined;
+  blockDevices?: BlockDevices | undefined;
   /** LUKS (encrypted volumes). */
-  cryptsetup?: Cryptsetup;
-  statFs?: StatFs;
-  sysfsRoot?: string;
-  devRoot?: string;
+  cryptsetup?: Cryptsetup | undefined;
+  statFs?: StatFs | undefined;
+  sysfsRoot?: string | undefined;
+  devRoot?: string | undefined;
   /**
    * Reads the Node's labels. Undefined: use the in-cluster service account when there is one.
    * Null: never ask Kubernetes (flags only).
    */
-  nodeLabels?: NodeLabelSource | null;
+  nodeLabels?: NodeLabelSource | null | undefined;
   /** How long stage/publish wait for a hot-plugged disk to appear. Default 15 s. */
-  deviceWaitMs?: number;
+  deviceWaitMs?: number | undefined;
   /** Bound for one umount of a local filesystem. Default 60 s. */
-  unmountTimeoutMs?: number;
+  unmountTimeoutMs?: number | undefined;
   /** Node calls act only on paths strictly inside this directory. Default /var/lib/kubelet. */
-  kubeletDir?: string;
+  kubeletDir?: string | undefined;
 }
 
 export interface ProxmoxNodeDeps {
   nodeId: string;
-  region?: string;
-  zone?: string;
+  region?: string | undefined;
+  zone?: string | undefined;
   deviceDir: string;
   sysfsRoot: string;
   log: Logger;

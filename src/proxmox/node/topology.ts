@@ -99,10 +99,10 @@ export function nodeLabelsFromApi(o: {
 export interface TopologyInput {
   nodeId: string;
   /** Flag/env values; used outside a cluster, and inside one when a label is missing. */
-  region?: string;
-  zone?: string;
-  labels?: NodeLabelSource;
-  signal?: AbortSignal;
+  region?: string | undefined;
+  zone?: string | undefined;
+  labels?: NodeLabelSource | undefined;
+  signal?: AbortSignal | undefined;
 }
 
 export async function resolveTopology(i: TopologyInput): Promise<{ region: string; zone: string }> {

@@ -97,7 +97,7 @@ class FakeStore implements NfsStore {
     return n;
   }
 
-  private find(p: string): { parent?: Node; node?: Node; name: string } {
+  private find(p: string): { parent: Node | undefined; node: Node | undefined; name: string } {
     const s = segs(p);
     let parent: Node | undefined;
     let node: Node | undefined = this.root();

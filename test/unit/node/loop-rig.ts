@@ -15,7 +15,8 @@ export interface LoopDisk {
 
 const run = (cmd: string, args: string[]) => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 
-export function canUseLoopDevices(): string | undefined {
+/** Why the loop-device tests cannot run here, or false: the shape tap's `skip` option takes. */
+export function canUseLoopDevices(): string | false {
   if (process.getuid?.() !== 0) return 'needs root (losetup, mkfs, mount)';
   try {
     run('losetup', ['--version']);
@@ -23,7 +24,7 @@ export function canUseLoopDevices(): string | undefined {
   } catch (e) {
     return `missing tool: ${(e as Error).message}`;
   }
-  return undefined;
+  return false;
 }
 
 export class LoopRig {

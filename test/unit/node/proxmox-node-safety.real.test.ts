@@ -15,7 +15,7 @@ import type { CallContext, NodeBackend, VolumeCapability } from '../../../src/cs
 import { wwnForSlot } from '../../../src/os/scsi.js';
 import { canUseLoopDevices, LoopRig } from './loop-rig.js';
 
-const skip = canUseLoopDevices() ?? (inPrivateMountNs() ? undefined : 'needs a private mount namespace (unshare -m)');
+const skip = canUseLoopDevices() || (inPrivateMountNs() ? false : 'needs a private mount namespace (unshare -m)');
 const MiB = 1024 * 1024;
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 const mountCap: VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'mount' };

@@ -14,7 +14,7 @@ export interface FakeVm {
   name: string;
   node: string;
   running: boolean;
-  template?: boolean;
+  template?: boolean | undefined;
   config: Map<string, string>;
   pending: Map<string, string>;
   pendingDelete: Set<string>;

@@ -90,7 +90,7 @@ t.test('a helper attachment stranded by failed unlinks is removed by the next ca
   t.same((await c.listVolumes!({ maxEntries: 0, startingToken: '' }, ctx())).entries, [], '…and freed the disk');
 });
 
-const notRoot = process.getuid?.() !== 0 ? 'needs root (losetup) for the loop backend' : undefined;
+const notRoot = process.getuid?.() !== 0 ? 'needs root (losetup) for the loop backend' : false;
 
 t.test('loop backend: the running helper gets a loop device for the resize, then loses it', { skip: notRoot }, async (t) => {
   const { sim, state, mentions, create, expand, resizedThrough, c } = await start(t, 'loop');
