@@ -3,7 +3,9 @@
 import type { Logger } from 'pino';
 import type { AppConfig } from './config/types.js';
 import type { Driver } from './csi/types.js';
-import { createProxmoxController, PROXMOX_DRIVER_NAME } from './proxmox/index.js';
+import { createProxmoxController } from './proxmox/index.js';
+import { PROXMOX_DRIVER_NAME } from './proxmox/contract.js';
+import { NFS_DRIVER_NAME } from './nfs/contract.js';
 import { createNfsController } from './nfs/controller/controller.js';
 import { createProxmoxNode } from './proxmox/node/node.js';
 import { createNfsNode } from './nfs/node/node.js';
@@ -11,7 +13,7 @@ import { createExec } from './os/index.js';
 import { kubernetesNodeNames } from './proxmox/controller/helper-vms.js';
 
 export const PROXMOX_DRIVER = PROXMOX_DRIVER_NAME;
-export const NFS_DRIVER = 'nfs.csi.k8s.io';
+export const NFS_DRIVER = NFS_DRIVER_NAME;
 
 export interface Composed {
   drivers: { driver: Driver; endpoint: string }[];

@@ -8,7 +8,8 @@ import { isCsiError } from '../errors.js';
 import { lookupPort, MOUNT_PROGRAM, MOUNT_V3 } from '../nfs/client/mount.js';
 import { NFS_PROGRAM, NFS_V3 } from '../nfs/client/nfs3.js';
 import { createNfs3Stores } from '../nfs/controller/nfs3-store.js';
-import { parseCreateParams, PV_NAME_KEY, PVC_NAME_KEY, PVC_NAMESPACE_KEY } from '../nfs/controller/params.js';
+import { parseCreateParams } from '../nfs/controller/params.js';
+import { NFS_CONTEXT } from '../nfs/contract.js';
 import { parseVolumeId } from '../nfs/volume-id.js';
 import { CSI_ROLE_PRIVILEGES } from '../proxmox/api/errors.js';
 import { createHttpProxmoxApi, type HttpProxmoxApi } from '../proxmox/api/http-api.js';
@@ -50,7 +51,7 @@ export function checkStorageClasses(input: PreflightInput): CheckResult[] {
       if (c.driver === 'proxmox') parseCreateParameters(c.parameters);
       else {
         // the provisioner adds these; a template in subDir needs them
-        parseCreateParams('pv-preflight', { ...c.parameters, [PVC_NAMESPACE_KEY]: 'ns', [PVC_NAME_KEY]: 'claim', [PV_NAME_KEY]: 'pv-preflight' }, 'delete');
+        parseCreateParams('pv-preflight', { ...c.parameters, [NFS_CONTEXT.pvcNamespace]: 'ns', [NFS_CONTEXT.pvcName]: 'claim', [NFS_CONTEXT.pvName]: 'pv-preflight' }, 'delete');
       }
       return { name, status: 'pass', message: `parameters accepted by ${c.driver === 'proxmox' ? 'csi.proxmox.sinextra.dev' : 'nfs.csi.k8s.io'}` };
     } catch (e) {

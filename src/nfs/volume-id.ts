@@ -4,7 +4,7 @@
 // subDir (several PVs may share a subDir template) and empty otherwise; the 5th field only
 // records "retain" or "archive" (empty means the driver default, delete). Handles of older
 // releases, "server/share/subDir", still parse.
-import { ON_DELETE, type OnDelete } from './controller/params.js';
+import { ON_DELETE, type OnDelete } from './contract.js';
 
 export interface VolumeRef {
   server: string;

@@ -6,7 +6,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { type Exec, isCommandError } from './exec.js';
 import { isErrno } from './paths.js';
-import { findScsiByWwn, foreignScsiSlots, isDriverWwid, rescanScsiHosts } from './scsi.js';
+import { type DriverDisks, findScsiByWwn, foreignScsiSlots, isDriverScsiDisk, rescanScsiHosts } from './scsi.js';
 
 export type FsType = 'ext4' | 'xfs';
 
@@ -43,11 +43,11 @@ export interface BlockDevices {
   majMinOf(devicePath: string): Promise<string>;
   /** Device node for `major:minor`; undefined when the kernel no longer has that device. */
   deviceByMajMin(majMin: string): Promise<string | undefined>;
-  /** SCSI slots 1..30 occupied by disks this driver did not attach. */
+  /** The driver's SCSI slots (DriverDisks) occupied by disks this driver did not attach. */
   foreignSlots(): Promise<number>;
   /**
-   * Whether `major:minor` is a disk this driver attached: a QEMU SCSI disk whose wwid is the
-   * PVC-ID scheme (sysfs), or the target of a `wwn-0x<PVC-ID scheme>` link in the device dir.
+   * Whether `major:minor` is a disk this driver attached: a QEMU SCSI disk whose wwid is one of
+   * the driver's WWNs (sysfs), or the target of a `wwn-0x<driver WWN>` link in the device dir.
    */
   isDriverDisk(majMin: string): Promise<boolean>;
   /** Whether the kernel has a block device `major:minor` at all (false once a disk is unplugged). */
@@ -58,6 +58,8 @@ export interface BlockDevices {
 
 export interface LinuxBlockDevicesOptions {
   exec: Exec;
+  /** Which disks are the driver's (its WWN scheme and slots); the adapter knows neither. */
+  driverDisks: DriverDisks;
   /** Where `wwn-0x…` links are looked for when sysfs has no such disk. Default /dev/disk/by-id. */
   deviceDir?: string;
   sysfsRoot?: string;
@@ -235,12 +237,12 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
       return name ? path.join(devRoot, name) : undefined;
     },
 
-    foreignSlots: () => foreignScsiSlots(sysfsRoot),
+    foreignSlots: () => foreignScsiSlots(sysfsRoot, o.driverDisks),
 
     async isDriverDisk(majMin) {
       const dev = path.join(sysfsRoot, 'dev', 'block', majMin, 'device');
       const [vendor, wwid] = await Promise.all([readOr(path.join(dev, 'vendor')), readOr(path.join(dev, 'wwid'))]);
-      if (vendor === 'QEMU' && isDriverWwid(wwid)) return true;
+      if (isDriverScsiDisk({ vendor, wwid }, o.driverDisks)) return true;
       let names: string[];
       try {
         names = await fs.readdir(deviceDir);
@@ -250,7 +252,7 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
       }
       for (const name of names) {
         const m = /^wwn-0x([0-9a-fA-F]+)$/.exec(name);
-        if (!m || !isDriverWwid(`naa.${m[1]}`)) continue;
+        if (!m || !o.driverDisks.ownsWwn(m[1]!.toLowerCase())) continue;
         try {
           const st = await fs.stat(path.join(deviceDir, name), { bigint: true });
           if (st.isBlockDevice() && majMinFromRdev(st.rdev) === majMin) return true;

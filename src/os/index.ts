@@ -4,4 +4,4 @@ export { createLinuxMounter, type Mounter, type MountEntry, type PathState } fro
 export { createLinuxBlockDevices, type BlockDevices, type FsType } from './blockdevices.js';
 export { createLinuxCryptsetup, type Cryptsetup, type CryptMapping, LuksKeyRejected, LuksBusy } from './cryptsetup.js';
 export { createStatFs, type StatFs, type FsUsage } from './statfs.js';
-export { normalizeWwn, wwnForSlot, isDriverWwid } from './scsi.js';
+export { normalizeWwn, wwnOfWwid, type DriverDisks } from './scsi.js';

@@ -4,7 +4,18 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { isErrno } from './paths.js';
-import { pvcIdWwnHex } from '../csi/pvc-id-wwn.js';
+
+/**
+ * Which disks are the driver's, as the driver says (src/proxmox/contract.ts): this adapter knows
+ * no WWN scheme and no slot range of its own.
+ */
+export interface DriverDisks {
+  /** True for a WWN (16 or 32 lowercase hex digits, no 0x) the driver gives its disks. */
+  ownsWwn(wwnHex: string): boolean;
+  /** The SCSI slots the driver attaches to (inclusive). */
+  minSlot: number;
+  maxSlot: number;
+}
 
 export interface ScsiDevice {
   hctl: string;
@@ -26,12 +37,15 @@ export function normalizeWwn(raw: string): string | undefined {
   return /^[0-9a-f]{16}([0-9a-f]{16})?$/.test(hex) ? hex : undefined;
 }
 
-/** WWN (hex, no 0x) the controller gives the disk in slot N; the scheme is in src/csi/pvc-id-wwn.ts. */
-export const wwnForSlot = pvcIdWwnHex;
+/** The WWN (lowercase hex, no 0x) in a sysfs `wwid` of the form `naa.<hex>`; undefined for other forms. */
+export function wwnOfWwid(wwid: string): string | undefined {
+  return /^naa\.([0-9a-f]+)$/i.exec(wwid.trim())?.[1]?.toLowerCase();
+}
 
-/** True for a disk attached by this driver (or the one it replaces): `naa.` + hex("PVC-ID") + two digits. */
-export function isDriverWwid(wwid: string): boolean {
-  return /^naa\.5056432d4944(3[0-9]){2}$/i.test(wwid.trim());
+/** True for a QEMU disk whose wwid is one of the driver's WWNs. */
+export function isDriverScsiDisk(d: { vendor: string; wwid: string }, disks: DriverDisks): boolean {
+  const wwn = wwnOfWwid(d.wwid);
+  return d.vendor === 'QEMU' && wwn !== undefined && disks.ownsWwn(wwn);
 }
 
 async function readTrim(file: string): Promise<string> {
@@ -109,13 +123,13 @@ export function slotOf(d: ScsiDevice): number {
   return d.lun > 0 ? d.lun : d.target;
 }
 
-/** Slots scsi1..scsi30 taken by QEMU disks this driver did not attach (they limit how many we can). */
-export async function foreignScsiSlots(sysfsRoot: string): Promise<number> {
+/** The driver's slots taken by QEMU disks the driver did not attach (they limit how many it can). */
+export async function foreignScsiSlots(sysfsRoot: string, disks: DriverDisks): Promise<number> {
   const slots = new Set<number>();
   for (const d of await listScsiDevices(sysfsRoot)) {
-    if (d.vendor !== 'QEMU' || isDriverWwid(d.wwid)) continue;
+    if (d.vendor !== 'QEMU' || isDriverScsiDisk(d, disks)) continue;
     const slot = slotOf(d);
-    if (slot >= 1 && slot <= 30) slots.add(slot);
+    if (slot >= disks.minSlot && slot <= disks.maxSlot) slots.add(slot);
   }
   return slots.size;
 }

@@ -4,4 +4,4 @@ export type { ProxmoxController, ProxmoxControllerOptions } from './controller/c
 export type { ProxmoxApi } from './api/api.js';
 export { createHttpProxmoxApi } from './api/http-api.js';
 export { parseVolumeId, formatVolumeId, diskNameFor } from './volume-id.js';
-export { wwnForSlot, FSTYPE_KEY } from './controller/params.js';
+export { wwnForSlot, FSTYPE_KEY } from './contract.js';

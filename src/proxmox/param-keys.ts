@@ -3,6 +3,8 @@
 // source of truth: params.ts parses them, and the chart's values.schema.json `proxmoxParameters`
 // is generated from `schema` here (scripts/gen-chart-schema.ts; test/helm/schema-params.test.ts
 // checks both ways). `schema` accepts exactly the values the driver accepts at CreateVolume.
+import { FSTYPE_KEY } from './contract.js';
+
 export type JsonSchema = Record<string, unknown>;
 
 export interface ParamDef {
@@ -17,7 +19,6 @@ const bool: JsonSchema = { type: ['string', 'boolean'], enum: ['', ...BOOL_TRUE,
 const onlyFalse: JsonSchema = { type: ['string', 'boolean'], enum: ['', ...BOOL_FALSE, false] };
 const count: JsonSchema = { type: ['string', 'integer'], pattern: '^[0-9]*$', minimum: 0 };
 
-export const FSTYPE_PARAM = 'csi.storage.k8s.io/fstype';
 export const AIO_MODES = ['native', 'threads', 'io_uring'] as const;
 export const CACHE_MODES = ['none', 'writethrough', 'writeback', 'directsync', 'unsafe'] as const;
 
@@ -57,7 +58,7 @@ export const PROXMOX_PARAMETERS: Record<string, ParamDef> = {
     doc: 'ours: the node refuses to stage the volume without LUKS (the node-stage secret carries the passphrase)',
     schema: bool,
   },
-  [FSTYPE_PARAM]: { doc: 'filesystem: ext4 (default) or xfs', schema: { enum: ['', 'ext4', 'xfs'] } },
+  [FSTYPE_KEY]: { doc: 'filesystem: ext4 (default) or xfs', schema: { enum: ['', 'ext4', 'xfs'] } },
 };
 
 export const PROXMOX_PARAMETER_KEYS: ReadonlySet<string> = new Set(Object.keys(PROXMOX_PARAMETERS));

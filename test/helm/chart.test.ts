@@ -15,9 +15,11 @@ import {
   type K8sObject,
   type PodSpec,
 } from './helm.js';
+import { FSTYPE_KEY, PROXMOX_DRIVER_NAME } from '../../src/proxmox/contract.js';
+import { NFS_DRIVER_NAME } from '../../src/nfs/contract.js';
 
-const PROXMOX = 'csi.proxmox.sinextra.dev';
-const NFS = 'nfs.csi.k8s.io';
+const PROXMOX = PROXMOX_DRIVER_NAME;
+const NFS = NFS_DRIVER_NAME;
 const defaults = render();
 const seed = render({ valuesFiles: [SEED_VALUES], namespace: 'csi-proxmox', release: 'pve-nfs-csi' });
 
@@ -239,7 +241,7 @@ t.test('default StorageClass reproduces proxmox-local', async (t) => {
   t.equal(sc.volumeBindingMode, 'WaitForFirstConsumer');
   t.equal(sc.reclaimPolicy, 'Delete');
   t.equal(sc.allowVolumeExpansion, true);
-  t.strictSame(params(sc), { storage: 'local-lvm', 'csi.storage.k8s.io/fstype': 'ext4', backup: 'true', cache: 'writethrough', ssd: 'true' });
+  t.strictSame(params(sc), { storage: 'local-lvm', [FSTYPE_KEY]: 'ext4', backup: 'true', cache: 'writethrough', ssd: 'true' });
 });
 
 t.test('seed values reproduce the seed cluster', async (t) => {
@@ -251,7 +253,7 @@ t.test('seed values reproduce the seed cluster', async (t) => {
       b: 'WaitForFirstConsumer',
       r: 'Delete',
       e: true,
-      params: { storage: 'local-lvm', 'csi.storage.k8s.io/fstype': 'ext4', backup: 'true', cache: 'writethrough', ssd: 'true' },
+      params: { storage: 'local-lvm', [FSTYPE_KEY]: 'ext4', backup: 'true', cache: 'writethrough', ssd: 'true' },
     },
   );
   t.equal(local.metadata.annotations?.['storageclass.kubernetes.io/is-default-class'], 'true');

@@ -13,13 +13,15 @@ import { NFS_PARAMETERS } from '../../src/nfs/param-keys.js';
 import { parseCreateParameters } from '../../src/proxmox/controller/params.js';
 import { parseCreateParams } from '../../src/nfs/controller/params.js';
 import { isCsiError } from '../../src/errors.js';
+import { FSTYPE_KEY, PROXMOX_DRIVER_NAME } from '../../src/proxmox/contract.js';
+import { NFS_DRIVER_NAME } from '../../src/nfs/contract.js';
 import { render, renderError } from './helm.js';
 
 /** One valid value per key; a key added to a driver without one here fails the test. */
 const PROXMOX_EXAMPLES: Record<string, string> = {
   storage: 'local-lvm', storageFormat: 'raw', aio: 'native', cache: 'none', ssd: 'true', backup: 'false', iothread: 'true',
   diskIOPS: '100', diskMBps: '10', blockSize: '4096', inodeSize: '256', replicate: 'false', replicateSchedule: '*/15',
-  replicateZones: 'hyper1,hyper2', resizeRequired: 'false', resizeSizeBytes: '0', encrypted: 'false', 'csi.storage.k8s.io/fstype': 'xfs',
+  replicateZones: 'hyper1,hyper2', resizeRequired: 'false', resizeSizeBytes: '0', encrypted: 'false', [FSTYPE_KEY]: 'xfs',
 };
 const NFS_EXAMPLES: Record<string, string> = {
   server: 'nas.example', share: '/volume1/k8s-volumes/talos', subDir: 'apps/data', mountPermissions: '0770', onDelete: 'retain', uid: '1000', gid: '1000',
@@ -40,8 +42,8 @@ t.test('values.schema.json is what scripts/gen-chart-schema.ts generates', async
 });
 
 for (const [driver, defs, examples, def, accepts] of [
-  ['csi.proxmox.sinextra.dev', PROXMOX_PARAMETERS, PROXMOX_EXAMPLES, 'proxmoxParameters', (p: Record<string, string>) => parseCreateParameters(p)],
-  ['nfs.csi.k8s.io', NFS_PARAMETERS, NFS_EXAMPLES, 'nfsParameters', (p: Record<string, string>) => parseCreateParams('pv-1', p, 'delete')],
+  [PROXMOX_DRIVER_NAME, PROXMOX_PARAMETERS, PROXMOX_EXAMPLES, 'proxmoxParameters', (p: Record<string, string>) => parseCreateParameters(p)],
+  [NFS_DRIVER_NAME, NFS_PARAMETERS, NFS_EXAMPLES, 'nfsParameters', (p: Record<string, string>) => parseCreateParams('pv-1', p, 'delete')],
 ] as const) {
   t.test(`${driver}: driver keys = schema keys, each accepted by both`, async (t) => {
     t.same(Object.keys(schema.definitions[def]!.properties).sort(), Object.keys(defs).sort(), 'the schema lists exactly the driver keys');
@@ -57,7 +59,7 @@ for (const [driver, defs, examples, def, accepts] of [
     })();
     t.match(err, /colour/, 'the driver refuses an unknown key by name');
 
-    const cls = (parameters: Record<string, string>) => driver === 'nfs.csi.k8s.io'
+    const cls = (parameters: Record<string, string>) => driver === NFS_DRIVER_NAME
       ? { nfs: { storageClasses: [{ name: 'c', parameters }] } }
       : { proxmox: { storageClasses: [{ name: 'c', parameters }] } };
     const r = render({ valuesFiles: [valuesFile(cls(examples))] });

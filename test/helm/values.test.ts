@@ -3,9 +3,11 @@
 import t from 'tap';
 import { parse } from 'yaml';
 import { container, flag, mountAt, podSpec, render, renderError, volume, type K8sObject } from './helm.js';
+import { PROXMOX_DRIVER_NAME } from '../../src/proxmox/contract.js';
+import { NFS_DRIVER_NAME } from '../../src/nfs/contract.js';
 
-const PROXMOX = 'csi.proxmox.sinextra.dev';
-const NFS = 'nfs.csi.k8s.io';
+const PROXMOX = PROXMOX_DRIVER_NAME;
+const NFS = NFS_DRIVER_NAME;
 const names = (objs: K8sObject[]) => objs.map((o) => o.metadata.name).sort();
 const containers = (o: K8sObject) => podSpec(o).containers.map((c) => c.name).sort();
 const nfsClass = (i: number, name: string, server = 'nas.example', share = '/export') => [

@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { csiClient } from '../helpers/csi-client.js';
 import { canUseLoopDevices, LoopRig } from '../unit/node/loop-rig.js';
-import { wwnForSlot } from '../../src/os/scsi.js';
+import { wwnHexForSlot as wwnForSlot } from '../../src/proxmox/contract.js';
 import { startProxmoxBackend } from '../../scripts/lib/backends.js';
 
 const IMAGE = process.env.IMAGE;

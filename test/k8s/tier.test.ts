@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { pvcIdWwnHex } from '../../src/csi/pvc-id-wwn.js';
+import { wwnHexForSlot } from '../../src/proxmox/contract.js';
 import { find } from './lib/chart.js';
 import { NFS_DRIVER, NODES, NS, PROXMOX_DRIVER, REGION, startEnv, type Env } from './lib/env.js';
 import { APPS, GiB, Pve, attachmentOf, bindClaims, createPvc, deletePod, placePod, pvcPath, waitBound } from './lib/workload.js';
@@ -127,7 +127,7 @@ t.test('proxmox-local: binds once a pod selects a node; attach, resize, detach',
   const slot = slotOf(cfg, volid(pv));
   t.ok(slot, `the disk is on VM ${node.vmid}: ${JSON.stringify(cfg)}`);
   const n = Number(slot!.slice(4));
-  t.match(cfg[slot!], new RegExp(`wwn=0x${pvcIdWwnHex(n)}`, 'i'), 'with the PVC-ID WWN of its slot');
+  t.match(cfg[slot!], new RegExp(`wwn=0x${wwnHexForSlot(n)}`, 'i'), 'with the PVC-ID WWN of its slot');
 
   // Online expansion: ControllerExpandVolume through the VM, then the filesystem is the kubelet's job.
   await kube.patch(pvcPath('data-one'), { spec: { resources: { requests: { storage: '2Gi' } } } });

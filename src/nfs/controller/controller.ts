@@ -7,7 +7,8 @@ import type { CallContext, ControllerBackend } from '../../csi/types.js';
 import type * as T from '../../csi/types.js';
 import { AlreadyExists, InvalidArgument, NotFound } from '../../errors.js';
 import { createNfsStores, nfsVersionOf } from './stores.js';
-import { parseCreateParams, type OnDelete, type VolumeParams } from './params.js';
+import { parseCreateParams, type VolumeParams } from './params.js';
+import { NFS_CONTEXT, type OnDelete } from '../contract.js';
 import { archiveVolume, deleteVolumeDir } from './policy.js';
 import type { NfsStores } from './store.js';
 import { composeVolumeId, parseVolumeId, type VolumeRef } from '../volume-id.js';
@@ -110,8 +111,8 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
   }
 
   function context(p: VolumeParams): Record<string, string> {
-    const c: Record<string, string> = { server: p.server, share: p.share, subDir: p.subDir };
-    if (p.mountPermissions !== undefined) c.mountPermissions = '0' + p.mountPermissions.toString(8);
+    const c: Record<string, string> = { [NFS_CONTEXT.server]: p.server, [NFS_CONTEXT.share]: p.share, [NFS_CONTEXT.subDir]: p.subDir };
+    if (p.mountPermissions !== undefined) c[NFS_CONTEXT.mountPermissions] = '0' + p.mountPermissions.toString(8);
     return c;
   }
 

@@ -2,13 +2,11 @@
 // case-insensitively, like upstream), the subDir templates, and path validation.
 import { InvalidArgument } from '../../errors.js';
 import { NFS_PARAMETERS } from '../param-keys.js';
+import { NFS_CONTEXT, ON_DELETE, type OnDelete, SUBDIR_TEMPLATES } from '../contract.js';
 
-export type OnDelete = 'delete' | 'retain' | 'archive';
-export const ON_DELETE: readonly OnDelete[] = ['delete', 'retain', 'archive'];
-
-export const PVC_NAMESPACE_KEY = 'csi.storage.k8s.io/pvc/namespace';
-export const PVC_NAME_KEY = 'csi.storage.k8s.io/pvc/name';
-export const PV_NAME_KEY = 'csi.storage.k8s.io/pv/name';
+const PVC_NAMESPACE_KEY = NFS_CONTEXT.pvcNamespace;
+const PVC_NAME_KEY = NFS_CONTEXT.pvcName;
+const PV_NAME_KEY = NFS_CONTEXT.pvName;
 
 /** Lower-cased key → how it is spelled in messages. The provisioner adds the last three. */
 const KEYS: Record<string, string> = {
@@ -18,11 +16,7 @@ const KEYS: Record<string, string> = {
   [PV_NAME_KEY]: PV_NAME_KEY,
 };
 
-const TEMPLATES: Record<string, string> = {
-  'pvc.metadata.namespace': PVC_NAMESPACE_KEY,
-  'pvc.metadata.name': PVC_NAME_KEY,
-  'pv.metadata.name': PV_NAME_KEY,
-};
+const TEMPLATES: Record<string, string> = SUBDIR_TEMPLATES;
 
 export interface VolumeParams {
   server: string;

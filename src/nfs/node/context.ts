@@ -8,18 +8,7 @@
 // and never creates or removes anything on the server (as for every NFS volume here).
 import { InvalidArgument } from '../../errors.js';
 import { ciGet } from '../../node/common.js';
-
-export const NFS_CONTEXT = {
-  server: 'server',
-  share: 'share',
-  subDir: 'subDir',
-  mountOptions: 'mountOptions',
-  mountPermissions: 'mountPermissions',
-  pvcNamespace: 'csi.storage.k8s.io/pvc/namespace',
-  pvcName: 'csi.storage.k8s.io/pvc/name',
-  pvName: 'csi.storage.k8s.io/pv/name',
-  ephemeral: 'csi.storage.k8s.io/ephemeral',
-} as const;
+import { NFS_CONTEXT, SUBDIR_TEMPLATES } from '../contract.js';
 
 export interface NfsVolumeSource {
   server: string;
@@ -60,11 +49,7 @@ export function parseNfsContext(vc: Record<string, string> | undefined | null, v
   if (/[\s,/]/.test(server)) throw new InvalidArgument(`volume ${volumeId}: server ${JSON.stringify(server)} is not a host name or address`);
   if (hasDotDot(share)) throw new InvalidArgument(`volume ${volumeId}: share ${JSON.stringify(share)} must not contain ".."`);
 
-  const replacements: Array<[string, string | undefined]> = [
-    ['${pvc.metadata.namespace}', ciGet(vc, NFS_CONTEXT.pvcNamespace)],
-    ['${pvc.metadata.name}', ciGet(vc, NFS_CONTEXT.pvcName)],
-    ['${pv.metadata.name}', ciGet(vc, NFS_CONTEXT.pvName)],
-  ];
+  const replacements = Object.entries(SUBDIR_TEMPLATES).map(([name, key]): [string, string | undefined] => ['${' + name + '}', ciGet(vc, key)]);
   for (const [template, value] of replacements) if (value) subDir = subDir.split(template).join(value);
   const ephemeral = (ciGet(vc, NFS_CONTEXT.ephemeral) ?? '').trim().toLowerCase() === 'true';
   if (subDir.includes('${')) {

@@ -8,7 +8,7 @@ import { createExec, type Exec, isCommandError } from '../../os/exec.js';
 import { createLinuxMounter, type Mounter } from '../../os/mounter.js';
 import { canonicalPath } from '../../os/paths.js';
 import type { MountEntry } from '../../os/mounter.js';
-import { parseVolumeId } from '../volume-id.js';
+import { parseVolumeId } from '../contract.js';
 import { createStatFs, type StatFs } from '../../os/statfs.js';
 import { promises as fs } from 'node:fs';
 import { accessModeOf, accessTypeOf, asCsiError, foreignMount, isReaderOnlyMode, KeyedMutex, mountFlagsOf, prepareTargetDir, removePublishTarget, required, uniq } from '../../node/common.js';

@@ -10,7 +10,8 @@ import { AlreadyExists, Busy, DeadlineExceeded, FailedPrecondition, NotFound, Re
 import type { ConfigEntry, ProxmoxApi } from '../api/api.js';
 import { type DiskSite, driveHasOptions, freeSlots, isDriverSite, isHelperSite, otherBusKeysOf, sitesOf as allSitesOf, unusedOf, withDriveOptions } from './drives.js';
 import { outcomeUncertain } from '../api/errors.js';
-import { type DriveOptions, driveString, helperWwnForSlot, wwnForSlot } from './params.js';
+import { type DriveOptions, driveString } from './params.js';
+import { helperWwnForSlot, wwnForSlot } from '../contract.js';
 import { type FenceKind, Fences } from './fences.js';
 import { type VmEntries, scanVms, usesOf } from './scan.js';
 import { backoffDelay, sleep, waitTask } from '../api/tasks.js';

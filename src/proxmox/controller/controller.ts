@@ -16,7 +16,7 @@ import { type BackendHealth, HealthLog } from '../../server/health.js';
 import { controllerModifyVolume } from './modify.js';
 import { configuredHelpers, type HelperVmNames } from './helper-vms.js';
 
-export const PROXMOX_DRIVER_NAME = 'csi.proxmox.sinextra.dev';
+export { PROXMOX_DRIVER_NAME } from '../contract.js';
 
 /**
  * Exactly what works; ControllerExpandVolume works online and offline (see expand.ts),

@@ -6,15 +6,11 @@ import { NotFound } from '../../errors.js';
 import type { StorageContentItem } from '../api/api.js';
 import type { Cluster } from './cluster.js';
 import { isMarkerName } from './mutable.js';
-import { FSTYPE_KEY, FS_TYPES, type StorageParams } from './params.js';
+import type { StorageParams } from './params.js';
+import { FSTYPE_KEY, FS_TYPES, PROXMOX_NODE_LABEL, PROXMOX_REGION_LABEL, TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY } from '../contract.js';
 import { type VolumeRef, diskOwner, parseVolumeId, volidOf } from '../volume-id.js';
 import type { HelperVmNames } from './helper-vms.js';
 
-export const TOPOLOGY_REGION = 'topology.kubernetes.io/region';
-export const TOPOLOGY_ZONE = 'topology.kubernetes.io/zone';
-// Upstream lets these Node labels override the standard ones.
-const ALT_REGION = 'topology.proxmox.sinextra.dev/region';
-const ALT_ZONE = 'topology.proxmox.sinextra.dev/node';
 
 export interface Core {
   clusters: Map<string, Cluster>;
@@ -118,7 +114,7 @@ export function placementsOf(req: { preferred?: T.Topology[]; requisite?: T.Topo
   const seen = new Set<string>();
   for (const t of [...(req?.preferred ?? []), ...(req?.requisite ?? [])]) {
     const s = t.segments ?? {};
-    const p: Placement = { region: s[TOPOLOGY_REGION] ?? s[ALT_REGION], zone: s[TOPOLOGY_ZONE] ?? s[ALT_ZONE] };
+    const p: Placement = { region: s[TOPOLOGY_REGION_KEY] ?? s[PROXMOX_REGION_LABEL], zone: s[TOPOLOGY_ZONE_KEY] ?? s[PROXMOX_NODE_LABEL] };
     const key = `${p.region ?? ''}\u0000${p.zone ?? ''}`;
     if (!seen.has(key)) {
       seen.add(key);
@@ -129,5 +125,5 @@ export function placementsOf(req: { preferred?: T.Topology[]; requisite?: T.Topo
 }
 
 export function topologyOf(region: string, zone: string | undefined): T.Topology {
-  return { segments: zone ? { [TOPOLOGY_REGION]: region, [TOPOLOGY_ZONE]: zone } : { [TOPOLOGY_REGION]: region } };
+  return { segments: zone ? { [TOPOLOGY_REGION_KEY]: region, [TOPOLOGY_ZONE_KEY]: zone } : { [TOPOLOGY_REGION_KEY]: region } };
 }

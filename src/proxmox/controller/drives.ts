@@ -1,7 +1,7 @@
 // Reading a VM's drives: which scsiN slots are taken (current or pending), where a given disk
 // sits (attached, being attached, being detached, or left over as unusedN), and its options.
 import type { ConfigEntry } from '../api/api.js';
-import { MAX_SLOT, MIN_SLOT, isHelperWwn, wwnForSlot } from './params.js';
+import { MAX_SLOT, MIN_SLOT, isHelperWwn, isPvcIdWwn, wwnForSlot } from '../contract.js';
 import { parseVolid } from '../volume-id.js';
 
 export interface Drive {
@@ -103,7 +103,7 @@ export function isDriverSite(site: DiskSite, vmid: number, owner: number | undef
   if (site.slot < MIN_SLOT || site.slot > MAX_SLOT) return false;
   if (owner !== undefined && owner === vmid) return false;
   const wwn = site.drive.options.wwn?.toLowerCase();
-  return wwn === undefined || wwn === wwnForSlot(site.slot) || isHelperWwn(wwn) || /^0x5056432d4944(?:3\d){2}$/.test(wwn);
+  return wwn === undefined || wwn === wwnForSlot(site.slot) || isHelperWwn(wwn) || isPvcIdWwn(wwn);
 }
 
 const OTHER_BUS_RE = /^(?:ide|sata|virtio|efidisk|tpmstate)\d+$/;

@@ -13,7 +13,8 @@
 // applies the newest marker over the volume context; DeleteVolume removes the markers first.
 import { InvalidArgument } from '../../errors.js';
 import type { StorageContentItem } from '../api/api.js';
-import { FSTYPE_PARAM, PROXMOX_PARAMETER_KEYS } from '../param-keys.js';
+import { PROXMOX_PARAMETER_KEYS } from '../param-keys.js';
+import { FSTYPE_KEY } from '../contract.js';
 import type { DriveOptions } from './params.js';
 import { parseVolid } from '../volume-id.js';
 
@@ -28,7 +29,7 @@ export const MUTABLE_KEYS = ['backup', 'diskIOPS', 'diskMBps'] as const;
 // Every other StorageClass key is fixed at creation: it decides the disk's place or filesystem,
 // or is a drive option qemu-server leaves pending until the VM restarts (aio, cache, discard/ssd,
 // iothread).
-const IMMUTABLE_KEYS: ReadonlySet<string> = new Set([...PROXMOX_PARAMETER_KEYS, FSTYPE_PARAM]);
+const IMMUTABLE_KEYS: ReadonlySet<string> = new Set([...PROXMOX_PARAMETER_KEYS, FSTYPE_KEY]);
 
 const TRUE = new Set(['1', 't', 'T', 'true', 'TRUE', 'True']);
 const FALSE = new Set(['0', 'f', 'F', 'false', 'FALSE', 'False']);

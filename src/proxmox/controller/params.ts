@@ -1,19 +1,17 @@
-// StorageClass parameters (upstream names and meanings), the drive options they turn into,
-// sizes, and the PVC-ID WWN scheme the node uses to find a disk.
+// StorageClass parameters (upstream names and meanings), the drive options they turn into, and
+// sizes. What the node reads back (fstype, WWN schemes, slots) is in ../contract.ts.
 import { parseCapacityRange } from '../../csi/capacity.js';
 import { InvalidArgument, OutOfRange } from '../../errors.js';
-import { pvcIdWwnHex } from '../../csi/pvc-id-wwn.js';
-import { AIO_MODES, CACHE_MODES, FSTYPE_PARAM, PROXMOX_PARAMETER_KEYS } from '../param-keys.js';
+import { FS_TYPES, FSTYPE_KEY, type FsTypeName } from '../contract.js';
+import { AIO_MODES, CACHE_MODES, PROXMOX_PARAMETER_KEYS } from '../param-keys.js';
 
 export { CACHE_MODES };
-export const FSTYPE_KEY = FSTYPE_PARAM;
 /** Keys the external-provisioner adds (`--extra-create-metadata`); carried, never interpreted. */
 const PROVISIONER_PREFIX = 'csi.storage.k8s.io/';
 
 export type AioMode = (typeof AIO_MODES)[number];
 export type CacheMode = (typeof CACHE_MODES)[number];
-export const FS_TYPES = ['ext4', 'xfs'] as const;
-export type FsType = (typeof FS_TYPES)[number];
+export type FsType = FsTypeName;
 
 export interface StorageParams {
   storage: string;
@@ -179,34 +177,8 @@ export function driveString(storage: string, disk: string, o: DriveOptions, wwn:
   return parts.join(',');
 }
 
-export const MIN_SLOT = 1;
-export const MAX_SLOT = 30;
-
-/** Upstream's WWN for a slot, as Proxmox's `wwn=` drive option wants it (src/csi/pvc-id-wwn.ts). */
-export function wwnForSlot(slot: number): string {
-  return '0x' + pvcIdWwnHex(slot);
-}
-
-/**
- * WWN of a short-lived attachment that exists only so Proxmox can resize an unattached volume
- * (offline expansion, see expand.ts): the ASCII text `PVC-XP%02d`. It is never the node's
- * `PVC-ID%02d`, so no node plugin takes the disk for a volume, and it marks the attachment in
- * the VM config, so one left behind by a crash is recognised and removed by the next call.
- */
-export function helperWwnForSlot(slot: number): string {
-  return '0x' + Buffer.from(`PVC-XP${String(slot).padStart(2, '0')}`, 'ascii').toString('hex');
-}
-
-const HELPER_WWN_RE = /^0x5056432d5850(?:3\d){2}$/i;
-
-export const isHelperWwn = (wwn: string | undefined): boolean => wwn !== undefined && HELPER_WWN_RE.test(wwn);
-
 /** A helper attachment is never backed up (a backup job may run while it exists) and needs no tuning. */
 export const HELPER_DRIVE_OPTIONS: DriveOptions = { backup: false, iothread: false, ssd: false, readonly: false };
-
-export function publishContextForSlot(slot: number): Record<string, string> {
-  return { DevicePath: `/dev/disk/by-id/wwn-${wwnForSlot(slot)}`, lun: String(slot) };
-}
 
 export const MiB = 1024 * 1024;
 export const GiB = 1024 * MiB;

@@ -12,6 +12,7 @@ import { outcomeUncertain } from '../api/errors.js';
 import { removeHelperLeftovers } from './leftovers.js';
 import { freeMarkers, readMarkers } from './modify.js';
 import { mutableContext, parseMutableParameters } from './mutable.js';
+import { TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY } from '../contract.js';
 import { parseCreateParameters, sizeFits, sizeForCreate, volumeContextOf } from './params.js';
 import { scanVms, usesOf } from './scan.js';
 import { retryBusy, waitTask } from '../api/tasks.js';
@@ -191,8 +192,8 @@ export async function validateVolumeCapabilities(core: Core, req: T.ValidateVolu
 export async function getCapacity(core: Core, req: T.GetCapacityRequest, ctx: CallContext): Promise<T.GetCapacityResponse> {
   if (capabilityProblem(req.volumeCapabilities ?? [])) return { availableCapacity: '0' };
   const seg = req.accessibleTopology?.segments ?? {};
-  const region = seg['topology.kubernetes.io/region'];
-  const zone = seg['topology.kubernetes.io/zone'];
+  const region = seg[TOPOLOGY_REGION_KEY];
+  const zone = seg[TOPOLOGY_ZONE_KEY];
   const storage = req.parameters?.storage || undefined;
   const clusters = region ? [core.clusters.get(region)].filter((c): c is Cluster => !!c) : [...core.clusters.values()];
   if (zone && storage && clusters.length === 1) {

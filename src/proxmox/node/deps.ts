@@ -7,6 +7,10 @@ import { createLinuxMounter, type Mounter } from '../../os/mounter.js';
 import { createStatFs, type StatFs } from '../../os/statfs.js';
 import { KeyedMutex } from '../../node/common.js';
 import type { NodeLabelSource } from './topology.js';
+import { isPvcIdWwn, MAX_SLOT, MIN_SLOT } from '../contract.js';
+
+/** The disks this driver attaches, for the OS adapter: the PVC-ID WWN scheme on scsi1..scsi30. */
+export const PROXMOX_DISKS = { ownsWwn: isPvcIdWwn, minSlot: MIN_SLOT, maxSlot: MAX_SLOT } as const;
 
 export interface ProxmoxNodeOptions {
   /** Kubernetes node name = Proxmox VM name. */
@@ -68,7 +72,7 @@ export function proxmoxNodeDeps(o: ProxmoxNodeOptions): ProxmoxNodeDeps {
     log: o.log,
     mounter: o.mounter ?? createLinuxMounter({ exec }),
     blockDevices:
-      o.blockDevices ?? createLinuxBlockDevices({ exec, deviceDir, sysfsRoot, ...(o.devRoot ? { devRoot: o.devRoot } : {}) }),
+      o.blockDevices ?? createLinuxBlockDevices({ exec, deviceDir, sysfsRoot, driverDisks: PROXMOX_DISKS, ...(o.devRoot ? { devRoot: o.devRoot } : {}) }),
     cryptsetup: o.cryptsetup ?? createLinuxCryptsetup({ exec, sysfsRoot, ...(o.devRoot ? { devRoot: o.devRoot } : {}) }),
     statFs: o.statFs ?? createStatFs(exec),
     nodeLabels: o.nodeLabels,

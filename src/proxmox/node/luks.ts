@@ -17,11 +17,11 @@ import { FailedPrecondition, InvalidArgument } from '../../errors.js';
 import { type CryptMapping, LuksBusy, LuksKeyRejected } from '../../os/cryptsetup.js';
 import type { ProxmoxNodeDeps } from './deps.js';
 import { ciGet } from '../../node/common.js';
+import { VOLUME_CONTEXT_ENCRYPTED } from '../contract.js';
 
 /** The Secret key upstream reads the passphrase from. */
 export const ENCRYPTION_PASSPHRASE_KEY = 'encryption-passphrase';
 /** Volume context key (from our StorageClass parameter) that demands encryption. */
-export const VOLUME_CONTEXT_ENCRYPTED = 'encrypted';
 /** blkid's TYPE for a LUKS header. */
 export const LUKS_FS_TYPE = 'crypto_LUKS';
 

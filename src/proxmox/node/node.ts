@@ -7,7 +7,8 @@ import { nodePublishVolume, nodeUnpublishVolume } from './publish.js';
 import { nodeStageVolume, nodeUnstageVolume } from './stage.js';
 import { nodeExpandVolume, nodeGetVolumeStats } from './volume.js';
 import { confineToKubeletDir, DEFAULT_KUBELET_DIR } from '../../node/node-paths.js';
-import { inClusterNodeLabels, resolveTopology, TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY, type NodeLabelSource } from './topology.js';
+import { inClusterNodeLabels, resolveTopology, type NodeLabelSource } from './topology.js';
+import { MAX_SLOT, MIN_SLOT, TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY } from '../contract.js';
 
 export type { ProxmoxNodeOptions } from './deps.js';
 
@@ -19,9 +20,6 @@ export const PROXMOX_NODE_CAPABILITIES: readonly NodeCapability[] = [
   // SINGLE_NODE_SINGLE_WRITER is enforced from the mount table (publications.ts).
   'SINGLE_NODE_MULTI_WRITER',
 ];
-
-/** scsi1..scsi30: the slots the controller attaches volumes to. */
-export const SCSI_SLOTS = 30;
 
 export function createProxmoxNode(opts: ProxmoxNodeOptions): NodeBackend {
   const d = proxmoxNodeDeps(opts);
@@ -51,7 +49,7 @@ export function createProxmoxNode(opts: ProxmoxNodeOptions): NodeBackend {
           ctx.log.warn({ err: e }, 'cannot count SCSI disks not managed by this driver; assuming none');
         }
         // Zero would mean "no limit" to the CO; with every slot taken the honest answer is unusable anyway.
-        const maxVolumesPerNode = Math.max(1, SCSI_SLOTS - foreign);
+        const maxVolumesPerNode = Math.max(1, MAX_SLOT - MIN_SLOT + 1 - foreign);
         return {
           nodeId: d.nodeId,
           maxVolumesPerNode,

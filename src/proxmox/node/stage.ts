@@ -6,24 +6,19 @@ import type { CallContext, NodeStageVolumeRequest, NodeStageVolumeResponse, Node
 import { FailedPrecondition, InvalidArgument, NotFound, Unavailable } from '../../errors.js';
 import type { FormatOptions, FsType } from '../../os/blockdevices.js';
 import { isCommandError } from '../../os/exec.js';
-import { isDriverWwid } from '../../os/scsi.js';
 import { accessTypeOf, asCsiError, ciGet, foreignMount, isReaderOnlyMode, mountFlagsOf, prepareTargetDir, required, uniq } from '../../node/common.js';
 import { proxmoxMountOwnership } from './ownership.js';
 import type { ProxmoxNodeDeps } from './deps.js';
 import { closeEncrypted, encryptionOf, LUKS_FS_TYPE, mapperName, openEncrypted } from './luks.js';
 import { type DiskRef, diskFromPublishContext } from './wwn.js';
+import { FS_TYPES, isPvcIdWwn, VOLUME_CONTEXT_BLOCK_SIZE, VOLUME_CONTEXT_FSTYPE, VOLUME_CONTEXT_INODE_SIZE } from '../contract.js';
 
-/** Volume context keys (as the upstream controller writes them from StorageClass parameters). */
-export const VOLUME_CONTEXT_BLOCK_SIZE = 'blockSize';
-export const VOLUME_CONTEXT_INODE_SIZE = 'inodeSize';
-export const VOLUME_CONTEXT_FSTYPE = 'csi.storage.k8s.io/fstype';
-
-const SUPPORTED_FS: readonly FsType[] = ['ext4', 'xfs'];
+const SUPPORTED_FS: readonly FsType[] = FS_TYPES;
 
 export async function findDisk(d: ProxmoxNodeDeps, disk: DiskRef, volumeId: string, ctx: CallContext): Promise<string> {
   // Only a disk the controller attached carries a PVC-ID WWN; any other WWN (the boot disk, a
   // disk someone else plugged in) is never staged, formatted or bound into a pod.
-  if (!isDriverWwid(`naa.${disk.wwn}`)) {
+  if (!isPvcIdWwn(disk.wwn)) {
     throw new InvalidArgument(
       `volume ${volumeId}: WWN 0x${disk.wwn} is not one this driver gives its disks (hex of "PVC-ID<slot>", e.g. 0x5056432d49443031); refusing to use that disk`,
     );

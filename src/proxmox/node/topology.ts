@@ -4,12 +4,8 @@
 import { promises as fs } from 'node:fs';
 import https from 'node:https';
 import { FailedPrecondition, Unavailable } from '../../errors.js';
+import { PROXMOX_NODE_LABEL, PROXMOX_REGION_LABEL, TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY } from '../contract.js';
 
-export const TOPOLOGY_REGION_KEY = 'topology.kubernetes.io/region';
-export const TOPOLOGY_ZONE_KEY = 'topology.kubernetes.io/zone';
-/** Set by the Proxmox cloud controller manager; take precedence over the generic labels, as upstream. */
-export const PROXMOX_REGION_LABEL = 'topology.proxmox.sinextra.dev/region';
-export const PROXMOX_NODE_LABEL = 'topology.proxmox.sinextra.dev/node';
 
 export type NodeLabelSource = (nodeName: string, signal?: AbortSignal) => Promise<Record<string, string>>;
 

@@ -1,11 +1,9 @@
 // Which disk a Proxmox volume is on this VM, from what ControllerPublishVolume returned:
 // publish_context { DevicePath: "/dev/disk/by-id/wwn-0x5056432d49443031", lun: "1" }.
 import { InvalidArgument } from '../../errors.js';
-import { normalizeWwn, wwnForSlot } from '../../os/scsi.js';
+import { normalizeWwn } from '../../os/scsi.js';
 import { ciGet } from '../../node/common.js';
-
-export const PUBLISH_CONTEXT_DEVICE_PATH = 'DevicePath';
-export const PUBLISH_CONTEXT_LUN = 'lun';
+import { MAX_SLOT, MIN_SLOT, PUBLISH_CONTEXT_DEVICE_PATH, PUBLISH_CONTEXT_LUN, wwnHexForSlot } from '../contract.js';
 
 export interface DiskRef {
   /** Lowercase hex without 0x. */
@@ -22,8 +20,8 @@ export function diskFromPublishContext(ctx: Record<string, string> | undefined |
   const lunRaw = ciGet(ctx, PUBLISH_CONTEXT_LUN)?.trim();
   let lun: number | undefined;
   if (lunRaw) {
-    if (!/^\d+$/.test(lunRaw) || Number(lunRaw) < 1 || Number(lunRaw) > 30) {
-      throw new InvalidArgument(`volume ${volumeId}: publish_context lun ${JSON.stringify(lunRaw)} is not a SCSI slot 1..30`);
+    if (!/^\d+$/.test(lunRaw) || Number(lunRaw) < MIN_SLOT || Number(lunRaw) > MAX_SLOT) {
+      throw new InvalidArgument(`volume ${volumeId}: publish_context lun ${JSON.stringify(lunRaw)} is not a SCSI slot ${MIN_SLOT}..${MAX_SLOT}`);
     }
     lun = Number(lunRaw);
   }
@@ -38,7 +36,7 @@ export function diskFromPublishContext(ctx: Record<string, string> | undefined |
     }
     return lun === undefined ? { wwn } : { wwn, lun };
   }
-  if (lun !== undefined) return { wwn: wwnForSlot(lun), lun };
+  if (lun !== undefined) return { wwn: wwnHexForSlot(lun), lun };
   throw new InvalidArgument(
     `volume ${volumeId}: publish_context has neither DevicePath nor lun; was ControllerPublishVolume called for this node?`,
   );

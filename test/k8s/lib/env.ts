@@ -18,8 +18,8 @@ import { runPod, type ImageCommand, type RunningPod } from './pods.js';
 /** The seed's release namespace (the ExternalSecret keeps the Proxmox config Secret there). */
 export const NS = 'csi-proxmox';
 export const KUBE_VERSION = 'v1.37.2';
-export const PROXMOX_DRIVER = 'csi.proxmox.sinextra.dev';
-export const NFS_DRIVER = 'nfs.csi.k8s.io';
+export { PROXMOX_DRIVER_NAME as PROXMOX_DRIVER } from '../../../src/proxmox/contract.js';
+export { NFS_DRIVER_NAME as NFS_DRIVER } from '../../../src/nfs/contract.js';
 export const REGION = 'homelab';
 
 export interface NodeSpec {

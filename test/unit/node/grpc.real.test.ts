@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { startDriverServer } from '../../../src/server/driver-server.js';
 import { createProxmoxNode } from '../../../src/proxmox/node/node.js';
 import { createNfsNode } from '../../../src/nfs/node/node.js';
-import { wwnForSlot } from '../../../src/os/scsi.js';
+import { wwnHexForSlot as wwnForSlot } from '../../../src/proxmox/contract.js';
 import { csiClient } from '../../helpers/csi-client.js';
 import { canUseLoopDevices, LoopRig } from './loop-rig.js';
 

@@ -7,7 +7,7 @@ import { createProxmoxNode } from '../../../src/proxmox/node/node.js';
 import { createExec, type Exec } from '../../../src/os/exec.js';
 import { isCsiError } from '../../../src/errors.js';
 import type { CallContext, NodeBackend, VolumeCapability } from '../../../src/csi/types.js';
-import { wwnForSlot } from '../../../src/os/scsi.js';
+import { wwnHexForSlot as wwnForSlot } from '../../../src/proxmox/contract.js';
 import { canUseLoopDevices, LoopRig } from './loop-rig.js';
 
 const skip = canUseLoopDevices();

@@ -34,7 +34,7 @@ t.test('probe, format, size and device numbers on a loop device', { skip: canUse
     execFileSync('losetup', ['-d', dev]);
     fs.rmSync(dir, { recursive: true, force: true });
   });
-  const bd = createLinuxBlockDevices({ exec: createExec() });
+  const bd = createLinuxBlockDevices({ exec: createExec(), driverDisks: { ownsWwn: () => false, minSlot: 1, maxSlot: 30 } });
   t.same(await bd.probe(dev), {}, 'empty disk');
   t.equal(await bd.size(dev), 400 * 1024 * 1024);
   const mm = await bd.majMinOf(dev);

@@ -5,7 +5,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createLinuxBlockDevices } from '../../../src/os/blockdevices.js';
-import { foreignScsiSlots, isDriverWwid, listScsiDevices, normalizeWwn, wwnForSlot } from '../../../src/os/scsi.js';
+import { foreignScsiSlots, isDriverScsiDisk, listScsiDevices, normalizeWwn, wwnOfWwid } from '../../../src/os/scsi.js';
+import { PROXMOX_DISKS } from '../../../src/proxmox/node/deps.js';
 import { FakeSystem } from './fakes.js';
 
 const WWN1 = '5056432d49443031'; // "PVC-ID01"
@@ -33,15 +34,16 @@ function fakeSysfs(t: { teardown(fn: () => void): void }) {
   return { root, addDisk, addHost };
 }
 
-t.test('WWN helpers follow the PVC-ID scheme', async (t) => {
-  t.equal(wwnForSlot(1), WWN1);
-  t.equal(wwnForSlot(30), Buffer.from('PVC-ID30').toString('hex'));
+t.test('WWN helpers: the adapter reads WWNs, the driver says which are its own', async (t) => {
   t.equal(normalizeWwn('0x5056432D49443031'), WWN1);
   t.equal(normalizeWwn('0x1234'), undefined);
   t.equal(normalizeWwn('zz56432d49443031'), undefined);
-  t.ok(isDriverWwid(`naa.${WWN1}`));
-  t.notOk(isDriverWwid('naa.6001405abcdef012'));
-  t.notOk(isDriverWwid(`naa.${WWN1}00`));
+  t.equal(wwnOfWwid(` NAA.${WWN1.toUpperCase()}\n`), WWN1);
+  t.equal(wwnOfWwid('t10.ATA     QEMU HARDDISK'), undefined);
+  t.ok(isDriverScsiDisk({ vendor: 'QEMU', wwid: `naa.${WWN1}` }, PROXMOX_DISKS));
+  t.notOk(isDriverScsiDisk({ vendor: 'ATA', wwid: `naa.${WWN1}` }, PROXMOX_DISKS), 'only QEMU disks');
+  t.notOk(isDriverScsiDisk({ vendor: 'QEMU', wwid: 'naa.6001405abcdef012' }, PROXMOX_DISKS));
+  t.notOk(isDriverScsiDisk({ vendor: 'QEMU', wwid: `naa.${WWN1}00` }, PROXMOX_DISKS));
 });
 
 t.test('lists H:C:T:L entries only, with trimmed vendor/wwid and block name', async (t) => {
@@ -60,7 +62,7 @@ t.test('findByWwn: the QEMU disk with wwid naa.<wwn>, as a /dev node', async (t)
   s.addDisk('0:0:0:0', { vendor: 'QEMU', block: 'loop1' }); // boot disk, no wwid
   s.addDisk('1:0:0:1', { vendor: 'ATA', wwid: `naa.${WWN1}`, block: 'loop1' }); // not a QEMU disk
   s.addDisk('0:0:1:1', { vendor: 'QEMU', wwid: `naa.${WWN1}`, block: 'loop0' });
-  const bd = createLinuxBlockDevices({ exec: new FakeSystem(), sysfsRoot: s.root, devRoot: '/dev', deviceDir: path.join(s.root, 'none') });
+  const bd = createLinuxBlockDevices({ exec: new FakeSystem(), driverDisks: PROXMOX_DISKS, sysfsRoot: s.root, devRoot: '/dev', deviceDir: path.join(s.root, 'none') });
   t.equal(await bd.findByWwn(WWN1, { waitMs: 0 }), '/dev/loop0');
 });
 
@@ -68,7 +70,7 @@ t.test('findByWwn rescans every SCSI host and waits for a late disk', async (t) 
   const s = fakeSysfs(t);
   s.addHost(0);
   s.addHost(2);
-  const bd = createLinuxBlockDevices({ exec: new FakeSystem(), sysfsRoot: s.root, devRoot: '/dev', deviceDir: path.join(s.root, 'none'), pollMs: 50 });
+  const bd = createLinuxBlockDevices({ exec: new FakeSystem(), driverDisks: PROXMOX_DISKS, sysfsRoot: s.root, devRoot: '/dev', deviceDir: path.join(s.root, 'none'), pollMs: 50 });
   setTimeout(() => s.addDisk('2:0:0:7', { vendor: 'QEMU', wwid: `naa.${WWN7}`, block: 'loop1' }), 300);
   const started = Date.now();
   const found = await bd.findByWwn(WWN7, { waitMs: 5000 });
@@ -82,7 +84,7 @@ t.test('findByWwn rescans every SCSI host and waits for a late disk', async (t) 
 t.test('findByWwn gives up after the bounded wait', async (t) => {
   const s = fakeSysfs(t);
   s.addHost(0);
-  const bd = createLinuxBlockDevices({ exec: new FakeSystem(), sysfsRoot: s.root, devRoot: '/dev', deviceDir: path.join(s.root, 'none'), pollMs: 50 });
+  const bd = createLinuxBlockDevices({ exec: new FakeSystem(), driverDisks: PROXMOX_DISKS, sysfsRoot: s.root, devRoot: '/dev', deviceDir: path.join(s.root, 'none'), pollMs: 50 });
   const started = Date.now();
   t.equal(await bd.findByWwn(WWN1, { waitMs: 400 }), undefined);
   const elapsed = Date.now() - started;
@@ -96,7 +98,7 @@ t.test('findByWwn falls back to the wwn-0x link in the device dir', async (t) =>
   fs.symlinkSync('/dev/loop1', path.join(devDir, `wwn-0x${WWN1}`));
   fs.writeFileSync(path.join(s.root, 'plain-file'), '');
   fs.symlinkSync(path.join(s.root, 'plain-file'), path.join(devDir, `wwn-0x${WWN7}`));
-  const bd = createLinuxBlockDevices({ exec: new FakeSystem(), sysfsRoot: s.root, devRoot: '/dev', deviceDir: devDir, pollMs: 20 });
+  const bd = createLinuxBlockDevices({ exec: new FakeSystem(), driverDisks: PROXMOX_DISKS, sysfsRoot: s.root, devRoot: '/dev', deviceDir: devDir, pollMs: 20 });
   t.equal(await bd.findByWwn(WWN1, { waitMs: 0 }), '/dev/loop1');
   t.equal(await bd.findByWwn(WWN7, { waitMs: 0 }), undefined, 'a link to something that is not a block device is ignored');
 });
@@ -109,7 +111,7 @@ t.test('foreign slots: QEMU disks in scsi1..30 that are not ours', async (t) => 
   s.addDisk('3:0:0:9', { vendor: 'QEMU', block: 'sdd' }); // virtio-scsi-single: own host, LUN = slot
   s.addDisk('4:0:2:0', { vendor: 'QEMU', block: 'sde' }); // LSI: slot in the target id
   s.addDisk('5:0:0:3', { vendor: 'ATA', block: 'sdf' }); // not a Proxmox scsi disk
-  t.equal(await foreignScsiSlots(s.root), 3);
+  t.equal(await foreignScsiSlots(s.root, PROXMOX_DISKS), 3);
 });
 
 t.test('deviceByMajMin reads DEVNAME from /sys/dev/block/M:m/uevent', async (t) => {
@@ -117,7 +119,7 @@ t.test('deviceByMajMin reads DEVNAME from /sys/dev/block/M:m/uevent', async (t) 
   const dir = path.join(s.root, 'dev', 'block', '8:16');
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'uevent'), 'MAJOR=8\nMINOR=16\nDEVNAME=sdb\nDEVTYPE=disk\n');
-  const bd = createLinuxBlockDevices({ exec: new FakeSystem(), sysfsRoot: s.root, devRoot: '/dev' });
+  const bd = createLinuxBlockDevices({ exec: new FakeSystem(), driverDisks: PROXMOX_DISKS, sysfsRoot: s.root, devRoot: '/dev' });
   t.equal(await bd.deviceByMajMin('8:16'), '/dev/sdb');
   t.equal(await bd.deviceByMajMin('8:32'), undefined, 'gone device');
 });
@@ -127,7 +129,7 @@ t.test('rescan writes 1 to the disk rescan file, and skips devices without one',
   const rescan = path.join(s.root, 'class', 'block', 'loop0', 'device');
   fs.mkdirSync(rescan, { recursive: true });
   fs.writeFileSync(path.join(rescan, 'rescan'), '');
-  const bd = createLinuxBlockDevices({ exec: new FakeSystem(), sysfsRoot: s.root });
+  const bd = createLinuxBlockDevices({ exec: new FakeSystem(), driverDisks: PROXMOX_DISKS, sysfsRoot: s.root });
   await bd.rescan('/dev/loop0');
   t.equal(fs.readFileSync(path.join(rescan, 'rescan'), 'utf8'), '1');
   await bd.rescan('/dev/loop1');

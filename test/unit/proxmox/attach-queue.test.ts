@@ -5,7 +5,8 @@ import t from 'tap';
 import pino from 'pino';
 import { isCsiError } from '../../../src/errors.js';
 import { AttachQueues, HelperLeftovers, type AttachRequest } from '../../../src/proxmox/controller/attach-queue.js';
-import { driveOptionsFromContext, GiB, HELPER_DRIVE_OPTIONS, helperWwnForSlot, isHelperWwn, wwnForSlot } from '../../../src/proxmox/controller/params.js';
+import { driveOptionsFromContext, GiB, HELPER_DRIVE_OPTIONS } from '../../../src/proxmox/controller/params.js';
+import { helperWwnForSlot, isHelperWwn, wwnForSlot } from '../../../src/proxmox/contract.js';
 import { VmLocator } from '../../../src/proxmox/controller/vm-locator.js';
 import { seedCluster } from './fake-api.js';
 

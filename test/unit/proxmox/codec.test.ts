@@ -2,10 +2,8 @@
 import t from 'tap';
 import { isCsiError } from '../../../src/errors.js';
 import { diskNameFor, diskOwner, formatVolumeId, MAX_DISK_NAME, parseVolid, parseVolumeId } from '../../../src/proxmox/volume-id.js';
-import {
-  DEFAULT_SIZE, GiB, MiB, driveOptionsFromContext, driveString, parseCreateParameters, publishContextForSlot,
-  sizeFits, sizeForCreate, sizeForExpand, volumeContextOf, wwnForSlot,
-} from '../../../src/proxmox/controller/params.js';
+import { DEFAULT_SIZE, GiB, MiB, driveOptionsFromContext, driveString, parseCreateParameters, sizeFits, sizeForCreate, sizeForExpand, volumeContextOf } from '../../../src/proxmox/controller/params.js';
+import { publishContextForSlot, wwnForSlot } from '../../../src/proxmox/contract.js';
 
 const kind = (fn: () => unknown): string => {
   try {

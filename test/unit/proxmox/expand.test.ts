@@ -8,7 +8,8 @@ import type * as T from '../../../src/csi/types.js';
 import { Unavailable, isCsiError } from '../../../src/errors.js';
 import type { ProxmoxApi } from '../../../src/proxmox/api/api.js';
 import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller/controller.js';
-import { GiB, helperWwnForSlot, isHelperWwn, wwnForSlot } from '../../../src/proxmox/controller/params.js';
+import { GiB } from '../../../src/proxmox/controller/params.js';
+import { helperWwnForSlot, isHelperWwn, wwnForSlot } from '../../../src/proxmox/contract.js';
 import { type FakeProxmox, seedCluster } from './fake-api.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: new AbortController().signal });

@@ -4,7 +4,8 @@
 // replicate always present): it must give the same drive line as the StorageClass spelling.
 import t from 'tap';
 import { isCsiError } from '../../../src/errors.js';
-import { driveOptionsFromContext, driveString, parseCreateParameters, volumeContextOf, wwnForSlot } from '../../../src/proxmox/controller/params.js';
+import { driveOptionsFromContext, driveString, parseCreateParameters, volumeContextOf } from '../../../src/proxmox/controller/params.js';
+import { wwnForSlot } from '../../../src/proxmox/contract.js';
 import { PROXMOX_PARAMETERS } from '../../../src/proxmox/param-keys.js';
 
 const UPSTREAM_KEYS = ['storage', 'storageFormat', 'aio', 'backup', 'cache', 'iothread', 'ssd', 'diskIOPS', 'diskMBps', 'blockSize', 'inodeSize',

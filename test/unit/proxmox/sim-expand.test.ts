@@ -9,7 +9,8 @@ import pino from 'pino';
 import type * as T from '../../../src/csi/types.js';
 import { isCsiError } from '../../../src/errors.js';
 import { createProxmoxController } from '../../../src/proxmox/controller/controller.js';
-import { GiB, helperWwnForSlot } from '../../../src/proxmox/controller/params.js';
+import { GiB } from '../../../src/proxmox/controller/params.js';
+import { helperWwnForSlot } from '../../../src/proxmox/contract.js';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(60_000) });
