@@ -24,6 +24,8 @@ export interface Task {
   user: string;
   status: 'running' | 'stopped';
   exitstatus?: string;
+  /** Epoch seconds the task ended (what the archive index records). */
+  endtime?: number;
   lines: string[];
   done: Promise<void>;
 }
@@ -88,6 +90,7 @@ export class TaskRegistry {
         task.lines.push('TASK OK');
         task.exitstatus = 'OK';
       }
+      task.endtime = Math.floor(Date.now() / 1000);
       task.status = 'stopped';
       this.onEnd?.(task);
     })();
