@@ -23,7 +23,7 @@ function owner(task: Task): { user: string; tokenid?: string } {
 }
 
 /** Who may see a task without Sys.Audit (Tasks.pm $check_task_user): a token only its own, a user its tokens' too. */
-function ownTask(row: { user: string; tokenid?: string }, caller: string): boolean {
+function ownTask(row: { user: string; tokenid?: string | undefined }, caller: string): boolean {
   if (row.tokenid !== undefined) return caller === `${row.user}!${row.tokenid}` || caller === row.user;
   return caller === row.user;
 }
@@ -66,7 +66,7 @@ function listTasks(sim: SimContext, params: Record<string, string>, perms: Perms
   const auditor = perms.has('Sys.Audit');
   let count = 0;
   // Tasks.pm's $filter_task, in its order: `count` counts every match, `limit` what is returned.
-  const skip = (row: { user: string; tokenid?: string; type: string; id: string; starttime: number; status?: string }): boolean => {
+  const skip = (row: { user: string; tokenid?: string | undefined; type: string; id: string; starttime: number; status?: string | undefined }): boolean => {
     if (params.userfilter && !row.user.toLowerCase().includes(params.userfilter.toLowerCase())) return true;
     if (!(auditor || ownTask(row, user))) return true;
     if (params.typefilter && row.type !== params.typefilter) return true;

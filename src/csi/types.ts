@@ -47,6 +47,8 @@ export interface CallContext {
   log: import('pino').Logger;
   /** Aborted when the client cancels or the deadline passes. */
   signal: AbortSignal;
+  /** The client's deadline (epoch ms), when it sent one: a wait can answer before it. */
+  deadline?: number;
 }
 
 type H<Req, Res> = (req: Req, ctx: CallContext) => Promise<Res>;

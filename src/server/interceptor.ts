@@ -45,9 +45,12 @@ export function unary<Req, Res>(env: CallEnv, spec: CallSpec<Req, Res>): grpc.ha
     const ac = new AbortController();
     call.on('cancelled', () => ac.abort(new Error('call cancelled by client')));
     const deadline = call.getDeadline();
+    let deadlineMs: number | undefined;
     if (deadline instanceof Date || (typeof deadline === 'number' && Number.isFinite(deadline))) {
-      const ms = new Date(deadline).getTime() - Date.now();
+      deadlineMs = new Date(deadline).getTime();
+      const ms = deadlineMs - Date.now();
       if (ms > 0 && ms < 2 ** 31) setTimeout(() => ac.abort(new Error('deadline exceeded')), ms).unref();
+      else if (ms >= 2 ** 31) deadlineMs = undefined;
     }
     if (log.isLevelEnabled('debug')) log.debug({ request: redact(spec.requestType, req) }, 'request');
 
@@ -57,7 +60,7 @@ export function unary<Req, Res>(env: CallEnv, spec: CallSpec<Req, Res>): grpc.ha
       spec.validate?.(req);
       const impl = spec.impl;
       if (!impl) throw new Unimplemented(`${spec.method} is not supported by ${env.driver}`);
-      const ctx: CallContext = { log, signal: ac.signal };
+      const ctx: CallContext = { log, signal: ac.signal, ...(deadlineMs !== undefined && { deadline: deadlineMs }) };
       const keys = spec.keys?.(req) ?? [];
       return keys.length > 0 ? env.locks.run(keys.map((k) => `${env.driver}/${k}`), () => impl(req, ctx)) : impl(req, ctx);
     };

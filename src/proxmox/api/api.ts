@@ -78,6 +78,20 @@ export interface TaskStatus {
   exitstatus?: string | undefined;
 }
 
+/** One row of GET /nodes/{node}/tasks?source=active: a task running on that node. */
+export interface ActiveTask {
+  upid: string;
+  node: string;
+  /** e.g. `qmconfig` for an asynchronous `POST …/config`. */
+  type: string;
+  /** The VMID for VM tasks. */
+  id: string;
+  /** Who started it: `user@realm!token` for an API token, else `user@realm`. */
+  user: string;
+  /** Epoch seconds on the Proxmox host's clock. */
+  starttime: number;
+}
+
 export interface ConfigChange {
   /** Keys to set, e.g. { scsi3: 'local-lvm:vm-9999-pvc-x,wwn=0x…' }. */
   set?: Record<string, string> | undefined;
@@ -124,4 +138,6 @@ export interface ProxmoxApi {
   resizeDisk(node: string, vmid: number, disk: string, size: string, o?: CallOptions): Promise<string | null>;
 
   taskStatus(node: string, upid: string, o?: CallOptions): Promise<TaskStatus>;
+  /** Running tasks on a node that this identity may see (its own; every one with Sys.Audit). */
+  activeTasks(node: string, filter: { type?: string; vmid?: number }, o?: CallOptions): Promise<ActiveTask[]>;
 }

@@ -15,7 +15,7 @@ import { ProxmoxEngine } from 'proxmox-api';
 import type { ProxmoxClusterConfig } from '../../config/types.js';
 import { FailedPrecondition, InvalidArgument } from '../../errors.js';
 import type {
-  AllocRequest, CallOptions, ConfigChange, ConfigEntry, NodeResource, ProxmoxApi, StorageContentItem,
+  ActiveTask, AllocRequest, CallOptions, ConfigChange, ConfigEntry, NodeResource, ProxmoxApi, StorageContentItem,
   StorageResource, StorageStatus, TaskStatus, VmConfig, VmResource,
 } from './api.js';
 import { TRANSPORT_MARK, toCsiError } from './errors.js';
@@ -221,6 +221,18 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
     async taskStatus(node, upid, o) {
       const r = await call<Record<string, unknown>>('GET', `/nodes/${seg(node)}/tasks/${seg(upid)}/status`, undefined, `read task ${upid}`, o);
       return { status: r?.status === 'stopped' ? 'stopped' : 'running', exitstatus: r?.exitstatus as string | undefined } satisfies TaskStatus;
+    },
+    async activeTasks(node, filter, o) {
+      // pve-manager's Tasks.pm: the active list leaves a token's id whole in `user`; the archive
+      // splits it into `user` and `tokenid`. Both forms are read. The default limit is 50.
+      const params: Record<string, unknown> = { source: 'active', limit: 1000 };
+      if (filter.type) params.typefilter = filter.type;
+      if (filter.vmid !== undefined) params.vmid = filter.vmid;
+      const rows = await call<Record<string, unknown>[]>('GET', `/nodes/${seg(node)}/tasks`, params, `list running tasks on ${node}`, o);
+      return (rows ?? []).map((r): ActiveTask => ({
+        upid: String(r.upid ?? ''), node: String(r.node ?? node), type: String(r.type ?? ''), id: String(r.id ?? ''),
+        user: r.tokenid ? `${String(r.user ?? '')}!${String(r.tokenid)}` : String(r.user ?? ''), starttime: num(r.starttime),
+      }));
     },
     async permissions(o) {
       return (await call<Record<string, Record<string, number>>>('GET', '/access/permissions', undefined, 'read own permissions', o)) ?? {};

@@ -25,6 +25,7 @@ export async function controllerPublishVolume(core: Core, req: T.ControllerPubli
   }
   const rows = await cluster.storageRows(ref.storage, ctx.signal);
   const shared = rows.some((r) => r.shared);
+  const exclusive = isSingleNode(req.volumeCapability);
   if (!shared && ref.zone && vm.node !== ref.zone) {
     throw new FailedPrecondition(`volume ${req.volumeId} lives on host ${ref.zone} but VM ${vm.name} (${vm.vmid}) runs on ${vm.node}; a local disk attaches only to VMs on its host`);
   }
@@ -35,9 +36,16 @@ export async function controllerPublishVolume(core: Core, req: T.ControllerPubli
     disk: ref.disk,
     diskNode: ref.zone || vm.node,
     options,
-    exclusive: isSingleNode(req.volumeCapability),
+    exclusive,
   }, ctx.signal);
   const slot = await cluster.exclusive(v.volid, async () => {
+    // Right after a restart: a previous process's attach of this disk may still be waiting for
+    // a VM lock on any host where a VM can have it (startup-fence.ts); the attach's own
+    // exclusivity check then reads fresh state.
+    if (exclusive && cluster.startup.open) {
+      const nodes = shared ? rows.map((r) => r.node) : [ref.zone || vm.node];
+      await cluster.startup.settle([vm.node, ...nodes], `publishing ${v.volid} to VM ${vm.name} (${vm.vmid})`, ctx);
+    }
     const [marker] = await readMarkers(v, ref.zone || vm.node, ctx.signal);
     if (marker) options = applyMutable(fromContext, marker.values);
     try {

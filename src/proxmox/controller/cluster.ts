@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { ProxmoxApi, StorageResource } from '../api/api.js';
 import { AttachQueues, type QueueOptions } from './attach-queue.js';
 import { Fences } from './fences.js';
+import { StartupFence } from './startup-fence.js';
 import { VmLocator } from './vm-locator.js';
 
 export interface ClusterTuning {
@@ -12,6 +13,8 @@ export interface ClusterTuning {
   queue?: Partial<Pick<QueueOptions, 'mergeWindowMs' | 'attempts' | 'confirmTimeoutMs' | 'taskTimeoutMs'>>;
   /** How long a change whose outcome is unknown keeps its volume fenced (fences.ts). */
   landHorizonMs?: number;
+  /** How long after start exclusive publishes look for a previous process's changes (startup-fence.ts). */
+  startupFenceMs?: number;
 }
 
 export class Cluster {
@@ -19,12 +22,19 @@ export class Cluster {
   readonly queues: AttachQueues;
   /** Volumes with a change in flight that may still land; shared by every mutating path. */
   readonly fences: Fences;
+  /** After a restart: config changes a previous process sent that may still land. */
+  readonly startup: StartupFence;
+  readonly api: ProxmoxApi;
   private storagesCache: { at: number; rows: StorageResource[] } | undefined;
   private storagesInflight: Promise<StorageResource[]> | undefined;
   private readonly ttlMs: number;
   private readonly volumeTails = new Map<string, Promise<unknown>>();
 
-  constructor(readonly region: string, readonly api: ProxmoxApi, log: Logger, tuning: ClusterTuning = {}) {
+  /** `identity`: the token id or user name this cluster's API runs as. */
+  constructor(readonly region: string, api: ProxmoxApi, log: Logger, tuning: ClusterTuning = {}, identity?: string) {
+    this.startup = new StartupFence(api, { cluster: region, log, ...(identity !== undefined && { identity }), ...(tuning.startupFenceMs !== undefined && { windowMs: tuning.startupFenceMs }) });
+    api = this.startup.track(api);
+    this.api = api;
     this.ttlMs = tuning.cacheTtlMs ?? 5_000;
     this.locator = new VmLocator(api, { cluster: region, ttlMs: this.ttlMs });
     this.fences = new Fences(tuning.landHorizonMs);

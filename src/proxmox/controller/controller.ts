@@ -73,7 +73,7 @@ export function createProxmoxController(opts: ProxmoxControllerOptions): Proxmox
       closers.push(() => http.close());
       api = http;
     }
-    clusters.set(c.region, new Cluster(c.region, api, log, opts.tuning));
+    clusters.set(c.region, new Cluster(c.region, api, log, opts.tuning, c.username ?? c.tokenId));
   }
   const healthLog = new HealthLog(log);
   const helperVms = new Map<string, HelperVmNames>();

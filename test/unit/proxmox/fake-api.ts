@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import { Busy, NotFound, ResourceExhausted, Unavailable, AlreadyExists } from '../../../src/errors.js';
 import type {
-  AllocRequest, CallOptions, ConfigChange, ConfigEntry, NodeResource, ProxmoxApi, StorageContentItem,
+  ActiveTask, AllocRequest, CallOptions, ConfigChange, ConfigEntry, NodeResource, ProxmoxApi, StorageContentItem,
   StorageResource, StorageStatus, TaskStatus, VmConfig, VmResource,
 } from '../../../src/proxmox/api/api.js';
 
@@ -321,6 +321,13 @@ export class FakeProxmox implements ProxmoxApi {
     const t = this.tasks.get(upid);
     if (!t) throw new NotFound(`Proxmox test: no such task '${upid}'`);
     return { status: 'stopped', exitstatus: t.exit };
+  }
+
+  /** Every task here has ended before its call answers: none is ever running. */
+  async activeTasks(node: string, _filter: { type?: string; vmid?: number }, o?: CallOptions): Promise<ActiveTask[]> {
+    await this.enter('activeTasks', [node], o);
+    this.leave('activeTasks');
+    return [];
   }
 }
 

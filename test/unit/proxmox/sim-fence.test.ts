@@ -31,14 +31,14 @@ async function kind(p: Promise<unknown>): Promise<{ kind: string; message: strin
   }
 }
 
-async function start(t: { teardown(fn: () => unknown): void }) {
+async function start(t: { teardown(fn: () => unknown): void }, startupFenceMs?: number) {
   // lockTimeoutMs: Proxmox's own 10 s (PVE::AbstractConfig::lock_config), so a change can wait
   // for the lock longer than its caller waits for it.
   const sim = await startSimulator({ backend: 'none', faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 10_000 } });
   t.teardown(() => sim.close());
   const c: ProxmoxController = createProxmoxController({
     config: { clusters: [{ url: sim.url, insecure: false, caFile: sim.caFile, tokenId: sim.tokenId, tokenSecret: sim.tokenSecret, region: 'homelab' }], controllerVmId: 9999 },
-    log: pino({ level: 'silent' }), queryTimeoutMs: 15_000, tuning: { queue: { confirmTimeoutMs: 1500 } },
+    log: pino({ level: 'silent' }), queryTimeoutMs: 15_000, tuning: { queue: { confirmTimeoutMs: 1500 }, ...(startupFenceMs !== undefined && { startupFenceMs }) },
   });
   t.teardown(() => c.close());
   const admin = new SimulatorAdmin(sim.adminUrl);
@@ -156,7 +156,10 @@ t.test('defect 3: a VM\'s own disk is never published to another VM', async (t) 
 });
 
 t.test('re-check after landing: a change of a previous run that lands first wins, ours withdraws', async (t) => {
-  const { sim, c, admin, holders } = await start(t);
+  // The start-up fence (sim-startup-fence.test.ts) would wait for the previous run's task before
+  // attaching; switched off here, the re-check after landing is what must catch it (as it does a
+  // disk attached by hand, which no task list shows).
+  const { sim, c, admin, holders } = await start(t, 0);
   const id = (await c.createVolume(createReq('pvc-race'), ctx())).volume!.volumeId!;
   // A previous run of the controller sent an attach to VM 111 (POST …/config: a qmconfig task
   // that waits for the VM lock), then died before it landed.

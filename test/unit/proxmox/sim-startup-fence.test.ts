@@ -1,0 +1,172 @@
+// Issue 10, the crash window: a `POST …/config` sent by a previous controller process that was
+// killed (kill -9) can still be waiting for the VM config lock in Proxmox (qemu-server takes
+// the lock inside the forked `qmconfig` worker and waits up to 10 s) and land after a fresh
+// process published the same single-writer disk elsewhere. The dead process is simulated by
+// sending that POST straight to the simulator with the driver's token while another client
+// holds the VM's lock, then dropping the connection.
+import t from 'tap';
+import pino from 'pino';
+import type * as T from '../../../src/csi/types.js';
+import { isCsiError } from '../../../src/errors.js';
+import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller/controller.js';
+import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
+import { GiB, driveString, wwnForSlot } from '../../../src/proxmox/controller/params.js';
+import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
+
+const MOUNT: T.VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'mount' };
+const ctx = (ms = 60_000): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(ms), deadline: Date.now() + ms });
+const pubReq = (volumeId: string, nodeId: string): T.ControllerPublishVolumeRequest =>
+  ({ volumeId, nodeId, volumeCapability: MOUNT, readonly: false, secrets: {}, volumeContext: {} });
+const createReq = (name: string): T.CreateVolumeRequest => ({
+  name, capacityRange: { requiredBytes: String(GiB), limitBytes: '0' }, volumeCapabilities: [MOUNT],
+  parameters: { storage: 'local-lvm' }, secrets: {}, volumeContentSource: null, mutableParameters: {},
+  accessibilityRequirements: { requisite: [], preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }] },
+});
+
+interface VmState { vmid: number; name: string; config: Record<string, string>; pending: Record<string, string> }
+
+async function kind(p: Promise<unknown>): Promise<{ kind: string; message: string }> {
+  try {
+    await p;
+    return { kind: 'ok', message: '' };
+  } catch (e) {
+    return { kind: isCsiError(e) ? e.kind : 'untyped', message: (e as Error).message };
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function start(t: { teardown(fn: () => unknown): void }) {
+  // lockTimeoutMs: Proxmox's own 10 s, so the dead process's change waits behind the held lock.
+  const sim = await startSimulator({ backend: 'none', faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 10_000 } });
+  t.teardown(() => sim.close());
+  const cluster = { url: sim.url, insecure: false, caFile: sim.caFile, tokenId: sim.tokenId, tokenSecret: sim.tokenSecret, region: 'homelab' };
+  const controller = (startupFenceMs?: number): ProxmoxController => {
+    const c = createProxmoxController({
+      config: { clusters: [cluster], controllerVmId: 9999 },
+      log: pino({ level: 'silent' }), queryTimeoutMs: 15_000,
+      tuning: { queue: { confirmTimeoutMs: 1500 }, ...(startupFenceMs !== undefined && { startupFenceMs }) },
+    });
+    t.teardown(() => c.close());
+    return c;
+  };
+  const admin = new SimulatorAdmin(sim.adminUrl);
+  const holders = async (disk: string) => ((await admin.state()) as { vms: VmState[] }).vms
+    .filter((v) => [...Object.values(v.config), ...Object.values(v.pending)].some((x) => x.includes(disk)))
+    .map((v) => v.name);
+  /** What the killed process did last: its attach POST to VM 111 (talos-worker-1), then it died. */
+  const deadProcessAttach = async (disk: string): Promise<string> => {
+    const api = createHttpProxmoxApi({ cluster });
+    const upid = await api.updateVmConfig('hyper1', 111, {
+      set: { scsi1: driveString('local-lvm', disk, { backup: true, iothread: true, ssd: true, readonly: false }, wwnForSlot(1)) },
+    });
+    await api.close();
+    return upid ?? '';
+  };
+  return { admin, controller, holders, deadProcessAttach };
+}
+
+/** Samples the disk's holders until stopped; returns the most VMs seen holding it at once. */
+function sampleHolders(holders: (d: string) => Promise<string[]>, disk: string) {
+  let max = 0;
+  let seen: string[] = [];
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const on = await holders(disk);
+      if (on.length > max) {
+        max = on.length;
+        seen = on;
+      }
+      await sleep(50);
+    }
+  })();
+  return async () => {
+    running = false;
+    await loop;
+    return { max, seen };
+  };
+}
+
+t.test('a lock-waiting attach of a killed process: a fresh controller refuses to publish elsewhere', async (t) => {
+  const { admin, controller, holders, deadProcessAttach } = await start(t);
+  const old = controller();
+  const id = (await old.createVolume(createReq('pvc-crash'), ctx())).volume!.volumeId!;
+  await old.close();
+  const released = Date.now() + 6000;
+  await admin.holdLock({ vmid: 111 }, 6000);
+  const upid = await deadProcessAttach('vm-9999-pvc-crash');
+  t.match(upid, /^UPID:hyper1:[0-9A-F]{8}:[0-9A-F]{8,9}:[0-9A-F]{8}:qmconfig:111:kubernetes-csi@pve!csi:$/, 'the POST is a qmconfig task waiting for the lock');
+  const stop = sampleHolders(holders, 'vm-9999-pvc-crash');
+
+  const fresh = controller();
+  const first = await kind(fresh.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx(3000)));
+  t.equal(first.kind, 'Aborted', 'ABORTED while the dead process\'s change may still land');
+  t.match(first.message, upid, 'the message names the task');
+  // A caller with time to wait sees the task end (the lock is released at 6 s) and the attach land.
+  const second = await kind(fresh.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx(15_000)));
+  t.equal(second.kind, 'FailedPrecondition', 'after the dead process\'s attach landed: FAILED_PRECONDITION');
+  t.match(second.message, /talos-worker-1/);
+  await sleep(Math.max(0, released + 500 - Date.now()));
+  const { max, seen } = await stop();
+  t.ok(max <= 1, `the disk was never on two VMs (at most on ${seen.join(', ')})`);
+  t.same(await holders('vm-9999-pvc-crash'), ['talos-worker-1'], 'only the dead process\'s attachment is there');
+
+  // The CO detaches it from the old node; the publish to the new one then works.
+  await fresh.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
+  const third = await fresh.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx());
+  t.equal(third.publishContext!.lun, '1');
+  t.same(await holders('vm-9999-pvc-crash'), ['talos-cp-1']);
+});
+
+t.test('a publish that waits for the dead process\'s task: FAILED_PRECONDITION, never two VMs', async (t) => {
+  const { admin, controller, holders, deadProcessAttach } = await start(t);
+  const old = controller();
+  const id = (await old.createVolume(createReq('pvc-crash-wait'), ctx())).volume!.volumeId!;
+  await old.close();
+  const released = Date.now() + 3000;
+  await admin.holdLock({ vmid: 111 }, 3000);
+  await deadProcessAttach('vm-9999-pvc-crash-wait');
+  const stop = sampleHolders(holders, 'vm-9999-pvc-crash-wait');
+  const fresh = controller();
+  const r = await kind(fresh.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx(15_000)));
+  t.equal(r.kind, 'FailedPrecondition');
+  await sleep(Math.max(0, released + 500 - Date.now()));
+  const { max } = await stop();
+  t.ok(max <= 1, 'never on two VMs');
+  t.same(await holders('vm-9999-pvc-crash-wait'), ['talos-worker-1']);
+});
+
+t.test('after the start-up window an exclusive publish lists no tasks', async (t) => {
+  const { admin, controller, holders } = await start(t);
+  const c = controller(300);
+  const id = (await c.createVolume(createReq('pvc-after-window'), ctx())).volume!.volumeId!;
+  await sleep(400);
+  const since = (await admin.requests()).lastSeq;
+  await c.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx());
+  const routes = (await admin.requests(since)).entries.map((e) => e.route);
+  t.notOk(routes.some((r) => r === 'GET /nodes/{node}/tasks'), `no task list read (${routes.join(', ')})`);
+  t.same(await holders('vm-9999-pvc-after-window'), ['talos-cp-1']);
+});
+
+t.test('inside the window: one task list read per candidate node, own tasks are not waited for', async (t) => {
+  const { admin, controller, holders } = await start(t);
+  const c = controller(60_000);
+  const [a, b] = await Promise.all(['a', 'b'].map(async (n) => (await c.createVolume(createReq(`pvc-in-window-${n}`), ctx())).volume!.volumeId!));
+  // Each config task of this process runs 3 s; the second publish lists the first one's task
+  // as running and must not wait for it (it is this process's own, its fence covers it).
+  await admin.patchFaults({ taskDurationMs: 3000 });
+  const since = (await admin.requests()).lastSeq;
+  const first = c.controllerPublishVolume!(pubReq(a!, 'talos-cp-1'), ctx());
+  await sleep(800);
+  const t0 = Date.now();
+  await c.controllerPublishVolume!(pubReq(b!, 'talos-worker-1'), ctx());
+  const took = Date.now() - t0;
+  await first;
+  const lists = (await admin.requests(since)).entries.filter((e) => e.route === 'GET /nodes/{node}/tasks');
+  t.equal(lists.length, 2, 'one active task list per publish (all candidates on hyper1)');
+  t.ok(lists.every((e) => e.params?.source === 'active' && e.params?.typefilter === 'qmconfig'), 'source=active, typefilter=qmconfig');
+  t.ok(took < 5000, `no wait for the process's own task (second publish took ${took} ms, its own task 3 s)`);
+  t.same(await holders('vm-9999-pvc-in-window-a'), ['talos-cp-1']);
+  t.same(await holders('vm-9999-pvc-in-window-b'), ['talos-worker-1']);
+});
