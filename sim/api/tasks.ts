@@ -46,7 +46,7 @@ function statusType(status: string | undefined): 'ok' | 'warning' | 'error' | 'u
  * (pvedaemon's reaper does it when the worker exits).
  */
 function listTasks(sim: SimContext, params: Record<string, string>, perms: Perms, user: string): WithTotal {
-  const node = params.node!;
+  const node = params.node ?? '';
   const start = Number(params.start ?? 0);
   let limit = Number(params.limit ?? 50);
   const source = params.source ?? 'archive';

@@ -56,15 +56,16 @@ export class StartupFence {
   track(api: ProxmoxApi): ProxmoxApi {
     const own = this.own;
     const until = this.until;
+    const updateVmConfig: ProxmoxApi['updateVmConfig'] = async (...args) => {
+      const upid = await api.updateVmConfig(...args);
+      if (upid && Date.now() < until) own.add(upid);
+      return upid;
+    };
     return new Proxy(api, {
       get(target, prop) {
+        if (prop === 'updateVmConfig') return updateVmConfig;
         const v: unknown = Reflect.get(target, prop, target);
-        if (prop !== 'updateVmConfig' || typeof v !== 'function') return typeof v === 'function' ? v.bind(target) : v;
-        return async (...args: Parameters<ProxmoxApi['updateVmConfig']>) => {
-          const upid = await (v as ProxmoxApi['updateVmConfig']).apply(target, args);
-          if (upid && Date.now() < until) own.add(upid);
-          return upid;
-        };
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
       },
     });
   }
@@ -82,9 +83,8 @@ export class StartupFence {
     if (waiting.length === 0) return;
     this.o.log.warn({ cluster: this.o.cluster, tasks: waiting.map((t) => t.upid) }, `${what}: waiting for VM config changes sent before this process started (a previous run's, which may attach this disk)`);
     for (let delay = 100; ; delay = Math.min(delay * 2, 1_000)) {
-      const refuse = o.deadline !== undefined && Date.now() + delay + ANSWER_MARGIN_MS > o.deadline;
-      if (refuse) {
-        const t = waiting[0]!;
+      const t = waiting[0];
+      if (t && o.deadline !== undefined && Date.now() + delay + ANSWER_MARGIN_MS > o.deadline) {
         throw new Busy(`${what}: VM ${t.id} on ${t.node} has a config change still running (task ${t.upid}) that an earlier run of this driver sent before it stopped; it may attach this disk there, so publishing waits until it ended (at most ${Math.round(this.windowMs / 1000)} s); retry`);
       }
       await sleep(delay, o.signal);
@@ -92,7 +92,7 @@ export class StartupFence {
       // check) or failed; counted on this host's clock from when the task was seen running.
       if (Date.now() >= seen + this.windowMs) return;
       const states = await Promise.all(waiting.map((t) => this.api.taskStatus(t.node, t.upid, { signal: o.signal })));
-      waiting = waiting.filter((_, i) => states[i]!.status === 'running');
+      waiting = waiting.filter((_, i) => states[i]?.status === 'running');
       if (waiting.length === 0) return;
     }
   }

@@ -10,7 +10,8 @@ import type * as T from '../../../src/csi/types.js';
 import { isCsiError } from '../../../src/errors.js';
 import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller/controller.js';
 import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
-import { GiB, driveString, wwnForSlot } from '../../../src/proxmox/controller/params.js';
+import { wwnForSlot } from '../../../src/proxmox/contract.js';
+import { GiB, driveString } from '../../../src/proxmox/controller/params.js';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 
 const MOUNT: T.VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'mount' };
