@@ -1,5 +1,5 @@
-// Small pieces shared by the Proxmox and NFS node backends: request checks, capability reading,
-// case-insensitive context lookup, error translation and per-key serialisation.
+// Small pieces shared by the Proxmox and NFS node backends: capability reading,
+// case-insensitive context lookup, and error translation.
 import { CsiError, DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument, isCsiError } from '../errors.js';
 import type { VolumeCapability } from '../csi/types.js';
 import { isCommandError } from '../os/exec.js';
@@ -7,11 +7,6 @@ import { promises as fs } from 'node:fs';
 import type { MountEntry } from '../os/mounter.js';
 import { ensureDir, ensureFile, isErrno } from '../os/paths.js';
 import { accessModeName } from '../csi/access-modes.js';
-
-export function required(value: string | undefined | null, field: string, rpc: string): string {
-  if (!value) throw new InvalidArgument(`${rpc}: ${field} is required`);
-  return value;
-}
 
 export type AccessType = 'mount' | 'block';
 
@@ -61,30 +56,6 @@ export function asCsiError(e: unknown, what: string): CsiError {
   if (isCommandError(e, 'aborted')) return new DeadlineExceeded(`${what}: ${e.message}`, { cause: e });
   const msg = e instanceof Error ? e.message : String(e);
   return new Internal(`${what}: ${msg}`, { cause: e });
-}
-
-/**
- * Serialises work per key (volume id, target path). Retries of the same call queue up behind
- * the first instead of racing it; different keys run in parallel.
- */
-export class KeyedMutex {
-  private readonly tails = new Map<string, Promise<unknown>>();
-
-  async run<T>(key: string, fn: () => Promise<T>): Promise<T> {
-    const prev = this.tails.get(key) ?? Promise.resolve();
-    const next = prev.then(fn, fn);
-    const tail = next.catch(() => undefined);
-    this.tails.set(key, tail);
-    try {
-      return await next;
-    } finally {
-      if (this.tails.get(key) === tail) this.tails.delete(key);
-    }
-  }
-
-  get size(): number {
-    return this.tails.size;
-  }
 }
 
 /**

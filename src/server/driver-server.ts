@@ -4,7 +4,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Driver } from '../csi/types.js';
 import type { Mode } from '../config/types.js';
-import { KeyedLocks } from './locks.js';
+import { KeyedLock } from '../locks.js';
 import type { Metrics } from './metrics.js';
 import { csiGrpc } from './proto.js';
 import { controllerService } from '../controller/service.js';
@@ -35,7 +35,7 @@ export interface RunningServer {
 export async function startDriverServer(o: DriverServerOptions): Promise<RunningServer> {
   const endpoint: Endpoint = parseEndpoint(o.endpoint);
   const log = o.log.child({ driver: o.driver.name });
-  const env: CallEnv = { driver: o.driver.name, log, locks: new KeyedLocks(), inflight: { n: 0 }, ...(o.metrics && { metrics: o.metrics }) };
+  const env: CallEnv = { driver: o.driver.name, log, locks: new KeyedLock(), inflight: { n: 0 }, ...(o.metrics && { metrics: o.metrics }) };
   const pkg = csiGrpc().csi.v1;
   const server = new grpc.Server({ 'grpc.max_receive_message_length': 4 * 1024 * 1024 });
   server.addService(pkg.Identity.service, identityService(env, o.driver, { version: o.version, probeTimeoutMs: o.probeTimeoutMs ?? 5000 }));

@@ -4,7 +4,7 @@ import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { CallContext } from '../csi/types.js';
 import { Unimplemented } from '../errors.js';
-import type { KeyedLocks } from './locks.js';
+import type { KeyedLock } from '../locks.js';
 import type { Metrics } from './metrics.js';
 import { codeName, mapError, toServiceError } from './status.js';
 import { redact } from './redact.js';
@@ -13,7 +13,7 @@ import { checkLimits } from './limits.js';
 export interface CallEnv {
   driver: string;
   log: Logger;
-  locks: KeyedLocks;
+  locks: KeyedLock;
   metrics?: Metrics;
   /** Counts calls in flight so shutdown can report what it waits for. */
   inflight: { n: number };
@@ -62,7 +62,7 @@ export function unary<Req, Res>(env: CallEnv, spec: CallSpec<Req, Res>): grpc.ha
       if (!impl) throw new Unimplemented(`${spec.method} is not supported by ${env.driver}`);
       const ctx: CallContext = { log, signal: ac.signal, ...(deadlineMs !== undefined && { deadline: deadlineMs }) };
       const keys = spec.keys?.(req) ?? [];
-      return keys.length > 0 ? env.locks.run(keys.map((k) => `${env.driver}/${k}`), () => impl(req, ctx)) : impl(req, ctx);
+      return keys.length > 0 ? env.locks.tryRun(keys.map((k) => `${env.driver}/${k}`), () => impl(req, ctx)) : impl(req, ctx);
     };
     run().then(
       (res) => {

@@ -11,7 +11,9 @@ import type { MountEntry } from '../../os/mounter.js';
 import { parseVolumeId } from '../contract.js';
 import { createStatFs, type StatFs } from '../../os/statfs.js';
 import { promises as fs } from 'node:fs';
-import { accessModeOf, accessTypeOf, asCsiError, foreignMount, isReaderOnlyMode, KeyedMutex, mountFlagsOf, prepareTargetDir, removePublishTarget, required, uniq } from '../../node/common.js';
+import { KeyedLock } from '../../locks.js';
+import { accessModeOf, accessTypeOf, asCsiError, foreignMount, isReaderOnlyMode, mountFlagsOf, prepareTargetDir, removePublishTarget, uniq } from '../../node/common.js';
+import { nodeCall } from '../../node/call.js';
 import { hostForSource, parseNfsContext, sameNfsSource, type NfsVolumeSource } from './context.js';
 import { confineToKubeletDir, DEFAULT_KUBELET_DIR } from '../../node/node-paths.js';
 import { mountedEntry, mountedUsage, probeVolumePath } from '../../node/stats.js';
@@ -104,12 +106,12 @@ export function createNfsNode(o: NfsNodeOptions): NodeBackend {
   const mounter = o.mounter ?? createLinuxMounter({ exec });
   const statFs = o.statFs ?? createStatFs(exec);
   const unmountTimeoutMs = o.unmountTimeoutMs ?? o.mountTimeoutMs;
-  const locks = new KeyedMutex();
+  const locks = new KeyedLock();
 
   const publish = async (req: NodePublishVolumeRequest, ctx: CallContext): Promise<NodePublishVolumeResponse> => {
     const rpc = 'NodePublishVolume';
-    const volumeId = required(req.volumeId, 'volume_id', rpc);
-    const target = required(req.targetPath, 'target_path', rpc);
+    const volumeId = req.volumeId;
+    const target = req.targetPath;
     if (accessTypeOf(req.volumeCapability, rpc) === 'block') {
       throw new InvalidArgument(`volume ${volumeId}: NFS volumes can only be published with the mount access type, not block`);
     }
@@ -118,57 +120,53 @@ export function createNfsNode(o: NfsNodeOptions): NodeBackend {
     const options = nfsMountOptions(req, vol, { nfsPort: o.nfsPort, nfsMountPort: o.nfsMountPort });
     const perms = vol.mountPermissions ?? o.defaultMountPermissions ?? 0;
 
-    return locks.run(volumeId, async () => {
-      try {
-        const canonicalTarget = await canonicalPath(target);
-        if (accessModeOf(req.volumeCapability) === 'SINGLE_NODE_SINGLE_WRITER') {
-          const other = (await mounter.list()).find(
-            (m) => isNfs(m.fstype) && sameNfsSource(m.source, vol.source) && m.target !== canonicalTarget,
+    return nodeCall({ rpc, volumeId, path: target, locks }, async () => {
+      const canonicalTarget = await canonicalPath(target);
+      if (accessModeOf(req.volumeCapability) === 'SINGLE_NODE_SINGLE_WRITER') {
+        const other = (await mounter.list()).find(
+          (m) => isNfs(m.fstype) && sameNfsSource(m.source, vol.source) && m.target !== canonicalTarget,
+        );
+        if (other) {
+          throw new FailedPrecondition(
+            `volume ${volumeId} has access mode SINGLE_NODE_SINGLE_WRITER and is already published at ${other.target}`,
           );
-          if (other) {
-            throw new FailedPrecondition(
-              `volume ${volumeId} has access mode SINGLE_NODE_SINGLE_WRITER and is already published at ${other.target}`,
-            );
-          }
         }
-
-        const existing = await mounter.find(target);
-        if (existing) {
-          if (!isNfs(existing.fstype) || !sameNfsSource(existing.source, vol.source)) {
-            throw new AlreadyExists(`target ${target} already has ${existing.source} (${existing.fstype}) mounted, not ${vol.source}`);
-          }
-          const health = await mounter.probe(target);
-          if (health.state === 'broken' && (health.errno === 'ESTALE' || health.errno === 'ENOTCONN')) {
-            ctx.log.warn({ volumeId, target, source: existing.source, errno: health.errno }, 'stale NFS mount at target; remounting');
-            const left = await mounter.unmount(target, {
-              timeoutMs: unmountTimeoutMs,
-              force: true,
-              owns: (m) => isNfs(m.fstype) && sameNfsSource(m.source, vol.source),
-            });
-            if (left) throw foreignMount(volumeId, target, left, `the volume is ${vol.source}`);
-          } else if (health.state === 'broken') {
-            throw new Unavailable(`volume ${volumeId}: the mount at ${target} does not answer (${health.errno}: ${health.message})`);
-          } else {
-            if (existing.options.includes('ro') !== readonly) {
-              throw new AlreadyExists(`volume ${volumeId} is already mounted at ${target} ${readonly ? 'read-write' : 'read-only'}`);
-            }
-            if (perms > 0 && !readonly) await applyPermissions(target, perms, ctx.log);
-            return {};
-          }
-        }
-
-        await prepareTargetDir(target, volumeId);
-        try {
-          await mounter.mount(vol.source, target, 'nfs', options, { timeoutMs: o.mountTimeoutMs, signal: ctx.signal });
-        } catch (e) {
-          throw mountError(e, vol.source, target, o.mountTimeoutMs);
-        }
-        if (perms > 0 && !readonly) await applyPermissions(target, perms, ctx.log);
-        ctx.log.info({ volumeId, source: vol.source, target, options, ...(vol.ephemeral ? { inline: true } : {}) }, 'NFS volume mounted');
-        return {};
-      } catch (e) {
-        throw asCsiError(e, `NodePublishVolume ${volumeId} at ${target}`);
       }
+
+      const existing = await mounter.find(target);
+      if (existing) {
+        if (!isNfs(existing.fstype) || !sameNfsSource(existing.source, vol.source)) {
+          throw new AlreadyExists(`target ${target} already has ${existing.source} (${existing.fstype}) mounted, not ${vol.source}`);
+        }
+        const health = await mounter.probe(target);
+        if (health.state === 'broken' && (health.errno === 'ESTALE' || health.errno === 'ENOTCONN')) {
+          ctx.log.warn({ volumeId, target, source: existing.source, errno: health.errno }, 'stale NFS mount at target; remounting');
+          const left = await mounter.unmount(target, {
+            timeoutMs: unmountTimeoutMs,
+            force: true,
+            owns: (m) => isNfs(m.fstype) && sameNfsSource(m.source, vol.source),
+          });
+          if (left) throw foreignMount(volumeId, target, left, `the volume is ${vol.source}`);
+        } else if (health.state === 'broken') {
+          throw new Unavailable(`volume ${volumeId}: the mount at ${target} does not answer (${health.errno}: ${health.message})`);
+        } else {
+          if (existing.options.includes('ro') !== readonly) {
+            throw new AlreadyExists(`volume ${volumeId} is already mounted at ${target} ${readonly ? 'read-write' : 'read-only'}`);
+          }
+          if (perms > 0 && !readonly) await applyPermissions(target, perms, ctx.log);
+          return {};
+        }
+      }
+
+      await prepareTargetDir(target, volumeId);
+      try {
+        await mounter.mount(vol.source, target, 'nfs', options, { timeoutMs: o.mountTimeoutMs, signal: ctx.signal });
+      } catch (e) {
+        throw mountError(e, vol.source, target, o.mountTimeoutMs);
+      }
+      if (perms > 0 && !readonly) await applyPermissions(target, perms, ctx.log);
+      ctx.log.info({ volumeId, source: vol.source, target, options, ...(vol.ephemeral ? { inline: true } : {}) }, 'NFS volume mounted');
+      return {};
     });
   };
 
@@ -183,35 +181,29 @@ export function createNfsNode(o: NfsNodeOptions): NodeBackend {
 
     async nodeUnpublishVolume(req, ctx) {
       const rpc = 'NodeUnpublishVolume';
-      const volumeId = required(req.volumeId, 'volume_id', rpc);
-      const target = required(req.targetPath, 'target_path', rpc);
-      return locks.run(volumeId, async () => {
-        try {
-          const ownership = nfsMountOwnership(volumeId);
-          const left = await mounter.unmount(target, { timeoutMs: unmountTimeoutMs, force: true, owns: (m) => ownership(m).ours });
-          if (left) throw foreignMount(volumeId, target, left, ownership(left).why);
-          if (await removePublishTarget(target, volumeId, { allowEmptyFile: false })) {
-            ctx.log.debug({ volumeId, target }, 'NFS volume unmounted, target removed');
-          }
-          return {};
-        } catch (e) {
-          throw asCsiError(e, `NodeUnpublishVolume ${volumeId} at ${target}`);
+      const volumeId = req.volumeId;
+      const target = req.targetPath;
+      return nodeCall({ rpc, volumeId, path: target, locks }, async () => {
+        const ownership = nfsMountOwnership(volumeId);
+        const left = await mounter.unmount(target, { timeoutMs: unmountTimeoutMs, force: true, owns: (m) => ownership(m).ours });
+        if (left) throw foreignMount(volumeId, target, left, ownership(left).why);
+        if (await removePublishTarget(target, volumeId, { allowEmptyFile: false })) {
+          ctx.log.debug({ volumeId, target }, 'NFS volume unmounted, target removed');
         }
+        return {};
       });
     },
 
     async nodeGetVolumeStats(req) {
       const rpc = 'NodeGetVolumeStats';
-      const volumeId = required(req.volumeId, 'volume_id', rpc);
-      const volumePath = required(req.volumePath, 'volume_path', rpc);
-      try {
+      const volumeId = req.volumeId;
+      const volumePath = req.volumePath;
+      return nodeCall({ rpc, volumeId, path: volumePath }, async () => {
         const probed = await probeVolumePath(mounter, volumePath);
         if (probed.kind === 'done') return probed.response;
         await mountedEntry(mounter, volumePath, volumeId);
         return await mountedUsage(statFs, volumePath);
-      } catch (e) {
-        throw asCsiError(e, `NodeGetVolumeStats ${volumeId} at ${volumePath}`);
-      }
+      });
     },
   };
   return confineToKubeletDir(backend, o.kubeletDir ?? DEFAULT_KUBELET_DIR);

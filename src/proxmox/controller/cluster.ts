@@ -6,6 +6,7 @@ import { AttachQueues, type QueueOptions } from './attach-queue.js';
 import { Fences } from './fences.js';
 import { StartupFence } from './startup-fence.js';
 import { VmLocator } from './vm-locator.js';
+import { KeyedLock } from '../../locks.js';
 
 export interface ClusterTuning {
   /** How long the VM list and the storage list are reused; default 5 s. */
@@ -28,7 +29,7 @@ export class Cluster {
   private storagesCache: { at: number; rows: StorageResource[] } | undefined;
   private storagesInflight: Promise<StorageResource[]> | undefined;
   private readonly ttlMs: number;
-  private readonly volumeTails = new Map<string, Promise<unknown>>();
+  private readonly volumeLocks = new KeyedLock();
 
   /** `identity`: the token id or user name this cluster's API runs as. */
   constructor(readonly region: string, api: ProxmoxApi, log: Logger, tuning: ClusterTuning = {}, identity?: string) {
@@ -47,16 +48,8 @@ export class Cluster {
    * crash leftover and removed by a publish or delete of the same volume running in parallel
    * (direct callers, or a call the server gave up on that is still finishing).
    */
-  async exclusive<T>(volid: string, fn: () => Promise<T>): Promise<T> {
-    const prev = this.volumeTails.get(volid) ?? Promise.resolve();
-    const next = prev.then(fn, fn);
-    const tail = next.catch(() => undefined);
-    this.volumeTails.set(volid, tail);
-    try {
-      return await next;
-    } finally {
-      if (this.volumeTails.get(volid) === tail) this.volumeTails.delete(volid);
-    }
+  exclusive<T>(volid: string, fn: () => Promise<T>): Promise<T> {
+    return this.volumeLocks.run(volid, fn);
   }
 
   /** Storage rows of /cluster/resources (one per storage and node). */

@@ -5,7 +5,7 @@ import { createLinuxCryptsetup, type Cryptsetup } from '../../os/cryptsetup.js';
 import { createExec, type Exec } from '../../os/exec.js';
 import { createLinuxMounter, type Mounter } from '../../os/mounter.js';
 import { createStatFs, type StatFs } from '../../os/statfs.js';
-import { KeyedMutex } from '../../node/common.js';
+import { KeyedLock } from '../../locks.js';
 import type { NodeLabelSource } from './topology.js';
 import { isPvcIdWwn, MAX_SLOT, MIN_SLOT } from '../contract.js';
 
@@ -56,7 +56,7 @@ export interface ProxmoxNodeDeps {
   nodeLabels: NodeLabelSource | null | undefined;
   deviceWaitMs: number;
   unmountTimeoutMs: number;
-  locks: KeyedMutex;
+  locks: KeyedLock;
 }
 
 export function proxmoxNodeDeps(o: ProxmoxNodeOptions): ProxmoxNodeDeps {
@@ -78,6 +78,6 @@ export function proxmoxNodeDeps(o: ProxmoxNodeOptions): ProxmoxNodeDeps {
     nodeLabels: o.nodeLabels,
     deviceWaitMs: o.deviceWaitMs ?? 15_000,
     unmountTimeoutMs: o.unmountTimeoutMs ?? 60_000,
-    locks: new KeyedMutex(),
+    locks: new KeyedLock(),
   };
 }

@@ -4,9 +4,9 @@
 // bound at several targets (pods of one node sharing a ReadWriteOnce claim).
 import type { CallContext, NodePublishVolumeRequest, NodePublishVolumeResponse, NodeUnpublishVolumeRequest, NodeUnpublishVolumeResponse } from '../../csi/types.js';
 import { AlreadyExists, FailedPrecondition } from '../../errors.js';
-import { isCommandError } from '../../os/exec.js';
 import type { MountEntry } from '../../os/mounter.js';
-import { accessModeOf, accessTypeOf, asCsiError, foreignMount, isReaderOnlyMode, mountFlagsOf, prepareTargetDir, prepareTargetFile, removePublishTarget, required } from '../../node/common.js';
+import { accessModeOf, accessTypeOf, foreignMount, isReaderOnlyMode, mountFlagsOf, prepareTargetDir, prepareTargetFile, removePublishTarget } from '../../node/common.js';
+import { nodeCall } from '../../node/call.js';
 import { mountedDevice, proxmoxMountOwnership } from './ownership.js';
 import type { ProxmoxNodeDeps } from './deps.js';
 import { findDisk } from './stage.js';
@@ -36,79 +36,68 @@ async function checkSingleWriter(req: NodePublishVolumeRequest, volumeId: string
 
 export async function nodePublishVolume(d: ProxmoxNodeDeps, req: NodePublishVolumeRequest, ctx: CallContext): Promise<NodePublishVolumeResponse> {
   const rpc = 'NodePublishVolume';
-  const volumeId = required(req.volumeId, 'volume_id', rpc);
-  const target = required(req.targetPath, 'target_path', rpc);
+  const volumeId = req.volumeId;
+  const target = req.targetPath;
   const access = accessTypeOf(req.volumeCapability, rpc);
-  const staging = required(req.stagingTargetPath, 'staging_target_path (this driver stages volumes)', rpc);
+  const staging = req.stagingTargetPath;
   const readonly = req.readonly || isReaderOnlyMode(req.volumeCapability);
   const disk = access === 'block' ? diskFromPublishContext(req.publishContext, volumeId) : undefined;
 
-  return d.locks.run(volumeId, async () => {
-    try {
-      if (access === 'mount') {
-        const staged = await d.mounter.find(staging);
-        if (!staged) {
-          throw new FailedPrecondition(`volume ${volumeId} is not staged at ${staging}; NodeStageVolume must succeed first`);
-        }
-        const owner = await proxmoxMountOwnership(d, staged, staging);
-        if (!owner.ours) throw foreignMount(volumeId, staging, staged, owner.why);
-        const existing = await d.mounter.find(target);
-        if (existing) {
-          if (existing.majMin === staged.majMin && existing.fsroot === staged.fsroot) {
-            checkReadonly(existing, readonly, volumeId, target);
-            return {};
-          }
-          throw new AlreadyExists(`target ${target} already has ${existing.source} mounted, not volume ${volumeId} from ${staging}`);
-        }
-        await checkSingleWriter(req, volumeId, target, () => filesystemPublications(d.mounter, staged));
-        await prepareTargetDir(target, volumeId);
-        await d.mounter.bindMount(staging, target, { readonly, flags: mountFlagsOf(req.volumeCapability) });
-        ctx.log.info({ volumeId, staging, target, readonly }, 'volume published');
-        return {};
+  return nodeCall({ rpc, volumeId, path: target, locks: d.locks }, async () => {
+    if (access === 'mount') {
+      const staged = await d.mounter.find(staging);
+      if (!staged) {
+        throw new FailedPrecondition(`volume ${volumeId} is not staged at ${staging}; NodeStageVolume must succeed first`);
       }
-
-      const device = await findDisk(d, disk!, volumeId, ctx);
-      const deviceMajMin = await d.blockDevices.majMinOf(device);
+      const owner = await proxmoxMountOwnership(d, staged, staging);
+      if (!owner.ours) throw foreignMount(volumeId, staging, staged, owner.why);
       const existing = await d.mounter.find(target);
       if (existing) {
-        // Not a plain stat of the target: a foreign dead NFS mount there would hang it.
-        const boundMajMin = await mountedDevice(d.blockDevices, existing, target);
-        if (boundMajMin === deviceMajMin) {
+        if (existing.majMin === staged.majMin && existing.fsroot === staged.fsroot) {
           checkReadonly(existing, readonly, volumeId, target);
           return {};
         }
-        throw new AlreadyExists(`target ${target} already has ${existing.source} mounted, not ${device} of volume ${volumeId}`);
+        throw new AlreadyExists(`target ${target} already has ${existing.source} mounted, not volume ${volumeId} from ${staging}`);
       }
-      await checkSingleWriter(req, volumeId, target, () => devicePublications(d.mounter, d.blockDevices, device, deviceMajMin));
-      await prepareTargetFile(target, volumeId);
-      await d.mounter.bindMount(device, target, { readonly });
-      ctx.log.info({ volumeId, device, target, readonly }, 'block volume published');
+      await checkSingleWriter(req, volumeId, target, () => filesystemPublications(d.mounter, staged));
+      await prepareTargetDir(target, volumeId);
+      await d.mounter.bindMount(staging, target, { readonly, flags: mountFlagsOf(req.volumeCapability) });
+      ctx.log.info({ volumeId, staging, target, readonly }, 'volume published');
       return {};
-    } catch (e) {
-      throw asCsiError(e, `NodePublishVolume ${volumeId} at ${target}`);
     }
+
+    const device = await findDisk(d, disk!, volumeId, ctx);
+    const deviceMajMin = await d.blockDevices.majMinOf(device);
+    const existing = await d.mounter.find(target);
+    if (existing) {
+      // Not a plain stat of the target: a foreign dead NFS mount there would hang it.
+      const boundMajMin = await mountedDevice(d.blockDevices, existing, target);
+      if (boundMajMin === deviceMajMin) {
+        checkReadonly(existing, readonly, volumeId, target);
+        return {};
+      }
+      throw new AlreadyExists(`target ${target} already has ${existing.source} mounted, not ${device} of volume ${volumeId}`);
+    }
+    await checkSingleWriter(req, volumeId, target, () => devicePublications(d.mounter, d.blockDevices, device, deviceMajMin));
+    await prepareTargetFile(target, volumeId);
+    await d.mounter.bindMount(device, target, { readonly });
+    ctx.log.info({ volumeId, device, target, readonly }, 'block volume published');
+    return {};
   });
 }
 
 export async function nodeUnpublishVolume(d: ProxmoxNodeDeps, req: NodeUnpublishVolumeRequest, ctx: CallContext): Promise<NodeUnpublishVolumeResponse> {
   const rpc = 'NodeUnpublishVolume';
-  const volumeId = required(req.volumeId, 'volume_id', rpc);
-  const target = required(req.targetPath, 'target_path', rpc);
-  return d.locks.run(volumeId, async () => {
-    try {
-      const left = await d.mounter.unmount(target, {
-        timeoutMs: d.unmountTimeoutMs,
-        force: false,
-        owns: async (m) => (await proxmoxMountOwnership(d, m, target)).ours,
-      });
-      if (left) throw foreignMount(volumeId, target, left, (await proxmoxMountOwnership(d, left, target)).why);
-      if (await removePublishTarget(target, volumeId, { allowEmptyFile: true })) ctx.log.debug({ volumeId, target }, 'volume unpublished, target removed');
-      return {};
-    } catch (e) {
-      if (isCommandError(e, 'exit') && /busy/i.test(e.stderr)) {
-        throw new FailedPrecondition(`volume ${volumeId}: target ${target} is still in use: ${e.stderr}`);
-      }
-      throw asCsiError(e, `NodeUnpublishVolume ${volumeId} at ${target}`);
-    }
+  const volumeId = req.volumeId;
+  const target = req.targetPath;
+  return nodeCall({ rpc, volumeId, path: target, locks: d.locks, inUse: `target ${target} is still in use` }, async () => {
+    const left = await d.mounter.unmount(target, {
+      timeoutMs: d.unmountTimeoutMs,
+      force: false,
+      owns: async (m) => (await proxmoxMountOwnership(d, m, target)).ours,
+    });
+    if (left) throw foreignMount(volumeId, target, left, (await proxmoxMountOwnership(d, left, target)).why);
+    if (await removePublishTarget(target, volumeId, { allowEmptyFile: true })) ctx.log.debug({ volumeId, target }, 'volume unpublished, target removed');
+    return {};
   });
 }

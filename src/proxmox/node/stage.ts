@@ -5,8 +5,8 @@
 import type { CallContext, NodeStageVolumeRequest, NodeStageVolumeResponse, NodeUnstageVolumeRequest, NodeUnstageVolumeResponse } from '../../csi/types.js';
 import { FailedPrecondition, InvalidArgument, NotFound, Unavailable } from '../../errors.js';
 import type { FormatOptions, FsType } from '../../os/blockdevices.js';
-import { isCommandError } from '../../os/exec.js';
-import { accessTypeOf, asCsiError, ciGet, foreignMount, isReaderOnlyMode, mountFlagsOf, prepareTargetDir, required, uniq } from '../../node/common.js';
+import { accessTypeOf, ciGet, foreignMount, isReaderOnlyMode, mountFlagsOf, prepareTargetDir, uniq } from '../../node/common.js';
+import { nodeCall } from '../../node/call.js';
 import { proxmoxMountOwnership } from './ownership.js';
 import type { ProxmoxNodeDeps } from './deps.js';
 import { closeEncrypted, encryptionOf, LUKS_FS_TYPE, mapperName, openEncrypted } from './luks.js';
@@ -81,8 +81,8 @@ async function assertFormattable(d: ProxmoxNodeDeps, disk: DiskRef, device: stri
 
 export async function nodeStageVolume(d: ProxmoxNodeDeps, req: NodeStageVolumeRequest, ctx: CallContext): Promise<NodeStageVolumeResponse> {
   const rpc = 'NodeStageVolume';
-  const volumeId = required(req.volumeId, 'volume_id', rpc);
-  const staging = required(req.stagingTargetPath, 'staging_target_path', rpc);
+  const volumeId = req.volumeId;
+  const staging = req.stagingTargetPath;
   const access = accessTypeOf(req.volumeCapability, rpc);
   const disk = diskFromPublishContext(req.publishContext, volumeId);
   const wanted = access === 'mount' ? requestedFsType(req) : undefined;
@@ -95,115 +95,104 @@ export async function nodeStageVolume(d: ProxmoxNodeDeps, req: NodeStageVolumeRe
     );
   }
 
-  return d.locks.run(volumeId, async () => {
-    try {
-      const disk0 = await findDisk(d, disk, volumeId, ctx);
-      // A raw block volume needs nothing at the staging path: publish binds the device itself.
-      if (access === 'block') return {};
+  return nodeCall({ rpc, volumeId, path: staging, locks: d.locks }, async () => {
+    const disk0 = await findDisk(d, disk, volumeId, ctx);
+    // A raw block volume needs nothing at the staging path: publish binds the device itself.
+    if (access === 'block') return {};
 
-      const readOnly = isReaderOnlyMode(req.volumeCapability);
-      let device = disk0;
-      const disk0MajMin = await d.blockDevices.majMinOf(disk0);
-      let deviceMajMin = disk0MajMin;
-      const existing = await d.mounter.find(staging);
-      if (existing) {
-        if (existing.majMin === deviceMajMin && !enc.required) return {};
-        const mapping = enc.required ? (await d.cryptsetup.holdersOf(disk0))[0] : undefined;
-        if (mapping && existing.majMin === mapping.majMin) return {};
-        throw new FailedPrecondition(
-          `volume ${volumeId}: staging path ${staging} already has ${existing.source} (${existing.majMin}) mounted, ` +
-            `not ${enc.required ? `the LUKS mapping of ${device}` : device} (${mapping?.majMin ?? deviceMajMin}, WWN 0x${disk.wwn})`,
-        );
-      }
-
-      if (enc.required) {
-        const outer = await d.blockDevices.probe(disk0);
-        if (!outer.fsType && outer.ptType) {
-          throw new FailedPrecondition(`volume ${volumeId}: disk ${disk0} has a ${outer.ptType} partition table and no filesystem; refusing to format it`);
-        }
-        if (!outer.fsType) await assertFormattable(d, disk, disk0, disk0MajMin, volumeId);
-        const mapping = await openEncrypted(d, {
-          device: disk0, volumeId, passphrase: enc.passphrase!, probedType: outer.fsType, mayFormat: !readOnly, log: ctx.log,
-        });
-        device = mapping.device;
-        deviceMajMin = mapping.majMin;
-      }
-
-      const found = await d.blockDevices.probe(device);
-      let fsType: string;
-      if (found.fsType === LUKS_FS_TYPE) {
-        throw new FailedPrecondition(
-          `volume ${volumeId}: disk ${device} is LUKS-encrypted, but the request carries no node-stage secret with ` +
-            '"encryption-passphrase"; the PersistentVolume must name one (csi.nodeStageSecretRef, from the StorageClass\'s ' +
-            'csi.storage.k8s.io/node-stage-secret-name/namespace)',
-        );
-      }
-      if (found.fsType) {
-        if (wanted && wanted !== found.fsType) {
-          throw new FailedPrecondition(
-            `volume ${volumeId}: disk ${device} already holds a ${found.fsType} filesystem but ${wanted} was requested; ` +
-              'existing data is never reformatted',
-          );
-        }
-        fsType = found.fsType;
-      } else if (found.ptType) {
-        throw new FailedPrecondition(
-          `volume ${volumeId}: disk ${device} has a ${found.ptType} partition table and no filesystem; refusing to format it`,
-        );
-      } else {
-        if (readOnly) {
-          throw new FailedPrecondition(`volume ${volumeId}: disk ${device} has no filesystem and the access mode is read-only, so none can be created`);
-        }
-        const fs = wanted ?? 'ext4';
-        const opts = formatOptions(req.volumeContext, fs, volumeId);
-        // Inside a fresh LUKS mapping the disk's zeros decrypt to noise: checked on the disk before luksFormat instead.
-        if (!enc.required) await assertFormattable(d, disk, disk0, disk0MajMin, volumeId);
-        ctx.log.info({ volumeId, device, fsType: fs, ...opts }, 'creating filesystem on empty disk');
-        await d.blockDevices.format(device, fs, opts);
-        fsType = fs;
-      }
-
-      const flags = uniq([
-        ...mountFlagsOf(req.volumeCapability),
-        ...(readOnly ? ['ro'] : []),
-        // Clones and snapshots of an xfs disk share its UUID; xfs refuses a second mount without this.
-        ...(fsType === 'xfs' ? ['nouuid'] : []),
-      ]);
-      await prepareTargetDir(staging, volumeId);
-      await d.mounter.mount(device, staging, fsType, flags);
-      ctx.log.info({ volumeId, device, staging, fsType, flags, encrypted: enc.required }, 'volume staged');
-      return {};
-    } catch (e) {
-      throw asCsiError(e, `NodeStageVolume ${volumeId} at ${staging}`);
+    const readOnly = isReaderOnlyMode(req.volumeCapability);
+    let device = disk0;
+    const disk0MajMin = await d.blockDevices.majMinOf(disk0);
+    let deviceMajMin = disk0MajMin;
+    const existing = await d.mounter.find(staging);
+    if (existing) {
+      if (existing.majMin === deviceMajMin && !enc.required) return {};
+      const mapping = enc.required ? (await d.cryptsetup.holdersOf(disk0))[0] : undefined;
+      if (mapping && existing.majMin === mapping.majMin) return {};
+      throw new FailedPrecondition(
+        `volume ${volumeId}: staging path ${staging} already has ${existing.source} (${existing.majMin}) mounted, ` +
+          `not ${enc.required ? `the LUKS mapping of ${device}` : device} (${mapping?.majMin ?? deviceMajMin}, WWN 0x${disk.wwn})`,
+      );
     }
+
+    if (enc.required) {
+      const outer = await d.blockDevices.probe(disk0);
+      if (!outer.fsType && outer.ptType) {
+        throw new FailedPrecondition(`volume ${volumeId}: disk ${disk0} has a ${outer.ptType} partition table and no filesystem; refusing to format it`);
+      }
+      if (!outer.fsType) await assertFormattable(d, disk, disk0, disk0MajMin, volumeId);
+      const mapping = await openEncrypted(d, {
+        device: disk0, volumeId, passphrase: enc.passphrase!, probedType: outer.fsType, mayFormat: !readOnly, log: ctx.log,
+      });
+      device = mapping.device;
+      deviceMajMin = mapping.majMin;
+    }
+
+    const found = await d.blockDevices.probe(device);
+    let fsType: string;
+    if (found.fsType === LUKS_FS_TYPE) {
+      throw new FailedPrecondition(
+        `volume ${volumeId}: disk ${device} is LUKS-encrypted, but the request carries no node-stage secret with ` +
+          '"encryption-passphrase"; the PersistentVolume must name one (csi.nodeStageSecretRef, from the StorageClass\'s ' +
+          'csi.storage.k8s.io/node-stage-secret-name/namespace)',
+      );
+    }
+    if (found.fsType) {
+      if (wanted && wanted !== found.fsType) {
+        throw new FailedPrecondition(
+          `volume ${volumeId}: disk ${device} already holds a ${found.fsType} filesystem but ${wanted} was requested; ` +
+            'existing data is never reformatted',
+        );
+      }
+      fsType = found.fsType;
+    } else if (found.ptType) {
+      throw new FailedPrecondition(
+        `volume ${volumeId}: disk ${device} has a ${found.ptType} partition table and no filesystem; refusing to format it`,
+      );
+    } else {
+      if (readOnly) {
+        throw new FailedPrecondition(`volume ${volumeId}: disk ${device} has no filesystem and the access mode is read-only, so none can be created`);
+      }
+      const fs = wanted ?? 'ext4';
+      const opts = formatOptions(req.volumeContext, fs, volumeId);
+      // Inside a fresh LUKS mapping the disk's zeros decrypt to noise: checked on the disk before luksFormat instead.
+      if (!enc.required) await assertFormattable(d, disk, disk0, disk0MajMin, volumeId);
+      ctx.log.info({ volumeId, device, fsType: fs, ...opts }, 'creating filesystem on empty disk');
+      await d.blockDevices.format(device, fs, opts);
+      fsType = fs;
+    }
+
+    const flags = uniq([
+      ...mountFlagsOf(req.volumeCapability),
+      ...(readOnly ? ['ro'] : []),
+      // Clones and snapshots of an xfs disk share its UUID; xfs refuses a second mount without this.
+      ...(fsType === 'xfs' ? ['nouuid'] : []),
+    ]);
+    await prepareTargetDir(staging, volumeId);
+    await d.mounter.mount(device, staging, fsType, flags);
+    ctx.log.info({ volumeId, device, staging, fsType, flags, encrypted: enc.required }, 'volume staged');
+    return {};
   });
 }
 
 export async function nodeUnstageVolume(d: ProxmoxNodeDeps, req: NodeUnstageVolumeRequest, ctx: CallContext): Promise<NodeUnstageVolumeResponse> {
   const rpc = 'NodeUnstageVolume';
-  const volumeId = required(req.volumeId, 'volume_id', rpc);
-  const staging = required(req.stagingTargetPath, 'staging_target_path', rpc);
-  return d.locks.run(volumeId, async () => {
-    try {
-      const entry = await d.mounter.find(staging);
-      // The mapping under the mount (ours, or upstream's sdX-encrypted), else ours by name: a retry
-      // after a crash between umount and close finds no mount any more.
-      const mapping = (entry && (await d.cryptsetup.byMajMin(entry.majMin))) || (await d.cryptsetup.byName(mapperName(volumeId)));
-      const left = await d.mounter.unmount(staging, {
-        timeoutMs: d.unmountTimeoutMs,
-        force: false,
-        owns: async (m) => (await proxmoxMountOwnership(d, m, staging)).ours,
-      });
-      // A mount that is not this driver's disk (nor a LUKS mapping on one) stays, and so does its mapping.
-      if (left) throw foreignMount(volumeId, staging, left, (await proxmoxMountOwnership(d, left, staging)).why);
-      if (mapping) await closeEncrypted(d, mapping, volumeId, ctx.log);
-      ctx.log.debug({ volumeId, staging }, 'volume unstaged');
-      return {};
-    } catch (e) {
-      if (isCommandError(e, 'exit') && /busy/i.test(e.stderr)) {
-        throw new FailedPrecondition(`volume ${volumeId}: staging path ${staging} is still in use (published somewhere, or open): ${e.stderr}`);
-      }
-      throw asCsiError(e, `NodeUnstageVolume ${volumeId} at ${staging}`);
-    }
+  const volumeId = req.volumeId;
+  const staging = req.stagingTargetPath;
+  return nodeCall({ rpc, volumeId, path: staging, locks: d.locks, inUse: `staging path ${staging} is still in use (published somewhere, or open)` }, async () => {
+    const entry = await d.mounter.find(staging);
+    // The mapping under the mount (ours, or upstream's sdX-encrypted), else ours by name: a retry
+    // after a crash between umount and close finds no mount any more.
+    const mapping = (entry && (await d.cryptsetup.byMajMin(entry.majMin))) || (await d.cryptsetup.byName(mapperName(volumeId)));
+    const left = await d.mounter.unmount(staging, {
+      timeoutMs: d.unmountTimeoutMs,
+      force: false,
+      owns: async (m) => (await proxmoxMountOwnership(d, m, staging)).ours,
+    });
+    // A mount that is not this driver's disk (nor a LUKS mapping on one) stays, and so does its mapping.
+    if (left) throw foreignMount(volumeId, staging, left, (await proxmoxMountOwnership(d, left, staging)).why);
+    if (mapping) await closeEncrypted(d, mapping, volumeId, ctx.log);
+    ctx.log.debug({ volumeId, staging }, 'volume unstaged');
+    return {};
   });
 }

@@ -5,7 +5,8 @@ import type { CallContext, NodeExpandVolumeRequest, NodeExpandVolumeResponse, No
 import { FailedPrecondition, InvalidArgument, NotFound, Unavailable } from '../../errors.js';
 import { isCommandError } from '../../os/exec.js';
 import { LuksKeyRejected } from '../../os/cryptsetup.js';
-import { asCsiError, foreignMount, required } from '../../node/common.js';
+import { foreignMount } from '../../node/common.js';
+import { nodeCall } from '../../node/call.js';
 import { ENCRYPTION_PASSPHRASE_KEY, luksError } from './luks.js';
 import { proxmoxMountOwnership } from './ownership.js';
 import type { ProxmoxNodeDeps } from './deps.js';
@@ -51,77 +52,73 @@ async function sizeAtLeast(d: ProxmoxNodeDeps, device: string, requiredBytes: nu
 
 export async function nodeExpandVolume(d: ProxmoxNodeDeps, req: NodeExpandVolumeRequest, ctx: CallContext): Promise<NodeExpandVolumeResponse> {
   const rpc = 'NodeExpandVolume';
-  const volumeId = required(req.volumeId, 'volume_id', rpc);
-  const volumePath = required(req.volumePath, 'volume_path', rpc);
+  const volumeId = req.volumeId;
+  const volumePath = req.volumePath;
   const requiredBytes = Number(req.capacityRange?.requiredBytes ?? 0) || 0;
 
-  return d.locks.run(volumeId, async () => {
-    try {
-      const st = await d.mounter.probe(volumePath);
-      if (st.state === 'missing') throw new NotFound(`volume ${volumeId}: volume path ${volumePath} does not exist`);
-      if (st.state === 'broken') throw new FailedPrecondition(`volume ${volumeId}: ${volumePath} is not usable: ${st.message}`);
-      if (st.kind === 'symlink') {
-        throw new InvalidArgument(`volume ${volumeId}: ${volumePath} is a symbolic link; node paths must be real directories or files inside the kubelet directory`);
-      }
-
-      if (st.kind === 'block') {
-        const majMin = await d.blockDevices.majMinOf(volumePath);
-        if (!(await d.blockDevices.isDriverDisk(majMin)) && (await d.blockDevices.blockDeviceExists(majMin))) {
-          throw new FailedPrecondition(`volume ${volumeId}: ${volumePath} is device ${majMin}, which this driver did not attach (no PVC-ID WWN); not touching it`);
-        }
-        const device = await d.blockDevices.deviceByMajMin(majMin);
-        if (!device) throw new FailedPrecondition(`volume ${volumeId}: the disk bound at ${volumePath} is gone from this node`);
-        const size = await sizeAtLeast(d, device, requiredBytes, volumeId);
-        ctx.log.info({ volumeId, device, size }, 'block volume size refreshed');
-        return { capacityBytes: size };
-      }
-
-      const entry = await mountedEntry(d.mounter, volumePath, volumeId);
-      const owner = await proxmoxMountOwnership(d, entry, volumePath);
-      if (!owner.ours) throw foreignMount(volumeId, volumePath, entry, owner.why);
-      let device = await d.blockDevices.deviceByMajMin(entry.majMin);
-      if (!device) throw new FailedPrecondition(`volume ${volumeId}: the disk mounted at ${volumePath} (${entry.majMin}) is gone from this node`);
-      const mapping = await d.cryptsetup.byMajMin(entry.majMin);
-      let size: number;
-      if (mapping) {
-        // LUKS: the disk grows, then the mapping on it, then the filesystem on the mapping.
-        const disk = mapping.backing[0] && (await d.blockDevices.deviceByMajMin(mapping.backing[0]));
-        if (!disk) throw new FailedPrecondition(`volume ${volumeId}: the disk under the LUKS mapping ${mapping.name} is gone from this node`);
-        size = await sizeAtLeast(d, disk, requiredBytes, volumeId);
-        // A mapping opened after an offline expansion already spans the disk: no passphrase needed.
-        const span = await d.cryptsetup.span(mapping.name);
-        if (!span || span.offset + span.size < size) {
-          await resizeMapping(d, mapping.name, req.secrets?.[ENCRYPTION_PASSPHRASE_KEY], volumeId);
-        }
-        device = mapping.device;
-      } else {
-        size = await sizeAtLeast(d, device, requiredBytes, volumeId);
-      }
-      try {
-        await d.blockDevices.resizeFs(device, volumePath, entry.fstype);
-      } catch (e) {
-        if (isCommandError(e, 'exit') && /permission denied|operation not permitted/i.test(e.stderr)) {
-          throw new FailedPrecondition(
-            `volume ${volumeId}: the kernel refused to grow the mounted ${entry.fstype} filesystem on ${device}; ` +
-              `online growth needs CAP_SYS_RESOURCE (ext4) / CAP_SYS_ADMIN (xfs): run the node plugin privileged. ${e.stderr}`,
-            { cause: e },
-          );
-        }
-        throw e;
-      }
-      ctx.log.info({ volumeId, device, size, fsType: entry.fstype }, 'filesystem grown');
-      return { capacityBytes: size };
-    } catch (e) {
-      throw asCsiError(e, `NodeExpandVolume ${volumeId} at ${volumePath}`);
+  return nodeCall({ rpc, volumeId, path: volumePath, locks: d.locks }, async () => {
+    const st = await d.mounter.probe(volumePath);
+    if (st.state === 'missing') throw new NotFound(`volume ${volumeId}: volume path ${volumePath} does not exist`);
+    if (st.state === 'broken') throw new FailedPrecondition(`volume ${volumeId}: ${volumePath} is not usable: ${st.message}`);
+    if (st.kind === 'symlink') {
+      throw new InvalidArgument(`volume ${volumeId}: ${volumePath} is a symbolic link; node paths must be real directories or files inside the kubelet directory`);
     }
+
+    if (st.kind === 'block') {
+      const majMin = await d.blockDevices.majMinOf(volumePath);
+      if (!(await d.blockDevices.isDriverDisk(majMin)) && (await d.blockDevices.blockDeviceExists(majMin))) {
+        throw new FailedPrecondition(`volume ${volumeId}: ${volumePath} is device ${majMin}, which this driver did not attach (no PVC-ID WWN); not touching it`);
+      }
+      const device = await d.blockDevices.deviceByMajMin(majMin);
+      if (!device) throw new FailedPrecondition(`volume ${volumeId}: the disk bound at ${volumePath} is gone from this node`);
+      const size = await sizeAtLeast(d, device, requiredBytes, volumeId);
+      ctx.log.info({ volumeId, device, size }, 'block volume size refreshed');
+      return { capacityBytes: size };
+    }
+
+    const entry = await mountedEntry(d.mounter, volumePath, volumeId);
+    const owner = await proxmoxMountOwnership(d, entry, volumePath);
+    if (!owner.ours) throw foreignMount(volumeId, volumePath, entry, owner.why);
+    let device = await d.blockDevices.deviceByMajMin(entry.majMin);
+    if (!device) throw new FailedPrecondition(`volume ${volumeId}: the disk mounted at ${volumePath} (${entry.majMin}) is gone from this node`);
+    const mapping = await d.cryptsetup.byMajMin(entry.majMin);
+    let size: number;
+    if (mapping) {
+      // LUKS: the disk grows, then the mapping on it, then the filesystem on the mapping.
+      const disk = mapping.backing[0] && (await d.blockDevices.deviceByMajMin(mapping.backing[0]));
+      if (!disk) throw new FailedPrecondition(`volume ${volumeId}: the disk under the LUKS mapping ${mapping.name} is gone from this node`);
+      size = await sizeAtLeast(d, disk, requiredBytes, volumeId);
+      // A mapping opened after an offline expansion already spans the disk: no passphrase needed.
+      const span = await d.cryptsetup.span(mapping.name);
+      if (!span || span.offset + span.size < size) {
+        await resizeMapping(d, mapping.name, req.secrets?.[ENCRYPTION_PASSPHRASE_KEY], volumeId);
+      }
+      device = mapping.device;
+    } else {
+      size = await sizeAtLeast(d, device, requiredBytes, volumeId);
+    }
+    try {
+      await d.blockDevices.resizeFs(device, volumePath, entry.fstype);
+    } catch (e) {
+      if (isCommandError(e, 'exit') && /permission denied|operation not permitted/i.test(e.stderr)) {
+        throw new FailedPrecondition(
+          `volume ${volumeId}: the kernel refused to grow the mounted ${entry.fstype} filesystem on ${device}; ` +
+            `online growth needs CAP_SYS_RESOURCE (ext4) / CAP_SYS_ADMIN (xfs): run the node plugin privileged. ${e.stderr}`,
+          { cause: e },
+        );
+      }
+      throw e;
+    }
+    ctx.log.info({ volumeId, device, size, fsType: entry.fstype }, 'filesystem grown');
+    return { capacityBytes: size };
   });
 }
 
 export async function nodeGetVolumeStats(d: ProxmoxNodeDeps, req: NodeGetVolumeStatsRequest, _ctx: CallContext): Promise<NodeGetVolumeStatsResponse> {
   const rpc = 'NodeGetVolumeStats';
-  const volumeId = required(req.volumeId, 'volume_id', rpc);
-  const volumePath = required(req.volumePath, 'volume_path', rpc);
-  try {
+  const volumeId = req.volumeId;
+  const volumePath = req.volumePath;
+  return nodeCall({ rpc, volumeId, path: volumePath }, async () => {
     const probed = await probeVolumePath(d.mounter, volumePath);
     if (probed.kind === 'done') return probed.response;
 
@@ -144,7 +141,5 @@ export async function nodeGetVolumeStats(d: ProxmoxNodeDeps, req: NodeGetVolumeS
       return abnormal(`the disk under the LUKS mapping ${mapping.name} of volume ${volumeId} is no longer attached to this node`);
     }
     return await mountedUsage(d.statFs, volumePath);
-  } catch (e) {
-    throw asCsiError(e, `NodeGetVolumeStats ${volumeId} at ${volumePath}`);
-  }
+  });
 }

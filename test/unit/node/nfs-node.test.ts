@@ -1,6 +1,7 @@
 // The NFS node backend. This host has no NFS client, so mounts run against the fake executor
 // (exact commands asserted); the mount-timeout kill runs a real process tree.
 import t from 'tap';
+import { validate } from '../../../src/csi/validate.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -176,7 +177,9 @@ t.test('bad requests are InvalidArgument', async (t) => {
   const block: VolumeCapability = { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'block' };
   t.match(await node.nodePublishVolume(req({ volumeCapability: block }), ctx).catch((e) => e), { kind: 'InvalidArgument', message: /mount access type/ });
   t.match(await node.nodePublishVolume(req({ volumeContext: { share: '/x' } }), ctx).catch((e) => e), { kind: 'InvalidArgument', message: /server/ });
-  t.match(await node.nodePublishVolume(req({ targetPath: '' }), ctx).catch((e) => e), { kind: 'InvalidArgument', message: /target_path/ });
+  // Required fields (target_path and the rest) are checked once, by the Node service before
+  // the backend (src/csi/validate.ts, test/unit/server/validate.test.ts).
+  t.throws(() => validate.nodePublishVolume({ ...req({}), targetPath: '' }, false), { kind: 'InvalidArgument', message: /target_path/ });
   t.match(await node.nodePublishVolume(req({ volumeCapability: null }), ctx).catch((e) => e), { kind: 'InvalidArgument', message: /volume_capability/ });
 });
 
