@@ -7,7 +7,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PROXMOX_PARAMETERS, type ParamDef } from '../src/proxmox/param-keys.js';
+import { PROXMOX_PARAMETERS } from '../src/proxmox/param-keys.js';
+import type { ParamDef } from '../src/csi/param-def.js';
 import { NFS_PARAMETERS } from '../src/nfs/param-keys.js';
 
 export const SCHEMA_FILE = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'charts/pve-nfs-csi/values.schema.json');

@@ -2,7 +2,7 @@
 // these are the canonical spellings). One source of truth: params.ts parses them, and the
 // chart's values.schema.json `nfsParameters` is generated from `schema` here
 // (scripts/gen-chart-schema.ts; test/helm/schema-params.test.ts checks both ways).
-import type { ParamDef } from '../proxmox/param-keys.js';
+import type { ParamDef } from '../csi/param-def.js';
 
 export const NFS_PARAMETERS: Record<string, ParamDef> = {
   server: { doc: 'NFS server host name or address (required)', schema: { type: 'string' } },

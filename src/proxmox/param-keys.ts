@@ -4,14 +4,7 @@
 // is generated from `schema` here (scripts/gen-chart-schema.ts; test/helm/schema-params.test.ts
 // checks both ways). `schema` accepts exactly the values the driver accepts at CreateVolume.
 import { FSTYPE_KEY } from './contract.js';
-
-export type JsonSchema = Record<string, unknown>;
-
-export interface ParamDef {
-  /** What it does here (and where it differs from upstream). */
-  doc: string;
-  schema: JsonSchema;
-}
+import type { JsonSchema, ParamDef } from '../csi/param-def.js';
 
 const BOOL_TRUE = ['1', 't', 'T', 'true', 'TRUE', 'True'];
 const BOOL_FALSE = ['0', 'f', 'F', 'false', 'FALSE', 'False'];

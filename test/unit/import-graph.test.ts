@@ -1,0 +1,102 @@
+// The layout's rules, read from the import statements of src/ (type-only imports included):
+//   - src/server (gRPC plumbing) imports no backend: nothing under src/proxmox or src/nfs;
+//   - src/controller, src/node, src/csi, src/os (the CSI services, what both node halves share,
+//     the OS adapters) import no driver either, so the OS adapters know no driver contract;
+//   - the two drivers import nothing of each other;
+//   - within a driver, the node half (src/<driver>/node) imports from its driver only its own
+//     files and src/<driver>/contract.ts, and nothing else of the driver imports the node half:
+//     controller and node share only the contract.
+import t from 'tap';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const SRC = path.join(ROOT, 'src');
+const DRIVERS = ['proxmox', 'nfs'] as const;
+
+function sources(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) return p === path.join(SRC, 'gen') ? [] : sources(p);
+    return e.name.endsWith('.ts') ? [p] : [];
+  });
+}
+
+/** Relative specifiers of static imports, re-exports and dynamic/type imports, comments stripped. */
+export function importsOf(code: string): string[] {
+  const stripped = code.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+  const out: string[] = [];
+  for (const m of stripped.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|^\s*import\s+)['"](\.{1,2}\/[^'"]+)['"]/gm)) out.push(m[1]!);
+  return out;
+}
+
+/** src-relative path of every src file each src file imports. */
+function graph(): Map<string, string[]> {
+  const g = new Map<string, string[]>();
+  for (const file of sources(SRC)) {
+    const from = path.relative(SRC, file);
+    const targets = importsOf(fs.readFileSync(file, 'utf8')).map((spec) =>
+      path.relative(SRC, path.resolve(path.dirname(file), spec)).replace(/\.js$/, '.ts'),
+    );
+    g.set(from, targets.filter((p) => !p.startsWith('..')));
+  }
+  return g;
+}
+
+const top = (p: string) => p.split(path.sep)[0]!;
+const isDriver = (p: string) => (DRIVERS as readonly string[]).includes(top(p));
+
+/** Each broken rule as "a.ts → b.ts: why". */
+export function violations(g: Map<string, string[]>): string[] {
+  const bad: string[] = [];
+  for (const [from, targets] of g) {
+    for (const to of targets) {
+      const say = (why: string) => bad.push(`${from} → ${to}: ${why}`);
+      if (['server', 'controller', 'node', 'csi', 'os'].includes(top(from)) && isDriver(to)) {
+        say(`src/${top(from)} imports no driver`);
+        continue;
+      }
+      if (isDriver(from) && isDriver(to) && top(from) !== top(to)) {
+        say('a driver imports nothing of the other driver');
+        continue;
+      }
+      if (!isDriver(from) || top(from) !== top(to)) continue;
+      const d = top(from);
+      const fromNode = from.startsWith(path.join(d, 'node') + path.sep);
+      const toNode = to.startsWith(path.join(d, 'node') + path.sep);
+      if (fromNode && !toNode && to !== path.join(d, 'contract.ts')) say(`the node half of ${d} imports only its own files and ${d}/contract.ts`);
+      if (!fromNode && toNode) say(`only the node half of ${d} imports ${d}/node`);
+    }
+  }
+  return bad;
+}
+
+t.test('the import graph of src/ keeps the layout', async (t) => {
+  const g = graph();
+  t.ok(g.size > 50 && [...g.values()].some((ts) => ts.length > 0), 'the walker found the sources and their imports');
+  t.ok(g.get('drivers.ts')?.includes(path.join('proxmox', 'node', 'node.ts')), 'it resolves imports to files');
+  t.same(violations(g), []);
+});
+
+t.test('the rules catch what they forbid', async (t) => {
+  const j = (...p: string[]) => path.join(...p);
+  const g = new Map<string, string[]>([
+    [j('server', 'x.ts'), [j('proxmox', 'contract.ts'), j('controller', 'service.ts')]],
+    [j('os', 'scsi.ts'), [j('proxmox', 'contract.ts')]],
+    [j('nfs', 'param-keys.ts'), [j('proxmox', 'param-keys.ts')]],
+    [j('proxmox', 'node', 'stage.ts'), [j('proxmox', 'controller', 'params.ts'), j('proxmox', 'contract.ts'), j('proxmox', 'node', 'wwn.ts'), j('node', 'common.ts')]],
+    [j('proxmox', 'controller', 'core.ts'), [j('proxmox', 'node', 'topology.ts'), j('proxmox', 'contract.ts'), j('proxmox', 'volume-id.ts')]],
+  ]);
+  t.same(violations(g), [
+    `${j('server', 'x.ts')} → ${j('proxmox', 'contract.ts')}: src/server imports no driver`,
+    `${j('os', 'scsi.ts')} → ${j('proxmox', 'contract.ts')}: src/os imports no driver`,
+    `${j('nfs', 'param-keys.ts')} → ${j('proxmox', 'param-keys.ts')}: a driver imports nothing of the other driver`,
+    `${j('proxmox', 'node', 'stage.ts')} → ${j('proxmox', 'controller', 'params.ts')}: the node half of proxmox imports only its own files and ${j('proxmox', 'contract.ts')}`,
+    `${j('proxmox', 'controller', 'core.ts')} → ${j('proxmox', 'node', 'topology.ts')}: only the node half of proxmox imports ${j('proxmox', 'node')}`,
+  ]);
+  t.same(
+    importsOf(`import a from './a.js';\n// import b from './b.js';\nexport { c } from '../c.js';\nimport './side.js';\ntype T = import('./t.js').T;\nimport x from 'node:fs';`),
+    ['./a.js', '../c.js', './side.js', './t.js'],
+  );
+});
