@@ -3,10 +3,10 @@
 // is loaded only by a subcommand (never by the CSI server: start time and memory). The object
 // types are the library's, imported as types only (erased at run time).
 import type {
-  V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1Secret, V1StorageClass, V1VolumeAttachment,
+  V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1Secret, V1StorageClass, V1VolumeAttachment,
 } from '@kubernetes/client-node';
 
-export type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1Secret, V1StorageClass, V1VolumeAttachment };
+export type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1Secret, V1StorageClass, V1VolumeAttachment };
 
 /** Where the credentials come from (client.ts loadKubeConfig). */
 export interface KubeSource {
@@ -59,6 +59,8 @@ export interface KubeApi {
   deletePersistentVolumeClaim(namespace: string, name: string, o?: DeleteOptions): Promise<boolean>;
 
   listVolumeAttachments(signal?: AbortSignal): Promise<V1VolumeAttachment[]>;
+  /** Pods of one namespace (move: who still uses a claim). */
+  listPods(namespace: string, signal?: AbortSignal): Promise<V1Pod[]>;
   listNodes(signal?: AbortSignal): Promise<V1Node[]>;
   listStorageClasses(signal?: AbortSignal): Promise<V1StorageClass[]>;
   getSecret(namespace: string, name: string, signal?: AbortSignal): Promise<V1Secret | undefined>;

@@ -188,6 +188,9 @@ export class ClientNodeKube implements KubeApi {
   async listVolumeAttachments(signal?: AbortSignal) {
     return (await this.call('list VolumeAttachments', () => this.storage.listVolumeAttachment({}, options({ signal })))).items;
   }
+  async listPods(namespace: string, signal?: AbortSignal) {
+    return (await this.call(`list Pods in ${namespace}`, () => this.core.listNamespacedPod({ namespace }, options({ signal })))).items;
+  }
   async listNodes(signal?: AbortSignal) {
     return (await this.call('list Nodes', () => this.core.listNode({}, options({ signal })))).items;
   }
