@@ -141,3 +141,20 @@ export interface ProxmoxApi {
   /** Running tasks on a node that this identity may see (its own; every one with Sys.Audit). */
   activeTasks(node: string, filter: { type?: string; vmid?: number }, o?: CallOptions): Promise<ActiveTask[]>;
 }
+
+/**
+ * Creating, destroying and migrating a VM: only `pve-nfs-csi move` uses these, to carry a disk to
+ * another host inside a stopped helper VM (offline migration). They need VM.Allocate and
+ * VM.Migrate, which the CSI role does not have. Each returns the task's UPID.
+ */
+export interface ProxmoxVmLifecycle {
+  /** POST /nodes/{node}/qemu: a stopped VM without new disks; `options` are config keys. */
+  createVm(node: string, vmid: number, options: Record<string, string>, o?: CallOptions): Promise<string>;
+  /** DELETE /nodes/{node}/qemu/{vmid}: frees the volumes the VM owns that its config references. */
+  destroyVm(node: string, vmid: number, o?: CallOptions): Promise<string>;
+  /** POST …/migrate: offline migration with the local disks the config references. */
+  migrateVm(node: string, vmid: number, target: string, o?: CallOptions): Promise<string>;
+  /** GET …/tasks/{upid}/log: the task's log lines. */
+  taskLog(node: string, upid: string, o?: CallOptions): Promise<string[]>;
+}
+

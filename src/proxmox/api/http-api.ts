@@ -15,7 +15,7 @@ import { ProxmoxEngine } from 'proxmox-api';
 import type { ProxmoxClusterConfig } from '../../config/types.js';
 import { FailedPrecondition, InvalidArgument } from '../../errors.js';
 import type {
-  ActiveTask, AllocRequest, CallOptions, ConfigChange, ConfigEntry, NodeResource, ProxmoxApi, StorageContentItem,
+  ActiveTask, AllocRequest, CallOptions, ConfigChange, ConfigEntry, NodeResource, ProxmoxApi, ProxmoxVmLifecycle, StorageContentItem,
   StorageResource, StorageStatus, TaskStatus, VmConfig, VmResource,
 } from './api.js';
 import { TRANSPORT_MARK, toCsiError } from './errors.js';
@@ -31,7 +31,7 @@ export interface HttpApiOptions {
   ticketRenewAfterMs?: number | undefined;
 }
 
-export type HttpProxmoxApi = ProxmoxApi & {
+export type HttpProxmoxApi = ProxmoxApi & ProxmoxVmLifecycle & {
   close(): Promise<void>;
   /** GET /access/permissions: the caller's effective privileges per ACL path (preflight). */
   permissions(o?: CallOptions): Promise<Record<string, Record<string, number>>>;
@@ -234,6 +234,19 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
         user: r.tokenid ? `${String(r.user ?? '')}!${String(r.tokenid)}` : String(r.user ?? ''), starttime: num(r.starttime),
       }));
     },
+    async createVm(node, vmid, options, o) {
+      return upidOf(await call<unknown>('POST', `/nodes/${seg(node)}/qemu`, { vmid, ...options }, `create VM ${vmid} on ${node}`, o), `create VM ${vmid}`);
+    },
+    async destroyVm(node, vmid, o) {
+      return upidOf(await call<unknown>('DELETE', vmPath(node, vmid), undefined, `destroy VM ${vmid} on ${node}`, o), `destroy VM ${vmid}`);
+    },
+    async migrateVm(node, vmid, target, o) {
+      return upidOf(await call<unknown>('POST', `${vmPath(node, vmid)}/migrate`, { target }, `migrate VM ${vmid} from ${node} to ${target}`, o), `migrate VM ${vmid}`);
+    },
+    async taskLog(node, upid, o) {
+      const rows = await call<Array<{ t?: unknown }>>('GET', `/nodes/${seg(node)}/tasks/${seg(upid)}/log`, { limit: 5000 }, `read log of task ${upid}`, o);
+      return (rows ?? []).map((r) => String(r.t ?? ''));
+    },
     async permissions(o) {
       return (await call<Record<string, Record<string, number>>>('GET', '/access/permissions', undefined, 'read own permissions', o)) ?? {};
     },
@@ -258,3 +271,9 @@ function describe(e: unknown): string {
   }
   return parts.join(': ') || 'connection failed';
 }
+
+function upidOf(r: unknown, what: string): string {
+  if (typeof r === 'string' && r.startsWith('UPID:')) return r;
+  throw new Error(`${what}: Proxmox answered ${JSON.stringify(r)} instead of a task id`);
+}
+

@@ -1,0 +1,190 @@
+// The Proxmox half of `pve-nfs-csi move`: carrying an unattached LVM-thin disk to another host of
+// the same cluster through the API, without root@pam.
+//
+// What Proxmox VE offers (read from qemu-server and pve-storage): the storage API's volume copy
+// (`POST …/storage/{storage}/content/{volume}`) is marked "experimental - do not use" and has no
+// permission check, so only root@pam may call it (upstream's pvecsictl therefore needs root);
+// `move_disk` stays on one node; `remote_migrate` is for another cluster. What is left is an
+// offline migration of a stopped VM whose config references the disk: QemuMigrate copies every
+// referenced local volume (pvesm export | pvesm import, raw+size for lvmthin) under the same
+// name, moves the config, and frees the source copy. It refuses a volume the VM does not own
+// ("owned by other VM"), and a disk `vm-9999-pvc-…` is owned by VMID 9999 (the controller VMID,
+// which normally does not exist as a VM). So the helper is a stopped, disk-less VM with the
+// controller VMID that holds the disk as `unused0` for the length of one move.
+//
+// Letting go of the disk afterwards is the delicate part: deleting `unused0` (or destroying the
+// VM while it references the disk) frees a volume the VM owns. Overwriting `unused0` with a
+// name that is no volume drops the reference without freeing anything (unusedN is a plain
+// config key; only deletes deallocate), and destroying the VM then frees only that name, which
+// does not exist (lvmthin's free of a missing LV is no error). destroy-unreferenced-disks is
+// never passed: it would free every vm-9999-* disk on the host.
+import { FailedPrecondition, isCsiError } from '../../errors.js';
+import type { ProxmoxApi, ProxmoxVmLifecycle } from '../api/api.js';
+import { upidNode, waitTask } from '../api/tasks.js';
+import { parseVolid } from '../volume-id.js';
+
+export const HELPER_NAME = 'pve-nfs-csi-mover';
+export const helperDescription = (volid: string) => `pve-nfs-csi move: carries ${volid} to another host; removed when the move ends`;
+export const releasedPlaceholder = (storage: string, vmid: number) => `${storage}:vm-${vmid}-pve-nfs-csi-released`;
+
+export type MoverApi = ProxmoxApi & ProxmoxVmLifecycle;
+
+export interface HelperState {
+  node: string;
+  name: string;
+  status?: string;
+  lock?: string;
+  /** Volume ids the config references (current, pending, unusedN). */
+  volids: string[];
+}
+
+export interface MoverOptions {
+  api: MoverApi;
+  cluster: string;
+  vmid: number;
+  signal?: AbortSignal;
+  /** How long one migration may take (a large disk copies for a while). Default 6 h. */
+  migrateTimeoutMs?: number;
+  log?: (line: string) => void;
+}
+
+const VOLID_RE = /^[a-z][a-z0-9._-]*[a-z0-9]:[^,]+/i;
+
+/** The volume id of a config value (drive string or unusedN), if it names a storage volume. */
+export function volidOfValue(key: string, value: string): string | undefined {
+  if (!/^(scsi|virtio|sata|ide|efidisk|tpmstate|unused)\d+$/.test(key)) return undefined;
+  const file = value.split(',')[0] ?? '';
+  return VOLID_RE.test(file) && parseVolid(file) ? file : undefined;
+}
+
+export class HelperVm {
+  constructor(private readonly o: MoverOptions) {}
+
+  private get w() {
+    return { cluster: this.o.cluster, signal: this.o.signal };
+  }
+
+  /** Where the helper VMID is and what it holds; undefined when no VM has that VMID. */
+  async state(): Promise<HelperState | undefined> {
+    const { api, vmid, signal } = this.o;
+    const row = (await api.vmResources({ signal })).find((r) => r.vmid === vmid);
+    if (!row) return undefined;
+    let entries;
+    try {
+      entries = await api.vmPending(row.node, vmid, { signal });
+    } catch (e) {
+      // moved between the two reads (a migration finishing): ask again
+      if (isCsiError(e, 'NotFound')) return this.state();
+      throw e;
+    }
+    const volids = new Set<string>();
+    let lock: string | undefined;
+    let name = row.name;
+    for (const e of entries) {
+      if (e.key === 'lock') lock = e.value;
+      if (e.key === 'name' && e.value) name = e.value;
+      for (const v of [e.value, e.pending]) {
+        const volid = v === undefined ? undefined : volidOfValue(e.key, v);
+        if (volid) volids.add(volid);
+      }
+    }
+    return { node: row.node, name, status: row.status, lock, volids: [...volids] };
+  }
+
+  /** Refuses a VM with our VMID that is not our helper: it could be a real VM someone made. */
+  assertOurs(st: HelperState): void {
+    if (st.name !== HELPER_NAME) {
+      throw new FailedPrecondition(
+        `VMID ${this.o.vmid} (the controller VMID that owns the driver's disks) is a VM named "${st.name}" on ${st.node}; ` +
+          `move uses that VMID for its helper VM "${HELPER_NAME}" and will not touch another VM`,
+      );
+    }
+  }
+
+  private async wait(upid: string, node: string, what: string, timeoutMs = 120_000): Promise<void> {
+    await waitTask(this.o.api, node, upid, { ...this.w, what, timeoutMs });
+  }
+
+  /** Makes the helper exist on `node`, stopped, holding exactly `volid` as unused0. Idempotent. */
+  async hold(node: string, volid: string): Promise<void> {
+    const { api, vmid, signal } = this.o;
+    let st = await this.state();
+    if (st) this.assertOurs(st);
+    if (st && st.node !== node && st.volids.length === 0) {
+      // an empty helper left elsewhere (a crash after its release): remove it, make it here
+      await this.destroy(st.node);
+      st = undefined;
+    }
+    if (!st) {
+      this.o.log?.(`create helper VM ${vmid} on ${node} holding ${volid}`);
+      const upid = await api.createVm(node, vmid, { name: HELPER_NAME, description: helperDescription(volid), unused0: volid }, { signal });
+      await this.wait(upid, node, `create helper VM ${vmid} on ${node}`);
+      return;
+    }
+    if (st.node !== node || st.volids.some((v) => v !== volid)) {
+      throw new FailedPrecondition(
+        `helper VM ${vmid} is on ${st.node} holding ${st.volids.join(', ') || 'nothing'}${st.lock ? ` (lock: ${st.lock})` : ''}: ` +
+          `another move is in progress; finish it first (run move for its claim again)`,
+      );
+    }
+    if (st.volids.length === 0) {
+      const upid = await api.updateVmConfig(node, vmid, { set: { unused0: volid } }, { signal });
+      if (upid) await this.wait(upid, node, `let helper VM ${vmid} hold ${volid}`);
+    }
+  }
+
+  /** Starts the offline migration; returns the task id. */
+  async startMigration(node: string, target: string): Promise<string> {
+    this.o.log?.(`migrate helper VM ${this.o.vmid} from ${node} to ${target}`);
+    return this.o.api.migrateVm(node, this.o.vmid, target, { signal: this.o.signal });
+  }
+
+  /** Waits for a migration task; resolves to its log, rejects with the task's error. */
+  async finishMigration(upid: string, node: string): Promise<string[]> {
+    const n = upidNode(upid) ?? node;
+    let failure: unknown;
+    try {
+      await this.wait(upid, n, `migrate helper VM ${this.o.vmid}`, this.o.migrateTimeoutMs ?? 6 * 3600_000);
+    } catch (e) {
+      failure = e;
+    }
+    const log = await this.o.api.taskLog(n, upid, { signal: this.o.signal }).catch(() => []);
+    if (failure) {
+      const detail = log.filter((l) => /ERROR:|can't migrate|failed/.test(l)).map((l) => l.replace(/^\S+ \S+ /, '')).join('; ');
+      if (detail && failure instanceof Error) failure.message += ` (${detail})`;
+      throw failure;
+    }
+    return log;
+  }
+
+  /**
+   * Drops the helper's reference to `volid` without freeing the volume, then destroys the helper.
+   * Idempotent: nothing to do when the helper is gone.
+   */
+  async release(volid: string): Promise<void> {
+    const { api, vmid, signal } = this.o;
+    const st = await this.state();
+    if (!st) return;
+    this.assertOurs(st);
+    if (st.lock) throw new FailedPrecondition(`helper VM ${vmid} on ${st.node} is locked (${st.lock}); wait for its task to end, then run move again`);
+    const ref = parseVolid(volid);
+    if (st.volids.includes(volid) && ref) {
+      this.o.log?.(`helper VM ${vmid} on ${st.node} lets go of ${volid}`);
+      const upid = await api.updateVmConfig(st.node, vmid, { set: { unused0: releasedPlaceholder(ref.storage, vmid) } }, { signal });
+      if (upid) await this.wait(upid, st.node, `let helper VM ${vmid} release ${volid}`);
+    }
+    const after = await this.state();
+    if (!after) return;
+    const real = after.volids.filter((v) => !v.endsWith('-pve-nfs-csi-released'));
+    if (real.length > 0) {
+      throw new FailedPrecondition(`helper VM ${vmid} on ${after.node} still references ${real.join(', ')}; not destroying it`);
+    }
+    await this.destroy(after.node);
+  }
+
+  private async destroy(node: string): Promise<void> {
+    this.o.log?.(`destroy helper VM ${this.o.vmid} on ${node}`);
+    const upid = await this.o.api.destroyVm(node, this.o.vmid, { signal: this.o.signal });
+    await this.wait(upid, node, `destroy helper VM ${this.o.vmid}`);
+  }
+}
