@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `npm run k8s:cli`: the day-2 subcommands (report, archives, move) and their Kubernetes client
 # (src/k8s) against a real etcd + kube-apiserver (no controllers: the tests create the objects
-# the controllers would), the Proxmox simulator and ganesha. Binaries come from
+# the controllers would; move's test also runs kube-controller-manager, whose PV binder must
+# bind the recreated claim), the Proxmox simulator and ganesha. Binaries come from
 # scripts/k8s-build.sh (cached under ~/.cache/pve-nfs-csi; shared with the k8s tier).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +10,7 @@ source scripts/lib/ensure.sh
 
 t0=$SECONDS
 ensure_apt nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils openssl
-bash scripts/k8s-build.sh etcd kube-apiserver >/dev/null
+bash scripts/k8s-build.sh etcd kube-apiserver kube-controller-manager >/dev/null
 echo "k8s-cli: binaries ready ($((SECONDS-t0)) s)"
 npx tap --disable-coverage --timeout 600 "${@:-test/k8s/cli}"
 echo "k8s-cli: done in $((SECONDS-t0)) s"

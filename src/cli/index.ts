@@ -11,6 +11,7 @@ type Loader = () => Promise<Subcommand>;
 /** Loaded on demand, so serving CSI never imports a subcommand's code. */
 const SUBCOMMANDS: Record<string, Loader> = {
   preflight: async () => (await import('./preflight.js')).preflight,
+  move: async () => (await import('./move.js')).move,
 };
 
 export function subcommandNames(): string[] {

@@ -1,0 +1,186 @@
+// `pve-nfs-csi move NAMESPACE/CLAIM --to-zone HOST`: moves a Proxmox volume (an LVM-thin disk on
+// one host's local storage) to another host of the same cluster and rebinds the same claim to it.
+// Dry run by default (prints the plan); --yes acts; a run that was interrupted anywhere is
+// continued by running the same command again; --abort rolls back a move that has not yet
+// copied the disk. See docs/day2.md.
+import type { HttpProxmoxApi } from '../proxmox/api/http-api.js';
+import { isRefusal, planMove } from '../move/checks.js';
+import { moveKube } from '../move/kube-adapter.js';
+import type { MoveKube } from '../move/kube-port.js';
+import { type MoveRecord, STEPS } from '../move/record.js';
+import { MoveIncomplete, MoveRolledBack, MoveRun, findRecord } from '../move/run.js';
+import { COMMON_FLAGS_HELP, EXIT, EXIT_CODES_HELP, type Io, RefusedError, UsageError, parseFlags, runCommand, table } from './common.js';
+import type { Subcommand } from './index.js';
+import { kubeFrom, proxmoxConfigFrom } from './sources.js';
+import { parseVolumeId } from '../proxmox/volume-id.js';
+
+const USAGE = `Usage: pve-nfs-csi move NAMESPACE/CLAIM --to-zone HOST [--yes] [--abort] [flags]
+Moves a Proxmox volume to the local storage of another host and rebinds the same claim to it.
+The claim must not be in use (scale its workload to 0 first); afterwards scale it back up:
+the claim keeps its namespace, name, labels and spec, and its pods may now run on HOST only.
+  --to-zone HOST         the Proxmox host (topology.kubernetes.io/zone) to move to
+  --yes                  act (without it: print the plan and change nothing)
+  --abort                roll back a recorded move that has not copied the disk yet
+${COMMON_FLAGS_HELP}
+Proxmox privileges (beyond the CSI role): VM.Allocate, VM.Migrate on /vms/<controllerVmID>;
+  Datastore.AllocateSpace on the storage. The run checks them first.
+${EXIT_CODES_HELP}`;
+
+interface Report {
+  claim: string;
+  toZone: string;
+  action: 'plan' | 'moved' | 'rolled-back' | 'in-progress' | 'already-there';
+  oldPv?: string;
+  newPv?: string;
+  from?: string;
+  to?: string;
+  step?: string;
+  steps: string[];
+  message?: string;
+}
+
+function planSteps(r: MoveRecord, helperVmid: number): string[] {
+  const from = parseVolumeId(r.from)!;
+  return [
+    `PV ${r.oldPv}: reclaimPolicy ${r.reclaimPolicy} -> Retain; record the move on it`,
+    `create helper VM ${helperVmid} (stopped, no disks of its own) on ${from.zone} holding ${from.storage}:${from.disk}`,
+    `migrate VM ${helperVmid} ${from.zone} -> ${r.toZone} offline: Proxmox copies the disk, then frees the source copy`,
+    `helper VM ${helperVmid} lets go of the disk on ${r.toZone} and is destroyed`,
+    `delete claim ${r.claim.namespace}/${r.claim.name} (UID ${r.savedClaim.uid}); PV ${r.oldPv} keeps the disk (Retain)`,
+    `create PV ${r.newPv}: handle ${r.to}, zone ${r.toZone}, pre-bound to ${r.claim.namespace}/${r.claim.name}`,
+    `recreate claim ${r.claim.namespace}/${r.claim.name} (same labels, annotations, spec; new UID) with volumeName ${r.newPv}`,
+    `wait for the bind; delete PV ${r.oldPv}; PV ${r.newPv} reclaimPolicy -> ${r.reclaimPolicy}`,
+  ];
+}
+
+function print(io: Io, json: boolean, rep: Report): void {
+  if (json) {
+    io.out.write(`${JSON.stringify(rep, null, 2)}\n`);
+    return;
+  }
+  const rows: string[][] = [
+    ['claim', rep.claim], ['to zone', rep.toZone], ['result', rep.action],
+    ...(rep.oldPv ? [['old PV', rep.oldPv]] : []), ...(rep.newPv ? [['new PV', rep.newPv]] : []),
+    ...(rep.from ? [['from', rep.from]] : []), ...(rep.to ? [['to', rep.to]] : []),
+    ...(rep.step ? [['recorded step', rep.step]] : []),
+  ];
+  io.out.write(table(['', ''], rows).split('\n').slice(1).join('\n'));
+  if (rep.steps.length) io.out.write(`\n${rep.action === 'plan' ? 'would' : 'did'}:\n${rep.steps.map((s, i) => `  ${i + 1}. ${s}`).join('\n')}\n`);
+  if (rep.message) io.out.write(`\n${rep.message}\n`);
+}
+
+export const move: Subcommand = {
+  summary: 'move a Proxmox volume to another host and rebind the same claim',
+  run: (argv, io) => runCommand('move', io, async () => {
+    const { common, values, positionals } = parseFlags('move', argv, { 'to-zone': { type: 'string' }, abort: { type: 'boolean' } }, { positionals: 1 });
+    if (common.help) {
+      io.out.write(`${USAGE}\n`);
+      return EXIT.OK;
+    }
+    const target = positionals[0];
+    const m = target ? /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$/.exec(target) : null;
+    if (!m) throw new UsageError(`expected NAMESPACE/CLAIM, got "${target ?? ''}" (see move --help)`);
+    const [namespace, name] = [m[1]!, m[3]!];
+    const abort = values.abort === true;
+    const toZoneFlag = typeof values['to-zone'] === 'string' ? values['to-zone'] : undefined;
+    if (!toZoneFlag && !abort) throw new UsageError('--to-zone HOST is required (see move --help)');
+    const signal = AbortSignal.timeout(common.timeoutMs);
+    const k = await kubeFrom(common, io.env);
+    const kube = moveKube(k, signal);
+    const cfg = await proxmoxConfigFrom(common, io.env, async () => k, signal);
+    if (!cfg) throw new UsageError('no Proxmox config: pass --config FILE or --config-secret NS/NAME (or set PROXMOX_CSI_CONFIG)');
+    const log = (line: string) => io.err.write(`move: ${line}\n`);
+
+    const recorded = await findRecord(kube, namespace, name);
+    const toZone = toZoneFlag ?? recorded?.toZone ?? '';
+    const claim = `${namespace}/${name}`;
+    if (recorded && toZoneFlag && recorded.toZone !== toZoneFlag) {
+      throw new RefusedError(`a move of ${claim} to ${recorded.toZone} is recorded (step ${recorded.step}); run move ${claim} --to-zone ${recorded.toZone} --yes to finish it, or --abort`);
+    }
+    const region = recorded ? parseVolumeId(recorded.from)?.region : await regionOf(kube, namespace, name);
+    const cluster = cfg.clusters.find((c) => c.region === region) ?? (region === undefined ? cfg.clusters[0] : undefined);
+    if (!cluster) throw new RefusedError(`no Proxmox cluster for region ${region} in the config (regions: ${cfg.clusters.map((c) => c.region).join(', ')})`);
+    const { createHttpProxmoxApi } = await import('../proxmox/api/http-api.js');
+    const api: HttpProxmoxApi = createHttpProxmoxApi({ cluster });
+    try {
+      const deps = { kube, api, region: cluster.region, vmid: cfg.controllerVmId, log, signal };
+      if (abort) {
+        if (!recorded) throw new RefusedError(`no move of ${claim} is recorded`);
+        const rep: Report = { claim, toZone: recorded.toZone, action: 'plan', oldPv: recorded.oldPv, newPv: recorded.newPv, from: recorded.from, to: recorded.to, step: recorded.step, steps: [] };
+        if (!common.yes) {
+          rep.message = `would roll back the move at step ${recorded.step} (possible until the disk is copied); --yes to do it`;
+          print(io, common.json, rep);
+          return EXIT.FINDINGS;
+        }
+        const run = new MoveRun(deps, recorded);
+        try {
+          await run.rollback('aborted on request');
+        } catch (e) {
+          if (!(e instanceof MoveRolledBack)) throw e;
+        }
+        print(io, common.json, { ...rep, action: 'rolled-back', steps: run.done });
+        return EXIT.OK;
+      }
+      if (recorded) {
+        const rep: Report = { claim, toZone, action: 'in-progress', oldPv: recorded.oldPv, newPv: recorded.newPv, from: recorded.from, to: recorded.to, step: recorded.step, steps: [] };
+        if (!common.yes) {
+          const left = STEPS.slice(STEPS.indexOf(recorded.step) + 1);
+          rep.message = `a move is recorded at step ${recorded.step}; --yes continues it (${left.join(', ')})`;
+          print(io, common.json, rep);
+          return EXIT.FINDINGS;
+        }
+        return await execute(io, common.json, new MoveRun(deps, recorded), rep);
+      }
+      let plan;
+      try {
+        plan = await planMove({ kube, api, region: cluster.region, vmid: cfg.controllerVmId, namespace, name, toZone, signal });
+      } catch (e) {
+        if (isRefusal(e) && / is already on /.test(e.message)) {
+          print(io, common.json, { claim, toZone, action: 'already-there', steps: [], message: e.message });
+          return EXIT.OK;
+        }
+        if (isRefusal(e)) throw new RefusedError(e.message);
+        throw e;
+      }
+      const r = plan.record;
+      const rep: Report = { claim, toZone, action: 'plan', oldPv: r.oldPv, newPv: r.newPv, from: r.from, to: r.to, steps: planSteps(r, cfg.controllerVmId) };
+      if (!common.yes) {
+        rep.message = 'dry run: nothing changed; --yes to move';
+        print(io, common.json, rep);
+        return EXIT.FINDINGS;
+      }
+      const run = new MoveRun(deps, r);
+      await run.begin();
+      return await execute(io, common.json, run, { ...rep, steps: [] });
+    } finally {
+      await api.close();
+    }
+  }),
+};
+
+async function execute(io: Io, json: boolean, run: MoveRun, rep: Report): Promise<number> {
+  try {
+    await run.run();
+  } catch (e) {
+    const out = { ...rep, steps: run.done, step: run.record.step, message: e instanceof Error ? e.message : String(e) };
+    if (e instanceof MoveRolledBack) {
+      print(io, json, { ...out, action: 'rolled-back', message: `rolled back, nothing changed: ${out.message}` });
+      return EXIT.FAILED;
+    }
+    print(io, json, { ...out, action: 'in-progress', message: `${out.message}\nThe move is recorded on PV ${run.record.oldPv}; run the same command again to continue.` });
+    return e instanceof MoveIncomplete ? EXIT.FINDINGS : EXIT.FAILED;
+  }
+  const r = run.record;
+  print(io, json, {
+    ...rep, action: 'moved', to: r.to, step: r.step, steps: run.done,
+    message: `claim ${r.claim.namespace}/${r.claim.name} is bound to PV ${r.newPv} on ${r.toZone}; scale its workload back up`,
+  });
+  return EXIT.OK;
+}
+
+async function regionOf(kube: MoveKube, namespace: string, name: string): Promise<string | undefined> {
+  const pvc = await kube.getPvc(namespace, name);
+  const pv = pvc?.spec.volumeName ? await kube.getPv(pvc.spec.volumeName) : undefined;
+  const h = pv?.spec.csi?.volumeHandle;
+  return h ? parseVolumeId(h)?.region : undefined;
+}
