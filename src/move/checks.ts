@@ -45,7 +45,7 @@ export function missingMovePrivileges(perms: Record<string, Record<string, numbe
 
 export interface PlanInput {
   kube: MoveKube;
-  api: MoverApi & { permissions?: (o?: { signal?: AbortSignal }) => Promise<Record<string, Record<string, number>>> };
+  api: MoverApi & { permissions?: (o?: { signal?: AbortSignal | undefined }) => Promise<Record<string, Record<string, number>>> };
   region: string;
   vmid: number;
   namespace: string;

@@ -32,8 +32,8 @@ export type MoverApi = ProxmoxApi & ProxmoxVmLifecycle;
 export interface HelperState {
   node: string;
   name: string;
-  status?: string;
-  lock?: string;
+  status?: string | undefined;
+  lock?: string | undefined;
   /** Volume ids the config references (current, pending, unusedN). */
   volids: string[];
 }
