@@ -46,3 +46,20 @@ export const Internal = make('Internal');
 export function isCsiError(e: unknown, kind?: ErrorKind): e is CsiError {
   return e instanceof CsiError && (kind === undefined || e.kind === kind);
 }
+
+/**
+ * The bug in an error's cause chain, if there is one: what JavaScript throws for a wrong program
+ * (TypeError, ReferenceError, RangeError, SyntaxError, EvalError, URIError). A typed error that
+ * wraps one still answers with its own code, but the server logs the bug with its stack.
+ * undici's `TypeError: fetch failed` is a network failure (its cause says which), not a bug.
+ */
+export function programmingError(e: unknown): Error | undefined {
+  let c: unknown = e;
+  for (let depth = 0; c instanceof Error && depth < 8; depth++) {
+    const bug = c instanceof TypeError || c instanceof ReferenceError || c instanceof RangeError
+      || c instanceof SyntaxError || c instanceof EvalError || c instanceof URIError;
+    if (bug && !(c instanceof TypeError && c.message === 'fetch failed')) return c;
+    c = c.cause;
+  }
+  return undefined;
+}

@@ -72,7 +72,7 @@ export function unary<Req, Res>(env: CallEnv, spec: CallSpec<Req, Res>): grpc.ha
       (err: unknown) => {
         const mapped = mapError(err);
         const code = codeName(mapped.code);
-        if (mapped.unexpected) log.error({ err }, 'unexpected error');
+        if (mapped.unexpected) log.error({ err: mapped.logged ?? err, ...(mapped.logged !== err && { wrappedAs: mapped.message }) }, 'unexpected error');
         finish(code, mapped.message);
         callback(toServiceError(mapped));
       },

@@ -1,6 +1,6 @@
 // The one place where the project's typed errors become gRPC status codes.
 import { status, type ServiceError, Metadata } from '@grpc/grpc-js';
-import { CsiError, type ErrorKind } from '../errors.js';
+import { CsiError, type ErrorKind, programmingError } from '../errors.js';
 
 const CODES: Record<ErrorKind, status> = {
   InvalidArgument: status.INVALID_ARGUMENT,
@@ -32,14 +32,19 @@ function bounded(message: string): string {
 export interface MappedError {
   code: status;
   message: string;
-  /** True when the error was not one of ours: the caller logs it with its stack. */
+  /** True when the error was not one of ours, or wraps a bug: the caller logs `logged` with its stack. */
   unexpected: boolean;
+  /** What to log: the bug itself when a typed error wraps one (its stack shows where), else the error. */
+  logged?: unknown;
 }
 
 export function mapError(err: unknown): MappedError {
-  if (err instanceof CsiError) return { code: CODES[err.kind], message: bounded(err.message), unexpected: false };
+  if (err instanceof CsiError) {
+    const bug = programmingError(err);
+    return { code: CODES[err.kind], message: bounded(err.message), unexpected: bug !== undefined, ...(bug && { logged: bug }) };
+  }
   const message = err instanceof Error ? err.message : String(err);
-  return { code: status.INTERNAL, message: bounded(`internal error: ${message}`), unexpected: true };
+  return { code: status.INTERNAL, message: bounded(`internal error: ${message}`), unexpected: true, logged: err };
 }
 
 export function toServiceError(m: MappedError): ServiceError {

@@ -37,7 +37,7 @@ export class Cluster {
     api = this.startup.track(api);
     this.api = api;
     this.ttlMs = tuning.cacheTtlMs ?? 5_000;
-    this.locator = new VmLocator(api, { cluster: region, ttlMs: this.ttlMs });
+    this.locator = new VmLocator(api, { cluster: region, ttlMs: this.ttlMs, log: log.child({ cluster: region }) });
     this.fences = new Fences(tuning.landHorizonMs);
     this.queues = new AttachQueues({ api, cluster: region, locator: this.locator, log: log.child({ cluster: region }), fences: this.fences, ...tuning.queue });
   }

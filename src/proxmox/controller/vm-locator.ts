@@ -7,7 +7,8 @@
 // plus a provider id `proxmox://<region>/<vmid>` and the VM's SMBIOS uuid. The VM list is cached
 // briefly and shared by concurrent callers; a miss re-reads it once, so a new or migrated VM
 // is found at once.
-import { FailedPrecondition } from '../../errors.js';
+import type { Logger } from 'pino';
+import { CsiError, FailedPrecondition, isCsiError } from '../../errors.js';
 import type { ProxmoxApi, VmResource } from '../api/api.js';
 import { entriesFromValues, smbiosUuid } from './drives.js';
 
@@ -22,6 +23,8 @@ export interface LocatorOptions {
   cluster: string;
   ttlMs?: number;
   now?: () => number;
+  /** Where a VM config that cannot be read during a uuid scan is reported. */
+  log?: Logger;
 }
 
 const PROVIDER_RE = /^proxmox:\/\/([^/]*)\/(\d+)$/;
@@ -108,13 +111,33 @@ export class VmLocator {
       this.uuids.delete(uuid);
     }
     const vms = await this.list(signal, true);
+    // A config that cannot be read (no VM.Audit on it, Proxmox busy) may be the one wanted: it
+    // is logged, the scan goes on, and a miss then answers with that cause, not "no such VM".
+    const unread: Array<{ vm: VmResource; err: unknown }> = [];
     for (const v of vms) {
       if ([...this.uuids.values()].includes(v.vmid)) continue;
-      const cfg = await this.api.vmConfig(v.node, v.vmid, { signal }).catch(() => undefined);
-      const found = cfg ? smbiosUuid(entriesFromValues(cfg.values)) : undefined;
+      let cfg;
+      try {
+        cfg = await this.api.vmConfig(v.node, v.vmid, { signal });
+      } catch (e) {
+        if (signal?.aborted) throw e;
+        if (isCsiError(e, 'NotFound')) continue; // deleted or migrated since the list: not a node any more
+        this.o.log?.warn({ err: e, vmid: v.vmid, node: v.node, nodeId: uuid }, 'cannot read a VM config while looking for a node by SMBIOS uuid');
+        unread.push({ vm: v, err: e });
+        continue;
+      }
+      const found = smbiosUuid(entriesFromValues(cfg.values));
       if (found) this.uuids.set(found, v.vmid);
       if (found === uuid) return { vmid: v.vmid, node: v.node, name: v.name };
     }
-    return undefined;
+    const first = unread[0];
+    if (!first) return undefined;
+    const why = first.err instanceof Error ? first.err.message : String(first.err);
+    const which = unread.map((u) => `${u.vm.vmid} on ${u.vm.node}`).join(', ');
+    throw new CsiError(
+      isCsiError(first.err) ? first.err.kind : 'Unavailable',
+      `node id ${uuid}: no readable VM of Proxmox cluster ${this.o.cluster} has this SMBIOS uuid, and the config of ${unread.length} VM(s) could not be read (${which}): ${why}`,
+      { cause: first.err },
+    );
   }
 }

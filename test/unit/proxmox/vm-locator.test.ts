@@ -1,6 +1,8 @@
 // Node id → VM: by name, by provider id, by SMBIOS uuid; cached, shared, refreshed on a miss.
 import t from 'tap';
-import { isCsiError } from '../../../src/errors.js';
+import { pino } from 'pino';
+import { isCsiError, NotFound } from '../../../src/errors.js';
+import { toCsiError } from '../../../src/proxmox/api/errors.js';
 import { VmLocator } from '../../../src/proxmox/controller/vm-locator.js';
 import { seedCluster } from './fake-api.js';
 
@@ -64,4 +66,36 @@ t.test('templates and duplicates', async (t) => {
     t.ok(isCsiError(e, 'FailedPrecondition'));
     t.match((e as Error).message, /301 on hyper1, 302 on hyper2/, 'names both VMs');
   }
+});
+
+t.test('a uuid scan that cannot read a VM config says why, instead of "no such VM"', async (t) => {
+  const f = seedCluster();
+  const read = f.vmConfig.bind(f);
+  // The token lacks VM.Audit on VM 103: Proxmox's 403, through the real error mapping.
+  f.vmConfig = async (node, vmid, o) => {
+    if (vmid === 103) {
+      throw toCsiError(new Error(`GET /api2/json/nodes/${node}/qemu/103/config return Error 403 Permission check failed (/vms/103, VM.Audit)`), {
+        cluster: 'homelab', what: `read config of VM 103 on ${node}`, tokenId: 'kubernetes-csi@pve!csi',
+      });
+    }
+    return read(node, vmid, o);
+  };
+  const warned: Array<Record<string, unknown>> = [];
+  const log = pino({ level: 'warn' }, { write: (l: string) => void warned.push(JSON.parse(l) as Record<string, unknown>) });
+  const loc = new VmLocator(f, { cluster: 'homelab', log });
+  const err: unknown = await loc.resolve('00000000-0000-4000-8000-000000000103').catch((e: unknown) => e);
+  t.ok(isCsiError(err, 'FailedPrecondition'), 'the 403 decides the code, not a miss');
+  t.match((err as Error).message, /no readable VM .* config of 1 VM\(s\) could not be read \(103 on hyper2\): .*permission denied.*VM\.Audit/);
+  t.equal(warned.length, 1, 'logged once');
+  t.match(warned[0], { vmid: 103, node: 'hyper2', msg: /cannot read a VM config/ });
+  t.same(await loc.resolve('00000000-0000-4000-8000-000000000104'), { vmid: 104, node: 'hyper2', name: 'talos-worker-2' }, 'a readable VM is still found');
+
+  // A VM deleted between the list and the read is no error: the uuid is simply nobody's.
+  const g = seedCluster();
+  const readG = g.vmConfig.bind(g);
+  g.vmConfig = async (node, vmid, o) => {
+    if (vmid === 101) throw new NotFound(`Proxmox homelab: read config of VM 101 on ${node}: Configuration file 'nodes/${node}/qemu-server/101.conf' does not exist`);
+    return readG(node, vmid, o);
+  };
+  t.equal(await new VmLocator(g, { cluster: 'homelab' }).resolve('00000000-0000-4000-8000-000000000999'), undefined);
 });
