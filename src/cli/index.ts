@@ -12,6 +12,7 @@ type Loader = () => Promise<Subcommand>;
 const SUBCOMMANDS: Record<string, Loader> = {
   preflight: async () => (await import('./preflight.js')).preflight,
   move: async () => (await import('./move.js')).move,
+  report: async () => (await import('./report/command.js')).report,
 };
 
 export function subcommandNames(): string[] {

@@ -25,6 +25,8 @@ export interface Fattr {
   used: number;
   fileid: bigint;
   mtimeMs: number;
+  /** Status change (a rename or chmod of the entry itself sets it). */
+  ctimeMs: number;
 }
 
 /** Attributes to set; absent fields are left unchanged. */
@@ -92,9 +94,8 @@ function fattr(r: XdrReader): Fattr {
   r.u32(); // atime
   r.u32();
   const mtimeMs = r.u32() * 1000 + Math.floor(r.u32() / 1e6);
-  r.u32(); // ctime
-  r.u32();
-  return { type: TYPES[t - 1] ?? 'file', mode, nlink, uid, gid, size, used, fileid, mtimeMs };
+  const ctimeMs = r.u32() * 1000 + Math.floor(r.u32() / 1e6);
+  return { type: TYPES[t - 1] ?? 'file', mode, nlink, uid, gid, size, used, fileid, mtimeMs, ctimeMs };
 }
 
 function postOpAttr(r: XdrReader): Fattr | undefined {

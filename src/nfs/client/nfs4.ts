@@ -67,7 +67,7 @@ export class Nfs4StatusError extends CsiError {
 export const isNfs4Status = (e: unknown, ...s: number[]): e is Nfs4StatusError => e instanceof Nfs4StatusError && s.includes(e.status);
 
 // Attribute numbers (RFC 7530 §5).
-const A = { TYPE: 1, FILES_AVAIL: 21, FILES_FREE: 22, FILES_TOTAL: 23, MODE: 33, OWNER: 36, OWNER_GROUP: 37, SPACE_AVAIL: 42, SPACE_FREE: 43, SPACE_TOTAL: 44 } as const;
+const A = { TYPE: 1, SIZE: 4, FILES_AVAIL: 21, FILES_FREE: 22, FILES_TOTAL: 23, MODE: 33, OWNER: 36, OWNER_GROUP: 37, SPACE_AVAIL: 42, SPACE_FREE: 43, SPACE_TOTAL: 44, TIME_METADATA: 52, TIME_MODIFY: 53 } as const;
 const TYPES: Record<number, FileType> = { 1: 'file', 2: 'dir', 3: 'block', 4: 'char', 5: 'symlink', 6: 'socket', 7: 'fifo' };
 const U64_ATTRS = new Set<number>([A.FILES_AVAIL, A.FILES_FREE, A.FILES_TOTAL, A.SPACE_AVAIL, A.SPACE_FREE, A.SPACE_TOTAL]);
 
@@ -99,6 +99,9 @@ export interface Attrs4 {
   mode?: number;
   owner?: string;
   group?: string;
+  size?: number;
+  mtimeMs?: number;
+  ctimeMs?: number;
   u64: Map<number, number>;
 }
 
@@ -111,6 +114,9 @@ function readFattr(r: XdrReader): Attrs4 {
     else if (b === A.MODE) out.mode = vals.u32() & 0o7777;
     else if (b === A.OWNER) out.owner = vals.string(1024);
     else if (b === A.OWNER_GROUP) out.group = vals.string(1024);
+    else if (b === A.SIZE) out.size = vals.u64n();
+    else if (b === A.TIME_METADATA) out.ctimeMs = vals.u64n() * 1000 + Math.floor(vals.u32() / 1e6);
+    else if (b === A.TIME_MODIFY) out.mtimeMs = vals.u64n() * 1000 + Math.floor(vals.u32() / 1e6);
     else if (U64_ATTRS.has(b)) out.u64.set(b, vals.u64n());
     else break; // not asked for: its size is unknown, and nothing after it is needed
   }
@@ -180,7 +186,7 @@ export const op = {
 export interface ReaddirEntry { cookie: bigint; name: string; type: FileType | undefined }
 export interface ReaddirPage { cookieverf: Buffer; entries: ReaddirEntry[]; eof: boolean }
 
-export const STAT_ATTRS: readonly number[] = [A.TYPE, A.MODE, A.OWNER, A.OWNER_GROUP];
+export const STAT_ATTRS: readonly number[] = [A.TYPE, A.SIZE, A.MODE, A.OWNER, A.OWNER_GROUP, A.TIME_METADATA, A.TIME_MODIFY];
 export const FSSTAT_ATTRS: readonly number[] = [A.FILES_AVAIL, A.FILES_FREE, A.FILES_TOTAL, A.SPACE_AVAIL, A.SPACE_FREE, A.SPACE_TOTAL];
 
 export function fsStatOf(a: Attrs4): FsStat {

@@ -22,7 +22,7 @@ function segments(path: string, allowRoot = false): string[] {
   return segs;
 }
 
-const toStat = (a: Fattr): NfsStat => ({ type: a.type, mode: a.mode, uid: a.uid, gid: a.gid });
+const toStat = (a: Fattr): NfsStat => ({ type: a.type, mode: a.mode, uid: a.uid, gid: a.gid, size: a.size, mtimeMs: a.mtimeMs, ctimeMs: a.ctimeMs });
 
 const notFound = (e: unknown) => isNfsStatus(e, NFS3ERR.NOENT);
 

@@ -23,7 +23,10 @@ function segments(path: string, allowRoot = false): string[] {
 /** Numeric owner strings map to ids; a name (`user@domain`) has no id here: -1. */
 const idOf = (s: string | undefined): number => (s !== undefined && /^\d+$/.test(s) ? Number(s) : s === 'root' || s?.startsWith('root@') ? 0 : -1);
 
-const toStat = (a: Attrs4): NfsStat => ({ type: a.type ?? 'file', mode: a.mode ?? 0, uid: idOf(a.owner), gid: idOf(a.group) });
+const toStat = (a: Attrs4): NfsStat => ({
+  type: a.type ?? 'file', mode: a.mode ?? 0, uid: idOf(a.owner), gid: idOf(a.group),
+  ...(a.size !== undefined && { size: a.size }), ...(a.mtimeMs !== undefined && { mtimeMs: a.mtimeMs }), ...(a.ctimeMs !== undefined && { ctimeMs: a.ctimeMs }),
+});
 
 const setAttrs = (a: DirAttrs): SetAttrs4 => ({
   ...(a.mode !== undefined && { mode: a.mode }),

@@ -16,6 +16,12 @@ export interface NfsStat {
   mode: number;
   uid: number;
   gid: number;
+  /** Bytes (a file's length; a directory's own entry size). */
+  size?: number;
+  /** Last modification, ms since the epoch (a directory's: its last entry added or removed). */
+  mtimeMs?: number;
+  /** Last status change, ms since the epoch (a rename of the entry itself sets it). */
+  ctimeMs?: number;
 }
 
 export interface NfsDirEntry {

@@ -52,6 +52,8 @@ export interface StorageContentItem {
   vmid?: number | undefined;
   format?: string | undefined;
   content?: string | undefined;
+  /** Creation time, seconds since the epoch (LVM-thin reports lv_time; absent on some storages). */
+  ctime?: number | undefined;
 }
 
 /**

@@ -177,6 +177,7 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
       return (rows ?? []).map((r): StorageContentItem => ({
         volid: String(r.volid ?? ''), size: num(r.size), vmid: r.vmid === undefined ? undefined : num(r.vmid),
         format: r.format as string | undefined, content: r.content as string | undefined,
+        ...(r.ctime !== undefined && Number.isFinite(Number(r.ctime)) && { ctime: Number(r.ctime) }),
       }));
     },
     async allocDisk(node, storage, req: AllocRequest, o) {

@@ -1,0 +1,61 @@
+// Which Proxmox privileges a subcommand needs, and which of them the configured credentials lack
+// (GET /access/permissions, as preflight reads it). The needs come from pve-manager/qemu-server/
+// pve-storage's own permission checks on the calls each command makes:
+//   GET /cluster/resources              lists only VMs with VM.Audit and storages with Datastore.Audit
+//   GET …/qemu/{vmid}/pending           VM.Audit on /vms/{vmid}
+//   GET …/storage/{storage}/content     Datastore.Audit or Datastore.AllocateSpace on the storage, and
+//                                       then hides each image unless Datastore.Allocate on the storage,
+//                                       or Datastore.Audit + VM.Config.Disk on /vms/{owner vmid}
+//   DELETE …/storage/{storage}/content/{volume}   Datastore.Allocate on the storage
+//   PUT …/qemu/{vmid}/unlink, POST …/config delete   VM.Config.Disk on /vms/{vmid}
+// Both listings filter silently: a token that cannot see every VM would make an attached disk
+// look unattached. That is why report --fix refuses to act unless every need is met.
+
+export interface Need {
+  /** ACL path the privilege is checked on; the check also accepts any parent path. */
+  path: string;
+  privilege: string;
+  why: string;
+}
+
+export type Permissions = Record<string, Record<string, number>>;
+
+/** A privilege counts when granted on the path or any parent of it (ACLs propagate). */
+export function hasPrivilege(perms: Permissions, path: string, privilege: string): boolean {
+  const segs = path.split('/').filter(Boolean);
+  for (let n = segs.length; n >= 0; n--) {
+    const p = '/' + segs.slice(0, n).join('/');
+    if (perms[p]?.[privilege]) return true;
+  }
+  return false;
+}
+
+export function missingNeeds(perms: Permissions, needs: readonly Need[]): Need[] {
+  return needs.filter((n) => !hasPrivilege(perms, n.path, n.privilege));
+}
+
+/** `report`: see every VM's config and the driver's disks on every storage. */
+export function reportNeeds(controllerVmId: number): Need[] {
+  return [
+    { path: '/vms', privilege: 'VM.Audit', why: 'list every VM and read its config (a VM it cannot see would hide an attachment)' },
+    { path: '/storage', privilege: 'Datastore.Audit', why: 'list the storages and the disks on them' },
+    { path: `/vms/${controllerVmId}`, privilege: 'VM.Config.Disk', why: `see disks owned by VMID ${controllerVmId} in storage listings (or Datastore.Allocate on the storages)` },
+  ];
+}
+
+/** `report --fix`: also free disks and drop config entries. */
+export function fixNeeds(controllerVmId: number): Need[] {
+  return [
+    ...reportNeeds(controllerVmId),
+    { path: '/storage', privilege: 'Datastore.Allocate', why: 'free orphaned disks' },
+    { path: '/vms', privilege: 'VM.Config.Disk', why: 'remove unusedN entries and helper attachments from VM configs' },
+  ];
+}
+
+/** Datastore.Allocate on a storage also shows every image, so VM.Config.Disk on the owner is then not needed. */
+export function effectiveMissing(perms: Permissions, needs: readonly Need[], storages: readonly string[]): Need[] {
+  return missingNeeds(perms, needs).filter((n) => {
+    if (!(n.privilege === 'VM.Config.Disk' && n.path !== '/vms')) return true;
+    return !(storages.length > 0 && storages.every((s) => hasPrivilege(perms, `/storage/${s}`, 'Datastore.Allocate')));
+  });
+}
