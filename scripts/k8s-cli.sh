@@ -12,5 +12,6 @@ t0=$SECONDS
 ensure_apt nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils openssl
 bash scripts/k8s-build.sh etcd kube-apiserver kube-controller-manager >/dev/null
 echo "k8s-cli: binaries ready ($((SECONDS-t0)) s)"
-npx tap --disable-coverage --timeout 600 "${@:-test/k8s/cli}"
+if [ $# -eq 0 ]; then set -- test/k8s/cli/*.test.ts; fi
+npx tap --disable-coverage --timeout 600 "$@"
 echo "k8s-cli: done in $((SECONDS-t0)) s"

@@ -156,7 +156,7 @@ export function nfsDirOf(pv: V1PersistentVolume): { server: string; share: strin
   return ref ? { server: ref.server, share: ref.share, subDir: ref.subDir } : undefined;
 }
 
-export async function readShares(classes: readonly NfsClass[], stores: NfsStores, o: { signal?: AbortSignal; sizes: boolean }): Promise<ShareFacts[]> {
+export async function readShares(classes: readonly NfsClass[], stores: NfsStores, o: { signal: AbortSignal; sizes: boolean }): Promise<ShareFacts[]> {
   const byShare = new Map<string, NfsClass[]>();
   for (const c of classes) {
     const key = `${c.server}\u0000${c.share}`;

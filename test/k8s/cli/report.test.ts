@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { waitTask } from '../../../src/proxmox/api/tasks.js';
-import { helperWwnForSlot, wwnForSlot } from '../../../src/proxmox/controller/params.js';
+import { helperWwnForSlot, wwnForSlot } from '../../../src/proxmox/contract.js';
 import { startCliEnv } from './env.js';
 
 const env = await startCliEnv();

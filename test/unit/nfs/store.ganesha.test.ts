@@ -7,6 +7,9 @@ import { isCsiError } from '../../../src/errors.js';
 import { createNfs3Stores } from '../../../src/nfs/controller/nfs3-store.js';
 import { startGanesha } from './ganesha.js';
 
+/** The attributes ensureDir sets (times and size change with every call). */
+const own = (s: { type: string; mode: number; uid: number; gid: number } | null) => s && { type: s.type, mode: s.mode, uid: s.uid, gid: s.gid };
+
 const g = await startGanesha();
 t.teardown(() => g.stop());
 const stores = createNfs3Stores({ timeoutMs: 3000, nfsPort: g.nfsPort, mountPort: g.mountPort, privilegedPort: true });
@@ -27,7 +30,7 @@ const kindOf = async (p: Promise<unknown>) => {
 
 t.test('ensureDir creates parents and sets mode and owner; repeating it converges', async (t) => {
   const st = await store.ensureDir('ns1/data', { mode: 0o2770, uid: 1000, gid: 2000 });
-  t.same(st, { type: 'dir', mode: 0o2770, uid: 1000, gid: 2000 });
+  t.same(own(st), { type: 'dir', mode: 0o2770, uid: 1000, gid: 2000 });
   const disk = await fs.stat(onDisk('ns1/data'));
   t.equal(disk.mode & 0o7777, 0o2770);
   t.equal(disk.uid, 1000);
@@ -37,9 +40,9 @@ t.test('ensureDir creates parents and sets mode and owner; repeating it converge
 
   await fs.chmod(onDisk('ns1/data'), 0o700);
   await fs.chown(onDisk('ns1/data'), 5, 5);
-  t.same(await store.ensureDir('ns1/data', { mode: 0o2770, uid: 1000, gid: 2000 }), st, 'drifted attributes are put back');
-  t.same(await store.ensureDir('ns1/data', {}), st, 'no attributes: existing directory left as is');
-  t.same(await store.ensureDir('fresh', {}), { type: 'dir', mode: 0o755, uid: 0, gid: 0 }, 'default mode 0755');
+  t.same(own(await store.ensureDir('ns1/data', { mode: 0o2770, uid: 1000, gid: 2000 })), own(st), 'drifted attributes are put back');
+  t.same(own(await store.ensureDir('ns1/data', {})), own(st), 'no attributes: existing directory left as is');
+  t.same(own(await store.ensureDir('fresh', {})), { type: 'dir', mode: 0o755, uid: 0, gid: 0 }, 'default mode 0755');
 });
 
 t.test('ensureDir errors are typed', async (t) => {
@@ -64,6 +67,12 @@ t.test('stat, list and statfs', async (t) => {
     { name: 'l', type: 'symlink' },
   ]);
   t.equal(await store.stat('listme/missing'), null);
+  // size, mtime and ctime as the server has them (archives' age and size: report, archives)
+  const f = await store.stat('listme/f');
+  const disk = await fs.stat(onDisk('listme/f'));
+  t.equal(f?.size, 1, 'a file\'s size');
+  t.equal(Math.floor((f?.mtimeMs ?? 0) / 1000), Math.floor(disk.mtimeMs / 1000), 'mtime');
+  t.equal(Math.floor((f?.ctimeMs ?? 0) / 1000), Math.floor(disk.ctimeMs / 1000), 'ctime');
   t.equal(await store.stat('listme/f/below-a-file'), null);
   t.equal((await store.stat('listme/l'))?.type, 'symlink', 'symlinks are not followed');
   t.match(await kindOf(store.list('nope')), /^NotFound: 127\.0\.0\.1:\/volume1\/k8s-volumes\/talos\/nope does not exist/);

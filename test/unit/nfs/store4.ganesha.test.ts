@@ -10,6 +10,9 @@ import { createNfs4Stores } from '../../../src/nfs/controller/nfs4-store.js';
 import { createNfsStores, nfsVersionOf } from '../../../src/nfs/controller/stores.js';
 import { startGanesha } from './ganesha.js';
 
+/** The attributes ensureDir sets (times and size change with every call). */
+const own = (s: { type: string; mode: number; uid: number; gid: number } | null) => s && { type: s.type, mode: s.mode, uid: s.uid, gid: s.gid };
+
 const g = await startGanesha({ v4only: true });
 t.teardown(() => g.stop());
 const TALOS = `${g.share}/talos`;
@@ -42,14 +45,14 @@ for (const minor of [1, 0] as const) {
     const ns = `v4${minor}`;
 
     const st = await store.ensureDir(`${ns}/data`, { mode: 0o2770, uid: 1000, gid: 2000 });
-    t.same(st, { type: 'dir', mode: 0o2770, uid: 1000, gid: 2000 }, 'numeric owner strings accepted');
+    t.same(own(st), { type: 'dir', mode: 0o2770, uid: 1000, gid: 2000 }, 'numeric owner strings accepted');
     const disk = await fs.stat(onDisk(`${ns}/data`));
     t.same([disk.mode & 0o7777, disk.uid, disk.gid], [0o2770, 1000, 2000]);
     t.equal(await mode(ns), 0o755, 'parent 0755');
     await fs.chmod(onDisk(`${ns}/data`), 0o700);
     await fs.chown(onDisk(`${ns}/data`), 5, 5);
-    t.same(await store.ensureDir(`${ns}/data`, { mode: 0o2770, uid: 1000, gid: 2000 }), st, 'drift put back by SETATTR');
-    t.same(await store.ensureDir(`${ns}/fresh`, {}), { type: 'dir', mode: 0o755, uid: 0, gid: 0 });
+    t.same(own(await store.ensureDir(`${ns}/data`, { mode: 0o2770, uid: 1000, gid: 2000 })), own(st), 'drift put back by SETATTR');
+    t.same(own(await store.ensureDir(`${ns}/fresh`, {})), { type: 'dir', mode: 0o755, uid: 0, gid: 0 });
 
     await fs.writeFile(onDisk(`${ns}/a-file`), 'x');
     t.match(await kindOf(store.ensureDir(`${ns}/a-file`, {})), /^FailedPrecondition: .*a-file exists and is a file/);
@@ -62,6 +65,12 @@ for (const minor of [1, 0] as const) {
     ]);
     t.equal(await store.stat(`${ns}/missing`), null);
     t.equal(await store.stat(`${ns}/a-file/below`), null);
+    // SIZE, TIME_METADATA, TIME_MODIFY (archives' size and age: report, archives)
+    const f = await store.stat(`${ns}/a-file`);
+    const onHost = await fs.stat(onDisk(`${ns}/a-file`));
+    t.equal(f?.size, 1, 'a file\'s size');
+    t.equal(Math.floor((f?.mtimeMs ?? 0) / 1000), Math.floor(onHost.mtimeMs / 1000), 'mtime');
+    t.equal(Math.floor((f?.ctimeMs ?? 0) / 1000), Math.floor(onHost.ctimeMs / 1000), 'ctime');
     t.match(await kindOf(store.list(`${ns}/nope`)), /^NotFound: .*nope does not exist/);
     const fsst = await store.statfs();
     const local = await fs.statfs(g.exportDir);
@@ -101,7 +110,7 @@ t.test('without a version: NFSv3 is tried, the v4-only server is then spoken to 
   const stores = createNfsStores({ timeoutMs: 2000, nfsPort: g.nfsPort, mountPort: g.mountPort });
   t.teardown(() => stores.close());
   const s = stores.open(g.server, TALOS);
-  t.same(await s.ensureDir('auto/x', { uid: 7 }), { type: 'dir', mode: 0o755, uid: 7, gid: 0 });
+  t.same(own(await s.ensureDir('auto/x', { uid: 7 })), { type: 'dir', mode: 0o755, uid: 7, gid: 0 });
   t.equal((await s.stat('auto/x'))?.type, 'dir');
   await stores.ping();
   const v3 = stores.open(g.server, TALOS, '3');
