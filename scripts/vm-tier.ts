@@ -5,6 +5,7 @@
 //   e2e                                               the end-to-end scenario (test/vm/e2e.ts)
 //   luks                                              LUKS-encrypted Proxmox volumes (test/vm/luks.ts)
 //   inline                                            CSI inline NFS volumes (test/vm/inline-nfs.ts)
+//   move                                              a volume's bytes carried to another host (test/vm/move.ts)
 //   all                                               both sanity runs, the scenario, LUKS, inline, then nfs4
 // The Proxmox simulator hot-plugs disks into the guest over QMP exactly as Proxmox does.
 import { execFileSync } from 'node:child_process';
@@ -17,6 +18,7 @@ import { runSanity } from './lib/sanity-run.js';
 import { runE2e } from '../test/vm/e2e.js';
 import { runLuks } from '../test/vm/luks.js';
 import { runInlineNfs } from '../test/vm/inline-nfs.js';
+import { runMove } from '../test/vm/move.js';
 import { GUEST_KUBELET_DIR } from '../test/vm/guest-paths.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -43,13 +45,17 @@ export interface Controller {
   stop(): Promise<void>;
 }
 
-/** The controller side on the host for one driver, pointed at the guest's VM / NFS server. */
-export async function startController(driver: 'proxmox' | 'nfs', runDir: string): Promise<Controller> {
+/**
+ * The controller side on the host for one driver, pointed at the guest's VM / NFS server.
+ * `alsoPlays`: more VMIDs the guest stands in for (one at a time), e.g. a node VM on another host.
+ */
+export async function startController(driver: 'proxmox' | 'nfs', runDir: string, o: { alsoPlays?: number[] } = {}): Promise<Controller> {
   const sock = path.join(runDir, 'controller.sock');
   let pve: Backends | undefined;
   let args: string[];
   if (driver === 'proxmox') {
-    pve = await startProxmoxBackend(runDir, { backend: 'qmp', qmp: { [GUEST_VMID]: need('VM_QMP_SOCKET') } });
+    const qmp = Object.fromEntries([GUEST_VMID, ...(o.alsoPlays ?? [])].map((id) => [id, need('VM_QMP_SOCKET')]));
+    pve = await startProxmoxBackend(runDir, { backend: 'qmp', qmp });
     args = ['--proxmox-endpoint', `unix://${sock}`, ...pve.controllerArgs];
   } else {
     args = ['--nfs-endpoint', `unix://${sock}`, '--nfs-port', need('VM_NFS_PORT'), '--nfs-mount-port', need('VM_NFS_MOUNT_PORT')];
@@ -143,6 +149,8 @@ async function main(): Promise<number> {
       return timed('LUKS volumes', () => runLuks({ freshDir, startController }));
     case 'inline':
       return timed('inline NFS volumes', () => runInlineNfs());
+    case 'move':
+      return timed('move a volume to another host', () => runMove({ freshDir, startController }));
     case 'all': {
       const codes = [
         await timed('csi-sanity proxmox', () => sanity('proxmox', [])),
@@ -150,13 +158,14 @@ async function main(): Promise<number> {
         await timed('end-to-end scenario', () => runE2e({ freshDir, startController })),
         await timed('LUKS volumes', () => runLuks({ freshDir, startController })),
         await timed('inline NFS volumes', () => runInlineNfs()),
+        await timed('move a volume to another host', () => runMove({ freshDir, startController })),
         // Last: it switches the guest's nfsd to NFSv4 only (and back) for the controller's v4 client.
         await timed('csi-sanity nfs, NFSv4-only nfsd', () => sanityNfsV4Only([])),
       ];
       return codes.some((c) => c !== 0) ? 1 : 0;
     }
   }
-  console.error('usage: vm-tier.ts sanity proxmox|nfs|nfs4 [-- flags] | e2e | luks | inline | all');
+  console.error('usage: vm-tier.ts sanity proxmox|nfs|nfs4 [-- flags] | e2e | luks | inline | move | all');
   return 2;
 }
 
