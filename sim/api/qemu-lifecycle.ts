@@ -23,17 +23,17 @@ export function parseStorageMap(value: string): StorageMap {
   if (value === '1') return { identity: true, entries: {} };
   const map: StorageMap = { identity: false, entries: {} };
   for (const entry of splitList(value)) {
-    const [src, dst, extra] = entry.split(':');
+    const [src = '', dst, extra] = entry.split(':');
     if (extra !== undefined) throw new Error(`entry '${entry}' contains multiple ':'`);
     if (dst === undefined) {
       if (map.default !== undefined) throw new Error('default target ID can only be provided once');
-      if (!STORAGE_ID_RE.test(src!)) throw new Error(`invalid target ID: ${src}`);
-      map.default = src!;
+      if (!STORAGE_ID_RE.test(src)) throw new Error(`invalid target ID: ${src}`);
+      map.default = src;
       continue;
     }
-    if (!STORAGE_ID_RE.test(src!) || !STORAGE_ID_RE.test(dst)) throw new Error(`invalid ID in entry '${entry}'`);
-    if (map.entries[src!] !== undefined) throw new Error(`duplicate source ID '${src}'`);
-    map.entries[src!] = dst;
+    if (!STORAGE_ID_RE.test(src) || !STORAGE_ID_RE.test(dst)) throw new Error(`invalid ID in entry '${entry}'`);
+    if (map.entries[src] !== undefined) throw new Error(`duplicate source ID '${src}'`);
+    map.entries[src] = dst;
   }
   return map;
 }
@@ -66,7 +66,7 @@ export const qemuLifecycleRoutes: Route[] = [
     },
     handler: (rc) => {
       const { sim, params, perms, user } = rc;
-      const node = params.node!;
+      const node = params.node ?? '';
       const vmid = Number(params.vmid);
       getNode(sim, node);
       if (params.pool) throw fail('pools are not modelled by the simulator');
@@ -86,8 +86,9 @@ export const qemuLifecycleRoutes: Route[] = [
         settings.set(k, v);
       }
       const vm = createLockedVm(sim, node, vmid);
-      const task = sim.tasks.start(node, 'qmcreate', String(vmid), user, async () => {
+      const task = sim.tasks.start(node, 'qmcreate', String(vmid), user, () => {
         finishCreate(sim, vm, settings);
+        return Promise.resolve();
       });
       return task.upid;
     },
@@ -106,7 +107,7 @@ export const qemuLifecycleRoutes: Route[] = [
     handler: (rc) => {
       const { sim, params, user } = rc;
       if (params.skiplock === '1' && userOf(rc) !== 'root@pam') throw paramError({ skiplock: 'Only root may use this option.' });
-      const node = params.node!;
+      const node = params.node ?? '';
       const vmid = Number(params.vmid);
       destroyEarlyChecks(sim, node, vmid);
       const task = sim.tasks.start(node, 'qmdestroy', String(vmid), user, async (log) => {
@@ -134,8 +135,8 @@ export const qemuLifecycleRoutes: Route[] = [
     perm: (p, raw) => p.check(`/vms/${raw.vmid}`, ['VM.Migrate']),
     handler: (rc) => {
       const { sim, params, perms, user } = rc;
-      const node = params.node!;
-      const target = params.target!;
+      const node = params.node ?? '';
+      const target = params.target ?? '';
       const vmid = Number(params.vmid);
       getNode(sim, node);
       if (target === node) throw paramError({ target: 'target is local node.' });
@@ -164,8 +165,8 @@ export const qemuLifecycleRoutes: Route[] = [
       if (!storagemap || storagemap.identity) {
         // check_storage_availability: every referenced storage must exist on the target node
         for (const volid of referencedVolumes(vm).keys()) {
-          const ref = parseVolid(volid)!;
-          getStorage(sim, target, mapStorage(storagemap, ref.storage));
+          const sid = parseVolid(volid)?.storage;
+          if (sid) getStorage(sim, target, mapStorage(storagemap, sid));
         }
       }
       const task = sim.tasks.start(node, 'qmigrate', String(vmid), user, (log) =>

@@ -115,7 +115,9 @@ class Migration {
     const errors = new Map<string, string>();
     for (const [volid, ref] of referencedVolumes(vm)) {
       try {
-        const { storage: sid, volname } = parseVolid(volid)!;
+        const parsed = parseVolid(volid);
+        if (!parsed) continue;
+        const { storage: sid, volname } = parsed;
         getStorage(ctx, req.node, sid);
         const targetsid = mapStorage(req.storagemap, sid);
         getStorage(ctx, req.target, targetsid);
@@ -143,7 +145,7 @@ class Migration {
     const st = getStorage(ctx, req.target, targetsid);
     const target = `${targetsid}:${vol.volname}`;
     const files = ctx.backend.files;
-    const copy: VolumeModel = await withStorageLock(ctx, req.target, targetsid, async () => {
+    const copy: VolumeModel = await withStorageLock(ctx, req.target, targetsid, () => {
       let volname = vol.volname;
       if (st.volumes.has(volname)) {
         this.log(`volume ${st.vgname}/${volname} already exists - importing with a different name`);
@@ -158,7 +160,7 @@ class Migration {
       };
       if (files) v.filePath = files.pathFor(req.target, targetsid, volname);
       st.volumes.set(volname, v);
-      return v;
+      return Promise.resolve(v);
     });
     const failCopy = ctx.faults.get().migrateFail === 'copy';
     try {
@@ -200,9 +202,10 @@ class Migration {
     this.log('aborting phase 1 - cleanup resources');
     vm.config.delete('lock');
     for (const newVolid of this.volumeMap.values()) {
-      const { storage, volname } = parseVolid(newVolid)!;
+      const ref = parseVolid(newVolid);
+      if (!ref) continue;
       try {
-        await freeVolume(this.ctx, this.req.target, storage, volname);
+        await freeVolume(this.ctx, this.req.target, ref.storage, ref.volname);
       } catch (e) {
         this.log(errText(e), 'err');
       }

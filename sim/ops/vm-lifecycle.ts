@@ -65,8 +65,8 @@ export async function destroyVm(ctx: SimContext, vm: VmModel, purgeUnreferenced:
   const lock = vm.config.get('lock');
   if (lock) throw fail(`VM is locked (${lock})`);
   for (const volid of referencedVolumes(vm).keys()) {
-    const ref = parseVolid(volid)!;
-    if (volumeOwner(ref.volname) !== vm.vmid) continue;
+    const ref = parseVolid(volid);
+    if (!ref || volumeOwner(ref.volname) !== vm.vmid) continue;
     try {
       await freeVolume(ctx, vm.node, ref.storage, ref.volname, log);
     } catch (e) {

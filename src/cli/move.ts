@@ -40,7 +40,8 @@ interface Report {
 }
 
 function planSteps(r: MoveRecord, helperVmid: number): string[] {
-  const from = parseVolumeId(r.from)!;
+  const from = parseVolumeId(r.from);
+  if (!from) return [];
   return [
     `PV ${r.oldPv}: reclaimPolicy ${r.reclaimPolicy} -> Retain; record the move on it`,
     `create helper VM ${helperVmid} (stopped, no disks of its own) on ${from.zone} holding ${from.storage}:${from.disk}`,
@@ -79,15 +80,15 @@ export const move: Subcommand = {
     }
     const target = positionals[0];
     const m = target ? /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$/.exec(target) : null;
-    if (!m) throw new UsageError(`expected NAMESPACE/CLAIM, got "${target ?? ''}" (see move --help)`);
-    const [namespace, name] = [m[1]!, m[3]!];
+    const [namespace, name] = [m?.[1], m?.[3]];
+    if (!namespace || !name) throw new UsageError(`expected NAMESPACE/CLAIM, got "${target ?? ''}" (see move --help)`);
     const abort = values.abort === true;
     const toZoneFlag = typeof values['to-zone'] === 'string' ? values['to-zone'] : undefined;
     if (!toZoneFlag && !abort) throw new UsageError('--to-zone HOST is required (see move --help)');
     const signal = AbortSignal.timeout(common.timeoutMs);
     const k = await kubeFrom(common, io.env);
     const kube = moveKube(k, signal);
-    const cfg = await proxmoxConfigFrom(common, io.env, async () => k, signal);
+    const cfg = await proxmoxConfigFrom(common, io.env, () => Promise.resolve(k), signal);
     if (!cfg) throw new UsageError('no Proxmox config: pass --config FILE or --config-secret NS/NAME (or set PROXMOX_CSI_CONFIG)');
     const log = (line: string) => io.err.write(`move: ${line}\n`);
 

@@ -76,9 +76,10 @@ export async function planMove(i: PlanInput): Promise<Plan> {
   if (driver === NFS_DRIVER) {
     throw new Refusal(`claim ${i.namespace}/${i.name} is an NFS volume (${NFS_DRIVER}): its data is on the NAS and every node can mount it; there is nothing to move`);
   }
-  if (driver !== PROXMOX_DRIVER) throw new Refusal(`PV ${pv.metadata.name} is not a Proxmox volume (driver ${driver ?? 'none: not a CSI volume'})`);
-  const from = parseVolumeId(pv.spec.csi!.volumeHandle);
-  if (!from || !from.zone) throw new Refusal(`PV ${pv.metadata.name}: volume handle ${pv.spec.csi!.volumeHandle} does not name a host (region/zone/storage/disk)`);
+  const csi = pv.spec.csi;
+  if (driver !== PROXMOX_DRIVER || !csi) throw new Refusal(`PV ${pv.metadata.name} is not a Proxmox volume (driver ${driver ?? 'none: not a CSI volume'})`);
+  const from = parseVolumeId(csi.volumeHandle);
+  if (!from?.zone) throw new Refusal(`PV ${pv.metadata.name}: volume handle ${csi.volumeHandle} does not name a host (region/zone/storage/disk)`);
   if (from.region !== i.region) throw new Refusal(`PV ${pv.metadata.name} is in region ${from.region}; the config's cluster is ${i.region}`);
   if (from.zone === i.toZone) throw new Refusal(`claim ${i.namespace}/${i.name} is already on ${i.toZone}`);
 
@@ -139,8 +140,8 @@ export async function planMove(i: PlanInput): Promise<Plan> {
     claim: { namespace: i.namespace, name: i.name },
     oldPv: pv.metadata.name,
     newPv,
-    from: pv.spec.csi!.volumeHandle,
-    to: targetHandle(pv.spec.csi!.volumeHandle, i.toZone, from.disk),
+    from: csi.volumeHandle,
+    to: targetHandle(csi.volumeHandle, i.toZone, from.disk),
     toZone: i.toZone,
     reclaimPolicy: pv.spec.persistentVolumeReclaimPolicy ?? 'Delete',
     savedClaim: saveClaim(pvc),

@@ -5,17 +5,18 @@ import { isConflict, type KubeApi } from '../k8s/index.js';
 import type { MoveKube, PersistentVolume, PersistentVolumeClaim, Pod, VolumeAttachment } from './kube-port.js';
 
 export function moveKube(k: KubeApi, signal?: AbortSignal): MoveKube {
-  const cast = <T>(v: unknown) => v as T;
   return {
-    getPvc: async (ns, name) => cast<PersistentVolumeClaim | undefined>(await k.getPersistentVolumeClaim(ns, name, signal)),
-    getPv: async (name) => cast<PersistentVolume | undefined>(await k.getPersistentVolume(name, signal)),
-    listPvs: async () => cast<PersistentVolume[]>(await k.listPersistentVolumes(signal)),
-    listVolumeAttachments: async () => cast<VolumeAttachment[]>(await k.listVolumeAttachments(signal)),
-    listPods: async (ns) => cast<Pod[]>(await k.listPods(ns, signal)),
-    patchPv: async (name, patch) => cast<PersistentVolume>(await k.patchPersistentVolume(name, patch as Record<string, unknown>)),
-    patchPvc: async (ns, name, patch) => cast<PersistentVolumeClaim>(await k.patchPersistentVolumeClaim(ns, name, patch as Record<string, unknown>)),
-    createPv: async (pv) => cast<PersistentVolume>(await k.createPersistentVolume(pv as never)),
-    createPvc: async (pvc) => cast<PersistentVolumeClaim>(await k.createPersistentVolumeClaim(pvc as never)),
+    getPvc: async (ns, name) => (await k.getPersistentVolumeClaim(ns, name, signal)) as PersistentVolumeClaim | undefined,
+    getPv: async (name) => (await k.getPersistentVolume(name, signal)) as PersistentVolume | undefined,
+    listPvs: async () => (await k.listPersistentVolumes(signal)) as PersistentVolume[],
+    listVolumeAttachments: async () => (await k.listVolumeAttachments(signal)) as VolumeAttachment[],
+    listPods: async (ns) => (await k.listPods(ns, signal)) as Pod[],
+    patchPv: async (name, patch) => (await k.patchPersistentVolume(name, patch as Record<string, unknown>)) as PersistentVolume,
+    patchPvc: async (ns, name, patch) => (await k.patchPersistentVolumeClaim(ns, name, patch as Record<string, unknown>)) as PersistentVolumeClaim,
+    // plain JSON objects: the library's serializer reads them by field name, as the tests show
+    // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment
+    createPv: async (pv) => (await k.createPersistentVolume(pv)) as PersistentVolume,
+    createPvc: async (pvc) => (await k.createPersistentVolumeClaim(pvc as never)) as PersistentVolumeClaim,
     deletePv: async (name, uid) => {
       try {
         await k.deletePersistentVolume(name, { uid });

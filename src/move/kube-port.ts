@@ -10,7 +10,6 @@ export interface ObjectMeta {
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
   finalizers?: string[];
-  deletionTimestamp?: string;
 }
 
 export interface PersistentVolume {

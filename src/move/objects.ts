@@ -47,7 +47,9 @@ export function zoneAffinity(region: string, zone: string): NonNullable<Persiste
 }
 
 export function buildReplacementPv(old: PersistentVolume, r: MoveRecord): PersistentVolume {
-  const to = parseVolumeId(r.to)!;
+  const to = parseVolumeId(r.to);
+  const csi = old.spec.csi;
+  if (!to || !csi) throw new Error(`PV ${r.oldPv} or the recorded handle ${r.to} is not a Proxmox volume`);
   const annotations: Record<string, string> = {};
   for (const [k, v] of Object.entries(old.metadata.annotations ?? {})) {
     if (k === RECORD_KEY || k === 'pv.kubernetes.io/bound-by-controller') continue;
@@ -55,7 +57,12 @@ export function buildReplacementPv(old: PersistentVolume, r: MoveRecord): Persis
   }
   annotations[MOVED_FROM_KEY] = r.oldPv;
   annotations[RECORD_KEY] = JSON.stringify(r);
-  const { claimRef: _c, nodeAffinity: _n, csi, persistentVolumeReclaimPolicy: _p, ...rest } = old.spec;
+  // claimRef, nodeAffinity, csi and the reclaim policy are set below; the rest is kept
+  const rest = { ...old.spec };
+  delete rest.claimRef;
+  delete rest.nodeAffinity;
+  delete rest.csi;
+  delete rest.persistentVolumeReclaimPolicy;
   return {
     apiVersion: 'v1',
     kind: 'PersistentVolume',
@@ -66,7 +73,7 @@ export function buildReplacementPv(old: PersistentVolume, r: MoveRecord): Persis
     },
     spec: {
       ...rest,
-      csi: { ...csi!, volumeHandle: r.to },
+      csi: { ...csi, volumeHandle: r.to },
       // Retain until the move is done: a mistake can never delete the disk through this PV
       persistentVolumeReclaimPolicy: 'Retain',
       nodeAffinity: zoneAffinity(to.region, to.zone),

@@ -59,12 +59,14 @@ export interface MoveRecord {
 export function readRecord(pv: PersistentVolume | undefined): MoveRecord | undefined {
   const raw = pv?.metadata.annotations?.[RECORD_KEY];
   if (!raw) return undefined;
+  let r: unknown;
   try {
-    const r = JSON.parse(raw) as MoveRecord;
-    return r && r.v === 1 && typeof r.step === 'string' && stepIndex(r.step) >= 0 ? r : undefined;
+    r = JSON.parse(raw);
   } catch {
     return undefined;
   }
+  const rec = r as Partial<MoveRecord> | null;
+  return rec?.v === 1 && typeof rec.step === 'string' && stepIndex(rec.step) >= 0 ? (rec as MoveRecord) : undefined;
 }
 
 export const recordPatch = (r: MoveRecord | null) => ({ metadata: { annotations: { [RECORD_KEY]: r === null ? null : JSON.stringify(r) } } });
@@ -77,9 +79,12 @@ const CONTROLLER_ANNOTATIONS = [
 ];
 
 export function saveClaim(pvc: PersistentVolumeClaim): SavedClaim {
-  const annotations = { ...(pvc.metadata.annotations ?? {}) };
-  for (const k of CONTROLLER_ANNOTATIONS) delete annotations[k];
-  const { dataSource: _ds, dataSourceRef: _dsr, volumeName: _vn, ...spec } = pvc.spec;
+  const annotations = Object.fromEntries(Object.entries(pvc.metadata.annotations ?? {}).filter(([k]) => !CONTROLLER_ANNOTATIONS.includes(k)));
+  // volumeName is set to the replacement; a data source means nothing for a claim that is pre-bound
+  const spec = { ...pvc.spec };
+  delete spec.dataSource;
+  delete spec.dataSourceRef;
+  delete spec.volumeName;
   return {
     uid: pvc.metadata.uid ?? '',
     ...(pvc.metadata.labels && { labels: pvc.metadata.labels }),

@@ -55,7 +55,8 @@ export class MoveRun {
   }
 
   private get src() {
-    const v = parseVolumeId(this.r.from)!;
+    const v = parseVolumeId(this.r.from);
+    if (!v) throw new Error(`the record's source handle ${this.r.from} is not region/zone/storage/disk`);
     return { node: v.zone, storage: v.storage, volid: volidOf(v.storage, v.disk) };
   }
 
@@ -136,7 +137,8 @@ export class MoveRun {
   private async awaitMigration(): Promise<void> {
     let failure: unknown;
     try {
-      const log = await this.helper.finishMigration(this.r.upid!, this.src.node);
+      if (!this.r.upid) throw new Error('no migration task recorded');
+      const log = await this.helper.finishMigration(this.r.upid, this.src.node);
       for (const l of log.filter((x) => /is '.*' on the target|already exists/.test(x))) this.d.log(`proxmox: ${l}`);
     } catch (e) {
       if (isCsiError(e, 'NotFound') && /no such task/i.test(errText(e))) failure = undefined; // task list rotated: judge by state
@@ -154,10 +156,10 @@ export class MoveRun {
 
   /** The helper is on the target: record where the disk landed (Proxmox may have renamed it). */
   private async migrated(): Promise<void> {
-    const st = (await this.helper.state())!;
-    const targetVolid = st.volids.find((v) => !v.endsWith('-pve-nfs-csi-released')) ?? this.r.targetVolid;
-    if (!targetVolid) throw new Error(`helper VM ${this.d.vmid} on ${this.r.toZone} holds no disk; the record says ${this.src.volid} was moved`);
-    const disk = parseVolid(targetVolid)!.disk;
+    const st = await this.helper.state();
+    const targetVolid = st?.volids.find((v) => !v.endsWith('-pve-nfs-csi-released')) ?? this.r.targetVolid;
+    const disk = targetVolid === undefined ? undefined : parseVolid(targetVolid)?.disk;
+    if (!targetVolid || !disk) throw new Error(`helper VM ${this.d.vmid} on ${this.r.toZone} holds no disk; the record says ${this.src.volid} was moved`);
     const leftover = (await this.d.api.listContent(this.src.node, this.src.storage, undefined, { signal: this.d.signal }))
       .some((c) => c.volid === this.src.volid) ? this.src.volid : undefined;
     if (leftover) this.d.log(`proxmox left the source copy ${leftover} on ${this.src.node}; it is freed after the bind`);
@@ -166,7 +168,8 @@ export class MoveRun {
 
   private async release(): Promise<void> {
     await this.cp('release:before');
-    await this.helper.release(this.r.targetVolid!);
+    if (!this.r.targetVolid) throw new Error('no target volume recorded');
+    await this.helper.release(this.r.targetVolid);
     await this.save('released');
   }
 
@@ -240,7 +243,8 @@ export class MoveRun {
       }
       await this.cp('create-claim:after');
     }
-    await this.save('claim-created', { newClaimUid: pvc!.metadata.uid! });
+    if (!pvc?.metadata.uid) throw new MoveIncomplete(`claim ${namespace}/${name} was not created; run move again`);
+    await this.save('claim-created', { newClaimUid: pvc.metadata.uid });
   }
 
   private async awaitBind(): Promise<void> {
@@ -270,7 +274,7 @@ export class MoveRun {
     const old = await this.d.kube.getPv(this.r.oldPv);
     if (old) {
       await this.cp('delete-old-pv:before');
-      await this.d.kube.deletePv(this.r.oldPv, old.metadata.uid!);
+      await this.d.kube.deletePv(this.r.oldPv, old.metadata.uid ?? '');
       await this.awaitPvGone(old);
     }
     await this.cp('restore-policy:before');

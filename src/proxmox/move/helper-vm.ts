@@ -151,8 +151,9 @@ export class HelperVm {
     const log = await this.o.api.taskLog(n, upid, { signal: this.o.signal }).catch(() => []);
     if (failure) {
       const detail = log.filter((l) => /ERROR:|can't migrate|failed/.test(l)).map((l) => l.replace(/^\S+ \S+ /, '')).join('; ');
-      if (detail && failure instanceof Error) failure.message += ` (${detail})`;
-      throw failure;
+      const err = failure instanceof Error ? failure : new Error(JSON.stringify(failure));
+      if (detail) err.message += ` (${detail})`;
+      throw err;
     }
     return log;
   }
