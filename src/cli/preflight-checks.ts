@@ -4,6 +4,7 @@
 // controller speaks NFS from the pod network; upstream mounted from the host network). Classes:
 // the drivers' own parameter parsers. Swap: what changes for existing volumes.
 import type { ProxmoxConfig } from '../config/types.js';
+import { missingMovePrivileges } from '../move/privileges.js';
 import { isCsiError } from '../errors.js';
 import { lookupPort, MOUNT_PROGRAM, MOUNT_V3 } from '../nfs/client/mount.js';
 import { NFS_PROGRAM, NFS_V3 } from '../nfs/client/nfs3.js';
@@ -94,10 +95,19 @@ export async function checkProxmox(input: PreflightInput, signal: AbortSignal): 
         continue;
       }
       try {
-        const missing = missingPrivileges(await api.permissions({ signal }));
+        const perms = await api.permissions({ signal });
+        const missing = missingPrivileges(perms);
         out.push(missing.length === 0
           ? { name: `${base}/privileges`, status: 'pass', message: `${who} has ${CSI_ROLE_PRIVILEGES}` }
           : { name: `${base}/privileges`, status: 'fail', message: `${who} lacks ${missing.join(', ')}; grant it a role with ${CSI_ROLE_PRIVILEGES} on /` });
+        // not needed to serve CSI: only `pve-nfs-csi move` (docs/day2.md) creates and migrates a helper VM
+        const moveMissing = [...new Set((storages.length ? storages : ['local-lvm']).flatMap((s) => missingMovePrivileges(perms, cfg.controllerVmId, s)))];
+        out.push({
+          name: `${base}/move-privileges`, status: 'info',
+          message: moveMissing.length === 0
+            ? `${who} may run pve-nfs-csi move (helper VM ${cfg.controllerVmId}: VM.Allocate, VM.Migrate)`
+            : `pve-nfs-csi move (optional) would need ${moveMissing.join('; ')}`,
+        });
       } catch (e) {
         out.push({ name: `${base}/privileges`, status: 'fail', message: errText(e) });
       }
