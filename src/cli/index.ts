@@ -13,6 +13,7 @@ const SUBCOMMANDS: Record<string, Loader> = {
   preflight: async () => (await import('./preflight.js')).preflight,
   move: async () => (await import('./move.js')).move,
   report: async () => (await import('./report/command.js')).report,
+  archives: async () => (await import('./archives.js')).archives,
 };
 
 export function subcommandNames(): string[] {

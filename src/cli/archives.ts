@@ -1,0 +1,168 @@
+// `pve-nfs-csi archives list|prune`: retention for the directories the NFS archive policy leaves
+// (archived-<subDir>, nfs/controller/archives.ts). Which shares and how deep their claims sit
+// come from the NFS StorageClasses; age from the archive's own name, else from its directory's
+// times. prune removes only archives older than --older-than, re-checks each right before
+// removing it (still an archive path, still old enough, no PV points into or above it: a static
+// PV may have been made to recover data from one), and never touches anything outside an
+// `archived-*` tree: a live claim directory cannot be reached. Conventions: common.ts.
+import { destination, pino } from 'pino';
+import type { KubeApi } from '../k8s/index.js';
+import { findArchives, isArchivePath, archiveStampOf, type Archive } from '../nfs/controller/archives.js';
+import { deleteVolumeDir } from '../nfs/controller/policy.js';
+import type { NfsStore } from '../nfs/controller/store.js';
+import { createNfsStores } from '../nfs/controller/stores.js';
+import {
+  COMMON_FLAGS_HELP, EXIT, EXIT_CODES_HELP, formatAge, formatBytes, parseAge, parseFlags, runCommand, table, UsageError, type Io,
+} from './common.js';
+import type { Subcommand } from './index.js';
+import { nfsClasses, nfsDirOf } from './report/facts.js';
+import { kubeFrom } from './sources.js';
+
+const USAGE = `Usage: pve-nfs-csi archives list [--older-than DUR] [flags]
+       pve-nfs-csi archives prune --older-than DUR [--yes] [flags]
+Archived claim directories (onDelete: archive) on the shares of the NFS StorageClasses, with
+their age and size. Age: the time in the archive's name (archived-<subDir>-<UTC time>, this
+driver's name when archived-<subDir> was taken), else the later of the directory's mtime and
+ctime (csi-driver-nfs's archived-<subDir> carries no time; the rename that archived it set ctime).
+  --older-than DUR       only archives older than this (90d, 12h, 2w); required for prune
+  --class NAME           only the shares of this StorageClass (repeatable)
+  --no-sizes             do not measure sizes (walks every archived tree)
+  --yes                  prune: remove them (without it prune lists exactly what it would remove)
+  --nfs-port N --nfs-mount-port N   NFS server ports instead of its portmapper (as the driver's flags)
+${COMMON_FLAGS_HELP.split('\n').filter((l) => !/--config/.test(l)).join('\n')}
+No Proxmox privileges are needed. Kubernetes: list StorageClasses and PersistentVolumes.
+${EXIT_CODES_HELP}`;
+
+interface Row extends Archive {
+  server: string;
+  share: string;
+  classes: string[];
+  result?: string;
+}
+
+function port(v: unknown, flag: string): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new UsageError(`--${flag}: "${String(v)}" is not a TCP port`);
+  return n;
+}
+
+function format(rows: readonly Row[], now: number, mode: 'list' | 'dry-run' | 'pruned', olderThanMs?: number): string {
+  if (rows.length === 0) return `no archives${olderThanMs !== undefined ? ` older than ${formatAge(olderThanMs)}` : ''}\n`;
+  const out = table(
+    ['SHARE', 'ARCHIVE', 'WAS', 'ARCHIVED', 'AGE', 'SIZE', ...(mode === 'list' ? [] : ['PRUNE'])],
+    rows.map((r) => [
+      `${r.server}:${r.share}`, r.path, r.original, `${new Date(r.archivedAt).toISOString().replace(/\.\d+Z$/, 'Z')}${r.timeFrom === 'times' ? ' (mtime/ctime)' : ''}`,
+      formatAge(now - r.archivedAt), formatBytes(r.sizeBytes),
+      ...(mode === 'list' ? [] : [r.result ?? 'would remove']),
+    ]),
+  );
+  const total = rows.reduce((a, r) => a + (r.sizeBytes ?? 0), 0);
+  const going = rows.filter((r) => r.result === undefined);
+  const tail = mode === 'list' ? `${rows.length} archive(s), ${formatBytes(total)}`
+    : mode === 'dry-run' ? `${going.length} archive(s), ${formatBytes(going.reduce((a, r) => a + (r.sizeBytes ?? 0), 0))} would be removed: run again with --yes to remove them`
+      : `${rows.filter((r) => r.result === 'removed').length} removed, ${rows.filter((r) => r.result?.startsWith('failed')).length} failed`;
+  return `${out}\n${tail}\n`;
+}
+
+/** A PV whose directory is the archive, inside it or above it (a static PV made to recover data). */
+function pvAt(pvs: Awaited<ReturnType<KubeApi['listPersistentVolumes']>>, r: Row): string | undefined {
+  const pv = pvs.find((p) => {
+    const d = nfsDirOf(p);
+    return d && d.server === r.server && d.share === r.share && (d.subDir === '' || d.subDir === r.path || d.subDir.startsWith(r.path + '/') || r.path.startsWith(d.subDir + '/'));
+  });
+  return pv?.metadata?.name;
+}
+
+/** Right before removing: still an archive, still old enough, no PV points at, into or above it. */
+async function recheck(kube: KubeApi, store: NfsStore, r: Row, cutoff: number, signal: AbortSignal): Promise<string | undefined> {
+  if (!isArchivePath(r.path)) return 'not an archived-* path';
+  const pv = pvAt(await kube.listPersistentVolumes(signal), r);
+  if (pv) return `PV ${pv} points there`;
+  if (archiveStampOf(r.path) === undefined) {
+    const st = await store.stat(r.path, { signal });
+    if (!st) return 'gone';
+    if (Math.max(st.mtimeMs ?? 0, st.ctimeMs ?? 0) > cutoff) return 'changed since the listing';
+  }
+  return undefined;
+}
+
+async function run(argv: string[], io: Io): Promise<number> {
+  const { common, values, positionals } = parseFlags('archives', argv, {
+    'older-than': { type: 'string' }, class: { type: 'string', multiple: true }, 'no-sizes': { type: 'boolean' },
+    'nfs-port': { type: 'string' }, 'nfs-mount-port': { type: 'string' },
+  }, { positionals: 1 });
+  if (common.help) {
+    io.out.write(USAGE + '\n');
+    return EXIT.OK;
+  }
+  const verb = positionals[0];
+  if (verb !== 'list' && verb !== 'prune') throw new UsageError(`expected "list" or "prune"${verb ? `, not "${verb}"` : ''} (see archives --help)`);
+  if (common.config || common.configSecret) throw new UsageError('archives reads no Proxmox config (--config/--config-secret)');
+  const olderRaw = typeof values['older-than'] === 'string' ? values['older-than'] : undefined;
+  if (verb === 'prune' && olderRaw === undefined) throw new UsageError('prune needs --older-than (e.g. 90d): there is no default age to delete data at');
+  if (verb === 'list' && common.yes) throw new UsageError('--yes goes with prune');
+  const olderThanMs = olderRaw !== undefined ? parseAge(olderRaw, 'older-than') : undefined;
+  const only = Array.isArray(values.class) ? (values.class as string[]) : [];
+  const signal = AbortSignal.timeout(common.timeoutMs);
+  const log = pino({ level: io.env.PVE_NFS_CSI_LOG_LEVEL ?? 'silent' }, destination(2));
+
+  const kube = await kubeFrom(common, io.env);
+  const classes = nfsClasses(await kube.listStorageClasses(signal)).filter((c) => only.length === 0 || only.includes(c.name));
+  const missing = only.filter((n) => !classes.some((c) => c.name === n));
+  if (missing.length) throw new UsageError(`--class: no NFS StorageClass ${missing.join(', ')}`);
+  const stores = createNfsStores({ timeoutMs: 30_000, nfsPort: port(values['nfs-port'], 'nfs-port'), mountPort: port(values['nfs-mount-port'], 'nfs-mount-port'), privilegedPort: true, log });
+  try {
+    const now = Date.now();
+    const cutoff = olderThanMs !== undefined ? now - olderThanMs : Infinity;
+    const rows: Row[] = [];
+    const seen = new Set<string>();
+    for (const c of classes) {
+      const key = `${c.server}\u0000${c.share}\u0000${c.depth}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      const names = classes.filter((o) => o.server === c.server && o.share === c.share && o.depth === c.depth).map((o) => o.name);
+      for (const a of await findArchives(stores.open(c.server, c.share), c.depth, { signal, sizes: values['no-sizes'] !== true })) {
+        if (a.archivedAt <= cutoff) rows.push({ ...a, server: c.server, share: c.share, classes: names });
+      }
+    }
+    rows.sort((a, b) => a.archivedAt - b.archivedAt);
+    if (verb === 'prune') {
+      // The dry run lists exactly what --yes removes: archives a PV points at are kept in both.
+      const pvs = await kube.listPersistentVolumes(signal);
+      for (const r of rows) {
+        const pv = pvAt(pvs, r);
+        if (pv) r.result = `kept: PV ${pv} points there`;
+      }
+    }
+    if (verb === 'list' || !common.yes) {
+      const mode = verb === 'list' ? 'list' : 'dry-run';
+      io.out.write(common.json ? JSON.stringify({ ok: true, mode, olderThanMs, archives: rows }, null, 2) + '\n' : format(rows, now, mode, olderThanMs));
+      return verb === 'prune' && rows.some((r) => r.result === undefined) ? EXIT.FINDINGS : EXIT.OK;
+    }
+    for (const r of rows.filter((x) => x.result === undefined)) {
+      const store = stores.open(r.server, r.share);
+      try {
+        const why = await recheck(kube, store, r, cutoff, signal);
+        if (why) r.result = `kept: ${why}`;
+        else {
+          await deleteVolumeDir(store, r.path, { signal });
+          r.result = 'removed';
+        }
+      } catch (e) {
+        r.result = `failed: ${(e as Error).message}`;
+      }
+      io.err.write(`${r.server}:${r.share}/${r.path}: ${r.result}\n`);
+    }
+    const failed = rows.some((r) => r.result?.startsWith('failed'));
+    io.out.write(common.json ? JSON.stringify({ ok: !failed, mode: 'pruned', olderThanMs, archives: rows }, null, 2) + '\n' : format(rows, now, 'pruned'));
+    return failed ? EXIT.FAILED : EXIT.OK;
+  } finally {
+    await stores.close();
+  }
+}
+
+export const archives: Subcommand = {
+  summary: 'list archived NFS claim directories with age and size; prune --older-than DUR removes old ones',
+  run: (argv, io) => runCommand('archives', io, () => run(argv, io)),
+};
