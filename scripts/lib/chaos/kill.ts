@@ -2,7 +2,9 @@
 // a detach storm, offline expansions and DeleteVolume calls, started again, and every request
 // is replayed (the sidecars' retries, then once more from the top) until it has its answer.
 // After each phase the simulator must show exactly what the answers said: each volume on its
-// VM once, or nowhere; grown; gone.
+// VM once, or nowhere; grown; gone. One phase kills the controller while its attaches wait for
+// a VM lock held by someone else, and the restarted one is asked to publish the same volumes to
+// another VM (the pod moved): the dead process's change lands later, so the new one must refuse.
 import path from 'node:path';
 import { DoubleAttachSampler, auditProxmox, holders, volidOfDrive, type SimState } from './audit.js';
 import { BASE_FAULTS, GiB, SINGLE_WRITER, topology, type ChaosEnv } from './env.js';
@@ -73,6 +75,8 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
     for (const volid of volids) if (holders(s).has(volid)) rec.violate(`after the detach storm ${volid} is still on VMs ${[...holders(s).get(volid)!].join(',')}`);
   }
 
+  await lockedAttachKill(ids.slice(0, long ? 6 : 3));
+
   // Offline expansion goes through a short-lived helper attachment: kill while it exists.
   const grow = ids.slice(0, long ? 8 : 4);
   const target = 2 * GiB;
@@ -83,6 +87,57 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
   for (const id of grow) {
     const volid = `local-lvm:${id.split('/')[3]}`;
     if ((sizes.get(volid) ?? 0) < target) rec.violate(`after offline expansion ${volid} has ${sizes.get(volid)} bytes (want ≥ ${target})`);
+  }
+
+  /**
+   * Attaches to VM A sent and waiting for A's lock (PVE's 10 s lock wait; another client holds
+   * it) when the controller is killed; the restarted controller gets publishes of the same
+   * volumes to VM B. B must never get OK: the dead process's change lands once the lock is free.
+   */
+  async function lockedAttachKill(vols: string[]): Promise<void> {
+    const [a, b] = [vm, { name: 'talos-cp-1', vmid: 101 }];
+    const holdMs = 5000;
+    await admin.patchFaults({ lockTimeoutMs: 10_000 });
+    const since = (await admin.requests()).lastSeq;
+    await admin.holdLock({ vmid: a.vmid }, holdMs);
+    const released = Date.now() + holdMs;
+    rec.fault('lock-held');
+    rec.ops += vols.length;
+    const cut = vols.map((volumeId) => csi.once('controller', 'ControllerPublishVolume', { volumeId, nodeId: a.name, volumeCapability: SINGLE_WRITER }, { deadlineMs: 15_000 }));
+    // Kill once a config change is in Proxmox: a qmconfig task waiting for the lock. Which
+    // volumes it carries is read from the request log (the first batch may not hold them all).
+    const posts = async () => (await admin.requests(since)).entries.filter((e) => e.route === 'POST /nodes/{node}/qemu/{vmid}/config' && e.path.includes(`/qemu/${a.vmid}/`));
+    for (const t0 = Date.now(); (await posts()).length === 0; await sleep(50)) {
+      if (Date.now() - t0 > holdMs - 1000) {
+        rec.violate(`kill while an attach waits for a lock: no config change of VM ${a.vmid} was sent within ${holdMs - 1000} ms`);
+        break;
+      }
+    }
+    rec.fault('calls cut', rec.inflight);
+    await prog.kill9();
+    rec.fault('kill-9 (attach waiting for a VM lock)');
+    const sentValues = (await posts()).flatMap((e) => Object.values(e.params ?? {}));
+    const sent = (id: string) => sentValues.some((v) => volidOfDrive(v) === `local-lvm:${id.split('/')[3]}`);
+    rec.fault('attaches left waiting in Proxmox by the killed process', vols.filter(sent).length);
+    await Promise.all(cut);
+    await prog.start();
+    const elsewhere = await Promise.all(vols.map((volumeId) => csi.op('controller', 'ControllerPublishVolume', { volumeId, nodeId: b.name, volumeCapability: SINGLE_WRITER }, opts)));
+    elsewhere.forEach((ans, i) => {
+      const id = vols[i]!;
+      if (!sent(id)) return; // never sent: free to go to B (the audit below still counts VMs)
+      if (ans.code === 'OK') rec.violate(`publish of ${id} to ${b.name} after a restart answered OK while the killed process's attach to ${a.name} was still waiting for its lock`);
+      else if (ans.code !== 'FAILED_PRECONDITION') rec.violate(`publish of ${id} to ${b.name} after a restart ended ${ans.code} (want FAILED_PRECONDITION) ${ans.message.slice(0, 200)}`);
+    });
+    await sleep(Math.max(0, released + 500 - Date.now()));
+    const h = holders(await state());
+    for (const id of vols) {
+      const on = [...(h.get(`local-lvm:${id.split('/')[3]}`) ?? [])];
+      if (on.length > 1) rec.violate(`${id} is on VMs ${on.join('+')} after the lock was released`);
+    }
+    await admin.patchFaults({ lockTimeoutMs: BASE_FAULTS.lockTimeoutMs ?? 3000 });
+    for (const volumeId of vols) {
+      for (const nodeId of [a.name, b.name]) await csi.op('controller', 'ControllerUnpublishVolume', { volumeId, nodeId }, { ...opts, until: 'ok' });
+    }
   }
 
   await storm('DeleteVolume', ids.map((volumeId) => () => csi.op('controller', 'DeleteVolume', { volumeId }, { ...opts, deadlineMs: 10_000, until: 'ok' })), 100);
