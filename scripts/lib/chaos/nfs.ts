@@ -12,6 +12,9 @@ import { SINGLE_WRITER, type ChaosEnv } from './env.js';
 import { Program } from './program.js';
 import { CsiCaller, Recorder, sleep, type Answer } from './rpc.js';
 
+/** Each fault must catch at least this share of its batch in flight (sent, not yet answered). */
+const MIN_HIT_SHARE = 0.5;
+
 export interface NfsShared {
   runDir: string;
   ganesha?: Ganesha;
@@ -39,21 +42,42 @@ export async function nfsScenario(env: ChaosEnv, shared: NfsShared): Promise<Rec
   const vols = Array.from({ length: per * 2 }, (_, i) => ({ ns: `chaos-${i % 2 ? 'b' : 'a'}`, pvc: `data-${String(i).padStart(2, '0')}`, name: `pvc-chaos-nfs-${i}` }));
 
   const freeze = async () => {
-    await sleep(40);
+    await strike();
     process.kill(ganeshaPid(g), 'SIGSTOP');
+    hit(rec.inflight);
     rec.fault('SIGSTOP 2.5 s');
     await sleep(2500);
     process.kill(ganeshaPid(g), 'SIGCONT');
   };
   const crash = async () => {
-    await sleep(40);
+    await strike();
     process.kill(ganeshaPid(g), 'SIGKILL');
+    hit(rec.inflight);
     rec.fault('SIGKILL + restart');
     await sleep(300);
     await g.restart();
   };
-  const during = async (fault: () => Promise<void>, calls: (() => Promise<Answer>)[], what: string) => {
+  // The fault strikes a few milliseconds after the batch was sent, while its calls are in the
+  // controller's hands (some still on their way, some in the middle of their NFS operations).
+  // How many were in flight is counted, printed and asserted below: with a fixed 40 ms delay the
+  // faults hit nothing once the NFSv4 client made calls faster, and nobody noticed.
+  let strikeAfterMs = 0;
+  const strike = () => sleep(strikeAfterMs);
+  const hits: { what: string; n: number; of: number }[] = [];
+  let lastHit = 0;
+  const hit = (n: number) => {
+    lastHit = n;
+    rec.fault('calls in flight when hit', n);
+  };
+  const during = async (fault: () => Promise<void>, calls: (() => Promise<Answer>)[], what: string, afterMs: number) => {
+    lastHit = 0;
+    strikeAfterMs = afterMs;
     const [answers] = await Promise.all([Promise.all(calls.map((c) => c())), fault()]);
+    hits.push({ what, n: lastHit, of: calls.length });
+    answers.forEach((a) => a.code !== 'OK' && rec.violate(`${what}: ${a.code} ${a.message.slice(0, 200)}`));
+  };
+  const quiet = async (calls: (() => Promise<Answer>)[], what: string) => {
+    const answers = await Promise.all(calls.map((c) => c()));
     answers.forEach((a) => a.code !== 'OK' && rec.violate(`${what}: ${a.code} ${a.message.slice(0, 200)}`));
   };
 
@@ -70,8 +94,8 @@ export async function nfsScenario(env: ChaosEnv, shared: NfsShared): Promise<Rec
     if (a.code === 'OK') ids.set(v.name, a.res.volume.volumeId);
     return a;
   };
-  await during(freeze, vols.slice(0, per).map(remember), 'CreateVolume while the server was frozen');
-  await during(crash, vols.slice(per).map(remember), 'CreateVolume while the server was killed');
+  await during(freeze, vols.slice(0, per).map(remember), 'CreateVolume while the server was frozen', 2);
+  await during(crash, vols.slice(per).map(remember), 'CreateVolume while the server was killed', 8);
 
   // Files in every volume, written on the server's disk as a pod would have written them.
   const talos = path.join(g.exportDir, 'talos');
@@ -91,10 +115,15 @@ export async function nfsScenario(env: ChaosEnv, shared: NfsShared): Promise<Rec
   }
 
   const del = (v: (typeof vols)[number]) => () => csi.op('controller', 'DeleteVolume', { volumeId: ids.get(v.name) ?? '' }, { ...opts, until: 'ok' });
-  await during(freeze, vols.slice(0, per).map(del), 'DeleteVolume (archive) while the server was frozen');
-  await during(crash, vols.slice(per).map(del), 'DeleteVolume (archive) while the server was killed');
+  await during(freeze, vols.slice(0, per).map(del), 'DeleteVolume (archive) while the server was frozen', 8);
+  await during(crash, vols.slice(per).map(del), 'DeleteVolume (archive) while the server was killed', 2);
   // The sidecar may call again after a lost answer: nothing may change.
-  await during(async () => undefined, vols.map(del), 'DeleteVolume replayed');
+  await quiet(vols.map(del), 'DeleteVolume replayed');
+  for (const h of hits) {
+    console.log(`    ${h.what}: ${h.n} of ${h.of} calls in flight when hit`);
+    const want = Math.ceil(h.of * MIN_HIT_SHARE);
+    if (h.n < want) rec.violate(`${h.what}: the fault hit ${h.n} of ${h.of} calls in flight (want at least ${want}); the scenario would not test what it says`);
+  }
 
   for (const v of vols) {
     if (fs.existsSync(path.join(talos, v.ns, v.pvc))) rec.violate(`${v.ns}/${v.pvc} still exists after DeleteVolume (onDelete=archive)`);
