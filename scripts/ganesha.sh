@@ -7,13 +7,14 @@
 # `talos` subdirectory, as in the cluster's StorageClass. NFSv3 and v4 over TCP (`--protocols 4`:
 # v4 only, like a hardened NAS; then no MOUNT service and no rpcbind), root not squashed. `start` prints one line of JSON and is idempotent; `stop` kills the server and
 # removes DIR (and rpcbind, when this script started it and no other ganesha is left).
+# Ports: free ones unless given (the JSON says which), so servers of parallel runs never collide.
 # Everything else goes to stderr.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="$REPO/.run/ganesha"
-NFS_PORT=20049
-MOUNT_PORT=20048
+NFS_PORT=""
+MOUNT_PORT=""
 PROTOCOLS="3, 4"
 PSEUDO=/volume1/k8s-volumes
 LOCK=/run/lock/pve-nfs-csi-ganesha.lock
@@ -51,7 +52,23 @@ live_named() { # prints pids of live processes with that exact name (no procps n
   return 0
 }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# A port below the kernel's ephemeral range (so no outgoing connection takes it meanwhile) that
+# nothing on 127.0.0.1 listens on. Picked under the script's lock, and ganesha binds it before
+# the lock is released, so two starts never pick the same one.
+free_port() {
+  local lo p i
+  lo="$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
+  [ "$lo" -gt 11000 ] || lo=32768
+  for i in $(seq 1 500); do
+    p=$((10000 + (RANDOM * 32768 + RANDOM) % (lo - 10000)))
+    [ "$p" != "${1:-}" ] && ! port_open "$p" && { echo "$p"; return 0; }
+  done
+  die "no free port found below $lo"
+}
 json() {
+  # a running server without its state file: the ports are in its config
+  [ -n "$NFS_PORT" ] || NFS_PORT="$(sed -n 's/^ *NFS_Port = \([0-9]*\);$/\1/p' "$CONF" 2>/dev/null)"
+  [ -n "$MOUNT_PORT" ] || MOUNT_PORT="$(sed -n 's/^ *MNT_Port = \([0-9]*\);$/\1/p' "$CONF" 2>/dev/null)"
   printf '{"server":"127.0.0.1","share":"%s","nfsPort":%d,"mountPort":%d,"protocols":"%s","exportDir":"%s","pidFile":"%s"}\n' \
     "$PSEUDO" "$NFS_PORT" "$MOUNT_PORT" "$PROTOCOLS" "$EXPORT" "$PIDFILE"
 }
@@ -130,6 +147,8 @@ start() {
     cat "$STATE" 2>/dev/null || json
     return 0
   fi
+  [ -n "$NFS_PORT" ] || NFS_PORT="$(free_port)"
+  [ -n "$MOUNT_PORT" ] || MOUNT_PORT="$(free_port "$NFS_PORT")"
   for p in "$NFS_PORT" "$MOUNT_PORT"; do
     port_open "$p" && die "port $p on 127.0.0.1 is already in use (another ganesha? try: scripts/ganesha.sh stop --dir <its dir>)"
   done
