@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { csiClient } from '../helpers/csi-client.js';
+import { csiClient, type VolumeCapability } from '../helpers/csi-client.js';
 import { canUseLoopDevices, LoopRig } from '../unit/node/loop-rig.js';
 import { wwnHexForSlot as wwnForSlot } from '../../src/proxmox/contract.js';
 import { startProxmoxBackend } from '../../scripts/lib/backends.js';
@@ -107,8 +107,8 @@ t.test('controller: uid 65532, read-only root, both sockets answer Probe, heap f
   for (const [drv, name] of [['proxmox', 'csi.proxmox.sinextra.dev'], ['nfs', 'nfs.csi.k8s.io']]) {
     const c = csiClient(`unix://${path.join(sock, `${drv}.sock`)}`, 10_000);
     t.teardown(() => c.close());
-    t.equal((await c.identity('GetPluginInfo')).name, name, `${drv} socket serves ${name}`);
-    t.same((await c.identity('Probe')).ready, { value: true }, `${drv} Probe ready`);
+    t.equal((await c.identity.GetPluginInfo()).name, name, `${drv} socket serves ${name}`);
+    t.same((await c.identity.Probe()).ready, { value: true }, `${drv} Probe ready`);
   }
 
   t.equal(podman('exec', id, 'cat', '/proc/1/comm'), 'tini', 'PID 1 is tini');
@@ -156,17 +156,17 @@ t.test('privileged node plugin stages and publishes a loop-device volume', { ski
 
   const volumeId = 'homelab/hyper1/local-lvm/vm-9999-pvc-image-tier';
   const publishContext = { DevicePath: `/dev/disk/by-id/wwn-0x${wwn}`, lun: '3' };
-  const volumeCapability = { mount: { fsType: 'xfs' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+  const volumeCapability: VolumeCapability = { mount: { fsType: 'xfs' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
   const staging = path.join(kubelet, 'stage');
   const target = path.join(kubelet, 'pods/p/volumes/v/mount');
-  await c.node('NodeStageVolume', { volumeId, publishContext, stagingTargetPath: staging, volumeCapability });
-  await c.node('NodePublishVolume', { volumeId, publishContext, stagingTargetPath: staging, targetPath: target, volumeCapability });
+  await c.node.NodeStageVolume({ volumeId, publishContext, stagingTargetPath: staging, volumeCapability });
+  await c.node.NodePublishVolume({ volumeId, publishContext, stagingTargetPath: staging, targetPath: target, volumeCapability });
   const mounted = podman('exec', id, 'findmnt', '-n', '-o', 'SOURCE,FSTYPE', target);
   t.match(mounted, new RegExp(`^${rig.disks[0]!.device}\\s+xfs$`), `target mounted from the loop disk: ${mounted}`);
   podman('exec', id, 'sh', '-c', `echo hello >${target}/f && sync`);
   t.equal(podman('exec', id, 'cat', `${staging}/f`), 'hello', 'written through the target, visible in staging');
-  await c.node('NodeUnpublishVolume', { volumeId, targetPath: target });
-  await c.node('NodeUnstageVolume', { volumeId, stagingTargetPath: staging });
+  await c.node.NodeUnpublishVolume({ volumeId, targetPath: target });
+  await c.node.NodeUnstageVolume({ volumeId, stagingTargetPath: staging });
   t.equal(podman('exec', id, 'sh', '-c', `findmnt -rn -o TARGET | grep -c '^${kubelet}' || true`), '0', 'nothing left mounted');
   await podmanP('stop', '-t', '20', id);
   t.equal(podman('inspect', '--format', '{{.State.ExitCode}}', id), '0', 'node plugin: SIGTERM exit code 0', { logs: podman('logs', id).split('\n').slice(-8) });

@@ -4,7 +4,8 @@
 // stuck on a second delete of a same-named claim. Run by scripts/vm-tier.ts inside vm.sh.
 import { guestExec } from './qga.js';
 import { GUEST_KUBELET_DIR } from './guest-paths.js';
-import { csiClient } from '../helpers/csi-client.js';
+import { csiClient, type VolumeCapability } from '../helpers/csi-client.js';
+import { present } from '../helpers/present.js';
 import type { Controller } from '../../scripts/vm-tier.js';
 
 interface Deps {
@@ -32,32 +33,32 @@ async function proxmox(deps: Deps): Promise<void> {
   const ctrl = await deps.startController('proxmox', deps.freshDir('vm-e2e-proxmox'));
   const c = csiClient(ctrl.endpoint, 120_000);
   const n = csiClient(process.env.VM_PROXMOX_ENDPOINT!, 120_000);
-  const cap = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+  const cap: VolumeCapability = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
   const staging = `${GUEST_KUBELET_DIR}/e2e/pve-staging`;
   const target = `${GUEST_KUBELET_DIR}/e2e/pve-target`;
   const created: string[] = [];
   const published = new Set<string>();
   try {
     const create = async (name: string) => {
-      const v = (await c.controller('CreateVolume', { name, capacityRange: { requiredBytes: GiB }, volumeCapabilities: [cap], parameters: { storage: 'local-lvm', ssd: 'true', backup: 'true' } })).volume;
+      const v = present((await c.controller.CreateVolume({ name, capacityRange: { requiredBytes: GiB }, volumeCapabilities: [cap], parameters: { storage: 'local-lvm', ssd: 'true', backup: 'true' } })).volume, 'CreateVolume: volume');
       created.push(v.volumeId);
       return v;
     };
     const publish = async (v: any) => {
-      const r = await c.controller('ControllerPublishVolume', { volumeId: v.volumeId, nodeId: NODE, volumeCapability: cap, volumeContext: v.volumeContext });
+      const r = await c.controller.ControllerPublishVolume({ volumeId: v.volumeId, nodeId: NODE, volumeCapability: cap, volumeContext: v.volumeContext });
       published.add(v.volumeId);
       return r.publishContext as Record<string, string>;
     };
     const mount = async (v: any, pc: Record<string, string>) => {
-      await n.node('NodeStageVolume', { volumeId: v.volumeId, publishContext: pc, stagingTargetPath: staging, volumeCapability: cap, volumeContext: v.volumeContext });
-      await n.node('NodePublishVolume', { volumeId: v.volumeId, publishContext: pc, stagingTargetPath: staging, targetPath: target, volumeCapability: cap, volumeContext: v.volumeContext });
+      await n.node.NodeStageVolume({ volumeId: v.volumeId, publishContext: pc, stagingTargetPath: staging, volumeCapability: cap, volumeContext: v.volumeContext });
+      await n.node.NodePublishVolume({ volumeId: v.volumeId, publishContext: pc, stagingTargetPath: staging, targetPath: target, volumeCapability: cap, volumeContext: v.volumeContext });
     };
     const unmount = async (v: any) => {
-      await n.node('NodeUnpublishVolume', { volumeId: v.volumeId, targetPath: target });
-      await n.node('NodeUnstageVolume', { volumeId: v.volumeId, stagingTargetPath: staging });
+      await n.node.NodeUnpublishVolume({ volumeId: v.volumeId, targetPath: target });
+      await n.node.NodeUnstageVolume({ volumeId: v.volumeId, stagingTargetPath: staging });
     };
     const unpublish = async (v: any) => {
-      await c.controller('ControllerUnpublishVolume', { volumeId: v.volumeId, nodeId: NODE });
+      await c.controller.ControllerUnpublishVolume({ volumeId: v.volumeId, nodeId: NODE });
       published.delete(v.volumeId);
     };
 
@@ -81,16 +82,16 @@ async function proxmox(deps: Deps): Promise<void> {
     check((await sh(`cat ${target}/data.txt`)) === 'survives republish', 'data still there after republish, not reformatted');
 
     const before = Number((await sh(`df -B1 --output=size ${target} | tail -1`)).trim());
-    const exp = await c.controller('ControllerExpandVolume', { volumeId: a.volumeId, capacityRange: { requiredBytes: 2 * GiB }, volumeCapability: cap });
+    const exp = await c.controller.ControllerExpandVolume({ volumeId: a.volumeId, capacityRange: { requiredBytes: 2 * GiB }, volumeCapability: cap });
     check(Number(exp.capacityBytes) === 2 * GiB && exp.nodeExpansionRequired, 'controller expanded online through the VM (QMP block_resize)');
-    await n.node('NodeExpandVolume', { volumeId: a.volumeId, volumePath: target, stagingTargetPath: staging, capacityRange: { requiredBytes: 2 * GiB }, volumeCapability: cap });
+    await n.node.NodeExpandVolume({ volumeId: a.volumeId, volumePath: target, stagingTargetPath: staging, capacityRange: { requiredBytes: 2 * GiB }, volumeCapability: cap });
     const after = Number((await sh(`df -B1 --output=size ${target} | tail -1`)).trim());
     check(after > before + 0.9 * GiB, `filesystem grew online in the guest: ${(before / GiB).toFixed(2)} → ${(after / GiB).toFixed(2)} GiB`);
     check((await sh(`cat ${target}/data.txt`)) === 'survives republish', 'data intact after growing');
     await unmount(a);
   } finally {
-    for (const id of published) await c.controller('ControllerUnpublishVolume', { volumeId: id, nodeId: NODE }).catch(() => undefined);
-    for (const id of created) await c.controller('DeleteVolume', { volumeId: id }).catch((e: Error) => say(`cleanup of ${id}: ${e.message}`));
+    for (const id of published) await c.controller.ControllerUnpublishVolume({ volumeId: id, nodeId: NODE }).catch(() => undefined);
+    for (const id of created) await c.controller.DeleteVolume({ volumeId: id }).catch((e: Error) => say(`cleanup of ${id}: ${e.message}`));
     c.close();
     n.close();
     await ctrl.stop();
@@ -101,7 +102,7 @@ async function nfs(deps: Deps): Promise<void> {
   const ctrl = await deps.startController('nfs', deps.freshDir('vm-e2e-nfs'));
   const c = csiClient(ctrl.endpoint, 120_000);
   const n = csiClient(process.env.VM_NFS_ENDPOINT!, 120_000);
-  const cap = { mount: { mountFlags: ['soft', 'timeo=30', 'retrans=3'] }, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' } };
+  const cap: VolumeCapability = { mount: { mountFlags: ['soft', 'timeo=30', 'retrans=3'] }, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' } };
   const share = process.env.VM_NFS_SHARE!;
   const params = {
     server: process.env.VM_NFS_SERVER!, share, subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}', onDelete: 'archive',
@@ -110,13 +111,13 @@ async function nfs(deps: Deps): Promise<void> {
   const target = `${GUEST_KUBELET_DIR}/e2e/nfs-target`;
   try {
     const cycle = async (content: string) => {
-      const v = (await c.controller('CreateVolume', { name: 'pvc-e2e-nfs', volumeCapabilities: [cap], parameters: params })).volume;
-      await n.node('NodePublishVolume', { volumeId: v.volumeId, targetPath: target, volumeCapability: cap, volumeContext: v.volumeContext });
+      const v = present((await c.controller.CreateVolume({ name: 'pvc-e2e-nfs', volumeCapabilities: [cap], parameters: params })).volume, 'CreateVolume: volume');
+      await n.node.NodePublishVolume({ volumeId: v.volumeId, targetPath: target, volumeCapability: cap, volumeContext: v.volumeContext });
       check((await sh(`grep " ${target} " /proc/mounts | cut -d' ' -f3`)).startsWith('nfs'), `kernel NFS mount of ${v.volumeContext.server}:${v.volumeContext.share}/${v.volumeContext.subDir}`);
       await sh(`echo "${content}" > ${target}/file.txt && sync`);
-      await n.node('NodeUnpublishVolume', { volumeId: v.volumeId, targetPath: target });
+      await n.node.NodeUnpublishVolume({ volumeId: v.volumeId, targetPath: target });
       check((await sh(`test -e ${target} && echo present || echo gone`)) === 'gone', 'target unmounted and removed');
-      await c.controller('DeleteVolume', { volumeId: v.volumeId });
+      await c.controller.DeleteVolume({ volumeId: v.volumeId });
     };
     await cycle('first claim');
     const archived = `${share}/archived-e2e`;

@@ -5,7 +5,7 @@
 // missing one is NOT_FOUND and stays missing. Run by scripts/vm-tier.ts inside vm.sh.
 import { guestExec } from './qga.js';
 import { GUEST_KUBELET_DIR } from './guest-paths.js';
-import { csiClient } from '../helpers/csi-client.js';
+import { csiClient, type VolumeCapability } from '../helpers/csi-client.js';
 
 let t0 = Date.now();
 const say = (msg: string) => console.log(`[inline-nfs ${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
@@ -32,7 +32,7 @@ export async function runInlineNfs(): Promise<number> {
   const target = `${pod}/offsite-backups/mount`;
   const roTarget = `${pod}/media-ro/mount`;
   const volumeId = 'csi-3f9a6c1e5b7d2f4a8c0e6b1d3f5a7c9e1b3d5f7a9c1e3b5d7f9a1c3e5b7d9f1a';
-  const cap = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+  const cap: VolumeCapability = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
   // The pod spec's volumeAttributes, plus what kubelet adds for an inline volume.
   const context = (subDir: string) => ({
     server: process.env.VM_NFS_SERVER!, share, subDir, mountOptions: 'nfsvers=4.1,soft,timeo=30,retrans=3',
@@ -41,7 +41,7 @@ export async function runInlineNfs(): Promise<number> {
     'csi.storage.k8s.io/pod.uid': '8f1c2a4e-0000-4000-8000-reelsmith0001', 'csi.storage.k8s.io/serviceAccount.name': 'default',
   });
   const publish = (targetPath: string, subDir: string, readonly = false, id = volumeId) =>
-    n.node('NodePublishVolume', { volumeId: id, targetPath, volumeCapability: cap, readonly, volumeContext: context(subDir) });
+    n.node.NodePublishVolume({ volumeId: id, targetPath, volumeCapability: cap, readonly, volumeContext: context(subDir) });
   try {
     // The NAS folder exists beforehand, as for the seed's static PV.
     await sh(`mkdir -p ${share}/media/reelsmith && echo "on the NAS" > ${share}/media/reelsmith/existing.txt`);
@@ -59,10 +59,10 @@ export async function runInlineNfs(): Promise<number> {
     const ro = await guestExec(process.env.VM_QGA_SOCKET!, ['/bin/sh', '-c', `echo x > ${roTarget}/nope.txt`]);
     check(ro.code !== 0 && /read-only/i.test(ro.stderr.toString()), 'readOnly: true in the pod spec gives a read-only mount');
 
-    await n.node('NodeUnpublishVolume', { volumeId, targetPath: target });
-    await n.node('NodeUnpublishVolume', { volumeId: `${volumeId.slice(0, -1)}b`, targetPath: roTarget });
+    await n.node.NodeUnpublishVolume({ volumeId, targetPath: target });
+    await n.node.NodeUnpublishVolume({ volumeId: `${volumeId.slice(0, -1)}b`, targetPath: roTarget });
     check((await sh(`test -e ${target} || test -e ${roTarget} && echo left || echo gone`)) === 'gone', 'unpublish unmounted and removed both targets');
-    await n.node('NodeUnpublishVolume', { volumeId, targetPath: target });
+    await n.node.NodeUnpublishVolume({ volumeId, targetPath: target });
     check(true, 'a repeated unpublish is accepted');
     check((await sh(`cat ${share}/media/reelsmith/written.txt`)) === 'from the pod', 'the data stays on the server');
     const after = await tree(share);
@@ -71,7 +71,7 @@ export async function runInlineNfs(): Promise<number> {
     const missing = await publish(`${pod}/missing/mount`, 'media/does-not-exist').then(() => undefined, (e: any) => e);
     check(missing?.code === 5, `a folder that does not exist is NOT_FOUND: "${String(missing?.details).slice(0, 140)}"`);
     check((await sh(`test -e ${share}/media/does-not-exist && echo created || echo absent`)) === 'absent', 'and the driver did not create it');
-    await n.node('NodeUnpublishVolume', { volumeId, targetPath: `${pod}/missing/mount` });
+    await n.node.NodeUnpublishVolume({ volumeId, targetPath: `${pod}/missing/mount` });
     say('inline NFS scenario passed');
     return 0;
   } finally {

@@ -7,7 +7,8 @@
 // Run by scripts/vm-tier.ts inside vm.sh.
 import { guestExec } from './qga.js';
 import { GUEST_KUBELET_DIR } from './guest-paths.js';
-import { csiClient } from '../helpers/csi-client.js';
+import { csiClient, type VolumeCapability } from '../helpers/csi-client.js';
+import { present } from '../helpers/present.js';
 import { parseStatusSpan } from '../../src/os/cryptsetup.js';
 import type { Controller } from '../../scripts/vm-tier.js';
 
@@ -44,7 +45,7 @@ export async function runLuks(deps: Deps): Promise<number> {
   const ctrl = await deps.startController('proxmox', deps.freshDir('vm-luks'));
   const c = csiClient(ctrl.endpoint, 300_000);
   const n = csiClient(process.env.VM_PROXMOX_ENDPOINT!, 300_000);
-  const cap = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+  const cap: VolumeCapability = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
   const secrets = { 'encryption-passphrase': PASS };
   const staging = `${GUEST_KUBELET_DIR}/luks/staging`;
   const target = `${GUEST_KUBELET_DIR}/luks/target`;
@@ -52,9 +53,9 @@ export async function runLuks(deps: Deps): Promise<number> {
   const published = new Set<string>();
   try {
     const create = async (name: string) => {
-      const v = (await c.controller('CreateVolume', { name, capacityRange: { requiredBytes: GiB }, volumeCapabilities: [cap], parameters: { storage: 'local-lvm' } })).volume;
+      const v = present((await c.controller.CreateVolume({ name, capacityRange: { requiredBytes: GiB }, volumeCapabilities: [cap], parameters: { storage: 'local-lvm' } })).volume, 'CreateVolume: volume');
       created.push(v.volumeId);
-      const r = await c.controller('ControllerPublishVolume', { volumeId: v.volumeId, nodeId: NODE, volumeCapability: cap, volumeContext: v.volumeContext });
+      const r = await c.controller.ControllerPublishVolume({ volumeId: v.volumeId, nodeId: NODE, volumeCapability: cap, volumeContext: v.volumeContext });
       published.add(v.volumeId);
       const dev = await sh(`readlink -f ${r.publishContext.DevicePath}`);
       return { v, pc: r.publishContext as Record<string, string>, dev };
@@ -63,12 +64,12 @@ export async function runLuks(deps: Deps): Promise<number> {
       volumeId: x.v.volumeId, publishContext: x.pc, stagingTargetPath: staging, volumeCapability: cap, volumeContext: x.v.volumeContext, secrets: s,
     });
     const mount = async (x: { v: any; pc: Record<string, string> }) => {
-      await n.node('NodeStageVolume', stageReq(x));
-      await n.node('NodePublishVolume', { volumeId: x.v.volumeId, publishContext: x.pc, stagingTargetPath: staging, targetPath: target, volumeCapability: cap, volumeContext: x.v.volumeContext });
+      await n.node.NodeStageVolume(stageReq(x));
+      await n.node.NodePublishVolume({ volumeId: x.v.volumeId, publishContext: x.pc, stagingTargetPath: staging, targetPath: target, volumeCapability: cap, volumeContext: x.v.volumeContext });
     };
     const unmount = async (x: { v: any }) => {
-      await n.node('NodeUnpublishVolume', { volumeId: x.v.volumeId, targetPath: target });
-      await n.node('NodeUnstageVolume', { volumeId: x.v.volumeId, stagingTargetPath: staging });
+      await n.node.NodeUnpublishVolume({ volumeId: x.v.volumeId, targetPath: target });
+      await n.node.NodeUnstageVolume({ volumeId: x.v.volumeId, stagingTargetPath: staging });
     };
     const stagedSource = () => sh(`awk '$2 == "${staging}" {print $1}' /proc/mounts`);
 
@@ -82,11 +83,11 @@ export async function runLuks(deps: Deps): Promise<number> {
     check(/Version:\s*2/.test(dump) && /cipher:\s*aes-xts-plain64/.test(dump) && /Cipher key:\s*512 bits/.test(dump), 'LUKS2, aes-xts-plain64, 512-bit key (upstream layout)');
     check((await stagedSource()).startsWith('/dev/mapper/') || (await stagedSource()).startsWith('/dev/dm-'), `the staged filesystem sits on the mapping (${await stagedSource()})`);
     await sh(`echo "secret data" > ${target}/data.txt && sync`);
-    await n.node('NodeStageVolume', stageReq(a));
+    await n.node.NodeStageVolume(stageReq(a));
     check(true, 'a repeated stage is accepted');
     await unmount(a);
     check((await cryptMappings()).length === 0, 'unstage closed the mapping');
-    await n.node('NodeUnstageVolume', { volumeId: a.v.volumeId, stagingTargetPath: staging });
+    await n.node.NodeUnstageVolume({ volumeId: a.v.volumeId, stagingTargetPath: staging });
     check(true, 'a repeated unstage is accepted');
 
     t = Date.now();
@@ -95,9 +96,9 @@ export async function runLuks(deps: Deps): Promise<number> {
     check((await sh(`cat ${target}/data.txt`)) === 'secret data', 'restage opened the volume with its data');
 
     const before = Number(await sh(`df -B1 --output=size ${target} | tail -1`));
-    const exp = await c.controller('ControllerExpandVolume', { volumeId: a.v.volumeId, capacityRange: { requiredBytes: 2 * GiB }, volumeCapability: cap });
+    const exp = await c.controller.ControllerExpandVolume({ volumeId: a.v.volumeId, capacityRange: { requiredBytes: 2 * GiB }, volumeCapability: cap });
     check(exp.nodeExpansionRequired, 'controller grew the disk online');
-    await n.node('NodeExpandVolume', { volumeId: a.v.volumeId, volumePath: target, stagingTargetPath: staging, capacityRange: { requiredBytes: 2 * GiB }, volumeCapability: cap, secrets });
+    await n.node.NodeExpandVolume({ volumeId: a.v.volumeId, volumePath: target, stagingTargetPath: staging, capacityRange: { requiredBytes: 2 * GiB }, volumeCapability: cap, secrets });
     const after = Number(await sh(`df -B1 --output=size ${target} | tail -1`));
     check(after > before + 0.9 * GiB, `online growth through the mapping: ${(before / GiB).toFixed(2)} → ${(after / GiB).toFixed(2)} GiB`);
     check((await sh(`cat ${target}/data.txt`)) === 'secret data', 'data intact after growing');
@@ -106,10 +107,10 @@ export async function runLuks(deps: Deps): Promise<number> {
     check(span && span.offset + span.size === 2 * GiB, `the mapping spans the grown disk (cryptsetup status: offset ${span?.offset}, size ${span?.size})`);
     await unmount(a);
 
-    const wrong = await n.node('NodeStageVolume', stageReq(a, { 'encryption-passphrase': 'not-the-passphrase' })).then(() => undefined, (e: any) => e);
+    const wrong = await n.node.NodeStageVolume(stageReq(a, { 'encryption-passphrase': 'not-the-passphrase' })).then(() => undefined, (e: any) => e);
     check(wrong?.code === 3 && /does not open this LUKS volume/.test(wrong.details), `wrong passphrase: INVALID_ARGUMENT "${wrong?.details?.slice(0, 120)}…"`);
     check(!(await stagedSource()) && (await cryptMappings()).length === 0, 'nothing mounted or left open after the wrong passphrase');
-    const none = await n.node('NodeStageVolume', stageReq(a, {})).then(() => undefined, (e: any) => e);
+    const none = await n.node.NodeStageVolume(stageReq(a, {})).then(() => undefined, (e: any) => e);
     check(none?.code === 9 && /LUKS-encrypted/.test(none.details), 'no secret for a LUKS disk: FAILED_PRECONDITION, nothing mounted');
     check(!(await stagedSource()), 'still nothing mounted');
 
@@ -135,8 +136,8 @@ export async function runLuks(deps: Deps): Promise<number> {
     say('LUKS scenario passed');
     return 0;
   } finally {
-    for (const id of published) await c.controller('ControllerUnpublishVolume', { volumeId: id, nodeId: NODE }).catch(() => undefined);
-    for (const id of created) await c.controller('DeleteVolume', { volumeId: id }).catch((e: Error) => say(`cleanup of ${id}: ${e.message}`));
+    for (const id of published) await c.controller.ControllerUnpublishVolume({ volumeId: id, nodeId: NODE }).catch(() => undefined);
+    for (const id of created) await c.controller.DeleteVolume({ volumeId: id }).catch((e: Error) => say(`cleanup of ${id}: ${e.message}`));
     c.close();
     n.close();
     await ctrl.stop();

@@ -152,8 +152,8 @@ async function registerNodePlugin(kube: Kube, n: NodeSpec, endpoints: string[]):
   for (const ep of endpoints) {
     const c = csiClient(ep, 20_000);
     try {
-      const { name } = await c.identity('GetPluginInfo');
-      const info = await c.node('NodeGetInfo');
+      const { name } = await c.identity.GetPluginInfo();
+      const info = await c.node.NodeGetInfo();
       const segments: Record<string, string> = info.accessibleTopology?.segments ?? {};
       const max = Number(info.maxVolumesPerNode ?? 0);
       drivers.push({ name, nodeID: info.nodeId, topologyKeys: Object.keys(segments).length ? Object.keys(segments).sort() : null, ...(max > 0 && { allocatable: { count: max } }) });

@@ -14,7 +14,8 @@ import { buildDrivers, NFS_DRIVER } from '../../../src/drivers.js';
 import { createNfsNode } from '../../../src/nfs/node/node.js';
 import { createLinuxMounter } from '../../../src/os/mounter.js';
 import { startDriverServer, type RunningServer } from '../../../src/server/driver-server.js';
-import { csiClient } from '../../helpers/csi-client.js';
+import { csiClient, type VolumeCapability } from '../../helpers/csi-client.js';
+import { present } from '../../helpers/present.js';
 import { FakeSystem } from '../os/fakes.js';
 import { startGanesha } from '../nfs/ganesha.js';
 
@@ -61,7 +62,7 @@ const put = (p: string, content: string) => {
 };
 const read = (p: string) => fs.readFileSync(onDisk(p), 'utf8');
 const exists = (p: string) => fs.existsSync(onDisk(p));
-const CAP = { mount: { fsType: '', mountFlags: [] }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+const CAP: VolumeCapability = { mount: { fsType: '', mountFlags: [] }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
 
 /** The StorageClass syno-nfs-csi, with the keys the provisioner adds (--extra-create-metadata). */
 const createReq = (pv: string, namespace: string, pvc: string) => ({
@@ -78,23 +79,23 @@ const createReq = (pv: string, namespace: string, pvc: string) => ({
 const mountsSince = (from: number) => sys.calls.slice(from).filter((c) => c.cmd === 'mount').map((c) => [c.cmd, ...c.args]);
 
 t.test('5. StorageClass syno-nfs-csi: <namespace>/<pvc>, upstream handle, archive on delete', async (t) => {
-  t.same((await ctl.identity('Probe')).ready, { value: true });
+  t.same((await ctl.identity.Probe()).ready, { value: true });
   const pv = 'pvc-2c4e6a8b-0d1f-4a3b-9c5d-7e9f1a3b5c7d';
-  const res = await ctl.controller('CreateVolume', createReq(pv, 'monitoring', 'prometheus-db-prometheus-0'));
+  const res = await ctl.controller.CreateVolume(createReq(pv, 'monitoring', 'prometheus-db-prometheus-0'));
   // upstream: Trim(server,"/") # Trim(share,"/") # Trim(subDir,"/") # pv name (subDir was set) # onDelete
-  t.equal(res.volume.volumeId, `127.0.0.1#volume1/k8s-volumes/talos#monitoring/prometheus-db-prometheus-0#${pv}#archive`);
+  t.equal(present(res.volume, 'volume').volumeId, `127.0.0.1#volume1/k8s-volumes/talos#monitoring/prometheus-db-prometheus-0#${pv}#archive`);
   t.ok(fs.statSync(onDisk('monitoring/prometheus-db-prometheus-0')).isDirectory(), 'directory <ns>/<pvc> created under the share');
 
   // The node mounts what CreateVolume's volume_context names.
   const target = path.join(tmp, 'pods', 'prom', 'mount');
   const from = sys.calls.length;
-  await node.node('NodePublishVolume', { volumeId: res.volume.volumeId, targetPath: target, volumeCapability: CAP, volumeContext: res.volume.volumeContext });
+  await node.node.NodePublishVolume({ volumeId: present(res.volume, 'volume').volumeId, targetPath: target, volumeCapability: CAP, volumeContext: present(res.volume, 'volume').volumeContext });
   t.same(mountsSince(from), [['mount', '-t', 'nfs', '127.0.0.1:/volume1/k8s-volumes/talos/monitoring/prometheus-db-prometheus-0', target]]);
-  await node.node('NodeUnpublishVolume', { volumeId: res.volume.volumeId, targetPath: target });
+  await node.node.NodeUnpublishVolume({ volumeId: present(res.volume, 'volume').volumeId, targetPath: target });
   t.notOk(fs.existsSync(target), 'target removed');
 
   put('monitoring/prometheus-db-prometheus-0/wal/00000001', 'samples');
-  await ctl.controller('DeleteVolume', { volumeId: res.volume.volumeId });
+  await ctl.controller.DeleteVolume({ volumeId: present(res.volume, 'volume').volumeId });
   t.equal(read('archived-monitoring/prometheus-db-prometheus-0/wal/00000001'), 'samples', 'archived to archived-<ns>/<pvc>');
   t.notOk(exists('monitoring/prometheus-db-prometheus-0'), 'live directory gone');
 });
@@ -108,7 +109,7 @@ t.test('6. handles of PVs upstream created, on directories that already exist', 
   put('tools/mealie/mealie.db', 'mealie');
   put('pvc-3f1a2b3c-4d5e-4f60-8a7b-9c0d1e2f3a4b/data', 'legacy');
   put('pvc-4a2b3c4d-5e6f-4a70-8b81-9c0d1e2f3a4c/data', 'no subDir parameter');
-  const del = (volumeId: string) => ctl.controller('DeleteVolume', { volumeId });
+  const del = (volumeId: string) => ctl.controller.DeleteVolume({ volumeId });
 
   await del('127.0.0.1#volume1/k8s-volumes/talos#media/sonarr-config#pvc-7d0e1f2a-3b4c-4d5e-8f60-718293a4b5c6#archive');
   t.equal(read('archived-media/sonarr-config/config.xml'), 'sonarr', '5 fields, archive: renamed to archived-<subDir>');
@@ -116,7 +117,7 @@ t.test('6. handles of PVs upstream created, on directories that already exist', 
   t.equal(read('media/lidarr-config/config.xml'), 'lidarr', 'the other claim of the namespace untouched');
 
   const retained = '127.0.0.1#volume1/k8s-volumes/talos#apps/grafana#pvc-8e1f2a3b-4c5d-4e6f-9a70-8192a3b4c5d6#retain';
-  const valid = await ctl.controller('ValidateVolumeCapabilities', { volumeId: retained, volumeCapabilities: [CAP] });
+  const valid = await ctl.controller.ValidateVolumeCapabilities({ volumeId: retained, volumeCapabilities: [CAP] });
   t.ok(valid.confirmed, 'ValidateVolumeCapabilities finds the volume of an upstream handle');
   await del(retained);
   t.equal(read('apps/grafana/grafana.db'), 'grafana', '5 fields, retain: kept');
@@ -146,13 +147,13 @@ t.test('6. node: static PV volumeAttributes and an upstream PV volume_context', 
   const staticId = '127.0.0.1/volume1/k8s-backups/postgres/logeverylift##';
   const target = path.join(tmp, 'pods', 'backup', 'mount');
   let from = sys.calls.length;
-  await node.node('NodePublishVolume', {
+  await node.node.NodePublishVolume({
     volumeId: staticId, targetPath: target,
     volumeCapability: { mount: { fsType: '', mountFlags: ['nfsvers=4.1'] }, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' } },
     volumeContext: { server: '127.0.0.1', share: '/volume1/k8s-backups', subDir: 'postgres/logeverylift', mountOptions: 'hard,noatime' },
   });
   t.same(mountsSince(from), [['mount', '-t', 'nfs', '-o', 'nfsvers=4.1,hard,noatime', '127.0.0.1:/volume1/k8s-backups/postgres/logeverylift', target]]);
-  await node.node('NodeUnpublishVolume', { volumeId: staticId, targetPath: target });
+  await node.node.NodeUnpublishVolume({ volumeId: staticId, targetPath: target });
   t.notOk(fs.existsSync(target));
 
   // A dynamic PV upstream created: its volume_context is the StorageClass parameters with subDir
@@ -160,7 +161,7 @@ t.test('6. node: static PV volumeAttributes and an upstream PV volume_context', 
   const pv = 'pvc-7d0e1f2a-3b4c-4d5e-8f60-718293a4b5c6';
   const target2 = path.join(tmp, 'pods', 'sonarr', 'mount');
   from = sys.calls.length;
-  await node.node('NodePublishVolume', {
+  await node.node.NodePublishVolume({
     volumeId: `127.0.0.1#volume1/k8s-volumes/talos#media/sonarr-config#${pv}#archive`, targetPath: target2, volumeCapability: CAP,
     volumeContext: {
       server: '127.0.0.1', share: SHARE, subDir: 'media/sonarr-config', onDelete: 'archive',
@@ -169,19 +170,19 @@ t.test('6. node: static PV volumeAttributes and an upstream PV volume_context', 
     },
   });
   t.same(mountsSince(from), [['mount', '-t', 'nfs', '127.0.0.1:/volume1/k8s-volumes/talos/media/sonarr-config', target2]]);
-  await node.node('NodeUnpublishVolume', { volumeId: pv, targetPath: target2 });
+  await node.node.NodeUnpublishVolume({ volumeId: pv, targetPath: target2 });
 });
 
 t.test('7. an archived copy of the same claim exists: delete still succeeds, archives beside it', async (t) => {
   const claim = ['reelsmith', 'data'] as const;
   const ids: string[] = [];
   for (const [i, content] of ['one', 'two', 'three'].entries()) {
-    const res = await ctl.controller('CreateVolume', createReq(`pvc-00000000-0000-4000-8000-00000000000${i}`, ...claim));
+    const res = await ctl.controller.CreateVolume(createReq(`pvc-00000000-0000-4000-8000-00000000000${i}`, ...claim));
     t.same(fs.readdirSync(onDisk('reelsmith/data')), [], `claim #${i + 1} starts empty`);
     put(`reelsmith/data/${content}.txt`, content);
-    await ctl.controller('DeleteVolume', { volumeId: res.volume.volumeId });
+    await ctl.controller.DeleteVolume({ volumeId: present(res.volume, 'volume').volumeId });
     t.notOk(exists('reelsmith/data'), `claim #${i + 1} archived`);
-    ids.push(res.volume.volumeId);
+    ids.push(present(res.volume, 'volume').volumeId);
   }
   const archives = fs.readdirSync(onDisk('archived-reelsmith')).sort();
   t.equal(archives.length, 3, `three archives: ${archives.join(', ')}`);
@@ -190,6 +191,6 @@ t.test('7. an archived copy of the same claim exists: delete still succeeds, arc
   t.ok(others.every((a) => a.startsWith('data-')), 'later ones sit beside it under suffixed names');
   t.same(others.map((a) => fs.readdirSync(onDisk(`archived-reelsmith/${a}`))).flat().sort(), ['three.txt', 'two.txt']);
 
-  await ctl.controller('DeleteVolume', { volumeId: ids[1] });
+  await ctl.controller.DeleteVolume({ volumeId: present(ids[1], 'volume id of the second claim') });
   t.same(fs.readdirSync(onDisk('archived-reelsmith')).sort(), archives, 'a repeated delete succeeds and archives nothing more');
 });

@@ -18,7 +18,8 @@ import { startDriverServer, type RunningServer } from '../../../src/server/drive
 import { wwnForSlot as controllerWwn, wwnHexForSlot as nodeWwn } from '../../../src/proxmox/contract.js';
 import { diskFromPublishContext } from '../../../src/proxmox/node/wwn.js';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
-import { csiClient, type CsiClient } from '../../helpers/csi-client.js';
+import { csiClient, type CsiClient, type VolumeCapability } from '../../helpers/csi-client.js';
+import { present } from '../../helpers/present.js';
 import { mountsUnder, unmountUnder } from '../../helpers/mounts.js';
 
 type Tap = { teardown(fn: () => unknown): void };
@@ -116,20 +117,20 @@ const main = await startProgram(t, [
   '--node-id', 'talos-worker-1', '--region', 'homelab', '--zone', 'hyper1', '--device-dir', W1_LINKS, '--kubelet-dir', tmp,
 ]);
 
-const MOUNT_EXT4 = { mount: { fsType: 'ext4', mountFlags: [] }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+const MOUNT_EXT4: VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [] }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
 const topo = (zone: string) => ({ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': zone } });
 const grpcCode = (p: Promise<unknown>) => p.then(() => 'OK', (e: { code?: number }) => status[e.code ?? status.UNKNOWN]);
 
 t.test('config Secret: token inline with ca_file, and token_id_file/token_secret_file', async (t) => {
-  t.same(await main.identity('GetPluginInfo'), { name: 'csi.proxmox.sinextra.dev', vendorVersion: 'dropin', manifest: {} });
-  t.same((await main.identity('Probe')).ready, { value: true }, 'Probe: the process serves');
+  t.same(await main.identity.GetPluginInfo(), { name: 'csi.proxmox.sinextra.dev', vendorVersion: 'dropin', manifest: {} });
+  t.same((await main.identity.Probe()).ready, { value: true }, 'Probe: the process serves');
   // Probe never judges the backend (issue 10); an API call does.
-  const capacity = (c: typeof main) => grpcCode(c.controller('GetCapacity', { parameters: { storage: 'local-lvm' }, accessibleTopology: topo('hyper1') }));
+  const capacity = (c: typeof main) => grpcCode(c.controller.GetCapacity({ parameters: { storage: 'local-lvm' }, accessibleTopology: topo('hyper1') }));
   t.equal(await capacity(main), 'OK', 'inline token, CA pinned by ca_file');
 
   const noCa = await startProgram(t, controllerFlags(writeSecret('config-no-ca.yaml', fs.readFileSync(configA, 'utf8').replace(/^\s+ca_file:.*\n/m, ''))));
   t.equal(await capacity(noCa), 'UNAVAILABLE', 'control: without ca_file the self-signed API is not trusted');
-  t.same((await noCa.identity('Probe')).ready, { value: true }, 'while Probe stays ready (no restart loop)');
+  t.same((await noCa.identity.Probe()).ready, { value: true }, 'while Probe stays ready (no restart loop)');
 
   const idFile = writeSecret('token_id', `${sim.tokenId}\n`);
   const secretFile = writeSecret('token_secret', `${sim.tokenSecret}\n`);
@@ -141,8 +142,8 @@ t.test('config Secret: token inline with ca_file, and token_id_file/token_secret
     region: homelab
 `;
   const files = await startProgram(t, controllerFlags(writeSecret('config-files.yaml', filesYaml(secretFile))));
-  t.same((await files.identity('Probe')).ready, { value: true }, 'token read from files (trailing newline trimmed), insecure: true');
-  const cap = await files.controller('GetCapacity', { parameters: { storage: 'local-lvm' }, accessibleTopology: topo('hyper1') });
+  t.same((await files.identity.Probe()).ready, { value: true }, 'token read from files (trailing newline trimmed), insecure: true');
+  const cap = await files.controller.GetCapacity({ parameters: { storage: 'local-lvm' }, accessibleTopology: topo('hyper1') });
   t.ok(Number(cap.availableCapacity) > 100 * GiB, `an authenticated call works: ${cap.availableCapacity} bytes free`);
 
   const wrong = writeSecret('token_secret_wrong', '11111111-2222-3333-4444-555555555555\n');
@@ -152,7 +153,7 @@ t.test('config Secret: token inline with ca_file, and token_id_file/token_secret
 
 t.test('1. StorageClass proxmox-local unchanged: vm-9999-<pv> on the requested host', async (t) => {
   const pv = 'pvc-0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d';
-  const created = await main.controller('CreateVolume', {
+  const created = await main.controller.CreateVolume({
     name: pv,
     capacityRange: { requiredBytes: String(GiB) },
     volumeCapabilities: [MOUNT_EXT4],
@@ -162,19 +163,20 @@ t.test('1. StorageClass proxmox-local unchanged: vm-9999-<pv> on the requested h
     },
     accessibilityRequirements: { requisite: [topo('hyper2')], preferred: [topo('hyper2')] },
   });
-  const id = created.volume.volumeId;
+  const vol = present(created.volume, 'CreateVolume: volume');
+  const id = vol.volumeId;
   t.equal(id, `homelab/hyper2/local-lvm/vm-9999-${pv}`);
-  t.equal(String(created.volume.capacityBytes), String(GiB));
-  t.same(created.volume.accessibleTopology, [topo('hyper2')]);
-  t.match(created.volume.volumeContext, { storage: 'local-lvm', cache: 'writethrough', ssd: 'true', backup: 'true' });
+  t.equal(String(vol.capacityBytes), String(GiB));
+  t.same(vol.accessibleTopology, [topo('hyper2')]);
+  t.match(vol.volumeContext, { storage: 'local-lvm', cache: 'writethrough', ssd: 'true', backup: 'true' });
   t.match(await volumesOn('hyper2'), [{ volid: `local-lvm:vm-9999-${pv}`, owner: 9999, size: GiB }], 'the disk exists on hyper2, owned by VMID 9999');
 
-  const pub = await main.controller('ControllerPublishVolume', { volumeId: id, nodeId: 'talos-worker-2', volumeCapability: MOUNT_EXT4, volumeContext: created.volume.volumeContext });
+  const pub = await main.controller.ControllerPublishVolume({ volumeId: id, nodeId: 'talos-worker-2', volumeCapability: MOUNT_EXT4, volumeContext: vol.volumeContext });
   t.same(pub.publishContext, { DevicePath: '/dev/disk/by-id/wwn-0x5056432d49443031', lun: '1' });
   t.equal((await vmState(112)).config.scsi1, `local-lvm:vm-9999-${pv},backup=1,cache=writethrough,discard=on,iothread=1,size=1G,ssd=1,wwn=0x5056432d49443031`,
     'the StorageClass options reach the drive: backup, cache, ssd (+discard), iothread, PVC-ID WWN');
-  await main.controller('ControllerUnpublishVolume', { volumeId: id, nodeId: 'talos-worker-2' });
-  await main.controller('DeleteVolume', { volumeId: id });
+  await main.controller.ControllerUnpublishVolume({ volumeId: id, nodeId: 'talos-worker-2' });
+  await main.controller.DeleteVolume({ volumeId: id });
   t.same(await volumesOn('hyper2'), [], 'freed');
 });
 
@@ -198,20 +200,20 @@ t.test('2+4. a volume the old driver created and attached', async (t) => {
   t.match(before.scsi3, /^local-lvm:vm-9999-pvc-5b8f3c2a-9d41-4e6b-a0c7-1f2e3d4c5b6a,.*wwn=0x5056432d49443033/);
 
   await admin.resetCounters();
-  const pub = await main.controller('ControllerPublishVolume', { volumeId, nodeId: 'talos-worker-1', volumeCapability: MOUNT_EXT4, volumeContext: oldContext });
+  const pub = await main.controller.ControllerPublishVolume({ volumeId, nodeId: 'talos-worker-1', volumeCapability: MOUNT_EXT4, volumeContext: oldContext });
   t.same(pub.publishContext, { DevicePath: '/dev/disk/by-id/wwn-0x5056432d49443033', lun: '3' }, 'found where the old driver put it');
   const after = await hyper1.qemu.$(111).config.$get();
   t.equal(after.digest, before.digest, 'VM config unchanged (same digest)');
   t.equal(after.scsi3, before.scsi3);
   t.equal(await configWrites(), 0, 'no config write or unlink was sent');
 
-  const valid = await main.controller('ValidateVolumeCapabilities', { volumeId, volumeCapabilities: [MOUNT_EXT4], volumeContext: oldContext });
+  const valid = await main.controller.ValidateVolumeCapabilities({ volumeId, volumeCapabilities: [MOUNT_EXT4], volumeContext: oldContext });
   t.ok(valid.confirmed, `ValidateVolumeCapabilities confirms the upstream handle ${valid.message}`);
-  const got = await main.controller('ControllerGetVolume', { volumeId });
-  t.equal(got.volume.volumeId, volumeId);
-  t.equal(String(got.volume.capacityBytes), String(GiB));
-  t.same(got.status.publishedNodeIds, ['talos-worker-1']);
-  t.equal(got.status.volumeCondition.abnormal, false);
+  const got = await main.controller.ControllerGetVolume({ volumeId });
+  t.equal(present(got.volume, 'volume').volumeId, volumeId);
+  t.equal(String(present(got.volume, 'volume').capacityBytes), String(GiB));
+  t.same(present(got.status, 'status').publishedNodeIds, ['talos-worker-1']);
+  t.equal(present(got.status, 'status').volumeCondition?.abnormal, false);
 
   await t.test('4. the new node plugin stages the old attachment without reformatting', { skip: noLoop }, async (t) => {
     const link = path.join(W1_LINKS, 'wwn-0x5056432d49443033');
@@ -231,27 +233,27 @@ t.test('2+4. a volume the old driver created and attached', async (t) => {
     const target = path.join(root, 'pods', 'p1', 'volumes', 'mount');
     // Exactly what the upstream controller published (DevicePath + lun).
     const publishContext = { DevicePath: '/dev/disk/by-id/wwn-0x5056432d49443033', lun: '3' };
-    await main.node('NodeStageVolume', { volumeId, publishContext, stagingTargetPath: staging, volumeCapability: MOUNT_EXT4, volumeContext: oldContext });
-    await main.node('NodePublishVolume', { volumeId, publishContext, stagingTargetPath: staging, targetPath: target, volumeCapability: MOUNT_EXT4, volumeContext: oldContext });
+    await main.node.NodeStageVolume({ volumeId, publishContext, stagingTargetPath: staging, volumeCapability: MOUNT_EXT4, volumeContext: oldContext });
+    await main.node.NodePublishVolume({ volumeId, publishContext, stagingTargetPath: staging, targetPath: target, volumeCapability: MOUNT_EXT4, volumeContext: oldContext });
     t.equal(fs.readFileSync(path.join(target, 'radarr.db'), 'utf8'), 'existing data', 'the data is there');
     t.equal(run('blkid', ['-p', '-s', 'UUID', '-o', 'value', device]), uuid, 'same filesystem (not reformatted)');
-    await main.node('NodeUnpublishVolume', { volumeId, targetPath: target });
-    await main.node('NodeUnstageVolume', { volumeId, stagingTargetPath: staging });
+    await main.node.NodeUnpublishVolume({ volumeId, targetPath: target });
+    await main.node.NodeUnstageVolume({ volumeId, stagingTargetPath: staging });
     t.same(mountsUnder(root), [], 'nothing left mounted');
     t.notOk(fs.existsSync(target), 'target removed');
   });
 
   // The old attacher recorded upstream's node id in the VolumeAttachment: `<node>/<vmid>` when the
   // VM's SMBIOS serial carries i=<vmid>. The new controller detaches with that id.
-  await main.controller('ControllerUnpublishVolume', { volumeId, nodeId: 'talos-worker-1/111' });
+  await main.controller.ControllerUnpublishVolume({ volumeId, nodeId: 'talos-worker-1/111' });
   const w1 = await vmState(111);
   t.notOk(w1.config.scsi3, 'detached');
   t.same([w1.pending, w1.pendingDelete], [{}, []], 'nothing left pending');
   t.notOk(Object.values(w1.config).some((v) => v.includes(disk)), 'no unusedN entry for the disk');
   if (!noLoop) t.notOk(fs.existsSync(path.join(W1_LINKS, 'wwn-0x5056432d49443033')), 'unplugged from the VM');
-  await main.controller('DeleteVolume', { volumeId });
+  await main.controller.DeleteVolume({ volumeId });
   t.notOk((await volumesOn('hyper1')).some((v) => v.volid === `local-lvm:${disk}`), 'freed');
-  t.equal(await grpcCode(main.controller('DeleteVolume', { volumeId })), 'OK', 'deleting again succeeds');
+  t.equal(await grpcCode(main.controller.DeleteVolume({ volumeId })), 'OK', 'deleting again succeeds');
 });
 
 t.test('3. WWN scheme: slot N <-> hex of ASCII "PVC-ID%02d"', async (t) => {
@@ -270,13 +272,13 @@ t.test('3. WWN scheme: slot N <-> hex of ASCII "PVC-ID%02d"', async (t) => {
   const fill = async (slots: number[]) => vm.config.$put(Object.fromEntries(slots.map((s) => [`scsi${s}`, 'local-lvm:1'])));
   const ids: string[] = [];
   for (let i = 0; i < 4; i++) {
-    const r = await main.controller('CreateVolume', {
+    const r = await main.controller.CreateVolume({
       name: `pvc-wwn-${i}`, capacityRange: { requiredBytes: String(GiB / 2) }, volumeCapabilities: [MOUNT_EXT4],
       parameters: { storage: 'local-lvm' }, accessibilityRequirements: { requisite: [topo('hyper3')], preferred: [] },
     });
-    ids.push(r.volume.volumeId);
+    ids.push(present(r.volume, 'volume').volumeId);
   }
-  const publish = async (id: string) => (await main.controller('ControllerPublishVolume', { volumeId: id, nodeId: 'talos-cp-3', volumeCapability: MOUNT_EXT4, volumeContext: {} })).publishContext;
+  const publish = async (id: string) => (await main.controller.ControllerPublishVolume({ volumeId: id, nodeId: 'talos-cp-3', volumeCapability: MOUNT_EXT4, volumeContext: {} })).publishContext;
   const check = async (ctx: Record<string, string>, slot: number) => {
     const wwn = expected[slot]!;
     t.same(ctx, { DevicePath: `/dev/disk/by-id/wwn-${wwn}`, lun: String(slot) }, `slot ${slot} publish context`);
@@ -289,7 +291,7 @@ t.test('3. WWN scheme: slot N <-> hex of ASCII "PVC-ID%02d"', async (t) => {
   await fill(Array.from({ length: 19 }, (_, i) => 11 + i));
   await check(await publish(ids[3]!), 30);
   for (const id of ids) {
-    await main.controller('ControllerUnpublishVolume', { volumeId: id, nodeId: 'talos-cp-3' });
-    await main.controller('DeleteVolume', { volumeId: id });
+    await main.controller.ControllerUnpublishVolume({ volumeId: id, nodeId: 'talos-cp-3' });
+    await main.controller.DeleteVolume({ volumeId: id });
   }
 });

@@ -8,7 +8,7 @@ import { startDriverServer } from '../../../src/server/driver-server.js';
 import { createProxmoxNode } from '../../../src/proxmox/node/node.js';
 import { createNfsNode } from '../../../src/nfs/node/node.js';
 import { wwnHexForSlot as wwnForSlot } from '../../../src/proxmox/contract.js';
-import { csiClient } from '../../helpers/csi-client.js';
+import { csiClient, type VolumeCapability } from '../../helpers/csi-client.js';
 import { canUseLoopDevices, LoopRig } from './loop-rig.js';
 
 const log = pino({ level: 'silent' });
@@ -29,31 +29,31 @@ t.test('Proxmox node over gRPC on a loop disk', { skip: canUseLoopDevices() }, a
   const c = csiClient(server.endpoint);
   t.teardown(() => c.close());
 
-  const caps = await c.node('NodeGetCapabilities');
-  t.same(caps.capabilities.map((x: { rpc: { type: string } }) => x.rpc.type), ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER']);
-  const info = await c.node('NodeGetInfo');
+  const caps = await c.node.NodeGetCapabilities();
+  t.same(caps.capabilities.map((x) => x.rpc?.type), ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER']);
+  const info = await c.node.NodeGetInfo();
   t.equal(info.nodeId, 'talos-w1');
   t.equal(String(info.maxVolumesPerNode), '30');
-  t.same(info.accessibleTopology.segments, { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' });
+  t.same(info.accessibleTopology?.segments, { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' });
 
   const volumeId = 'homelab/hyper1/local-lvm/vm-9999-pvc-grpc';
   const publishContext = { DevicePath: `/dev/disk/by-id/wwn-0x${wwnForSlot(2)}`, lun: '2' };
-  const volumeCapability = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+  const volumeCapability: VolumeCapability = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
   const staging = rig.path('stage');
   const target = rig.path('target');
-  await c.node('NodeStageVolume', { volumeId, publishContext, stagingTargetPath: staging, volumeCapability });
-  await c.node('NodePublishVolume', { volumeId, publishContext, stagingTargetPath: staging, targetPath: target, volumeCapability });
-  const stats = await c.node('NodeGetVolumeStats', { volumeId, volumePath: target });
-  t.same(stats.usage.map((u: { unit: string }) => u.unit), ['BYTES', 'INODES']);
-  t.ok(Number(stats.usage[0].total) > 200 * MiB);
+  await c.node.NodeStageVolume({ volumeId, publishContext, stagingTargetPath: staging, volumeCapability });
+  await c.node.NodePublishVolume({ volumeId, publishContext, stagingTargetPath: staging, targetPath: target, volumeCapability });
+  const stats = await c.node.NodeGetVolumeStats({ volumeId, volumePath: target });
+  t.same(stats.usage.map((u) => u.unit), ['BYTES', 'INODES']);
+  t.ok(Number(stats.usage[0]?.total) > 200 * MiB);
   t.same(stats.volumeCondition, { abnormal: false, message: '' });
-  const missing = await c.node('NodeGetVolumeStats', { volumeId, volumePath: rig.path('nope') }).catch((e) => e);
+  const missing = await c.node.NodeGetVolumeStats({ volumeId, volumePath: rig.path('nope') }).catch((e) => e);
   t.equal(missing.code, status.NOT_FOUND);
-  const noCtx = await c.node('NodeStageVolume', { volumeId, stagingTargetPath: rig.path('s2'), volumeCapability }).catch((e) => e);
+  const noCtx = await c.node.NodeStageVolume({ volumeId, stagingTargetPath: rig.path('s2'), volumeCapability }).catch((e) => e);
   t.equal(noCtx.code, status.INVALID_ARGUMENT);
   t.match(noCtx.details, /neither DevicePath nor lun/);
-  await c.node('NodeUnpublishVolume', { volumeId, targetPath: target });
-  await c.node('NodeUnstageVolume', { volumeId, stagingTargetPath: staging });
+  await c.node.NodeUnpublishVolume({ volumeId, targetPath: target });
+  await c.node.NodeUnstageVolume({ volumeId, stagingTargetPath: staging });
   t.notOk(fs.existsSync(target));
   t.same(rig.mountsUnderRoot(), []);
 });
@@ -70,13 +70,13 @@ t.test('NFS node over gRPC: info, capabilities, block refused', async (t) => {
   t.teardown(() => server.stop(1000));
   const c = csiClient(server.endpoint);
   t.teardown(() => c.close());
-  const info = await c.node('NodeGetInfo');
+  const info = await c.node.NodeGetInfo();
   t.equal(info.nodeId, 'talos-w1');
   t.equal(info.accessibleTopology, null);
-  const caps = await c.node('NodeGetCapabilities');
-  t.same(caps.capabilities.map((x: { rpc: { type: string } }) => x.rpc.type), ['GET_VOLUME_STATS', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER']);
+  const caps = await c.node.NodeGetCapabilities();
+  t.same(caps.capabilities.map((x) => x.rpc?.type), ['GET_VOLUME_STATS', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER']);
   const err = await c
-    .node('NodePublishVolume', {
+    .node.NodePublishVolume({
       volumeId: 'v',
       targetPath: '/tmp/never-created-by-this-test',
       volumeCapability: { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } },

@@ -41,10 +41,10 @@ t.test('huge ids and paths are refused before a backend sees them', async (t) =>
     c.close();
     await srv.stop(1000);
   });
-  await t.rejects(c.controller('DeleteVolume', { volumeId: 'x'.repeat(1 << 20) }), { code: status.INVALID_ARGUMENT, details: /volume_id is 1048576 bytes long; at most 4096/ });
-  await t.rejects(c.node('NodeUnpublishVolume', { volumeId: 'v', targetPath: `/var/lib/kubelet/${'a/'.repeat(40_000)}` }), { code: status.INVALID_ARGUMENT, details: /target_path is \d+ bytes long/ });
+  await t.rejects(c.controller.DeleteVolume({ volumeId: 'x'.repeat(1 << 20) }), { code: status.INVALID_ARGUMENT, details: /volume_id is 1048576 bytes long; at most 4096/ });
+  await t.rejects(c.node.NodeUnpublishVolume({ volumeId: 'v', targetPath: `/var/lib/kubelet/${'a/'.repeat(40_000)}` }), { code: status.INVALID_ARGUMENT, details: /target_path is \d+ bytes long/ });
   t.equal(reached, 0, 'no backend was called');
-  await c.controller('DeleteVolume', { volumeId: 'ordinary' });
+  await c.controller.DeleteVolume({ volumeId: 'ordinary' });
   t.equal(reached, 1, 'ordinary ids pass');
 });
 

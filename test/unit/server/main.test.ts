@@ -3,7 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
-import { csiClient } from '../../helpers/csi-client.js';
+import { csiClient, type VolumeCapability } from '../../helpers/csi-client.js';
+import { present } from '../../helpers/present.js';
 
 // The real program: both drivers in node mode on unix sockets, Identity answered on each with
 // its own name, then SIGTERM → exit 0 with the sockets removed.
@@ -27,9 +28,9 @@ t.test('main: serves both endpoints and exits 0 on SIGTERM leaving no socket', a
   });
   for (const [sock, name] of [[pve, 'csi.proxmox.sinextra.dev'], [nfs, 'nfs.csi.k8s.io']] as const) {
     const c = csiClient(`unix://${sock}`);
-    t.equal((await c.identity('GetPluginInfo')).name, name);
-    t.equal((await c.identity('Probe')).ready.value, true);
-    t.ok((await c.node('NodeGetInfo')).nodeId === 'talos-worker-1');
+    t.equal((await c.identity.GetPluginInfo()).name, name);
+    t.equal((await c.identity.Probe()).ready?.value, true);
+    t.ok((await c.node.NodeGetInfo()).nodeId === 'talos-worker-1');
     c.close();
   }
   child.kill('SIGTERM');
@@ -63,13 +64,13 @@ t.test('main: SIGTERM exits within the drain timeout + 2 s while a Proxmox call 
   });
   const c = csiClient(`unix://${sock}`);
   t.teardown(() => c.close());
-  const cap = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
-  const vol = await c.controller('CreateVolume', { name: 'pvc-hang', volumeCapabilities: [cap], parameters: { storage: 'local-lvm' },
+  const cap: VolumeCapability = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+  const vol = await c.controller.CreateVolume({ name: 'pvc-hang', volumeCapabilities: [cap], parameters: { storage: 'local-lvm' },
     accessibilityRequirements: { preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }] } });
   // Every VM config read now hangs for 60 s: the publish's VM config batch (which runs on its
   // own, without the caller's deadline) sits in one.
   await new SimulatorAdmin(sim.adminUrl).patchFaults({ latencyByRoute: { 'GET /nodes/{node}/qemu/{vmid}/pending': 60_000, 'GET /nodes/{node}/qemu/{vmid}/config': 60_000 } });
-  const pending = c.controller('ControllerPublishVolume', { volumeId: vol.volume.volumeId, nodeId: 'talos-worker-1', volumeCapability: cap }).catch((e: unknown) => e);
+  const pending = c.controller.ControllerPublishVolume({ volumeId: present(vol.volume, 'volume').volumeId, nodeId: 'talos-worker-1', volumeCapability: cap }).catch((e: unknown) => e);
   // Let the call reach the simulator.
   await new Promise((r) => setTimeout(r, 1500));
   const t0 = Date.now();
@@ -110,13 +111,13 @@ t.test('main: unreachable backends leave Probe ready and show in csi_backend_up'
   const p = csiClient(`unix://${pve}`);
   const n = csiClient(`unix://${nfs}`);
   t.teardown(() => { p.close(); n.close(); });
-  t.equal((await p.identity('Probe')).ready.value, true, 'Proxmox: ready although its API does not answer');
+  t.equal((await p.identity.Probe()).ready?.value, true, 'Proxmox: ready although its API does not answer');
   // The legacy form too (server/share/subDir), with a loopback name: only loopback is a target here.
   for (const volumeId of ['127.0.0.1#volume1/k8s#pvc-x##', 'localhost/volume1/k8s/pvc-y']) {
-    await n.controller('DeleteVolume', { volumeId }).catch((e: unknown) => e);
+    await n.controller.DeleteVolume({ volumeId }).catch((e: unknown) => e);
   }
-  t.equal((await n.identity('Probe')).ready.value, true, 'NFS: ready after handles named servers that do not answer');
-  t.equal((await n.identity('Probe')).ready.value, true, 'and stays ready');
+  t.equal((await n.identity.Probe()).ready?.value, true, 'NFS: ready after handles named servers that do not answer');
+  t.equal((await n.identity.Probe()).ready?.value, true, 'and stays ready');
   const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
   t.match(text, /csi_backend_up\{driver="csi.proxmox.sinextra.dev",kind="proxmox",backend="homelab"\} 0/, 'the Proxmox cluster is down in the metrics');
   t.match(text, /csi_backend_up\{driver="nfs.csi.k8s.io",kind="nfs",backend="127.0.0.1"\} 0/, 'the NFS server is down in the metrics');

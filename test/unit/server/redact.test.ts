@@ -45,7 +45,7 @@ t.test('the debug log of a real call never contains a secret', async (t) => {
   const srv = await startDriverServer({ driver, mode: 'all', endpoint: 'tcp://127.0.0.1:0', log, version: '1' });
   const c = csiClient(srv.endpoint);
   t.teardown(async () => { c.close(); await srv.stop(100); });
-  await c.controller('CreateVolume', {
+  await c.controller.CreateVolume({
     name: 'pvc-1',
     volumeCapabilities: [{ mount: { mountFlags: ['password=S3CRET-FLAG'] }, accessMode: { mode: 'SINGLE_NODE_WRITER' } }],
     secrets: { token: 'S3CRET-TOKEN' },

@@ -9,7 +9,8 @@ import { startDriverServer } from '../../../src/server/driver-server.js';
 import { Metrics } from '../../../src/server/metrics.js';
 import type { ControllerBackend, Driver, NodeBackend } from '../../../src/csi/types.js';
 import { InvalidArgument, NotFound } from '../../../src/errors.js';
-import { csiClient } from '../../helpers/csi-client.js';
+import { csiClient, type VolumeCapability } from '../../helpers/csi-client.js';
+import { present } from '../../helpers/present.js';
 
 const silent = pino({ level: 'silent' });
 
@@ -36,7 +37,7 @@ function fakeDriver(opts: { slowMs?: number; probe?: () => Promise<boolean> } = 
   return { name: 'test.csi.example', accessibilityConstraints: true, onlineExpansion: false, probe: opts.probe ?? (async () => true), controller, node };
 }
 
-const cap = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+const cap: VolumeCapability = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
 
 t.test('identity, validation, typed errors, unimplemented, metrics', async (t) => {
   const metrics = new Metrics(false);
@@ -46,23 +47,23 @@ t.test('identity, validation, typed errors, unimplemented, metrics', async (t) =
     c.close();
     await srv.stop(1000);
   });
-  t.same(await c.identity('GetPluginInfo'), { name: 'test.csi.example', vendorVersion: '9.9.9', manifest: {} });
-  const caps = await c.identity('GetPluginCapabilities');
+  t.same(await c.identity.GetPluginInfo(), { name: 'test.csi.example', vendorVersion: '9.9.9', manifest: {} });
+  const caps = await c.identity.GetPluginCapabilities();
   t.same(caps.capabilities.map((x: any) => x.service?.type), ['CONTROLLER_SERVICE', 'VOLUME_ACCESSIBILITY_CONSTRAINTS']);
-  t.equal((await c.identity('Probe')).ready.value, true);
+  t.equal((await c.identity.Probe()).ready?.value, true);
 
-  const ok = await c.controller('CreateVolume', { name: 'a', volumeCapabilities: [cap] });
-  t.equal(ok.volume.volumeId, 'vol-a');
-  await t.rejects(c.controller('CreateVolume', { volumeCapabilities: [cap] }), { code: status.INVALID_ARGUMENT, details: /name is required/ });
-  await t.rejects(c.controller('CreateVolume', { name: 'a' }), { code: status.INVALID_ARGUMENT, details: /volume_capabilities/ });
-  await t.rejects(c.controller('CreateVolume', { name: 'a', volumeCapabilities: [cap], parameters: { bad: '1' } }), { code: status.INVALID_ARGUMENT, details: /"bad"/ });
-  await t.rejects(c.controller('CreateVolume', { name: 'a', volumeCapabilities: [cap], parameters: { boom: '1' } }), { code: status.INTERNAL, details: /kaboom/ });
-  await t.rejects(c.controller('ValidateVolumeCapabilities', { volumeId: 'x', volumeCapabilities: [cap] }), { code: status.NOT_FOUND });
-  await t.rejects(c.controller('CreateSnapshot', { name: 's', sourceVolumeId: 'x' }), { code: status.UNIMPLEMENTED });
-  await t.rejects(c.controller('ControllerPublishVolume', { volumeId: 'v', nodeId: 'n', volumeCapability: cap }), { code: status.UNIMPLEMENTED });
-  t.same((await c.controller('ControllerGetCapabilities')).capabilities, [{ rpc: { type: 'CREATE_DELETE_VOLUME' }, type: 'rpc' }]);
-  await t.rejects(c.node('NodePublishVolume', { volumeId: 'v', volumeCapability: cap }), { code: status.INVALID_ARGUMENT, details: /target_path/ });
-  t.equal((await c.node('NodeGetInfo')).nodeId, 'n1');
+  const ok = await c.controller.CreateVolume({ name: 'a', volumeCapabilities: [cap] });
+  t.equal(present(ok.volume, 'volume').volumeId, 'vol-a');
+  await t.rejects(c.controller.CreateVolume({ volumeCapabilities: [cap] }), { code: status.INVALID_ARGUMENT, details: /name is required/ });
+  await t.rejects(c.controller.CreateVolume({ name: 'a' }), { code: status.INVALID_ARGUMENT, details: /volume_capabilities/ });
+  await t.rejects(c.controller.CreateVolume({ name: 'a', volumeCapabilities: [cap], parameters: { bad: '1' } }), { code: status.INVALID_ARGUMENT, details: /"bad"/ });
+  await t.rejects(c.controller.CreateVolume({ name: 'a', volumeCapabilities: [cap], parameters: { boom: '1' } }), { code: status.INTERNAL, details: /kaboom/ });
+  await t.rejects(c.controller.ValidateVolumeCapabilities({ volumeId: 'x', volumeCapabilities: [cap] }), { code: status.NOT_FOUND });
+  await t.rejects(c.controller.CreateSnapshot({ name: 's', sourceVolumeId: 'x' }), { code: status.UNIMPLEMENTED });
+  await t.rejects(c.controller.ControllerPublishVolume({ volumeId: 'v', nodeId: 'n', volumeCapability: cap }), { code: status.UNIMPLEMENTED });
+  t.same((await c.controller.ControllerGetCapabilities()).capabilities, [{ rpc: { type: 'CREATE_DELETE_VOLUME' }, type: 'rpc' }]);
+  await t.rejects(c.node.NodePublishVolume({ volumeId: 'v', volumeCapability: cap }), { code: status.INVALID_ARGUMENT, details: /target_path/ });
+  t.equal((await c.node.NodeGetInfo()).nodeId, 'n1');
 
   const text = await metrics.registry.metrics();
   t.match(text, /csi_operation_duration_seconds_count\{driver="test.csi.example",method="CreateVolume",code="OK"\} 1/);
@@ -76,13 +77,13 @@ t.test('a concurrent call on the same name is ABORTED', async (t) => {
     c.close();
     await srv.stop(1000);
   });
-  const first = c.controller('CreateVolume', { name: 'same', volumeCapabilities: [cap] });
+  const first = c.controller.CreateVolume({ name: 'same', volumeCapabilities: [cap] });
   await new Promise((r) => setTimeout(r, 50));
-  await t.rejects(c.controller('CreateVolume', { name: 'same', volumeCapabilities: [cap] }), { code: status.ABORTED });
-  const other = await c.controller('CreateVolume', { name: 'other', volumeCapabilities: [cap] });
-  t.equal(other.volume.volumeId, 'vol-other');
-  t.equal((await first).volume.volumeId, 'vol-same');
-  await t.rejects(c.node('NodeGetInfo'), { code: status.UNIMPLEMENTED }, 'controller mode serves no Node service');
+  await t.rejects(c.controller.CreateVolume({ name: 'same', volumeCapabilities: [cap] }), { code: status.ABORTED });
+  const other = await c.controller.CreateVolume({ name: 'other', volumeCapabilities: [cap] });
+  t.equal(present(other.volume, 'volume').volumeId, 'vol-other');
+  t.equal((await first).volume?.volumeId, 'vol-same');
+  await t.rejects(c.node.NodeGetInfo(), { code: status.UNIMPLEMENTED }, 'controller mode serves no Node service');
 });
 
 t.test('probe reports not ready when the backend hangs or throws, without failing', async (t) => {
@@ -96,8 +97,8 @@ t.test('probe reports not ready when the backend hangs or throws, without failin
     await hang.stop(100);
     await boom.stop(100);
   });
-  t.equal((await a.identity('Probe')).ready.value, false);
-  t.equal((await b.identity('Probe')).ready.value, false);
+  t.equal((await a.identity.Probe()).ready?.value, false);
+  t.equal((await b.identity.Probe()).ready?.value, false);
 });
 
 t.test('unix socket: stale file replaced, drain waits for in-flight calls, socket removed', async (t) => {
@@ -113,11 +114,11 @@ t.test('unix socket: stale file replaced, drain waits for in-flight calls, socke
     /in use by a running process/,
   );
   const c = csiClient(`unix://${sock}`);
-  const pending = c.controller('CreateVolume', { name: 'slow', volumeCapabilities: [cap] });
+  const pending = c.controller.CreateVolume({ name: 'slow', volumeCapabilities: [cap] });
   await new Promise((r) => setTimeout(r, 100));
   t.equal(srv.inflight(), 1);
   await srv.stop(5000);
-  t.equal((await pending).volume.volumeId, 'vol-slow', 'the in-flight call finished during the drain');
+  t.equal((await pending).volume?.volumeId, 'vol-slow', 'the in-flight call finished during the drain');
   t.notOk(fs.existsSync(sock), 'socket removed');
   c.close();
 });

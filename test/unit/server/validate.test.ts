@@ -9,9 +9,9 @@ import { startDriverServer } from '../../../src/server/driver-server.js';
 import type { ControllerBackend, Driver, NodeBackend } from '../../../src/csi/types.js';
 import { parseCapacityRange } from '../../../src/csi/capacity.js';
 import { sizeForCreate, sizeForExpand } from '../../../src/proxmox/controller/params.js';
-import { csiClient } from '../../helpers/csi-client.js';
+import { csiClient, type VolumeCapability } from '../../helpers/csi-client.js';
 
-const cap = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+const cap: VolumeCapability = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
 
 function okDriver(calls: string[]): Driver {
   const seen = (m: string) => async () => {
@@ -72,11 +72,11 @@ t.test('control characters in names, ids and paths: INVALID_ARGUMENT for every R
     await srv.stop(1000);
   });
   for (const row of TABLE) {
-    await c[row.svc](row.rpc, row.req);
+    await c.raw(row.svc, row.rpc, row.req);
     t.equal(calls.pop(), row.rpc, `${row.rpc}: the valid request reaches the backend`);
     for (const f of row.fields) {
       for (const bad of BAD) {
-        await t.rejects(c[row.svc](row.rpc, { ...row.req, [f]: bad }), { code: status.INVALID_ARGUMENT, details: /control character/ }, `${row.rpc} ${f}=${JSON.stringify(bad)}`);
+        await t.rejects(c.raw(row.svc, row.rpc, { ...row.req, [f]: bad }), { code: status.INVALID_ARGUMENT, details: /control character/ }, `${row.rpc} ${f}=${JSON.stringify(bad)}`);
       }
     }
   }
@@ -102,16 +102,16 @@ t.test('control characters in parameters, contexts and mount flags: INVALID_ARGU
   });
   for (const row of MAPS) {
     for (const m of row.maps) {
-      await c[row.svc](row.rpc, { ...row.req, [m]: { subDir: 'ns/pvc' } });
+      await c.raw(row.svc, row.rpc, { ...row.req, [m]: { subDir: 'ns/pvc' } });
       t.equal(calls.pop(), row.rpc, `${row.rpc}: a printable ${m} reaches the backend`);
       for (const bad of BAD) {
-        await t.rejects(c[row.svc](row.rpc, { ...row.req, [m]: { subDir: bad } }), { code: status.INVALID_ARGUMENT, details: /control character/ }, `${row.rpc} ${m} value ${JSON.stringify(bad)}`);
-        await t.rejects(c[row.svc](row.rpc, { ...row.req, [m]: { [bad]: 'x' } }), { code: status.INVALID_ARGUMENT, details: /control character/ }, `${row.rpc} ${m} key ${JSON.stringify(bad)}`);
+        await t.rejects(c.raw(row.svc, row.rpc, { ...row.req, [m]: { subDir: bad } }), { code: status.INVALID_ARGUMENT, details: /control character/ }, `${row.rpc} ${m} value ${JSON.stringify(bad)}`);
+        await t.rejects(c.raw(row.svc, row.rpc, { ...row.req, [m]: { [bad]: 'x' } }), { code: status.INVALID_ARGUMENT, details: /control character/ }, `${row.rpc} ${m} key ${JSON.stringify(bad)}`);
       }
     }
     const capKey = row.rpc === 'CreateVolume' ? 'volumeCapabilities' : 'volumeCapability';
-    const badCap = { mount: { mountFlags: ['nfsvers=4.1', 'soft\u0000'] }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
-    await t.rejects(c[row.svc](row.rpc, { ...row.req, [capKey]: capKey === 'volumeCapabilities' ? [badCap] : badCap }), { code: status.INVALID_ARGUMENT, details: /mount_flags\[1\] contains a control character/ }, `${row.rpc} mount flag with NUL`);
+    const badCap: VolumeCapability = { mount: { mountFlags: ['nfsvers=4.1', 'soft\u0000'] }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+    await t.rejects(c.raw(row.svc, row.rpc, { ...row.req, [capKey]: capKey === 'volumeCapabilities' ? [badCap] : badCap }), { code: status.INVALID_ARGUMENT, details: /mount_flags\[1\] contains a control character/ }, `${row.rpc} mount flag with NUL`);
   }
   t.same(calls, [], 'no bad request reached a backend');
 });
@@ -125,8 +125,8 @@ t.test('capacity ranges: one parser, refused alike in the gate and in both drive
     await srv.stop(1000);
   });
   for (const range of [{ requiredBytes: '-1' }, { limitBytes: '-5' }, { requiredBytes: '10', limitBytes: '5' }]) {
-    await t.rejects(c.controller('CreateVolume', { name: 'p', volumeCapabilities: [cap], capacityRange: range }), { code: status.OUT_OF_RANGE }, `CreateVolume ${JSON.stringify(range)}`);
-    await t.rejects(c.controller('ControllerExpandVolume', { volumeId: 'v', capacityRange: range }), { code: status.OUT_OF_RANGE }, `ControllerExpandVolume ${JSON.stringify(range)}`);
+    await t.rejects(c.controller.CreateVolume({ name: 'p', volumeCapabilities: [cap], capacityRange: range }), { code: status.OUT_OF_RANGE }, `CreateVolume ${JSON.stringify(range)}`);
+    await t.rejects(c.controller.ControllerExpandVolume({ volumeId: 'v', capacityRange: range }), { code: status.OUT_OF_RANGE }, `ControllerExpandVolume ${JSON.stringify(range)}`);
   }
   t.same(calls, []);
   t.same(parseCapacityRange({ requiredBytes: '1024', limitBytes: '0' }), { required: 1024, limit: 0 });
