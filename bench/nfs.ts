@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import type { CallContext, CreateVolumeRequest, VolumeCapability } from '../src/csi/types.js';
 import { createNfsController } from '../src/nfs/controller/controller.js';
-import { startGanesha } from '../test/unit/nfs/ganesha.js';
+import { startGanesha } from '../test/integration/nfs/ganesha.js';
 
 const { values } = parseArgs({
   options: { n: { type: 'string', default: '200' }, parallel: { type: 'string', default: '8' }, json: { type: 'boolean', default: false } },

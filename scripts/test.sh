@@ -23,7 +23,8 @@ echo "=== setup done ($((SECONDS-t0)) s)"
 
 phase "typecheck (tsc --noEmit)" npx tsc --noEmit -p tsconfig.json
 phase "build" npx tsc -p tsconfig.json
-phase "unit tests (tap)" npx tap
+phase "unit tier (pure: fakes only)" bash scripts/tier.sh unit
+phase "integration tier (ganesha, loop devices, simulator over HTTPS, servers)" bash scripts/tier.sh integration
 phase "csi-sanity proxmox (mount)" bash scripts/sanity.sh proxmox
 phase "csi-sanity proxmox (block)" bash scripts/sanity.sh proxmox -- --csi.testvolumeaccesstype=block
 phase "csi-sanity nfs" bash scripts/sanity.sh nfs

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { csiClient, type VolumeCapability } from '../helpers/csi-client.js';
-import { canUseLoopDevices, LoopRig } from '../unit/node/loop-rig.js';
+import { canUseLoopDevices, LoopRig } from '../integration/node/loop-rig.js';
 import { wwnHexForSlot as wwnForSlot } from '../../src/proxmox/contract.js';
 import { startProxmoxBackend } from '../../scripts/lib/backends.js';
 

@@ -2,7 +2,6 @@ import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { spawnSync } from 'node:child_process';
 import { loadConfig } from '../../../src/config/load.js';
 import { parseProxmoxConfig } from '../../../src/config/proxmox-file.js';
 import { ConfigError } from '../../../src/config/errors.js';
@@ -68,18 +67,3 @@ t.test('flags and environment', async (t) => {
   for (const [argv, re] of bad) t.throws(() => loadConfig(argv, {}), { constructor: ConfigError, message: re } as never, argv.join(' '));
 });
 
-t.test('the program prints one line and exits 2 on bad flags or config, before opening a socket', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cfg-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true }));
-  const cfg = path.join(dir, 'config.yaml');
-  fs.writeFileSync(cfg, good.replace('region: homelab', 'regoin: homelab'));
-  const sock = path.join(dir, 'p.sock');
-  const main = path.resolve('src/main.ts');
-  for (const args of [['--frobnicate'], ['--mode', 'controller', '--proxmox-endpoint', `unix://${sock}`, '--proxmox-config', cfg]]) {
-    const r = spawnSync(process.execPath, ['--import=tsx', main, ...args], { encoding: 'utf8', timeout: 30_000 });
-    t.equal(r.status, 2, `exit 2 for ${args.join(' ')}`);
-    t.equal(r.stderr.trim().split('\n').length, 1, 'one line: ' + r.stderr.trim());
-    t.match(r.stderr, /^pve-nfs-csi: /);
-  }
-  t.notOk(fs.existsSync(sock), 'no socket was opened');
-});

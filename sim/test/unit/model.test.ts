@@ -1,10 +1,10 @@
 import t from 'tap';
-import { normalizeDrive, parseDrive, volumeOwner } from '../model/drive.js';
-import { formatDiskSize, parseAllocSizeKiB, parseDiskSize, parseResizeSize, roundUpToExtent } from '../model/sizes.js';
-import { configDigest, configText, configView, pendingView, registerUnused } from '../model/vmconfig.js';
-import type { VmModel } from '../model/types.js';
-import { KeyedLocks } from '../locks.js';
-import { encodeUpid, UPID_RE, statusIsError } from '../tasks.js';
+import { normalizeDrive, parseDrive, volumeOwner } from '../../model/drive.js';
+import { formatDiskSize, parseAllocSizeKiB, parseDiskSize, parseResizeSize, roundUpToExtent } from '../../model/sizes.js';
+import { configDigest, configText, configView, pendingView, registerUnused } from '../../model/vmconfig.js';
+import type { VmModel } from '../../model/types.js';
+import { KeyedLocks } from '../../locks.js';
+import { encodeUpid, UPID_RE, statusIsError } from '../../tasks.js';
 
 t.test('sizes parse and print like PVE', async (t) => {
   t.equal(parseDiskSize('10G'), 10 * 1024 ** 3);

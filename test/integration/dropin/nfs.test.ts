@@ -16,7 +16,7 @@ import { createLinuxMounter } from '../../../src/os/mounter.js';
 import { startDriverServer, type RunningServer } from '../../../src/server/driver-server.js';
 import { csiClient, type VolumeCapability } from '../../helpers/csi-client.js';
 import { present } from '../../helpers/present.js';
-import { FakeSystem } from '../os/fakes.js';
+import { FakeSystem } from '../../unit/os/fakes.js';
 import { startGanesha } from '../nfs/ganesha.js';
 
 const log = pino({ level: 'silent' });
