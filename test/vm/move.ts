@@ -12,7 +12,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { guestExec } from './qga.js';
 import { GUEST_KUBELET_DIR } from './guest-paths.js';
-import { csiClient } from '../helpers/csi-client.js';
+import { csiClient, type VolumeCapability } from '../helpers/csi-client.js';
+import { present } from '../helpers/present.js';
 import { createHttpProxmoxApi } from '../../src/proxmox/api/http-api.js';
 import { HelperVm } from '../../src/proxmox/move/helper-vm.js';
 import { parseVolumeId, formatVolumeId } from '../../src/proxmox/volume-id.js';
@@ -45,7 +46,7 @@ export async function runMove(deps: Deps): Promise<number> {
   const ctrl = await deps.startController('proxmox', runDir, { alsoPlays: [112] });
   const c = csiClient(ctrl.endpoint, 300_000);
   const n = csiClient(process.env.VM_PROXMOX_ENDPOINT!, 300_000);
-  const cap = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+  const cap: VolumeCapability = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
   const staging = `${GUEST_KUBELET_DIR}/move/staging`;
   const target = `${GUEST_KUBELET_DIR}/move/target`;
   const cfgText = fs.readFileSync(path.join(runDir, 'proxmox-config.yaml'), 'utf8');
@@ -59,26 +60,26 @@ export async function runMove(deps: Deps): Promise<number> {
   let mounted = false;
   try {
     await sh(`mkdir -p ${staging}`);
-    const v = (await c.controller('CreateVolume', {
+    const v = present((await c.controller.CreateVolume({
       name: 'pvc-move-data', capacityRange: { requiredBytes: GiB }, volumeCapabilities: [cap], parameters: { storage: 'local-lvm' },
       accessibilityRequirements: { requisite: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }] },
-    })).volume;
-    volumeId = v.volumeId as string;
+    })).volume, 'CreateVolume: volume');
+    volumeId = v.volumeId;
     check(parseVolumeId(volumeId)?.zone === 'hyper1', `created ${volumeId} on hyper1`);
 
     const mountOn = async (node: string, id: string) => {
-      const r = await c.controller('ControllerPublishVolume', { volumeId: id, nodeId: node, volumeCapability: cap, volumeContext: v.volumeContext });
+      const r = await c.controller.ControllerPublishVolume({ volumeId: id, nodeId: node, volumeCapability: cap, volumeContext: v.volumeContext });
       publishedTo = node;
-      const pc = r.publishContext as Record<string, string>;
-      await n.node('NodeStageVolume', { volumeId: id, publishContext: pc, stagingTargetPath: staging, volumeCapability: cap, volumeContext: v.volumeContext });
-      await n.node('NodePublishVolume', { volumeId: id, publishContext: pc, stagingTargetPath: staging, targetPath: target, volumeCapability: cap, volumeContext: v.volumeContext });
+      const pc = r.publishContext;
+      await n.node.NodeStageVolume({ volumeId: id, publishContext: pc, stagingTargetPath: staging, volumeCapability: cap, volumeContext: v.volumeContext });
+      await n.node.NodePublishVolume({ volumeId: id, publishContext: pc, stagingTargetPath: staging, targetPath: target, volumeCapability: cap, volumeContext: v.volumeContext });
       mounted = true;
     };
     const unmountFrom = async (node: string, id: string) => {
-      await n.node('NodeUnpublishVolume', { volumeId: id, targetPath: target });
-      await n.node('NodeUnstageVolume', { volumeId: id, stagingTargetPath: staging });
+      await n.node.NodeUnpublishVolume({ volumeId: id, targetPath: target });
+      await n.node.NodeUnstageVolume({ volumeId: id, stagingTargetPath: staging });
       mounted = false;
-      await c.controller('ControllerUnpublishVolume', { volumeId: id, nodeId: node });
+      await c.controller.ControllerUnpublishVolume({ volumeId: id, nodeId: node });
       publishedTo = undefined;
     };
 
@@ -108,17 +109,17 @@ export async function runMove(deps: Deps): Promise<number> {
     check((await sh(`sha256sum ${target}/blob`)).split(' ')[0] === blobSum, 'the 8 MiB blob reads back identical on talos-worker-2 (hyper2)');
     check((await sh(`cat ${target}/note.txt`)) === note, 'note.txt reads back identical');
     await unmountFrom('talos-worker-2', moved);
-    await c.controller('DeleteVolume', { volumeId: moved });
+    await c.controller.DeleteVolume({ volumeId: moved });
     volumeId = undefined;
     say('done');
     return 0;
   } finally {
     if (mounted && volumeId) {
-      await n.node('NodeUnpublishVolume', { volumeId, targetPath: target }).catch(() => undefined);
-      await n.node('NodeUnstageVolume', { volumeId, stagingTargetPath: staging }).catch(() => undefined);
+      await n.node.NodeUnpublishVolume({ volumeId, targetPath: target }).catch(() => undefined);
+      await n.node.NodeUnstageVolume({ volumeId, stagingTargetPath: staging }).catch(() => undefined);
     }
-    if (publishedTo && volumeId) await c.controller('ControllerUnpublishVolume', { volumeId, nodeId: publishedTo }).catch(() => undefined);
-    if (volumeId) await c.controller('DeleteVolume', { volumeId }).catch(() => undefined);
+    if (publishedTo && volumeId) await c.controller.ControllerUnpublishVolume({ volumeId, nodeId: publishedTo }).catch(() => undefined);
+    if (volumeId) await c.controller.DeleteVolume({ volumeId }).catch(() => undefined);
     await api.close();
     await ctrl.stop();
   }

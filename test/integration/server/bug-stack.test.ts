@@ -49,7 +49,7 @@ t.test('a TypeError inside a node call: INTERNAL for the caller, the stack in th
     c.close();
     await srv.stop(1000);
   });
-  await t.rejects(c.node('NodeUnpublishVolume', { volumeId: 'v1', targetPath: '/var/lib/kubelet/pods/x' }), {
+  await t.rejects(c.node.NodeUnpublishVolume({ volumeId: 'v1', targetPath: '/var/lib/kubelet/pods/x' }), {
     code: status.INTERNAL,
     details: /NodeUnpublishVolume v1 at \/var\/lib\/kubelet\/pods\/x: .*path/,
   });
