@@ -41,4 +41,4 @@ mkdir -p "$OUT"
 echo "helm-test: rendered $(grep -c '^kind:' "$OUT/defaults.yaml") objects (defaults) and" \
   "$(grep -c '^kind:' "$OUT/seed.yaml") (seed) into $OUT/"
 
-HELM="$HELM" npx tap --disable-coverage test/helm/chart.test.ts test/helm/values.test.ts test/helm/schema-params.test.ts test/helm/preflight.test.ts
+HELM="$HELM" npx tap --disable-coverage test/helm/chart.test.ts test/helm/values.test.ts test/helm/schema-params.test.ts test/helm/preflight.test.ts test/helm/archives.test.ts

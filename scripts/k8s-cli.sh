@@ -9,7 +9,10 @@ cd "$(dirname "$0")/.."
 source scripts/lib/ensure.sh
 
 t0=$SECONDS
-ensure_apt nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils openssl
+ensure_apt nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils openssl util-linux
+# helm renders the chart whose archive-prune CronJob RBAC the archives test runs under.
+ensure_helm
+export HELM="$HELM"
 bash scripts/k8s-build.sh etcd kube-apiserver kube-controller-manager >/dev/null
 echo "k8s-cli: binaries ready ($((SECONDS-t0)) s)"
 if [ $# -eq 0 ]; then set -- test/k8s/cli/*.test.ts; fi

@@ -1,10 +1,12 @@
 // `pve-nfs-csi archives list|prune` against a real kube-apiserver and ganesha: ages from names
 // and from directory times, sizes, the dry run listing exactly what --yes removes, archives a PV
 // points at kept, live claim directories never touched.
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { stamp } from '../../../src/nfs/controller/policy.js';
+import { render, ROOT, SEED_VALUES } from '../../helm/helm.js';
 import { startCliEnv } from './env.js';
 
 const env = await startCliEnv();
@@ -99,4 +101,41 @@ await t.test('a short age reaches the upstream-named archive through its directo
   t.same(json(r.out).archives.filter((a) => a.result === 'removed').map((a) => a.path).sort(), [recent, upstream].sort());
   t.ok(exists(pinned) && exists('apps/data/db'));
   t.notOk(exists('archived-apps/upstream'));
+});
+
+await t.test('the chart\'s CronJob: its ServiceAccount and RBAC suffice, in-cluster, for its own args', async (t) => {
+  const rendered = render({ valuesFiles: [SEED_VALUES], set: ['archivePrune.enabled=true', 'archivePrune.olderThan=1s'] });
+  const cron = rendered.all('CronJob')[0]!;
+  const ns = cron.metadata.namespace ?? 'default';
+  await kube.req('POST', '/api/v1/namespaces', { metadata: { name: ns } }).catch(() => undefined);
+  for (const kind of ['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding']) {
+    for (const o of rendered.all(kind).filter((x) => x.metadata.name.endsWith('-archive-prune'))) await kube.apply(o, ns);
+  }
+  const podSpec = (cron.spec as { jobTemplate: { spec: { template: { spec: { serviceAccountName: string; containers: Array<{ args: string[] }> } } } } }).jobTemplate.spec.template.spec;
+  const sa = podSpec.serviceAccountName;
+  const tr = await kube.create(`/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`, { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600 } });
+  const saDir = path.join(env.dir, 'cron-sa');
+  fs.mkdirSync(saDir, { recursive: true });
+  fs.writeFileSync(path.join(saDir, 'token'), tr.status.token);
+  fs.writeFileSync(path.join(saDir, 'ca.crt'), env.cluster.ca);
+  fs.writeFileSync(path.join(saDir, 'namespace'), ns);
+  mkdir('archived-apps/cron-20240601T000000Z', { a: 3 });
+  // The container's args, plus the test's ganesha ports (the NAS answers on the standard ones).
+  const args = [...podSpec.containers[0]!.args, '--nfs-port', String(env.nfs.nfsPort), '--nfs-mount-port', String(env.nfs.mountPort), '--json'];
+  t.same(args.slice(0, 4), ['archives', 'prune', '--older-than', '1s']);
+  const sandbox = [
+    'mount -t tmpfs -o mode=0755 tmpfs /run',
+    'mkdir -p /run/secrets/kubernetes.io/serviceaccount',
+    'cp -r "$SA_DIR"/. /run/secrets/kubernetes.io/serviceaccount/',
+    'exec "$@"',
+  ].join(' && ');
+  const r = spawnSync('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', sandbox, 'sh', process.execPath, '--import', 'tsx', path.join(ROOT, 'src/main.ts'), ...args], {
+    encoding: 'utf8', cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: path.join(env.dir, 'nohome'), SA_DIR: saDir, KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String(env.cluster.port) },
+  });
+  t.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
+  const out = json(r.stdout);
+  t.ok(out.archives.some((a) => a.path === 'archived-apps/cron-20240601T000000Z' && a.result === 'removed'), 'pruned as the CronJob would');
+  t.ok(out.archives.some((a) => a.path === pinned && /kept: PV recover/.test(a.result ?? '')), 'the pinned archive is kept');
+  t.ok(exists('apps/data/db'), 'the live claim stays');
 });
