@@ -5,6 +5,7 @@
 // the drivers' own parameter parsers. Swap: what changes for existing volumes.
 import type { ProxmoxConfig } from '../config/types.js';
 import { missingMovePrivileges } from '../move/privileges.js';
+import { effectiveMissing, fixNeeds, reportNeeds, type Need } from './privileges.js';
 import { isCsiError } from '../errors.js';
 import { lookupPort, MOUNT_PROGRAM, MOUNT_V3 } from '../nfs/client/mount.js';
 import { NFS_PROGRAM, NFS_V3 } from '../nfs/client/nfs3.js';
@@ -107,6 +108,16 @@ export async function checkProxmox(input: PreflightInput, signal: AbortSignal): 
           message: moveMissing.length === 0
             ? `${who} may run pve-nfs-csi move (helper VM ${cfg.controllerVmId}: VM.Allocate, VM.Migrate)`
             : `pve-nfs-csi move (optional) would need ${moveMissing.join('; ')}`,
+        });
+        // nor for `pve-nfs-csi report` (read) and `report --fix` (free disks, drop config entries)
+        const reportMissing = effectiveMissing(perms, reportNeeds(cfg.controllerVmId), storages);
+        const fixMissing = effectiveMissing(perms, fixNeeds(cfg.controllerVmId), storages).filter((n) => !reportMissing.some((m) => m.path === n.path && m.privilege === n.privilege));
+        const need = (ns: Need[]) => ns.map((n) => `${n.privilege} on ${n.path} (${n.why})`).join('; ');
+        out.push({
+          name: `${base}/report-privileges`, status: 'info',
+          message: reportMissing.length === 0 && fixMissing.length === 0
+            ? `${who} may run pve-nfs-csi report and report --fix`
+            : `pve-nfs-csi report (optional) would need ${reportMissing.length ? need(reportMissing) : 'nothing more'}${fixMissing.length ? `; report --fix also ${need(fixMissing)}` : ''}`,
         });
       } catch (e) {
         out.push({ name: `${base}/privileges`, status: 'fail', message: errText(e) });

@@ -65,6 +65,8 @@ t.test('healthy: every check passes', async (t) => {
   t.match(byName(rs, 'proxmox/homelab/move-privileges'), {
     status: 'info', message: /pve-nfs-csi move \(optional\) would need VM\.Allocate on \/vms\/9999 \(create and destroy the helper VM\); VM\.Migrate on \/vms\/9999/,
   });
+  // the CSI role is all report and report --fix need
+  t.match(byName(rs, 'proxmox/homelab/report-privileges'), { status: 'info', message: /may run pve-nfs-csi report and report --fix/ });
   t.equal(fs.readdirSync(path.join(g.exportDir)).filter((f) => f.startsWith('.pve-nfs-csi-preflight')).length, 0, 'the write probe left nothing behind');
   const ticket = await runPreflight(input({ creds: `    username: ${sim.username}\n    password: ${sim.password}\n` }), AbortSignal.timeout(30_000));
   t.same(failures(ticket), [], 'ticket login too');
@@ -74,6 +76,11 @@ t.test('bad token privileges: missing ones named', async (t) => {
   const rs = await runPreflight(input({ creds: `    token_id: "${AUDITOR.id}"\n    token_secret: "${AUDITOR.secret}"\n` }), AbortSignal.timeout(30_000));
   t.same(failures(rs), ['proxmox/homelab/privileges']);
   t.match(byName(rs, 'proxmox/homelab/privileges')?.message, /token auditor@pve!ro lacks VM\.Config\.Disk, Datastore\.Allocate, Datastore\.AllocateSpace; grant it a role/);
+  // an auditor sees every VM but not the driver's disks (pve-storage hides images without
+  // Datastore.Allocate or VM.Config.Disk on their owner), and may not fix anything
+  t.match(byName(rs, 'proxmox/homelab/report-privileges'), {
+    status: 'info', message: /report \(optional\) would need VM\.Config\.Disk on \/vms\/9999 .*; report --fix also Datastore\.Allocate on \/storage .*VM\.Config\.Disk on \/vms /,
+  });
   const wrong = await runPreflight(input({ creds: `    token_id: "${sim.tokenId}"\n    token_secret: "00000000-0000-0000-0000-000000000000"\n` }), AbortSignal.timeout(30_000));
   t.match(byName(wrong, 'proxmox/homelab/api'), { status: 'fail', message: /authentication failed \(invalid token value!\)/ });
 });
