@@ -91,6 +91,7 @@ export function buildClaim(r: MoveRecord): PersistentVolumeClaim {
       namespace: r.claim.namespace,
       ...(r.savedClaim.labels && { labels: r.savedClaim.labels }),
       ...(r.savedClaim.annotations && { annotations: r.savedClaim.annotations }),
+      ...(r.savedClaim.ownerReferences && { ownerReferences: r.savedClaim.ownerReferences }),
     },
     spec: { ...r.savedClaim.spec, volumeName: r.newPv },
   };

@@ -31,6 +31,8 @@ export interface SavedClaim {
   uid: string;
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
+  /** A StatefulSet's claim may be owned by it (persistentVolumeClaimRetentionPolicy); kept. */
+  ownerReferences?: NonNullable<PersistentVolumeClaim['metadata']['ownerReferences']>;
   spec: PersistentVolumeClaim['spec'];
 }
 
@@ -89,6 +91,7 @@ export function saveClaim(pvc: PersistentVolumeClaim): SavedClaim {
     uid: pvc.metadata.uid ?? '',
     ...(pvc.metadata.labels && { labels: pvc.metadata.labels }),
     ...(Object.keys(annotations).length > 0 && { annotations }),
+    ...(pvc.metadata.ownerReferences?.length && { ownerReferences: pvc.metadata.ownerReferences }),
     spec,
   };
 }

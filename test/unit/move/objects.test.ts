@@ -18,6 +18,7 @@ const oldPv: PersistentVolume = {
 const claim: PersistentVolumeClaim = {
   metadata: {
     name: 'config', namespace: 'media', uid: 'old-claim', labels: { app: 'sonarr' },
+    ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'sonarr', uid: 'ss-uid' }],
     annotations: { keep: 'me', 'pv.kubernetes.io/bind-completed': 'yes', 'pv.kubernetes.io/bound-by-controller': 'yes', 'volume.kubernetes.io/selected-node': 'talos-worker-1' },
   },
   spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '10Gi' } }, storageClassName: 'proxmox-local', volumeName: 'pvc-0b1c', dataSource: { kind: 'PersistentVolumeClaim', name: 'x' } },
@@ -41,7 +42,10 @@ t.test('the saved claim drops what controllers set; the recreated one is pre-bou
     reclaimPolicy: 'Delete', savedClaim: saved, step: 'pv-created', started: 'now',
   };
   const c = buildClaim(r);
-  t.same(c.metadata, { name: 'config', namespace: 'media', labels: { app: 'sonarr' }, annotations: { keep: 'me' } }, 'no uid, no resourceVersion');
+  t.same(c.metadata, {
+    name: 'config', namespace: 'media', labels: { app: 'sonarr' }, annotations: { keep: 'me' },
+    ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'sonarr', uid: 'ss-uid' }],
+  }, 'no uid, no resourceVersion; owner kept');
   t.equal(c.spec.volumeName, 'pvc-0b1c-hyper2');
   const pv = buildReplacementPv(oldPv, r);
   t.equal(pv.metadata.name, 'pvc-0b1c-hyper2');
