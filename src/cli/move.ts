@@ -151,7 +151,12 @@ export const move: Subcommand = {
         return EXIT.FINDINGS;
       }
       const run = new MoveRun(deps, r);
-      await run.begin();
+      try {
+        await run.begin(plan.pv.metadata.resourceVersion);
+      } catch (e) {
+        if (isRefusal(e)) throw new RefusedError(e.message);
+        throw e;
+      }
       return await execute(io, common.json, run, { ...rep, steps: [] });
     } finally {
       await api.close();

@@ -6,7 +6,7 @@ import { parseVolumeId, volidOf } from '../proxmox/volume-id.js';
 import type { MoveKube, PersistentVolume, PersistentVolumeClaim } from './kube-port.js';
 import { replacementPvName, targetHandle } from './objects.js';
 import { missingMovePrivileges } from './privileges.js';
-import { type MoveRecord, saveClaim } from './record.js';
+import { type MoveRecord, readRecord, saveClaim } from './record.js';
 
 export const PROXMOX_DRIVER = 'csi.proxmox.sinextra.dev';
 export const NFS_DRIVER = 'nfs.csi.k8s.io';
@@ -48,6 +48,7 @@ export async function planMove(i: PlanInput): Promise<Plan> {
   }
   const pv = await kube.getPv(pvc.spec.volumeName);
   if (!pv) throw new Refusal(`PV ${pvc.spec.volumeName} of claim ${i.namespace}/${i.name} not found`);
+  if (readRecord(pv)) throw new Refusal(`PV ${pv.metadata.name} already records a move of this claim (another run started it?); run move again to continue it`);
   const driver = pv.spec.csi?.driver;
   if (driver === NFS_DRIVER) {
     throw new Refusal(`claim ${i.namespace}/${i.name} is an NFS volume (${NFS_DRIVER}): its data is on the NAS and every node can mount it; there is nothing to move`);

@@ -11,6 +11,6 @@ export async function startOrResume(deps: MoveDeps, req: { namespace: string; na
   if (recorded) return new MoveRun(deps, recorded);
   const plan = await planMove({ ...deps, ...req });
   const run = new MoveRun(deps, plan.record);
-  await run.begin();
+  await run.begin(plan.pv.metadata.resourceVersion);
   return run;
 }

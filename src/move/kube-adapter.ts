@@ -11,7 +11,8 @@ export function moveKube(k: KubeApi, signal?: AbortSignal): MoveKube {
     listPvs: async () => (await k.listPersistentVolumes(signal)) as PersistentVolume[],
     listVolumeAttachments: async () => (await k.listVolumeAttachments(signal)) as VolumeAttachment[],
     listPods: async (ns) => (await k.listPods(ns, signal)) as Pod[],
-    patchPv: async (name, patch) => (await k.patchPersistentVolume(name, patch as Record<string, unknown>)) as PersistentVolume,
+    patchPv: async (name, patch, resourceVersion) =>
+      (await k.patchPersistentVolume(name, patch as Record<string, unknown>, resourceVersion === undefined ? {} : { resourceVersion })) as PersistentVolume,
     patchPvc: async (ns, name, patch) => (await k.patchPersistentVolumeClaim(ns, name, patch as Record<string, unknown>)) as PersistentVolumeClaim,
     // plain JSON objects: the library's serializer reads them by field name, as the tests show
     // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment

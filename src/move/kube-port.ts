@@ -76,8 +76,8 @@ export interface MoveKube {
   listPvs(): Promise<PersistentVolume[]>;
   listVolumeAttachments(): Promise<VolumeAttachment[]>;
   listPods(namespace: string): Promise<Pod[]>;
-  /** JSON merge patch. */
-  patchPv(name: string, patch: unknown): Promise<PersistentVolume>;
+  /** JSON merge patch; with `resourceVersion` only if the PV has not changed (else status 409). */
+  patchPv(name: string, patch: unknown, resourceVersion?: string): Promise<PersistentVolume>;
   patchPvc(namespace: string, name: string, patch: unknown): Promise<PersistentVolumeClaim>;
   /** Rejects with an error whose `status` is 409 when the name is taken. */
   createPv(pv: PersistentVolume): Promise<PersistentVolume>;

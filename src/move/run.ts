@@ -9,6 +9,7 @@ import { HelperVm, type MoverApi } from '../proxmox/move/helper-vm.js';
 import { parseVolid, parseVolumeId, volidOf } from '../proxmox/volume-id.js';
 import type { MoveKube, PersistentVolume, PersistentVolumeClaim } from './kube-port.js';
 import { buildClaim, buildReplacementPv, targetHandle } from './objects.js';
+import { Refusal } from './checks.js';
 import { MOVED_FROM_KEY, type MoveRecord, RECORD_KEY, type Step, readRecord, recordPatch, stepIndex } from './record.js';
 
 export interface MoveDeps {
@@ -74,10 +75,19 @@ export class MoveRun {
     this.d.log(`step ${step} recorded`);
   }
 
-  /** First step: the old PV keeps the disk whatever happens to the claim, and carries the record. */
-  async begin(): Promise<void> {
+  /**
+   * First step: the old PV keeps the disk whatever happens to the claim, and carries the record.
+   * Only if the PV is still as planned (`resourceVersion`): a second move started at the same
+   * time loses here instead of running alongside.
+   */
+  async begin(resourceVersion?: string): Promise<void> {
     await this.cp('retain:before');
-    await this.d.kube.patchPv(this.r.oldPv, { spec: { persistentVolumeReclaimPolicy: 'Retain' }, ...recordPatch(this.r) });
+    try {
+      await this.d.kube.patchPv(this.r.oldPv, { spec: { persistentVolumeReclaimPolicy: 'Retain' }, ...recordPatch(this.r) }, resourceVersion);
+    } catch (e) {
+      if (isConflict(e)) throw new Refusal(`PV ${this.r.oldPv} changed since it was read (another move of this claim starting?); run move again`);
+      throw e;
+    }
     this.done.push('planned');
     this.d.log(`PV ${this.r.oldPv}: reclaimPolicy Retain, move recorded`);
   }

@@ -297,6 +297,23 @@ t.test('a crash at every checkpoint, then a fresh run: finished, nothing lost or
   }
 });
 
+t.test('two moves of one claim started at once: one begins, the other is refused', async (t) => {
+  const c = await claim();
+  const [d1, d2] = [deps(), deps()];
+  const results = await Promise.allSettled([
+    startOrResume(d1, { namespace: NS, name: c.name, toZone: 'hyper2' }),
+    startOrResume(d2, { namespace: NS, name: c.name, toZone: 'hyper2' }),
+  ]);
+  const won = results.filter((r) => r.status === 'fulfilled');
+  const lost = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+  t.equal(won.length, 1, 'one run began');
+  t.match(String(lost[0]?.reason), /changed since it was read \(another move of this claim starting\?\)|already records a move of this claim/);
+  if (won[0]?.status === 'fulfilled') await won[0].value.run();
+  await d1.close();
+  await d2.close();
+  await assertMoved(t, c);
+});
+
 t.test('--abort before the copy rolls back; after the copy it is refused and the move finishes', async (t) => {
   const c = await claim();
   const f = freezer('save:holding');
