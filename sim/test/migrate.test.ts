@@ -15,13 +15,16 @@ const csi = cfg.tokens[1] as { id: string; secret: string };
 // qmp backend without sockets: volumes get sparse files, nothing is plugged anywhere
 const ts = await startTestSim({ config: cfg, backend: 'qmp', qmp: {} });
 t.teardown(() => ts.close());
-const { call, callAs, waitTask, admin } = ts;
+const call: typeof ts.call = (...a) => ts.call(...a);
+const callAs: typeof ts.callAs = (...a) => ts.callAs(...a);
+const waitTask: typeof ts.waitTask = (...a) => ts.waitTask(...a);
+const admin = ts.admin;
 const asCsi = `PVEAPIToken=${csi.id}=${csi.secret}`;
 
 interface StateVol { volid: string; file: string | null }
 async function volumes(node: string): Promise<StateVol[]> {
   const st = (await admin.state()) as { nodes: Array<{ name: string; storages: Array<{ volumes: StateVol[] }> }> };
-  return st.nodes.find((n) => n.name === node)!.storages.flatMap((s) => s.volumes);
+  return (st.nodes.find((n) => n.name === node)?.storages ?? []).flatMap((s) => s.volumes);
 }
 async function vmNode(vmid: number): Promise<string | undefined> {
   const st = (await admin.state()) as { vms: Array<{ vmid: number; node: string }> };
@@ -29,17 +32,18 @@ async function vmNode(vmid: number): Promise<string | undefined> {
 }
 async function task(node: string, r: Awaited<ReturnType<typeof call>>) {
   if (r.status !== 200) throw new Error(`${r.status} ${r.text}`);
-  const upid = r.body!.data as string;
+  const upid = r.body?.data as string;
   const st = await waitTask(node, upid);
-  const log = (await call('GET', `/nodes/${node}/tasks/${encodeURIComponent(upid)}/log`, { limit: 500 })).body!.data as Array<{ t: string }>;
+  const log = (await call('GET', `/nodes/${node}/tasks/${encodeURIComponent(upid)}/log`, { limit: 500 })).body?.data as Array<{ t: string }>;
   return { upid, exit: st.exitstatus as string, log: log.map((l) => l.t) };
 }
 async function disk(node: string, name: string, data?: string): Promise<string> {
   const r = await call('POST', `/nodes/${node}/storage/local-lvm/content`, { vmid: 9999, filename: name, size: '8M' });
   t.equal(r.status, 200, `allocated ${name} on ${node}`);
   if (data !== undefined) {
-    const v = (await volumes(node)).find((x) => x.volid === `local-lvm:${name}`)!;
-    await writeFile(v.file!, data, { flag: 'r+' });
+    const file = (await volumes(node)).find((x) => x.volid === `local-lvm:${name}`)?.file;
+    if (!file) throw new Error(`no file behind ${name}`);
+    await writeFile(file, data, { flag: 'r+' });
   }
   return `local-lvm:${name}`;
 }
@@ -64,14 +68,14 @@ t.test('a stopped VM carries its unused disk to another node, bytes and name unc
   t.match(m.log.join('\n'), /volume 'local-lvm:vm-9999-pvc-mig1' is 'local-lvm:vm-9999-pvc-mig1' on the target/);
   t.match(m.log.at(-2), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d migration finished successfully \(duration \d\d:\d\d:\d\d\)$/);
   t.equal(await vmNode(9999), 'hyper2');
-  const conf = (await call('GET', '/nodes/hyper2/qemu/9999/config')).body!.data as Record<string, string>;
+  const conf = (await call('GET', '/nodes/hyper2/qemu/9999/config')).body?.data as Record<string, string>;
   t.equal(conf.unused0, volid);
   t.notOk(conf.lock, 'the migrate lock is gone');
   const gone = await call('GET', '/nodes/hyper1/qemu/9999/config');
-  t.equal(gone.body!.message, "Configuration file 'nodes/hyper1/qemu-server/9999.conf' does not exist\n");
+  t.equal(gone.body?.message, "Configuration file 'nodes/hyper1/qemu-server/9999.conf' does not exist\n");
   t.notOk((await volumes('hyper1')).some((v) => v.volid === volid), 'source copy freed by the migration');
-  const copy = (await volumes('hyper2')).find((v) => v.volid === volid)!;
-  t.equal((await readFile(copy.file!)).subarray(0, 17).toString(), 'hello from hyper1');
+  const copy = (await volumes('hyper2')).find((v) => v.volid === volid);
+  t.equal((await readFile(copy?.file ?? '/nonexistent')).subarray(0, 17).toString(), 'hello from hyper1');
   // releasing the disk without freeing it: overwrite unusedN, then destroy the helper
   await release('hyper2');
   t.equal(await vmNode(9999), undefined);
@@ -83,17 +87,17 @@ t.test('preconditions answer before any task, as migrate_vm does', async (t) => 
   const volid = await disk('hyper1', 'vm-9999-pvc-pre');
   await task('hyper1', await helper('hyper1', volid));
   const again = await helper('hyper3', volid);
-  t.equal(again.body!.message, "unable to create VM 9999 - VM 9999 already exists on node 'hyper1'\n");
-  t.same((await migrate('hyper1', { target: 'hyper1' })).body!.errors, { target: 'target is local node.' });
-  t.equal((await migrate('hyper1', { target: 'hyper9' })).body!.message, "no such cluster node 'hyper9'\n");
-  t.same((await migrate('hyper1', { target: 'hyper2', force: '1' })).body!.errors, { force: 'Only root may use this option.' });
-  t.equal((await migrate('hyper1', { target: 'hyper2', targetstorage: 'nope' })).body!.message, "storage 'nope' does not exist\n");
-  t.equal((await migrate('hyper3', { target: 'hyper2' })).body!.message, "Configuration file 'nodes/hyper3/qemu-server/9999.conf' does not exist\n");
+  t.equal(again.body?.message, "unable to create VM 9999 - VM 9999 already exists on node 'hyper1'\n");
+  t.same((await migrate('hyper1', { target: 'hyper1' })).body?.errors, { target: 'target is local node.' });
+  t.equal((await migrate('hyper1', { target: 'hyper9' })).body?.message, "no such cluster node 'hyper9'\n");
+  t.same((await migrate('hyper1', { target: 'hyper2', force: '1' })).body?.errors, { force: 'Only root may use this option.' });
+  t.equal((await migrate('hyper1', { target: 'hyper2', targetstorage: 'nope' })).body?.message, "storage 'nope' does not exist\n");
+  t.equal((await migrate('hyper3', { target: 'hyper2' })).body?.message, "Configuration file 'nodes/hyper3/qemu-server/9999.conf' does not exist\n");
   await admin.patchVm(9999, { lock: 'backup' });
-  t.equal((await migrate('hyper1', { target: 'hyper2' })).body!.message, 'VM is locked (backup)\n');
+  t.equal((await migrate('hyper1', { target: 'hyper2' })).body?.message, 'VM is locked (backup)\n');
   await admin.patchVm(9999, { lock: null });
   const running = await call('POST', '/nodes/hyper1/qemu/101/migrate', { target: 'hyper2' });
-  t.equal(running.body!.message, "can't migrate running VM without --online\n");
+  t.equal(running.body?.message, "can't migrate running VM without --online\n");
   const noPriv = await callAs(asCsi, 'POST', '/nodes/hyper1/qemu/9999/migrate', { target: 'hyper2' });
   t.equal(noPriv.status, 403);
   t.equal(noPriv.statusText, 'Permission check failed (/vms/9999, VM.Migrate)');
@@ -110,7 +114,7 @@ t.test('a disk the VM does not own stops the migration in its scan', async (t) =
   t.match(m.log.join('\n'), /can't migrate local disk 'local-lvm:vm-101-disk-0': owned by other VM \(owner = VM 101\)/);
   t.match(m.log.join('\n'), /ERROR: migration aborted \(duration .*\): Problem found while scanning volumes - can't migrate VM - check log/);
   t.equal(await vmNode(9999), 'hyper1');
-  const conf = (await call('GET', '/nodes/hyper1/qemu/9999/config')).body!.data as Record<string, string>;
+  const conf = (await call('GET', '/nodes/hyper1/qemu/9999/config')).body?.data as Record<string, string>;
   t.notOk(conf.lock, 'phase1 cleanup removed the lock');
   // a foreign volume is dropped from the config on destroy, never freed
   t.equal((await task('hyper1', await call('DELETE', '/nodes/hyper1/qemu/9999'))).exit, 'OK');
@@ -125,10 +129,10 @@ t.test('a name taken on the target is imported under a free vm-<vmid>-disk-N', a
   t.equal(m.exit, 'OK');
   t.match(m.log.join('\n'), /volume pve\/vm-9999-pvc-dup already exists - importing with a different name/);
   t.match(m.log.join('\n'), /volume 'local-lvm:vm-9999-pvc-dup' is 'local-lvm:vm-9999-disk-0' on the target/);
-  const conf = (await call('GET', '/nodes/hyper2/qemu/9999/config')).body!.data as Record<string, string>;
+  const conf = (await call('GET', '/nodes/hyper2/qemu/9999/config')).body?.data as Record<string, string>;
   t.equal(conf.unused0, 'local-lvm:vm-9999-disk-0', 'the config follows the new name');
-  const renamed = (await volumes('hyper2')).find((v) => v.volid === 'local-lvm:vm-9999-disk-0')!;
-  t.equal((await readFile(renamed.file!)).subarray(0, 12).toString(), 'source bytes');
+  const renamed = (await volumes('hyper2')).find((v) => v.volid === 'local-lvm:vm-9999-disk-0');
+  t.equal((await readFile(renamed?.file ?? '/nonexistent')).subarray(0, 12).toString(), 'source bytes');
   await release('hyper2');
   for (const v of ['vm-9999-pvc-dup', 'vm-9999-disk-0']) await call('DELETE', `/nodes/hyper2/storage/local-lvm/content/local-lvm:${v}`);
 });
@@ -142,8 +146,8 @@ t.test('faults: a broken copy leaves everything on the source; a failed source f
   t.match(broken.log.join('\n'), /storage migration for 'local-lvm:vm-9999-pvc-flt' to storage 'local-lvm' failed - command .* failed: exit code 255/);
   t.equal(await vmNode(9999), 'hyper1');
   t.notOk((await volumes('hyper2')).some((v) => v.volid === volid), 'the partial copy is freed');
-  const src = (await volumes('hyper1')).find((v) => v.volid === volid)!;
-  t.equal((await readFile(src.file!)).subarray(0, 7).toString(), 'keep me');
+  const src = (await volumes('hyper1')).find((v) => v.volid === volid);
+  t.equal((await readFile(src?.file ?? '/nonexistent')).subarray(0, 7).toString(), 'keep me');
 
   await admin.patchFaults({ migrateFail: 'cleanup' });
   const problems = await task('hyper1', await migrate('hyper1', { target: 'hyper2' }));

@@ -33,8 +33,14 @@ function check(cond: unknown, what: string): void {
   say(`ok: ${what}`);
 }
 
+function env(name: string): string {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run through scripts/vm.sh run`);
+  return v;
+}
+
 async function sh(script: string): Promise<string> {
-  const r = await guestExec(process.env.VM_QGA_SOCKET!, ['/bin/sh', '-c', script], { timeoutMs: 180_000 });
+  const r = await guestExec(env('VM_QGA_SOCKET'), ['/bin/sh', '-c', script], { timeoutMs: 180_000 });
   if (r.code !== 0) throw new Error(`guest: ${script}: exit ${r.code}: ${r.stderr.toString().trim()}`);
   return r.stdout.toString().trim();
 }
@@ -45,19 +51,19 @@ export async function runMove(deps: Deps): Promise<number> {
   // the same guest is VM 111 (hyper1) and VM 112 (hyper2): one QEMU, one QMP socket
   const ctrl = await deps.startController('proxmox', runDir, { alsoPlays: [112] });
   const c = csiClient(ctrl.endpoint, 300_000);
-  const n = csiClient(process.env.VM_PROXMOX_ENDPOINT!, 300_000);
+  const n = csiClient(env('VM_PROXMOX_ENDPOINT'), 300_000);
   const cap: VolumeCapability = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
   const staging = `${GUEST_KUBELET_DIR}/move/staging`;
   const target = `${GUEST_KUBELET_DIR}/move/target`;
   const cfgText = fs.readFileSync(path.join(runDir, 'proxmox-config.yaml'), 'utf8');
-  const url = /url: (\S+)/.exec(cfgText)![1]!;
-  const caFile = /ca_file: (\S+)/.exec(cfgText)![1]!;
+  const url = /url: (\S+)/.exec(cfgText)?.[1] ?? '';
+  const caFile = /ca_file: (\S+)/.exec(cfgText)?.[1] ?? '';
   // root's ticket login (sim/default-cluster.yaml): the VM tier is about the bytes; the
   // privileges move needs are checked in the k8s tier
   const api = createHttpProxmoxApi({ cluster: { url, insecure: false, username: 'root@pam', password: 'root-login-password', region: 'homelab', caFile } });
   let volumeId: string | undefined;
   let publishedTo: string | undefined;
-  let mounted = false;
+  let mounted = false as boolean;
   try {
     await sh(`mkdir -p ${staging}`);
     const v = present((await c.controller.CreateVolume({
@@ -86,11 +92,12 @@ export async function runMove(deps: Deps): Promise<number> {
     await mountOn('talos-worker-1', volumeId);
     const note = `written on talos-worker-1 at ${new Date().toISOString()}`;
     await sh(`echo '${note}' > ${target}/note.txt && dd if=/dev/urandom of=${target}/blob bs=1M count=8 status=none && sync`);
-    const blobSum = (await sh(`sha256sum ${target}/blob`)).split(' ')[0];
-    say(`wrote note.txt and an 8 MiB random blob (sha256 ${blobSum!.slice(0, 16)}…) on talos-worker-1`);
+    const blobSum = (await sh(`sha256sum ${target}/blob`)).split(' ')[0] ?? '';
+    say(`wrote note.txt and an 8 MiB random blob (sha256 ${blobSum.slice(0, 16)}…) on talos-worker-1`);
     await unmountFrom('talos-worker-1', volumeId);
 
-    const ref = parseVolumeId(volumeId)!;
+    const ref = parseVolumeId(volumeId);
+    if (!ref) throw new Error(`${volumeId} is not a Proxmox handle`);
     const volid = `${ref.storage}:${ref.disk}`;
     const helper = new HelperVm({ api, cluster: 'homelab', vmid: 9999, log: say });
     await helper.hold('hyper1', volid);

@@ -24,14 +24,15 @@ const claim: PersistentVolumeClaim = {
   spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '10Gi' } }, storageClassName: 'proxmox-local', volumeName: 'pvc-0b1c', dataSource: { kind: 'PersistentVolumeClaim', name: 'x' } },
 };
 
-t.test('names and handles', async (t) => {
+t.test('names and handles', (t) => {
   t.equal(replacementPvName('vm-9999-pvc-0b1c', 'hyper2'), 'pvc-0b1c-hyper2');
   t.equal(replacementPvName('vm-9999-pvc-0b1c', 'Hyper2'), 'pvc-0b1c-hyper2', 'lower-cased into a DNS name');
   t.equal(targetHandle('homelab/hyper1/local-lvm/vm-9999-pvc-0b1c', 'hyper2', 'vm-9999-disk-0'), 'homelab/hyper2/local-lvm/vm-9999-disk-0');
   t.throws(() => targetHandle('nonsense', 'hyper2', 'd'));
+  t.end();
 });
 
-t.test('the saved claim drops what controllers set; the recreated one is pre-bound', async (t) => {
+t.test('the saved claim drops what controllers set; the recreated one is pre-bound', (t) => {
   const saved = saveClaim(claim);
   t.same(saved.annotations, { keep: 'me' });
   t.same(saved.labels, { app: 'sonarr' });
@@ -60,18 +61,20 @@ t.test('the saved claim drops what controllers set; the recreated one is pre-bou
   t.equal(pv.metadata.annotations?.['pve-nfs-csi.io/moved-from'], 'pvc-0b1c');
   t.notOk(pv.metadata.annotations?.['pv.kubernetes.io/bound-by-controller']);
   t.equal(readRecord(pv)?.step, 'pv-created', 'carries the record');
+  t.end();
 });
 
-t.test('a record that is not ours is ignored', async (t) => {
+t.test('a record that is not ours is ignored', (t) => {
   const on = (v: string): PersistentVolume => ({ metadata: { name: 'x', annotations: { [RECORD_KEY]: v } }, spec: {} });
   t.equal(readRecord(on('not json')), undefined);
   t.equal(readRecord(on('{"v":2,"step":"planned"}')), undefined);
   t.equal(readRecord(on('{"v":1,"step":"teleported"}')), undefined);
   t.equal(readRecord(on('null')), undefined);
   t.equal(readRecord(on('{"v":1,"step":"bound"}'))?.step, 'bound');
+  t.end();
 });
 
-t.test('privileges: propagated from /, /vms or /storage; missing ones named with their use', async (t) => {
+t.test('privileges: propagated from /, /vms or /storage; missing ones named with their use', (t) => {
   const all = { 'VM.Audit': 1, 'VM.Allocate': 1, 'VM.Migrate': 1, 'VM.Config.Disk': 1, 'Datastore.Audit': 1, 'Datastore.AllocateSpace': 1, 'Datastore.Allocate': 1 };
   t.same(missingMovePrivileges({ '/': all }, 9999, 'local-lvm'), []);
   t.same(missingMovePrivileges({ '/vms/9999': all, '/storage': all }, 9999, 'local-lvm'), []);
@@ -81,4 +84,5 @@ t.test('privileges: propagated from /, /vms or /storage; missing ones named with
     'VM.Migrate on /vms/9999 (migrate the helper VM with the disk)',
   ]);
   t.same(missingMovePrivileges({ '/vms/101': all, '/': csiRole }, 9999, 'local-lvm').length, 2, 'another VM path does not count');
+  t.end();
 });
