@@ -43,7 +43,7 @@ interface Row extends Archive {
 function port(v: unknown, flag: string): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new UsageError(`--${flag}: "${String(v)}" is not a TCP port`);
+  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new UsageError(`--${flag}: "${typeof v === 'string' ? v : JSON.stringify(v)}" is not a TCP port`);
   return n;
 }
 

@@ -84,13 +84,16 @@ export function parseFlags(command: string, argv: string[], extra: Options = {},
   const values = parsed.values as Parsed['values'];
   const { positionals } = parsed;
   if (positionals.length > (o.positionals ?? 0)) throw new UsageError(`unexpected argument "${positionals[o.positionals ?? 0]}" (see ${command} --help)`);
-  const str = (k: string) => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
+  const str = (k: string): string | undefined => {
+    const v = values[k];
+    return typeof v === 'string' ? v : undefined;
+  };
   let configSecret: CommonFlags['configSecret'];
   const cs = str('config-secret');
   if (cs !== undefined) {
-    const m = /^([a-z0-9-]+)\/([a-z0-9.-]+)(?::(.+))?$/.exec(cs);
-    if (!m) throw new UsageError(`--config-secret: "${cs}" is not NAMESPACE/NAME[:KEY]`);
-    configSecret = { namespace: m[1]!, name: m[2]!, key: m[3] ?? 'config.yaml' };
+    const m = /^(?<namespace>[a-z0-9-]+)\/(?<name>[a-z0-9.-]+)(?::(?<key>.+))?$/.exec(cs)?.groups;
+    if (!m?.namespace || !m.name) throw new UsageError(`--config-secret: "${cs}" is not NAMESPACE/NAME[:KEY]`);
+    configSecret = { namespace: m.namespace, name: m.name, key: m.key ?? 'config.yaml' };
   }
   let timeoutMs: number;
   try {
@@ -115,12 +118,11 @@ const UNITS: Record<string, number> = { s: 1e3, m: 60e3, h: 3600e3, d: 86400e3, 
 
 /** "90d", "12h", "2w", "1d12h" → milliseconds; UsageError otherwise. */
 export function parseAge(raw: string, flag: string): number {
-  const re = /(\d+)([smhdw])/gy;
+  const re = /(?<n>\d+)(?<unit>[smhdw])/gy;
   let total = 0;
-  let m: RegExpExecArray | null;
   let end = 0;
-  while ((m = re.exec(raw)) !== null) {
-    total += Number(m[1]) * UNITS[m[2]!]!;
+  for (let m = re.exec(raw); m !== null; m = re.exec(raw)) {
+    total += Number(m.groups?.n) * (UNITS[m.groups?.unit ?? ''] ?? NaN);
     end = re.lastIndex;
   }
   if (raw === '' || end !== raw.length) throw new UsageError(`--${flag}: "${raw}" is not an age like 90d, 12h or 2w`);
@@ -152,9 +154,9 @@ export function formatBytes(n: number | undefined): string {
 
 /** Left-aligned columns separated by two spaces; empty cells print as "-". */
 export function table(headers: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
-  const cells = [headers, ...rows.map((r) => headers.map((_, i) => (r[i] === undefined || r[i] === '' ? '-' : r[i]!)))];
-  const widths = headers.map((_, i) => Math.max(...cells.map((r) => r[i]!.length)));
-  return cells.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n') + '\n';
+  const cells: string[][] = [[...headers], ...rows.map((r) => headers.map((_, i) => r[i] || '-'))];
+  const widths = headers.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
+  return cells.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ')).join('\n') + '\n';
 }
 
 export type Io = Parameters<Subcommand['run']>[1];

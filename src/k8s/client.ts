@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
-  ApiException, CoreV1Api, KubeConfig, PatchStrategy, StorageV1Api, setHeaderOptions,
+  ApiException, CoreV1Api, KubeConfig, PatchStrategy, StorageV1Api, V1DeleteOptions, V1Preconditions, setHeaderOptions,
   type ConfigurationOptions, type V1Status,
 } from '@kubernetes/client-node';
 import type { DeleteOptions, KubeApi, KubeSource, MergePatch, WriteOptions } from './api.js';
@@ -28,10 +28,11 @@ export function loadKubeConfig(src: KubeSource = {}): { kc: KubeConfig; from: st
   const files = src.kubeconfig ? [src.kubeconfig] : (env.KUBECONFIG ?? '').split(path.delimiter).filter(Boolean);
   const home = env.HOME ?? os.homedir();
   const saRoot = src.serviceAccountRoot ?? '';
-  if (files.length > 0) {
+  const [first, ...others] = files;
+  if (first !== undefined) {
     for (const f of files) if (!fs.existsSync(f)) throw new Error(`kubeconfig ${f} does not exist`);
-    kc.loadFromFile(files[0]!);
-    for (const f of files.slice(1)) {
+    kc.loadFromFile(first);
+    for (const f of others) {
       const more = new KubeConfig();
       more.loadFromFile(f);
       kc.mergeConfig(more);
@@ -76,7 +77,7 @@ function toKubeError(e: unknown, what: string): unknown {
     } catch {
       status = undefined;
     }
-  } else if (body && typeof body === 'object') status = body as V1Status;
+  } else if (body && typeof body === 'object') status = body;
   const reason = status?.reason ?? String(e.code);
   return new KubeError(e.code, reason, `${what}: ${status?.message ?? `HTTP ${e.code}`}`, { cause: e });
 }
@@ -95,7 +96,7 @@ function options(o: { signal?: AbortSignal | undefined; contentType?: string }):
     }] as unknown as NonNullable<ConfigurationOptions['middleware']>,
     middlewareMergeStrategy: 'append',
   };
-  if (o.contentType) opt = setHeaderOptions('Content-Type', o.contentType, opt as never) as ConfigurationOptions;
+  if (o.contentType) opt = setHeaderOptions('Content-Type', o.contentType, opt);
   return opt;
 }
 
@@ -108,12 +109,13 @@ function guarded(patch: MergePatch, o?: WriteOptions): MergePatch {
   return { ...patch, metadata: { ...meta, resourceVersion: o.resourceVersion } };
 }
 
-function deleteBody(o?: DeleteOptions) {
-  const preconditions = {
-    ...(o?.uid !== undefined && { uid: o.uid }),
-    ...(o?.resourceVersion !== undefined && { resourceVersion: o.resourceVersion }),
-  };
-  return Object.keys(preconditions).length ? { preconditions } : {};
+function deleteBody(o?: DeleteOptions): V1DeleteOptions {
+  const body = new V1DeleteOptions();
+  if (o?.uid === undefined && o?.resourceVersion === undefined) return body;
+  body.preconditions = new V1Preconditions();
+  if (o.uid !== undefined) body.preconditions.uid = o.uid;
+  if (o.resourceVersion !== undefined) body.preconditions.resourceVersion = o.resourceVersion;
+  return body;
 }
 
 export class ClientNodeKube implements KubeApi {

@@ -47,7 +47,7 @@ export interface ReportResult {
 function port(v: unknown, flag: string): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new UsageError(`--${flag}: "${String(v)}" is not a TCP port`);
+  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new UsageError(`--${flag}: "${typeof v === 'string' ? v : JSON.stringify(v)}" is not a TCP port`);
   return n;
 }
 
@@ -151,9 +151,10 @@ async function run(argv: string[], io: Parameters<Subcommand['run']>[1]): Promis
       const ctx = { core, kube: await getKube(), stores, log, signal };
       // Config entries first (one VM at a time through its queue), then disks and directories.
       const order = ['drop-unused', 'unlink-helpers', 'delete-volume', 'free-marker', 'remove-dir'];
-      for (const f of findings.filter((x) => x.action).sort((a, b) => order.indexOf(a.action!.type) - order.indexOf(b.action!.type))) {
+      const todo = findings.flatMap((f) => (f.action ? [{ f, action: f.action }] : []));
+      for (const { f, action } of todo.sort((a, b) => order.indexOf(a.action.type) - order.indexOf(b.action.type))) {
         try {
-          f.result = `done: ${await runAction(ctx, f.action!)}`;
+          f.result = `done: ${await runAction(ctx, action)}`;
         } catch (e) {
           f.result = `failed: ${(e as Error).message}`;
         }

@@ -98,7 +98,7 @@ export interface NfsClass {
   onDelete?: string;
 }
 
-const lower = (p: Record<string, string> | undefined) => Object.fromEntries(Object.entries(p ?? {}).map(([k, v]) => [k.toLowerCase(), v]));
+const lower = (p: Record<string, string> | undefined): Record<string, string | undefined> => Object.fromEntries(Object.entries(p ?? {}).map(([k, v]) => [k.toLowerCase(), v]));
 const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 // What each template can expand to: Kubernetes object names.
 const TEMPLATE_RE: Record<string, string> = {
@@ -118,9 +118,9 @@ export function nfsClasses(classes: readonly V1StorageClass[]): NfsClass[] {
     const source = template || '${pv.metadata.name}';
     let re = '';
     let rest = source;
-    for (const m of source.matchAll(/\$\{([^}]*)\}/g)) {
+    for (const m of source.matchAll(/\$\{(?<name>[^}]*)\}/g)) {
       const at = rest.indexOf(m[0]);
-      re += escape(rest.slice(0, at)) + (TEMPLATE_RE[m[1]!] ?? '[^/]+');
+      re += escape(rest.slice(0, at)) + (TEMPLATE_RE[m.groups?.name ?? ''] ?? '[^/]+');
       rest = rest.slice(at + m[0].length);
     }
     re += escape(rest);
@@ -152,7 +152,7 @@ export function nfsDirOf(pv: V1PersistentVolume): { server: string; share: strin
   if (a.server && a.share !== undefined) {
     return { server: a.server, share: '/' + a.share.replace(/^\/+|\/+$/g, ''), subDir: (a.subdir ?? '').replace(/^\/+|\/+$/g, '') };
   }
-  const ref = parseNfsHandle(csi.volumeHandle ?? '');
+  const ref = parseNfsHandle(csi.volumeHandle);
   return ref ? { server: ref.server, share: ref.share, subDir: ref.subDir } : undefined;
 }
 
@@ -162,8 +162,8 @@ export async function readShares(classes: readonly NfsClass[], stores: NfsStores
     const key = `${c.server}\u0000${c.share}`;
     byShare.set(key, [...(byShare.get(key) ?? []), c]);
   }
-  return Promise.all([...byShare.values()].map(async (cs): Promise<ShareFacts> => {
-    const { server, share } = cs[0]!;
+  return Promise.all([...byShare.values()].flatMap(([first, ...more]) => (first ? [[first, ...more] as [NfsClass, ...NfsClass[]]] : [])).map(async (cs): Promise<ShareFacts> => {
+    const { server, share } = cs[0];
     const store = stores.open(server, share);
     const facts: ShareFacts = { server, share, store, classes: cs, dirs: [], archives: [] };
     try {

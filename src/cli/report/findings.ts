@@ -19,7 +19,7 @@ import type { Archive } from '../../nfs/controller/archives.js';
 import { isHelperSite } from '../../proxmox/controller/drives.js';
 import { parseMarker } from '../../proxmox/controller/mutable.js';
 import { usesOf } from '../../proxmox/controller/scan.js';
-import { diskOwner, formatVolumeId, parseVolumeId } from '../../proxmox/volume-id.js';
+import { diskOwner, formatVolumeId, parseVolumeId, type VolumeRef } from '../../proxmox/volume-id.js';
 import { nfsDirOf, PROXMOX_DRIVER, type ClusterFacts, type DiskFact, type KubeFacts, type ShareFacts } from './facts.js';
 
 export type Kind =
@@ -89,22 +89,23 @@ function resizing(pvc: V1PersistentVolumeClaim | undefined): boolean {
 
 export function proxmoxFindings(f: ClusterFacts, k: KubeFacts, r: Rules): Finding[] {
   const out: Finding[] = [];
-  const pvByDisk = new Map<string, V1PersistentVolume>();
+  const pvByDisk = new Map<string, { pv: V1PersistentVolume; ref: VolumeRef; handle: string }>();
   for (const pv of k.pvs) {
     if (pv.spec?.csi?.driver !== PROXMOX_DRIVER) continue;
-    const ref = parseVolumeId(pv.spec.csi.volumeHandle ?? '');
-    if (ref && ref.region === f.region) pvByDisk.set(`${ref.storage}:${ref.disk}`, pv);
+    const handle = pv.spec.csi.volumeHandle;
+    const ref = parseVolumeId(handle);
+    if (ref && ref.region === f.region) pvByDisk.set(`${ref.storage}:${ref.disk}`, { pv, ref, handle });
   }
-  const attachments = new Set(k.attachments
-    .filter((a) => a.spec?.attacher === PROXMOX_DRIVER && a.spec.source?.persistentVolumeName)
-    .map((a) => `${a.spec!.source!.persistentVolumeName}\u0000${a.spec!.nodeName}`));
+  const attachments = new Set(k.attachments.flatMap((a) =>
+    a.spec.attacher === PROXMOX_DRIVER && a.spec.source.persistentVolumeName ? [`${a.spec.source.persistentVolumeName}\u0000${a.spec.nodeName}`] : []));
   const present = new Set(f.disks.map((d) => d.volid));
   const where = (d: DiskFact) => `${f.region}/${d.shared ? '(shared)' : d.node}`;
 
   for (const d of f.disks) {
     const marker = parseMarker(d.disk);
     const base = marker?.disk ?? d.disk;
-    const pv = pvByDisk.get(`${d.storage}:${base}`);
+    const known = pvByDisk.get(`${d.storage}:${base}`);
+    const pv = known?.pv;
     const use = usesOf(f.scan, d.storage, d.disk);
     const owner = diskOwner(d.disk);
     const age = d.createdAt !== undefined ? r.now - d.createdAt : undefined;
@@ -117,8 +118,8 @@ export function proxmoxFindings(f: ClusterFacts, k: KubeFacts, r: Rules): Findin
         out.push({
           kind: 'helper-attachment', where: at, what: `${site.key}: ${d.volid}`,
           detail: `left by an interrupted offline expansion${pv ? ` of PV ${pv.metadata?.name}` : ''}`,
-          ...(pv && !busy
-            ? { action: { type: 'unlink-helpers', region: f.region, volumeId: pv.spec!.csi!.volumeHandle! } }
+          ...(known && !busy
+            ? { action: { type: 'unlink-helpers', region: f.region, volumeId: known.handle } }
             : busy ? { kept: `claim ${claim?.metadata?.namespace}/${claim?.metadata?.name} is being resized` } : { kept: 'its disk is orphaned: removed when that is freed' }),
         });
       } else if (site.placement === 'detaching') {
@@ -160,8 +161,7 @@ export function proxmoxFindings(f: ClusterFacts, k: KubeFacts, r: Rules): Findin
     out.push(finding);
   }
 
-  for (const pv of pvByDisk.values()) {
-    const ref = parseVolumeId(pv.spec!.csi!.volumeHandle!)!;
+  for (const { pv, ref } of pvByDisk.values()) {
     const listedHere = f.storages.some((s) => s.storage === ref.storage && (ref.zone === '' || s.node === ref.zone));
     const unknown = f.unlisted.some((u) => u.storage === ref.storage && (ref.zone === '' || u.node === ref.zone));
     if (unknown) continue;
@@ -184,7 +184,10 @@ export function nfsFindings(s: ShareFacts, k: KubeFacts, r: Rules): Finding[] {
   const out: Finding[] = [];
   const at = `${s.server}:${s.share}`;
   if (s.error) return [{ kind: 'error', where: at, what: 'share', detail: `cannot scan: ${s.error}` }];
-  const used = k.pvs.map(nfsDirOf).filter((d) => d && d.server === s.server && d.share === s.share).map((d) => d!.subDir);
+  const used = k.pvs.flatMap((pv) => {
+    const d = nfsDirOf(pv);
+    return d && d.server === s.server && d.share === s.share ? [d.subDir] : [];
+  });
   for (const d of s.dirs) {
     if (used.some((u) => u === '' || under(u, d.path))) continue;
     const classes = s.classes.filter((c) => d.classes.includes(c.name));

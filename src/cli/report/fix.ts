@@ -12,7 +12,7 @@ import type { Cluster } from '../../proxmox/controller/cluster.js';
 import type { Core } from '../../proxmox/controller/core.js';
 import { removeHelperLeftovers } from '../../proxmox/controller/leftovers.js';
 import { deleteVolume } from '../../proxmox/controller/volumes.js';
-import { parseVolumeId } from '../../proxmox/volume-id.js';
+import { parseVolid, parseVolumeId } from '../../proxmox/volume-id.js';
 import { nfsDirOf, PROXMOX_DRIVER } from './facts.js';
 import type { Action } from './findings.js';
 
@@ -35,11 +35,12 @@ async function claimedNow(ctx: FixContext, a: Action): Promise<string | undefine
     return hit?.metadata?.name;
   }
   if (a.type === 'delete-volume' || a.type === 'free-marker') {
-    const id = a.type === 'delete-volume' ? parseVolumeId(a.volumeId) : undefined;
-    const [storage, disk] = a.type === 'free-marker' ? a.volid.split(':') as [string, string] : [id!.storage, id!.disk];
+    const target = a.type === 'delete-volume' ? parseVolumeId(a.volumeId) : parseVolid(a.volid);
+    if (!target) return `(unreadable target ${a.type === 'delete-volume' ? a.volumeId : a.volid})`;
+    const { storage, disk } = target;
     const hit = pvs.find((pv) => {
       if (pv.spec?.csi?.driver !== PROXMOX_DRIVER) return false;
-      const ref = parseVolumeId(pv.spec.csi.volumeHandle ?? '');
+      const ref = parseVolumeId(pv.spec.csi.volumeHandle);
       return !!ref && ref.region === a.region && ref.storage === storage && (disk === ref.disk || disk.startsWith(ref.disk + '+'));
     });
     return hit?.metadata?.name;
@@ -72,7 +73,8 @@ export async function runAction(ctx: FixContext, a: Action): Promise<string> {
       await clusterOf(ctx, a.region).queues.detach(a.vm, { storage: a.storage, disk: a.disk }, ctx.signal);
       return 'entry removed';
     case 'unlink-helpers': {
-      const ref = parseVolumeId(a.volumeId)!;
+      const ref = parseVolumeId(a.volumeId);
+      if (!ref) throw new Error(`unreadable volume id ${a.volumeId}`);
       const cluster = clusterOf(ctx, a.region);
       const vms = await cluster.exclusive(`${ref.storage}:${ref.disk}`, () => removeHelperLeftovers(cluster, ref, call));
       return vms.length ? `unlinked from ${vms.map((v) => v.name).join(', ')}` : 'already gone';

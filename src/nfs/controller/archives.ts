@@ -11,18 +11,21 @@ import { isCsiError } from '../../errors.js';
 import type { NfsStore, OpOptions } from './store.js';
 
 export const ARCHIVE_PREFIX = 'archived-';
-const STAMP_RE = /-(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z(?:-\d+)?$/;
+const STAMP_RE = /-(?<y>\d{4})(?<mo>\d{2})(?<d>\d{2})T(?<h>\d{2})(?<mi>\d{2})(?<s>\d{2})Z(?:-\d+)?$/;
 
 /** The time a name of ours records (…-20260131T235959Z[-n]), or undefined. */
 export function archiveStampOf(path: string): number | undefined {
-  const m = STAMP_RE.exec(path);
-  if (!m) return undefined;
-  const [, y, mo, d, h, mi, s] = m.map(Number) as [number, number, number, number, number, number, number];
-  const t = Date.UTC(y, mo - 1, d, h, mi, s);
+  const g = STAMP_RE.exec(path)?.groups;
+  if (!g) return undefined;
+  const n = (k: string) => Number(g[k]);
+  const t = Date.UTC(n('y'), n('mo') - 1, n('d'), n('h'), n('mi'), n('s'));
   return Number.isNaN(t) ? undefined : t;
 }
 
-export const isArchivePath = (path: string): boolean => path.split('/')[0]!.startsWith(ARCHIVE_PREFIX) && path.split('/')[0]!.length > ARCHIVE_PREFIX.length;
+export const isArchivePath = (path: string): boolean => {
+  const first = path.split('/')[0] ?? '';
+  return first.startsWith(ARCHIVE_PREFIX) && first.length > ARCHIVE_PREFIX.length;
+};
 
 export interface Archive {
   /** Relative to the share, e.g. archived-media/config. */
@@ -38,18 +41,15 @@ export interface Archive {
 }
 
 export function originalOf(path: string): string {
-  const segs = path.split('/');
-  segs[0] = segs[0]!.slice(ARCHIVE_PREFIX.length);
-  return segs.join('/').replace(STAMP_RE, '');
+  return path.slice(ARCHIVE_PREFIX.length).replace(STAMP_RE, '');
 }
 
 async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(items.length);
+  const out = new Array<R>(items.length);
   let next = 0;
   const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!);
+    for (let i = next++; i < items.length; i = next++) {
+      out[i] = await fn(items[i] as T);
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
