@@ -45,6 +45,9 @@ export const CONTROLLERS = [
   'deployment-controller',
   'replicaset-controller',
   'daemonset-controller',
+  // Lifts the not-ready taint admission puts on new Nodes once they are Ready with a heartbeat
+  // (and would taint them unreachable if the heartbeats stopped), as in any cluster.
+  'node-lifecycle-controller',
 ];
 
 export interface Cluster {

@@ -125,6 +125,32 @@ async function nodeStatus(kube: Kube, n: NodeSpec): Promise<void> {
   });
 }
 
+/** A metav1.MicroTime: RFC 3339 with exactly six fractional digits. */
+const microTime = () => new Date().toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+
+/**
+ * The kubelet's heartbeat: a Lease named after the node in kube-node-lease, 40 s long, renewed
+ * every 10 s (pkg/kubelet/nodelease). The node lifecycle controller reads it; a node whose
+ * heartbeat stops is tainted unreachable after --node-monitor-grace-period (50 s).
+ */
+async function startHeartbeats(kube: Kube, nodes: NodeSpec[]): Promise<() => void> {
+  const path = (n: string) => `/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${n}`;
+  for (const n of nodes) {
+    const node = await kube.get(`/api/v1/nodes/${n.name}`);
+    await kube.create('/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases', {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name: n.name, ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: n.name, uid: node.metadata.uid }] },
+      spec: { holderIdentity: n.name, leaseDurationSeconds: 40, renewTime: microTime() },
+    });
+  }
+  const timer = setInterval(() => {
+    for (const n of nodes) void kube.patch(path(n.name), { spec: { renewTime: microTime() } }).catch(() => undefined);
+  }, 10_000);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
 async function waitPods(kube: Kube, ns: string, selector: Record<string, string>, count: number, pred: (p: any) => boolean = () => true, timeoutMs = 60_000): Promise<any[]> {
   const sel = Object.entries(selector).map(([k, v]) => `${k}=${v}`).join(',');
   const end = Date.now() + timeoutMs;
@@ -213,34 +239,33 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
       await kube.create('/api/v1/nodes', nodeObject(n));
       await nodeStatus(kube, n);
     }
-    // The DaemonSet controller makes one node-plugin pod per node; run each one's driver
-    // container just long enough to register it as kubelet would.
-    // KNOWN GAP (first run): v1.37.2's DaemonSet controller, as started here, reports
-    // desiredNumberScheduled 0 for every DaemonSet (even a minimal one) on these Nodes, so the
-    // test makes each node's pod from the rendered template itself, as that controller would
-    // (template + the node's name), with a label outside the selector so the controller never
-    // adopts and deletes it. Why the controller skips the Nodes is not yet found: at --v=5 it
-    // logs "Queuing node addition" for each Node, then every sync says needCount=null
-    // createCount=0 — the Nodes never reach its node list (v1.37's queued node handling).
+    const stopHeartbeats = await startHeartbeats(kube, NODES);
+    cleanups.push(async () => stopHeartbeats());
+    // The DaemonSet controller makes one node-plugin pod per node. It does so only once the node
+    // lifecycle controller has lifted the `node.kubernetes.io/not-ready:NoSchedule` taint that
+    // kube-apiserver's TaintNodesByCondition admission puts on every new Node (the chart's
+    // tolerations, as the seed sets them, do not cover it), which it does for a Ready node with
+    // a live heartbeat: the kubelet's part above. Without a scheduler the test binds each pod to
+    // the node its affinity names, as kube-scheduler would; then each pod's driver container
+    // runs just long enough to register it as kubelet would.
     const ds = find(rendered, 'DaemonSet')[0]!;
-    const dsPods = await Promise.all(
-      NODES.map((n) => {
-        const labels = { ...ds.spec.template.metadata.labels, 'app.kubernetes.io/component': 'node-k8s-tier' };
-        return kube.create(`/api/v1/namespaces/${NS}/pods`, {
-          apiVersion: 'v1',
-          kind: 'Pod',
-          metadata: { name: `${ds.metadata.name}-${n.name}`, namespace: NS, labels },
-          spec: { ...ds.spec.template.spec, nodeName: n.name },
+    const targetOf = (p: any): string | undefined =>
+      p.spec.nodeName || p.spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms?.[0]?.matchFields?.find((f: any) => f.key === 'metadata.name')?.values?.[0];
+    let dsPods = await waitPods(kube, NS, ds.spec.selector.matchLabels, NODES.length, (p) => p.metadata.ownerReferences?.some((o: any) => o.kind === 'DaemonSet'), 90_000);
+    if (!cluster.scheduler) {
+      for (const p of dsPods.filter((x) => !x.spec.nodeName)) {
+        await kube.create(`/api/v1/namespaces/${NS}/pods/${p.metadata.name}/binding`, {
+          apiVersion: 'v1', kind: 'Binding', metadata: { name: p.metadata.name }, target: { apiVersion: 'v1', kind: 'Node', name: targetOf(p) },
         });
-      }),
-    );
+      }
+    }
+    dsPods = await waitPods(kube, NS, ds.spec.selector.matchLabels, NODES.length, (p) => !!p.spec.nodeName, 60_000);
     const imgs = images(bins);
     await Promise.all(
       NODES.map(async (n) => {
-        const pod = dsPods.find((p) => p.spec.nodeName === n.name || JSON.stringify(p.spec.affinity ?? {}).includes(`"${n.name}"`));
-        if (!pod) throw new Error(`no node-plugin pod for ${n.name}`);
-        const withNode = { ...pod, spec: { ...pod.spec, nodeName: pod.spec.nodeName ?? n.name } };
-        const run = await runPod({ kube, apiPort: cluster.port, ca: cluster.ca, pod: withNode, dir: podsDir, images: imgs, only: ['pve-nfs-csi'] });
+        const pod = dsPods.find((p) => p.spec.nodeName === n.name);
+        if (!pod) throw new Error(`the DaemonSet controller made no node-plugin pod for ${n.name}`);
+        const run = await runPod({ kube, apiPort: cluster.port, ca: cluster.ca, pod, dir: podsDir, images: imgs, only: ['pve-nfs-csi'] });
         try {
           const ready = await run.procs.get('pve-nfs-csi')!.readyJson<{ endpoints: Record<string, string> }>((j) => j.ready === true, 60_000);
           await registerNodePlugin(kube, n, Object.values(ready.endpoints));
@@ -292,7 +317,8 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
       dir, bins, cluster, kube, pve, sim, nfs, values, rendered, controllerPods, syncControllerPods, sidecarErrors,
       async stop(ok: boolean) {
         for (const c of cleanups.reverse()) await c().catch(() => {});
-        if (ok) fs.rmSync(dir, { recursive: true, force: true });
+        // K8S_KEEP_LOGS=1 keeps every component's log after a passing run too.
+        if (ok && process.env.K8S_KEEP_LOGS !== '1') fs.rmSync(dir, { recursive: true, force: true });
         else log(`k8s tier: logs kept in ${dir}`);
       },
     };
