@@ -49,7 +49,7 @@ function planSteps(r: MoveRecord, helperVmid: number): string[] {
     `helper VM ${helperVmid} lets go of the disk on ${r.toZone} and is destroyed`,
     `delete claim ${r.claim.namespace}/${r.claim.name} (UID ${r.savedClaim.uid}); PV ${r.oldPv} keeps the disk (Retain)`,
     `create PV ${r.newPv}: handle ${r.to}, zone ${r.toZone}, pre-bound to ${r.claim.namespace}/${r.claim.name}`,
-    `recreate claim ${r.claim.namespace}/${r.claim.name} (same labels, annotations, spec; new UID) with volumeName ${r.newPv}`,
+    `recreate claim ${r.claim.namespace}/${r.claim.name} (same labels, annotations, owners, spec; new UID) with volumeName ${r.newPv}`,
     `wait for the bind; delete PV ${r.oldPv}; PV ${r.newPv} reclaimPolicy -> ${r.reclaimPolicy}`,
   ];
 }
