@@ -22,6 +22,8 @@ the claim keeps its namespace, name, labels and spec, and its pods may now run o
   --yes                  act (without it: print the plan and change nothing)
   --abort                roll back a recorded move that has not copied the disk yet
 ${COMMON_FLAGS_HELP}
+The copy takes as long as Proxmox needs for the disk: give large disks a --timeout (default 10m);
+a run that stops waiting leaves the move recorded, and the same command continues it.
 Proxmox privileges (beyond the CSI role): VM.Allocate, VM.Migrate on /vms/<controllerVmID>;
   Datastore.AllocateSpace on the storage. The run checks them first.
 ${EXIT_CODES_HELP}`;

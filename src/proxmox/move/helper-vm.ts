@@ -20,7 +20,7 @@
 // never passed: it would free every vm-9999-* disk on the host.
 import { FailedPrecondition, isCsiError } from '../../errors.js';
 import type { ProxmoxApi, ProxmoxVmLifecycle } from '../api/api.js';
-import { upidNode, waitTask } from '../api/tasks.js';
+import { sleep, upidNode, waitTask } from '../api/tasks.js';
 import { parseVolid } from '../volume-id.js';
 
 export const HELPER_NAME = 'pve-nfs-csi-mover';
@@ -64,19 +64,27 @@ export class HelperVm {
     return { cluster: this.o.cluster, signal: this.o.signal };
   }
 
-  /** Where the helper VMID is and what it holds; undefined when no VM has that VMID. */
+  /**
+   * Where the helper VMID is and what it holds; undefined when no VM has that VMID. The node comes
+   * from /cluster/resources, which can lag behind a migration by a few seconds (pmxcfs, and the
+   * API's short cache); the config read on that node is authoritative, so a listing that is
+   * stale shows up as a config that does not exist there, and is read again.
+   */
   async state(): Promise<HelperState | undefined> {
     const { api, vmid, signal } = this.o;
-    const row = (await api.vmResources({ signal })).find((r) => r.vmid === vmid);
-    if (!row) return undefined;
-    let entries;
-    try {
-      entries = await api.vmPending(row.node, vmid, { signal });
-    } catch (e) {
-      // moved between the two reads (a migration finishing): ask again
-      if (isCsiError(e, 'NotFound')) return this.state();
-      throw e;
+    for (let attempt = 1; ; attempt++) {
+      const row = (await api.vmResources({ signal })).find((r) => r.vmid === vmid);
+      if (!row) return undefined;
+      try {
+        return this.stateOf(row, await api.vmPending(row.node, vmid, { signal }));
+      } catch (e) {
+        if (!isCsiError(e, 'NotFound') || attempt >= 20) throw e;
+        await sleep(500, signal);
+      }
     }
+  }
+
+  private stateOf(row: { node: string; name: string; status?: string | undefined }, entries: Awaited<ReturnType<MoverApi['vmPending']>>): HelperState {
     const volids = new Set<string>();
     let lock: string | undefined;
     let name = row.name;
@@ -106,7 +114,7 @@ export class HelperVm {
   }
 
   /** Makes the helper exist on `node`, stopped, holding exactly `volid` as unused0. Idempotent. */
-  async hold(node: string, volid: string): Promise<void> {
+  async hold(node: string, volid: string, attempt = 1): Promise<void> {
     const { api, vmid, signal } = this.o;
     let st = await this.state();
     if (st) this.assertOurs(st);
@@ -117,7 +125,16 @@ export class HelperVm {
     }
     if (!st) {
       this.o.log?.(`create helper VM ${vmid} on ${node} holding ${volid}`);
-      const upid = await api.createVm(node, vmid, { name: HELPER_NAME, description: helperDescription(volid), unused0: volid }, { signal });
+      let upid: string;
+      try {
+        upid = await api.createVm(node, vmid, { name: HELPER_NAME, description: helperDescription(volid), unused0: volid }, { signal });
+      } catch (e) {
+        // the VM list lagged behind a create that did happen (ours, retried, or a run that died):
+        // read again and go on from what is there
+        if (!isCsiError(e, 'AlreadyExists') || attempt >= 3) throw e;
+        await sleep(1000, signal);
+        return this.hold(node, volid, attempt + 1);
+      }
       await this.wait(upid, node, `create helper VM ${vmid} on ${node}`);
       return;
     }
