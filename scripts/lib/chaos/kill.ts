@@ -107,11 +107,12 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
     // Kill once a config change is in Proxmox: a qmconfig task waiting for the lock. Which
     // volumes it carries is read from the request log (the first batch may not hold them all).
     const posts = async () => (await admin.requests(since)).entries.filter((e) => e.route === 'POST /nodes/{node}/qemu/{vmid}/config' && e.path.includes(`/qemu/${a.vmid}/`));
-    for (const t0 = Date.now(); (await posts()).length === 0; await sleep(50)) {
+    for (const t0 = Date.now(); (await posts()).length === 0; ) {
       if (Date.now() - t0 > holdMs - 1000) {
         rec.violate(`kill while an attach waits for a lock: no config change of VM ${a.vmid} was sent within ${holdMs - 1000} ms`);
         break;
       }
+      await sleep(50);
     }
     rec.fault('calls cut', rec.inflight);
     await prog.kill9();
@@ -122,9 +123,9 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
     await Promise.all(cut);
     await prog.start();
     const elsewhere = await Promise.all(vols.map((volumeId) => csi.op('controller', 'ControllerPublishVolume', { volumeId, nodeId: b.name, volumeCapability: SINGLE_WRITER }, opts)));
-    elsewhere.forEach((ans, i) => {
-      const id = vols[i]!;
-      if (!sent(id)) return; // never sent: free to go to B (the audit below still counts VMs)
+    vols.forEach((id, i) => {
+      const ans = elsewhere[i];
+      if (!ans || !sent(id)) return; // never sent: free to go to B (the audit below still counts VMs)
       if (ans.code === 'OK') rec.violate(`publish of ${id} to ${b.name} after a restart answered OK while the killed process's attach to ${a.name} was still waiting for its lock`);
       else if (ans.code !== 'FAILED_PRECONDITION') rec.violate(`publish of ${id} to ${b.name} after a restart ended ${ans.code} (want FAILED_PRECONDITION) ${ans.message.slice(0, 200)}`);
     });
