@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { startProxmoxBackend, type Backends } from '../../../scripts/lib/backends.js';
+import { parse as parseYaml } from 'yaml';
+import { DEFAULT_CONFIG_PATH, startSimulator, type RunningSimulator } from '../../../sim/index.js';
 import { freePort } from '../../helpers/free-port.js';
 import { SimulatorAdmin } from '../../../sim/index.js';
 import { runSubcommand } from '../../../src/cli/index.js';
@@ -14,10 +15,15 @@ import { readProxmoxConfig } from '../../../src/config/proxmox-file.js';
 import { createHttpProxmoxApi, type HttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
 import { API_ONLY, binaries, ROOT, startCluster, type Cluster } from '../lib/cluster.js';
 
+const AUDITOR = { id: 'auditor@pve!ro', secret: '11111111-2222-3333-4444-555555555555', role: 'PVEAuditor' };
+
 export interface CliEnv {
   dir: string;
   cluster: Cluster;
-  pve: Backends;
+  pve: RunningSimulator;
+  /** The driver's config.yaml (CSI role token) and one with a read-only PVEAuditor token. */
+  config: string;
+  auditorConfig: string;
   nfs: { server: string; share: string; nfsPort: number; mountPort: number; exportDir: string };
   sim: SimulatorAdmin;
   api: HttpProxmoxApi;
@@ -34,7 +40,17 @@ export interface CliEnv {
 export async function startCliEnv(): Promise<CliEnv> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k8s-cli-'));
   const cluster = await startCluster(path.join(dir, 'k8s'), binaries(API_ONLY), { controllerManager: false });
-  const pve = await startProxmoxBackend(path.join(dir, 'pve'), { backend: 'none' });
+  // The seed's homelab, plus a read-only token (PVEAuditor) for the privilege checks.
+  const simConfig = parseYaml(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as { tokens: unknown[] };
+  simConfig.tokens.push(AUDITOR);
+  const pve = await startSimulator({ backend: 'none', config: simConfig, stateDir: path.join(dir, 'pve') });
+  const configFile = (id: string, secret: string) => {
+    const file = path.join(dir, `proxmox-${id.replace(/\W/g, '_')}.yaml`);
+    fs.writeFileSync(file, ['clusters:', `  - url: ${pve.url}`, '    insecure: false', `    token_id: "${id}"`, `    token_secret: "${secret}"`, `    ca_file: ${pve.caFile}`, '    region: homelab', ''].join('\n'));
+    return file;
+  };
+  const config = configFile(pve.tokenId, pve.tokenSecret);
+  const auditorConfig = configFile(AUDITOR.id, AUDITOR.secret);
   // ganesha on free ports (other runs on this machine may hold the default ones).
   const ganeshaDir = path.join(dir, 'ganesha');
   let nfs: CliEnv['nfs'];
@@ -49,11 +65,10 @@ export async function startCliEnv(): Promise<CliEnv> {
   const stopGanesha = () => execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'stop', '--dir', ganeshaDir], { stdio: 'ignore' });
   // Even when a test crashes before its teardown: ganesha is a daemon, not our child.
   process.once('exit', () => { try { stopGanesha(); } catch { /* stopped already */ } });
-  const config = pve.info.config!;
   const api = createHttpProxmoxApi({ cluster: readProxmoxConfig(config).clusters[0]!, queryTimeoutMs: 10_000 });
   const baseArgs = ['--kubeconfig', cluster.adminConfig, '--config', config, '--nfs-port', String(nfs.nfsPort), '--nfs-mount-port', String(nfs.mountPort)];
   return {
-    dir, cluster, pve, nfs, api, sim: new SimulatorAdmin(pve.info.adminUrl!),
+    dir, cluster, pve, nfs, api, config, auditorConfig, sim: new SimulatorAdmin(pve.adminUrl),
     exportDir: nfs.exportDir, nfsServer: nfs.server, nfsShare: nfs.share, baseArgs,
     async run(argv) {
       const out: string[] = [];

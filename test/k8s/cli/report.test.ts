@@ -14,7 +14,8 @@ const env = await startCliEnv();
 t.teardown(() => env.stop(t.passing()));
 const kube = env.cluster.kube;
 const GiB = 1024 ** 3;
-const GRACE_S = 10;
+// Long enough that the in-flight items stay younger than it through every run below on a loaded machine.
+const GRACE_S = 25;
 const REGION = 'homelab';
 const SHARE = `${env.nfsShare}/talos`;
 const TALOS = path.join(env.exportDir, 'talos');
@@ -174,6 +175,21 @@ await t.test('each leftover kind is detected; --fix without --yes changes nothin
   const text = await report('--fix');
   t.match(text.out, /would remove/);
   t.match(text.out, /run again with --fix --yes/);
+});
+
+await t.test('a token without the privileges: report says what is missing (exit 3); --fix --yes refuses (exit 4) and changes nothing', async (t) => {
+  const args = env.baseArgs.map((a) => (a === env.config ? env.auditorConfig : a));
+  const before = { h1: await disks('hyper1'), c111: await pending('hyper1', 111) };
+  const r = await env.run(['report', ...args, '--grace', `${GRACE_S}s`]);
+  t.equal(r.code, 3, r.err);
+  t.match(r.out, /proxmox\/homelab: the credentials lack VM\.Config\.Disk on \/vms\/9999/);
+  const fix = await env.run(['report', ...args, '--grace', `${GRACE_S}s`, '--fix', '--yes']);
+  t.equal(fix.code, 4, fix.out + fix.err);
+  t.match(fix.err, /--fix refused: the Proxmox credentials of homelab lack privileges/);
+  t.match(fix.out, /Datastore\.Allocate on \/storage \(free orphaned disks\)/);
+  t.same(await disks('hyper1'), before.h1, 'no disk freed');
+  t.same(await pending('hyper1', 111), before.c111, 'no config changed');
+  t.ok(exists('apps/old'), 'no directory removed');
 });
 
 await t.test('--fix --yes removes exactly the provable leftovers', async (t) => {
