@@ -102,7 +102,7 @@ async function main(): Promise<number> {
     console.log(`\nAttach storm: ${STORM} volumes → ${VM} at once`);
     console.log(`  total ${storm.toFixed(0)} ms; one attach (median of ${single.length}) ${one.toFixed(0)} ms; ratio ${ratio.toFixed(2)}x (target < 3x)`);
     console.log(`  errors ${errors.length}; distinct slots ${luns.size}; Proxmox calls ${stormCounters.total}; config changes ${configChanges}; failed Proxmox calls ${Object.values(stormCounters.errorsByRoute).reduce((a, b) => a + b, 0)}`);
-    for (const e of errors.slice(0, 3)) console.log(`  error: ${(e as PromiseRejectedResult).reason}`);
+    for (const e of errors.slice(0, 3)) console.log(`  error: ${(e).reason}`);
     const ok = errors.length === 0 && luns.size === STORM && ratio < 3;
     console.log(ok ? '\nstorm target met' : '\nstorm target MISSED');
     return ok ? 0 : 1;

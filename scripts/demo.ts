@@ -136,4 +136,10 @@ async function main(): Promise<number> {
   }
 }
 
-main().then((c) => process.exit(c));
+main().then(
+  (c) => process.exit(c),
+  (e: unknown) => {
+    console.error(e);
+    process.exit(1);
+  },
+);

@@ -164,6 +164,8 @@ async function main(): Promise<number> {
       ];
       return codes.some((c) => c !== 0) ? 1 : 0;
     }
+    case undefined: // no argument: the usage line below
+      break;
   }
   console.error('usage: vm-tier.ts sanity proxmox|nfs|nfs4 [-- flags] | e2e | luks | inline | move | all');
   return 2;

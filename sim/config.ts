@@ -164,7 +164,7 @@ function parseVm(raw: unknown, where: string): VmSpec {
       try {
         config[k] = normalizeDrive(k, v);
       } catch (e) {
-        throw new Error(`${where}.config.${k}: ${(e as Error).message.replace(/\n/g, ' ').trim()}`);
+        throw new Error(`${where}.config.${k}: ${(e as Error).message.replace(/\n/g, ' ').trim()}`, { cause: e });
       }
     }
   }
@@ -228,12 +228,12 @@ export function loadSimConfig(source?: string | object): SimConfig {
   try {
     text = readFileSync(path, 'utf8');
   } catch (e) {
-    throw new Error(`cannot read cluster config '${path}': ${(e as Error).message}`);
+    throw new Error(`cannot read cluster config '${path}': ${(e as Error).message}`, { cause: e });
   }
   try {
     return parseSimConfig(parseYaml(text));
   } catch (e) {
-    throw new Error(`cluster config '${path}': ${(e as Error).message}`);
+    throw new Error(`cluster config '${path}': ${(e as Error).message}`, { cause: e });
   }
 }
 

@@ -22,7 +22,7 @@ async function openssl(args: string[]): Promise<void> {
     await run('openssl', args, { timeout: 30_000 });
   } catch (e) {
     const err = e as { stderr?: string; message: string };
-    throw new Error(`openssl ${args[0]} failed (is the openssl CLI installed?): ${err.stderr?.trim() || err.message}`);
+    throw new Error(`openssl ${args[0]} failed (is the openssl CLI installed?): ${err.stderr?.trim() || err.message}`, { cause: e });
   }
 }
 

@@ -92,7 +92,7 @@ export function checkUpdatePerms(perms: Perms, vmid: number, req: UpdateRequest)
     }
     if (key === 'tags') continue;
     if (/^net\d+$/.test(key)) perms.check(`/vms/${vmid}`, ['VM.Config.Network']);
-    else if (OPTION_PRIV[key]) perms.check(`/vms/${vmid}`, [OPTION_PRIV[key]!]);
+    else if (OPTION_PRIV[key]) perms.check(`/vms/${vmid}`, [OPTION_PRIV[key]]);
     else throw fail(`only root can set '${key}' config`);
   }
   for (const [key, value] of req.set) {

@@ -136,8 +136,8 @@ export class QmpHotplug implements Hotplug {
     } catch (e) {
       if (e instanceof UnplugError) throw e;
       // the wording qemu-server's mon_cmd uses, so hot-plug errors read like the real ones
-      if (e instanceof QmpError) throw new Error(`VM ${vm.vmid} qmp command '${e.command}' failed - ${e.desc}`);
-      throw new Error(`VM ${vm.vmid} qmp command failed - ${(e as Error).message}`);
+      if (e instanceof QmpError) throw new Error(`VM ${vm.vmid} qmp command '${e.command}' failed - ${e.desc}`, { cause: e });
+      throw new Error(`VM ${vm.vmid} qmp command failed - ${(e as Error).message}`, { cause: e });
     } finally {
       client?.close();
     }

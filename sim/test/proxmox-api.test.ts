@@ -56,19 +56,19 @@ t.test('a full CSI volume lifecycle through proxmox-api', async (t) => {
   const pending = await vm.pending.$get();
   t.ok(pending.every((p) => p.pending === undefined && p.delete === undefined));
 
-  const upid = (await vm.resize.$put({ disk: 'scsi1', size: '+1G' })) as unknown as string;
+  const upid = await vm.resize.$put({ disk: 'scsi1', size: '+1G' });
   t.match(upid, /^UPID:hyper1:/);
   t.equal((await waitTask('hyper1', upid)).exitstatus, 'OK');
   t.match((await vm.config.$get()).scsi1, /size=11G/);
 
   const post = await vm.config.$post({ delete: 'scsi1' });
-  t.equal((await waitTask('hyper1', post as string)).exitstatus, 'OK');
+  t.equal((await waitTask('hyper1', post)).exitstatus, 'OK');
   await vm.config.$put({ scsi1: volid });
   await vm.unlink.$put({ idlist: 'scsi1' });
   t.notOk('scsi1' in (await vm.config.$get()));
 
   const del = await hyper1.storage.$('local-lvm').content.$(volid).$delete();
-  t.equal((await waitTask('hyper1', del as string)).exitstatus, 'OK');
+  t.equal((await waitTask('hyper1', del)).exitstatus, 'OK');
   const left = await hyper1.storage.$('local-lvm').content.$get({ vmid: 9999 });
   t.same(left, []);
 });

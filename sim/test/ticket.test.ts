@@ -35,7 +35,7 @@ t.test('wrong password and unknown user: 401 "authentication failure"', async (t
   t.ok(sim.username && sim.password, 'the default cluster has a password user');
   for (const [u, p] of [[user, 'wrong'], ['nobody@pve', 'x'], [userName, pass]] as const) {
     const r = await login(u, p);
-    t.equal(r.status, 401, `${u}`);
+    t.equal(r.status, 401, u);
     t.equal(r.statusText, 'authentication failure');
   }
   const realm = await ts.callAs(undefined, 'POST', '/access/ticket', { username: userName, realm: 'pve', password: pass });

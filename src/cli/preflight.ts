@@ -41,7 +41,7 @@ function readYaml(file: string, flag: string): unknown {
 export function classesFromValues(values: Obj): StorageClassSpec[] {
   const out: StorageClassSpec[] = [];
   for (const driver of ['proxmox', 'nfs'] as const) {
-    const d = isObj(values[driver]) ? (values[driver] as Obj) : {};
+    const d = isObj(values[driver]) ? (values[driver]) : {};
     if (d.enabled === false) continue;
     const defaults = isObj(d.storageClassDefaults) && isObj(d.storageClassDefaults.parameters) ? d.storageClassDefaults.parameters : {};
     for (const c of Array.isArray(d.storageClasses) ? d.storageClasses : []) {

@@ -119,6 +119,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): LoadResult {
   const zone = get('zone');
   const deviceDir = get('device-dir') ?? '/dev/disk/by-id';
   const kubeletDir = get('kubelet-dir') ?? '/var/lib/kubelet';
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what this refuses
   if (!kubeletDir.startsWith('/') || /[\x00-\x1f]/.test(kubeletDir)) {
     throw new ConfigError(`--kubelet-dir: "${kubeletDir}" must be an absolute path`);
   }

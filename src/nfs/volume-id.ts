@@ -32,7 +32,7 @@ export function composeVolumeId(v: {
 
 function safeRelative(p: string): boolean {
   if (p === '') return false;
-  return p.split('/').every((s) => s !== '' && s !== '.' && s !== '..' && !/[\x00]/.test(s));
+  return p.split('/').every((s) => s !== '' && s !== '.' && s !== '..' && !s.includes('\0'));
 }
 
 /** null when `id` is not a handle this driver can act on; callers treat that as "no such volume". */

@@ -56,7 +56,7 @@ export class CommandError extends Error {
       case 'aborted':
         what = 'was cancelled and killed';
         break;
-      default:
+      case 'spawn':
         what = `could not be started (${init.detail ?? 'unknown error'})`;
     }
     super(`${cmdline} ${what}${stderr ? `: ${stderr}` : ''}`);

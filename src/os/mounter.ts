@@ -80,12 +80,12 @@ export function parseFindmntJson(json: string): MountEntry[] {
   try {
     doc = JSON.parse(json);
   } catch (e) {
-    throw new Error(`findmnt printed output that is not JSON: ${(e as Error).message}`);
+    throw new Error(`findmnt printed output that is not JSON: ${(e as Error).message}`, { cause: e });
   }
   const list = (doc as { filesystems?: unknown }).filesystems;
   if (!Array.isArray(list)) return [];
   return list.map((raw: Record<string, unknown>) => {
-    const s = (k: string) => (typeof raw[k] === 'string' ? (raw[k] as string) : raw[k] == null ? '' : String(raw[k]));
+    const s = (k: string) => (typeof raw[k] === 'string' ? (raw[k]) : raw[k] == null ? '' : String(raw[k]));
     return {
       target: s('target'),
       source: s('source'),

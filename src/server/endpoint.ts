@@ -8,7 +8,7 @@ export type Endpoint = { kind: 'unix'; path: string } | { kind: 'tcp'; host: str
 
 export function parseEndpoint(raw: string): Endpoint {
   const unix = /^unix:(?:\/\/)?(\/.+)$/.exec(raw) ?? (raw.startsWith('/') ? [raw, raw] : null);
-  if (unix) return { kind: 'unix', path: path.normalize(unix[1]!) };
+  if (unix) return { kind: 'unix', path: path.normalize(unix[1]) };
   const tcp = /^tcp:\/\/([^/:]+|\[[0-9a-fA-F:]+\]):(\d{1,5})\/?$/.exec(raw);
   if (tcp) {
     const port = Number(tcp[2]);

@@ -35,7 +35,7 @@ function redactMessage(type: protobuf.Type, value: unknown): unknown {
     } else if (key === 'mountFlags' && Array.isArray(v)) {
       out[key] = v.map((f) => (typeof f === 'string' ? redactFlag(f) : f));
     } else if (field.resolvedType && 'fields' in field.resolvedType) {
-      const sub = field.resolvedType as protobuf.Type;
+      const sub = field.resolvedType;
       out[key] = Array.isArray(v) ? v.map((x) => redactMessage(sub, x)) : redactMessage(sub, v);
     } else {
       out[key] = v;

@@ -79,11 +79,11 @@ t.test('every tool the node plugin runs is in the image', async (t) => {
   // tini is the entrypoint.
   const tools = ['mount', 'umount', 'findmnt', 'stat', 'blkid', 'blockdev', 'mkfs.ext4', 'mkfs.xfs',
     'resize2fs', 'xfs_growfs', 'mount.nfs', 'cryptsetup', 'tini'];
-  const out = podman(...RUN, '--rm', '--entrypoint', '/bin/sh', IMAGE!, '-c',
+  const out = podman(...RUN, '--rm', '--entrypoint', '/bin/sh', IMAGE, '-c',
     `for t in ${tools.join(' ')}; do command -v "$t" >/dev/null && echo "ok $t" || echo "missing $t"; done`);
   for (const tool of tools) t.match(out, new RegExp(`^ok ${tool.replace('.', '\\.')}$`, 'm'), tool);
   // Installed but broken (a missing library) counts as missing.
-  const versions = podman(...RUN, '--rm', '--entrypoint', '/bin/sh', IMAGE!, '-c',
+  const versions = podman(...RUN, '--rm', '--entrypoint', '/bin/sh', IMAGE, '-c',
     'mkfs.xfs -V && cryptsetup --version && mount.nfs -V && tini --version && node --version');
   t.match(versions, /cryptsetup 2\./, 'cryptsetup runs');
   t.match(versions, /^v24\./m, 'node 24 runs');

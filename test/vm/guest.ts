@@ -257,6 +257,7 @@ class GuestImpl implements Guest {
     for (const name of ['console.log', 'run.log', 'qemu.log']) {
       const text = this.readShared(name);
       if (!text?.trim()) continue;
+      // eslint-disable-next-line no-control-regex -- ESC starts the terminal escape sequences removed here
       const lines = text.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, '').trimEnd().split('\n').slice(-25);
       out.push(`--- ${name} (last ${lines.length} lines) ---`, ...lines);
     }

@@ -61,8 +61,8 @@ t.test('runs a command and relays output, exit code and input', async (t) => {
   const agent = await fakeAgent(
     t,
     (req, reply, polls) => {
-      if (req.execute === 'guest-exec') return reply({ return: { pid: 42 } });
-      if (polls < 3) return reply({ return: { exited: false } });
+      if (req.execute === 'guest-exec') { reply({ return: { pid: 42 } }); return; }
+      if (polls < 3) { reply({ return: { exited: false } }); return; }
       reply({ return: { exited: true, exitcode: 3, 'out-data': b64('hi\n'), 'err-data': b64('oops\n') } });
     },
     // An abandoned answer and an abandoned sync of another client.

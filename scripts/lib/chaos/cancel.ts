@@ -32,7 +32,7 @@ export async function cancelScenario(env: ChaosEnv): Promise<Recorder> {
       name, parameters: { storage: 'local-lvm' }, volumeCapabilities: [SINGLE_WRITER],
       capacityRange: { requiredBytes: String(GiB) }, accessibilityRequirements: topology(host.zone),
     }, { ...opts, deadlineMs: 10_000 });
-    if (created.code !== 'OK') return rec.violate(`CreateVolume ${name}: ${created.code} ${created.message}`);
+    if (created.code !== 'OK') { rec.violate(`CreateVolume ${name}: ${created.code} ${created.message}`); return; }
     const volumeId = created.res.volume.volumeId as string;
     const volid = `local-lvm:${volumeId.split('/')[3]}`;
     const publish = { volumeId, volumeCapability: SINGLE_WRITER };

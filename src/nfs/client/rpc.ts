@@ -69,7 +69,7 @@ class Link {
     while (this.rx.length >= 4) {
       const hdr = this.rx.readUInt32BE(0);
       const len = hdr & 0x7fffffff;
-      if (this.fragBytes + len > MAX_RECORD) return this.close(`RPC record larger than ${MAX_RECORD} bytes`);
+      if (this.fragBytes + len > MAX_RECORD) { this.close(`RPC record larger than ${MAX_RECORD} bytes`); return; }
       if (this.rx.length < 4 + len) return;
       this.frags.push(this.rx.subarray(4, 4 + len));
       this.fragBytes += len;
@@ -142,7 +142,7 @@ export class RpcConnection {
 
   private once(c: RpcCall, deadline: number): Promise<XdrReader> {
     return new Promise<XdrReader>((resolve, reject) => {
-      if (c.signal?.aborted) return reject(new DeadlineExceeded(`${c.name} to ${this.endpoint} cancelled`));
+      if (c.signal?.aborted) { reject(new DeadlineExceeded(`${c.name} to ${this.endpoint} cancelled`)); return; }
       const xid = (xidSeq = (xidSeq + 1) >>> 0);
       let settled = false;
       let link: Link | null = null;
@@ -173,7 +173,7 @@ export class RpcConnection {
       this.getLink().then(
         (l) => {
           if (settled) return;
-          if (l.socket.destroyed) return pending.reject(new ConnectionDropped(`${this.endpoint}: connection closed`));
+          if (l.socket.destroyed) { pending.reject(new ConnectionDropped(`${this.endpoint}: connection closed`)); return; }
           link = l;
           l.pending.set(xid, pending);
           pending.sentAt = Date.now();
@@ -292,7 +292,7 @@ export class RpcConnection {
       xid = r.u32();
       if (r.u32() !== 1) return; // not a REPLY; servers do not call us
     } catch {
-      return link.close('malformed RPC record');
+      link.close('malformed RPC record'); return;
     }
     const p = link.pending.get(xid);
     if (!p) return; // late reply to a call that already timed out

@@ -43,6 +43,7 @@ export function checkSegment(seg: string, what: string, full: string): void {
     throw new InvalidArgument(`${what} "${full}": segment "${seg.slice(0, 40)}…" is longer than ${MAX_NAME_BYTES} bytes`);
   }
   // '#' separates the fields of the volume handle; control characters have no place in a path.
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what this refuses
   if (/[#\x00-\x1f\x7f]/.test(seg)) throw new InvalidArgument(`${what} "${full}" must not contain "#" or control characters`);
 }
 
@@ -63,6 +64,7 @@ export function normaliseShare(share: string): string {
 
 export function checkServer(server: string): string {
   if (!server) throw new InvalidArgument('parameter "server" is required: the NFS server\'s host name or IP address');
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what this refuses
   if (server.length > 253 || /[\s/#\x00-\x1f]/.test(server)) {
     throw new InvalidArgument(`parameter "server" value "${server}" is not a host name or IP address`);
   }

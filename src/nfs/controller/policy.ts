@@ -14,9 +14,8 @@ function fit(base: string, suffix: string): string {
 
 /** archived-<subDir>: upstream prefixes the first segment, e.g. archived-<namespace>/<pvc>. */
 export function archivePath(subDir: string): string {
-  const segs = subDir.split('/');
-  segs[0] = fit('archived-' + segs[0], '');
-  return segs.join('/');
+  const [first = '', ...rest] = subDir.split('/');
+  return [fit('archived-' + first, ''), ...rest].join('/');
 }
 
 /** UTC time without separators that are awkward in file names: 20260131T235959Z. */

@@ -5,7 +5,7 @@ import { taskError } from './errors.js';
 
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(aborted(signal));
+    if (signal?.aborted) { reject(aborted(signal)); return; }
     const t = setTimeout(() => {
       signal?.removeEventListener('abort', onAbort);
       resolve();

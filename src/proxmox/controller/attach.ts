@@ -17,7 +17,7 @@ export async function controllerPublishVolume(core: Core, req: T.ControllerPubli
   const v = requireVolume(core, req.volumeId);
   const problem = capabilityProblem(req.volumeCapability ? [req.volumeCapability] : []);
   if (problem) throw new InvalidArgument(problem);
-  const fromContext = driveOptionsFromContext(req.volumeContext ?? {}, req.readonly === true);
+  const fromContext = driveOptionsFromContext(req.volumeContext ?? {}, req.readonly);
   const { cluster, ref } = v;
   const vm = await cluster.locator.resolve(req.nodeId, ctx.signal);
   if (!vm) {

@@ -136,7 +136,7 @@ export function attachedDisks(entries: readonly ConfigEntry[]): DiskSite[] {
     for (const [raw, placement] of [[e.value, e.pendingDelete ? 'detaching' : 'attached'], [e.pending, 'attaching']] as const) {
       if (raw === undefined) continue;
       const drive = parseDrive(raw);
-      if (drive) out.push({ key: e.key, slot, placement: placement as Placement, drive });
+      if (drive) out.push({ key: e.key, slot, placement: placement, drive });
     }
   }
   return out;

@@ -129,8 +129,8 @@ async function expandOffline(cluster: Cluster, v: ResolvedVolume, node: string, 
       continue;
     }
     ctx.log.info({ volid, vmid: vm.vmid, vm: vm.name, slot }, 'attached to a helper VM for an offline expansion');
-    let resizeErr: unknown;
-    await resizeThrough(cluster, v, vm, `scsi${slot}`, size, ctx.signal).catch((e: unknown) => (resizeErr = e ?? new Error('resize failed')));
+    let resizeErr: Error | undefined;
+    await resizeThrough(cluster, v, vm, `scsi${slot}`, size, ctx.signal).catch((e: unknown) => (resizeErr = e instanceof Error ? e : new Error(`resize failed: ${String(e)}`)));
     try {
       // No signal: the unlink must happen even when the caller has given up.
       // (untilAborted: a caller that gave up does not wait; the detach stays fenced.)

@@ -62,7 +62,7 @@ export function kubernetesNodeNames(o: KubeNodesOptions = {}): HelperVmNames | u
           res.on('error', reject);
           res.on('end', () => {
             const text = Buffer.concat(chunks).toString('utf8');
-            if (res.statusCode === 200) return resolve(text);
+            if (res.statusCode === 200) { resolve(text); return; }
             reject(new Unavailable(
               `cannot list Kubernetes Nodes to choose an expansion helper VM (HTTP ${res.statusCode} from ${where}; the controller's ` +
                 `service account needs "list" on nodes): ${text.slice(0, 200)}`,

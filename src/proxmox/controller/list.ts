@@ -89,7 +89,7 @@ export async function listVolumes(core: Core, req: T.ListVolumesRequest, ctx: Ca
     if (after === undefined) throw new Busy(`starting_token "${req.startingToken}" was not issued by this driver; list again from the start`);
   }
   const { volumes, uses } = await listAll(core, ctx.signal);
-  const rest = after === undefined ? volumes : volumes.filter((v) => v.volumeId > after!);
+  const rest = after === undefined ? volumes : volumes.filter((v) => v.volumeId > after);
   const page = max > 0 ? rest.slice(0, max) : rest;
   const more = max > 0 && rest.length > max;
   return {

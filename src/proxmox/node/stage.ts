@@ -103,15 +103,14 @@ export async function nodeStageVolume(d: ProxmoxNodeDeps, req: NodeStageVolumeRe
     const readOnly = isReaderOnlyMode(req.volumeCapability);
     let device = disk0;
     const disk0MajMin = await d.blockDevices.majMinOf(disk0);
-    let deviceMajMin = disk0MajMin;
     const existing = await d.mounter.find(staging);
     if (existing) {
-      if (existing.majMin === deviceMajMin && !enc.required) return {};
+      if (existing.majMin === disk0MajMin && !enc.required) return {};
       const mapping = enc.required ? (await d.cryptsetup.holdersOf(disk0))[0] : undefined;
       if (mapping && existing.majMin === mapping.majMin) return {};
       throw new FailedPrecondition(
         `volume ${volumeId}: staging path ${staging} already has ${existing.source} (${existing.majMin}) mounted, ` +
-          `not ${enc.required ? `the LUKS mapping of ${device}` : device} (${mapping?.majMin ?? deviceMajMin}, WWN 0x${disk.wwn})`,
+          `not ${enc.required ? `the LUKS mapping of ${device}` : device} (${mapping?.majMin ?? disk0MajMin}, WWN 0x${disk.wwn})`,
       );
     }
 
@@ -125,7 +124,6 @@ export async function nodeStageVolume(d: ProxmoxNodeDeps, req: NodeStageVolumeRe
         device: disk0, volumeId, passphrase: enc.passphrase!, probedType: outer.fsType, mayFormat: !readOnly, log: ctx.log,
       });
       device = mapping.device;
-      deviceMajMin = mapping.majMin;
     }
 
     const found = await d.blockDevices.probe(device);

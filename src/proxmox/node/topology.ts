@@ -67,12 +67,12 @@ export function nodeLabelsFromApi(o: {
           res.on('end', () => {
             const text = Buffer.concat(chunks).toString('utf8');
             const status = res.statusCode ?? 0;
-            if (status === 200) return resolve(text);
+            if (status === 200) { resolve(text); return; }
             if (status === 404) {
-              return reject(new FailedPrecondition(`Kubernetes has no Node ${JSON.stringify(nodeName)}; --node-id (NODE_NAME) must be the Node's name`));
+              reject(new FailedPrecondition(`Kubernetes has no Node ${JSON.stringify(nodeName)}; --node-id (NODE_NAME) must be the Node's name`)); return;
             }
             if (status === 401 || status === 403) {
-              return reject(new FailedPrecondition(`Kubernetes API refused to read Node ${nodeName} (HTTP ${status}); the node plugin's service account needs "get" on nodes`));
+              reject(new FailedPrecondition(`Kubernetes API refused to read Node ${nodeName} (HTTP ${status}); the node plugin's service account needs "get" on nodes`)); return;
             }
             reject(new Unavailable(`Kubernetes API ${where} answered HTTP ${status} for Node ${nodeName}: ${text.slice(0, 200)}`));
           });

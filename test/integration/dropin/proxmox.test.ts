@@ -194,7 +194,7 @@ t.test('2+4. a volume the old driver created and attached', async (t) => {
   const hyper1 = pve.nodes.$('hyper1');
   t.equal(await hyper1.storage.$('local-lvm').content.$post({ vmid: 9999, filename: disk, size: '1G' }), `local-lvm:${disk}`);
   // The old driver's attach: POST …/config (a qmconfig task) with the third slot, as if scsi1/2 had been used before.
-  const upid = (await hyper1.qemu.$(111).config.$post({ scsi3: `local-lvm:${disk},backup=1,cache=writethrough,discard=on,iothread=1,ssd=1,wwn=0x5056432d49443033` })) as unknown as string;
+  const upid = await hyper1.qemu.$(111).config.$post({ scsi3: `local-lvm:${disk},backup=1,cache=writethrough,discard=on,iothread=1,ssd=1,wwn=0x5056432d49443033` });
   t.equal(await waitTask('hyper1', upid), 'OK');
   const before = await hyper1.qemu.$(111).config.$get();
   t.match(before.scsi3, /^local-lvm:vm-9999-pvc-5b8f3c2a-9d41-4e6b-a0c7-1f2e3d4c5b6a,.*wwn=0x5056432d49443033/);

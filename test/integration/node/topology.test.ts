@@ -67,10 +67,10 @@ t.test('reads the Node from the API over TLS verified against the service-accoun
       res.end(JSON.stringify(body));
     };
     if (req.url === '/api/v1/nodes/talos-w1') {
-      return send(200, { kind: 'Node', metadata: { name: 'talos-w1', labels: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } } });
+      send(200, { kind: 'Node', metadata: { name: 'talos-w1', labels: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } } }); return;
     }
-    if (req.url === '/api/v1/nodes/locked') return send(403, { kind: 'Status', reason: 'Forbidden' });
-    if (req.url === '/api/v1/nodes/broken') return send(500, { kind: 'Status' });
+    if (req.url === '/api/v1/nodes/locked') { send(403, { kind: 'Status', reason: 'Forbidden' }); return; }
+    if (req.url === '/api/v1/nodes/broken') { send(500, { kind: 'Status' }); return; }
     send(404, { kind: 'Status', reason: 'NotFound' });
   });
   await new Promise<void>((r) => api.listen(0, '127.0.0.1', r));

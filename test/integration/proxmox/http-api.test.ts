@@ -71,38 +71,38 @@ t.test('answers and errors', async (t) => {
     hits.set(key, (hits.get(key) ?? 0) + 1);
     t.equal(req.headers.authorization, `PVEAPIToken=${TOKEN.tokenId}=${TOKEN.tokenSecret}`, 'token header');
     switch (key) {
-      case 'GET /api2/json/version': return reply(res, 200, 'OK', { data: { version: '8.2.4', release: '8.2' } });
+      case 'GET /api2/json/version': { reply(res, 200, 'OK', { data: { version: '8.2.4', release: '8.2' } }); return; }
       case 'GET /api2/json/cluster/resources':
-        return reply(res, 200, 'OK', { data: [
+        { reply(res, 200, 'OK', { data: [
           { id: 'qemu/101', type: 'qemu', vmid: 101, name: 'talos-cp-1', node: 'hyper1', status: 'running', template: 0 },
           { id: 'lxc/200', type: 'lxc', vmid: 200, name: 'ct', node: 'hyper1' },
           { id: 'storage/hyper1/local-lvm', type: 'storage', storage: 'local-lvm', node: 'hyper1', content: 'images,rootdir', shared: 0, status: 'available', disk: 5, maxdisk: 10 },
-        ] });
+        ] }); return; }
       case 'POST /api2/json/nodes/hyper1/qemu/101/config':
         t.match(body, /scsi1=local-lvm%3Avm-9999-pvc-a/, 'form-encoded body');
-        return reply(res, 500, "can't lock file '/var/lock/qemu-server/lock-101.conf' - got timeout", { data: null });
+        { reply(res, 500, "can't lock file '/var/lock/qemu-server/lock-101.conf' - got timeout", { data: null }); return; }
       case 'POST /api2/json/nodes/hyper1/qemu/102/config':
-        return reply(res, 400, 'Parameter verification failed.', { data: null, errors: { scsi1: 'invalid format - format error\n' } });
+        { reply(res, 400, 'Parameter verification failed.', { data: null, errors: { scsi1: 'invalid format - format error\n' } }); return; }
       case 'GET /api2/json/nodes/hyper1/qemu/103/config':
-        return reply(res, 500, "Configuration file 'nodes/hyper1/qemu-server/103.conf' does not exist", { data: null });
+        { reply(res, 500, "Configuration file 'nodes/hyper1/qemu-server/103.conf' does not exist", { data: null }); return; }
       case 'GET /api2/json/nodes/hyper1/qemu/104/config':
-        return reply(res, 403, 'Permission check failed (/vms/104, VM.Audit)', { data: null });
+        { reply(res, 403, 'Permission check failed (/vms/104, VM.Audit)', { data: null }); return; }
       case 'GET /api2/json/nodes/hyper1/qemu/105/config':
-        return reply(res, 401, 'authentication failure', { data: null });
+        { reply(res, 401, 'authentication failure', { data: null }); return; }
       case 'GET /api2/json/nodes/hyper1/qemu/106/config':
-        return reply(res, 500, 'cluster not ready - no quorum?', { data: null });
+        { reply(res, 500, 'cluster not ready - no quorum?', { data: null }); return; }
       case 'POST /api2/json/nodes/hyper1/storage/local-lvm/content':
-        return reply(res, 500, "lvcreate 'pve/vm-9999-pvc-a' error:   Logical Volume \"vm-9999-pvc-a\" already exists in volume group \"pve\"", { data: null });
+        { reply(res, 500, "lvcreate 'pve/vm-9999-pvc-a' error:   Logical Volume \"vm-9999-pvc-a\" already exists in volume group \"pve\"", { data: null }); return; }
       case 'PUT /api2/json/nodes/hyper1/qemu/107/unlink':
         req.socket.destroy();
         return;
       case 'GET /api2/json/nodes/hyper1/qemu/108/pending':
         if ((hits.get(key) ?? 0) === 1) return void req.socket.destroy();
-        return reply(res, 200, 'OK', { data: [{ key: 'scsi1', value: 'local-lvm:vm-9999-pvc-a', delete: 1 }, { key: 'scsi2', pending: 'local-lvm:vm-9999-pvc-b' }] });
+        { reply(res, 200, 'OK', { data: [{ key: 'scsi1', value: 'local-lvm:vm-9999-pvc-a', delete: 1 }, { key: 'scsi2', pending: 'local-lvm:vm-9999-pvc-b' }] }); return; }
       case 'GET /api2/json/nodes/hyper1/qemu/109/config':
         return void setTimeout(() => reply(res, 200, 'OK', { data: {} }), 1500);
       default:
-        return reply(res, 501, `Method '${key}' not implemented`, { data: null });
+        { reply(res, 501, `Method '${key}' not implemented`, { data: null }); return; }
     }
   });
   const api = createHttpProxmoxApi({ cluster: cluster(url), queryTimeoutMs: 500 });

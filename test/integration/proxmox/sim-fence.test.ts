@@ -132,7 +132,7 @@ t.test('class: offline expansion given up while the helper VM lock is held leave
 
 t.test('class: delete given up while the storage lock is held keeps the volume fenced', async (t) => {
   const { c, admin, sim } = await start(t);
-  void sim;
+  sim;
   const id = (await c.createVolume(createReq('pvc-del'), ctx())).volume!.volumeId!;
   await admin.holdLock({ node: 'hyper1', storage: 'local-lvm' }, 6000);
   t.equal((await kind(c.deleteVolume({ volumeId: id, secrets: {} }, ctx(2500)))).kind, 'DeadlineExceeded');

@@ -64,7 +64,7 @@ t.test('lifecycle over HTTPS with the CA pinned', async (t) => {
   t.equal((await c.createVolume(createReq('pvc-life'), ctx())).volume!.volumeId, id, 'idempotent');
   t.equal((await kind(c.createVolume(createReq('pvc-life', 'hyper1', 2 * GiB), ctx()))).kind, 'AlreadyExists');
 
-  const pub = await c.controllerPublishVolume!(pubReq(id, 'talos-worker-1', created.volume!.volumeContext!), ctx());
+  const pub = await c.controllerPublishVolume!(pubReq(id, 'talos-worker-1', created.volume!.volumeContext), ctx());
   t.same(pub.publishContext, { DevicePath: '/dev/disk/by-id/wwn-0x5056432d49443031', lun: '1' });
   const w1 = await vm('talos-worker-1');
   t.match(w1.config.scsi1, /^local-lvm:vm-9999-pvc-life,.*wwn=0x5056432d49443031/, 'attached as scsi1 with the PVC-ID WWN');

@@ -35,7 +35,7 @@ t.test('the controller creates, publishes and deletes a volume with ticket login
     parameters: { storage: 'local-lvm' }, secrets: {}, volumeContentSource: null,
     accessibilityRequirements: { requisite: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }], preferred: [] },
     mutableParameters: {},
-  } as T.CreateVolumeRequest, ctx());
+  }, ctx());
   const volumeId = created.volume!.volumeId;
   await c.controllerPublishVolume!({ volumeId, nodeId: 'talos-worker-1', volumeCapability: mount, readonly: false, secrets: {}, volumeContext: {} } as T.ControllerPublishVolumeRequest, ctx());
   await c.controllerUnpublishVolume!({ volumeId, nodeId: 'talos-worker-1', secrets: {} } as T.ControllerUnpublishVolumeRequest, ctx());

@@ -18,7 +18,7 @@ function driver(name: string, probe: () => Promise<boolean>): Driver {
     onlineExpansion: false,
     probe,
     controller: { capabilities: [], createVolume: async () => ({ volume: { volumeId: 'v', capacityBytes: 0 } }), deleteVolume: async () => ({}), validateVolumeCapabilities: async () => ({}) },
-  } as unknown as Driver;
+  };
 }
 
 function get(port: number): Promise<{ status: number; body: string }> {

@@ -30,7 +30,7 @@ function okDriver(calls: string[]): Driver {
     controllerUnpublishVolume: seen('ControllerUnpublishVolume'),
     controllerExpandVolume: seen('ControllerExpandVolume'),
     controllerGetVolume: seen('ControllerGetVolume'),
-  } as ControllerBackend;
+  };
   const node: NodeBackend = {
     capabilities: ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME'],
     nodeGetInfo: async () => ({ nodeId: 'n1' }),
@@ -40,7 +40,7 @@ function okDriver(calls: string[]): Driver {
     nodeUnpublishVolume: seen('NodeUnpublishVolume'),
     nodeGetVolumeStats: seen('NodeGetVolumeStats'),
     nodeExpandVolume: seen('NodeExpandVolume'),
-  } as NodeBackend;
+  };
   return { name: 'test.csi.example', accessibilityConstraints: false, onlineExpansion: true, probe: async () => true, controller, node };
 }
 

@@ -58,7 +58,7 @@ export async function applyAll(kube: Kube, objects: K8sObject[], namespace: stri
     try {
       await kube.apply(o, namespace);
     } catch (e) {
-      throw new Error(`applying ${o.kind} ${o.metadata.name}: ${(e as Error).message}`);
+      throw new Error(`applying ${o.kind} ${o.metadata.name}: ${(e as Error).message}`, { cause: e });
     }
   }
 }

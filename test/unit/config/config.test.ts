@@ -64,6 +64,6 @@ t.test('flags and environment', async (t) => {
     [['--mode', 'controller', '--nfs-endpoint', 'unix:///a', '--drain-timeout', 'soon'], /--drain-timeout/],
     [['--mode', 'controller', '--nfs-endpoint', 'unix:///a', '--proxmox-config', '/nonexistent.yaml'], /cannot read \/nonexistent.yaml/],
   ];
-  for (const [argv, re] of bad) t.throws(() => loadConfig(argv, {}), { constructor: ConfigError, message: re } as never, argv.join(' '));
+  for (const [argv, re] of bad) t.throws(() => loadConfig(argv, {}), { constructor: ConfigError, message: re }, argv.join(' '));
 });
 

@@ -54,7 +54,7 @@ function setup(t: { teardown(fn: () => void): void }) {
     node.nodeStageVolume!({
       volumeId: VOL, publishContext: { DevicePath: `/dev/disk/by-id/wwn-0x${WWN3}`, lun: '3' }, stagingTargetPath: staging,
       volumeCapability: cap(), secrets: { 'encryption-passphrase': PASS }, volumeContext: {}, ...extra,
-    } as any, ctx);
+    }, ctx);
   const unstage = () => node.nodeUnstageVolume!({ volumeId: VOL, stagingTargetPath: staging }, ctx);
   const mountedAtStaging = () => sys.table.filter((m) => m.target === staging);
   return { dir, sys, disks, luks, node, stage, unstage, staging, mountedAtStaging, lines, ctx };
@@ -275,7 +275,7 @@ t.test('expand: disk, then mapping (with the node-expand passphrase), then files
   s.luks.spans.set(mapperName(VOL), (1 << 30) - (16 << 20)); // opened before the disk grew
   s.disks.devices.get(WWN3)!.size = 2 ** 31;
   const req = { volumeId: VOL, volumePath: s.staging, capacityRange: { requiredBytes: String(2 ** 31), limitBytes: '0' }, stagingTargetPath: '', volumeCapability: null };
-  const r = await s.node.nodeExpandVolume!({ ...req, secrets: { 'encryption-passphrase': PASS } } as any, s.ctx);
+  const r = await s.node.nodeExpandVolume!({ ...req, secrets: { 'encryption-passphrase': PASS } }, s.ctx);
   t.equal(Number(r.capacityBytes), 2 ** 31);
   t.same(s.luks.resizes, [[mapperName(VOL), PASS]]);
   t.same(grows, [`/dev/mapper/${mapperName(VOL)}`]);
@@ -288,7 +288,7 @@ t.test('expand: disk, then mapping (with the node-expand passphrase), then files
   // kubelet's NodeExpandVolume then needs no passphrase.
   s.luks.spans.delete(mapperName(VOL));
   grows.length = 0;
-  await s.node.nodeExpandVolume!({ ...req, secrets: {} } as any, s.ctx);
+  await s.node.nodeExpandVolume!({ ...req, secrets: {} }, s.ctx);
   t.equal(s.luks.resizes.length, 1, 'no cryptsetup resize');
   t.same(grows, [`/dev/mapper/${mapperName(VOL)}`], 'the filesystem still grows');
 });

@@ -128,7 +128,7 @@ function crashing(f: FakeProxmox, dieAfter: 'updateVmConfig' | 'resizeDisk'): Pr
         return out;
       };
     },
-  }) as ProxmoxApi;
+  });
 }
 
 /** Leaves the helper attachment of a fresh volume on VM 103, as a controller that died would. */
