@@ -45,6 +45,8 @@ export interface Faults {
    * both hosts, exitstatus `migration problems`).
    */
   migrateFail: MigrateFailMode;
+  /** After a migration, /cluster/resources lists the VM on its old node for this long (pmxcfs lag). */
+  resourcesLagMs: number;
   /** pveproxy delays every 401 by 3 s; tests usually set 0. */
   authFailureDelayMs: number;
   /** PRNG seed for the rate-based faults. */
@@ -69,6 +71,7 @@ export const DEFAULT_FAULTS: Faults = {
   detachPending: 'off',
   detachPendingVmids: [],
   migrateFail: 'off',
+  resourcesLagMs: 0,
   authFailureDelayMs: 3000,
   seed: 1,
 };
@@ -121,6 +124,7 @@ export function parseFaults(raw: unknown, where: string, base: Faults = DEFAULT_
         if (!Array.isArray(v) || v.some((x) => !Number.isInteger(x))) throw new Error(`${w}: expected a list of VMIDs`);
         out.detachPendingVmids = v as number[];
         break;
+      case 'resourcesLagMs': out.resourcesLagMs = num(v, w, 0); break;
       case 'migrateFail': out.migrateFail = oneOf(v, w, ['off', 'copy', 'cleanup'] as const); break;
       case 'authFailureDelayMs': out.authFailureDelayMs = num(v, w, 0); break;
       case 'seed': out.seed = num(v, w, 0); break;

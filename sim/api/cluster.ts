@@ -38,11 +38,13 @@ function vmNumbers(vm: VmModel, nowSec: number) {
   };
 }
 
-function vmResource(vm: VmModel, nowSec: number) {
+function vmResource(vm: VmModel, nowSec: number, lagMs: number) {
   const n = vmNumbers(vm, nowSec);
+  // pmxcfs' VM list (and the API's short cache) trails a migration: the old node for a while
+  const node = vm.movedFrom && Date.now() - vm.movedFrom.atMs < lagMs ? vm.movedFrom.node : vm.node;
   return {
     id: `qemu/${vm.vmid}`, type: 'qemu', vmid: vm.vmid, name: vm.config.get('name') ?? `VM ${vm.vmid}`,
-    node: vm.node, status: vm.status, template: 0,
+    node, status: vm.status, template: 0,
     maxcpu: n.cpus, maxmem: n.maxmem, maxdisk: n.maxdisk, cpu: n.cpu, mem: n.mem, disk: n.disk,
     diskread: n.diskread, diskwrite: n.diskwrite, netin: n.netin, netout: n.netout, uptime: n.uptime,
   };
@@ -81,7 +83,7 @@ export const clusterRoutes: Route[] = [
       const res: unknown[] = [];
       if (!type || type === 'vm') {
         if (perms.has('VM.Audit')) {
-          for (const vm of [...sim.state.vms.values()].sort((a, b) => a.vmid - b.vmid)) res.push(vmResource(vm, sim.nowSec()));
+          for (const vm of [...sim.state.vms.values()].sort((a, b) => a.vmid - b.vmid)) res.push(vmResource(vm, sim.nowSec(), sim.faults.get().resourcesLagMs));
         }
       }
       if (!type || type === 'node') {

@@ -48,6 +48,8 @@ export interface VmModel {
   pendingDelete: Map<string, boolean>;
   startedAt: number;
   pid: number;
+  /** The node before the last migration and when it moved (the resources listing may lag). */
+  movedFrom?: { node: string; atMs: number };
 }
 
 export interface VersionInfo {

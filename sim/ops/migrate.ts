@@ -222,6 +222,7 @@ class Migration {
     };
     for (const map of [vm.config, vm.pending]) for (const [k, v] of map) map.set(k, remap(v));
     // move_config_to_node: the config file now lives under the target node
+    vm.movedFrom = { node: vm.node, atMs: Date.now() };
     vm.node = this.req.target;
     const cleanupFails = this.ctx.faults.get().migrateFail === 'cleanup';
     for (const [volid, { vol }] of this.local) {

@@ -83,6 +83,21 @@ t.test('a stopped VM carries its unused disk to another node, bytes and name unc
   await call('DELETE', `/nodes/hyper2/storage/local-lvm/content/${volid}`);
 });
 
+t.test('resourcesLagMs: the VM list trails a migration, the config on the old node is gone at once', async (t) => {
+  const volid = await disk('hyper1', 'vm-9999-pvc-lag');
+  await task('hyper1', await helper('hyper1', volid));
+  await admin.patchFaults({ resourcesLagMs: 400 });
+  t.equal((await task('hyper1', await migrate('hyper1', { target: 'hyper2' }))).exit, 'OK');
+  const listed = async () => ((await call('GET', '/cluster/resources', { type: 'vm' })).body?.data as Array<{ vmid: number; node: string }>).find((v) => v.vmid === 9999)?.node;
+  t.equal(await listed(), 'hyper1', 'listed on the old node for a while');
+  t.equal((await call('GET', '/nodes/hyper1/qemu/9999/config')).status, 500, 'while its config is only on the new one');
+  await new Promise((r) => setTimeout(r, 450));
+  t.equal(await listed(), 'hyper2');
+  await admin.patchFaults({ resourcesLagMs: 0 });
+  await release('hyper2');
+  await call('DELETE', `/nodes/hyper2/storage/local-lvm/content/${volid}`);
+});
+
 t.test('preconditions answer before any task, as migrate_vm does', async (t) => {
   const volid = await disk('hyper1', 'vm-9999-pvc-pre');
   await task('hyper1', await helper('hyper1', volid));

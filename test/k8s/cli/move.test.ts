@@ -298,6 +298,15 @@ t.test('a crash at every checkpoint, then a fresh run: finished, nothing lost or
   }
 });
 
+t.test('the VM list still shows the helper on the source after the migration: read again, not rolled back', async (t) => {
+  const c = await claim();
+  await admin.patchFaults({ resourcesLagMs: 2000 });
+  const r = await cli(`${NS}/${c.name}`, '--to-zone', 'hyper2', '--yes');
+  await admin.patchFaults({ resourcesLagMs: 0 });
+  t.equal(r.code, 0, r.out + r.err);
+  await assertMoved(t, c);
+});
+
 t.test('two moves of one claim started at once: one begins, the other is refused', async (t) => {
   const c = await claim();
   const [d1, d2] = [deps(), deps()];
