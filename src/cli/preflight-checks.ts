@@ -128,8 +128,10 @@ export async function checkProxmox(input: PreflightInput, signal: AbortSignal): 
         for (const id of storages) {
           const on = rows.filter((r) => r.storage === id);
           const name = `${base}/storage/${id}`;
+          // The type named is the odd one's, not the first row's (which may well be lvmthin).
+          const odd = on.find((r) => r.plugintype && r.plugintype !== 'lvmthin');
           if (on.length === 0) out.push({ name, status: 'fail', message: `no storage "${id}" in cluster ${cluster.region} (a StorageClass uses it)` });
-          else if (on.some((r) => r.plugintype && r.plugintype !== 'lvmthin')) out.push({ name, status: 'warn', message: `storage "${id}" is ${on[0]!.plugintype}; the driver is built and tested for lvmthin` });
+          else if (odd) out.push({ name, status: 'warn', message: `storage "${id}" is ${odd.plugintype}; the driver is built and tested for lvmthin` });
           else out.push({ name, status: 'pass', message: `on ${on.map((r) => r.node).sort().join(', ')}` });
         }
       } catch (e) {

@@ -22,6 +22,8 @@ const PROVIDERS = new Set(['default', 'capmox']);
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+function str(o: Obj, key: string, where: string, required: true): string;
+function str(o: Obj, key: string, where: string, required: boolean): string | undefined;
 function str(o: Obj, key: string, where: string, required: boolean): string | undefined {
   const v = o[key];
   if (v === undefined || v === null || v === '') {
@@ -50,7 +52,7 @@ function cluster(raw: unknown, i: number, file: string, warnings: string[]): Pro
   const where = `clusters[${i}]`;
   if (!isObj(raw)) throw new ConfigError(`${file}: ${where} must be a mapping`);
   unknownKeys(raw, CLUSTER_KEYS, `${file}: ${where}.`, warnings);
-  const url = str(raw, 'url', where, true)!;
+  const url = str(raw, 'url', where, true);
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -73,11 +75,10 @@ function cluster(raw: unknown, i: number, file: string, warnings: string[]): Pro
   const hasToken = Boolean(str(raw, 'token_id', where, false) || idFile || str(raw, 'token_secret', where, false) || secretFile);
   const username = str(raw, 'username', where, false);
   const password = raw.password === undefined || raw.password === null ? undefined : String(raw.password);
-  const hasUser = Boolean(username && password);
   if (hasToken && (username || password)) {
     throw new ConfigError(`${file}: ${where}: set either token_id/token_secret or username/password, not both`);
   }
-  const region = str(raw, 'region', where, true)!;
+  const region = str(raw, 'region', where, true);
   const caFile = str(raw, 'ca_file', where, false);
   if (caFile && !fs.existsSync(caFile)) throw new ConfigError(`${file}: ${where}.ca_file ${caFile} does not exist`);
   const helpers = raw.expansion_helpers;
@@ -91,11 +92,12 @@ function cluster(raw: unknown, i: number, file: string, warnings: string[]): Pro
   };
 
   if (!hasToken) {
-    if (!hasUser) {
+    // Without a token both halves of the user login are needed (and are strings from here on).
+    if (!username || !password) {
       throw new ConfigError(`${file}: ${where}: credentials are required: token_id and token_secret (or their _file forms), or username and password`);
     }
-    if (!/^[^@\s]+@[^@!\s]+$/.test(username!)) throw new ConfigError(`${file}: ${where}.username must look like USER@REALM (e.g. root@pam)`);
-    return { ...common, username: username!, password: password! };
+    if (!/^[^@\s]+@[^@!\s]+$/.test(username)) throw new ConfigError(`${file}: ${where}.username must look like USER@REALM (e.g. root@pam)`);
+    return { ...common, username, password };
   }
   const tokenId = idFile ? readSecretFile(idFile, `${where}.token_id_file`) : str(raw, 'token_id', where, false);
   const tokenSecret = secretFile ? readSecretFile(secretFile, `${where}.token_secret_file`) : str(raw, 'token_secret', where, false);

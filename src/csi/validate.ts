@@ -35,15 +35,16 @@ function mountFlags(cap: T.VolumeCapability | null | undefined, method: string):
   (cap?.mount?.mountFlags ?? []).forEach((f, i) => noControlCharacters(f, `mount_flags[${i}]`, method));
 }
 
-const need = (value: unknown, name: string, method: string): void => {
+/** Refuses a missing value; after it the value is known to be there (an assertion signature). */
+function need(value: unknown, name: string, method: string): asserts value {
   if (value === undefined || value === null || value === '') throw new InvalidArgument(`${method}: ${name} is required`);
   noControlCharacters(value, name, method);
-};
+}
 
 export function capability(cap: T.VolumeCapability | null | undefined, name: string, method: string): void {
   need(cap, name, method);
-  if (!cap!.accessMode || cap!.accessMode.mode === 'UNKNOWN') throw new InvalidArgument(`${method}: ${name}.access_mode is required`);
-  if (!cap!.block && !cap!.mount) throw new InvalidArgument(`${method}: ${name} needs an access type (block or mount)`);
+  if (!cap.accessMode || cap.accessMode.mode === 'UNKNOWN') throw new InvalidArgument(`${method}: ${name}.access_mode is required`);
+  if (!cap.block && !cap.mount) throw new InvalidArgument(`${method}: ${name} needs an access type (block or mount)`);
   mountFlags(cap, method);
 }
 

@@ -251,8 +251,8 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
         throw e;
       }
       for (const name of names) {
-        const m = /^wwn-0x([0-9a-fA-F]+)$/.exec(name);
-        if (!m || !o.driverDisks.ownsWwn(m[1]!.toLowerCase())) continue;
+        const hex = /^wwn-0x([0-9a-fA-F]+)$/.exec(name)?.[1];
+        if (!hex || !o.driverDisks.ownsWwn(hex.toLowerCase())) continue;
         try {
           const st = await fs.stat(path.join(deviceDir, name), { bigint: true });
           if (st.isBlockDevice() && majMinFromRdev(st.rdev) === majMin) return true;

@@ -133,8 +133,7 @@ export function createLinuxMounter(o: LinuxMounterOptions): Mounter {
     const want = await canonicalPath(target);
     const all = await list();
     // mountinfo lists mounts in mount order, so the last one at a path is the visible one.
-    for (let i = all.length - 1; i >= 0; i--) if (all[i]!.target === want) return all[i];
-    return undefined;
+    return all.findLast((e) => e.target === want);
   };
 
   const umountOnce = async (args: string[], t: number) => {

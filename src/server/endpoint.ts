@@ -3,6 +3,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { defined } from '../defined.js';
 
 export type Endpoint = { kind: 'unix'; path: string } | { kind: 'tcp'; host: string; port: number };
 
@@ -12,7 +13,7 @@ export function parseEndpoint(raw: string): Endpoint {
   const tcp = /^tcp:\/\/([^/:]+|\[[0-9a-fA-F:]+\]):(\d{1,5})\/?$/.exec(raw);
   if (tcp) {
     const port = Number(tcp[2]);
-    if (port <= 65535) return { kind: 'tcp', host: tcp[1]!.replace(/^\[|\]$/g, ''), port };
+    if (port <= 65535) return { kind: 'tcp', host: defined(tcp[1], 'host of the tcp:// endpoint pattern').replace(/^\[|\]$/g, ''), port };
   }
   throw new Error(`"${raw}" is not an endpoint: use unix:///absolute/path.sock or tcp://127.0.0.1:PORT`);
 }

@@ -3,6 +3,7 @@
 // Proxmox's reason (sent as the status text) and the JSON body; task failures carry only the
 // exit status text. Both are classified by the same rules so a lock timeout is Busy wherever
 // it shows up.
+import { defined } from '../../defined.js';
 import {
   AlreadyExists,
   Busy,
@@ -66,7 +67,7 @@ export function parseFailure(err: unknown): ParsedFailure {
   const message = err instanceof Error ? err.message : String(err);
   let m = HTTP_RE.exec(message);
   if (m) {
-    const { reason, body } = splitBody(m[4]!);
+    const { reason, body } = splitBody(defined(m[4], 'body of the HTTP error pattern'));
     const bodyMessage = (body as { message?: unknown } | undefined)?.message;
     if (m[3] === '599' && reason.startsWith(TRANSPORT_MARK)) {
       return { method: m[1], url: m[2], reason: reason.slice(TRANSPORT_MARK.length).trim(), transport: true };
@@ -146,7 +147,8 @@ export function toCsiError(err: unknown, ctx: FailureContext): CsiError {
   }
   if (status === 403) {
     const m = /\(([^,()]+),\s*([^()]+)\)/.exec(f.reason);
-    const missing = m ? `${m[2]!.trim()} on ${m[1]!.trim()}` : 'a privilege';
+    const [, path, privilege] = m ?? [];
+    const missing = path && privilege ? `${privilege.trim()} on ${path.trim()}` : 'a privilege';
     return new FailedPrecondition(
       `${where}: permission denied (${f.reason}); ${ctx.username ? `the user ${ctx.username}` : `the API token${ctx.tokenId ? ` ${ctx.tokenId}` : ''}`} lacks ${missing}. Grant it a role with ${CSI_ROLE_PRIVILEGES}`,
       { cause: err },

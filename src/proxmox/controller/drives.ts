@@ -150,7 +150,7 @@ export function entriesFromValues(values: Record<string, string>): ConfigEntry[]
 export function smbiosUuid(entries: readonly ConfigEntry[]): string | undefined {
   const raw = entries.find((e) => e.key === 'smbios1')?.value;
   const m = raw ? /(?:^|,)uuid=([0-9a-fA-F-]{36})/.exec(raw) : null;
-  return m ? m[1]!.toLowerCase() : undefined;
+  return m?.[1]?.toLowerCase();
 }
 
 /**

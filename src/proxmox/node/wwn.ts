@@ -28,7 +28,8 @@ export function diskFromPublishContext(ctx: Record<string, string> | undefined |
   if (devicePath) {
     const base = devicePath.split('/').pop() ?? '';
     const m = /^wwn-(0x[0-9a-fA-F]+)$/.exec(base);
-    const wwn = m ? normalizeWwn(m[1]!) : undefined;
+    const hex = m?.[1];
+    const wwn = hex ? normalizeWwn(hex) : undefined;
     if (!wwn) {
       throw new InvalidArgument(
         `volume ${volumeId}: publish_context DevicePath ${JSON.stringify(devicePath)} does not end in wwn-0x<16 or 32 hex digits>`,
