@@ -29,7 +29,7 @@ t.test('counters per route template and the request log', async (t) => {
     route: 'POST /nodes/{node}/storage/{storage}/content', tokenId: 'kubernetes-csi@pve!csi',
     params: { vmid: '9999', filename: 'vm-9999-pvc-a', size: '1G' },
   });
-  const since = await admin.requests(log.entries[1]!.seq);
+  const since = await admin.requests(log.entries[1]?.seq);
   t.equal(since.entries.length, 2, 'since= returns only newer entries');
 });
 
@@ -39,10 +39,10 @@ t.test('state dump, VM status changes and lock property', async (t) => {
     vms: Array<{ vmid: number; config: Record<string, string>; status: string }>;
     nodes: Array<{ name: string; storages: Array<{ volumes: Array<{ volid: string }> }> }>;
   };
-  t.equal(state.vms.find((v) => v.vmid === 101)!.config.scsi1, 'local-lvm:vm-9999-pvc-a,size=1G');
-  t.ok(state.nodes[0]!.storages[0]!.volumes.some((v) => v.volid === 'local-lvm:vm-9999-pvc-a'));
+  t.equal(state.vms.find((v) => v.vmid === 101)?.config.scsi1, 'local-lvm:vm-9999-pvc-a,size=1G');
+  t.ok(state.nodes[0]?.storages[0]?.volumes.some((v) => v.volid === 'local-lvm:vm-9999-pvc-a'));
   t.match(await admin.patchVm(101, { status: 'stopped', lock: 'backup' }), { status: 'stopped', lock: 'backup' });
-  const st = (await call('GET', '/nodes/hyper1/qemu/101/status/current')).body!.data as Record<string, unknown>;
+  const st = (await call('GET', '/nodes/hyper1/qemu/101/status/current')).body?.data as Record<string, unknown>;
   t.match(st, { status: 'stopped', lock: 'backup' });
   await admin.patchVm(101, { status: 'running', lock: null });
   await t.rejects(admin.patchVm(999, { status: 'running' }), /404 VM 999 does not exist/);
@@ -65,9 +65,9 @@ t.test('the state dump lists the locks held at this moment', async (t) => {
 t.test('reset restores the initial cluster and clears logs', async (t) => {
   await admin.patchFaults({ latencyMs: 5 });
   await admin.reset();
-  const cfg = (await call('GET', '/nodes/hyper1/qemu/101/config')).body!.data as Record<string, unknown>;
+  const cfg = (await call('GET', '/nodes/hyper1/qemu/101/config')).body?.data as Record<string, unknown>;
   t.notOk('scsi1' in cfg);
-  const vols = (await call('GET', '/nodes/hyper1/storage/local-lvm/content', { vmid: 9999 })).body!.data;
+  const vols = (await call('GET', '/nodes/hyper1/storage/local-lvm/content', { vmid: 9999 })).body?.data;
   t.same(vols, []);
   t.equal((await admin.faults()).latencyMs, 0, 'faults back to the start values');
   t.equal((await admin.counters()).total, 2, 'counters restart after reset: only the two calls above');

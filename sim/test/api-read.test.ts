@@ -19,18 +19,18 @@ t.test('GET /version: JSON envelope with the exact content type', async (t) => {
 });
 
 t.test('cluster/resources filters by type and lists the seed cluster', async (t) => {
-  const vms = (await call('GET', '/cluster/resources', { type: 'vm' })).body!.data as Array<Record<string, unknown>>;
+  const vms = (await call('GET', '/cluster/resources', { type: 'vm' })).body?.data as Array<Record<string, unknown>>;
   t.same(vms.map((v) => v.vmid), [101, 102, 103, 111, 112, 113]);
   const cp1 = vms.find((v) => v.vmid === 101)!;
   t.match(cp1, { id: 'qemu/101', type: 'qemu', name: 'talos-cp-1', node: 'hyper1', status: 'running', template: 0 });
   t.equal(cp1.maxdisk, 32 * 1024 ** 3);
-  const storages = (await call('GET', '/cluster/resources', { type: 'storage' })).body!.data as Array<Record<string, unknown>>;
+  const storages = (await call('GET', '/cluster/resources', { type: 'storage' })).body?.data as Array<Record<string, unknown>>;
   t.same(storages.map((s) => s.id), ['storage/hyper1/local-lvm', 'storage/hyper2/local-lvm', 'storage/hyper3/local-lvm']);
   t.match(storages[0], { plugintype: 'lvmthin', status: 'available', maxdisk: 200 * 1024 ** 3, shared: 0 });
-  const nodes = (await call('GET', '/cluster/resources', { type: 'node' })).body!.data as Array<Record<string, unknown>>;
+  const nodes = (await call('GET', '/cluster/resources', { type: 'node' })).body?.data as Array<Record<string, unknown>>;
   t.same(nodes.map((n) => n.node), ['hyper1', 'hyper2', 'hyper3']);
   t.notOk('maxmem' in nodes[0]!, 'no node stats without Sys.Audit');
-  const all = (await call('GET', '/cluster/resources')).body!.data as unknown[];
+  const all = (await call('GET', '/cluster/resources')).body?.data as unknown[];
   t.equal(all.length, 12);
   const bad = await call('GET', '/cluster/resources', { type: 'lxc' });
   t.equal(bad.status, 400);
@@ -43,35 +43,35 @@ t.test('cluster/resources filters by type and lists the seed cluster', async (t)
 });
 
 t.test('nodes, qemu list, status/current', async (t) => {
-  const nodes = (await call('GET', '/nodes')).body!.data as Array<Record<string, unknown>>;
+  const nodes = (await call('GET', '/nodes')).body?.data as Array<Record<string, unknown>>;
   t.same(nodes.map((n) => [n.node, n.status]), [['hyper1', 'online'], ['hyper2', 'online'], ['hyper3', 'online']]);
-  const list = (await call('GET', '/nodes/hyper2/qemu')).body!.data as Array<Record<string, unknown>>;
+  const list = (await call('GET', '/nodes/hyper2/qemu')).body?.data as Array<Record<string, unknown>>;
   t.same(list.map((v) => [v.vmid, v.name, v.status]), [[102, 'talos-cp-2', 'running'], [112, 'talos-worker-2', 'running']]);
   const st = await call('GET', '/nodes/hyper2/qemu/112/status/current');
-  t.match(st.body!.data, { vmid: 112, status: 'running', qmpstatus: 'running', name: 'talos-worker-2' });
+  t.match(st.body?.data, { vmid: 112, status: 'running', qmpstatus: 'running', name: 'talos-worker-2' });
   const other = await call('GET', '/nodes/hyper1/qemu/112/status/current');
   t.equal(other.status, 500, 'a VM is only found on its own node');
   t.equal(other.statusText, "Configuration file 'nodes/hyper1/qemu-server/112.conf' does not exist");
   const noNode = await call('GET', '/nodes/hyper9/qemu');
   t.equal(noNode.status, 500);
-  t.match(noNode.body!.message, /hostname lookup 'hyper9' failed/);
+  t.match(noNode.body?.message, /hostname lookup 'hyper9' failed/);
 });
 
 t.test('config and pending of an untouched VM', async (t) => {
-  const c = (await call('GET', '/nodes/hyper1/qemu/111/config')).body!.data as Record<string, unknown>;
+  const c = (await call('GET', '/nodes/hyper1/qemu/111/config')).body?.data as Record<string, unknown>;
   t.match(c, {
     name: 'talos-worker-1', scsihw: 'virtio-scsi-single', scsi0: 'local-lvm:vm-111-disk-0,iothread=1,size=64G',
     smbios1: 'uuid=6f0a4c1e-2b3d-4e5f-8a9b-0c1d2e3f4b11', cores: 4,
   });
   t.match(c.digest, /^[0-9a-f]{40}$/);
-  const p = (await call('GET', '/nodes/hyper1/qemu/111/pending')).body!.data as Array<Record<string, unknown>>;
+  const p = (await call('GET', '/nodes/hyper1/qemu/111/pending')).body?.data as Array<Record<string, unknown>>;
   t.ok(p.every((i) => i.pending === undefined && i.delete === undefined));
   t.same(p.find((i) => i.key === 'digest'), { key: 'digest', value: c.digest });
   const vmidBad = await call('GET', '/nodes/hyper1/qemu/abc/config');
   t.equal(vmidBad.status, 400);
-  t.same(vmidBad.body!.errors, { vmid: "type check ('integer') failed - got 'abc'" });
+  t.same(vmidBad.body?.errors, { vmid: "type check ('integer') failed - got 'abc'" });
   const extra = await call('GET', '/nodes/hyper1/qemu/111/config', { bogus: 1 });
-  t.same(extra.body!.errors, { bogus: 'property is not defined in schema and the schema does not allow additional properties' });
+  t.same(extra.body?.errors, { bogus: 'property is not defined in schema and the schema does not allow additional properties' });
 });
 
 t.test('authentication failures are 401 with the reason as status text and no body', async (t) => {
@@ -100,13 +100,13 @@ t.test('privileges: 403 names path and privilege, lists are filtered', async (t)
   t.equal(put.statusText, 'Permission check failed (/vms/101, VM.Config.Disk|VM.Config.CDROM|VM.Config.CPU|VM.Config.Memory|VM.Config.Network|VM.Config.HWType|VM.Config.Options|VM.Config.Cloudinit)');
   const alloc = await callAs(aud, 'POST', '/nodes/hyper1/storage/local-lvm/content', { vmid: 9999, filename: 'vm-9999-x', size: '1G' });
   t.equal(alloc.status, 403);
-  t.equal(alloc.body!.message, 'Permission check failed (/storage/local-lvm, Datastore.AllocateSpace)\n');
+  t.equal(alloc.body?.message, 'Permission check failed (/storage/local-lvm, Datastore.AllocateSpace)\n');
   const opt = await call('PUT', '/nodes/hyper1/qemu/101/config', { name: 'renamed' });
   t.equal(opt.status, 403, 'the CSI role may not rename a VM');
   t.equal(opt.statusText, 'Permission check failed (/vms/101, VM.Config.Options)');
   const empty = await callAs(nob, 'GET', '/cluster/resources', { type: 'vm' });
-  t.same(empty.body!.data, [], 'no VM.Audit: VMs are hidden, not refused');
-  const audNodes = (await callAs(aud, 'GET', '/nodes')).body!.data as Array<Record<string, unknown>>;
+  t.same(empty.body?.data, [], 'no VM.Audit: VMs are hidden, not refused');
+  const audNodes = (await callAs(aud, 'GET', '/nodes')).body?.data as Array<Record<string, unknown>>;
   t.ok('maxmem' in audNodes[0]!, 'Sys.Audit shows node stats');
   const st = await callAs(nob, 'GET', '/nodes/hyper1/storage/local-lvm/status');
   t.equal(st.statusText, 'Permission check failed (/storage/local-lvm, Datastore.Audit|Datastore.AllocateSpace)');

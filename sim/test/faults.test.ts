@@ -15,10 +15,10 @@ let n = 0;
 async function alloc(): Promise<string> {
   const r = await call('POST', CONTENT, { vmid: 9999, filename: `vm-9999-pvc-f${++n}`, size: '1G' });
   if (r.status !== 200) throw new Error(r.statusText);
-  return r.body!.data as string;
+  return r.body?.data as string;
 }
-const current = async () => (await call('GET', `${VM}/config`, { current: 1 })).body!.data as Record<string, unknown>;
-const merged = async () => (await call('GET', `${VM}/config`)).body!.data as Record<string, unknown>;
+const current = async () => (await call('GET', `${VM}/config`, { current: 1 })).body?.data as Record<string, unknown>;
+const merged = async () => (await call('GET', `${VM}/config`)).body?.data as Record<string, unknown>;
 t.afterEach(() => admin.setFaults({}));
 
 t.test('latency per call and per route', async (t) => {
@@ -41,7 +41,7 @@ t.test('HTTP 500 at a rate, limited to routes', async (t) => {
   t.equal(r.status, 500);
   t.same(r.body, { data: null, message: 'cfs-lock timeout\n' });
   t.equal((await call('GET', '/version')).status, 200);
-  const list = (await call('GET', CONTENT, { vmid: 9999 })).body!.data as unknown[];
+  const list = (await call('GET', CONTENT, { vmid: 9999 })).body?.data as unknown[];
   t.equal(list.length, 0, 'an injected error happens before the call takes effect');
   await admin.setFaults({ errorRate: 0.5, seed: 7 });
   let errors = 0;
@@ -64,7 +64,7 @@ t.test('connections dropped before and after the call takes effect', async (t) =
   await admin.patchFaults({ dropPhase: 'after' });
   await t.rejects(post('vm-9999-drop-after'), /fetch failed/);
   await admin.setFaults({});
-  const names = ((await call('GET', CONTENT, { vmid: 9999 })).body!.data as Array<{ volid: string }>).map((v) => v.volid);
+  const names = ((await call('GET', CONTENT, { vmid: 9999 })).body?.data as Array<{ volid: string }>).map((v) => v.volid);
   t.notOk(names.includes('local-lvm:vm-9999-drop-before'));
   t.ok(names.includes('local-lvm:vm-9999-drop-after'), 'the answer was lost, the volume exists');
   const retry = await post('vm-9999-drop-after');
@@ -76,12 +76,12 @@ t.test('tasks ending with an error exitstatus', async (t) => {
   const volid = await alloc();
   await admin.patchFaults({ taskFailRate: 1, taskFailMessage: 'got timeout' });
   const r = await call('POST', `${VM}/config`, { scsi5: volid });
-  const st = await waitTask('hyper1', r.body!.data as string);
+  const st = await waitTask('hyper1', r.body?.data as string);
   t.equal(st.exitstatus, 'got timeout');
   t.notOk('scsi5' in (await current()), "phase 'before': nothing changed");
   await admin.patchFaults({ taskFailPhase: 'after' });
   const r2 = await call('POST', `${VM}/config`, { scsi5: volid });
-  t.equal((await waitTask('hyper1', r2.body!.data as string)).exitstatus, 'got timeout');
+  t.equal((await waitTask('hyper1', r2.body?.data as string)).exitstatus, 'got timeout');
   t.ok('scsi5' in (await current()), "phase 'after': the change happened anyway");
   const bg = await call('POST', `${VM}/config`, { delete: 'scsi5', background_delay: 5 });
   t.equal(bg.status, 500);
@@ -96,13 +96,13 @@ t.test("a detach that stays in 'pending' (error mode)", async (t) => {
   await admin.patchFaults({ detachPending: 'error' });
   const r = await call('PUT', `${VM}/unlink`, { idlist: 'scsi1' });
   t.equal(r.status, 400);
-  t.same(r.body!.errors, { scsi1: "hotplug problem - error on hot-unplugging device 'scsi1'" });
+  t.same(r.body?.errors, { scsi1: "hotplug problem - error on hot-unplugging device 'scsi1'" });
   t.notOk('scsi1' in (await merged()), 'the merged view already hides it');
   t.ok('scsi1' in (await current()), 'but the disk is still attached');
-  const pend = (await call('GET', `${VM}/pending`)).body!.data as Array<Record<string, unknown>>;
+  const pend = (await call('GET', `${VM}/pending`)).body?.data as Array<Record<string, unknown>>;
   t.match(pend.find((i) => i.key === 'scsi1'), { key: 'scsi1', delete: 1 });
   const post = await call('POST', `${VM}/config`, { delete: 'scsi1' });
-  const st = await waitTask('hyper1', post.body!.data as string);
+  const st = await waitTask('hyper1', post.body?.data as string);
   t.equal(st.exitstatus, "400 Parameter verification failed. scsi1: hotplug problem - error on hot-unplugging device 'scsi1'");
   await admin.setFaults({});
   t.equal((await call('PUT', `${VM}/unlink`, { idlist: 'scsi1' })).status, 200, 'a retry completes the detach');
@@ -119,7 +119,7 @@ t.test("a detach that stays in 'pending' silently, only for chosen VMs", async (
   const other = await alloc();
   await call('PUT', '/nodes/hyper1/qemu/111/config', { scsi2: other });
   await call('PUT', '/nodes/hyper1/qemu/111/unlink', { idlist: 'scsi2' });
-  const c111 = (await call('GET', '/nodes/hyper1/qemu/111/config', { current: 1 })).body!.data as Record<string, unknown>;
+  const c111 = (await call('GET', '/nodes/hyper1/qemu/111/config', { current: 1 })).body?.data as Record<string, unknown>;
   t.notOk('scsi2' in c111, 'VM 111 is not affected');
   await admin.setFaults({});
   await call('PUT', `${VM}/unlink`, { idlist: 'scsi2' });
@@ -138,7 +138,7 @@ t.test('lock contention and timeouts on the VM config lock', async (t) => {
   t.ok(Date.now() - s >= 290);
   const post = await call('POST', `${VM}/config`, { delete: 'scsi7' });
   t.equal(post.status, 200, 'POST forks first; the task waits for the lock');
-  const st = await waitTask('hyper1', post.body!.data as string);
+  const st = await waitTask('hyper1', post.body?.data as string);
   t.equal(st.exitstatus, "can't lock file '/var/lock/qemu-server/lock-101.conf' - got timeout");
   t.equal((await call('PUT', '/nodes/hyper1/qemu/111/config', { delete: 'scsi7' })).status, 200, 'other VMs are not blocked');
   await new Promise((r) => setTimeout(r, Math.max(0, held + 2600 - Date.now())));

@@ -33,7 +33,7 @@ t.test('loop backend', { skip: canLoop() ? false : 'needs root and losetup' }, a
   });
   const { call, admin } = ts;
   const alloc = async (name: string) =>
-    (await call('POST', '/nodes/hyper1/storage/local-lvm/content', { vmid: 9999, filename: name, size: '64M' })).body!.data as string;
+    (await call('POST', '/nodes/hyper1/storage/local-lvm/content', { vmid: 9999, filename: name, size: '64M' })).body?.data as string;
   const a = await alloc('vm-9999-pvc-la');
   const b = await alloc('vm-9999-pvc-lb');
   const fileA = join(stateDir, 'images', 'hyper1', 'local-lvm', 'vm-9999-pvc-la.raw');
@@ -51,13 +51,13 @@ t.test('loop backend', { skip: canLoop() ? false : 'needs root and losetup' }, a
   t.match(loopsFor(fileA), devA);
   t.equal(sizeOf(devA), 64 * 1024 ** 2);
 
-  const before = ((await call('GET', '/nodes/hyper1/storage/local-lvm/status')).body!.data as { used: number }).used;
+  const before = ((await call('GET', '/nodes/hyper1/storage/local-lvm/status')).body?.data as { used: number }).used;
   execFileSync('dd', ['if=/dev/urandom', `of=${devA}`, 'bs=1M', 'count=8', 'oflag=direct', 'status=none']);
-  const after = ((await call('GET', '/nodes/hyper1/storage/local-lvm/status')).body!.data as { used: number }).used;
+  const after = ((await call('GET', '/nodes/hyper1/storage/local-lvm/status')).body?.data as { used: number }).used;
   t.ok(after - before >= 8 * 1024 ** 2, 'writes through the device show up as thin pool usage');
 
   const up = await call('PUT', '/nodes/hyper1/qemu/101/resize', { disk: 'scsi1', size: '+64M' });
-  t.equal((await ts.waitTask('hyper1', up.body!.data as string)).exitstatus, 'OK');
+  t.equal((await ts.waitTask('hyper1', up.body?.data as string)).exitstatus, 'OK');
   t.equal(sizeOf(devA), 128 * 1024 ** 2, 'losetup -c made the device see the new size');
 
   await admin.patchVm(101, { status: 'stopped' });

@@ -5,7 +5,7 @@ import { defaultConfig, startTestSim } from './fixtures/helpers.js';
 
 const cfg = defaultConfig();
 // hyper3's pool refuses over-provisioning so capacity errors can be tested
-(cfg.nodes[2]!.storages as Array<Record<string, unknown>>)[0]!.overcommit = false;
+(cfg.nodes[2]?.storages as Array<Record<string, unknown>>)[0]!.overcommit = false;
 const ts = await startTestSim({ config: cfg, faults: { lockTimeoutMs: 300 } });
 t.teardown(() => ts.close());
 const { call, waitTask } = ts;
@@ -16,29 +16,29 @@ t.test('allocate, list, info, free', async (t) => {
   t.same(r.body, { data: 'local-lvm:vm-9999-pvc-one' });
   const kib = await call('POST', CONTENT, { vmid: 9999, filename: 'vm-9999-pvc-kib', size: '1025' });
   t.equal(kib.status, 200);
-  const list = (await call('GET', CONTENT, { vmid: 9999 })).body!.data as Array<Record<string, unknown>>;
+  const list = (await call('GET', CONTENT, { vmid: 9999 })).body?.data as Array<Record<string, unknown>>;
   t.same(list.map((v) => [v.volid, v.size, v.vmid, v.format]), [
     ['local-lvm:vm-9999-pvc-kib', 4 * 1024 ** 2, 9999, 'raw'],
     ['local-lvm:vm-9999-pvc-one', 10 * 1024 ** 3, 9999, 'raw'],
   ], 'sizes are whole 4 MiB extents');
-  const all = (await call('GET', CONTENT)).body!.data as unknown[];
+  const all = (await call('GET', CONTENT)).body?.data as unknown[];
   t.equal(all.length, 4, 'boot disks of the two VMs plus the new volumes');
-  const other = (await call('GET', '/nodes/hyper2/storage/local-lvm/content', { vmid: 9999 })).body!.data;
+  const other = (await call('GET', '/nodes/hyper2/storage/local-lvm/content', { vmid: 9999 })).body?.data;
   t.same(other, [], 'local-lvm is per host');
   const info = await call('GET', `${CONTENT}/local-lvm:vm-9999-pvc-one`);
-  t.same(info.body!.data, { path: '/dev/pve/vm-9999-pvc-one', size: 10 * 1024 ** 3, used: 0, format: 'raw' });
+  t.same(info.body?.data, { path: '/dev/pve/vm-9999-pvc-one', size: 10 * 1024 ** 3, used: 0, format: 'raw' });
   const del = await call('DELETE', `${CONTENT}/local-lvm:vm-9999-pvc-one`);
-  const upid = del.body!.data as string;
+  const upid = del.body?.data as string;
   t.match(upid, /^UPID:hyper1:[0-9A-F]{8}:[0-9A-F]{8}:[0-9A-F]{8}:imgdel:9999@local-lvm:kubernetes-csi@pve!csi:$/);
   const st = await waitTask('hyper1', upid);
   t.match(st, { status: 'stopped', exitstatus: 'OK', type: 'imgdel', id: '9999@local-lvm', user: 'kubernetes-csi@pve', tokenid: 'csi', node: 'hyper1' });
   const log = await call('GET', `/nodes/hyper1/tasks/${encodeURIComponent(upid)}/log`);
-  t.same(log.body!.data, [
+  t.same(log.body?.data, [
     { n: 1, t: '  Logical volume "vm-9999-pvc-one" successfully removed.' },
     { n: 2, t: "Removed volume 'local-lvm:vm-9999-pvc-one'" },
     { n: 3, t: 'TASK OK' },
   ]);
-  t.equal(log.body!.total, 3);
+  t.equal(log.body?.total, 3);
   const gone = await call('GET', `${CONTENT}/vm-9999-pvc-one`);
   t.equal(gone.status, 500);
   t.equal(gone.statusText, "volume_size_info on 'local-lvm:vm-9999-pvc-one' failed - no format");
@@ -50,7 +50,7 @@ t.test('allocation errors', async (t) => {
   await call('POST', CONTENT, { vmid: 9999, filename: 'vm-9999-pvc-dup', size: '1G' });
   const dup = await call('POST', CONTENT, { vmid: 9999, filename: 'vm-9999-pvc-dup', size: '1G' });
   t.equal(dup.status, 500);
-  t.equal(dup.body!.message, 'lvcreate \'pve/vm-9999-pvc-dup\' error:   Logical Volume "vm-9999-pvc-dup" already exists in volume group "pve"\n');
+  t.equal(dup.body?.message, 'lvcreate \'pve/vm-9999-pvc-dup\' error:   Logical Volume "vm-9999-pvc-dup" already exists in volume group "pve"\n');
   const name = await call('POST', CONTENT, { vmid: 9999, filename: 'pvc-x', size: '1G' });
   t.equal(name.statusText, "illegal name 'pvc-x' - should be 'vm-9999-*'");
   const owner = await call('POST', CONTENT, { vmid: 9999, filename: 'vm-101-x', size: '1G' });
@@ -59,14 +59,14 @@ t.test('allocation errors', async (t) => {
   t.equal(fmt.status, 500);
   t.match(fmt.statusText, /^unsupported format 'qcow2' at /);
   const fmt2 = await call('POST', CONTENT, { vmid: 9999, filename: 'vm-9999-q.qcow2', size: '1G', format: 'raw' });
-  t.same(fmt2.body!.errors, { format: 'different storage formats (raw != qcow2)' });
+  t.same(fmt2.body?.errors, { format: 'different storage formats (raw != qcow2)' });
   const size = await call('POST', CONTENT, { vmid: 9999, filename: 'vm-9999-s', size: '10Gi' });
   t.equal(size.status, 400);
-  t.same(size.body!.errors, { size: 'value does not match the regex pattern' });
+  t.same(size.body?.errors, { size: 'value does not match the regex pattern' });
   const missing = await call('POST', CONTENT, { vmid: 9999, size: '1G' });
-  t.same(missing.body!.errors, { filename: 'property is missing and it is not optional' });
+  t.same(missing.body?.errors, { filename: 'property is missing and it is not optional' });
   const vmid = await call('POST', CONTENT, { vmid: 5, filename: 'vm-5-x', size: '1G' });
-  t.same(vmid.body!.errors, { vmid: 'value must have a minimum value of 100' });
+  t.same(vmid.body?.errors, { vmid: 'value must have a minimum value of 100' });
   const store = await call('POST', '/nodes/hyper1/storage/nas/content', { vmid: 9999, filename: 'vm-9999-x', size: '1G' });
   t.equal(store.statusText, "storage 'nas' does not exist");
   const full = await call('POST', '/nodes/hyper3/storage/local-lvm/content', { vmid: 9999, filename: 'vm-9999-big', size: '500G' });
@@ -81,9 +81,9 @@ t.test('delete errors: parse, storage mismatch, volume in use by a running VM', 
   t.equal(bad.statusText, "unable to parse lvm volume name 'notavolume'");
   const mismatch = await call('DELETE', `${CONTENT}/other:vm-9999-x`);
   t.equal(mismatch.status, 400);
-  t.same(mismatch.body!.errors, { volume: 'storage ID mismatch (other != local-lvm)\n' });
+  t.same(mismatch.body?.errors, { volume: 'storage ID mismatch (other != local-lvm)\n' });
   const boot = await call('DELETE', `${CONTENT}/local-lvm:vm-101-disk-0`);
-  const st = await waitTask('hyper1', boot.body!.data as string);
+  const st = await waitTask('hyper1', boot.body?.data as string);
   t.equal(st.exitstatus, "lvremove 'pve/vm-101-disk-0' error:   Logical volume pve/vm-101-disk-0 in use.");
   const still = await call('GET', `${CONTENT}/vm-101-disk-0`);
   t.equal(still.status, 200);
@@ -94,8 +94,8 @@ t.test('delete errors: parse, storage mismatch, volume in use by a running VM', 
 
 t.test('status reports thin pool usage', async (t) => {
   const r = await call('GET', '/nodes/hyper1/storage/local-lvm/status');
-  t.match(r.body!.data, { type: 'lvmthin', active: 1, enabled: 1, shared: 0, total: 200 * 1024 ** 3, used: 24 * 1024 ** 3, content: 'images,rootdir' });
-  const d = r.body!.data as Record<string, number>;
+  t.match(r.body?.data, { type: 'lvmthin', active: 1, enabled: 1, shared: 0, total: 200 * 1024 ** 3, used: 24 * 1024 ** 3, content: 'images,rootdir' });
+  const d = r.body?.data as Record<string, number>;
   t.equal(d.avail, d.total! - d.used!);
   const none = await call('GET', '/nodes/hyper1/storage/zfs/status');
   t.equal(none.statusText, "storage 'zfs' does not exist");

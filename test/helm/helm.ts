@@ -139,7 +139,7 @@ export function render(o: RenderOptions = {}): Rendered {
   if (res.status !== 0) throw new Error(`helm template failed (${res.status}): ${res.stderr}`);
   const objects: K8sObject[] = [];
   for (const doc of parseAllDocuments(res.stdout)) {
-    if (doc.errors.length > 0) throw new Error(`rendered YAML does not parse: ${doc.errors[0]!.message}`);
+    if (doc.errors.length > 0) throw new Error(`rendered YAML does not parse: ${doc.errors[0]?.message}`);
     const value: unknown = doc.toJS();
     if (value !== null && value !== undefined) objects.push(value as K8sObject);
   }

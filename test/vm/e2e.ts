@@ -71,7 +71,7 @@ async function proxmox(deps: Deps): Promise<void> {
     check((await sh(`cat ${target}/data.txt`)) === 'survives republish', 'data written through the real mount in the guest');
     await unmount(a);
     await unpublish(a);
-    check(!(await sh(`grep -l naa.${pc1.DevicePath!.split('0x')[1]} /sys/bus/scsi/devices/*/wwid 2>/dev/null || true`)), 'the disk left the guest after unpublish');
+    check(!(await sh(`grep -l naa.${present(pc1.DevicePath, 'DevicePath').split('0x')[1]} /sys/bus/scsi/devices/*/wwid 2>/dev/null || true`)), 'the disk left the guest after unpublish');
 
     // Another volume takes the freed slot, so the data volume comes back in a different one.
     const b = await create('pvc-e2e-other');

@@ -19,7 +19,7 @@ async function main(): Promise<number> {
   const args = process.argv.slice(2);
   let input = false;
   let timeoutS = 60;
-  while (args.length > 0 && args[0]!.startsWith('-')) {
+  while (args.length > 0 && args[0]?.startsWith('-')) {
     const a = args.shift()!;
     if (a === '--') break;
     if (a === '-i') input = true;

@@ -165,7 +165,7 @@ class GuestImpl implements Guest {
     });
     fs.closeSync(qemuLog);
     this.child = child;
-    child.stdin!.on('error', () => {});
+    child.stdin?.on('error', () => {});
     this.exited = new Promise((resolve) => {
       child.on('exit', (code) => {
         this.hasExited = true;

@@ -66,16 +66,16 @@ t.test('CreateVolume: a non-root pod can write without an initContainer chown', 
 t.test('DeleteVolume archive: archived-<ns>/<pvc>, and a second archive of the same claim does not get stuck', async (t) => {
   const first = await c.createVolume(req('pvc-a1', 'media', 'config'), ctx);
   await fs.writeFile(disk('media/config/settings.xml'), 'one');
-  await del(first.volume!.volumeId as string);
+  await del(first.volume?.volumeId as string);
   t.equal(await fs.readFile(disk('archived-media/config/settings.xml'), 'utf8'), 'one');
 
   const second = await c.createVolume(req('pvc-a2', 'media', 'config'), ctx);
   t.same(await fs.readdir(disk('media/config')), [], 'a new claim with the same name starts empty');
   await fs.writeFile(disk('media/config/settings.xml'), 'two');
-  await del(second.volume!.volumeId as string);
+  await del(second.volume?.volumeId as string);
   t.equal(await fs.readFile(disk('archived-media/config/settings.xml'), 'utf8'), 'one', 'first archive kept');
   t.equal(await fs.readFile(disk('archived-media/config-20260501T080000Z/settings.xml'), 'utf8'), 'two');
-  await del(second.volume!.volumeId as string);
+  await del(second.volume?.volumeId as string);
   t.pass('repeated delete succeeds');
 });
 
@@ -84,10 +84,10 @@ t.test('DeleteVolume delete: recursive inside the volume, empty parents below th
   const b = await c.createVolume(req('pvc-d2', 'scratch', 'b', { onDelete: 'delete' }), ctx);
   await fs.mkdir(disk('scratch/a/x/y'), { recursive: true });
   await fs.writeFile(disk('scratch/a/x/y/z'), 'z');
-  await del(a.volume!.volumeId as string);
+  await del(a.volume?.volumeId as string);
   await t.rejects(fs.stat(disk('scratch/a')), { code: 'ENOENT' });
   t.ok(await fs.stat(disk('scratch/b')), 'the other claim stays, so does their namespace directory');
-  await del(b.volume!.volumeId as string);
+  await del(b.volume?.volumeId as string);
   await t.rejects(fs.stat(disk('scratch')), { code: 'ENOENT' });
   t.ok(await fs.stat(disk('.')), 'share root (talos) kept');
 });

@@ -67,7 +67,7 @@ t.test('token shape is checked with a clear message', async (t) => {
 t.test('answers and errors', async (t) => {
   const hits = new Map<string, number>();
   const url = await serve(t, (req, res, body) => {
-    const key = `${req.method} ${req.url!.split('?')[0]}`;
+    const key = `${req.method} ${req.url?.split('?')[0]}`;
     hits.set(key, (hits.get(key) ?? 0) + 1);
     t.equal(req.headers.authorization, `PVEAPIToken=${TOKEN.tokenId}=${TOKEN.tokenSecret}`, 'token header');
     switch (key) {

@@ -22,8 +22,8 @@ t.test('token_id_file / token_secret_file are read', async (t) => {
   fs.writeFileSync(path.join(dir, 'id'), 'kubernetes-csi@pve!csi\n');
   fs.writeFileSync(path.join(dir, 'secret'), SECRET + '\n');
   const c = parseProxmoxConfig(`clusters:\n- url: https://h:8006/api2/json\n  token_id_file: ${dir}/id\n  token_secret_file: ${dir}/secret\n  region: r\n`, 'c.yaml');
-  t.equal(c.clusters[0]!.tokenId, 'kubernetes-csi@pve!csi');
-  t.equal(c.clusters[0]!.tokenSecret, SECRET);
+  t.equal(c.clusters[0]?.tokenId, 'kubernetes-csi@pve!csi');
+  t.equal(c.clusters[0]?.tokenSecret, SECRET);
 });
 
 t.test('each bad config names its key', async (t) => {

@@ -2,6 +2,7 @@
 // docs/config.md, its chart values, username/password) load here with upstream's meaning;
 // unknown keys are warnings naming the key, never an exit.
 import t from 'tap';
+import { present } from '../../helpers/present.js';
 import { parseProxmoxConfig } from '../../../src/config/proxmox-file.js';
 
 const SECRET = '5f9c1d2e-3b4a-4c5d-8e6f-7a8b9c0d1e2f';
@@ -44,7 +45,7 @@ t.test('username/password (ticket login) loads; mixed or half credentials are re
   const c = parseProxmoxConfig(`clusters:\n  - url: https://pve:8006/api2/json\n    insecure: true\n    username: root@pam\n    password: "s3cret"\n    region: homelab\n`, 'c.yaml');
   t.strictSame(c.clusters[0], { url: 'https://pve:8006/api2/json', insecure: true, region: 'homelab', username: 'root@pam', password: 's3cret' });
   const numeric = parseProxmoxConfig(`clusters:\n  - url: https://pve:8006/api2/json\n    username: csi@pve\n    password: 12345\n    region: homelab\n`, 'c.yaml');
-  t.equal(numeric.clusters[0]!.password, '12345', 'an unquoted numeric password is still a password');
+  t.equal(numeric.clusters[0]?.password, '12345', 'an unquoted numeric password is still a password');
   const bad: [string, RegExp][] = [
     [`    username: root@pam\n    password: x\n    token_id: "a@pve!b"\n    token_secret: "${SECRET}"\n`, /either token_id\/token_secret or username\/password/],
     ['    username: root@pam\n', /credentials are required/],
@@ -81,8 +82,8 @@ extra:
 
 t.test('expansion_helpers (ours): a list of VM names; anything else is refused', async (t) => {
   const base = `clusters:\n  - url: https://pve:8006/api2/json\n    token_id: "kubernetes-csi@pve!csi"\n    token_secret: "${SECRET}"\n    region: r\n`;
-  t.same(parseProxmoxConfig(`${base}    expansion_helpers: [talos-worker-1, " talos-worker-2 "]\n`, 'c.yaml').clusters[0]!.expansionHelpers, ['talos-worker-1', 'talos-worker-2']);
-  t.equal(parseProxmoxConfig(base, 'c.yaml').clusters[0]!.expansionHelpers, undefined, 'unset: the Kubernetes Nodes decide');
+  t.same(parseProxmoxConfig(`${base}    expansion_helpers: [talos-worker-1, " talos-worker-2 "]\n`, 'c.yaml').clusters[0]?.expansionHelpers, ['talos-worker-1', 'talos-worker-2']);
+  t.equal(present(parseProxmoxConfig(base, 'c.yaml').clusters[0], 'clusters[0]').expansionHelpers, undefined, 'unset: the Kubernetes Nodes decide');
   t.same(parseProxmoxConfig(`${base}    expansion_helpers: [a]\n`, 'c.yaml').warnings, [], 'a known key');
   for (const bad of ['talos-worker-1', '[]', '[""]', '[1]']) {
     t.throws(() => parseProxmoxConfig(`${base}    expansion_helpers: ${bad}\n`, 'c.yaml'), /expansion_helpers must be a non-empty list of VM names/, bad);

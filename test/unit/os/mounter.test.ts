@@ -23,7 +23,7 @@ t.test('parses findmnt -J output, including bound device nodes', async (t) => {
     }),
   );
   t.same(entries[0], { target: '/a', source: '/dev/loop0', fstype: 'ext4', options: ['rw', 'relatime'], fsroot: '/', majMin: '7:0' });
-  t.equal(entries[1]!.fsroot, '/loop0');
+  t.equal(entries[1]?.fsroot, '/loop0');
   t.throws(() => parseFindmntJson('not json'), /not JSON/);
   t.same(parseFindmntJson('{}'), []);
 });
@@ -50,7 +50,7 @@ t.test('mount runs mount -t TYPE -o OPTS SOURCE TARGET under the given timeout',
     ['mount', '-t', 'nfs', '-o', 'vers=4.1,ro', 'srv:/export/a', '/t'],
     ['mount', '-t', 'ext4', '/dev/sdb', '/s'],
   ]);
-  t.equal(sys.calls[0]!.timeoutMs, 1234);
+  t.equal(sys.calls[0]?.timeoutMs, 1234);
 });
 
 t.test('bindMount: plain bind, then a bind remount for ro and per-mount flags only', async (t) => {
@@ -64,7 +64,7 @@ t.test('bindMount: plain bind, then a bind remount for ro and per-mount flags on
     ['mount', '--bind', '/stage', '/pub2'],
     ['mount', '-o', 'remount,bind,ro,noexec', '/pub2'],
   ]);
-  t.ok((await m.find('/pub2'))!.options.includes('ro'));
+  t.ok((await m.find('/pub2'))?.options.includes('ro'));
 });
 
 t.test('bindMount undoes the bind when the read-only remount fails', async (t) => {
