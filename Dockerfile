@@ -15,11 +15,10 @@ COPY package.json package-lock.json ./
 # No dependency needs an install script to build (protobufjs's only prints a warning).
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json ./
-COPY proto ./proto
 COPY src ./src
 RUN npm run build
 
-# --- runtime: production dependencies, compiled code and the proto file loaded at start ---
+# --- runtime: production dependencies and compiled code (the CSI descriptor is in dist/src/gen) ---
 FROM node:24-bookworm-slim
 ARG npm_config_cafile
 # e2fsprogs/xfsprogs: mkfs, resize2fs, xfs_growfs; util-linux and mount: blkid, findmnt,
@@ -37,8 +36,6 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force \
  && find node_modules/@kubernetes/client-node/dist \( -name '*.map' -o -name '*.d.ts' \) -delete
 COPY --from=build /src/dist ./dist
-# src/server/proto.ts finds proto/csi.proto by walking up from dist/src/server.
-COPY proto ./proto
 # Sizes V8's heap from the container's memory limit, then execs node (see the script).
 COPY image/entrypoint.sh /app/entrypoint.sh
 # Numeric, so kubelet can verify runAsNonRoot; the chart's controller runs as the same uid.

@@ -1,55 +1,74 @@
-// Loads proto/csi.proto once: the grpc package definition for the servers and the protobufjs
-// reflection root that log redaction reads the `csi_secret` field option from.
-import { createRequire } from 'node:module';
-import fs from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+// The CSI protocol at run time: gRPC service definitions for the servers and clients, and the
+// protobufjs reflection root that log redaction reads the `csi_secret` field option from. Both
+// come from src/gen/csi-descriptor.json, built from proto/csi.proto at `npm run gen` time
+// (scripts/gen-descriptor.ts): parsing the .proto and @grpc/proto-loader's descriptor work at
+// every start cost ~280 ms and several MiB that nothing used (file descriptors for reflection).
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
-import protobuf from 'protobufjs';
+import protobuf from 'protobufjs/light.js';
+import descriptor from '../gen/csi-descriptor.json' with { type: 'json' };
 import type { ProtoGrpcType } from '../gen/csi.js';
 
-const require = createRequire(import.meta.url);
+/**
+ * The conversions the generated types were made with (scripts/gen.sh) and @grpc/proto-loader
+ * applied: int64 as decimal strings, enums by name, unset fields as their defaults, the name of
+ * the set member of a oneof.
+ */
+export const CONVERSION: protobuf.IConversionOptions = { longs: String, enums: String, defaults: true, oneofs: true };
 
-/** The same conversions the generated types were made with (scripts/gen.sh). */
-export const LOADER_OPTIONS: protoLoader.Options = {
-  keepCase: false,
-  longs: String,
-  enums: String,
-  defaults: true,
-  oneofs: true,
-};
-
-/** Walks up from this module so the path works from src/ (tsx) and from dist/src/ (compiled). */
-export function findProtoFile(): string {
-  let dir = path.dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const candidate = path.join(dir, 'proto', 'csi.proto');
-    if (fs.existsSync(candidate)) return candidate;
-    const parent = path.dirname(dir);
-    if (parent === dir) throw new Error('proto/csi.proto not found above ' + fileURLToPath(import.meta.url));
-    dir = parent;
-  }
-}
-
-let cached: ProtoGrpcType | undefined;
-export function csiGrpc(): ProtoGrpcType {
-  cached ??= grpc.loadPackageDefinition(
-    protoLoader.loadSync(findProtoFile(), LOADER_OPTIONS),
-  ) as unknown as ProtoGrpcType;
-  return cached;
-}
+const SERVICES = ['Identity', 'Controller', 'Node', 'GroupController'] as const;
+type ServiceName = (typeof SERVICES)[number];
+export type CsiServices = Pick<ProtoGrpcType['csi']['v1'], ServiceName>;
 
 let root: protobuf.Root | undefined;
 export function csiReflection(): protobuf.Root {
-  if (root) return root;
-  const r = new protobuf.Root();
-  const resolve = r.resolvePath.bind(r);
-  // google/protobuf/* come with protobufjs rather than from our proto directory.
-  r.resolvePath = (origin, target) =>
-    target.startsWith('google/protobuf/') ? require.resolve(`protobufjs/${target}`) : resolve(origin, target);
-  r.loadSync(findProtoFile(), { keepCase: false });
-  r.resolveAll();
-  root = r;
-  return r;
+  if (!root) {
+    root = protobuf.Root.fromJSON(descriptor as unknown as protobuf.INamespace);
+    root.resolveAll();
+  }
+  return root;
+}
+
+function serializer(type: protobuf.Type): (value: object) => Buffer {
+  return (value) => {
+    // As @grpc/proto-loader: a plain object in the generated types' shape, converted, encoded.
+    if (Array.isArray(value)) throw new Error(`Failed to serialize message: expected object with ${type.name} structure, got array instead`);
+    const bytes = type.encode(type.fromObject(value)).finish();
+    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  };
+}
+
+function deserializer(type: protobuf.Type): (buf: Buffer) => object {
+  return (buf) => type.toObject(type.decode(buf), CONVERSION);
+}
+
+function serviceDefinition(name: ServiceName): grpc.ServiceDefinition {
+  const service = csiReflection().lookupService(`csi.v1.${name}`);
+  const def: Record<string, grpc.MethodDefinition<object, object>> = {};
+  for (const m of service.methodsArray) {
+    m.resolve();
+    const req = m.resolvedRequestType;
+    const res = m.resolvedResponseType;
+    if (!req || !res) throw new Error(`csi.v1.${name}.${m.name}: unresolved message types`);
+    def[m.name] = {
+      path: `/csi.v1.${name}/${m.name}`,
+      requestStream: !!m.requestStream,
+      responseStream: !!m.responseStream,
+      requestSerialize: serializer(req),
+      requestDeserialize: deserializer(req),
+      responseSerialize: serializer(res),
+      responseDeserialize: deserializer(res),
+      // proto-loader's lodash.camelCase of a PascalCase method name: a client answers to both.
+      originalName: m.name.charAt(0).toLowerCase() + m.name.slice(1),
+    };
+  }
+  return def;
+}
+
+let services: CsiServices | undefined;
+/** Client constructors (with `.service`, the server-side definition) of the CSI services. */
+export function csiGrpc(): { csi: { v1: CsiServices } } {
+  services ??= Object.fromEntries(
+    SERVICES.map((s) => [s, grpc.makeGenericClientConstructor(serviceDefinition(s), `csi.v1.${s}`)]),
+  ) as unknown as CsiServices;
+  return { csi: { v1: services } };
 }
