@@ -2,11 +2,22 @@
 // make, in Kubernetes' own terms. client.ts implements it on @kubernetes/client-node; that module
 // is loaded only by a subcommand (never by the CSI server: start time and memory). The object
 // types are the library's, imported as types only (erased at run time).
-import type {
-  V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1Secret, V1StorageClass, V1VolumeAttachment,
-} from '@kubernetes/client-node';
+import type * as Lib from '@kubernetes/client-node';
 
-export type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1Secret, V1StorageClass, V1VolumeAttachment };
+/**
+ * The JSON shape of one of the library's model classes: the same fields, as plain data. Callers
+ * build objects as literals (a PV to create, a fake in a test) and read what the library returns
+ * (class instances, which fit this shape); nothing depends on the class identity.
+ */
+export type Plain<T> = T extends Date ? Date : T extends Array<infer U> ? Array<Plain<U>> : T extends object ? { [K in keyof T]: Plain<T[K]> } : T;
+
+export type V1Node = Plain<Lib.V1Node>;
+export type V1PersistentVolume = Plain<Lib.V1PersistentVolume>;
+export type V1PersistentVolumeClaim = Plain<Lib.V1PersistentVolumeClaim>;
+export type V1Pod = Plain<Lib.V1Pod>;
+export type V1Secret = Plain<Lib.V1Secret>;
+export type V1StorageClass = Plain<Lib.V1StorageClass>;
+export type V1VolumeAttachment = Plain<Lib.V1VolumeAttachment>;
 
 /** Where the credentials come from (client.ts loadKubeConfig). */
 export interface KubeSource {

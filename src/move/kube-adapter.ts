@@ -15,7 +15,6 @@ export function moveKube(k: KubeApi, signal?: AbortSignal): MoveKube {
       (await k.patchPersistentVolume(name, patch as Record<string, unknown>, resourceVersion === undefined ? {} : { resourceVersion })) as PersistentVolume,
     patchPvc: async (ns, name, patch) => (await k.patchPersistentVolumeClaim(ns, name, patch as Record<string, unknown>)) as PersistentVolumeClaim,
     // plain JSON objects: the library's serializer reads them by field name, as the tests show
-    // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment
     createPv: async (pv) => (await k.createPersistentVolume(pv)) as PersistentVolume,
     createPvc: async (pvc) => (await k.createPersistentVolumeClaim(pvc as never)) as PersistentVolumeClaim,
     deletePv: async (name, uid) => {

@@ -105,7 +105,8 @@ await t.test('a short age reaches the upstream-named archive through its directo
 
 await t.test('the chart\'s CronJob: its ServiceAccount and RBAC suffice, in-cluster, for its own args', async (t) => {
   const rendered = render({ valuesFiles: [SEED_VALUES], set: ['archivePrune.enabled=true', 'archivePrune.olderThan=1s'] });
-  const cron = rendered.all('CronJob')[0]!;
+  const cron = rendered.all('CronJob')[0];
+  if (!cron) throw new Error('no CronJob rendered');
   const ns = cron.metadata.namespace ?? 'default';
   await kube.req('POST', '/api/v1/namespaces', { metadata: { name: ns } }).catch(() => undefined);
   for (const kind of ['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding']) {
@@ -113,7 +114,7 @@ await t.test('the chart\'s CronJob: its ServiceAccount and RBAC suffice, in-clus
   }
   const podSpec = (cron.spec as { jobTemplate: { spec: { template: { spec: { serviceAccountName: string; containers: Array<{ args: string[] }> } } } } }).jobTemplate.spec.template.spec;
   const sa = podSpec.serviceAccountName;
-  const tr = await kube.create(`/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`, { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600 } });
+  const tr = await kube.create<{ status: { token: string } }>(`/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`, { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600 } });
   const saDir = path.join(env.dir, 'cron-sa');
   fs.mkdirSync(saDir, { recursive: true });
   fs.writeFileSync(path.join(saDir, 'token'), tr.status.token);
@@ -121,7 +122,7 @@ await t.test('the chart\'s CronJob: its ServiceAccount and RBAC suffice, in-clus
   fs.writeFileSync(path.join(saDir, 'namespace'), ns);
   mkdir('archived-apps/cron-20240601T000000Z', { a: 3 });
   // The container's args, plus the test's ganesha ports (the NAS answers on the standard ones).
-  const args = [...podSpec.containers[0]!.args, '--nfs-port', String(env.nfs.nfsPort), '--nfs-mount-port', String(env.nfs.mountPort), '--json'];
+  const args = [...(podSpec.containers[0]?.args ?? []), '--nfs-port', String(env.nfs.nfsPort), '--nfs-mount-port', String(env.nfs.mountPort), '--json'];
   t.same(args.slice(0, 4), ['archives', 'prune', '--older-than', '1s']);
   const sandbox = [
     'mount -t tmpfs -o mode=0755 tmpfs /run',

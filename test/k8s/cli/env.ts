@@ -56,7 +56,7 @@ export async function startCliEnv(): Promise<CliEnv> {
   let nfs: CliEnv['nfs'];
   try {
     const out = execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'start', '--dir', ganeshaDir, '--nfs-port', String(await freePort()), '--mount-port', String(await freePort())], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-    nfs = JSON.parse(out.trim().split('\n').pop()!);
+    nfs = JSON.parse(out.trim().split('\n').pop() ?? '') as CliEnv['nfs'];
   } catch (e) {
     await pve.close();
     await cluster.stop();
@@ -65,7 +65,9 @@ export async function startCliEnv(): Promise<CliEnv> {
   const stopGanesha = () => execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'stop', '--dir', ganeshaDir], { stdio: 'ignore' });
   // Even when a test crashes before its teardown: ganesha is a daemon, not our child.
   process.once('exit', () => { try { stopGanesha(); } catch { /* stopped already */ } });
-  const api = createHttpProxmoxApi({ cluster: readProxmoxConfig(config).clusters[0]!, queryTimeoutMs: 10_000 });
+  const [first] = readProxmoxConfig(config).clusters;
+  if (!first) throw new Error('no cluster in the config');
+  const api = createHttpProxmoxApi({ cluster: first, queryTimeoutMs: 10_000 });
   const baseArgs = ['--kubeconfig', cluster.adminConfig, '--config', config, '--nfs-port', String(nfs.nfsPort), '--nfs-mount-port', String(nfs.mountPort)];
   return {
     dir, cluster, pve, nfs, api, config, auditorConfig, sim: new SimulatorAdmin(pve.adminUrl),

@@ -43,7 +43,7 @@ t.test('kubeconfig: PVs through their whole life, with preconditions', async (t)
   t.equal(got?.spec?.csi?.volumeHandle, 'homelab/hyper1/local-lvm/vm-9999-pvc-a');
   t.equal(await kube.getPersistentVolume('nope'), undefined, 'a missing object is undefined');
 
-  const rv = got!.metadata!.resourceVersion!;
+  const rv = got?.metadata?.resourceVersion ?? '';
   const patched = await kube.patchPersistentVolume('pvc-a', annotationsPatch({ 'example.com/step': 'one' }), { resourceVersion: rv });
   t.equal(patched.metadata?.annotations?.['example.com/step'], 'one');
   t.ok(isConflict(await rejection(kube.patchPersistentVolume('pvc-a', annotationsPatch({ 'example.com/step': 'two' }), { resourceVersion: rv }))), 'a stale resourceVersion is refused');
@@ -54,7 +54,7 @@ t.test('kubeconfig: PVs through their whole life, with preconditions', async (t)
   t.notOk((await kube.getPersistentVolume('pvc-a'))?.metadata?.annotations?.['example.com/dry'], 'dry run persists nothing');
 
   t.ok(isConflict(await rejection(kube.deletePersistentVolume('pvc-a', { uid: 'not-its-uid' }))), 'uid precondition');
-  t.equal(await kube.deletePersistentVolume('pvc-a', { uid: created.metadata!.uid! }), true);
+  t.equal(await kube.deletePersistentVolume('pvc-a', { uid: created.metadata?.uid ?? '' }), true);
   // pv-protection finalizers are added by an admission plugin; without controllers it may linger.
   const after = await kube.getPersistentVolume('pvc-a');
   if (after) {
@@ -79,7 +79,7 @@ t.test('kubeconfig: PVCs, Secrets, lists', async (t) => {
   t.equal(await kube.deletePersistentVolumeClaim('default', 'data'), true);
   await cluster.kube.create('/api/v1/namespaces/default/secrets', { metadata: { name: 'cfg' }, stringData: { 'config.yaml': 'clusters: []\n' } });
   const s = await kube.getSecret('default', 'cfg');
-  t.equal(Buffer.from(s!.data!['config.yaml']!, 'base64').toString(), 'clusters: []\n');
+  t.equal(Buffer.from(s?.data?.['config.yaml'] ?? '', 'base64').toString(), 'clusters: []\n');
   t.equal(await kube.getSecret('default', 'nope'), undefined);
   t.same(await kube.listVolumeAttachments(), []);
   t.same(await kube.listNodes(), []);
@@ -89,7 +89,7 @@ t.test('kubeconfig: PVCs, Secrets, lists', async (t) => {
 
 t.test('in-cluster ServiceAccount: RBAC decides, 403 is a typed error', async (t) => {
   await cluster.kube.create('/api/v1/namespaces/default/serviceaccounts', { metadata: { name: 'day2' } });
-  const tr = await cluster.kube.create('/api/v1/namespaces/default/serviceaccounts/day2/token', { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } });
+  const tr = await cluster.kube.create<{ status: { token: string } }>('/api/v1/namespaces/default/serviceaccounts/day2/token', { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } });
   const root = path.join(dir, 'pod');
   const sa = path.join(root, 'var/run/secrets/kubernetes.io/serviceaccount');
   fs.mkdirSync(sa, { recursive: true });
@@ -115,7 +115,7 @@ t.test('in-cluster ServiceAccount: RBAC decides, 403 is a typed error', async (t
   }
 });
 
-t.test('credentials: precedence, contexts, and a clear error when there are none', async (t) => {
+t.test('credentials: precedence, contexts, and a clear error when there are none', (t) => {
   const empty = fs.mkdtempSync(path.join(dir, 'home-'));
   t.throws(() => loadKubeConfig({ env: { HOME: empty } }), /no Kubernetes credentials/);
   t.throws(() => loadKubeConfig({ kubeconfig: path.join(empty, 'missing'), env: {} }), /does not exist/);
@@ -125,4 +125,5 @@ t.test('credentials: precedence, contexts, and a clear error when there are none
   t.equal(loadKubeConfig({ env: { HOME: empty } }).from, path.join(empty, '.kube', 'config'), '~/.kube/config');
   t.throws(() => loadKubeConfig({ kubeconfig: cluster.adminConfig, context: 'other', env: {} }), /no context "other" \(known: local\)/);
   t.equal(loadKubeConfig({ kubeconfig: cluster.adminConfig, context: 'local', env: {} }).kc.getCurrentContext(), 'local');
+  t.end();
 });

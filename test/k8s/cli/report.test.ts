@@ -163,9 +163,9 @@ await t.test('each leftover kind is detected; --fix without --yes changes nothin
   t.match(find('orphan-dir', /^apps\/new$/)?.kept, /grace period/, 'in-flight directory: kept');
   t.ok(find('pv-missing-dir', /PV pvc-/));
   const x = find('archive', /x-20250101T000000Z/);
-  t.ok(x && x.ageMs! > 300 * 86400e3 && x.sizeBytes === 1000, 'our archive: age from its name, size of its files');
+  t.ok(x && (x.ageMs ?? 0) > 300 * 86400e3 && x.sizeBytes === 1000, 'our archive: age from its name, size of its files');
   const y = find('archive', /archived-apps\/y$/);
-  t.ok(y && y.ageMs! < 600e3 && y.sizeBytes === 2000, 'upstream-named archive: age from the directory, size');
+  t.ok(y && (y.ageMs ?? Infinity) < 600e3 && y.sizeBytes === 2000, 'upstream-named archive: age from the directory, size');
   t.notOk(findings.some((f) => f.what.includes(liveDisk) || f.what === 'apps/data'), 'the live volumes are not mentioned');
   t.same(await disks('hyper1'), before.h1, 'no disk changed');
   t.same(await disks('hyper2'), before.h2);

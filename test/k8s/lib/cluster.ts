@@ -161,9 +161,10 @@ export async function startCluster(dir: string, bins: Binaries, opts: { schedule
     '--use-service-account-credentials=true', `--root-ca-file=${caFile}`, '--v=2',
   ], { logFile: path.join(logs, 'kube-controller-manager.log') });
   procs.push(kcm);
-  const withScheduler = (opts.scheduler ?? true) && !!bins.KUBE_SCHEDULER;
-  if (withScheduler) {
-    const sched = start('kube-scheduler', bins.KUBE_SCHEDULER!, [
+  const schedulerBin = (opts.scheduler ?? true) ? bins.KUBE_SCHEDULER : undefined;
+  const withScheduler = !!schedulerBin;
+  if (schedulerBin) {
+    const sched = start('kube-scheduler', schedulerBin, [
       `--kubeconfig=${adminConfig}`, '--bind-address=127.0.0.1', '--secure-port=0', '--leader-elect=false', '--v=2',
     ], { logFile: path.join(logs, 'kube-scheduler.log') });
     procs.push(sched);

@@ -15,28 +15,29 @@ const vm = (vmid: number, name: string) => ({ type: 'qemu' as const, vmid, name,
 const kube = (o: Partial<KubeFacts> = {}): KubeFacts => ({ pvs: [], pvcs: [], attachments: [], classes: [], ...o });
 function facts(o: { disks?: string[]; scan?: ClusterFacts['scan']; createdAt?: number } = {}): ClusterFacts {
   return {
-    region: 'homelab', cluster: {} as Cluster, storages: [{ storage: 'local-lvm', node: 'hyper1', content: 'images', shared: false }],
+    region: 'homelab', cluster: null as unknown as Cluster /* findings never touch it */, storages: [{ storage: 'local-lvm', node: 'hyper1', content: 'images', shared: false }],
     disks: (o.disks ?? [DISK]).map((disk) => ({ node: 'hyper1', storage: 'local-lvm', disk, volid: `local-lvm:${disk}`, size: 1, shared: false, createdAt: o.createdAt ?? NOW - 7200e3 })),
     unlisted: [], scan: o.scan ?? [],
   };
 }
 function pv(name: string, handle: string, claim?: { namespace: string; name: string }): V1PersistentVolume {
-  return { metadata: { name }, spec: { csi: { driver: 'csi.proxmox.sinextra.dev', volumeHandle: handle }, ...(claim && { claimRef: claim }) } } as V1PersistentVolume;
+  return { metadata: { name }, spec: { csi: { driver: 'csi.proxmox.sinextra.dev', volumeHandle: handle }, ...(claim && { claimRef: claim }) } };
 }
 const byKind = (fs: Finding[], kind: string) => fs.filter((f) => f.kind === kind);
 
-t.test('provisioned names only', async (t) => {
+t.test('provisioned names only', (t) => {
   t.ok(isProvisionerDisk(DISK, 9999));
   t.notOk(isProvisionerDisk(`vm-9999-pvc-${UID}-extra`, 9999));
   t.notOk(isProvisionerDisk(`vm-101-pvc-${UID}`, 9999));
   t.notOk(isProvisionerDisk('vm-9999-disk-0', 9999));
+  t.end();
 });
 
-t.test('an old unreferenced orphan may go; a young one, one without a creation time, or a referenced one may not', async (t) => {
+t.test('an old unreferenced orphan may go; a young one, one without a creation time, or a referenced one may not', (t) => {
   t.equal(byKind(proxmoxFindings(facts(), kube(), rules), 'orphan-disk')[0]?.action?.type, 'delete-volume');
   t.match(byKind(proxmoxFindings(facts({ createdAt: NOW - 60e3 }), kube(), rules), 'orphan-disk')[0]?.kept, /grace period/);
   const noTime = facts();
-  delete noTime.disks[0]!.createdAt;
+  for (const d of noTime.disks) delete d.createdAt;
   t.match(byKind(proxmoxFindings(noTime, kube(), rules), 'orphan-disk')[0]?.kept, /no creation time/);
   const onBoot = facts({ scan: [{ vm: vm(101, 'cp'), entries: [{ key: 'virtio0', value: `local-lvm:${DISK}` }] }] });
   t.match(byKind(proxmoxFindings(onBoot, kube(), rules), 'orphan-disk')[0]?.kept, /still referenced: virtio0 of VM cp/);
@@ -45,27 +46,30 @@ t.test('an old unreferenced orphan may go; a young one, one without a creation t
   t.match(byKind(f, 'orphan-disk')[0]?.kept, /unused0 of its owner VM 9999/);
   t.match(byKind(f, 'unused-entry')[0]?.kept, /owns the disk: deleting the entry would free the disk/);
   t.notOk(f.some((x) => x.action), 'nothing may be done');
+  t.end();
 });
 
-t.test('a PV in any phase keeps its disk, its markers belong to it; a marker without its disk is an orphan', async (t) => {
+t.test('a PV in any phase keeps its disk, its markers belong to it; a marker without its disk is an orphan', (t) => {
   const marker = `${DISK}+vac2-b0-i500`;
   const f = proxmoxFindings(facts({ disks: [DISK, marker] }), kube({ pvs: [pv('pvc-x', `homelab/hyper1/local-lvm/${DISK}`)] }), rules);
   t.same(f, [], 'nothing to say');
   const lone = proxmoxFindings(facts({ disks: [marker] }), kube(), rules);
   t.equal(byKind(lone, 'orphan-disk')[0]?.action?.type, 'free-marker');
   t.ok(byKind(lone, 'pv-missing-disk').length === 0);
+  t.end();
 });
 
-t.test('helper attachments: unlinked unless the claim is being resized', async (t) => {
+t.test('helper attachments: unlinked unless the claim is being resized', (t) => {
   const scan = [{ vm: vm(111, 'w1'), entries: [{ key: 'scsi3', value: `local-lvm:${DISK},wwn=${helperWwnForSlot(3)}` }] }];
   const claim = { namespace: 'apps', name: 'data' };
   const pvs = [pv('pvc-x', `homelab/hyper1/local-lvm/${DISK}`, claim)];
   t.equal(byKind(proxmoxFindings(facts({ scan }), kube({ pvs }), rules), 'helper-attachment')[0]?.action?.type, 'unlink-helpers');
   const resizing = { metadata: claim, status: { allocatedResourceStatuses: { storage: 'ControllerResizeInProgress' } } } as V1PersistentVolumeClaim;
   t.match(byKind(proxmoxFindings(facts({ scan }), kube({ pvs, pvcs: [resizing] }), rules), 'helper-attachment')[0]?.kept, /being resized/);
+  t.end();
 });
 
-t.test('NFS directories: only under onDelete: delete, never when a PV points at, above or below them', async (t) => {
+t.test('NFS directories: only under onDelete: delete, never when a PV points at, above or below them', (t) => {
   const share = (onDelete?: string): ShareFacts => ({
     server: 'nas', share: '/v/k8s', store: {} as ShareFacts['store'],
     classes: [{ name: 'c', server: 'nas', share: '/v/k8s', depth: 2, pattern: /^[^/]+\/[^/]+$/, ...(onDelete && { onDelete }) }],
@@ -77,4 +81,5 @@ t.test('NFS directories: only under onDelete: delete, never when a PV points at,
   const nfsPv = (subDir: string) => ({ metadata: { name: 's' }, spec: { csi: { driver: 'nfs.csi.k8s.io', volumeHandle: 'h', volumeAttributes: { server: 'nas', share: '/v/k8s', subDir } } } }) as V1PersistentVolume;
   for (const at of ['apps/old', 'apps', 'apps/old/inner', '']) t.same(nfsFindings(share('delete'), kube({ pvs: [nfsPv(at)] }), rules), [], `a PV at "${at}"`);
   t.equal(nfsFindings(share('delete'), kube({ pvs: [nfsPv('apps/other')] }), rules)[0]?.action?.type, 'remove-dir', 'a sibling\'s PV does not count');
+  t.end();
 });
