@@ -1,16 +1,15 @@
 // Composes the two drivers from their backends for the configured mode: the controller half
-// talks to Proxmox / the NFS server, the node half to this machine's kernel.
+// talks to Proxmox / the NFS server, the node half to this machine's kernel. Each half is imported
+// only when the configuration serves it (dynamic import): a node plugin never loads the Proxmox
+// API client, an NFS-only controller never loads the Proxmox code, and so on. Module loading
+// was most of the start time and a good part of the idle memory (bench/start.ts, bench/rss.ts).
 import type { Logger } from 'pino';
 import type { AppConfig } from './config/types.js';
 import type { Driver } from './csi/types.js';
-import { createProxmoxController } from './proxmox/index.js';
 import { PROXMOX_DRIVER_NAME } from './proxmox/contract.js';
 import { NFS_DRIVER_NAME } from './nfs/contract.js';
-import { createNfsController } from './nfs/controller/controller.js';
-import { createProxmoxNode } from './proxmox/node/node.js';
-import { createNfsNode } from './nfs/node/node.js';
-import { createExec } from './os/index.js';
-import { kubernetesNodeNames } from './proxmox/controller/helper-vms.js';
+
+type KubernetesNodeNames = typeof import('./proxmox/controller/helper-vms.js').kubernetesNodeNames;
 
 export const PROXMOX_DRIVER = PROXMOX_DRIVER_NAME;
 export const NFS_DRIVER = NFS_DRIVER_NAME;
@@ -20,17 +19,21 @@ export interface Composed {
   close(): Promise<void>;
 }
 
-export function buildDrivers(config: AppConfig, log: Logger): Composed {
+export async function buildDrivers(config: AppConfig, log: Logger): Promise<Composed> {
   const controller = config.mode !== 'node';
   const node = config.mode !== 'controller';
-  const exec = node ? createExec() : undefined;
+  const exec = node ? (await import('./os/index.js')).createExec() : undefined;
   const drivers: Composed['drivers'] = [];
   const closers: (() => Promise<void>)[] = [];
 
   if (config.proxmoxEndpoint) {
     const plog = log.child({ driver: PROXMOX_DRIVER });
     // load.ts guarantees the config file whenever a Proxmox controller runs.
-    const c = controller && config.proxmox ? createProxmoxController({ config: config.proxmox, log: plog, ...withKubernetesNodes() }) : undefined;
+    const c =
+      controller && config.proxmox
+        ? (await import('./proxmox/index.js')).createProxmoxController({ config: config.proxmox, log: plog, ...(await withKubernetesNodes()) })
+        : undefined;
+    const createProxmoxNode = node ? (await import('./proxmox/node/node.js')).createProxmoxNode : undefined;
     if (c) closers.push(() => c.close());
     drivers.push({
       endpoint: config.proxmoxEndpoint,
@@ -42,7 +45,7 @@ export function buildDrivers(config: AppConfig, log: Logger): Composed {
         probe: async () => true,
         ...(c && { health: (signal: AbortSignal) => c.health(signal) }),
         ...(c && { controller: c }),
-        ...(node && {
+        ...(createProxmoxNode && {
           node: createProxmoxNode({
             nodeId: config.node.nodeId,
             ...(config.node.region && { region: config.node.region }),
@@ -60,8 +63,9 @@ export function buildDrivers(config: AppConfig, log: Logger): Composed {
   if (config.nfsEndpoint) {
     const nlog = log.child({ driver: NFS_DRIVER });
     const ports = { ...(config.nfsPort && { nfsPort: config.nfsPort }), ...(config.nfsMountPort && { mountPort: config.nfsMountPort }) };
-    const c = controller ? createNfsController({ log: nlog, callTimeoutMs: config.nfsCallTimeoutMs, defaultOnDelete: config.nfsDefaultOnDelete, ...ports }) : undefined;
+    const c = controller ? (await import('./nfs/controller/controller.js')).createNfsController({ log: nlog, callTimeoutMs: config.nfsCallTimeoutMs, defaultOnDelete: config.nfsDefaultOnDelete, ...ports }) : undefined;
     if (c) closers.push(() => c.close());
+    const createNfsNode = node ? (await import('./nfs/node/node.js')).createNfsNode : undefined;
     drivers.push({
       endpoint: config.nfsEndpoint,
       driver: {
@@ -72,7 +76,7 @@ export function buildDrivers(config: AppConfig, log: Logger): Composed {
         probe: async () => true,
         ...(c && { health: (signal: AbortSignal) => c.health(signal) }),
         ...(c && { controller: c }),
-        ...(node && {
+        ...(createNfsNode && {
           node: createNfsNode({
             nodeId: config.node.nodeId,
             log: nlog,
@@ -90,7 +94,7 @@ export function buildDrivers(config: AppConfig, log: Logger): Composed {
 }
 
 /** In a pod: the Kubernetes Node names limit offline-expansion helpers (src/proxmox/controller/helper-vms.ts). */
-function withKubernetesNodes(): { kubernetesNodes?: NonNullable<ReturnType<typeof kubernetesNodeNames>> } {
-  const k = kubernetesNodeNames();
+async function withKubernetesNodes(): Promise<{ kubernetesNodes?: NonNullable<ReturnType<KubernetesNodeNames>> }> {
+  const k = (await import('./proxmox/controller/helper-vms.js')).kubernetesNodeNames();
   return k ? { kubernetesNodes: k } : {};
 }

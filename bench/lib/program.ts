@@ -9,7 +9,8 @@ import * as grpc from '@grpc/grpc-js';
 import { csiGrpc } from '../../src/server/proto.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-export const MAIN = path.join(ROOT, 'dist/src/main.js');
+/** BENCH_MAIN: another build of the program (e.g. an older commit's dist/src/main.js) to compare against. */
+export const MAIN = process.env['BENCH_MAIN'] ?? path.join(ROOT, 'dist/src/main.js');
 
 export function requireBuild(): void {
   if (!fs.existsSync(MAIN)) throw new Error(`${MAIN} is missing: npm run build first (scripts/bench.sh does)`);

@@ -5,7 +5,7 @@ import { ConfigError } from './errors.js';
 import { readProxmoxConfig } from './proxmox-file.js';
 import type { AppConfig, Mode } from './types.js';
 import { parseEndpoint } from '../server/endpoint.js';
-import { splitHostPort } from '../server/metrics.js';
+import { splitHostPort } from '../server/host-port.js';
 
 const OPTIONS = {
   mode: { type: 'string', env: 'CSI_MODE' },

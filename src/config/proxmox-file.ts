@@ -7,9 +7,14 @@
 // what upstream refuses too (missing/mixed credentials, no region, no http(s) url, VMID <= 100)
 // and for what would break at the first call (bad YAML types, duplicate region).
 import fs from 'node:fs';
-import { parse } from 'yaml';
+import { createRequire } from 'node:module';
 import { ConfigError } from './errors.js';
 import type { ProxmoxClusterConfig, ProxmoxConfig } from './types.js';
+
+// The YAML parser (~20 ms to load) only when there is a Proxmox config file to read: an NFS-only
+// or node process never loads it. require keeps readProxmoxConfig synchronous.
+const require = createRequire(import.meta.url);
+const parse = (text: string): unknown => (require('yaml') as typeof import('yaml')).parse(text);
 
 const CLUSTER_KEYS = new Set(['url', 'insecure', 'token_id', 'token_id_file', 'token_secret', 'token_secret_file', 'username', 'password', 'region', 'ca_file', 'expansion_helpers']);
 const TOP_KEYS = new Set(['clusters', 'features']);

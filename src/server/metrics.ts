@@ -1,5 +1,6 @@
 // Prometheus metrics: per-method latency and errors, served over plain HTTP on --metrics-address.
 import http from 'node:http';
+import { splitHostPort } from './host-port.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { HealthCheck } from './health.js';
 
@@ -99,10 +100,4 @@ export class Metrics {
   }
 }
 
-export function splitHostPort(address: string): { host: string; port: number } {
-  const i = address.lastIndexOf(':');
-  const host = i > 0 ? address.slice(0, i).replace(/^\[|\]$/g, '') : '0.0.0.0';
-  const port = Number(address.slice(i + 1));
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`bad port in ${address}`);
-  return { host, port };
-}
+export { splitHostPort };

@@ -31,7 +31,7 @@ const loaded = loadConfig([
   '--nfs-port', String(g.nfsPort), '--nfs-mount-port', String(g.mountPort), '--nfs-call-timeout', '5s', '--log-level', 'silent',
 ], {});
 if (loaded.kind !== 'run') throw new Error(`loadConfig answered ${loaded.kind}`);
-const composed = buildDrivers(loaded.config, log);
+const composed = await buildDrivers(loaded.config, log);
 const servers: RunningServer[] = [];
 t.teardown(async () => {
   await Promise.all(servers.map((s) => s.stop(1000)));

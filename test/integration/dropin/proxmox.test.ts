@@ -81,7 +81,7 @@ const configWrites = async () => {
 async function startProgram(t: Tap, flags: string[]): Promise<CsiClient> {
   const loaded = loadConfig([...flags, '--log-level', 'silent'], {});
   if (loaded.kind !== 'run') throw new Error(`loadConfig answered ${loaded.kind}`);
-  const composed = buildDrivers(loaded.config, log);
+  const composed = await buildDrivers(loaded.config, log);
   const servers: RunningServer[] = [];
   t.teardown(async () => {
     await Promise.all(servers.map((s) => s.stop(1000)));
