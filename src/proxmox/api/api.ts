@@ -101,6 +101,37 @@ export interface ConfigChange {
   delete?: string[] | undefined;
   /** Refuse the change when the config changed since it was read. */
   digest?: string | undefined;
+  /**
+   * POST only (`background_delay`): Proxmox waits up to this many seconds for the task and
+   * answers null when it ended OK (an error when it failed), else the UPID as without it.
+   * Saves the task poll; the change is still a `qmconfig` task other instances can see.
+   */
+  waitSeconds?: number | undefined;
+}
+
+/** One row of GET /nodes/{node}/tasks (PVE::API2::Tasks node_tasks). */
+export interface TaskListItem {
+  upid: string;
+  node: string;
+  type: string;
+  /** The task's object, for qmconfig the VMID. */
+  id: string;
+  /** user@realm; a token's tasks also carry `tokenid`. */
+  user: string;
+  tokenid?: string | undefined;
+  starttime: number;
+  endtime?: number | undefined;
+  /** 'RUNNING' for an active task, else its exit status ('OK', 'WARNINGS: n', the error). */
+  status?: string | undefined;
+}
+
+export interface TaskQuery {
+  typefilter?: string | undefined;
+  vmid?: number | undefined;
+  /** UNIX seconds: only tasks started since then. */
+  since?: number | undefined;
+  source?: 'archive' | 'active' | 'all';
+  limit?: number | undefined;
 }
 
 export interface AllocRequest {
@@ -115,6 +146,11 @@ export interface CallOptions {
   signal?: AbortSignal | undefined;
 }
 
+export interface FreeOptions extends CallOptions {
+  /** `delay`: Proxmox waits up to this many seconds for the free task (null when it ended OK). */
+  waitSeconds?: number | undefined;
+}
+
 export interface ProxmoxApi {
   version(o?: CallOptions): Promise<{ version: string; release?: string | undefined }>;
   vmResources(o?: CallOptions): Promise<VmResource[]>;
@@ -127,7 +163,7 @@ export interface ProxmoxApi {
   /** Allocates a disk; returns its volid. */
   allocDisk(node: string, storage: string, req: AllocRequest, o?: CallOptions): Promise<string>;
   /** Frees a disk; returns the task UPID when Proxmox ran it as a task. */
-  freeDisk(node: string, storage: string, volid: string, o?: CallOptions): Promise<string | null>;
+  freeDisk(node: string, storage: string, volid: string, o?: FreeOptions): Promise<string | null>;
 
   vmConfig(node: string, vmid: number, o?: CallOptions): Promise<VmConfig>;
   /** Every key with its current and pending value. */
@@ -142,6 +178,12 @@ export interface ProxmoxApi {
   taskStatus(node: string, upid: string, o?: CallOptions): Promise<TaskStatus>;
   /** Running tasks on a node that this identity may see (its own; every one with Sys.Audit). */
   activeTasks(node: string, filter: { type?: string; vmid?: number }, o?: CallOptions): Promise<ActiveTask[]>;
+  /**
+   * GET /nodes/{node}/tasks. Without Sys.Audit (the driver's role has none) Proxmox lists only
+   * the caller's own tasks: a token sees the tasks of that token, i.e. of every instance of
+   * this driver, past or concurrent.
+   */
+  nodeTasks(node: string, q: TaskQuery, o?: CallOptions): Promise<TaskListItem[]>;
 }
 
 /**

@@ -16,9 +16,9 @@ import type { ProxmoxClusterConfig } from '../../config/types.js';
 import { FailedPrecondition, InvalidArgument } from '../../errors.js';
 import type {
   ActiveTask, AllocRequest, CallOptions, ConfigChange, ConfigEntry, NodeResource, ProxmoxApi, ProxmoxVmLifecycle, StorageContentItem,
-  StorageResource, StorageStatus, TaskStatus, VmConfig, VmResource,
+  StorageResource, StorageStatus, TaskListItem, TaskStatus, VmConfig, VmResource,
 } from './api.js';
-import { TRANSPORT_MARK, toCsiError } from './errors.js';
+import { TRANSPORT_MARK, taskError, toCsiError } from './errors.js';
 import { TicketEngine, TicketSession } from './ticket-session.js';
 
 export interface HttpApiOptions {
@@ -187,7 +187,7 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
       return typeof r === 'string' && r !== '' ? r : `${storage}:${req.filename}`;
     },
     async freeDisk(node, storage, volid, o) {
-      const r = await call<unknown>('DELETE', `${storagePath(node, storage)}/content/${seg(volid)}`, undefined, `free ${volid} on ${node}`, o);
+      const r = await call<unknown>('DELETE', `${storagePath(node, storage)}/content/${seg(volid)}`, o?.waitSeconds ? { delay: o.waitSeconds } : undefined, `free ${volid} on ${node}`, o);
       return typeof r === 'string' && r.startsWith('UPID:') ? r : null;
     },
     async vmConfig(node, vmid, o) {
@@ -209,7 +209,17 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
       const params: Record<string, unknown> = { ...(change.set ?? {}) };
       if (change.delete?.length) params.delete = change.delete.join(',');
       if (change.digest) params.digest = change.digest;
-      const r = await call<unknown>('POST', `${vmPath(node, vmid)}/config`, params, `change config of VM ${vmid} on ${node}`, o);
+      if (change.waitSeconds) params.background_delay = change.waitSeconds;
+      const what = `change config of VM ${vmid} on ${node}`;
+      let r: unknown;
+      try {
+        r = await call<unknown>('POST', `${vmPath(node, vmid)}/config`, params, what, o);
+      } catch (e) {
+        // qemu-server's background_delay: the task ended within the wait with this exit status.
+        const m = change.waitSeconds ? /failed to update VM \d+: (.+)$/s.exec((e as Error).message) : null;
+        if (m) throw taskError(m[1]!.trim(), { cluster: c.region, what });
+        throw e;
+      }
       return typeof r === 'string' && r.startsWith('UPID:') ? r : null;
     },
     async unlinkDisks(node, vmid, keys, o) {
@@ -247,6 +257,17 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
     async taskLog(node, upid, o) {
       const rows = await call<Array<{ t?: unknown }>>('GET', `/nodes/${seg(node)}/tasks/${seg(upid)}/log`, { limit: 5000 }, `read log of task ${upid}`, o);
       return (rows ?? []).map((r) => String(r.t ?? ''));
+    },
+    async nodeTasks(node, q, o) {
+      const params: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(q)) if (v !== undefined) params[k] = v;
+      const rows = await call<Record<string, unknown>[]>('GET', `/nodes/${seg(node)}/tasks`, params, `list tasks on ${node}`, o);
+      return (rows ?? []).map((r): TaskListItem => ({
+        upid: String(r.upid ?? ''), node: String(r.node ?? node), type: String(r.type ?? ''), id: String(r.id ?? ''),
+        user: String(r.user ?? ''), tokenid: r.tokenid === undefined ? undefined : String(r.tokenid),
+        starttime: num(r.starttime), endtime: r.endtime === undefined ? undefined : num(r.endtime),
+        status: r.status === undefined ? undefined : String(r.status),
+      }));
     },
     async permissions(o) {
       return (await call<Record<string, Record<string, number>>>('GET', '/access/permissions', undefined, 'read own permissions', o)) ?? {};

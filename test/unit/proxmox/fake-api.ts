@@ -5,9 +5,10 @@
 import { createHash } from 'node:crypto';
 import { Busy, NotFound, ResourceExhausted, Unavailable, AlreadyExists } from '../../../src/errors.js';
 import type {
-  ActiveTask, AllocRequest, CallOptions, ConfigChange, ConfigEntry, NodeResource, ProxmoxApi, StorageContentItem,
-  StorageResource, StorageStatus, TaskStatus, VmConfig, VmResource,
+  ActiveTask, AllocRequest, CallOptions, ConfigChange, FreeOptions, ConfigEntry, NodeResource, ProxmoxApi, StorageContentItem,
+  StorageResource, StorageStatus, TaskListItem, TaskQuery, TaskStatus, VmConfig, VmResource,
 } from '../../../src/proxmox/api/api.js';
+import { taskError } from '../../../src/proxmox/api/errors.js';
 
 export interface FakeVm {
   vmid: number;
@@ -40,7 +41,9 @@ export class FakeProxmox implements ProxmoxApi {
   maxConcurrentWriters = 0;
   private writers = new Map<number, number>();
   private locks = new Map<number, Promise<void>>();
-  private tasks = new Map<string, { node: string; exit: string; doneAt: number }>();
+  private tasks = new Map<string, { node: string; exit: string; doneAt: number; type: string; id: string; user: string; running?: boolean }>();
+  /** The identity this fake answers as (a driver token); other instances' tasks carry it too. */
+  readonly tokenUser = 'kubernetes-csi@pve!csi';
   private taskSeq = 0;
 
   /** Faults, consumed as they fire. */
@@ -153,10 +156,28 @@ export class FakeProxmox implements ProxmoxApi {
   }
 
   /** A task; a failing one (from faults.taskExits) made no change unless taskFailApplies. */
-  private task(node: string, exit = 'OK'): string {
-    const upid = `UPID:${node}:0000${(++this.taskSeq).toString(16).padStart(4, '0')}:00000001:00000001:qmconfig:1:root@pam:`;
-    this.tasks.set(upid, { node, exit, doneAt: Date.now() });
+  private task(node: string, exit = 'OK', type = 'qmconfig', id = '1'): string {
+    const upid = `UPID:${node}:0000${(++this.taskSeq).toString(16).padStart(4, '0')}:00000001:00000001:${type}:${id}:${this.tokenUser}:`;
+    this.tasks.set(upid, { node, exit, doneAt: Date.now(), type, id, user: this.tokenUser });
     return upid;
+  }
+
+  /**
+   * Another instance of the driver (same token) changes a VM's config in a qmconfig task: what
+   * a previous run's change that waited for the lock looks like when it lands.
+   */
+  foreignChange(vmid: number, set: Record<string, string>): string {
+    const vm = this.vms.get(vmid)!;
+    for (const [k, v] of Object.entries(set)) vm.config.set(k, v);
+    return this.task(vm.node, 'OK', 'qmconfig', String(vmid));
+  }
+
+  /** With waitSeconds (background_delay / delay): null when the task ended OK, its error otherwise. */
+  private waited(upid: string, waitSeconds: number | undefined, what: string): string | null {
+    if (!waitSeconds) return upid;
+    const t = this.tasks.get(upid)!;
+    if (t.exit === 'OK') return null;
+    throw taskError(t.exit, { cluster: 'test', what });
   }
 
   private volumeExists(node: string, value: string): boolean {
@@ -219,14 +240,15 @@ export class FakeProxmox implements ProxmoxApi {
     return `${storage}:${req.filename}`;
   }
 
-  async freeDisk(node: string, storage: string, volid: string, o?: CallOptions): Promise<string | null> {
+  async freeDisk(node: string, storage: string, volid: string, o?: FreeOptions): Promise<string | null> {
     await this.enter('freeDisk', [node, storage, volid], o);
     const s = this.storage(node, storage);
     const disk = volid.slice(volid.indexOf(':') + 1);
-    if (!s.volumes.delete(disk)) throw new NotFound(`Proxmox test: no such volume '${volid}'`);
-    const upid = this.task(node);
+    // pve-storage: freeing a volume that is not there succeeds (lvremove of a missing LV).
+    s.volumes.delete(disk);
+    const upid = this.task(node, 'OK', 'imgdel', `${/^vm-(\d+)-/.exec(disk)?.[1] ?? ''}@${storage}`);
     this.leave('freeDisk');
-    return upid;
+    return this.waited(upid, o?.waitSeconds, `free ${volid}`);
   }
 
   async vmConfig(node: string, vmid: number, o?: CallOptions): Promise<VmConfig> {
@@ -252,7 +274,7 @@ export class FakeProxmox implements ProxmoxApi {
     const vm = this.vm(node, vmid);
     const upid = await this.withLock(vm, () => {
       const exit = this.faults.taskExits.shift() || 'OK';
-      if (exit !== 'OK' && !this.faults.taskFailApplies) return this.task(node, exit);
+      if (exit !== 'OK' && !this.faults.taskFailApplies) return this.task(node, exit, 'qmconfig', String(vmid));
       if (change.digest && change.digest !== this.digestOf(vm)) {
         throw new Busy('Proxmox test: detected modified configuration - file changed by other user? Try again.');
       }
@@ -273,10 +295,10 @@ export class FakeProxmox implements ProxmoxApi {
           vm.pending.delete(k);
         }
       }
-      return this.task(node, exit);
+      return this.task(node, exit, 'qmconfig', String(vmid));
     });
     this.leave('updateVmConfig');
-    return upid;
+    return this.waited(upid, change.waitSeconds, `change config of VM ${vmid}`);
   }
 
   async unlinkDisks(node: string, vmid: number, keys: string[], o?: CallOptions): Promise<void> {
@@ -328,6 +350,19 @@ export class FakeProxmox implements ProxmoxApi {
     await this.enter('activeTasks', [node], o);
     this.leave('activeTasks');
     return [];
+  }
+
+  async nodeTasks(node: string, q: TaskQuery, o?: CallOptions): Promise<TaskListItem[]> {
+    await this.enter('nodeTasks', [node, q], o);
+    const out: TaskListItem[] = [];
+    for (const [upid, t] of [...this.tasks].reverse()) {
+      if (t.node !== node || (q.typefilter && t.type !== q.typefilter) || (q.vmid && t.id !== String(q.vmid))) continue;
+      const starttime = Math.floor(t.doneAt / 1000);
+      if (q.since !== undefined && starttime < q.since) continue;
+      const [user, tokenid] = t.user.split('!') as [string, string | undefined];
+      out.push({ upid, node, type: t.type, id: t.id, user, tokenid, starttime, endtime: starttime, status: t.exit });
+    }
+    return out.slice(0, q.limit ?? 50);
   }
 }
 
