@@ -1,81 +1,36 @@
-// One queue per VM for attaching and detaching disks. Proxmox lets one writer change a VM's
-// config at a time and makes others wait on a lock, so concurrent publishes to a VM would
-// race for the same free slot and time out on the lock. Instead, everything that arrives for a
-// VM while its previous change is in flight is merged: one unlink for all detaches, one config
-// change setting every new scsiN. Every step is confirmed by reading the config back, and
-// every failure is followed by a read before anything is retried, because a failed call may
-// still have taken effect.
+// One queue per VM for attaching and detaching disks: the executor. Proxmox lets one writer
+// change a VM's config at a time and makes others wait on a lock, so concurrent publishes to a
+// VM would race for the same free slot and time out on the lock. Instead, everything that
+// arrives for a VM while its previous change is in flight is merged (batcher.ts): one unlink for
+// all detaches, one config change setting every new scsiN, as planned from one read of the VM's
+// config (attach-plan.ts). Every failure is followed by a read before anything is retried,
+// because a failed call may still have taken effect.
+//
+// Proxmox round trips of an exclusive publish on the happy path: GET …/pending (entries and
+// digest: the plan, the VM's own disks, whether the VM hot-plugs disks), POST …/config with that
+// digest, GET /nodes/{node}/tasks (this change's task status, and every config task another
+// instance of the driver ran on the host since: the exclusivity re-check, disk-index.ts). An OK
+// task on a VM that hot-plugs disks is an applied change (qemu-server raises `hotplug problem`
+// otherwise); only a VM without disk hot-plug is polled until its change leaves `pending`.
 import type { Logger } from 'pino';
-import { AlreadyExists, Busy, DeadlineExceeded, FailedPrecondition, NotFound, ResourceExhausted, Unavailable, isCsiError } from '../../errors.js';
-import type { ConfigEntry, ProxmoxApi } from '../api/api.js';
-import { type DiskSite, driveHasOptions, freeSlots, isDriverSite, isHelperSite, otherBusKeysOf, sitesOf as allSitesOf, unusedOf, withDriveOptions } from './drives.js';
-import { outcomeUncertain } from '../api/errors.js';
-import { type DriveOptions, driveString } from './params.js';
-import { helperWwnForSlot, wwnForSlot } from '../contract.js';
-import { type FenceKind, Fences } from './fences.js';
-import { type VmEntries, scanVms, usesOf } from './scan.js';
+import { Busy, DeadlineExceeded, FailedPrecondition, NotFound, Unavailable, isCsiError } from '../../errors.js';
+import type { ConfigEntry, ProxmoxApi, TaskListItem } from '../api/api.js';
+import { outcomeUncertain, taskError } from '../api/errors.js';
 import { backoffDelay, sleep, waitTask } from '../api/tasks.js';
+import {
+  type AttachRequest, type DetachRequest, type Found, HelperLeftovers, type UpdateRequest,
+  attachOutcome, attachedFor, conflictOf, driverSites, detachKeys, holdersOf, hotplugsDisks, obstacles, planAttach, planDetach, planUpdate, settle,
+  updateLanded, updateSites, what,
+} from './attach-plan.js';
+import { Batcher } from './batcher.js';
+import { ContentCache } from './content-cache.js';
+import { DiskIndex } from './disk-index.js';
+import { type FenceKind, Fences } from './fences.js';
+import type { VmEntries } from './scan.js';
 import type { VmLocator, VmRef } from './vm-locator.js';
 import { diskOwner, volidOf } from '../volume-id.js';
 
-/**
- * The disk's places on the VM that this driver may touch. A place it cannot have made (see
- * isDriverSite) is never read as "published", rewritten or unlinked.
- */
-function sitesOf(entries: readonly ConfigEntry[], storage: string, disk: string, vmid: number): DiskSite[] {
-  return allSitesOf(entries, storage, disk).filter((s) => isDriverSite(s, vmid, diskOwner(disk)));
-}
-
-/** The disk's places on the VM that are the VM's own (boot disk, disks attached by hand…). */
-function foreignKeysOf(entries: readonly ConfigEntry[], storage: string, disk: string, vmid: number): string[] {
-  const owner = diskOwner(disk);
-  return [
-    ...allSitesOf(entries, storage, disk).filter((s) => !isDriverSite(s, vmid, owner)).map((s) => s.key),
-    ...otherBusKeysOf(entries, storage, disk),
-  ];
-}
-
-const notOurs = (storage: string, disk: string, vm: VmRef, keys: string[]) =>
-  new FailedPrecondition(`${volidOf(storage, disk)} is on VM ${vm.name} (${vm.vmid}) as ${keys.join(', ')}, which this driver did not attach (the VM's own disk or one attached by hand); it is never published to, changed on or detached from that VM by the driver`);
-
-export interface AttachRequest {
-  storage: string;
-  disk: string;
-  /** Proxmox node whose storage holds the disk. */
-  diskNode: string;
-  options: DriveOptions;
-  /** Refuse when another VM has the disk (single-node access modes). */
-  exclusive: boolean;
-  /**
-   * An offline-expansion helper attachment (helper WWN) rather than a publish. Each kind treats
-   * the other's attachment of the same disk on the VM as an obstacle: a publish unlinks a helper
-   * left over by a crash, a helper refuses to touch a publish.
-   */
-  helper?: boolean;
-}
-
-/**
- * An exclusive publish found only offline-expansion helper attachments of its disk on other
- * VMs: leftovers the caller can remove (through those VMs' queues) and then publish again.
- */
-export class HelperLeftovers extends FailedPrecondition {
-  constructor(message: string, readonly vms: VmRef[]) {
-    super(message);
-  }
-}
-
-export interface DetachRequest {
-  storage: string;
-  disk: string;
-}
-
-/** New option values for the disk's drive line(s) on this VM (a VolumeAttributesClass change). */
-export interface UpdateRequest {
-  storage: string;
-  disk: string;
-  /** Options to set; undefined removes one. */
-  options: Record<string, string | undefined>;
-}
+export { type AttachRequest, type DetachRequest, HelperLeftovers, type UpdateRequest } from './attach-plan.js';
 
 export interface QueueOptions {
   api: ProxmoxApi;
@@ -91,6 +46,12 @@ export interface QueueOptions {
   taskTimeoutMs?: number;
   /** Shared with the cluster's other mutating paths; a private set by default. */
   fences?: Fences;
+  /** The cluster's disk → VM view; a private one by default. */
+  index?: DiskIndex;
+  /** The cluster's view of its own disks per storage; a private one by default. */
+  content?: ContentCache;
+  /** How old other VMs' entries may be for the exclusivity check before they are read again; default 5 s. */
+  indexMaxAgeMs?: number;
 }
 
 /** Unlinks issued per detach batch: each one re-triggers a hot-unplug the guest did not finish. */
@@ -125,16 +86,31 @@ interface VmState {
   entries: ConfigEntry[];
 }
 
+/** What a landed change's task told: the node's config tasks of this token, listed after it. */
+interface Landed {
+  node: string;
+  tasks: TaskListItem[];
+}
+
 export class AttachQueues {
-  private readonly queues = new Map<number, { vm: VmRef; jobs: Job[] }>();
+  private readonly batcher: Batcher<number, Job>;
+  /** The VM each key stands for while its queue runs (its node follows a migration). */
+  private readonly vms = new Map<number, VmRef>();
   private readonly attempts: number;
   private readonly confirmTimeoutMs: number;
+  private readonly maxAgeMs: number;
   readonly fences: Fences;
+  readonly index: DiskIndex;
+  readonly content: ContentCache;
 
   constructor(private readonly o: QueueOptions) {
     this.attempts = o.attempts ?? 8;
     this.confirmTimeoutMs = o.confirmTimeoutMs ?? 10_000;
+    this.maxAgeMs = o.indexMaxAgeMs ?? 5_000;
     this.fences = o.fences ?? new Fences();
+    this.index = o.index ?? new DiskIndex(o.api, o.locator);
+    this.content = o.content ?? new ContentCache(o.api, this.maxAgeMs);
+    this.batcher = new Batcher((vmid, jobs) => this.batch(vmid, jobs), { windowMs: o.mergeWindowMs ?? 5 });
   }
 
   /**
@@ -144,7 +120,7 @@ export class AttachQueues {
   attach(vm: VmRef, req: AttachRequest, signal?: AbortSignal): Promise<number> {
     const volid = volidOf(req.storage, req.disk);
     try {
-      this.fences.check(volid, `${req.helper ? 'expanding' : 'publishing'} ${volid} to ${this.what(vm)}`, vm.vmid);
+      this.fences.check(volid, `${req.helper ? 'expanding' : 'publishing'} ${volid} to ${what(vm)}`, vm.vmid);
     } catch (e) {
       return Promise.reject(e);
     }
@@ -188,66 +164,51 @@ export class AttachQueues {
         },
       );
       const onAbort = () => {
-        if (!job.taken) {
+        if (!job.taken && this.batcher.remove(vm.vmid, job)) {
           // Never sent: proven not to land.
-          const q = this.queues.get(vm.vmid);
-          if (q) q.jobs = q.jobs.filter((j) => j !== job);
           job.reject(new DeadlineExceeded('cancelled before the VM config was changed'));
           return;
         }
         job.abandoned = true;
-        answer(() => reject(new DeadlineExceeded(`gave up waiting for the config change of ${this.what(vm)}; a change already sent runs to its outcome in the background and ${volid} stays fenced until then`)));
+        answer(() => reject(new DeadlineExceeded(`gave up waiting for the config change of ${what(vm)}; a change already sent runs to its outcome in the background and ${volid} stays fenced until then`)));
       };
       signal?.addEventListener('abort', onAbort, { once: true });
-      const q = this.queues.get(vm.vmid);
-      if (q) {
-        q.jobs.push(job);
-        return;
-      }
-      this.queues.set(vm.vmid, { vm: { ...vm }, jobs: [job] });
-      void this.drain(vm.vmid);
+      // A fresh ref when the VM's queue is idle; a running one may have followed a migration.
+      if (!this.batcher.has(vm.vmid)) this.vms.set(vm.vmid, { ...vm });
+      this.batcher.add(vm.vmid, job);
     });
   }
 
-  private async drain(vmid: number): Promise<void> {
-    const q = this.queues.get(vmid)!;
+  /** One batch of a VM: detaches first, then attaches (and their re-check), then option changes. */
+  private async batch(vmid: number, taken: Job[]): Promise<void> {
+    const vm = this.vms.get(vmid)!;
+    const jobs = taken.filter((j) => !j.done);
+    for (const j of jobs) j.taken = true;
+    if (jobs.length === 0) return;
+    this.o.log.debug({ vmid, vm: vm.name, attach: jobs.filter((j) => j.kind === 'attach').length, detach: jobs.filter((j) => j.kind === 'detach').length }, 'VM config batch');
     try {
-      while (q.jobs.length > 0) {
-        await sleep(this.o.mergeWindowMs ?? 5);
-        const jobs = q.jobs.splice(0).filter((j) => !j.done);
-        if (jobs.length === 0) continue;
-        for (const j of jobs) j.taken = true;
-        this.o.log.debug({ vmid, vm: q.vm.name, attach: jobs.filter((j) => j.kind === 'attach').length, detach: jobs.filter((j) => j.kind === 'detach').length }, 'VM config batch');
-        try {
-          const detaches = jobs.filter((j): j is DetachJob => j.kind === 'detach');
-          const attaches = jobs.filter((j): j is AttachJob => j.kind === 'attach');
-          if (detaches.length) await this.detachBatch(q.vm, detaches);
-          if (attaches.length) {
-            await this.attachBatch(q.vm, attaches, true);
-            await this.recheck(q.vm, attaches.filter((j) => !j.done && j.landedSlot !== undefined));
-          }
-          const updates = jobs.filter((j): j is UpdateJob => j.kind === 'update' && !j.done);
-          if (updates.length) await this.updateBatch(q.vm, updates);
-        } catch (e) {
-          for (const j of jobs) j.reject(e);
-        }
+      const detaches = jobs.filter((j): j is DetachJob => j.kind === 'detach');
+      const attaches = jobs.filter((j): j is AttachJob => j.kind === 'attach');
+      if (detaches.length) await this.detachBatch(vm, detaches);
+      if (attaches.length) {
+        const landed = await this.attachBatch(vm, attaches, true);
+        await this.recheck(vm, attaches.filter((j) => !j.done && j.landedSlot !== undefined), landed);
       }
-    } finally {
-      this.queues.delete(vmid);
+      const updates = jobs.filter((j): j is UpdateJob => j.kind === 'update' && !j.done);
+      if (updates.length) await this.updateBatch(vm, updates);
+    } catch (e) {
+      for (const j of jobs) j.reject(e);
     }
   }
 
-  private what(vm: VmRef): string {
-    return `VM ${vm.name} (${vm.vmid}) on ${vm.node}`;
-  }
-
-  /** Config (for its digest) and pending entries; follows a VM that migrated to another node. */
-  private async readState(vm: VmRef, withDigest: boolean): Promise<VmState> {
+  /** Config, pending entries and digest in one read; follows a VM that migrated to another node. */
+  private async readState(vm: VmRef): Promise<VmState> {
     for (let moved = false; ; moved = true) {
       try {
-        if (!withDigest) return { entries: await this.o.api.vmPending(vm.node, vm.vmid) };
-        const [cfg, entries] = await Promise.all([this.o.api.vmConfig(vm.node, vm.vmid), this.o.api.vmPending(vm.node, vm.vmid)]);
-        return { digest: cfg.digest || undefined, entries };
+        const at = Date.now();
+        const entries = await this.o.api.vmPending(vm.node, vm.vmid);
+        this.index.note(vm, entries, at);
+        return { digest: entries.find((e) => e.key === 'digest')?.value || undefined, entries: entries.filter((e) => e.key !== 'digest') };
       } catch (e) {
         if (!isCsiError(e, 'NotFound') || moved) throw e;
         const now = await this.o.locator.byVmid(vm.vmid);
@@ -263,19 +224,33 @@ export class AttachQueues {
     const deadline = Date.now() + this.confirmTimeoutMs;
     let delay = 25;
     for (;;) {
-      const { entries } = await this.readState(vm, false);
+      const { entries } = await this.readState(vm);
       if (done(entries) || Date.now() + delay > deadline) return entries;
       await sleep(delay);
       delay = Math.min(delay * 2, 1_000);
     }
   }
 
+  /**
+   * Waits for a config task. The first look is the host's task list (right after the POST):
+   * it carries this task's status and, for the exclusivity re-check, every other instance's
+   * config task; a task still running is then polled with backoff.
+   */
+  private async finish(vm: VmRef, upid: string, whatFor: string, list: boolean): Promise<Landed | undefined> {
+    const opts = { cluster: this.o.cluster, what: `${whatFor} ${what(vm)}`, timeoutMs: this.o.taskTimeoutMs };
+    if (!list) {
+      await waitTask(this.o.api, vm.node, upid, opts);
+      return undefined;
+    }
+    const tasks = await this.index.tasks(vm.node, Date.now() - this.maxAgeMs);
+    const mine = tasks.find((t) => t.upid === upid);
+    const exit = mine && mine.status !== 'RUNNING' && mine.endtime !== undefined ? mine.status ?? '' : undefined;
+    if (exit === undefined) await waitTask(this.o.api, vm.node, upid, opts);
+    else if (!(exit === 'OK' || /^WARNINGS?: \d+$/.test(exit))) throw taskError(exit || 'unknown error', opts);
+    return { node: vm.node, tasks };
+  }
+
   private async detachBatch(vm: VmRef, jobs: DetachJob[]): Promise<void> {
-    const keysOf = (entries: ConfigEntry[], j: DetachJob): string[] => [
-      ...sitesOf(entries, j.req.storage, j.req.disk, vm.vmid).map((s) => s.key),
-      // Deleting unusedN frees the disk when this VM owns it; only drop foreign leftovers.
-      ...(diskOwner(j.req.disk) !== vm.vmid ? unusedOf(entries, j.req.storage, j.req.disk) : []),
-    ];
     let open = jobs;
     let last: ConfigEntry[] | undefined;
     let unlinks = 0;
@@ -283,23 +258,20 @@ export class AttachQueues {
     for (let attempt = 1; attempt <= this.attempts && unlinks < DETACH_UNLINKS; attempt++) {
       let entries: ConfigEntry[];
       try {
-        entries = last ?? (await this.readState(vm, false)).entries;
+        entries = last ?? (await this.readState(vm)).entries;
       } catch (e) {
         if (isCsiError(e, 'NotFound')) return open.forEach((j) => j.resolve());
         throw e;
       }
       last = undefined;
-      for (const j of open) {
-        const foreign = foreignKeysOf(entries, j.req.storage, j.req.disk, vm.vmid);
-        if (foreign.length) j.reject(notOurs(j.req.storage, j.req.disk, vm, foreign));
-        else if (keysOf(entries, j).length === 0) j.resolve();
-      }
+      const plan = planDetach(vm, entries, open.map((j) => j.req));
+      plan.rejects.forEach((err, i) => open[i]!.reject(err));
+      for (const i of plan.done) open[i]!.resolve();
       open = open.filter((j) => !j.done);
       if (open.length === 0) return;
-      const keys = [...new Set(open.flatMap((j) => keysOf(entries, j)))];
       try {
         unlinks++;
-        await this.o.api.unlinkDisks(vm.node, vm.vmid, keys);
+        await this.o.api.unlinkDisks(vm.node, vm.vmid, plan.unlink);
       } catch (e) {
         if (isCsiError(e, 'Aborted')) {
           unlinks--;
@@ -313,19 +285,19 @@ export class AttachQueues {
         continue;
       }
       try {
-        last = await this.poll(vm, (en) => open.every((j) => keysOf(en, j).length === 0));
+        last = await this.poll(vm, (en) => open.every((j) => detachKeys(vm.vmid, en, j.req).length === 0));
       } catch (e) {
         if (isCsiError(e, 'NotFound')) return open.forEach((j) => j.resolve());
         throw e;
       }
     }
-    const entries = last ?? (await this.readState(vm, false)).entries;
+    const entries = last ?? (await this.readState(vm)).entries;
     for (const j of open) {
-      const keys = keysOf(entries, j);
+      const keys = detachKeys(vm.vmid, entries, j.req);
       if (keys.length === 0) j.resolve();
       else {
         const why = lastErr ? `: ${(lastErr as Error).message}` : '';
-        j.reject(new Unavailable(`${volidOf(j.req.storage, j.req.disk)} is still on ${this.what(vm)} as ${keys.join(', ')} (pending delete: hot-unplug did not complete${why}); retrying later`));
+        j.reject(new Unavailable(`${volidOf(j.req.storage, j.req.disk)} is still on ${what(vm)} as ${keys.join(', ')} (pending delete: hot-unplug did not complete${why}); retrying later`));
       }
     }
   }
@@ -336,39 +308,24 @@ export class AttachQueues {
    * would only take effect at the VM's next start, so that is reported, not taken as success.
    */
   private async updateBatch(vm: VmRef, jobs: UpdateJob[]): Promise<void> {
-    const sitesFor = (entries: ConfigEntry[], j: UpdateJob) => sitesOf(entries, j.req.storage, j.req.disk, vm.vmid).filter((s) => !isHelperSite(s));
     let open = jobs;
     for (let attempt = 1; open.length > 0; attempt++) {
-      const state = await this.readState(vm, true);
-      const set: Record<string, string> = {};
-      for (const j of open) {
-        const foreign = foreignKeysOf(state.entries, j.req.storage, j.req.disk, vm.vmid);
-        if (foreign.length) {
-          j.reject(notOurs(j.req.storage, j.req.disk, vm, foreign));
-          continue;
-        }
-        const sites = sitesFor(state.entries, j);
-        const moving = sites.find((s) => s.placement !== 'attached');
-        if (moving) {
-          j.reject(new Unavailable(`${volidOf(j.req.storage, j.req.disk)} is ${moving.placement === 'attaching' ? 'being attached to' : 'being detached from'} ${this.what(vm)} (${moving.key} has a pending change); retrying later`));
-          continue;
-        }
-        const stale = sites.filter((s) => !driveHasOptions(s.drive, j.req.options));
-        if (stale.length === 0) j.resolve();
-        for (const s of stale) {
-          const raw = state.entries.find((e) => e.key === s.key)?.value ?? '';
-          set[s.key] = withDriveOptions(raw, j.req.options);
-        }
-      }
+      const state = await this.readState(vm);
+      const plan = planUpdate(vm, state.entries, open.map((j) => j.req));
+      plan.rejects.forEach((err, i) => open[i]!.reject(err));
+      for (const i of plan.done) open[i]!.resolve();
       open = open.filter((j) => !j.done);
       if (open.length === 0) return;
       if (attempt > this.attempts) {
-        const err = new Unavailable(`could not change the config of ${this.what(vm)} after ${this.attempts} attempts (lock contention or lost answers); retrying later`);
+        const err = new Unavailable(`could not change the config of ${what(vm)} after ${this.attempts} attempts (lock contention or lost answers); retrying later`);
         return open.forEach((j) => j.reject(err));
       }
       try {
-        const upid = await this.o.api.updateVmConfig(vm.node, vm.vmid, { set, digest: state.digest });
-        if (upid) await waitTask(this.o.api, vm.node, upid, { cluster: this.o.cluster, what: `change drive options on ${this.what(vm)}`, timeoutMs: this.o.taskTimeoutMs });
+        const upid = await this.o.api.updateVmConfig(vm.node, vm.vmid, { set: plan.set, digest: state.digest });
+        if (upid) {
+          this.index.mine(upid);
+          await this.finish(vm, upid, 'change drive options on', false);
+        }
       } catch (e) {
         if (isCsiError(e, 'Aborted')) {
           this.o.log.info({ vmid: vm.vmid, attempt, err: (e as Error).message }, 'VM busy, retrying drive option change');
@@ -377,57 +334,72 @@ export class AttachQueues {
         }
         if (outcomeUncertain(e)) continue;
         // Read back: qemu-server reports a value it could not hot-apply but keeps it pending.
-        const after = (await this.readState(vm, false)).entries;
-        if (open.every((j) => !after.some((en) => en.pending !== undefined && sitesFor([en], j).length > 0))) return open.forEach((j) => j.reject(e));
+        const after = (await this.readState(vm)).entries;
+        if (open.every((j) => !after.some((en) => en.pending !== undefined && updateSites(vm.vmid, [en], j.req).length > 0))) return open.forEach((j) => j.reject(e));
       }
-      const entries = await this.poll(vm, (en) => open.every((j) => sitesFor(en, j).every((s) => s.placement === 'attached' && driveHasOptions(s.drive, j.req.options))));
+      const entries = await this.poll(vm, (en) => open.every((j) => updateLanded(vm.vmid, en, j.req)));
       for (const j of open) {
-        const sites = sitesFor(entries, j);
-        if (sites.every((s) => s.placement === 'attached' && driveHasOptions(s.drive, j.req.options))) j.resolve();
+        const sites = updateSites(vm.vmid, entries, j.req);
+        if (updateLanded(vm.vmid, entries, j.req)) j.resolve();
         else if (sites.some((s) => entries.find((e) => e.key === s.key)?.pending !== undefined)) {
-          j.reject(new FailedPrecondition(`the new options of ${volidOf(j.req.storage, j.req.disk)} stay a pending change of ${this.what(vm)} (${sites.map((s) => s.key).join(', ')}): Proxmox applies them only when the VM restarts`));
+          j.reject(new FailedPrecondition(`the new options of ${volidOf(j.req.storage, j.req.disk)} stay a pending change of ${what(vm)} (${sites.map((s) => s.key).join(', ')}): Proxmox applies them only when the VM restarts`));
         }
       }
       open = open.filter((j) => !j.done);
     }
   }
 
-  /** The attachment of the disk on this VM that satisfies the job, if one is there. */
-  private attachedFor(vm: VmRef, entries: ConfigEntry[], j: AttachJob): DiskSite | undefined {
-    return sitesOf(entries, j.req.storage, j.req.disk, vm.vmid).find((s) => s.placement === 'attached' && isHelperSite(s) === !!j.req.helper);
+  private settleFound(vm: VmRef, j: AttachJob, f: Found): void {
+    if (f.kind === 'reject') return j.reject(f.error);
+    if (f.oddWwn) this.o.log.warn({ vmid: vm.vmid, slot: f.slot, wwn: f.oddWwn }, 'disk is attached with a WWN other than its slot\'s (attached by hand?); the node looks for the slot\'s WWN and may not find it');
+    if (j.req.exclusive && !j.req.helper) j.landedSlot = f.slot;
+    else j.resolve(f.slot);
   }
 
-  /** Sites of the disk on this VM that must be unlinked before the job can be attached. */
-  private obstacles(vm: VmRef, entries: ConfigEntry[], j: AttachJob): DiskSite[] {
-    return sitesOf(entries, j.req.storage, j.req.disk, vm.vmid).filter((s) => s.placement === 'detaching' || isHelperSite(s) !== !!j.req.helper);
-  }
-
-  private settleAttached(vm: VmRef, j: AttachJob, site: DiskSite): void {
-    if (j.req.helper) return j.resolve(site.slot);
-    const ro = site.drive.options.ro === '1' || site.drive.options.ro === 'on';
-    if (ro !== j.req.options.readonly) {
-      j.reject(new AlreadyExists(`${volidOf(j.req.storage, j.req.disk)} is already published to ${this.what(vm)} with readonly=${ro}; unpublish it first`));
-      return;
-    }
-    if (site.drive.options.wwn && site.drive.options.wwn.toLowerCase() !== wwnForSlot(site.slot)) {
-      this.o.log.warn({ vmid: vm.vmid, key: site.key, wwn: site.drive.options.wwn }, 'disk is attached with a WWN other than its slot\'s (attached by hand?); the node looks for the slot\'s WWN and may not find it');
-    }
-    if (j.req.exclusive) j.landedSlot = site.slot;
-    else j.resolve(site.slot);
+  /** Other VMs on these hosts as the index has them (re-read when older than its TTL). */
+  private others(vm: VmRef, nodes: string[]): Promise<VmEntries[]> {
+    return this.index.scan({ nodes, exclude: [vm.vmid], maxAgeMs: this.maxAgeMs });
   }
 
   /**
-   * After exclusive attaches landed: read the other VMs again. The fence keeps two of this
-   * process's attaches of a disk from being in flight together, so a disk found elsewhere now
-   * was put there by a change this process did not make (a previous run's change that waited
-   * for a lock, a person). Deterministic resolution: the attach that sees a competitor after
-   * landing withdraws (unlinked and verified gone) and is refused; the other one stays. A
-   * competitor that is another live attach sees this one and withdraws too: neither stays,
-   * both callers retry with their backoff, and the first to land alone wins.
+   * Why the disk may not go to this VM: another VM has it (exclusive requests). A holder seen in
+   * entries read earlier is read again first: a detach since then must not refuse the publish.
    */
-  private async recheck(vm: VmRef, landed: AttachJob[]): Promise<void> {
+  private async exclusivity(vm: VmRef, jobs: AttachJob[], scan: VmEntries[]): Promise<Map<AttachJob, Error>> {
+    const out = new Map<AttachJob, Error>();
+    let current = scan;
+    const stale = [...new Set(jobs.filter((j) => conflictOf(current, j.req)).flatMap((j) => holdersOf(current, j.req)))]
+      .filter((vmid) => (this.index.readAt(vmid) ?? 0) < Date.now() - 50);
+    if (stale.length) {
+      const fresh = await Promise.all(current.filter((v) => stale.includes(v.vm.vmid)).map(async (v) => ({ vm: v.vm, entries: await this.index.read(v.vm) })));
+      current = [...current.filter((v) => !stale.includes(v.vm.vmid)), ...fresh.filter((v): v is VmEntries => v.entries !== undefined)];
+    }
+    for (const j of jobs) {
+      const c = conflictOf(current, j.req);
+      if (c) out.set(j, c);
+    }
+    return out;
+  }
+
+  /**
+   * After exclusive attaches landed: did another VM get the disk meanwhile? The fence keeps two
+   * of this process's attaches of a disk from being in flight together, so a disk found
+   * elsewhere now was put there by a change this process did not make (a previous run's change
+   * that waited for a lock, another replica). Those are config tasks of this token: the task
+   * list read right after this change names them, and only their VMs are read again (after
+   * they ended). Deterministic resolution: the attach that sees a competitor after landing
+   * withdraws (unlinked and verified gone) and is refused; the other one stays. A competitor
+   * that is another live attach sees this one and withdraws too: neither stays, both callers
+   * retry with their backoff, and the first to land alone wins.
+   */
+  private async recheck(vm: VmRef, landed: AttachJob[], seen: Landed | undefined): Promise<void> {
     if (landed.length === 0) return;
-    const scan = await scanVms(this.o.api, this.o.locator, { nodes: [...new Set(landed.map((j) => j.req.diskNode))], exclude: [vm.vmid] });
+    const nodes = [...new Set(landed.map((j) => j.req.diskNode))];
+    for (const node of nodes) {
+      const tasks = seen && seen.node === node ? seen.tasks : await this.index.tasks(node, Date.now() - this.maxAgeMs);
+      await this.index.catchUp(node, tasks, [vm.vmid], { waitMs: this.confirmTimeoutMs });
+    }
+    const scan = await this.others(vm, nodes);
     for (const j of landed) {
       const conflict = conflictOf(scan, j.req);
       if (!conflict) {
@@ -443,104 +415,69 @@ export class AttachQueues {
       }]).catch((e: unknown) => (failed = e));
       const Kind = conflict instanceof HelperLeftovers ? Busy : FailedPrecondition;
       j.reject(failed
-        ? new Unavailable(`${conflict.message}; this attachment to ${this.what(vm)} was withdrawn but the unlink did not complete (${(failed as Error).message}); retrying later`)
-        : new Kind(`${conflict.message} (it appeared there while this attach to ${this.what(vm)} was landing; this one was withdrawn)`));
+        ? new Unavailable(`${conflict.message}; this attachment to ${what(vm)} was withdrawn but the unlink did not complete (${(failed as Error).message}); retrying later`)
+        : new Kind(`${conflict.message} (it appeared there while this attach to ${what(vm)} was landing; this one was withdrawn)`));
     }
   }
 
   /** Refuses disks that do not exist or that another VM holds (exclusive requests). */
   private async precheck(vm: VmRef, jobs: AttachJob[]): Promise<void> {
-    const groups = new Map<string, AttachJob[]>();
-    for (const j of jobs) {
-      const k = `${j.req.diskNode}\u0000${j.req.storage}\u0000${diskOwner(j.req.disk) ?? ''}`;
-      groups.set(k, [...(groups.get(k) ?? []), j]);
-    }
     const exclusive = jobs.filter((j) => j.req.exclusive);
-    const [, scan] = await Promise.all([
-      Promise.all([...groups.values()].map(async (g) => {
-        const { diskNode, storage, disk } = g[0]!.req;
-        const items = await this.o.api.listContent(diskNode, storage, diskOwner(disk));
-        const have = new Set(items.map((i) => i.volid));
-        for (const j of g) {
-          if (!have.has(volidOf(j.req.storage, j.req.disk))) {
-            j.reject(new NotFound(`volume ${volidOf(j.req.storage, j.req.disk)} does not exist on ${j.req.diskNode}`));
-          }
-        }
+    const [, conflicts] = await Promise.all([
+      Promise.all(jobs.map(async (j) => {
+        const { item } = await this.content.find(j.req.diskNode, j.req.storage, diskOwner(j.req.disk), volidOf(j.req.storage, j.req.disk));
+        if (!item) j.reject(new NotFound(`volume ${volidOf(j.req.storage, j.req.disk)} does not exist on ${j.req.diskNode}`));
       })),
-      exclusive.length === 0 ? [] : scanVms(this.o.api, this.o.locator, {
-        nodes: [...new Set(exclusive.map((j) => j.req.diskNode))],
-        // The disk's owner VM too: its own disks are never attached elsewhere (defect 3).
-        exclude: [vm.vmid],
-      }),
+      exclusive.length === 0
+        ? new Map<AttachJob, Error>()
+        // The disk's owner VM too: its own disks are never attached elsewhere (issue 10, defect 3).
+        : this.others(vm, [...new Set(exclusive.map((j) => j.req.diskNode))]).then((scan) => this.exclusivity(vm, exclusive, scan)),
     ]);
-    for (const j of exclusive) {
-      if (j.done) continue;
-      const conflict = conflictOf(scan, j.req);
-      if (conflict) j.reject(conflict);
-    }
+    for (const [j, c] of conflicts) if (!j.done) j.reject(c);
   }
 
-  private async attachBatch(vm: VmRef, jobs: AttachJob[], check: boolean): Promise<void> {
+  /** Returns what the landed change's task list said (for the re-check), when one was sent. */
+  private async attachBatch(vm: VmRef, jobs: AttachJob[], check: boolean): Promise<Landed | undefined> {
     let open = jobs.filter((j) => !j.done);
+    let landed: Landed | undefined;
     for (let attempt = 1; open.length > 0; attempt++) {
-      const [state] = await Promise.all([this.readState(vm, true), check && attempt === 1 ? this.precheck(vm, open) : undefined]);
+      const [state] = await Promise.all([this.readState(vm), check && attempt === 1 ? this.precheck(vm, open) : undefined]);
       open = open.filter(isOpen);
-      for (const j of open) {
-        const foreign = foreignKeysOf(state.entries, j.req.storage, j.req.disk, vm.vmid);
-        if (foreign.length) {
-          j.reject(notOurs(j.req.storage, j.req.disk, vm, foreign));
-          continue;
-        }
-        const site = this.attachedFor(vm, state.entries, j);
-        if (site) this.settleAttached(vm, j, site);
-      }
+      settle(vm, state.entries, open.map((j) => j.req)).forEach((f, i) => f && this.settleFound(vm, open[i]!, f));
       open = open.filter(isOpen);
       // A caller that gave up gets no new change sent; what was sent has been read back above.
       for (const j of open) if (j.abandoned) j.reject(new DeadlineExceeded('caller gave up; no further change sent'));
       open = open.filter(isOpen);
-      if (open.length === 0) return;
+      if (open.length === 0) return landed;
       if (attempt > this.attempts) {
-        const err = new Unavailable(`could not change the config of ${this.what(vm)} after ${this.attempts} attempts (lock contention or lost answers); retrying later`);
-        return open.forEach((j) => j.reject(err));
+        const err = new Unavailable(`could not change the config of ${what(vm)} after ${this.attempts} attempts (lock contention or lost answers); retrying later`);
+        open.forEach((j) => j.reject(err));
+        return landed;
       }
 
       // Plan: finish pending detaches of these disks first, then one change for all the rest.
-      const free = freeSlots(state.entries);
-      const set: Record<string, string> = {};
-      const del: string[] = [];
-      const unlink: string[] = [];
-      const assigned = new Map<AttachJob, number>();
-      for (const j of open) {
-        const sites = sitesOf(state.entries, j.req.storage, j.req.disk, vm.vmid);
-        const leaving = this.obstacles(vm, state.entries, j);
-        if (j.req.helper && leaving.some((s) => !isHelperSite(s) && s.placement !== 'detaching')) {
-          j.reject(new Busy(`${volidOf(j.req.storage, j.req.disk)} is being published to ${this.what(vm)}; not expanding it through a helper attachment now`));
-          continue;
-        }
-        if (leaving.length) {
-          unlink.push(...leaving.map((s) => s.key));
-          continue;
-        }
-        const slot = sites.find((s) => s.placement === 'attaching')?.slot ?? free.shift();
-        if (slot === undefined) {
-          j.reject(new ResourceExhausted(`no free SCSI slot on ${this.what(vm)}: scsi1..scsi30 are all in use or pending`));
-          continue;
-        }
-        set[`scsi${slot}`] = driveString(j.req.storage, j.req.disk, j.req.options, j.req.helper ? helperWwnForSlot(slot) : wwnForSlot(slot));
-        if (diskOwner(j.req.disk) !== vm.vmid) del.push(...unusedOf(state.entries, j.req.storage, j.req.disk));
-        assigned.set(j, slot);
-      }
+      const plan = planAttach(vm, state.entries, open.map((j) => j.req));
+      plan.rejects.forEach((err, i) => open[i]!.reject(err));
+      const assigned = new Map([...plan.assigned].map(([i, slot]) => [open[i]!, slot]));
       open = open.filter(isOpen);
-      if (open.length === 0) return;
+      if (open.length === 0) return landed;
 
+      let applied = false;
       try {
-        if (unlink.length) {
-          await this.o.api.unlinkDisks(vm.node, vm.vmid, [...new Set(unlink)]);
-          await this.poll(vm, (en) => open.every((j) => this.obstacles(vm, en, j).length === 0));
+        if (plan.unlink.length) {
+          await this.o.api.unlinkDisks(vm.node, vm.vmid, plan.unlink);
+          await this.poll(vm, (en) => open.every((j) => obstacles(vm.vmid, en, j.req).length === 0));
           continue;
         }
-        const upid = await this.o.api.updateVmConfig(vm.node, vm.vmid, { set, delete: del.length ? del : undefined, digest: state.digest });
-        if (upid) await waitTask(this.o.api, vm.node, upid, { cluster: this.o.cluster, what: `attach disks to ${this.what(vm)}`, timeoutMs: this.o.taskTimeoutMs });
+        const upid = await this.o.api.updateVmConfig(vm.node, vm.vmid, { set: plan.set, delete: plan.delete.length ? plan.delete : undefined, digest: state.digest });
+        if (upid) {
+          this.index.mine(upid);
+          landed = await this.finish(vm, upid, 'attach disks to', open.some((j) => j.req.exclusive && !j.req.helper));
+        }
+        // Applied unless the VM keeps disk changes pending (no disk hot-plug): qemu-server fails
+        // the task with `hotplug problem` when a hot-plug fails.
+        applied = hotplugsDisks(state.entries);
+        if (applied) this.index.applied(vm.vmid, plan.set, plan.delete);
       } catch (e) {
         if (isCsiError(e, 'Aborted')) {
           this.o.log.info({ vmid: vm.vmid, attempt, err: (e as Error).message }, 'VM busy, retrying attach');
@@ -555,46 +492,22 @@ export class AttachQueues {
         }
         if (open.length > 1) {
           // One disk's problem must not fail the others: try each on its own.
-          for (const j of open) await this.attachBatch(vm, [j], false);
-          return;
+          for (const j of open) landed = (await this.attachBatch(vm, [j], false)) ?? landed;
+          return landed;
         }
-        return open.forEach((j) => j.reject(e));
+        open.forEach((j) => j.reject(e));
+        return landed;
       }
 
-      const entries = await this.poll(vm, (en) => open.every((j) => this.attachedFor(vm, en, j) || sitesOf(en, j.req.storage, j.req.disk, vm.vmid).length === 0));
+      const entries = applied
+        ? [...state.entries.filter((e) => !(e.key in plan.set) && !plan.delete.includes(e.key)), ...Object.entries(plan.set).map(([key, value]) => ({ key, value }))]
+        : await this.poll(vm, (en) => open.every((j) => attachedFor(vm.vmid, en, j.req) || driverSites(en, j.req.storage, j.req.disk, vm.vmid).length === 0));
       for (const j of open) {
-        const sites = sitesOf(entries, j.req.storage, j.req.disk, vm.vmid);
-        const site = this.attachedFor(vm, entries, j);
-        if (site) this.settleAttached(vm, j, site);
-        else if (sites.some((s) => s.placement === 'attaching')) {
-          j.reject(new Unavailable(`hot-plug of ${volidOf(j.req.storage, j.req.disk)} into ${this.what(vm)} did not complete; it stays a pending change of scsi${assigned.get(j)}`));
-        }
+        const out = attachOutcome(vm, entries, j.req, assigned.get(j));
+        if (out.kind === 'attached' || out.kind === 'reject') this.settleFound(vm, j, out);
       }
       open = open.filter(isOpen);
     }
+    return landed;
   }
-}
-
-/** Why another VM's use of the disk forbids attaching it (exclusive), or undefined. */
-function conflictOf(scan: readonly VmEntries[], req: AttachRequest): Error | undefined {
-  const volid = volidOf(req.storage, req.disk);
-  const use = usesOf(scan, req.storage, req.disk);
-  const own = use.otherBus[0];
-  if (own) {
-    return new FailedPrecondition(`${volid} is ${own.key} of VM ${own.vm.name} (${own.vm.vmid}) on ${own.vm.node}, a disk of that VM; it is never attached to another VM`);
-  }
-  const other = use.sites.find((s) => !isHelperSite(s.site));
-  if (other) {
-    const how = other.site.placement === 'attached' ? 'attached' : other.site.placement === 'attaching' ? 'being attached' : 'still being detached';
-    const msg = `${volid} is ${how} as ${other.site.key} of VM ${other.vm.name} (${other.vm.vmid}) on ${other.vm.node}; a single-node volume is published to one node at a time`;
-    return new FailedPrecondition(msg);
-  }
-  if (use.sites.length > 0) {
-    const vms = [...new Map(use.sites.map((s) => [s.vm.vmid, { vmid: s.vm.vmid, node: s.vm.node, name: s.vm.name }])).values()];
-    return new HelperLeftovers(
-      `${volid} is still attached to ${vms.map((v) => `VM ${v.name} (${v.vmid})`).join(', ')} by an interrupted offline expansion; remove that attachment first`,
-      vms,
-    );
-  }
-  return undefined;
 }

@@ -11,7 +11,7 @@ import { driveOptionsFromContext } from './params.js';
 import { publishContextForSlot } from '../contract.js';
 import { readMarkers } from './modify.js';
 import { applyMutable } from './mutable.js';
-import { scanVms, usesOf } from './scan.js';
+import { usesOf } from './scan.js';
 
 export async function controllerPublishVolume(core: Core, req: T.ControllerPublishVolumeRequest, ctx: CallContext): Promise<T.ControllerPublishVolumeResponse> {
   const v = requireVolume(core, req.volumeId);
@@ -46,7 +46,7 @@ export async function controllerPublishVolume(core: Core, req: T.ControllerPubli
       const nodes = shared ? rows.map((r) => r.node) : [ref.zone || vm.node];
       await cluster.startup.settle([vm.node, ...nodes], `publishing ${v.volid} to VM ${vm.name} (${vm.vmid})`, ctx);
     }
-    const [marker] = await readMarkers(v, ref.zone || vm.node, ctx.signal);
+    const [marker] = await readMarkers(v, ref.zone || vm.node, ctx.signal, true);
     if (marker) options = applyMutable(fromContext, marker.values);
     try {
       return await attach();
@@ -80,7 +80,7 @@ export async function controllerUnpublishVolume(core: Core, req: T.ControllerUnp
       // and if that fails, the next publish, expansion or delete of the volume removes it.
       await Promise.all([
         cluster.queues.detach(vm, disk, ctx.signal),
-        removeHelperLeftovers(cluster, ref, { log: ctx.log, signal: ctx.signal, exclude: [vm.vmid] }).catch((e: unknown) => {
+        removeHelperLeftovers(cluster, ref, { log: ctx.log, signal: ctx.signal, exclude: [vm.vmid], maxAgeMs: cluster.ttlMs }).catch((e: unknown) => {
           ctx.log.warn({ err: (e as Error).message }, 'could not remove a helper attachment left by an interrupted offline expansion');
         }),
       ]);
@@ -89,7 +89,7 @@ export async function controllerUnpublishVolume(core: Core, req: T.ControllerUnp
     // No node given: detach from every VM that has it, helper attachments included. A change
     // that may still land would escape the scan: refuse until it has settled.
     cluster.fences.check(v.volid, `unpublishing ${v.volid} from every VM`);
-    const scan = await scanVms(cluster.api, cluster.locator, { signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined });
+    const scan = await cluster.index.scan({ signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined });
     const use = usesOf(scan, ref.storage, ref.disk);
     const vms = new Map([...use.sites, ...use.unused].map((u) => [u.vm.vmid, { vmid: u.vm.vmid, node: u.vm.node, name: u.vm.name }]));
     for (const vm of vms.values()) await cluster.queues.detach(vm, disk, ctx.signal);

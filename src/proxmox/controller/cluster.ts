@@ -3,13 +3,15 @@
 import type { Logger } from 'pino';
 import type { ProxmoxApi, StorageResource } from '../api/api.js';
 import { AttachQueues, type QueueOptions } from './attach-queue.js';
+import { ContentCache } from './content-cache.js';
+import { DiskIndex } from './disk-index.js';
 import { Fences } from './fences.js';
 import { StartupFence } from './startup-fence.js';
 import { VmLocator } from './vm-locator.js';
 import { KeyedLock } from '../../locks.js';
 
 export interface ClusterTuning {
-  /** How long the VM list and the storage list are reused; default 5 s. */
+  /** How long the VM list, the storage list, storage contents and other VMs' entries are reused; default 5 s. */
   cacheTtlMs?: number;
   queue?: Partial<Pick<QueueOptions, 'mergeWindowMs' | 'attempts' | 'confirmTimeoutMs' | 'taskTimeoutMs'>>;
   /** How long a change whose outcome is unknown keeps its volume fenced (fences.ts). */
@@ -26,9 +28,14 @@ export class Cluster {
   /** After a restart: config changes a previous process sent that may still land. */
   readonly startup: StartupFence;
   readonly api: ProxmoxApi;
+  /** Every VM's config entries as last read, and other instances' changes since (disk-index.ts). */
+  readonly index: DiskIndex;
+  /** The driver's own disks per storage and host (content-cache.ts). */
+  readonly content: ContentCache;
   private storagesCache: { at: number; rows: StorageResource[] } | undefined;
   private storagesInflight: Promise<StorageResource[]> | undefined;
-  private readonly ttlMs: number;
+  /** How long cached views are reused (ClusterTuning.cacheTtlMs). */
+  readonly ttlMs: number;
   private readonly volumeLocks = new KeyedLock();
 
   /** `identity`: the token id or user name this cluster's API runs as. */
@@ -39,7 +46,12 @@ export class Cluster {
     this.ttlMs = tuning.cacheTtlMs ?? 5_000;
     this.locator = new VmLocator(api, { cluster: region, ttlMs: this.ttlMs, log: log.child({ cluster: region }) });
     this.fences = new Fences(tuning.landHorizonMs);
-    this.queues = new AttachQueues({ api, cluster: region, locator: this.locator, log: log.child({ cluster: region }), fences: this.fences, ...tuning.queue });
+    this.index = new DiskIndex(api, this.locator);
+    this.content = new ContentCache(api, this.ttlMs);
+    this.queues = new AttachQueues({
+      api, cluster: region, locator: this.locator, log: log.child({ cluster: region }), fences: this.fences,
+      index: this.index, content: this.content, indexMaxAgeMs: this.ttlMs, ...tuning.queue,
+    });
   }
 
   /**

@@ -55,21 +55,29 @@ export async function volumeNode(v: ResolvedVolume, signal?: AbortSignal): Promi
   return rows.find((r) => r.status === undefined || r.status === 'available')?.node;
 }
 
-/** The volume's storage content row, or undefined when the disk is not there. */
-export async function findVolume(v: ResolvedVolume, signal?: AbortSignal): Promise<{ node: string; item: StorageContentItem } | undefined> {
+/**
+ * The volume's storage content row (and the owner's other volumes on that storage: its
+ * markers), or undefined when the disk is not there. `cached` takes the cluster's content view
+ * when it has the disk (content-cache.ts); a miss is always read again.
+ */
+export async function findVolume(v: ResolvedVolume, signal?: AbortSignal, cached = false): Promise<{ node: string; item: StorageContentItem; items: StorageContentItem[] } | undefined> {
   const node = await volumeNode(v, signal);
   if (!node) return undefined;
   const nodes = (await v.cluster.storages(signal)).filter((r) => r.storage === v.ref.storage).map((r) => r.node);
   if (nodes.length > 0 && !nodes.includes(node)) return undefined;
-  let items: StorageContentItem[];
   try {
-    items = await v.cluster.api.listContent(node, v.ref.storage, diskOwner(v.ref.disk), { signal });
+    const owner = diskOwner(v.ref.disk);
+    if (cached) {
+      const { item, items } = await v.cluster.content.find(node, v.ref.storage, owner, v.volid, signal);
+      return item ? { node, item, items } : undefined;
+    }
+    const items = await v.cluster.content.list(node, v.ref.storage, owner, signal, true);
+    const item = items.find((i) => i.volid === v.volid);
+    return item ? { node, item, items } : undefined;
   } catch (e) {
     if ((e as { kind?: string }).kind === 'NotFound') return undefined;
     throw e;
   }
-  const item = items.find((i) => i.volid === v.volid);
-  return item ? { node, item } : undefined;
 }
 
 const SINGLE_NODE = new Set(['SINGLE_NODE_WRITER', 'SINGLE_NODE_READER_ONLY', 'SINGLE_NODE_SINGLE_WRITER', 'SINGLE_NODE_MULTI_WRITER']);

@@ -19,7 +19,7 @@ import { isHelperSite } from './drives.js';
 import { outcomeUncertain } from '../api/errors.js';
 import { removeHelperLeftovers } from './leftovers.js';
 import { HELPER_DRIVE_OPTIONS, MiB, sizeForExpand } from './params.js';
-import { scanVms, usesOf } from './scan.js';
+import { usesOf } from './scan.js';
 import { retryBusy, sleep, waitTask } from '../api/tasks.js';
 import { untilAborted } from './fences.js';
 import type { VmRef } from './vm-locator.js';
@@ -40,7 +40,7 @@ export async function controllerExpandVolume(core: Core, req: T.ControllerExpand
     // A shared storage's disk may sit on a VM of any node: look at all of them.
     const [found, scan] = await Promise.all([
       findVolume(v, ctx.signal),
-      scanVms(cluster.api, cluster.locator, { signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined }),
+      cluster.index.scan({ signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined }),
     ]);
     if (!found) throw new NotFound(`volume ${req.volumeId} does not exist`);
     // Also on the no-op path: a retry after a failed unlink must not leave the helper behind.

@@ -5,7 +5,7 @@
 import type { Logger } from 'pino';
 import type { Cluster } from './cluster.js';
 import { isHelperSite } from './drives.js';
-import { type VmEntries, scanVms, usesOf } from './scan.js';
+import { type VmEntries, usesOf } from './scan.js';
 import type { VmRef } from './vm-locator.js';
 import type { VolumeRef } from '../volume-id.js';
 
@@ -34,9 +34,9 @@ export async function unlinkFrom(cluster: Cluster, vms: readonly VmRef[], disk: 
 export async function removeHelperLeftovers(
   cluster: Cluster,
   ref: VolumeRef,
-  o: { log: Logger; signal?: AbortSignal; exclude?: readonly number[]; scan?: readonly VmEntries[] },
+  o: { log: Logger; signal?: AbortSignal; exclude?: readonly number[]; scan?: readonly VmEntries[]; /** reuse VMs' entries read this recently (disk-index.ts) */ maxAgeMs?: number },
 ): Promise<VmRef[]> {
-  const scan = o.scan ?? await scanVms(cluster.api, cluster.locator, { signal: o.signal, nodes: ref.zone ? [ref.zone] : undefined, exclude: o.exclude });
+  const scan = o.scan ?? await cluster.index.scan({ signal: o.signal, nodes: ref.zone ? [ref.zone] : undefined, exclude: o.exclude, maxAgeMs: o.maxAgeMs });
   const vms = helperHolders(scan, ref).filter((vm) => !o.exclude?.includes(vm.vmid));
   if (vms.length === 0) return [];
   o.log.warn({ disk: `${ref.storage}:${ref.disk}`, vms: vms.map((v) => v.vmid) }, 'removing helper attachments left by an interrupted offline expansion');

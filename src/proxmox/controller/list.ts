@@ -6,7 +6,7 @@ import { Busy, InvalidArgument, NotFound } from '../../errors.js';
 import { holdsImages, isAvailable } from './cluster.js';
 import { type Core, findVolume, requireVolume, topologyOf } from './core.js';
 import { isHelperSite } from './drives.js';
-import { type DiskUse, scanVms, usesOf } from './scan.js';
+import { type DiskUse, usesOf } from './scan.js';
 import { isMarkerName } from './mutable.js';
 import { diskOwner, formatVolumeId, parseVolid } from '../volume-id.js';
 
@@ -62,8 +62,8 @@ async function listAll(core: Core, signal: AbortSignal): Promise<{ volumes: List
       return true;
     });
     const [lists, scan] = await Promise.all([
-      Promise.all(wanted.map(async (r) => ({ r, items: await cluster.api.listContent(r.node, r.storage, core.controllerVmId, { signal }) }))),
-      scanVms(cluster.api, cluster.locator, { signal }),
+      Promise.all(wanted.map(async (r) => ({ r, items: await cluster.content.list(r.node, r.storage, core.controllerVmId, signal, true) }))),
+      cluster.index.scan({ signal }),
     ]);
     for (const { r, items } of lists) {
       for (const item of items) {
@@ -110,7 +110,7 @@ export async function controllerGetVolume(core: Core, req: T.ControllerGetVolume
   const found = await findVolume(v, ctx.signal);
   if (!found) throw new NotFound(`volume ${req.volumeId} does not exist`);
   const shared = (await v.cluster.storageRows(v.ref.storage, ctx.signal)).some((r) => r.shared);
-  const scan = await scanVms(v.cluster.api, v.cluster.locator, { signal: ctx.signal, nodes: shared ? undefined : [found.node] });
+  const scan = await v.cluster.index.scan({ signal: ctx.signal, nodes: shared ? undefined : [found.node] });
   return {
     volume: {
       volumeId: req.volumeId,

@@ -8,13 +8,13 @@ import { type Core, type ResolvedVolume, findVolume, requireVolume } from './cor
 import { isHelperSite } from './drives.js';
 import { outcomeUncertain } from '../api/errors.js';
 import { MARKER_BYTES, type Marker, type MutableValues, driveChanges, markerName, markersOf, mergeMutable, parseMutableParameters } from './mutable.js';
-import { scanVms, usesOf } from './scan.js';
+import { usesOf } from './scan.js';
 import { retryBusy, waitTask } from '../api/tasks.js';
 import { diskOwner, parseVolid } from '../volume-id.js';
 
 /** The disk's markers on its node, newest first. */
-export async function readMarkers(v: ResolvedVolume, node: string, signal?: AbortSignal): Promise<Marker[]> {
-  const items = await v.cluster.api.listContent(node, v.ref.storage, diskOwner(v.ref.disk), { signal });
+export async function readMarkers(v: ResolvedVolume, node: string, signal?: AbortSignal, cached = false): Promise<Marker[]> {
+  const items = await v.cluster.content.list(node, v.ref.storage, diskOwner(v.ref.disk), signal, !cached);
   return markersOf(items, v.ref.storage, v.ref.disk);
 }
 
@@ -23,8 +23,9 @@ export async function freeMarkers(v: ResolvedVolume, node: string, markers: read
   for (const m of markers) {
     await retryBusy(async () => {
       try {
-        const upid = await v.cluster.api.freeDisk(node, v.ref.storage, m.volid, { signal });
+        const upid = await v.cluster.api.freeDisk(node, v.ref.storage, m.volid, { signal, waitSeconds: 5 });
         if (upid) await waitTask(v.cluster.api, node, upid, { cluster: v.cluster.region, what: `free ${m.volid}`, signal });
+        v.cluster.content.removed(node, v.ref.storage, m.volid);
       } catch (e) {
         if (isCsiError(e, 'NotFound')) return;
         if (!outcomeUncertain(e)) throw e;
@@ -47,7 +48,9 @@ async function storeMarker(v: ResolvedVolume, node: string, values: MutableValue
   const owner = diskOwner(v.ref.disk)!;
   try {
     await retryBusy(() => v.cluster.api.allocDisk(node, v.ref.storage, { vmid: owner, filename: name, sizeBytes: MARKER_BYTES, format: 'raw' }, { signal }), { signal });
+    v.cluster.content.invalidate(node, v.ref.storage);
   } catch (e) {
+    v.cluster.content.invalidate(node, v.ref.storage);
     // The call may have landed although it reported an error (a lost answer, a resent POST).
     const now = await readMarkers(v, node, signal);
     if (!now.some((m) => parseVolid(m.volid)?.disk === name)) throw e;
@@ -69,7 +72,7 @@ export async function controllerModifyVolume(core: Core, req: T.ControllerModify
     if (!same) await storeMarker(v, found.node, values, markers, ctx.signal);
 
     // The live drive lines: every VM on the volume's host that has it attached.
-    const scan = await scanVms(cluster.api, cluster.locator, { signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined });
+    const scan = await cluster.index.scan({ signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined });
     const vms = new Map(usesOf(scan, ref.storage, ref.disk).sites
       .filter((s) => !isHelperSite(s.site))
       .map((s) => [s.vm.vmid, { vmid: s.vm.vmid, node: s.vm.node, name: s.vm.name }]));

@@ -10,11 +10,12 @@ import {
 import { isHelperSite } from './drives.js';
 import { outcomeUncertain } from '../api/errors.js';
 import { removeHelperLeftovers } from './leftovers.js';
-import { freeMarkers, readMarkers } from './modify.js';
+import { freeMarkers } from './modify.js';
+import { markersOf } from './mutable.js';
 import { mutableContext, parseMutableParameters } from './mutable.js';
 import { TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY } from '../contract.js';
 import { parseCreateParameters, sizeFits, sizeForCreate, volumeContextOf } from './params.js';
-import { scanVms, usesOf } from './scan.js';
+import { usesOf } from './scan.js';
 import { retryBusy, waitTask } from '../api/tasks.js';
 import { diskNameFor, diskOwner, formatVolumeId, volidOf } from '../volume-id.js';
 
@@ -54,10 +55,14 @@ async function placeVolume(core: Core, req: T.CreateVolumeRequest, storage: stri
   return { cluster, zones: shared ? zones.slice(0, 1) : zones, shared };
 }
 
-async function existingOn(target: Target, storage: string, disk: string, owner: number, signal: AbortSignal): Promise<{ zone: string; size: number } | undefined> {
+/**
+ * Where the disk already is among these hosts: from the cluster's content view (content-cache.ts;
+ * this process's own allocations are in it), or read now with `fresh`.
+ */
+async function existingOn(cluster: Cluster, zones: readonly string[], storage: string, disk: string, owner: number, signal: AbortSignal, fresh: boolean): Promise<{ zone: string; size: number } | undefined> {
   const volid = volidOf(storage, disk);
-  const found = await Promise.all(target.zones.map(async (zone) => {
-    const items = await target.cluster.api.listContent(zone, storage, owner, { signal });
+  const found = await Promise.all(zones.map(async (zone) => {
+    const items = await cluster.content.list(zone, storage, owner, signal, fresh);
     const item = items.find((i) => i.volid === volid);
     return item ? { zone, size: item.size } : undefined;
   }));
@@ -93,23 +98,29 @@ export async function createVolume(core: Core, req: T.CreateVolumeRequest, ctx: 
     return answer(found.zone, found.size);
   };
 
-  const existing = await existingOn(target, params.storage, disk, core.controllerVmId, ctx.signal);
-  if (existing) return reuse(existing);
-
-  const zone = target.zones[0]!;
+  // The first host is not read: the allocation itself says whether the name exists there (one
+  // call on the happy path). Other candidate hosts are looked up in the content view, so a retry
+  // whose preferred host changed reuses the disk instead of making a second one.
+  const [zone, ...others] = target.zones as [string, ...string[]];
+  const elsewhere = await existingOn(cluster, others, params.storage, disk, core.controllerVmId, ctx.signal, false);
+  if (elsewhere) return reuse(elsewhere);
+  const known = cluster.content.peek(zone, params.storage, core.controllerVmId, volidOf(params.storage, disk));
+  if (known) return reuse({ zone, size: known.size });
   try {
     await retryBusy(() => cluster.api.allocDisk(zone, params.storage, { vmid: core.controllerVmId, filename: disk, sizeBytes: size, format: 'raw' }, { signal: ctx.signal }), { signal: ctx.signal });
   } catch (e) {
-    // The disk may exist anyway: the call may have arrived though its answer was lost.
+    // "already exists" (a retry), or no answer: the call may have arrived though its answer was
+    // lost. Read the storage back instead of trusting the error.
     if (!outcomeUncertain(e)) {
       if (isCsiError(e, 'ResourceExhausted')) throw new ResourceExhausted(`storage ${params.storage} on ${zone} has no room for ${size} bytes: ${(e as Error).message}`, { cause: e });
       throw e;
     }
-    const after = await existingOn({ ...target, zones: [zone] }, params.storage, disk, core.controllerVmId, ctx.signal);
+    const after = await existingOn(cluster, [zone], params.storage, disk, core.controllerVmId, ctx.signal, true);
     if (!after) throw e;
-    ctx.log.info({ volid: volidOf(params.storage, disk), err: (e as Error).message }, 'allocation reported an error but the disk exists');
+    if (!isCsiError(e, 'AlreadyExists')) ctx.log.info({ volid: volidOf(params.storage, disk), err: (e as Error).message }, 'allocation reported an error but the disk exists');
     return reuse(after);
   }
+  cluster.content.added(zone, params.storage, core.controllerVmId, { volid: volidOf(params.storage, disk), size, vmid: core.controllerVmId, format: 'raw' });
   ctx.log.info({ volid: volidOf(params.storage, disk), zone, size }, 'disk allocated');
   return answer(zone, size);
 }
@@ -123,10 +134,16 @@ export async function deleteVolume(core: Core, req: T.DeleteVolumeRequest, ctx: 
   const { cluster, ref, volid } = v;
   return cluster.exclusive(volid, async () => {
     cluster.fences.check(volid, `deleting ${volid}`);
-    const [found, scan, vms] = await Promise.all([
-      findVolume(v, ctx.signal),
-      scanVms(cluster.api, cluster.locator, { signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined }),
+    // VMs' entries as the disk index has them (read within the cache TTL), plus one look at the
+    // host's task list for what another instance of the driver changed since (disk-index.ts).
+    const nodes = ref.zone ? [ref.zone] : undefined;
+    const taskNodes = ref.zone ? [ref.zone] : [...new Set((await cluster.storageRows(ref.storage, ctx.signal)).map((r) => r.node))];
+    const since = Date.now() - cluster.ttlMs;
+    const [found, , vms, tasks] = await Promise.all([
+      findVolume(v, ctx.signal, true),
+      cluster.index.scan({ signal: ctx.signal, nodes, maxAgeMs: cluster.ttlMs }),
       cluster.locator.list(ctx.signal),
+      Promise.all(taskNodes.map(async (n) => ({ n, t: await cluster.index.tasks(n, since, ctx.signal) }))),
     ]);
     if (!found) {
       ctx.log.info({ volid }, 'disk is already gone');
@@ -137,7 +154,17 @@ export async function deleteVolume(core: Core, req: T.DeleteVolumeRequest, ctx: 
     if (ownerVm && owner !== core.controllerVmId) {
       throw new FailedPrecondition(`refusing to free ${volid}: it belongs to VM ${ownerVm.name} (${ownerVm.vmid}), not to this driver`);
     }
-    const use = usesOf(scan, ref.storage, ref.disk);
+    for (const { n, t } of tasks) await cluster.index.catchUp(n, t, [], { signal: ctx.signal });
+    let scan = await cluster.index.scan({ signal: ctx.signal, nodes, maxAgeMs: cluster.ttlMs });
+    let use = usesOf(scan, ref.storage, ref.disk);
+    // A VM seen holding the disk in entries read earlier is read again: a detach since then
+    // must not keep the volume.
+    const seenOn = [...new Set([...use.sites, ...use.unused].map((u) => u.vm.vmid))].filter((id) => (cluster.index.readAt(id) ?? 0) < Date.now() - 50);
+    if (seenOn.length) {
+      await Promise.all(scan.filter((x) => seenOn.includes(x.vm.vmid)).map((x) => cluster.index.read(x.vm, ctx.signal)));
+      scan = await cluster.index.scan({ signal: ctx.signal, nodes, maxAgeMs: cluster.ttlMs });
+      use = usesOf(scan, ref.storage, ref.disk);
+    }
     const holder = use.sites.find((s) => !isHelperSite(s.site));
     if (holder) {
       throw new FailedPrecondition(`volume is still ${holder.site.placement === 'attached' ? 'attached' : holder.site.placement === 'attaching' ? 'being attached' : 'being detached'} as ${holder.site.key} of VM ${holder.vm.name} (${holder.vm.vmid}) on ${holder.vm.node}; unpublish it first`);
@@ -150,17 +177,19 @@ export async function deleteVolume(core: Core, req: T.DeleteVolumeRequest, ctx: 
       await cluster.queues.detach({ vmid: u.vm.vmid, node: u.vm.node, name: u.vm.name }, { storage: ref.storage, disk: ref.disk }, ctx.signal);
     }
     // Markers first: one left behind would outlive its disk, the disk never outlives them.
-    await freeMarkers(v, found.node, await readMarkers(v, found.node, ctx.signal), ctx.signal);
-    // The free task runs to its outcome even when the caller gives up (fences.ts).
+    await freeMarkers(v, found.node, markersOf(found.items, ref.storage, ref.disk), ctx.signal);
+    // The free task runs to its outcome even when the caller gives up (fences.ts). `delay`:
+    // Proxmox answers once the task ended (null), so no task poll on the happy path.
     await retryBusy(() => cluster.fences.run(volid, 'free', undefined, async () => {
       try {
-        const upid = await cluster.api.freeDisk(found.node, ref.storage, volid);
+        const upid = await cluster.api.freeDisk(found.node, ref.storage, volid, { waitSeconds: 5 });
         if (upid) await waitTask(cluster.api, found.node, upid, { cluster: cluster.region, what: `free ${volid}` });
       } catch (e) {
         if (isCsiError(e, 'NotFound')) return;
         if (!outcomeUncertain(e) || (await findVolume(v))) throw e;
       }
     }, ctx.signal), { signal: ctx.signal });
+    cluster.content.removed(found.node, ref.storage, volid);
     ctx.log.info({ volid, node: found.node }, 'disk freed');
     return {};
   });

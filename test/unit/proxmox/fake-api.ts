@@ -264,9 +264,12 @@ export class FakeProxmox implements ProxmoxApi {
     await this.enter('vmPending', [node, vmid], o);
     const vm = this.vm(node, vmid);
     const keys = new Set([...vm.config.keys(), ...vm.pending.keys(), ...vm.pendingDelete]);
-    return [...keys].map((key) => ({
+    const entries: ConfigEntry[] = [...keys].map((key) => ({
       key, value: vm.config.get(key), pending: vm.pending.get(key), pendingDelete: vm.pendingDelete.has(key) || undefined,
     }));
+    // qemu-server leaves a new disk pending with the task OK only when the VM does not hot-plug disks.
+    if (this.faults.stuckAttach.has(vmid) && !keys.has('hotplug')) entries.push({ key: 'hotplug', value: 'network,usb' });
+    return entries;
   }
 
   async updateVmConfig(node: string, vmid: number, change: ConfigChange, o?: CallOptions): Promise<string | null> {
