@@ -6,7 +6,8 @@
 import { AlreadyExists, Busy, FailedPrecondition, ResourceExhausted, Unavailable } from '../../errors.js';
 import type { ConfigEntry } from '../api/api.js';
 import { type DiskSite, driveHasOptions, freeSlots, isDriverSite, isHelperSite, otherBusKeysOf, sitesOf as allSitesOf, unusedOf, withDriveOptions } from './drives.js';
-import { type DriveOptions, driveString, helperWwnForSlot, wwnForSlot } from './params.js';
+import { type DriveOptions, driveString } from './params.js';
+import { helperWwnForSlot, wwnForSlot } from '../contract.js';
 import { type VmEntries, usesOf } from './scan.js';
 import type { VmRef } from './vm-locator.js';
 import { diskOwner, volidOf } from '../volume-id.js';
@@ -24,7 +25,7 @@ export interface AttachRequest {
    * the other's attachment of the same disk on the VM as an obstacle: a publish unlinks a helper
    * left over by a crash, a helper refuses to touch a publish.
    */
-  helper?: boolean;
+  helper?: boolean | undefined;
 }
 
 export interface DetachRequest {
@@ -94,7 +95,7 @@ export function obstacles(vmid: number, entries: readonly ConfigEntry[], req: At
 }
 
 export type Found =
-  | { kind: 'attached'; slot: number; /** the drive's WWN is not its slot's (attached by hand?) */ oddWwn?: string }
+  | { kind: 'attached'; slot: number; /** the drive's WWN is not its slot's (attached by hand?) */ oddWwn?: string | undefined }
   | { kind: 'reject'; error: Error };
 
 /** What an attachment found on the VM means for the request: done, or a conflict. */

@@ -47,11 +47,11 @@ export interface QueueOptions {
   /** Shared with the cluster's other mutating paths; a private set by default. */
   fences?: Fences;
   /** The cluster's disk → VM view; a private one by default. */
-  index?: DiskIndex;
+  index?: DiskIndex | undefined;
   /** The cluster's view of its own disks per storage; a private one by default. */
-  content?: ContentCache;
+  content?: ContentCache | undefined;
   /** How old other VMs' entries may be for the exclusivity check before they are read again; default 5 s. */
-  indexMaxAgeMs?: number;
+  indexMaxAgeMs?: number | undefined;
 }
 
 /** Unlinks issued per detach batch: each one re-triggers a hot-unplug the guest did not finish. */

@@ -26,13 +26,13 @@ interface Seen {
 }
 
 export interface IndexScan {
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** Only VMs on these Proxmox nodes; all nodes when undefined. */
-  nodes?: readonly string[];
+  nodes?: readonly string[] | undefined;
   /** VMIDs to leave out (the VM being published to). */
-  exclude?: readonly number[];
+  exclude?: readonly number[] | undefined;
   /** Entries younger than this are reused; default 0 = read every VM now. */
-  maxAgeMs?: number;
+  maxAgeMs?: number | undefined;
 }
 
 /** How far back a task of another instance can have started and still be landing (lock wait + hot-plug). */
@@ -149,7 +149,7 @@ export class DiskIndex {
    * changed since they were read: its task ended after the read or still runs. Running ones are
    * waited for (up to `waitMs`) first; then those VMs are re-read. Returns the re-read VMs.
    */
-  async catchUp(node: string, tasks: readonly TaskListItem[], exclude: readonly number[], o: { signal?: AbortSignal; waitMs?: number } = {}): Promise<VmEntries[]> {
+  async catchUp(node: string, tasks: readonly TaskListItem[], exclude: readonly number[], o: { signal?: AbortSignal | undefined; waitMs?: number | undefined } = {}): Promise<VmEntries[]> {
     const stale = new Map<number, TaskListItem[]>();
     for (const t of tasks) {
       if (t.type !== 'qmconfig' || this.own.has(t.upid) || t.node !== node) continue;

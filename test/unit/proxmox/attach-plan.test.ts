@@ -5,7 +5,8 @@ import type { ConfigEntry } from '../../../src/proxmox/api/api.js';
 import {
   type AttachRequest, HelperLeftovers, conflictOf, hotplugsDisks, planAttach, planDetach, planUpdate, settle,
 } from '../../../src/proxmox/controller/attach-plan.js';
-import { driveOptionsFromContext, helperWwnForSlot, wwnForSlot } from '../../../src/proxmox/controller/params.js';
+import { driveOptionsFromContext } from '../../../src/proxmox/controller/params.js';
+import { helperWwnForSlot, wwnForSlot } from '../../../src/proxmox/contract.js';
 
 const VM = { vmid: 111, node: 'hyper1', name: 'talos-worker-1' };
 const BOOT: ConfigEntry = { key: 'scsi0', value: 'local-lvm:vm-111-disk-0,iothread=1,size=64G' };
