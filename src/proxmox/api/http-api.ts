@@ -216,8 +216,8 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
         r = await call<unknown>('POST', `${vmPath(node, vmid)}/config`, params, what, o);
       } catch (e) {
         // qemu-server's background_delay: the task ended within the wait with this exit status.
-        const m = change.waitSeconds ? /failed to update VM \d+: (.+)$/s.exec((e as Error).message) : null;
-        if (m) throw taskError(m[1]!.trim(), { cluster: c.region, what });
+        const exit = change.waitSeconds ? /failed to update VM \d+: (.+)$/s.exec((e as Error).message)?.[1] : undefined;
+        if (exit) throw taskError(exit.trim(), { cluster: c.region, what });
         throw e;
       }
       return typeof r === 'string' && r.startsWith('UPID:') ? r : null;
@@ -261,12 +261,13 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
     async nodeTasks(node, q, o) {
       const params: Record<string, unknown> = {};
       for (const [k, v] of Object.entries(q)) if (v !== undefined) params[k] = v;
-      const rows = await call<Record<string, unknown>[]>('GET', `/nodes/${seg(node)}/tasks`, params, `list tasks on ${node}`, o);
+      const rows = await call<Record<string, unknown>[] | null>('GET', `/nodes/${seg(node)}/tasks`, params, `list tasks on ${node}`, o);
+      const text = (v: unknown): string | undefined => (typeof v === 'string' ? v : typeof v === 'number' ? String(v) : undefined);
       return (rows ?? []).map((r): TaskListItem => ({
-        upid: String(r.upid ?? ''), node: String(r.node ?? node), type: String(r.type ?? ''), id: String(r.id ?? ''),
-        user: String(r.user ?? ''), tokenid: r.tokenid === undefined ? undefined : String(r.tokenid),
+        upid: text(r.upid) ?? '', node: text(r.node) ?? node, type: text(r.type) ?? '', id: text(r.id) ?? '',
+        user: text(r.user) ?? '', tokenid: text(r.tokenid),
         starttime: num(r.starttime), endtime: r.endtime === undefined ? undefined : num(r.endtime),
-        status: r.status === undefined ? undefined : String(r.status),
+        status: text(r.status),
       }));
     },
     async permissions(o) {

@@ -29,6 +29,7 @@ import { type FenceKind, Fences } from './fences.js';
 import type { VmEntries } from './scan.js';
 import type { VmLocator, VmRef } from './vm-locator.js';
 import { diskOwner, volidOf } from '../volume-id.js';
+import { defined } from '../../defined.js';
 
 export { type AttachRequest, type DetachRequest, HelperLeftovers, type UpdateRequest } from './attach-plan.js';
 
@@ -181,7 +182,7 @@ export class AttachQueues {
 
   /** One batch of a VM: detaches first, then attaches (and their re-check), then option changes. */
   private async batch(vmid: number, taken: Job[]): Promise<void> {
-    const vm = this.vms.get(vmid)!;
+    const vm = defined(this.vms.get(vmid), `the queue's VM ${vmid}`);
     const jobs = taken.filter((j) => !j.done);
     for (const j of jobs) j.taken = true;
     if (jobs.length === 0) return;
@@ -265,8 +266,8 @@ export class AttachQueues {
       }
       last = undefined;
       const plan = planDetach(vm, entries, open.map((j) => j.req));
-      plan.rejects.forEach((err, i) => open[i]!.reject(err));
-      for (const i of plan.done) open[i]!.resolve();
+      plan.rejects.forEach((err, i) => open[i]?.reject(err));
+      for (const i of plan.done) open[i]?.resolve();
       open = open.filter((j) => !j.done);
       if (open.length === 0) return;
       try {
@@ -312,8 +313,8 @@ export class AttachQueues {
     for (let attempt = 1; open.length > 0; attempt++) {
       const state = await this.readState(vm);
       const plan = planUpdate(vm, state.entries, open.map((j) => j.req));
-      plan.rejects.forEach((err, i) => open[i]!.reject(err));
-      for (const i of plan.done) open[i]!.resolve();
+      plan.rejects.forEach((err, i) => open[i]?.reject(err));
+      for (const i of plan.done) open[i]?.resolve();
       open = open.filter((j) => !j.done);
       if (open.length === 0) return;
       if (attempt > this.attempts) {
@@ -403,7 +404,7 @@ export class AttachQueues {
     for (const j of landed) {
       const conflict = conflictOf(scan, j.req);
       if (!conflict) {
-        j.resolve(j.landedSlot!);
+        j.resolve(defined(j.landedSlot, 'the landed slot'));
         continue;
       }
       this.o.log.warn({ vmid: vm.vmid, disk: volidOf(j.req.storage, j.req.disk), err: conflict.message }, 'disk appeared on another VM while it was attached here; withdrawing this attachment');
@@ -443,7 +444,10 @@ export class AttachQueues {
     for (let attempt = 1; open.length > 0; attempt++) {
       const [state] = await Promise.all([this.readState(vm), check && attempt === 1 ? this.precheck(vm, open) : undefined]);
       open = open.filter(isOpen);
-      settle(vm, state.entries, open.map((j) => j.req)).forEach((f, i) => f && this.settleFound(vm, open[i]!, f));
+      settle(vm, state.entries, open.map((j) => j.req)).forEach((f, i) => {
+        const j = open[i];
+        if (f && j) this.settleFound(vm, j, f);
+      });
       open = open.filter(isOpen);
       // A caller that gave up gets no new change sent; what was sent has been read back above.
       for (const j of open) if (j.abandoned) j.reject(new DeadlineExceeded('caller gave up; no further change sent'));
@@ -457,12 +461,12 @@ export class AttachQueues {
 
       // Plan: finish pending detaches of these disks first, then one change for all the rest.
       const plan = planAttach(vm, state.entries, open.map((j) => j.req));
-      plan.rejects.forEach((err, i) => open[i]!.reject(err));
-      const assigned = new Map([...plan.assigned].map(([i, slot]) => [open[i]!, slot]));
+      plan.rejects.forEach((err, i) => open[i]?.reject(err));
+      const assigned = new Map([...plan.assigned].map(([i, slot]) => [defined(open[i], 'a planned job'), slot]));
       open = open.filter(isOpen);
       if (open.length === 0) return landed;
 
-      let applied = false;
+      let applied: boolean;
       try {
         if (plan.unlink.length) {
           await this.o.api.unlinkDisks(vm.node, vm.vmid, plan.unlink);

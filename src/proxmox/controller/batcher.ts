@@ -41,7 +41,8 @@ export class Batcher<K, T> {
   }
 
   private async drain(key: K): Promise<void> {
-    const q = this.queues.get(key)!;
+    const q = this.queues.get(key);
+    if (!q) return;
     try {
       while (q.length > 0) {
         await sleep(this.o.windowMs ?? 5);

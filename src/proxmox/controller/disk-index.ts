@@ -41,16 +41,13 @@ const TASK_REACH_MS = 60_000;
 const CLOCK_SLACK_MS = 1_000;
 
 async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(items.length);
+  const out = new Map<number, R>();
   let next = 0;
   const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!);
-    }
+    for (let i = next++; i < items.length; i = next++) out.set(i, await fn(items[i] as T));
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
+  return items.map((_, i) => out.get(i) as R);
 }
 
 const asRef = (v: VmRef | VmResource): VmRef => ({ vmid: v.vmid, node: v.node, name: v.name });
@@ -156,8 +153,8 @@ export class DiskIndex {
       const vmid = Number(t.id);
       if (!Number.isInteger(vmid) || exclude.includes(vmid)) continue;
       const readAt = this.seen.get(vmid)?.readAt;
-      const running = t.status === 'RUNNING' || t.endtime === undefined;
-      if (!running && readAt !== undefined && t.endtime! * 1000 + CLOCK_SLACK_MS < readAt) continue;
+      const ended = t.status === 'RUNNING' ? undefined : t.endtime;
+      if (ended !== undefined && readAt !== undefined && ended * 1000 + CLOCK_SLACK_MS < readAt) continue;
       stale.set(vmid, [...(stale.get(vmid) ?? []), t]);
     }
     if (stale.size === 0) return [];

@@ -138,15 +138,20 @@ t.test('a publish that waits for the dead process\'s task: FAILED_PRECONDITION, 
   t.same(await holders('vm-9999-pvc-crash-wait'), ['talos-worker-1']);
 });
 
-t.test('after the start-up window an exclusive publish lists no tasks', async (t) => {
+t.test('after the start-up window an exclusive publish lists no running tasks before it', async (t) => {
   const { admin, controller, holders } = await start(t);
   const c = controller(300);
   const id = (await c.createVolume(createReq('pvc-after-window'), ctx())).volume!.volumeId!;
   await sleep(400);
   const since = (await admin.requests()).lastSeq;
   await c.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx());
-  const routes = (await admin.requests(since)).entries.map((e) => e.route);
-  t.notOk(routes.some((r) => r === 'GET /nodes/{node}/tasks'), `no task list read (${routes.join(', ')})`);
+  const entries = (await admin.requests(since)).entries;
+  const routes = entries.map((e) => e.route);
+  // The one task list left is the re-check after landing (disk-index.ts): source=all, after the POST.
+  const lists = entries.filter((e) => e.route === 'GET /nodes/{node}/tasks');
+  t.notOk(lists.some((e) => e.params?.source === 'active'), `no running-task list read (${routes.join(', ')})`);
+  t.ok(lists.length <= 1 && lists.every((e) => e.params?.source === 'all'), 'only the re-check after landing lists tasks');
+  t.ok(routes.indexOf('POST /nodes/{node}/qemu/{vmid}/config') < routes.indexOf('GET /nodes/{node}/tasks'), 'and only after the change was sent');
   t.same(await holders('vm-9999-pvc-after-window'), ['talos-cp-1']);
 });
 
@@ -164,9 +169,10 @@ t.test('inside the window: one task list read per candidate node, own tasks are 
   await c.controllerPublishVolume!(pubReq(b!, 'talos-worker-1'), ctx());
   const took = Date.now() - t0;
   await first;
-  const lists = (await admin.requests(since)).entries.filter((e) => e.route === 'GET /nodes/{node}/tasks');
+  // The start-up fence's lists (source=active); the re-check after landing lists with source=all.
+  const lists = (await admin.requests(since)).entries.filter((e) => e.route === 'GET /nodes/{node}/tasks' && e.params?.source === 'active');
   t.equal(lists.length, 2, 'one active task list per publish (all candidates on hyper1)');
-  t.ok(lists.every((e) => e.params?.source === 'active' && e.params?.typefilter === 'qmconfig'), 'source=active, typefilter=qmconfig');
+  t.ok(lists.every((e) => e.params?.typefilter === 'qmconfig'), 'source=active, typefilter=qmconfig');
   t.ok(took < 5000, `no wait for the process's own task (second publish took ${took} ms, its own task 3 s)`);
   t.same(await holders('vm-9999-pvc-in-window-a'), ['talos-cp-1']);
   t.same(await holders('vm-9999-pvc-in-window-b'), ['talos-worker-1']);

@@ -167,7 +167,8 @@ export class FakeProxmox implements ProxmoxApi {
    * a previous run's change that waited for the lock looks like when it lands.
    */
   foreignChange(vmid: number, set: Record<string, string>): string {
-    const vm = this.vms.get(vmid)!;
+    const vm = this.vms.get(vmid);
+    if (!vm) throw new Error(`fake: no VM ${vmid}`);
     for (const [k, v] of Object.entries(set)) vm.config.set(k, v);
     return this.task(vm.node, 'OK', 'qmconfig', String(vmid));
   }
@@ -175,8 +176,8 @@ export class FakeProxmox implements ProxmoxApi {
   /** With waitSeconds (background_delay / delay): null when the task ended OK, its error otherwise. */
   private waited(upid: string, waitSeconds: number | undefined, what: string): string | null {
     if (!waitSeconds) return upid;
-    const t = this.tasks.get(upid)!;
-    if (t.exit === 'OK') return null;
+    const t = this.tasks.get(upid);
+    if (!t || t.exit === 'OK') return null;
     throw taskError(t.exit, { cluster: 'test', what });
   }
 

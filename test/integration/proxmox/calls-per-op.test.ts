@@ -27,10 +27,15 @@ t.test('calls per operation stay at the minimum (happy path, warm caches)', asyn
   const admin = new SimulatorAdmin(sim.adminUrl);
   const c = createProxmoxController({
     config: { clusters: [{ url: sim.url, insecure: false, caFile: sim.caFile, tokenId: sim.tokenId, tokenSecret: sim.tokenSecret, region: 'homelab' }], controllerVmId: 9999 },
-    // Caches stay warm for the whole test: what is counted is the operation, not a refresh.
-    log: pino({ level: 'silent' }), tuning: { cacheTtlMs: 120_000 },
+    // Caches stay warm for the whole test: what is counted is the operation, not a refresh. No
+    // start-up window (startup-fence.ts): steady state is what is counted.
+    log: pino({ level: 'silent' }), tuning: { cacheTtlMs: 120_000, startupFenceMs: 0 },
   });
   t.teardown(() => c.close());
+  const { controllerPublishVolume, controllerUnpublishVolume } = c;
+  if (!controllerPublishVolume || !controllerUnpublishVolume) throw new Error('the Proxmox controller publishes');
+  const publish = controllerPublishVolume.bind(c);
+  const unpublish = controllerUnpublishVolume.bind(c);
 
   const measured: Array<[BudgetedOp, number, Record<string, number>]> = [];
   const cycle = async (name: string, count: boolean) => {
@@ -43,9 +48,9 @@ t.test('calls per operation stay at the minimum (happy path, warm caches)', asyn
       }
       return r;
     };
-    const id = (await run('CreateVolume', () => c.createVolume(createReq(name), ctx()))).volume!.volumeId!;
-    await run('ControllerPublishVolume', () => c.controllerPublishVolume!(pubReq(id), ctx()));
-    await run('ControllerUnpublishVolume', () => c.controllerUnpublishVolume!({ volumeId: id, nodeId: VM, secrets: {} }, ctx()));
+    const id = (await run('CreateVolume', () => c.createVolume(createReq(name), ctx()))).volume?.volumeId ?? '';
+    await run('ControllerPublishVolume', () => publish(pubReq(id), ctx()));
+    await run('ControllerUnpublishVolume', () => unpublish({ volumeId: id, nodeId: VM, secrets: {} }, ctx()));
     await run('DeleteVolume', () => c.deleteVolume({ volumeId: id, secrets: {} }, ctx()));
   };
   await cycle('pvc-warm', false);
@@ -56,13 +61,13 @@ t.test('calls per operation stay at the minimum (happy path, warm caches)', asyn
   }
 
   // The attach storm: 24 publishes to one VM at the same moment are merged into one change.
-  const ids = await Promise.all(Array.from({ length: 24 }, async (_, i) => (await c.createVolume(createReq(`pvc-storm-${i}`), ctx())).volume!.volumeId!));
+  const ids = await Promise.all(Array.from({ length: 24 }, async (_, i) => (await c.createVolume(createReq(`pvc-storm-${i}`), ctx())).volume?.volumeId ?? ''));
   await admin.resetCounters();
-  const luns = await Promise.all(ids.map(async (id) => (await c.controllerPublishVolume!(pubReq(id), ctx())).publishContext!.lun));
+  const luns = await Promise.all(ids.map(async (id) => (await publish(pubReq(id), ctx())).publishContext?.lun));
   const k = await admin.counters();
   t.equal(new Set(luns).size, 24, 'every volume got its own slot');
   t.equal(k.byRoute['POST /nodes/{node}/qemu/{vmid}/config'] ?? 0, 1, `one config change for 24 attaches (${k.total} calls)`);
   t.ok(k.total <= PROXMOX_CALL_BUDGET.ControllerPublishVolume, `the storm costs no more calls than one publish: ${k.total}`);
-  await Promise.all(ids.map((id) => c.controllerUnpublishVolume!({ volumeId: id, nodeId: VM, secrets: {} }, ctx())));
+  await Promise.all(ids.map((id) => unpublish({ volumeId: id, nodeId: VM, secrets: {} }, ctx())));
   await Promise.all(ids.map((id) => c.deleteVolume({ volumeId: id, secrets: {} }, ctx())));
 });
