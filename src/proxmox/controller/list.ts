@@ -48,11 +48,16 @@ function statusOf(use: DiskUse): { publishedNodeIds: string[]; volumeCondition: 
   };
 }
 
-async function listAll(core: Core, signal: AbortSignal): Promise<{ volumes: Listed[]; uses: Map<string, DiskUse> }> {
+/**
+ * Every volume with its uses. The first page reads everything now; a later page (a token of this
+ * listing) reuses what was read within the cache TTL, so paging through 500 volumes costs one
+ * listing, not one per page.
+ */
+async function listAll(core: Core, signal: AbortSignal, later = false): Promise<{ volumes: Listed[]; uses: Map<string, DiskUse> }> {
   const volumes: Listed[] = [];
   const uses = new Map<string, DiskUse>();
   for (const cluster of [...core.clusters.values()].sort((a, b) => a.region.localeCompare(b.region))) {
-    const rows = (await cluster.storages(signal, true)).filter((r) => holdsImages(r) && isAvailable(r));
+    const rows = (await cluster.storages(signal, !later)).filter((r) => holdsImages(r) && isAvailable(r));
     // A shared storage shows up once per node but holds one set of disks.
     const seenShared = new Set<string>();
     const wanted = rows.filter((r) => {
@@ -62,8 +67,8 @@ async function listAll(core: Core, signal: AbortSignal): Promise<{ volumes: List
       return true;
     });
     const [lists, scan] = await Promise.all([
-      Promise.all(wanted.map(async (r) => ({ r, items: await cluster.content.list(r.node, r.storage, core.controllerVmId, signal, true) }))),
-      cluster.index.scan({ signal }),
+      Promise.all(wanted.map(async (r) => ({ r, items: await cluster.content.list(r.node, r.storage, core.controllerVmId, signal, !later) }))),
+      cluster.index.scan({ signal, maxAgeMs: later ? cluster.ttlMs : 0 }),
     ]);
     for (const { r, items } of lists) {
       for (const item of items) {
@@ -88,7 +93,7 @@ export async function listVolumes(core: Core, req: T.ListVolumesRequest, ctx: Ca
     after = decodeToken(req.startingToken);
     if (after === undefined) throw new Busy(`starting_token "${req.startingToken}" was not issued by this driver; list again from the start`);
   }
-  const { volumes, uses } = await listAll(core, ctx.signal);
+  const { volumes, uses } = await listAll(core, ctx.signal, after !== undefined);
   const rest = after === undefined ? volumes : volumes.filter((v) => v.volumeId > after);
   const page = max > 0 ? rest.slice(0, max) : rest;
   const more = max > 0 && rest.length > max;
