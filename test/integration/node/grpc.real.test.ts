@@ -10,6 +10,7 @@ import { createNfsNode } from '../../../src/nfs/node/node.js';
 import { wwnHexForSlot as wwnForSlot } from '../../../src/proxmox/contract.js';
 import { csiClient, type VolumeCapability } from '../../helpers/csi-client.js';
 import { canUseLoopDevices, LoopRig } from './loop-rig.js';
+import { rejection } from '../../helpers/rejection.js';
 
 const log = pino({ level: 'silent' });
 const MiB = 1024 * 1024;
@@ -47,9 +48,9 @@ t.test('Proxmox node over gRPC on a loop disk', { skip: canUseLoopDevices() }, a
   t.same(stats.usage.map((u) => u.unit), ['BYTES', 'INODES']);
   t.ok(Number(stats.usage[0]?.total) > 200 * MiB);
   t.same(stats.volumeCondition, { abnormal: false, message: '' });
-  const missing = await c.node.NodeGetVolumeStats({ volumeId, volumePath: rig.path('nope') }).catch((e) => e);
+  const missing = await rejection(c.node.NodeGetVolumeStats({ volumeId, volumePath: rig.path('nope') }));
   t.equal(missing.code, status.NOT_FOUND);
-  const noCtx = await c.node.NodeStageVolume({ volumeId, stagingTargetPath: rig.path('s2'), volumeCapability }).catch((e) => e);
+  const noCtx = await rejection(c.node.NodeStageVolume({ volumeId, stagingTargetPath: rig.path('s2'), volumeCapability }));
   t.equal(noCtx.code, status.INVALID_ARGUMENT);
   t.match(noCtx.details, /neither DevicePath nor lun/);
   await c.node.NodeUnpublishVolume({ volumeId, targetPath: target });
@@ -75,14 +76,13 @@ t.test('NFS node over gRPC: info, capabilities, block refused', async (t) => {
   t.equal(info.accessibleTopology, null);
   const caps = await c.node.NodeGetCapabilities();
   t.same(caps.capabilities.map((x) => x.rpc?.type), ['GET_VOLUME_STATS', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER']);
-  const err = await c
+  const err = await rejection(c
     .node.NodePublishVolume({
       volumeId: 'v',
       targetPath: '/tmp/never-created-by-this-test',
       volumeCapability: { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } },
       volumeContext: { server: '127.0.0.1', share: '/x' },
-    })
-    .catch((e) => e);
+    }));
   t.equal(err.code, status.INVALID_ARGUMENT);
   t.notOk(fs.existsSync('/tmp/never-created-by-this-test'));
 });

@@ -14,6 +14,7 @@ import { isCsiError } from '../../../src/errors.js';
 import type { CallContext, NodeBackend, VolumeCapability } from '../../../src/csi/types.js';
 import { wwnHexForSlot as wwnForSlot } from '../../../src/proxmox/contract.js';
 import { canUseLoopDevices, LoopRig } from './loop-rig.js';
+import { rejection } from '../../helpers/rejection.js';
 
 const skip = canUseLoopDevices() || (inPrivateMountNs() ? false : 'needs a private mount namespace (unshare -m)');
 const MiB = 1024 * 1024;
@@ -55,11 +56,11 @@ t.test('target "/" is refused with INVALID_ARGUMENT and nothing is unmounted', {
   const { node, kubelet } = setup(t);
   const before = mountTable();
   for (const targetPath of ['/', '//', '/../..']) {
-    const err = await node.nodeUnpublishVolume({ volumeId: 'homelab/hyper1/local-lvm/vm-9999-pvc-x', targetPath }, ctx).catch((e) => e);
+    const err = await rejection(node.nodeUnpublishVolume({ volumeId: 'homelab/hyper1/local-lvm/vm-9999-pvc-x', targetPath }, ctx));
     t.equal(code(err), 'InvalidArgument', `unpublish ${targetPath}`);
     t.match(err.message, kubelet, 'the message names the kubelet directory');
   }
-  const unstage = await node.nodeUnstageVolume!({ volumeId: 'v', stagingTargetPath: '/' }, ctx).catch((e) => e);
+  const unstage = await rejection(node.nodeUnstageVolume!({ volumeId: 'v', stagingTargetPath: '/' }, ctx));
   t.equal(code(unstage), 'InvalidArgument', 'unstage /');
   t.equal(mountTable(), before, 'mount table unchanged');
 });
@@ -68,7 +69,7 @@ t.test('a made-up volume id over an unrelated mount: left mounted, FAILED_PRECON
   const { node, kubelet, tmpfsAt } = setup(t);
   const target = path.join(kubelet, 'pods', 'p1', 'volumes', 'kubernetes.io~csi', 'pv', 'mount');
   tmpfsAt(target);
-  const err = await node.nodeUnpublishVolume({ volumeId: 'made/up/volume/id', targetPath: target }, ctx).catch((e) => e);
+  const err = await rejection(node.nodeUnpublishVolume({ volumeId: 'made/up/volume/id', targetPath: target }, ctx));
   t.equal(code(err), 'FailedPrecondition');
   t.match(err.message, target);
   t.ok(isMountPoint(target), 'still mounted');
@@ -76,7 +77,7 @@ t.test('a made-up volume id over an unrelated mount: left mounted, FAILED_PRECON
 
   const staging = path.join(kubelet, 'plugins', 'kubernetes.io', 'csi', 'csi.proxmox.sinextra.dev', 'abc', 'globalmount');
   tmpfsAt(staging);
-  const err2 = await node.nodeUnstageVolume!({ volumeId: 'made/up/volume/id', stagingTargetPath: staging }, ctx).catch((e) => e);
+  const err2 = await rejection(node.nodeUnstageVolume!({ volumeId: 'made/up/volume/id', stagingTargetPath: staging }, ctx));
   t.equal(code(err2), 'FailedPrecondition', 'unstage over an unrelated mount');
   t.ok(isMountPoint(staging), 'staging mount left alone');
 });
@@ -86,7 +87,7 @@ t.test('a plain file holding data at the target is never deleted; an empty dir i
   const file = path.join(kubelet, 'pods', 'p2', 'volumeDevices', 'dev');
   fs.mkdirSync(path.dirname(file), { recursive: true });
   fs.writeFileSync(file, 'user data');
-  const err = await node.nodeUnpublishVolume({ volumeId: 'homelab/hyper1/local-lvm/vm-9999-pvc-y', targetPath: file }, ctx).catch((e) => e);
+  const err = await rejection(node.nodeUnpublishVolume({ volumeId: 'homelab/hyper1/local-lvm/vm-9999-pvc-y', targetPath: file }, ctx));
   t.equal(code(err), 'FailedPrecondition');
   t.equal(fs.readFileSync(file, 'utf8'), 'user data', 'file kept');
   const dir = path.join(kubelet, 'pods', 'p2', 'empty');
@@ -138,15 +139,13 @@ t.test('a symlink inside the kubelet dir cannot lead a call outside it', { skip 
   const volumeId = 'homelab/hyper1/local-lvm/vm-9999-pvc-s';
   const before = mountTable();
   for (const p of [toRoot, `${toRoot}/`, path.join(toOutside, 'victim'), path.join(toRoot, 'proc'), path.join(toOutside, 'new-dir')]) {
-    const err = await node.nodeUnpublishVolume({ volumeId, targetPath: p }, ctx).catch((e) => e);
+    const err = await rejection(node.nodeUnpublishVolume({ volumeId, targetPath: p }, ctx));
     t.equal(code(err), 'InvalidArgument', `unpublish ${p}`);
-    const pub = await node
-      .nodePublishVolume({ volumeId, publishContext: publishCtx(3), stagingTargetPath: path.join(kubelet, 'staging', 's'), targetPath: p, volumeCapability: blockCap, readonly: false, secrets: {}, volumeContext: {} }, ctx)
-      .catch((e) => e);
+    const pub = await rejection(node
+      .nodePublishVolume({ volumeId, publishContext: publishCtx(3), stagingTargetPath: path.join(kubelet, 'staging', 's'), targetPath: p, volumeCapability: blockCap, readonly: false, secrets: {}, volumeContext: {} }, ctx));
     t.equal(code(pub), 'InvalidArgument', `publish ${p}`);
-    const stage = await node
-      .nodeStageVolume!({ volumeId, publishContext: publishCtx(3), stagingTargetPath: p, volumeCapability: mountCap, secrets: {}, volumeContext: {} }, ctx)
-      .catch((e) => e);
+    const stage = await rejection(node
+      .nodeStageVolume!({ volumeId, publishContext: publishCtx(3), stagingTargetPath: p, volumeCapability: mountCap, secrets: {}, volumeContext: {} }, ctx));
     t.equal(code(stage), 'InvalidArgument', `stage ${p}`);
   }
   t.equal(mountTable(), before, 'no mount added or removed');
@@ -159,9 +158,8 @@ t.test('stage never formats or mounts a disk that is not one this driver attache
   // A disk whose WWN is not the PVC-ID scheme: the boot disk, or any disk someone else attached.
   const foreign = rig.addDisk(64 * MiB, '5000c500a1b2c3d4');
   const staging = path.join(kubelet, 'staging', 'foreign');
-  const err = await node
-    .nodeStageVolume!({ volumeId: 'v', publishContext: { DevicePath: '/dev/disk/by-id/wwn-0x5000c500a1b2c3d4' }, stagingTargetPath: staging, volumeCapability: mountCap, secrets: {}, volumeContext: {} }, ctx)
-    .catch((e) => e);
+  const err = await rejection(node
+    .nodeStageVolume!({ volumeId: 'v', publishContext: { DevicePath: '/dev/disk/by-id/wwn-0x5000c500a1b2c3d4' }, stagingTargetPath: staging, volumeCapability: mountCap, secrets: {}, volumeContext: {} }, ctx));
   t.equal(code(err), 'InvalidArgument');
   const probe = spawnSync('blkid', ['-p', '-o', 'export', foreign.device], { encoding: 'utf8' });
   t.equal(probe.status, 2, `blkid finds nothing on the foreign disk: ${probe.stdout}`);
@@ -175,9 +173,8 @@ t.test('stage refuses to format a disk that holds data without a filesystem sign
   fs.writeSync(fd, Buffer.alloc(4096, 0x5a), 0, 4096, 8192);
   fs.closeSync(fd);
   const staging = path.join(kubelet, 'staging', 'raw');
-  const err = await node
-    .nodeStageVolume!({ volumeId: 'v4', publishContext: publishCtx(4), stagingTargetPath: staging, volumeCapability: mountCap, secrets: {}, volumeContext: {} }, ctx)
-    .catch((e) => e);
+  const err = await rejection(node
+    .nodeStageVolume!({ volumeId: 'v4', publishContext: publishCtx(4), stagingTargetPath: staging, volumeCapability: mountCap, secrets: {}, volumeContext: {} }, ctx));
   t.equal(code(err), 'FailedPrecondition');
   t.match(err.message, /not empty|data/);
   const back = Buffer.alloc(4096);

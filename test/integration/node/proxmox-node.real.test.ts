@@ -9,6 +9,7 @@ import { isCsiError } from '../../../src/errors.js';
 import type { CallContext, NodeBackend, VolumeCapability } from '../../../src/csi/types.js';
 import { wwnHexForSlot as wwnForSlot } from '../../../src/proxmox/contract.js';
 import { canUseLoopDevices, LoopRig } from './loop-rig.js';
+import { rejection } from '../../helpers/rejection.js';
 
 const skip = canUseLoopDevices();
 const MiB = 1024 * 1024;
@@ -84,7 +85,7 @@ t.test('filesystem volume: stage, publish, data survives unstage/restage, expand
   const roTarget = rig.path('pods', 'p2', 'mount');
   await node.nodePublishVolume({ ...pubReq, targetPath: roTarget, readonly: true }, ctx);
   t.throws(() => fs.writeFileSync(`${roTarget}/nope`, 'x'), { code: 'EROFS' }, 'read-only publish is read-only');
-  t.equal(code(await node.nodePublishVolume({ ...pubReq, targetPath: roTarget, readonly: false }, ctx).catch((e) => e)), 'AlreadyExists', 'same target, other ro flag');
+  t.equal(code(await rejection(node.nodePublishVolume({ ...pubReq, targetPath: roTarget, readonly: false }, ctx))), 'AlreadyExists', 'same target, other ro flag');
 
   const stats = await node.nodeGetVolumeStats!({ volumeId, volumePath: target, stagingTargetPath: '' }, ctx);
   const bytes = stats.usage!.find((u) => u.unit === 'BYTES')!;
@@ -92,8 +93,8 @@ t.test('filesystem volume: stage, publish, data survives unstage/restage, expand
   t.ok(Number(bytes.total) > 400 * MiB && Number(bytes.total) <= 512 * MiB, `bytes total ${bytes.total}`);
   t.ok(Number(inodes.used) > 0 && Number(inodes.total) > Number(inodes.used));
   t.equal(stats.volumeCondition?.abnormal, false);
-  t.equal(code(await node.nodeGetVolumeStats!({ volumeId, volumePath: rig.path('nope'), stagingTargetPath: '' }, ctx).catch((e) => e)), 'NotFound');
-  t.equal(code(await node.nodeGetVolumeStats!({ volumeId, volumePath: 'some/path', stagingTargetPath: '' }, ctx).catch((e) => e)), 'NotFound', 'a relative path: no volume there (csi-sanity)');
+  t.equal(code(await rejection(node.nodeGetVolumeStats!({ volumeId, volumePath: rig.path('nope'), stagingTargetPath: '' }, ctx))), 'NotFound');
+  t.equal(code(await rejection(node.nodeGetVolumeStats!({ volumeId, volumePath: 'some/path', stagingTargetPath: '' }, ctx))), 'NotFound', 'a relative path: no volume there (csi-sanity)');
 
   await node.nodeUnpublishVolume({ volumeId, targetPath: roTarget }, ctx);
   await node.nodeUnpublishVolume({ volumeId, targetPath: target }, ctx);
@@ -108,14 +109,14 @@ t.test('filesystem volume: stage, publish, data survives unstage/restage, expand
   await node.nodeUnstageVolume!({ volumeId, stagingTargetPath: rig.path('never-existed') }, ctx);
   t.pass('unstage is idempotent');
 
-  t.equal(code(await node.nodePublishVolume(pubReq, ctx).catch((e) => e)), 'FailedPrecondition', 'publish before stage');
+  t.equal(code(await rejection(node.nodePublishVolume(pubReq, ctx))), 'FailedPrecondition', 'publish before stage');
 
   await node.nodeStageVolume!(stageReq, ctx);
   t.equal(mkfsCount(), 1, 'restage did not reformat');
   await node.nodePublishVolume(pubReq, ctx);
   t.equal(fs.readFileSync(`${target}/hello.txt`, 'utf8'), 'kept across restage', 'data survived');
 
-  const mismatch = await node.nodeStageVolume!({ ...stageReq, stagingTargetPath: rig.path('staging', 'other'), volumeCapability: mountCap('xfs') }, ctx).catch((e) => e);
+  const mismatch = await rejection(node.nodeStageVolume!({ ...stageReq, stagingTargetPath: rig.path('staging', 'other'), volumeCapability: mountCap('xfs') }, ctx));
   t.equal(code(mismatch), 'FailedPrecondition', 'an ext4 disk is never turned into xfs');
   t.match(mismatch.message, /already holds a ext4 filesystem but xfs was requested/);
   t.equal(mkfsCount(), 1);
@@ -130,7 +131,7 @@ t.test('filesystem volume: stage, publish, data survives unstage/restage, expand
   } else {
     // This sandbox lacks CAP_SYS_RESOURCE, so the kernel refuses online ext4 growth; the node
     // plugin runs privileged in a cluster. What we can check here is that the error says so.
-    const err = await node.nodeExpandVolume!(expandReq, ctx).catch((e) => e);
+    const err = await rejection(node.nodeExpandVolume!(expandReq, ctx));
     t.equal(code(err), 'FailedPrecondition');
     t.match(err.message, /CAP_SYS_RESOURCE/);
   }
@@ -195,7 +196,7 @@ t.test('block volume: no filesystem, device bound onto a file, sized, expanded',
   t.equal(Number(exp.capacityBytes), 96 * MiB);
 
   rig.addDisk(64 * MiB, wwnForSlot(6));
-  t.equal(code(await node.nodePublishVolume({ ...pub, publishContext: publishCtx(6) }, ctx).catch((e) => e)), 'AlreadyExists', 'target holds another device');
+  t.equal(code(await rejection(node.nodePublishVolume({ ...pub, publishContext: publishCtx(6) }, ctx))), 'AlreadyExists', 'target holds another device');
 
   await node.nodeUnpublishVolume({ volumeId, targetPath: target }, ctx);
   t.notOk(fs.existsSync(target), 'target file removed');
@@ -210,9 +211,9 @@ t.test('stage refuses a staging path that holds another disk, and a disk that is
   const staging = rig.path('staging', 'shared');
   const req = (slot: number) => ({ volumeId: `v${slot}`, publishContext: publishCtx(slot), stagingTargetPath: staging, volumeCapability: mountCap('ext4'), secrets: {}, volumeContext: {} });
   await node.nodeStageVolume!(req(7), ctx);
-  t.equal(code(await node.nodeStageVolume!(req(8), ctx).catch((e) => e)), 'FailedPrecondition');
+  t.equal(code(await rejection(node.nodeStageVolume!(req(8), ctx))), 'FailedPrecondition');
   const started = Date.now();
-  const missing = await node.nodeStageVolume!({ ...req(9), stagingTargetPath: rig.path('staging', 'm') }, ctx).catch((e) => e);
+  const missing = await rejection(node.nodeStageVolume!({ ...req(9), stagingTargetPath: rig.path('staging', 'm') }, ctx));
   t.equal(code(missing), 'NotFound');
   t.match(missing.message, /WWN 0x5056432d49443039 \(scsi9\)/);
   t.ok(Date.now() - started >= 1400, 'waited the bounded time for the disk');
@@ -246,13 +247,13 @@ t.test('SINGLE_NODE_SINGLE_WRITER: one target at a time, read from the mount tab
   await pub(a, modes.single);
   await pub(a, modes.single);
   t.pass('the same target again is idempotent');
-  const refused = await pub(b, modes.single).catch((e) => e);
+  const refused = await rejection(pub(b, modes.single));
   t.equal(code(refused), 'FailedPrecondition', 'a second target is refused');
   t.match(refused.message, new RegExp(`already published at ${a}`));
   t.notOk(fs.existsSync(b), 'nothing created at the refused target');
 
   // A restarted plugin has no memory of the first publish: the mount table still says it.
-  t.equal(code(await pub(b, modes.single, restart()).catch((e) => e)), 'FailedPrecondition', 'still refused after a restart');
+  t.equal(code(await rejection(pub(b, modes.single, restart()))), 'FailedPrecondition', 'still refused after a restart');
 
   // Another volume's mounts do not count.
   const other = 'homelab/hyper1/local-lvm/vm-9999-pvc-other';
@@ -272,7 +273,7 @@ t.test('SINGLE_NODE_SINGLE_WRITER: one target at a time, read from the mount tab
   await pub(b, modes.multi);
   fs.writeFileSync(`${a}/shared.txt`, 'one filesystem');
   t.equal(fs.readFileSync(`${b}/shared.txt`, 'utf8'), 'one filesystem', 'SINGLE_NODE_MULTI_WRITER: both targets see the same filesystem');
-  t.equal(code(await pub(rig.path('pods', 'c', 'mount'), modes.single).catch((e) => e)), 'FailedPrecondition', 'a single-writer publish next to shared ones is refused');
+  t.equal(code(await rejection(pub(rig.path('pods', 'c', 'mount'), modes.single))), 'FailedPrecondition', 'a single-writer publish next to shared ones is refused');
   await node.nodeUnpublishVolume({ volumeId, targetPath: a }, ctx);
   await node.nodeUnpublishVolume({ volumeId, targetPath: b }, ctx);
   await node.nodeUnstageVolume!({ volumeId, stagingTargetPath: staging }, ctx);
@@ -289,10 +290,10 @@ t.test('SINGLE_NODE_SINGLE_WRITER: one target at a time, read from the mount tab
   await bpub(ba, modes.blockSingle);
   await bpub(ba, modes.blockSingle);
   t.equal(fs.statSync(ba).rdev, fs.statSync(disk.device).rdev);
-  const bRefused = await bpub(bb, modes.blockSingle).catch((e) => e);
+  const bRefused = await rejection(bpub(bb, modes.blockSingle));
   t.equal(code(bRefused), 'FailedPrecondition', 'block: a second target is refused');
   t.match(bRefused.message, new RegExp(`already published at ${ba}`));
-  t.equal(code(await bpub(bb, modes.blockSingle, restart()).catch((e) => e)), 'FailedPrecondition', 'block: still refused after a restart');
+  t.equal(code(await rejection(bpub(bb, modes.blockSingle, restart()))), 'FailedPrecondition', 'block: still refused after a restart');
   t.notOk(fs.existsSync(bb));
   await node.nodeUnpublishVolume({ volumeId: blockId, targetPath: ba }, ctx);
   await bpub(ba, modes.blockMulti);

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { createLinuxBlockDevices, majMinFromRdev, mkfsCommand, parseBlkidExport } from '../../../src/os/blockdevices.js';
 import { createExec, isCommandError } from '../../../src/os/exec.js';
 import { canUseLoopDevices } from '../node/loop-rig.js';
+import { rejection } from '../../helpers/rejection.js';
 
 t.test('mkfs command lines', async (t) => {
   t.same(mkfsCommand('/dev/sdb', 'ext4'), ['mkfs.ext4', ['-m0', '/dev/sdb']]);
@@ -43,7 +44,7 @@ t.test('probe, format, size and device numbers on a loop device', { skip: canUse
   t.equal(await bd.foreignSlots(), 0, 'no QEMU SCSI disks on this host');
   await bd.format(dev, 'ext4', { blockSize: 4096 });
   t.same(await bd.probe(dev), { fsType: 'ext4' });
-  const err = await bd.format(dev, 'xfs').catch((e) => e);
+  const err = await rejection(bd.format(dev, 'xfs'));
   t.ok(isCommandError(err, 'exit'), 'mkfs.xfs refuses to overwrite an existing filesystem');
   t.match(err.stderr, /existing filesystem/);
   t.same(await bd.probe(dev), { fsType: 'ext4' }, 'still ext4');

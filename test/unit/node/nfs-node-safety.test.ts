@@ -12,6 +12,7 @@ import { isCsiError } from '../../../src/errors.js';
 import { createLinuxMounter } from '../../../src/os/mounter.js';
 import type { CallContext, NodePublishVolumeRequest, VolumeCapability } from '../../../src/csi/types.js';
 import { FakeSystem, fail } from '../os/fakes.js';
+import { rejection } from '../../helpers/rejection.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${e}`);
@@ -56,7 +57,7 @@ t.test('target "/" is refused with INVALID_ARGUMENT and no umount runs', async (
   const { node, sys, kubelet, umounts } = setup(t);
   sys.addMount({ target: '/', source: '/dev/sda1', fstype: 'ext4' });
   for (const targetPath of ['/', '//', '/..', `${kubelet}/../../../../..`]) {
-    const err = await node.nodeUnpublishVolume({ volumeId: VOL, targetPath }, ctx).catch((e) => e);
+    const err = await rejection(node.nodeUnpublishVolume({ volumeId: VOL, targetPath }, ctx));
     t.equal(code(err), 'InvalidArgument', targetPath);
     t.match(err.message, kubelet, 'names the kubelet dir');
   }
@@ -68,7 +69,7 @@ t.test('a made-up volume id over an unrelated mount: no umount, FAILED_PRECONDIT
   const target = path.join(kubelet, 'pods', 'p1', 'volumes', 'kubernetes.io~csi', 'pv', 'mount');
   fs.mkdirSync(target, { recursive: true });
   sys.addMount({ target, source: 'tmpfs', fstype: 'tmpfs' });
-  const err = await node.nodeUnpublishVolume({ volumeId: 'made-up', targetPath: target }, ctx).catch((e) => e);
+  const err = await rejection(node.nodeUnpublishVolume({ volumeId: 'made-up', targetPath: target }, ctx));
   t.equal(code(err), 'FailedPrecondition');
   t.match(err.message, /tmpfs/);
   t.same(umounts(), [], 'not unmounted');
@@ -78,7 +79,7 @@ t.test('a made-up volume id over an unrelated mount: no umount, FAILED_PRECONDIT
   const other = path.join(kubelet, 'pods', 'p2', 'mount');
   fs.mkdirSync(other, { recursive: true });
   sys.addMount({ target: other, source: '127.0.0.1:/volume1/k8s-volumes/talos/other/pvc', fstype: 'nfs4' });
-  const err2 = await node.nodeUnpublishVolume({ volumeId: VOL, targetPath: other }, ctx).catch((e) => e);
+  const err2 = await rejection(node.nodeUnpublishVolume({ volumeId: VOL, targetPath: other }, ctx));
   t.equal(code(err2), 'FailedPrecondition');
   t.match(err2.message, /other\/pvc/);
   t.same(umounts(), [], 'a different export is not force-unmounted');
@@ -90,7 +91,7 @@ t.test('this volume\'s mount is unmounted with the -f / -l escalation, a foreign
   fs.mkdirSync(target, { recursive: true });
   sys.addMount({ target, source: 'tmpfs', fstype: 'tmpfs' });
   sys.addMount({ target, source: SOURCE, fstype: 'nfs4' });
-  const err = await node.nodeUnpublishVolume({ volumeId: VOL, targetPath: target }, ctx).catch((e) => e);
+  const err = await rejection(node.nodeUnpublishVolume({ volumeId: VOL, targetPath: target }, ctx));
   t.same(umounts().map((c) => c.at(-2)), ['--no-canonicalize', '-f', '-l'], 'our layer: plain, -f, -l');
   t.equal(code(err), 'FailedPrecondition', 'the layer below is not ours');
   t.equal(sys.table.filter((m) => m.target === target).length, 1, 'the tmpfs layer is still mounted');
@@ -102,12 +103,12 @@ t.test('a plain file with data or a non-empty dir at the target is never deleted
   const file = path.join(kubelet, 'pods', 'p4', 'mount');
   fs.mkdirSync(path.dirname(file), { recursive: true });
   fs.writeFileSync(file, 'user data');
-  t.equal(code(await node.nodeUnpublishVolume({ volumeId: VOL, targetPath: file }, ctx).catch((e) => e)), 'FailedPrecondition');
+  t.equal(code(await rejection(node.nodeUnpublishVolume({ volumeId: VOL, targetPath: file }, ctx))), 'FailedPrecondition');
   t.equal(fs.readFileSync(file, 'utf8'), 'user data');
   const dir = path.join(kubelet, 'pods', 'p5', 'mount');
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'f'), 'x');
-  t.equal(code(await node.nodeUnpublishVolume({ volumeId: VOL, targetPath: dir }, ctx).catch((e) => e)), 'FailedPrecondition');
+  t.equal(code(await rejection(node.nodeUnpublishVolume({ volumeId: VOL, targetPath: dir }, ctx))), 'FailedPrecondition');
   t.ok(fs.existsSync(path.join(dir, 'f')));
   const empty = path.join(kubelet, 'pods', 'p6', 'mount');
   fs.mkdirSync(empty, { recursive: true });
@@ -133,9 +134,9 @@ t.test('relative paths, paths outside the kubelet dir and symlink escapes are IN
     path.join(kubelet, 'pods', 'to-outside', 'new'),
   ];
   for (const p of paths) {
-    t.equal(code(await node.nodeUnpublishVolume({ volumeId: VOL, targetPath: p }, ctx).catch((e) => e)), 'InvalidArgument', `unpublish ${p}`);
-    t.equal(code(await node.nodePublishVolume(pub(p), ctx).catch((e) => e)), 'InvalidArgument', `publish ${p}`);
-    const stats = await node.nodeGetVolumeStats!({ volumeId: VOL, volumePath: p, stagingTargetPath: '' }, ctx).catch((e) => e);
+    t.equal(code(await rejection(node.nodeUnpublishVolume({ volumeId: VOL, targetPath: p }, ctx))), 'InvalidArgument', `unpublish ${p}`);
+    t.equal(code(await rejection(node.nodePublishVolume(pub(p), ctx))), 'InvalidArgument', `publish ${p}`);
+    const stats = await rejection(node.nodeGetVolumeStats!({ volumeId: VOL, volumePath: p, stagingTargetPath: '' }, ctx));
     t.equal(code(stats), p.startsWith('/') ? 'InvalidArgument' : 'NotFound', `stats ${p}`);
   }
   t.same(umounts(), [], 'nothing unmounted');
@@ -150,7 +151,7 @@ t.test('publish over a stale mount of another export does not force-unmount it',
   fs.mkdirSync(target, { recursive: true });
   sys.addMount({ target, source: '127.0.0.1:/volume1/k8s-volumes/talos/someone/else', fstype: 'nfs4' });
   sys.intercept((cmd, args) => (cmd === 'stat' && args.includes(target) ? Promise.reject(fail(cmd, args, 1, 'stat: Stale file handle')) : undefined));
-  const err = await node.nodePublishVolume(pub(target), ctx).catch((e) => e);
+  const err = await rejection(node.nodePublishVolume(pub(target), ctx));
   t.not(code(err), 'not a CsiError: undefined', 'refused');
   t.same(umounts(), [], 'the other export stays mounted');
 });

@@ -13,6 +13,7 @@ import { createExec } from '../../../src/os/exec.js';
 import { createLinuxMounter } from '../../../src/os/mounter.js';
 import type { CallContext, NodePublishVolumeRequest, VolumeCapability } from '../../../src/csi/types.js';
 import { FakeSystem, fail, timeout } from '../os/fakes.js';
+import { rejection } from '../../helpers/rejection.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${e}`);
@@ -146,7 +147,7 @@ t.test('an existing mount that hangs is reported, not remounted on top', async (
   const r = req();
   sys.addMount({ target: r.targetPath, source: '127.0.0.1:/volume1/k8s-volumes/talos/media/data', fstype: 'nfs4' });
   sys.intercept((cmd, args) => (cmd === 'stat' ? Promise.reject(timeout(cmd, args)) : undefined));
-  t.equal(code(await node.nodePublishVolume(r, ctx).catch((e) => e)), 'Unavailable');
+  t.equal(code(await rejection(node.nodePublishVolume(r, ctx))), 'Unavailable');
   t.same(sys.commands.filter((c) => c[0] === 'mount' || c[0] === 'umount'), []);
 });
 
@@ -155,10 +156,10 @@ t.test('target holding something else, or the same share with another ro flag: A
   const r = req();
   fs.mkdirSync(r.targetPath, { recursive: true });
   sys.addMount({ target: r.targetPath, source: 'other:/export', fstype: 'nfs4' });
-  t.equal(code(await node.nodePublishVolume(r, ctx).catch((e) => e)), 'AlreadyExists');
+  t.equal(code(await rejection(node.nodePublishVolume(r, ctx))), 'AlreadyExists');
   sys.table.splice(0);
   sys.addMount({ target: r.targetPath, source: '127.0.0.1:/volume1/k8s-volumes/talos/media/data', fstype: 'nfs4', options: ['ro'] });
-  t.equal(code(await node.nodePublishVolume(r, ctx).catch((e) => e)), 'AlreadyExists');
+  t.equal(code(await rejection(node.nodePublishVolume(r, ctx))), 'AlreadyExists');
 });
 
 t.test('single-node-single-writer: a second target on this node is refused', async (t) => {
@@ -167,7 +168,7 @@ t.test('single-node-single-writer: a second target on this node is refused', asy
   await node.nodePublishVolume(first, ctx);
   await node.nodePublishVolume(first, ctx);
   const other = { ...first, targetPath: path.join(dir, 'pods', 'p2', 'mount') };
-  t.equal(code(await node.nodePublishVolume(other, ctx).catch((e) => e)), 'FailedPrecondition');
+  t.equal(code(await rejection(node.nodePublishVolume(other, ctx))), 'FailedPrecondition');
   await node.nodePublishVolume({ ...other, volumeCapability: cap([], 'SINGLE_NODE_MULTI_WRITER') }, ctx);
   t.pass('single-node-multi-writer may publish twice');
 });
@@ -175,12 +176,12 @@ t.test('single-node-single-writer: a second target on this node is refused', asy
 t.test('bad requests are InvalidArgument', async (t) => {
   const { node, req } = setup(t);
   const block: VolumeCapability = { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'block' };
-  t.match(await node.nodePublishVolume(req({ volumeCapability: block }), ctx).catch((e) => e), { kind: 'InvalidArgument', message: /mount access type/ });
-  t.match(await node.nodePublishVolume(req({ volumeContext: { share: '/x' } }), ctx).catch((e) => e), { kind: 'InvalidArgument', message: /server/ });
+  t.match(await rejection(node.nodePublishVolume(req({ volumeCapability: block }), ctx)), { kind: 'InvalidArgument', message: /mount access type/ });
+  t.match(await rejection(node.nodePublishVolume(req({ volumeContext: { share: '/x' } }), ctx)), { kind: 'InvalidArgument', message: /server/ });
   // Required fields (target_path and the rest) are checked once, by the Node service before
   // the backend (src/csi/validate.ts, test/unit/server/validate.test.ts).
   t.throws(() => validate.nodePublishVolume({ ...req({}), targetPath: '' }, false), { kind: 'InvalidArgument', message: /target_path/ });
-  t.match(await node.nodePublishVolume(req({ volumeCapability: null }), ctx).catch((e) => e), { kind: 'InvalidArgument', message: /volume_capability/ });
+  t.match(await rejection(node.nodePublishVolume(req({ volumeCapability: null }), ctx)), { kind: 'InvalidArgument', message: /volume_capability/ });
 });
 
 t.test('mount failures become errors a person can act on', async (t) => {
@@ -194,13 +195,13 @@ t.test('mount failures become errors a person can act on', async (t) => {
   for (const [stderr, kind] of cases) {
     const { sys, node, req } = setup(t);
     sys.intercept((cmd, args) => (cmd === 'mount' ? Promise.reject(fail(cmd, args, 32, stderr)) : undefined));
-    const err = await node.nodePublishVolume(req(), ctx).catch((e) => e);
+    const err = await rejection(node.nodePublishVolume(req(), ctx));
     t.equal(code(err), kind, stderr);
     t.match(err.message, stderr);
   }
   const { sys, node, req } = setup(t);
   sys.intercept((cmd, args) => (cmd === 'mount' ? Promise.reject(timeout(cmd, args, 5000)) : undefined));
-  const err = await node.nodePublishVolume(req(), ctx).catch((e) => e);
+  const err = await rejection(node.nodePublishVolume(req(), ctx));
   t.equal(code(err), 'DeadlineExceeded');
   t.match(err.message, /did not finish within 5000 ms; the mount process was killed/);
 });
@@ -223,7 +224,7 @@ t.test('a hanging mount is killed with its children when the timeout passes', as
   });
   const target = path.join(dir, 'target');
   const started = Date.now();
-  const err = await node
+  const err = await rejection(node
     .nodePublishVolume(
       {
         volumeId: 'v',
@@ -236,8 +237,7 @@ t.test('a hanging mount is killed with its children when the timeout passes', as
         volumeContext: { server: '127.0.0.1', share: '/unreachable' },
       },
       ctx,
-    )
-    .catch((e) => e);
+    ));
   const elapsed = Date.now() - started;
   t.equal(code(err), 'DeadlineExceeded');
   t.ok(elapsed < 3000, `returned after ${elapsed} ms`);
@@ -291,10 +291,10 @@ t.test('stats via statfs; missing path NotFound; stale mount abnormal', async (t
   t.same(st.usage!.map((u) => u.unit), ['BYTES', 'INODES']);
   t.ok(Number(st.usage![0]!.total) > 0);
   t.equal(st.volumeCondition?.abnormal, false);
-  t.equal(code(await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: 'some/path', stagingTargetPath: '' }, ctx).catch((e) => e)), 'NotFound', 'relative path: no volume there (csi-sanity)');
-  t.equal(code(await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: path.join(dir, 'missing'), stagingTargetPath: '' }, ctx).catch((e) => e)), 'NotFound');
+  t.equal(code(await rejection(node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: 'some/path', stagingTargetPath: '' }, ctx))), 'NotFound', 'relative path: no volume there (csi-sanity)');
+  t.equal(code(await rejection(node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: path.join(dir, 'missing'), stagingTargetPath: '' }, ctx))), 'NotFound');
   fs.mkdirSync(path.join(dir, 'plain'));
-  t.equal(code(await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: path.join(dir, 'plain'), stagingTargetPath: '' }, ctx).catch((e) => e)), 'NotFound', 'not mounted');
+  t.equal(code(await rejection(node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: path.join(dir, 'plain'), stagingTargetPath: '' }, ctx))), 'NotFound', 'not mounted');
   sys.intercept((cmd, args) => (cmd === 'stat' && args.includes(r.targetPath) ? Promise.reject(fail(cmd, args, 1, 'stat: Stale file handle')) : undefined));
   const stale = await node.nodeGetVolumeStats!({ volumeId: r.volumeId, volumePath: r.targetPath, stagingTargetPath: '' }, ctx);
   t.equal(stale.volumeCondition?.abnormal, true);
@@ -331,7 +331,7 @@ t.test('inline (ephemeral) volume: the pod spec attributes are mounted as they a
   t.notOk(fs.existsSync(inline.targetPath), 'target removed');
   t.same(sys.commands.map((c) => c[0]).filter((c) => c !== 'stat'), ['mount', 'umount'], 'only mount and umount ran: no mkdir, chmod or rm on the share');
 
-  const templated = await node.nodePublishVolume(req({ volumeContext: { server: 's', share: '/x', subDir: '${pvc.metadata.name}', 'csi.storage.k8s.io/ephemeral': 'true' } }), ctx).catch((e) => e);
+  const templated = await rejection(node.nodePublishVolume(req({ volumeContext: { server: 's', share: '/x', subDir: '${pvc.metadata.name}', 'csi.storage.k8s.io/ephemeral': 'true' } }), ctx));
   t.equal(code(templated), 'InvalidArgument');
   t.match(templated.message, /an inline volume has no claim/);
 });

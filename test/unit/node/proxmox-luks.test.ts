@@ -19,6 +19,7 @@ import type { CallContext, VolumeCapability } from '../../../src/csi/types.js';
 import { FakeSystem } from '../os/fakes.js';
 import { FakeDisks } from './fake-disks.js';
 import { FakeCryptsetup } from './fake-cryptsetup.js';
+import { rejection } from '../../helpers/rejection.js';
 
 const WWN3 = '5056432d49443033';
 const VOL = 'homelab/hyper1/local-lvm/vm-9999-pvc-0b1c';
@@ -155,7 +156,7 @@ t.test('a header without a key slot (luksFormat killed during argon2) is formatt
 
   const ro = setup(t);
   ro.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' };
-  const roErr = await ro.stage({ volumeCapability: cap('SINGLE_NODE_READER_ONLY') }).catch((e) => e);
+  const roErr = await rejection(ro.stage({ volumeCapability: cap('SINGLE_NODE_READER_ONLY') }));
   t.equal(code(roErr), 'FailedPrecondition', 'read-only: reported, not formatted');
   t.match(roErr.message, /no key slot .* stage it read-write once/);
   t.same(ro.luks.calls.filter((c) => c.startsWith('format')), []);
@@ -163,7 +164,7 @@ t.test('a header without a key slot (luksFormat killed during argon2) is formatt
   const keyed = setup(t);
   keyed.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' };
   keyed.luks.keys.set('/dev/sdc', 'other');
-  t.equal(code(await keyed.stage().catch((e) => e)), 'InvalidArgument');
+  t.equal(code(await rejection(keyed.stage())), 'InvalidArgument');
   t.same(keyed.luks.calls.filter((c) => c.startsWith('format')), [], 'a header with a key slot is never formatted again');
 });
 
@@ -182,7 +183,7 @@ t.test('wrong passphrase: InvalidArgument saying so, nothing formatted or mounte
   const s2 = setup(t);
   s2.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' };
   s2.luks.keys.set('/dev/sdc', PASS);
-  const err = await s2.stage({ secrets: { 'encryption-passphrase': 'wrong' } }).catch((e) => e);
+  const err = await rejection(s2.stage({ secrets: { 'encryption-passphrase': 'wrong' } }));
   t.equal(code(err), 'InvalidArgument');
   t.match(err.message, /encryption-passphrase" does not open this LUKS volume/);
   t.notMatch(err.message, /wrong|correct horse/, 'the message names no passphrase');
@@ -197,36 +198,36 @@ t.test('wrong passphrase: InvalidArgument saying so, nothing formatted or mounte
 t.test('never a plain disk when encryption is demanded, never a LUKS disk mounted without its key', async (t) => {
   const plain = setup(t);
   plain.disks.devices.get(WWN3)!.probe = { fsType: 'ext4' };
-  const e1 = await plain.stage().catch((e) => e);
+  const e1 = await rejection(plain.stage());
   t.equal(code(e1), 'FailedPrecondition');
   t.match(e1.message, /plain ext4 filesystem; existing data is never encrypted in place/);
   t.same(plain.luks.calls, [], 'no luksFormat over a filesystem');
 
   const noKey = setup(t);
-  const e2 = await noKey.stage({ secrets: { username: 'x' } }).catch((e) => e);
+  const e2 = await rejection(noKey.stage({ secrets: { username: 'x' } }));
   t.equal(code(e2), 'FailedPrecondition');
   t.same(noKey.luks.calls, []);
   t.same(noKey.disks.formats, [], 'no mkfs on the bare disk');
   t.equal(noKey.mountedAtStaging().length, 0);
 
   const marker = setup(t);
-  t.equal(code(await marker.stage({ secrets: {}, volumeContext: { encrypted: 'true' } }).catch((e) => e)), 'FailedPrecondition');
+  t.equal(code(await rejection(marker.stage({ secrets: {}, volumeContext: { encrypted: 'true' } }))), 'FailedPrecondition');
   t.same(marker.disks.formats, []);
 
   const luksNoSecret = setup(t);
   luksNoSecret.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' };
-  const e3 = await luksNoSecret.stage({ secrets: {} }).catch((e) => e);
+  const e3 = await rejection(luksNoSecret.stage({ secrets: {} }));
   t.equal(code(e3), 'FailedPrecondition');
   t.match(e3.message, /LUKS-encrypted, but the request carries no node-stage secret/);
   t.equal(luksNoSecret.mountedAtStaging().length, 0);
 
   const block = setup(t);
-  const e4 = await block.stage({ volumeCapability: cap('SINGLE_NODE_WRITER', true) }).catch((e) => e);
+  const e4 = await rejection(block.stage({ volumeCapability: cap('SINGLE_NODE_WRITER', true) }));
   t.equal(code(e4), 'InvalidArgument');
   t.match(e4.message, /filesystem volumes only/);
 
   const ro = setup(t);
-  t.equal(code(await ro.stage({ volumeCapability: cap('SINGLE_NODE_READER_ONLY') }).catch((e) => e)), 'FailedPrecondition');
+  t.equal(code(await rejection(ro.stage({ volumeCapability: cap('SINGLE_NODE_READER_ONLY') }))), 'FailedPrecondition');
   t.same(ro.luks.calls, [], 'a read-only stage never writes a header');
 });
 
@@ -248,7 +249,7 @@ t.test('a leftover mapping of this volume on a vanished disk is closed; one in u
   busy.luks.mappings.get(mapperName(VOL))!.inUse = true;
   busy.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' };
   busy.luks.keys.set('/dev/sdc', PASS);
-  const err = await busy.stage().catch((e) => e);
+  const err = await rejection(busy.stage());
   t.equal(code(err), 'FailedPrecondition');
   t.match(err.message, /still in use on sdb/);
 });
@@ -280,7 +281,7 @@ t.test('expand: disk, then mapping (with the node-expand passphrase), then files
   t.same(s.luks.resizes, [[mapperName(VOL), PASS]]);
   t.same(grows, [`/dev/mapper/${mapperName(VOL)}`]);
   s.luks.spans.set(mapperName(VOL), (1 << 30) - (16 << 20));
-  const err = await s.node.nodeExpandVolume!({ ...req, secrets: {} } as any, s.ctx).catch((e) => e);
+  const err = await rejection(s.node.nodeExpandVolume!({ ...req, secrets: {} }, s.ctx));
   t.equal(code(err), 'FailedPrecondition');
   t.match(err.message, /node-expand-secret-name/);
 

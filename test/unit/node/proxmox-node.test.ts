@@ -11,6 +11,7 @@ import { createLinuxMounter } from '../../../src/os/mounter.js';
 import type { CallContext, VolumeCapability } from '../../../src/csi/types.js';
 import { FakeSystem, fail } from '../os/fakes.js';
 import { FakeDisks } from './fake-disks.js';
+import { rejection } from '../../helpers/rejection.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 const WWN3 = '5056432d49443033';
@@ -82,31 +83,31 @@ t.test('NodeGetInfo: topology from labels (Proxmox labels win), slots left', asy
 
 t.test('NodeGetInfo without any topology is a clear FailedPrecondition', async (t) => {
   const { node } = setup(t, { labels: {} });
-  const err = await node.nodeGetInfo(ctx).catch((e) => e);
+  const err = await rejection(node.nodeGetInfo(ctx));
   t.equal(code(err), 'FailedPrecondition');
   t.match(err.message, /topology\.kubernetes\.io\/region/);
   const flagsOnly = setup(t, { region: 'homelab' });
-  t.match((await flagsOnly.node.nodeGetInfo(ctx).catch((e) => e)).message, /--region and --zone/);
+  t.match((await rejection(flagsOnly.node.nodeGetInfo(ctx))).message, /--region and --zone/);
 });
 
 t.test('stage never formats a disk with a partition table, or a read-only one', async (t) => {
   const { node, disks, stage } = setup(t);
   disks.add(WWN3, '/dev/sdx', '8:16', { ptType: 'gpt' });
-  const err = await node.nodeStageVolume!(stage(), ctx).catch((e) => e);
+  const err = await rejection(node.nodeStageVolume!(stage(), ctx));
   t.equal(code(err), 'FailedPrecondition');
   t.match(err.message, /gpt partition table/);
   disks.devices.get(WWN3)!.probe = {};
-  t.equal(code(await node.nodeStageVolume!(stage({ volumeCapability: cap('ext4', 'SINGLE_NODE_READER_ONLY') }), ctx).catch((e) => e)), 'FailedPrecondition');
+  t.equal(code(await rejection(node.nodeStageVolume!(stage({ volumeCapability: cap('ext4', 'SINGLE_NODE_READER_ONLY') }), ctx))), 'FailedPrecondition');
   t.same(disks.formats, []);
 });
 
 t.test('stage validates fsType and format parameters before touching the disk', async (t) => {
   const { node, disks, stage } = setup(t);
   disks.add(WWN3, '/dev/sdx', '8:16');
-  const bad = await node.nodeStageVolume!(stage({ volumeCapability: cap('btrfs') }), ctx).catch((e) => e);
+  const bad = await rejection(node.nodeStageVolume!(stage({ volumeCapability: cap('btrfs') }), ctx));
   t.equal(code(bad), 'InvalidArgument');
   t.match(bad.message, /btrfs.*ext4 or xfs/);
-  const bs = await node.nodeStageVolume!(stage({ volumeContext: { blockSize: '3000' } }), ctx).catch((e) => e);
+  const bs = await rejection(node.nodeStageVolume!(stage({ volumeContext: { blockSize: '3000' } }), ctx));
   t.equal(code(bs), 'InvalidArgument');
   t.match(bs.message, /blockSize="3000"/);
   t.same(disks.formats, []);
@@ -143,7 +144,7 @@ t.test('concurrent stage calls for one volume format once', async (t) => {
 
 t.test('a disk that never shows up is NotFound naming WWN, slot and where we looked', async (t) => {
   const { node, stage } = setup(t);
-  const err = await node.nodeStageVolume!(stage(), ctx).catch((e) => e);
+  const err = await rejection(node.nodeStageVolume!(stage(), ctx));
   t.equal(code(err), 'NotFound');
   t.match(err.message, /WWN 0x5056432d49443033 \(scsi3\).*\/sys\/bus\/scsi\/devices.*wwn-0x5056432d49443033/);
 });
@@ -153,7 +154,7 @@ t.test('unstage of a busy staging path says so', async (t) => {
   const staging = stage().stagingTargetPath;
   sys.addMount({ target: staging, source: '/dev/sdx', fstype: 'ext4', majMin: '8:16' });
   sys.intercept((cmd, args) => (cmd === 'umount' ? Promise.reject(fail(cmd, args, 32, `umount: ${staging}: target is busy.`)) : undefined));
-  const err = await node.nodeUnstageVolume!({ volumeId: 'v', stagingTargetPath: staging }, ctx).catch((e) => e);
+  const err = await rejection(node.nodeUnstageVolume!({ volumeId: 'v', stagingTargetPath: staging }, ctx));
   t.equal(code(err), 'FailedPrecondition');
   t.match(err.message, /still in use/);
 });
@@ -164,7 +165,7 @@ t.test('foreign mounts: a disk without a PVC-ID WWN is never unmounted, a foreig
   const staging = stage().stagingTargetPath;
   fs.mkdirSync(staging, { recursive: true });
   sys.addMount({ target: staging, source: '/dev/sda', fstype: 'ext4', majMin: '8:0' });
-  const err = await node.nodeUnstageVolume!({ volumeId: 'v', stagingTargetPath: staging }, ctx).catch((e) => e);
+  const err = await rejection(node.nodeUnstageVolume!({ volumeId: 'v', stagingTargetPath: staging }, ctx));
   t.equal(code(err), 'FailedPrecondition');
   t.match(err.message, /not attached by this driver/);
   t.same(sys.commands.filter((c) => c[0] === 'umount'), [], 'the host disk stays mounted');
@@ -176,12 +177,11 @@ t.test('foreign mounts: a disk without a PVC-ID WWN is never unmounted, a foreig
   const statted: string[] = [];
   const majMinOf = disks.majMinOf.bind(disks);
   disks.majMinOf = async (p: string) => (statted.push(p), majMinOf(p));
-  const pub = await node
-    .nodePublishVolume({ ...stage(), targetPath: target, volumeCapability: { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'block' }, readonly: false }, ctx)
-    .catch((e) => e);
+  const pub = await rejection(node
+    .nodePublishVolume({ ...stage(), targetPath: target, volumeCapability: { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'block' }, readonly: false }, ctx));
   t.equal(code(pub), 'AlreadyExists');
   t.notOk(statted.includes(target), 'the dead NFS mount at the target was not stat\'ed');
-  const unpub = await node.nodeUnpublishVolume({ volumeId: 'v', targetPath: target }, ctx).catch((e) => e);
+  const unpub = await rejection(node.nodeUnpublishVolume({ volumeId: 'v', targetPath: target }, ctx));
   t.equal(code(unpub), 'FailedPrecondition', 'nor unmounted');
   t.same(sys.commands.filter((c) => c[0] === 'umount'), []);
 });
@@ -191,7 +191,7 @@ t.test('unpublish refuses to delete a target that is not a mount point but has f
   const target = path.join(dir, 'target');
   fs.mkdirSync(target);
   fs.writeFileSync(path.join(target, 'precious'), 'x');
-  const err = await node.nodeUnpublishVolume({ volumeId: 'v', targetPath: target }, ctx).catch((e) => e);
+  const err = await rejection(node.nodeUnpublishVolume({ volumeId: 'v', targetPath: target }, ctx));
   t.equal(code(err), 'FailedPrecondition');
   t.ok(fs.existsSync(path.join(target, 'precious')), 'files untouched');
 });
@@ -216,7 +216,7 @@ t.test('stats: abnormal when the disk is gone or the mount broken', async (t) =>
   t.match(broken.volumeCondition?.message, /EIO/);
   const notMounted = path.join(dir, 'plain');
   fs.mkdirSync(notMounted);
-  t.equal(code(await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: notMounted, stagingTargetPath: '' }, ctx).catch((e) => e)), 'NotFound');
+  t.equal(code(await rejection(node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: notMounted, stagingTargetPath: '' }, ctx))), 'NotFound');
 });
 
 t.test('expand waits for the new size, then says it has not arrived', async (t) => {
@@ -228,8 +228,8 @@ t.test('expand waits for the new size, then says it has not arrived', async (t) 
   const req = { volumeId: 'v', volumePath: target, capacityRange: { requiredBytes: String(2 ** 31), limitBytes: '0' }, stagingTargetPath: '', volumeCapability: null, secrets: {} };
   setTimeout(() => (disks.devices.get(WWN3)!.size = 2 ** 31), 100);
   t.equal(Number((await node.nodeExpandVolume!(req, ctx)).capacityBytes), 2 ** 31);
-  const err = await node.nodeExpandVolume!({ ...req, capacityRange: { requiredBytes: String(2 ** 32), limitBytes: '0' } }, ctx).catch((e) => e);
+  const err = await rejection(node.nodeExpandVolume!({ ...req, capacityRange: { requiredBytes: String(2 ** 32), limitBytes: '0' } }, ctx));
   t.equal(code(err), 'Unavailable');
   t.match(err.message, /has not reached this VM yet/);
-  t.equal(code(await node.nodeExpandVolume!({ ...req, volumePath: path.join(dir, 'nope') }, ctx).catch((e) => e)), 'NotFound');
+  t.equal(code(await rejection(node.nodeExpandVolume!({ ...req, volumePath: path.join(dir, 'nope') }, ctx))), 'NotFound');
 });

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createExec, isCommandError } from '../../../src/os/exec.js';
+import { rejection } from '../../helpers/rejection.js';
 
 const exec = createExec({ reapGraceMs: 500 });
 
@@ -71,16 +72,16 @@ t.test('an aborted signal kills the command', async (t) => {
   const ac = new AbortController();
   setTimeout(() => ac.abort(), 100);
   const started = Date.now();
-  const err = await exec.run('sleep', ['30'], { signal: ac.signal, timeoutMs: 10_000 }).catch((e) => e);
+  const err = await rejection(exec.run('sleep', ['30'], { signal: ac.signal, timeoutMs: 10_000 }));
   t.ok(isCommandError(err, 'aborted'));
   t.ok(Date.now() - started < 2500);
   const pre = new AbortController();
   pre.abort();
-  t.ok(isCommandError(await exec.run('true', [], { signal: pre.signal }).catch((e) => e), 'aborted'), 'already aborted: not started');
+  t.ok(isCommandError(await rejection(exec.run('true', [], { signal: pre.signal })), 'aborted'), 'already aborted: not started');
 });
 
 t.test('a missing program is a spawn failure, not a crash', async (t) => {
-  const err = await exec.run('/nonexistent/program-xyz', ['a']).catch((e) => e);
+  const err = await rejection(exec.run('/nonexistent/program-xyz', ['a']));
   t.ok(isCommandError(err, 'spawn'), `got ${err}`);
   t.match(err.message, /program-xyz a could not be started/);
 });

@@ -6,6 +6,7 @@ import { classifyStatError, createLinuxMounter, parseFindmntJson } from '../../.
 import { isCommandError } from '../../../src/os/exec.js';
 import { parseStatFs } from '../../../src/os/statfs.js';
 import { FakeSystem, fail, ok, timeout } from './fakes.js';
+import { rejection } from '../../helpers/rejection.js';
 
 function tmp(t: { teardown(fn: () => void): void }): string {
   const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'mounter-test-')));
@@ -127,7 +128,7 @@ t.test('without force a busy unmount is reported, never lazily detached', async 
   sys.addMount({ target: '/stage', source: '/dev/sdb', fstype: 'ext4' });
   sys.intercept((cmd, args) => (cmd === 'umount' ? Promise.reject(fail(cmd, args, 32, 'umount: /stage: target is busy.')) : undefined));
   const m = createLinuxMounter({ exec: sys });
-  const err = await m.unmount('/stage').catch((e) => e);
+  const err = await rejection(m.unmount('/stage'));
   t.ok(isCommandError(err, 'exit'));
   t.match(err.stderr, /busy/);
   t.same(sys.commands, [['umount', '--no-canonicalize', '/stage']]);
