@@ -3,38 +3,50 @@
 // removed by someone else is never acted on through an old handle. A stale root handle (server
 // restarted with new handles, export re-created) is re-mounted and the operation redone once.
 import type { Logger } from 'pino';
-import { AlreadyExists, FailedPrecondition, InvalidArgument, NotFound } from '../../errors.js';
-import type { DirEntry, Fattr, Sattr } from '../client/nfs3.js';
+import { AlreadyExists, FailedPrecondition, NotFound } from '../../errors.js';
+import type { Fattr, Sattr } from '../client/nfs3.js';
 import { NfsSession, type SessionOptions } from '../client/session.js';
 import { isNfsStatus, isStale, NFS3ERR } from '../client/status.js';
-import type { DirAttrs, FsStat, NfsDirEntry, NfsStat, NfsStore, NfsStores, OpOptions, RmdirResult } from './store.js';
+import { type DirAttrs, type FsStat, type NfsDirEntry, type NfsStat, type NfsStore, type NfsStores, type OpOptions, type RmdirResult, pathSegments as segments, sharePath } from './store.js';
+import { TreeWalker } from './tree-walk.js';
 
 const DEFAULT_DIR_MODE = 0o755;
-const PARALLEL = 16;
 const ENSURE_ATTEMPTS = 4;
-
-function segments(path: string, allowRoot = false): string[] {
-  const segs = path === '' ? [] : path.split('/');
-  for (const s of segs) {
-    if (s === '' || s === '.' || s === '..') throw new InvalidArgument(`invalid path "${path}" on the NFS share`);
-  }
-  if (!allowRoot && segs.length === 0) throw new InvalidArgument('refusing to modify the share root itself');
-  return segs;
-}
 
 const toStat = (a: Fattr): NfsStat => ({ type: a.type, mode: a.mode, uid: a.uid, gid: a.gid, size: a.size, mtimeMs: a.mtimeMs, ctimeMs: a.ctimeMs });
 
 const notFound = (e: unknown) => isNfsStatus(e, NFS3ERR.NOENT);
 
 export class Nfs3Store implements NfsStore {
+  private readonly tree: TreeWalker<Buffer>;
+
   constructor(
     private readonly s: NfsSession,
     readonly server: string,
     readonly share: string,
-  ) {}
+  ) {
+    this.tree = new TreeWalker<Buffer>({
+      readdir: async (dir, cookie, verf, path, signal) => {
+        const page = await this.s.nfs.readdirplus(dir, cookie, verf, { signal, path });
+        const entries = page.entries.map((e) => ({ name: e.name, cookie: e.cookie, type: e.attrs?.type, handle: e.handle }));
+        return { entries, eof: page.eof, cookieverf: page.cookieverf };
+      },
+      lookup: async (dir, name, path, signal) => {
+        const r = await this.s.nfs.lookup(dir, name, { signal, path });
+        return { handle: r.handle, type: (await this.attrsOf(r, { ...(signal && { signal }) })).type };
+      },
+      removeFile: (dir, name, path, signal) => this.s.nfs.remove(dir, name, { signal, path }),
+      removeDir: (dir, name, path, signal) => this.s.nfs.rmdir(dir, name, { signal, path }),
+      isMissing: notFound,
+      isBadCookie: (e) => isNfsStatus(e, NFS3ERR.BAD_COOKIE),
+      isNotEmpty: (e) => isNfsStatus(e, NFS3ERR.NOTEMPTY, NFS3ERR.EXIST),
+      describe: (segs) => `${this.server}:${this.where(segs)}`,
+      where: (segs) => this.where(segs),
+    });
+  }
 
-  private where(segs: string[]): string {
-    return segs.length ? `${this.share.replace(/\/$/, '')}/${segs.join('/')}` : this.share;
+  private where(segs: readonly string[]): string {
+    return sharePath(this.share, segs);
   }
 
   private async withRoot<T>(o: OpOptions, fn: (root: Buffer) => Promise<T>): Promise<T> {
@@ -145,13 +157,7 @@ export class Nfs3Store implements NfsStore {
     try {
       return await this.withRoot(o, async (root) => {
         const dir = await this.walk(root, segs, o);
-        const entries = await this.readAll(dir.handle, segs, o);
-        const out: NfsDirEntry[] = [];
-        for (const e of entries) {
-          const type = e.attrs?.type ?? (await this.s.nfs.getattr((await this.s.nfs.lookup(dir.handle, e.name, o)).handle, o)).type;
-          out.push({ name: e.name, type });
-        }
-        return out;
+        return this.tree.list(dir.handle, segs, o);
       });
     } catch (e) {
       if (notFound(e)) throw new NotFound(`${this.server}:${this.where(segs)} does not exist`);
@@ -175,21 +181,8 @@ export class Nfs3Store implements NfsStore {
         throw e;
       }
       const attrs = await this.attrsOf(target, o);
-      if (attrs.type !== 'dir') {
-        await this.ignoreMissing(this.s.nfs.remove(parent, name, where));
-        return true;
-      }
-      for (let pass = 0; ; pass++) {
-        await this.emptyDir(target.handle, segs, o);
-        try {
-          await this.ignoreMissing(this.s.nfs.rmdir(parent, name, where));
-          return true;
-        } catch (e) {
-          // Something wrote into the directory while we emptied it.
-          if (pass < 3 && isNfsStatus(e, NFS3ERR.NOTEMPTY, NFS3ERR.EXIST)) continue;
-          throw e;
-        }
-      }
+      await this.tree.removeTree(parent, name, { handle: target.handle, type: attrs.type }, segs, o);
+      return true;
     });
   }
 
@@ -239,72 +232,6 @@ export class Nfs3Store implements NfsStore {
 
   async statfs(o: OpOptions = {}): Promise<FsStat> {
     return this.withRoot(o, (root) => this.s.nfs.fsstat(root, { signal: o.signal, path: this.share }));
-  }
-
-  private async ignoreMissing(p: Promise<void>): Promise<void> {
-    try {
-      await p;
-    } catch (e) {
-      if (!notFound(e)) throw e;
-    }
-  }
-
-  private async readAll(dir: Buffer, segs: string[], o: OpOptions): Promise<DirEntry[]> {
-    const opts = { signal: o.signal, path: this.where(segs) };
-    let out: DirEntry[] = [];
-    let cookie = 0n;
-    let verf: Buffer = Buffer.alloc(8);
-    let restarted = false;
-    for (;;) {
-      let page;
-      try {
-        page = await this.s.nfs.readdirplus(dir, cookie, verf, opts);
-      } catch (e) {
-        if (restarted || !isNfsStatus(e, NFS3ERR.BAD_COOKIE)) throw e;
-        restarted = true;
-        out = [];
-        cookie = 0n;
-        verf = Buffer.alloc(8);
-        continue;
-      }
-      for (const e of page.entries) if (e.name !== '.' && e.name !== '..') out.push(e);
-      const last = page.entries[page.entries.length - 1];
-      if (page.eof || !last) return out;
-      cookie = last.cookie;
-      verf = page.cookieverf;
-    }
-  }
-
-  /** Deletes everything inside `dir` (depth-first, never following symlinks). */
-  private async emptyDir(dir: Buffer, segs: string[], o: OpOptions): Promise<void> {
-    for (let pass = 0; pass < 5; pass++) {
-      const entries = await this.readAll(dir, segs, o);
-      if (entries.length === 0) return;
-      for (let i = 0; i < entries.length; i += PARALLEL) {
-        await Promise.all(entries.slice(i, i + PARALLEL).map((e) => this.removeEntry(dir, segs, e, o)));
-      }
-    }
-    throw new FailedPrecondition(`${this.server}:${this.where(segs)} keeps getting new entries while being deleted; is a pod still writing to it?`);
-  }
-
-  private async removeEntry(dir: Buffer, segs: string[], e: DirEntry, o: OpOptions): Promise<void> {
-    const childSegs = [...segs, e.name];
-    const where = { signal: o.signal, path: this.where(childSegs) };
-    let type = e.attrs?.type;
-    let handle = e.handle;
-    if (!type || (type === 'dir' && !handle)) {
-      try {
-        const r = await this.s.nfs.lookup(dir, e.name, where);
-        handle = r.handle;
-        type = (await this.attrsOf(r, o)).type;
-      } catch (err) {
-        if (notFound(err)) return;
-        throw err;
-      }
-    }
-    if (type !== 'dir') return this.ignoreMissing(this.s.nfs.remove(dir, e.name, where));
-    await this.emptyDir(handle!, childSegs, o);
-    await this.ignoreMissing(this.s.nfs.rmdir(dir, e.name, where));
   }
 }
 

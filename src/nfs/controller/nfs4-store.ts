@@ -3,22 +3,13 @@
 // an operation (except while emptying a tree) and nothing is mounted. The share is the path a
 // kernel client mounts with NFSv4 (e.g. ganesha's Pseudo path, the NAS's share path).
 import type { Logger } from 'pino';
-import { AlreadyExists, FailedPrecondition, InvalidArgument, NotFound } from '../../errors.js';
-import { type Attrs4, FSSTAT_ATTRS, type MinorVersion, NFS4ERR, Nfs4Client, type Op4, type ReaddirEntry, type ReaddirPage, type SetAttrs4, fsStatOf, isNfs4Status, op } from '../client/nfs4.js';
+import { AlreadyExists, FailedPrecondition, NotFound } from '../../errors.js';
+import { type Attrs4, FSSTAT_ATTRS, type MinorVersion, NFS4ERR, Nfs4Client, type Op4, type ReaddirPage, type SetAttrs4, fsStatOf, isNfs4Status, op } from '../client/nfs4.js';
 import { RpcConnection } from '../client/rpc.js';
-import type { DirAttrs, FsStat, NfsDirEntry, NfsStat, NfsStore, NfsStores, OpOptions, RmdirResult } from './store.js';
+import { type DirAttrs, type FsStat, type NfsDirEntry, type NfsStat, type NfsStore, type NfsStores, type OpOptions, type RmdirResult, pathSegments as segments, sharePath } from './store.js';
+import { TreeWalker } from './tree-walk.js';
 
 const DEFAULT_DIR_MODE = 0o755;
-const PARALLEL = 16;
-
-function segments(path: string, allowRoot = false): string[] {
-  const segs = path === '' ? [] : path.split('/');
-  for (const s of segs) {
-    if (s === '' || s === '.' || s === '..') throw new InvalidArgument(`invalid path "${path}" on the NFS share`);
-  }
-  if (!allowRoot && segs.length === 0) throw new InvalidArgument('refusing to modify the share root itself');
-  return segs;
-}
 
 /** Numeric owner strings map to ids; a name (`user@domain`) has no id here: -1. */
 const idOf = (s: string | undefined): number => (s !== undefined && /^\d+$/.test(s) ? Number(s) : s === 'root' || s?.startsWith('root@') ? 0 : -1);
@@ -39,12 +30,32 @@ const missing = (e: unknown) => isNfs4Status(e, NFS4ERR.NOENT);
 export class Nfs4Store implements NfsStore {
   private readonly shareSegs: string[];
 
+  private readonly tree: TreeWalker<Buffer>;
+
   constructor(private readonly c: Nfs4Client, readonly server: string, readonly share: string) {
     this.shareSegs = share.split('/').filter(Boolean);
+    const remove = async (dir: Buffer, name: string, path: string, signal: AbortSignal | undefined) => {
+      await this.c.compound([op.putfh(dir), op.remove(name)], path, signal);
+    };
+    this.tree = new TreeWalker<Buffer>({
+      readdir: async (dir, cookie, verf, path, signal) => (await this.c.compound([op.putfh(dir), op.readdir(cookie, verf)], path, signal))[1] as ReaddirPage,
+      lookup: async (dir, name, path, signal) => {
+        const [, , handle, a] = (await this.c.compound([op.putfh(dir), op.lookup(name), op.getfh(), op.getattr()], path, signal)) as [unknown, unknown, Buffer, Attrs4];
+        return { handle, type: toStat(a).type };
+      },
+      // REMOVE takes files and empty directories alike, and never follows a symlink.
+      removeFile: remove,
+      removeDir: remove,
+      isMissing: missing,
+      isBadCookie: (e) => isNfs4Status(e, NFS4ERR.BAD_COOKIE),
+      isNotEmpty: (e) => isNfs4Status(e, NFS4ERR.NOTEMPTY, NFS4ERR.EXIST),
+      describe: (segs) => `${this.server}:${this.where(segs)}`,
+      where: (segs) => this.where(segs),
+    });
   }
 
-  private where(segs: string[]): string {
-    return segs.length ? `${this.share.replace(/\/$/, '')}/${segs.join('/')}` : this.share;
+  private where(segs: readonly string[]): string {
+    return sharePath(this.share, segs);
   }
 
   /** PUTROOTFH and LOOKUPs down to `segs` below the share. */
@@ -129,12 +140,7 @@ export class Nfs4Store implements NfsStore {
     const segs = segments(path, true);
     try {
       const [fh] = (await this.run([...this.to(segs), op.getfh()], segs, o)).slice(-1) as [Buffer];
-      const out: NfsDirEntry[] = [];
-      for (const e of await this.readAll(fh, segs, o)) {
-        const type = e.type ?? toStat((await this.c.compound([op.putfh(fh), op.lookup(e.name), op.getattr()], this.where([...segs, e.name]), o.signal))[2] as Attrs4).type;
-        out.push({ name: e.name, type });
-      }
-      return out;
+      return await this.tree.list(fh, segs, o);
     } catch (e) {
       if (missing(e)) throw new NotFound(`${this.server}:${this.where(segs)} does not exist`);
       throw e;
@@ -155,20 +161,7 @@ export class Nfs4Store implements NfsStore {
       if (missing(e) || isNfs4Status(e, NFS4ERR.NOTDIR)) return false;
       throw e;
     }
-    const where = this.where(segs);
-    if (a.type === 'dir') {
-      for (let pass = 0; ; pass++) {
-        await this.emptyDir(target, segs, o);
-        try {
-          await this.ignoreMissing(this.c.compound([op.putfh(parent), op.remove(name)], where, o.signal));
-          return true;
-        } catch (e) {
-          if (pass < 3 && isNfs4Status(e, NFS4ERR.NOTEMPTY, NFS4ERR.EXIST)) continue; // written to meanwhile
-          throw e;
-        }
-      }
-    }
-    await this.ignoreMissing(this.c.compound([op.putfh(parent), op.remove(name)], where, o.signal));
+    await this.tree.removeTree(parent, name, { handle: target, type: toStat(a).type }, segs, o);
     return true;
   }
 
@@ -225,68 +218,6 @@ export class Nfs4Store implements NfsStore {
   async statfs(o: OpOptions = {}): Promise<FsStat> {
     const r = await this.run([...this.to([]), op.getattr(FSSTAT_ATTRS)], [], o);
     return fsStatOf(r[r.length - 1] as Attrs4);
-  }
-
-  private async ignoreMissing(p: Promise<unknown>): Promise<void> {
-    try {
-      await p;
-    } catch (e) {
-      if (!missing(e)) throw e;
-    }
-  }
-
-  private async readAll(dir: Buffer, segs: string[], o: OpOptions): Promise<ReaddirEntry[]> {
-    let out: ReaddirEntry[] = [];
-    let cookie = 0n;
-    let verf: Buffer = Buffer.alloc(8);
-    let restarted = false;
-    for (;;) {
-      let page: ReaddirPage;
-      try {
-        page = (await this.c.compound([op.putfh(dir), op.readdir(cookie, verf)], this.where(segs), o.signal))[1] as ReaddirPage;
-      } catch (e) {
-        if (restarted || !isNfs4Status(e, NFS4ERR.BAD_COOKIE)) throw e;
-        restarted = true;
-        out = [];
-        cookie = 0n;
-        verf = Buffer.alloc(8);
-        continue;
-      }
-      out.push(...page.entries.filter((e) => e.name !== '.' && e.name !== '..'));
-      const last = page.entries[page.entries.length - 1];
-      if (page.eof || !last) return out;
-      cookie = last.cookie;
-      verf = page.cookieverf;
-    }
-  }
-
-  /** Deletes everything inside `dir` (depth-first; REMOVE never follows a symlink). */
-  private async emptyDir(dir: Buffer, segs: string[], o: OpOptions): Promise<void> {
-    for (let pass = 0; pass < 5; pass++) {
-      const entries = await this.readAll(dir, segs, o);
-      if (entries.length === 0) return;
-      for (let i = 0; i < entries.length; i += PARALLEL) {
-        await Promise.all(entries.slice(i, i + PARALLEL).map((e) => this.removeEntry(dir, segs, e, o)));
-      }
-    }
-    throw new FailedPrecondition(`${this.server}:${this.where(segs)} keeps getting new entries while being deleted; is a pod still writing to it?`);
-  }
-
-  private async removeEntry(dir: Buffer, segs: string[], e: ReaddirEntry, o: OpOptions): Promise<void> {
-    const child = [...segs, e.name];
-    const where = this.where(child);
-    if (e.type === 'dir' || e.type === undefined) {
-      let fh: Buffer;
-      let a: Attrs4;
-      try {
-        [, , fh, a] = (await this.c.compound([op.putfh(dir), op.lookup(e.name), op.getfh(), op.getattr()], where, o.signal)) as [unknown, unknown, Buffer, Attrs4];
-      } catch (err) {
-        if (missing(err)) return;
-        throw err;
-      }
-      if (a.type === 'dir') await this.emptyDir(fh, child, o);
-    }
-    await this.ignoreMissing(this.c.compound([op.putfh(dir), op.remove(e.name)], where, o.signal));
   }
 }
 

@@ -6,9 +6,25 @@
 // (params.ts validates them). The empty path is the share root itself, which no mutating
 // method accepts.
 import type { BackendHealth } from '../../server/health.js';
+import { InvalidArgument } from '../../errors.js';
 import type { FileType, FsStat } from '../client/nfs3.js';
 
 export type { FileType, FsStat };
+
+/** The segments of a share-relative path; the share root itself only when `allowRoot`. */
+export function pathSegments(path: string, allowRoot = false): string[] {
+  const segs = path === '' ? [] : path.split('/');
+  for (const s of segs) {
+    if (s === '' || s === '.' || s === '..') throw new InvalidArgument(`invalid path "${path}" on the NFS share`);
+  }
+  if (!allowRoot && segs.length === 0) throw new InvalidArgument('refusing to modify the share root itself');
+  return segs;
+}
+
+/** The server path of segments below the share, for messages. */
+export function sharePath(share: string, segs: readonly string[]): string {
+  return segs.length ? `${share.replace(/\/$/, '')}/${segs.join('/')}` : share;
+}
 
 export interface NfsStat {
   type: FileType;
