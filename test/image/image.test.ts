@@ -16,8 +16,11 @@ import { startProxmoxBackend } from '../../scripts/lib/backends.js';
 
 const IMAGE = process.env.IMAGE;
 if (!IMAGE || !process.env.CONTAINERS_STORAGE_CONF) throw new Error('run through scripts/image.sh (IMAGE and CONTAINERS_* unset)');
-/** The image's size budget (bytes, as podman reports it); see docs/image.md for what is in it. */
-const SIZE_BUDGET = 350 * 1000 * 1000;
+/** The image's size budget (bytes, as podman reports it); see docs/image.md for what is in it.
+ * Raised from 350 MB to 390 MB when the day-2 subcommands (issue 13) brought @kubernetes/client-node
+ * into the production node_modules (measured 379 MB); cutting it back (prune the library's unused
+ * generated models, or ship the CLI in its own layer) is open work, not a new normal. */
+const SIZE_BUDGET = 390 * 1000 * 1000;
 const MiB = 1024 * 1024;
 const execFileP = promisify(execFile);
 
