@@ -12,22 +12,45 @@ import { csiClient, type VolumeCapability } from '../test/helpers/csi-client.js'
 import { startProgram } from './lib/program.js';
 import { pool, printTable, since, timed, type Row } from './lib/table.js';
 
-const { values } = parseArgs({ options: { n: { type: 'string', default: '100' }, parallel: { type: 'string', default: '8' }, md: { type: 'boolean', default: false } } });
+const { values } = parseArgs({
+  options: {
+    n: { type: 'string', default: '100' },
+    parallel: { type: 'string', default: '8' },
+    md: { type: 'boolean', default: false },
+  },
+});
 const N = Number(values.n);
 const PAR = Number(values.parallel);
-const CAP: VolumeCapability = { mount: { fsType: '', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' } };
+const CAP: VolumeCapability = {
+  mount: { fsType: '', mountFlags: [], volumeMountGroup: '' },
+  accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' },
+};
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-nfs-grpc-'));
 const nfs = await startNfsBackend(path.join(dir, 'nfs'));
 const ep = `unix://${dir}/nfs.sock`;
-const p = await startProgram(['--mode', 'controller', '--nfs-endpoint', ep, '--log-level', 'warn', ...nfs.controllerArgs], [ep]);
+const p = await startProgram(
+  ['--mode', 'controller', '--nfs-endpoint', ep, '--log-level', 'warn', ...nfs.controllerArgs],
+  [ep],
+);
 const c = csiClient(ep);
 try {
   const create = async (name: string, onDelete: string): Promise<string> => {
     const r = await c.controller.CreateVolume({
-      name, capacityRange: { requiredBytes: '1073741824' }, volumeCapabilities: [CAP],
-      parameters: { ...nfs.volumeParameters, subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}', onDelete, uid: '1000', gid: '1000', mountPermissions: '0770',
-        'csi.storage.k8s.io/pvc/namespace': 'bench', 'csi.storage.k8s.io/pvc/name': `data-${name}`, 'csi.storage.k8s.io/pv/name': name },
+      name,
+      capacityRange: { requiredBytes: '1073741824' },
+      volumeCapabilities: [CAP],
+      parameters: {
+        ...nfs.volumeParameters,
+        subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}',
+        onDelete,
+        uid: '1000',
+        gid: '1000',
+        mountPermissions: '0770',
+        'csi.storage.k8s.io/pvc/namespace': 'bench',
+        'csi.storage.k8s.io/pvc/name': `data-${name}`,
+        'csi.storage.k8s.io/pv/name': name,
+      },
     });
     return r.volume?.volumeId ?? '';
   };
@@ -58,9 +81,17 @@ try {
       par.push(since(t0));
     }),
   );
-  rows.push({ what: `CreateVolume, 200 with ${PAR} in flight (each)`, samples: par, note: `wall ${wall.toFixed(0)} ms = ${(wall / 200).toFixed(2)} ms per create` });
+  rows.push({
+    what: `CreateVolume, 200 with ${PAR} in flight (each)`,
+    samples: par,
+    note: `wall ${wall.toFixed(0)} ms = ${(wall / 200).toFixed(2)} ms per create`,
+  });
   await pool(parIds, PAR, remove);
-  printTable({ title: `NFS controller over gRPC (program process, ganesha on 127.0.0.1, NFSv3; ${N} per row)`, unit: 'ms', rows });
+  printTable({
+    title: `NFS controller over gRPC (program process, ganesha on 127.0.0.1, NFSv3; ${N} per row)`,
+    unit: 'ms',
+    rows,
+  });
 } finally {
   c.close();
   await p.stop();

@@ -9,13 +9,21 @@ import { createNfsController } from '../src/nfs/controller/controller.js';
 import { startGanesha } from '../test/integration/nfs/ganesha.js';
 
 const { values } = parseArgs({
-  options: { n: { type: 'string', default: '200' }, parallel: { type: 'string', default: '8' }, json: { type: 'boolean', default: false } },
+  options: {
+    n: { type: 'string', default: '200' },
+    parallel: { type: 'string', default: '8' },
+    json: { type: 'boolean', default: false },
+  },
 });
 const N = Number(values.n);
 const PARALLEL = Number(values.parallel);
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
-const cap: VolumeCapability = { mount: { fsType: '', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' }, accessType: 'mount' };
+const cap: VolumeCapability = {
+  mount: { fsType: '', mountFlags: [], volumeMountGroup: '' },
+  accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' },
+  accessType: 'mount',
+};
 
 function req(server: string, share: string, name: string, ns: string): CreateVolumeRequest {
   return {
@@ -62,10 +70,16 @@ async function pool<T>(items: T[], limit: number, fn: (x: T) => Promise<unknown>
 }
 
 const g = await startGanesha();
-const c = createNfsController({ log: pino({ level: 'silent' }), callTimeoutMs: 10_000, nfsPort: g.nfsPort, mountPort: g.mountPort });
+const c = createNfsController({
+  log: pino({ level: 'silent' }),
+  callTimeoutMs: 10_000,
+  nfsPort: g.nfsPort,
+  mountPort: g.mountPort,
+});
 try {
   const share = `${g.share}/talos`;
-  const create = (name: string, ns: string) => c.createVolume(req(g.server, share, name, ns), ctx).then((r) => r.volume!.volumeId as string);
+  const create = (name: string, ns: string) =>
+    c.createVolume(req(g.server, share, name, ns), ctx).then((r) => r.volume!.volumeId as string);
   const remove = (volumeId: string) => c.deleteVolume({ volumeId, secrets: {} }, ctx);
 
   for (let i = 0; i < 5; i++) await remove(await create(`warm-${i}`, 'warm')); // connections, root handle
@@ -80,7 +94,9 @@ try {
 
   const names = Array.from({ length: N }, (_, i) => `pvc-par-${i}`);
   const parIds: string[] = [];
-  const parCreate = await timed(() => pool(names, PARALLEL, async (n) => parIds.push(await create(n, `ns-${n.length % 10}`))));
+  const parCreate = await timed(() =>
+    pool(names, PARALLEL, async (n) => parIds.push(await create(n, `ns-${n.length % 10}`))),
+  );
   const parDelete = await timed(() => pool(parIds, PARALLEL, remove));
 
   const rows: [string, string][] = [
@@ -92,10 +108,21 @@ try {
     [`${N} DeleteVolume archive, ${PARALLEL} in flight (wall)`, `${parDelete.toFixed(0)} ms`],
   ];
   if (values.json) {
-    console.log(JSON.stringify({ createMs: { p50: pct(createMs, 50), p95: pct(createMs, 95) }, deleteArchiveMs: { p50: pct(deleteMs, 50), p95: pct(deleteMs, 95) }, parallelCreateWallMs: parCreate, parallelDeleteWallMs: parDelete, n: N, parallel: PARALLEL }));
+    console.log(
+      JSON.stringify({
+        createMs: { p50: pct(createMs, 50), p95: pct(createMs, 95) },
+        deleteArchiveMs: { p50: pct(deleteMs, 50), p95: pct(deleteMs, 95) },
+        parallelCreateWallMs: parCreate,
+        parallelDeleteWallMs: parDelete,
+        n: N,
+        parallel: PARALLEL,
+      }),
+    );
   } else {
     const w = Math.max(...rows.map((r) => r[0].length));
-    console.log(`NFS controller (backend called directly; nfs-ganesha 127.0.0.1, NFSv3 over TCP, seed StorageClass + uid/gid/mode)`);
+    console.log(
+      `NFS controller (backend called directly; nfs-ganesha 127.0.0.1, NFSv3 over TCP, seed StorageClass + uid/gid/mode)`,
+    );
     console.log(`${'metric'.padEnd(w)}  value`);
     console.log(`${'-'.repeat(w)}  ${'-'.repeat(10)}`);
     for (const [k, v] of rows) console.log(`${k.padEnd(w)}  ${v}`);

@@ -12,23 +12,45 @@ import { PROXMOX_CALL_BUDGET, type BudgetedOp } from '../test/helpers/proxmox-ca
 import { startProgram } from './lib/program.js';
 import { printTable, since, type Row } from './lib/table.js';
 
-const { values } = parseArgs({ options: { runs: { type: 'string', default: '20' }, latency: { type: 'string', default: '20' }, task: { type: 'string', default: '5' }, md: { type: 'boolean', default: false } } });
+const { values } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '20' },
+    latency: { type: 'string', default: '20' },
+    task: { type: 'string', default: '5' },
+    md: { type: 'boolean', default: false },
+  },
+});
 const RUNS = Number(values.runs);
 const LATENCY = Number(values.latency);
 const STORM = 24;
 const VM = 'talos-worker-1';
 const GiB = 2 ** 30;
-const MOUNT: VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
+const MOUNT: VolumeCapability = {
+  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
+  accessMode: { mode: 'SINGLE_NODE_WRITER' },
+};
 const PARAMS = { storage: 'local-lvm', ssd: 'true', backup: 'true' };
-const TOPO = { requisite: [], preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }] };
+const TOPO = {
+  requisite: [],
+  preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }],
+};
 
-const sim = await startSimulator({ backend: 'none', faults: { latencyMs: LATENCY, taskDurationMs: Number(values.task), authFailureDelayMs: 0 } });
+const sim = await startSimulator({
+  backend: 'none',
+  faults: { latencyMs: LATENCY, taskDurationMs: Number(values.task), authFailureDelayMs: 0 },
+});
 const admin = new SimulatorAdmin(sim.adminUrl);
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-pve-grpc-'));
 const cfg = path.join(dir, 'proxmox.yaml');
-fs.writeFileSync(cfg, `clusters:\n  - url: ${sim.url}\n    ca_file: ${sim.caFile}\n    token_id: "${sim.tokenId}"\n    token_secret: "${sim.tokenSecret}"\n    region: homelab\n`);
+fs.writeFileSync(
+  cfg,
+  `clusters:\n  - url: ${sim.url}\n    ca_file: ${sim.caFile}\n    token_id: "${sim.tokenId}"\n    token_secret: "${sim.tokenSecret}"\n    region: homelab\n`,
+);
 const ep = `unix://${path.join(dir, 'csi.sock')}`;
-const prog = await startProgram(['--mode', 'controller', '--proxmox-endpoint', ep, '--proxmox-config', cfg, '--log-level', 'warn'], [ep]);
+const prog = await startProgram(
+  ['--mode', 'controller', '--proxmox-endpoint', ep, '--proxmox-config', cfg, '--log-level', 'warn'],
+  [ep],
+);
 const c = csiClient(ep, 120_000);
 try {
   // Past the start-up window (startup-fence.ts: 12 s after a start, publishes look for a killed
@@ -49,28 +71,82 @@ try {
   };
   for (let i = 0; i <= RUNS; i++) {
     const count = i > 0; // one untimed round warms the connection and the caches
-    const v = await run('CreateVolume', count, () => c.controller.CreateVolume({ name: `pvc-grpc-${i}`, capacityRange: { requiredBytes: String(GiB) }, volumeCapabilities: [MOUNT], parameters: PARAMS, accessibilityRequirements: TOPO }));
+    const v = await run('CreateVolume', count, () =>
+      c.controller.CreateVolume({
+        name: `pvc-grpc-${i}`,
+        capacityRange: { requiredBytes: String(GiB) },
+        volumeCapabilities: [MOUNT],
+        parameters: PARAMS,
+        accessibilityRequirements: TOPO,
+      }),
+    );
     const volumeId = v.volume?.volumeId ?? '';
-    await run('ControllerPublishVolume', count, () => c.controller.ControllerPublishVolume({ volumeId, nodeId: VM, volumeCapability: MOUNT, volumeContext: PARAMS }));
-    await run('ControllerUnpublishVolume', count, () => c.controller.ControllerUnpublishVolume({ volumeId, nodeId: VM }));
+    await run('ControllerPublishVolume', count, () =>
+      c.controller.ControllerPublishVolume({ volumeId, nodeId: VM, volumeCapability: MOUNT, volumeContext: PARAMS }),
+    );
+    await run('ControllerUnpublishVolume', count, () =>
+      c.controller.ControllerUnpublishVolume({ volumeId, nodeId: VM }),
+    );
     await run('DeleteVolume', count, () => c.controller.DeleteVolume({ volumeId }));
   }
-  const rows: Row[] = ops.map((op) => ({ what: op, samples: ms.get(op) ?? [], min: PROXMOX_CALL_BUDGET[op] * LATENCY, note: `minimum = ${PROXMOX_CALL_BUDGET[op]} calls × ${LATENCY} ms` }));
-  const callRows: Row[] = ops.map((op) => ({ what: op, samples: calls.get(op) ?? [], min: PROXMOX_CALL_BUDGET[op], note: 'Proxmox API calls (simulator counters)' }));
+  const rows: Row[] = ops.map((op) => ({
+    what: op,
+    samples: ms.get(op) ?? [],
+    min: PROXMOX_CALL_BUDGET[op] * LATENCY,
+    note: `minimum = ${PROXMOX_CALL_BUDGET[op]} calls × ${LATENCY} ms`,
+  }));
+  const callRows: Row[] = ops.map((op) => ({
+    what: op,
+    samples: calls.get(op) ?? [],
+    min: PROXMOX_CALL_BUDGET[op],
+    note: 'Proxmox API calls (simulator counters)',
+  }));
 
-  const ids = await Promise.all(Array.from({ length: STORM }, async (_, i) => (await c.controller.CreateVolume({ name: `pvc-grpc-storm-${i}`, capacityRange: { requiredBytes: String(GiB) }, volumeCapabilities: [MOUNT], parameters: PARAMS, accessibilityRequirements: TOPO })).volume?.volumeId ?? ''));
+  const ids = await Promise.all(
+    Array.from(
+      { length: STORM },
+      async (_, i) =>
+        (
+          await c.controller.CreateVolume({
+            name: `pvc-grpc-storm-${i}`,
+            capacityRange: { requiredBytes: String(GiB) },
+            volumeCapabilities: [MOUNT],
+            parameters: PARAMS,
+            accessibilityRequirements: TOPO,
+          })
+        ).volume?.volumeId ?? '',
+    ),
+  );
   await admin.resetCounters();
   const t0 = process.hrtime.bigint();
-  const res = await Promise.allSettled(ids.map((volumeId) => c.controller.ControllerPublishVolume({ volumeId, nodeId: VM, volumeCapability: MOUNT, volumeContext: PARAMS })));
+  const res = await Promise.allSettled(
+    ids.map((volumeId) =>
+      c.controller.ControllerPublishVolume({ volumeId, nodeId: VM, volumeCapability: MOUNT, volumeContext: PARAMS }),
+    ),
+  );
   const storm = since(t0);
   const k = await admin.counters();
   const ok = res.filter((r) => r.status === 'fulfilled').length;
-  rows.push({ what: `attach storm of ${STORM} (${ok} OK)`, samples: [storm], min: PROXMOX_CALL_BUDGET.ControllerPublishVolume * LATENCY, note: 'all at once to one VM; minimum = one publish' });
-  callRows.push({ what: `attach storm of ${STORM}`, samples: [k.total], min: PROXMOX_CALL_BUDGET.ControllerPublishVolume, note: `config changes: ${k.byRoute['POST /nodes/{node}/qemu/{vmid}/config'] ?? 0}` });
+  rows.push({
+    what: `attach storm of ${STORM} (${ok} OK)`,
+    samples: [storm],
+    min: PROXMOX_CALL_BUDGET.ControllerPublishVolume * LATENCY,
+    note: 'all at once to one VM; minimum = one publish',
+  });
+  callRows.push({
+    what: `attach storm of ${STORM}`,
+    samples: [k.total],
+    min: PROXMOX_CALL_BUDGET.ControllerPublishVolume,
+    note: `config changes: ${k.byRoute['POST /nodes/{node}/qemu/{vmid}/config'] ?? 0}`,
+  });
   await Promise.all(ids.map((volumeId) => c.controller.ControllerUnpublishVolume({ volumeId, nodeId: VM })));
   await Promise.all(ids.map((volumeId) => c.controller.DeleteVolume({ volumeId })));
 
-  printTable({ title: `Proxmox controller over gRPC (compiled program, unix socket), simulator +${LATENCY} ms per API call, tasks ≥ ${values.task} ms, ${RUNS} runs`, unit: 'ms', rows });
+  printTable({
+    title: `Proxmox controller over gRPC (compiled program, unix socket), simulator +${LATENCY} ms per API call, tasks ≥ ${values.task} ms, ${RUNS} runs`,
+    unit: 'ms',
+    rows,
+  });
   printTable({ title: 'Proxmox API calls per operation (happy path, caches warm)', unit: 'calls', rows: callRows });
 } finally {
   c.close();

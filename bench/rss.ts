@@ -16,14 +16,25 @@ import { rssMiB, startProgram } from './lib/program.js';
 import { pool, printTable, type Row } from './lib/table.js';
 
 const { values } = parseArgs({
-  options: { ops: { type: 'string', default: '2000' }, 'limit-mib': { type: 'string', default: '192' }, json: { type: 'boolean', default: false }, md: { type: 'boolean', default: false } },
+  options: {
+    ops: { type: 'string', default: '2000' },
+    'limit-mib': { type: 'string', default: '192' },
+    json: { type: 'boolean', default: false },
+    md: { type: 'boolean', default: false },
+  },
 });
 const OPS = Number(values.ops);
 const LIMIT = Number(values['limit-mib']);
 const HEAP = Math.max(16, Math.floor((LIMIT - 96) / 2)); // the entrypoint's formula
 
-const MOUNT: VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
-const NFS_CAP: VolumeCapability = { mount: { fsType: '', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' } };
+const MOUNT: VolumeCapability = {
+  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
+  accessMode: { mode: 'SINGLE_NODE_WRITER' },
+};
+const NFS_CAP: VolumeCapability = {
+  mount: { fsType: '', mountFlags: [], volumeMountGroup: '' },
+  accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' },
+};
 const settle = () => new Promise((r) => setTimeout(r, 2000));
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-rss-'));
@@ -41,7 +52,18 @@ try {
     const pxEp = `unix://${dir}/px-${rows.length}.sock`;
     const nfsEp = `unix://${dir}/nfs-${rows.length}.sock`;
     const p = await startProgram(
-      ['--mode', 'controller', '--proxmox-endpoint', pxEp, '--nfs-endpoint', nfsEp, '--log-level', 'warn', ...px.controllerArgs, ...nfs.controllerArgs],
+      [
+        '--mode',
+        'controller',
+        '--proxmox-endpoint',
+        pxEp,
+        '--nfs-endpoint',
+        nfsEp,
+        '--log-level',
+        'warn',
+        ...px.controllerArgs,
+        ...nfs.controllerArgs,
+      ],
       [pxEp, nfsEp],
       { nodeArgs: [...nodeArgs] },
     );
@@ -60,19 +82,43 @@ try {
       await Promise.all([
         pool(nfsCycles, 4, async (i) => {
           const r = await nc.controller.CreateVolume({
-            name: `pvc-rss-${rows.length}-${i}`, capacityRange: { requiredBytes: '1073741824' }, volumeCapabilities: [NFS_CAP],
-            parameters: { ...nfs.volumeParameters, subDir: 'rss/${pvc.metadata.name}', 'csi.storage.k8s.io/pvc/name': `data-${i}`, 'csi.storage.k8s.io/pvc/namespace': 'rss' },
+            name: `pvc-rss-${rows.length}-${i}`,
+            capacityRange: { requiredBytes: '1073741824' },
+            volumeCapabilities: [NFS_CAP],
+            parameters: {
+              ...nfs.volumeParameters,
+              subDir: 'rss/${pvc.metadata.name}',
+              'csi.storage.k8s.io/pvc/name': `data-${i}`,
+              'csi.storage.k8s.io/pvc/namespace': 'rss',
+            },
           });
           await nc.controller.DeleteVolume({ volumeId: r.volume?.volumeId ?? '' });
           done += 2;
         }),
         pool(pxCycles, 4, async (i) => {
           const r = await pc.controller.CreateVolume({
-            name: `pvc-rss-${rows.length}-${i}`, capacityRange: { requiredBytes: '1073741824' }, volumeCapabilities: [MOUNT], parameters: px.volumeParameters,
-            accessibilityRequirements: { preferred: [{ segments: { 'topology.kubernetes.io/region': HOST_NODE.region, 'topology.kubernetes.io/zone': HOST_NODE.zone } }] },
+            name: `pvc-rss-${rows.length}-${i}`,
+            capacityRange: { requiredBytes: '1073741824' },
+            volumeCapabilities: [MOUNT],
+            parameters: px.volumeParameters,
+            accessibilityRequirements: {
+              preferred: [
+                {
+                  segments: {
+                    'topology.kubernetes.io/region': HOST_NODE.region,
+                    'topology.kubernetes.io/zone': HOST_NODE.zone,
+                  },
+                },
+              ],
+            },
           });
           const volumeId = r.volume?.volumeId ?? '';
-          await pc.controller.ControllerPublishVolume({ volumeId, nodeId: HOST_NODE.name, volumeCapability: MOUNT, volumeContext: r.volume?.volumeContext ?? {} });
+          await pc.controller.ControllerPublishVolume({
+            volumeId,
+            nodeId: HOST_NODE.name,
+            volumeCapability: MOUNT,
+            volumeContext: r.volume?.volumeContext ?? {},
+          });
           await pc.controller.ControllerUnpublishVolume({ volumeId, nodeId: HOST_NODE.name });
           await pc.controller.DeleteVolume({ volumeId });
           done += 4;
@@ -83,7 +129,11 @@ try {
       await settle();
       const after = rssMiB(p.pid);
       rows.push({ what: `idle, ${label}`, samples: [idle], note: 'Go: 32.7 + 39.6 = 72 MiB; goal ≤ 60' });
-      rows.push({ what: `after ${done} ops, ${label}`, samples: [after], note: `peak ${peak.toFixed(1)} MiB; ${done} ops took ${(opsMs / 1000).toFixed(1)} s; goal ≤ 100` });
+      rows.push({
+        what: `after ${done} ops, ${label}`,
+        samples: [after],
+        note: `peak ${peak.toFixed(1)} MiB; ${done} ops took ${(opsMs / 1000).toFixed(1)} s; goal ≤ 100`,
+      });
       json[`${label} idle`] = idle;
       json[`${label} after`] = after;
       json[`${label} peak`] = peak;

@@ -13,7 +13,13 @@ import { freePort } from '../test/helpers/free-port.js';
 import { cpuMs, startProgram } from './lib/program.js';
 import { printTable, type Row } from './lib/table.js';
 
-const { values } = parseArgs({ options: { runs: { type: 'string', default: '10' }, json: { type: 'boolean', default: false }, md: { type: 'boolean', default: false } } });
+const { values } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '10' },
+    json: { type: 'boolean', default: false },
+    md: { type: 'boolean', default: false },
+  },
+});
 const RUNS = Number(values.runs);
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-start-'));
@@ -68,7 +74,11 @@ try {
   }
   if (values.json) console.log(JSON.stringify({ runs: RUNS, nodeBareMs: minimum, ...json }));
   else {
-    printTable({ title: `Start: spawn → Probe OK on every socket (${RUNS} runs each; minimum = node -e 0, spawn → exit)`, unit: 'ms', rows });
+    printTable({
+      title: `Start: spawn → Probe OK on every socket (${RUNS} runs each; minimum = node -e 0, spawn → exit)`,
+      unit: 'ms',
+      rows,
+    });
     printTable({ title: 'Start: CPU time used by then (all threads)', unit: 'ms', rows: cpuRows });
   }
 } finally {

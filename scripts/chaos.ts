@@ -19,7 +19,9 @@ import { badInput } from './lib/chaos/bad-input.js';
 const argv = process.argv.slice(2);
 const long = argv.includes('--long');
 const onlyArg = argv.find((a) => a.startsWith('--only'));
-const only = onlyArg ? (onlyArg.includes('=') ? onlyArg.split('=')[1]! : argv[argv.indexOf(onlyArg) + 1]!).split(',') : undefined;
+const only = onlyArg
+  ? (onlyArg.includes('=') ? onlyArg.split('=')[1]! : argv[argv.indexOf(onlyArg) + 1]!).split(',')
+  : undefined;
 const want = (s: string) => !only || only.includes(s);
 
 const runDir = path.join(ROOT, '.run', 'chaos');
@@ -32,7 +34,18 @@ function fmtCounts(c: Record<string, number>): string {
 }
 
 function table(rows: { rec: Recorder; seconds: number }[]): string {
-  const head = ['scenario', 'ops', 'calls', 'faults injected', 'answers by code', 'leaks', 'double attaches', 'longest call', 'time', 'violations'];
+  const head = [
+    'scenario',
+    'ops',
+    'calls',
+    'faults injected',
+    'answers by code',
+    'leaks',
+    'double attaches',
+    'longest call',
+    'time',
+    'violations',
+  ];
   const body = rows.map(({ rec, seconds }) => [
     rec.scenario,
     String(rec.ops),
@@ -53,7 +66,11 @@ function table(rows: { rec: Recorder; seconds: number }[]): string {
 async function main(): Promise<number> {
   const t0 = Date.now();
   const env: ChaosEnv = await startEnv(runDir, long);
-  console.log(`program: node ${programEntry().map((p) => path.relative(ROOT, p) || p).join(' ')}`);
+  console.log(
+    `program: node ${programEntry()
+      .map((p) => path.relative(ROOT, p) || p)
+      .join(' ')}`,
+  );
   const nfs: NfsShared = { runDir };
   const rows: { rec: Recorder; seconds: number }[] = [];
   const scenarios: [string, () => Promise<Recorder>][] = [
@@ -78,12 +95,16 @@ async function main(): Promise<number> {
     await nfs.ganesha?.stop().catch(() => undefined);
     await env.sim.close();
   }
-  console.log(`\nchaos suite (${long ? 'long' : 'bounded'} run, ${((Date.now() - t0) / 1000).toFixed(0)} s; logs in ${path.relative(process.cwd(), runDir)})\n`);
+  console.log(
+    `\nchaos suite (${long ? 'long' : 'bounded'} run, ${((Date.now() - t0) / 1000).toFixed(0)} s; logs in ${path.relative(process.cwd(), runDir)})\n`,
+  );
   console.log(table(rows));
   const violations = rows.flatMap(({ rec }) => rec.violations.map((v) => `${rec.scenario}: ${v}`));
   fs.writeFileSync(path.join(runDir, 'violations.txt'), violations.map((v) => `${v}\n`).join(''));
   if (violations.length) {
-    console.log(`\n${violations.length} violation(s) (all of them in ${path.relative(process.cwd(), runDir)}/violations.txt):`);
+    console.log(
+      `\n${violations.length} violation(s) (all of them in ${path.relative(process.cwd(), runDir)}/violations.txt):`,
+    );
     const shown = violations.slice(0, 60);
     for (const v of shown) console.log(`  - ${v}`);
     if (violations.length > shown.length) console.log(`  … and ${violations.length - shown.length} more`);

@@ -25,11 +25,25 @@ async function proxmoxCalls(adminUrl: string): Promise<number> {
 async function demo(pve: Backends, nfs: Backends): Promise<void> {
   const pveSock = path.join(runDir, 'proxmox.sock');
   const nfsSock = path.join(runDir, 'nfs.sock');
-  const program = start('pve-nfs-csi', process.execPath, [
-    path.join(ROOT, 'dist/src/main.js'), '--mode', 'all',
-    '--proxmox-endpoint', `unix://${pveSock}`, '--nfs-endpoint', `unix://${nfsSock}`,
-    ...pve.controllerArgs, ...pve.nodeArgs, ...nfs.controllerArgs, '--kubelet-dir', runDir,
-  ], { logFile: path.join(runDir, 'program.log') });
+  const program = start(
+    'pve-nfs-csi',
+    process.execPath,
+    [
+      path.join(ROOT, 'dist/src/main.js'),
+      '--mode',
+      'all',
+      '--proxmox-endpoint',
+      `unix://${pveSock}`,
+      '--nfs-endpoint',
+      `unix://${nfsSock}`,
+      ...pve.controllerArgs,
+      ...pve.nodeArgs,
+      ...nfs.controllerArgs,
+      '--kubelet-dir',
+      runDir,
+    ],
+    { logFile: path.join(runDir, 'program.log') },
+  );
   await program.readyJson((j) => j.ready === true, 30_000);
   step('program serving both drivers', `${pveSock}, ${nfsSock} (log: ${path.relative(ROOT, program.logFile)})`);
 
@@ -43,33 +57,86 @@ async function demo(pve: Backends, nfs: Backends): Promise<void> {
     // xfs: growing a mounted ext4 needs CAP_SYS_RESOURCE, which some sandboxes (this CI's included) withhold.
     const mountCap: VolumeCapability = { mount: { fsType: 'xfs' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
     let calls = await proxmoxCalls(pve.info.adminUrl!);
-    const before = () => proxmoxCalls(pve.info.adminUrl!).then((c) => { const d = c - calls; calls = c; return `${d} Proxmox API calls`; });
+    const before = () =>
+      proxmoxCalls(pve.info.adminUrl!).then((c) => {
+        const d = c - calls;
+        calls = c;
+        return `${d} Proxmox API calls`;
+      });
     const created = await p.controller.CreateVolume({
-      name: 'pvc-0b1c2d3e-demo', capacityRange: { requiredBytes: 1 << 30 }, volumeCapabilities: [mountCap],
+      name: 'pvc-0b1c2d3e-demo',
+      capacityRange: { requiredBytes: 1 << 30 },
+      volumeCapabilities: [mountCap],
       parameters: { storage: 'local-lvm', cache: 'writethrough', ssd: 'true', backup: 'true' },
-      accessibilityRequirements: { preferred: [{ segments: { 'topology.kubernetes.io/region': HOST_NODE.region, 'topology.kubernetes.io/zone': HOST_NODE.zone } }] },
+      accessibilityRequirements: {
+        preferred: [
+          {
+            segments: {
+              'topology.kubernetes.io/region': HOST_NODE.region,
+              'topology.kubernetes.io/zone': HOST_NODE.zone,
+            },
+          },
+        ],
+      },
     });
     const vol = present(created.volume, 'CreateVolume: volume');
     undo.push(() => p.controller.DeleteVolume({ volumeId: vol.volumeId }));
     step('CreateVolume', `${vol.volumeId} ${Number(vol.capacityBytes) / 2 ** 30} GiB; ${await before()}`);
-    const pub = await p.controller.ControllerPublishVolume({ volumeId: vol.volumeId, nodeId: HOST_NODE.name, volumeCapability: mountCap, volumeContext: vol.volumeContext });
+    const pub = await p.controller.ControllerPublishVolume({
+      volumeId: vol.volumeId,
+      nodeId: HOST_NODE.name,
+      volumeCapability: mountCap,
+      volumeContext: vol.volumeContext,
+    });
     undo.push(() => p.controller.ControllerUnpublishVolume({ volumeId: vol.volumeId, nodeId: HOST_NODE.name }));
     step('ControllerPublishVolume', `${JSON.stringify(pub.publishContext)}; ${await before()}`);
     const staging = path.join(runDir, 'staging');
     const target = path.join(runDir, 'target');
-    await p.node.NodeStageVolume({ volumeId: vol.volumeId, publishContext: pub.publishContext, stagingTargetPath: staging, volumeCapability: mountCap, volumeContext: vol.volumeContext });
+    await p.node.NodeStageVolume({
+      volumeId: vol.volumeId,
+      publishContext: pub.publishContext,
+      stagingTargetPath: staging,
+      volumeCapability: mountCap,
+      volumeContext: vol.volumeContext,
+    });
     undo.push(() => p.node.NodeUnstageVolume({ volumeId: vol.volumeId, stagingTargetPath: staging }));
     step('NodeStageVolume', `found by WWN, formatted xfs, mounted at ${path.relative(ROOT, staging)}`);
-    await p.node.NodePublishVolume({ volumeId: vol.volumeId, publishContext: pub.publishContext, stagingTargetPath: staging, targetPath: target, volumeCapability: mountCap, volumeContext: vol.volumeContext });
+    await p.node.NodePublishVolume({
+      volumeId: vol.volumeId,
+      publishContext: pub.publishContext,
+      stagingTargetPath: staging,
+      targetPath: target,
+      volumeCapability: mountCap,
+      volumeContext: vol.volumeContext,
+    });
     undo.push(() => p.node.NodeUnpublishVolume({ volumeId: vol.volumeId, targetPath: target }));
     fs.writeFileSync(path.join(target, 'hello.txt'), 'written through the pod mount\n');
     step('NodePublishVolume', `bind-mounted at ${path.relative(ROOT, target)}; wrote hello.txt`);
     const stats = await p.node.NodeGetVolumeStats({ volumeId: vol.volumeId, volumePath: target });
-    const bytes = present(stats.usage.find((u) => u.unit === 'BYTES'), 'NodeGetVolumeStats: BYTES usage');
-    step('NodeGetVolumeStats', `total ${(Number(bytes.total) / 2 ** 20).toFixed(0)} MiB, used ${(Number(bytes.used) / 2 ** 20).toFixed(1)} MiB`);
-    const exp = await p.controller.ControllerExpandVolume({ volumeId: vol.volumeId, capacityRange: { requiredBytes: 2 * 2 ** 30 }, volumeCapability: mountCap });
-    step('ControllerExpandVolume (online, through the VM)', `${Number(exp.capacityBytes) / 2 ** 30} GiB, node expansion required: ${exp.nodeExpansionRequired}; ${await before()}`);
-    const nexp = await p.node.NodeExpandVolume({ volumeId: vol.volumeId, volumePath: target, stagingTargetPath: staging, capacityRange: { requiredBytes: 2 * 2 ** 30 }, volumeCapability: mountCap });
+    const bytes = present(
+      stats.usage.find((u) => u.unit === 'BYTES'),
+      'NodeGetVolumeStats: BYTES usage',
+    );
+    step(
+      'NodeGetVolumeStats',
+      `total ${(Number(bytes.total) / 2 ** 20).toFixed(0)} MiB, used ${(Number(bytes.used) / 2 ** 20).toFixed(1)} MiB`,
+    );
+    const exp = await p.controller.ControllerExpandVolume({
+      volumeId: vol.volumeId,
+      capacityRange: { requiredBytes: 2 * 2 ** 30 },
+      volumeCapability: mountCap,
+    });
+    step(
+      'ControllerExpandVolume (online, through the VM)',
+      `${Number(exp.capacityBytes) / 2 ** 30} GiB, node expansion required: ${exp.nodeExpansionRequired}; ${await before()}`,
+    );
+    const nexp = await p.node.NodeExpandVolume({
+      volumeId: vol.volumeId,
+      volumePath: target,
+      stagingTargetPath: staging,
+      capacityRange: { requiredBytes: 2 * 2 ** 30 },
+      volumeCapability: mountCap,
+    });
     step('NodeExpandVolume', `filesystem grown to ${(Number(nexp.capacityBytes) / 2 ** 30).toFixed(2)} GiB`);
     await p.node.NodeUnpublishVolume({ volumeId: vol.volumeId, targetPath: target });
     await p.node.NodeUnstageVolume({ volumeId: vol.volumeId, stagingTargetPath: staging });
@@ -85,20 +152,50 @@ async function demo(pve: Backends, nfs: Backends): Promise<void> {
     console.log('\n--- nfs.csi.k8s.io: a directory per claim, archived on delete');
     const nfsCap: VolumeCapability = { mount: {}, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' } };
     const params = {
-      ...nfs.volumeParameters, subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}', onDelete: 'archive', uid: '1000', gid: '1000', mountPermissions: '0750',
-      'csi.storage.k8s.io/pvc/namespace': 'media', 'csi.storage.k8s.io/pvc/name': 'library', 'csi.storage.k8s.io/pv/name': 'pvc-7f3e-demo',
+      ...nfs.volumeParameters,
+      subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}',
+      onDelete: 'archive',
+      uid: '1000',
+      gid: '1000',
+      mountPermissions: '0750',
+      'csi.storage.k8s.io/pvc/namespace': 'media',
+      'csi.storage.k8s.io/pvc/name': 'library',
+      'csi.storage.k8s.io/pv/name': 'pvc-7f3e-demo',
     };
-    const nv = present((await n.controller.CreateVolume({ name: 'pvc-7f3e-demo', volumeCapabilities: [nfsCap], parameters: params, capacityRange: { requiredBytes: 1 << 30 } })).volume, 'CreateVolume: volume');
+    const nv = present(
+      (
+        await n.controller.CreateVolume({
+          name: 'pvc-7f3e-demo',
+          volumeCapabilities: [nfsCap],
+          parameters: params,
+          capacityRange: { requiredBytes: 1 << 30 },
+        })
+      ).volume,
+      'CreateVolume: volume',
+    );
     const exportDir = nfs.info.exportDir!;
     const dir = path.join(exportDir, 'talos', 'media', 'library');
     const st = fs.statSync(dir);
-    step('CreateVolume', `${nv.volumeId}; created ${path.relative(exportDir, dir)} over NFS, owner ${st.uid}:${st.gid}, mode ${(st.mode & 0o777).toString(8)}`);
+    step(
+      'CreateVolume',
+      `${nv.volumeId}; created ${path.relative(exportDir, dir)} over NFS, owner ${st.uid}:${st.gid}, mode ${(st.mode & 0o777).toString(8)}`,
+    );
     fs.writeFileSync(path.join(dir, 'book.txt'), 'a pod wrote this\n');
-    step('(a pod writes)', 'book.txt (written on the export directly: the host kernel has no NFS client; the VM tier mounts for real)');
+    step(
+      '(a pod writes)',
+      'book.txt (written on the export directly: the host kernel has no NFS client; the VM tier mounts for real)',
+    );
     await n.controller.DeleteVolume({ volumeId: nv.volumeId });
     const archived = path.join(exportDir, 'talos', 'archived-media', 'library');
-    step('DeleteVolume (onDelete: archive)', `renamed to ${path.relative(exportDir, archived)}; book.txt kept: ${fs.existsSync(path.join(archived, 'book.txt'))}`);
-    const again = present((await n.controller.CreateVolume({ name: 'pvc-7f3e-demo', volumeCapabilities: [nfsCap], parameters: params })).volume, 'CreateVolume: volume');
+    step(
+      'DeleteVolume (onDelete: archive)',
+      `renamed to ${path.relative(exportDir, archived)}; book.txt kept: ${fs.existsSync(path.join(archived, 'book.txt'))}`,
+    );
+    const again = present(
+      (await n.controller.CreateVolume({ name: 'pvc-7f3e-demo', volumeCapabilities: [nfsCap], parameters: params }))
+        .volume,
+      'CreateVolume: volume',
+    );
     await n.controller.DeleteVolume({ volumeId: again.volumeId });
     const beside = fs.readdirSync(path.join(exportDir, 'talos', 'archived-media')).join(', ');
     step('same claim created and deleted again', `archived beside the first instead of getting stuck: ${beside}`);
@@ -132,7 +229,11 @@ async function main(): Promise<number> {
     await stopAll();
     await nfs?.close();
     await pve.close();
-    try { execFileSync('losetup', ['-a'], { encoding: 'utf8' }); } catch { /* informational only */ }
+    try {
+      execFileSync('losetup', ['-a'], { encoding: 'utf8' });
+    } catch {
+      /* informational only */
+    }
   }
 }
 

@@ -11,7 +11,11 @@ import { PROXMOX_PARAMETERS } from '../src/proxmox/param-keys.js';
 import type { ParamDef } from '../src/csi/param-def.js';
 import { NFS_PARAMETERS } from '../src/nfs/param-keys.js';
 
-export const SCHEMA_FILE = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'charts/pve-nfs-csi/values.schema.json');
+export const SCHEMA_FILE = path.join(
+  path.dirname(fileURLToPath(import.meta.url)),
+  '..',
+  'charts/pve-nfs-csi/values.schema.json',
+);
 
 /** Keys the provisioner itself consumes (secret names, fstype of other drivers): allowed in any class. */
 const PROVISIONER_KEYS = { '^csi\\.storage\\.k8s\\.io/': { type: ['string', 'boolean', 'integer', 'number'] } };
@@ -28,14 +32,21 @@ function definition(description: string, defs: Record<string, ParamDef>): Record
 
 export function generatedDefinitions(): Record<string, Record<string, unknown>> {
   return {
-    proxmoxParameters: definition('StorageClass parameters of csi.proxmox.sinextra.dev (generated from src/proxmox/param-keys.ts); the driver rejects any other key', PROXMOX_PARAMETERS),
-    nfsParameters: definition('StorageClass parameters of nfs.csi.k8s.io (generated from src/nfs/param-keys.ts); the driver rejects any other key', NFS_PARAMETERS),
+    proxmoxParameters: definition(
+      'StorageClass parameters of csi.proxmox.sinextra.dev (generated from src/proxmox/param-keys.ts); the driver rejects any other key',
+      PROXMOX_PARAMETERS,
+    ),
+    nfsParameters: definition(
+      'StorageClass parameters of nfs.csi.k8s.io (generated from src/nfs/param-keys.ts); the driver rejects any other key',
+      NFS_PARAMETERS,
+    ),
   };
 }
 
 /** JSON with arrays of scalars on one line, as the rest of the file is written. */
 function render(v: unknown, indent: string): string {
-  if (Array.isArray(v) && v.every((x) => x === null || typeof x !== 'object')) return `[${v.map((x) => JSON.stringify(x)).join(', ')}]`;
+  if (Array.isArray(v) && v.every((x) => x === null || typeof x !== 'object'))
+    return `[${v.map((x) => JSON.stringify(x)).join(', ')}]`;
   if (Array.isArray(v)) return `[\n${v.map((x) => `${indent}  ${render(x, `${indent}  `)}`).join(',\n')}\n${indent}]`;
   if (v && typeof v === 'object') {
     const entries = Object.entries(v);

@@ -24,7 +24,8 @@ export function buildDescriptor(): Json {
   const root = new protobuf.Root();
   const resolve = root.resolvePath.bind(root);
   // google/protobuf/* come with protobufjs rather than from our proto directory.
-  root.resolvePath = (origin, target) => (target.startsWith('google/protobuf/') ? require.resolve(`protobufjs/${target}`) : resolve(origin, target));
+  root.resolvePath = (origin, target) =>
+    target.startsWith('google/protobuf/') ? require.resolve(`protobufjs/${target}`) : resolve(origin, target);
   // keepCase false: the same camelCase field names @grpc/proto-loader and src/gen use.
   root.loadSync(PROTO_FILE, { keepCase: false });
   root.resolveAll();
@@ -32,7 +33,8 @@ export function buildDescriptor(): Json {
   const used = new Set<string>();
   const walk = (ns: protobuf.NamespaceBase): void => {
     for (const obj of ns.nestedArray) {
-      if (obj instanceof protobuf.Type) for (const f of obj.fieldsArray) if (f.resolvedType) used.add(f.resolvedType.fullName);
+      if (obj instanceof protobuf.Type)
+        for (const f of obj.fieldsArray) if (f.resolvedType) used.add(f.resolvedType.fullName);
       if (obj instanceof protobuf.Namespace || obj instanceof protobuf.Type) walk(obj);
     }
   };
@@ -46,7 +48,9 @@ export function buildDescriptor(): Json {
   csiV1.nested = Object.fromEntries(Object.entries(csiV1.nested).filter(([, def]) => !('extend' in def)));
   // File options of whichever google/protobuf file protobufjs happened to load first: not ours.
   delete googleProtobuf.options;
-  googleProtobuf.nested = Object.fromEntries(Object.entries(googleProtobuf.nested).filter(([name]) => used.has(`.google.protobuf.${name}`)));
+  googleProtobuf.nested = Object.fromEntries(
+    Object.entries(googleProtobuf.nested).filter(([name]) => used.has(`.google.protobuf.${name}`)),
+  );
   return json;
 }
 

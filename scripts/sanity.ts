@@ -16,11 +16,14 @@ const own = sep >= 0 ? argv.slice(0, sep) : argv;
 const extra = sep >= 0 ? argv.slice(sep + 1) : [];
 const driver = own.find((a) => !a.startsWith('-'));
 if (driver !== 'proxmox' && driver !== 'nfs') {
-  console.error('usage: npm run sanity -- <proxmox|nfs> [--vm] [-- extra csi-sanity flags]  (--vm is handled by scripts/sanity.sh)');
+  console.error(
+    'usage: npm run sanity -- <proxmox|nfs> [--vm] [-- extra csi-sanity flags]  (--vm is handled by scripts/sanity.sh)',
+  );
   process.exit(2);
 }
 
-const block = extra.some((a) => /testvolumeaccesstype[= ]?block/.test(a)) || extra.join(' ').includes('testvolumeaccesstype block');
+const block =
+  extra.some((a) => /testvolumeaccesstype[= ]?block/.test(a)) || extra.join(' ').includes('testvolumeaccesstype block');
 const runDir = path.join(ROOT, '.run', `sanity-${driver}${block ? '-block' : ''}`);
 fs.rmSync(runDir, { recursive: true, force: true });
 fs.mkdirSync(runDir, { recursive: true });
@@ -48,12 +51,33 @@ async function runAgainst(runDir: string, v4only: boolean): Promise<number> {
   const flag = driver === 'proxmox' ? '--proxmox-endpoint' : '--nfs-endpoint';
   const ctrlSock = path.join(runDir, 'controller.sock');
   const nodeSock = path.join(runDir, 'node.sock');
-  const ctrl = start('controller', process.execPath, [main, '--mode', 'controller', flag, `unix://${ctrlSock}`, ...backends.controllerArgs, '--log-level', 'debug'], {
-    logFile: path.join(runDir, 'controller.log'),
-  });
-  const node = start('node', process.execPath, [main, '--mode', 'node', flag, `unix://${nodeSock}`, ...backends.nodeArgs, '--kubelet-dir', runDir, '--log-level', 'debug'], {
-    logFile: path.join(runDir, 'node.log'),
-  });
+  const ctrl = start(
+    'controller',
+    process.execPath,
+    [main, '--mode', 'controller', flag, `unix://${ctrlSock}`, ...backends.controllerArgs, '--log-level', 'debug'],
+    {
+      logFile: path.join(runDir, 'controller.log'),
+    },
+  );
+  const node = start(
+    'node',
+    process.execPath,
+    [
+      main,
+      '--mode',
+      'node',
+      flag,
+      `unix://${nodeSock}`,
+      ...backends.nodeArgs,
+      '--kubelet-dir',
+      runDir,
+      '--log-level',
+      'debug',
+    ],
+    {
+      logFile: path.join(runDir, 'node.log'),
+    },
+  );
   await Promise.all([ctrl.readyJson((j) => j.ready === true, 30_000), node.readyJson((j) => j.ready === true, 30_000)]);
 
   const base = {

@@ -23,6 +23,7 @@ echo "=== setup done ($((SECONDS-t0)) s)"
 
 # First: the cheapest phase that finds the most (eslint.config.js; backlog in eslint-suppressions.json).
 phase "lint (typescript-eslint, strict type-checked)" npm run --silent lint
+phase "format (prettier --check; npm run format rewrites)" npm run --silent format:check
 phase "typecheck (tsc --noEmit)" npx tsc --noEmit -p tsconfig.json
 phase "build" npx tsc -p tsconfig.json
 phase "unit tier (pure: fakes only)" bash scripts/tier.sh unit

@@ -49,7 +49,11 @@ export interface Controller {
  * The controller side on the host for one driver, pointed at the guest's VM / NFS server.
  * `alsoPlays`: more VMIDs the guest stands in for (one at a time), e.g. a node VM on another host.
  */
-export async function startController(driver: 'proxmox' | 'nfs', runDir: string, o: { alsoPlays?: number[] } = {}): Promise<Controller> {
+export async function startController(
+  driver: 'proxmox' | 'nfs',
+  runDir: string,
+  o: { alsoPlays?: number[] } = {},
+): Promise<Controller> {
   const sock = path.join(runDir, 'controller.sock');
   let pve: Backends | undefined;
   let args: string[];
@@ -58,11 +62,23 @@ export async function startController(driver: 'proxmox' | 'nfs', runDir: string,
     pve = await startProxmoxBackend(runDir, { backend: 'qmp', qmp });
     args = ['--proxmox-endpoint', `unix://${sock}`, ...pve.controllerArgs];
   } else {
-    args = ['--nfs-endpoint', `unix://${sock}`, '--nfs-port', need('VM_NFS_PORT'), '--nfs-mount-port', need('VM_NFS_MOUNT_PORT')];
+    args = [
+      '--nfs-endpoint',
+      `unix://${sock}`,
+      '--nfs-port',
+      need('VM_NFS_PORT'),
+      '--nfs-mount-port',
+      need('VM_NFS_MOUNT_PORT'),
+    ];
   }
-  const proc = start(`${driver} controller`, process.execPath, [MAIN, '--mode', 'controller', ...args, '--log-level', 'debug'], {
-    logFile: path.join(runDir, 'controller.log'),
-  });
+  const proc = start(
+    `${driver} controller`,
+    process.execPath,
+    [MAIN, '--mode', 'controller', ...args, '--log-level', 'debug'],
+    {
+      logFile: path.join(runDir, 'controller.log'),
+    },
+  );
   try {
     await proc.readyJson((j) => j.ready === true, 30_000);
   } catch (e) {
@@ -84,8 +100,16 @@ export async function startController(driver: 'proxmox' | 'nfs', runDir: string,
  * the controller finds no v3 service and provisions over NFSv4, the node mounts v4.
  */
 async function sanityNfsV4Only(extra: string[]): Promise<number> {
-  const nfsd = (flags: string) => execFileSync(need('VM_EXEC'), ['sh', '-c',
-    `rpc.nfsd 0 && rpc.nfsd ${flags} -p 2049 4 && echo Y >/proc/fs/nfsd/v4_end_grace; cat /proc/fs/nfsd/versions`], { encoding: 'utf8' }).trim();
+  const nfsd = (flags: string) =>
+    execFileSync(
+      need('VM_EXEC'),
+      [
+        'sh',
+        '-c',
+        `rpc.nfsd 0 && rpc.nfsd ${flags} -p 2049 4 && echo Y >/proc/fs/nfsd/v4_end_grace; cat /proc/fs/nfsd/versions`,
+      ],
+      { encoding: 'utf8' },
+    ).trim();
   const versions = nfsd('-N 3');
   console.log(`guest nfsd versions: ${versions}`);
   if (!/-3/.test(versions)) throw new Error(`NFSv3 is still on in the guest's nfsd: ${versions}`);
@@ -106,7 +130,10 @@ async function sanity(driver: 'proxmox' | 'nfs', extra: string[], name: string =
       runDir,
       nodeEndpoint: need(driver === 'proxmox' ? 'VM_PROXMOX_ENDPOINT' : 'VM_NFS_ENDPOINT'),
       controllerEndpoint: ctrl.endpoint,
-      volumeParameters: driver === 'proxmox' ? { storage: 'local-lvm' } : { server: need('VM_NFS_SERVER'), share: need('VM_NFS_SHARE') },
+      volumeParameters:
+        driver === 'proxmox'
+          ? { storage: 'local-lvm' }
+          : { server: need('VM_NFS_SERVER'), share: need('VM_NFS_SHARE') },
       ...(driver === 'proxmox' ? { mutableParameters: PROXMOX_SANITY_MUTABLE } : {}),
       mountDir: `${guestDir}/mnt`,
       stagingDir: `${guestDir}/staging`,
@@ -129,7 +156,9 @@ async function timed(name: string, fn: () => Promise<number>): Promise<number> {
     console.error(`${name}: ${e instanceof Error ? e.stack : String(e)}`);
     code = 1;
   }
-  console.log(`--- VM tier: ${name}: ${code === 0 ? 'ok' : `FAILED (${code})`} in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  console.log(
+    `--- VM tier: ${name}: ${code === 0 ? 'ok' : `FAILED (${code})`} in ${((Date.now() - t0) / 1000).toFixed(1)} s`,
+  );
   return code;
 }
 

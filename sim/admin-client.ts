@@ -42,7 +42,10 @@ export class SimulatorAdmin {
   setFaults(f: Partial<Faults>): Promise<Faults> {
     return this.call('PUT', '/faults', f);
   }
-  patchVm(vmid: number, patch: { status?: 'running' | 'stopped'; lock?: string | null; hotplug?: string | null }): Promise<unknown> {
+  patchVm(
+    vmid: number,
+    patch: { status?: 'running' | 'stopped'; lock?: string | null; hotplug?: string | null },
+  ): Promise<unknown> {
     return this.call('PATCH', `/vms/${vmid}`, patch);
   }
   holdLock(lock: { vmid: number } | { node: string; storage: string }, holdMs: number): Promise<unknown> {

@@ -18,7 +18,10 @@ export interface AdminHooks {
 }
 
 class HttpError extends Error {
-  constructor(readonly status: number, message: string) {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -93,7 +96,8 @@ async function patchVm(ctx: SimContext, vmid: number, body: Record<string, unkno
   const vm = ctx.state.vms.get(vmid);
   if (!vm) throw new HttpError(404, `VM ${vmid} does not exist`);
   for (const k of Object.keys(body)) {
-    if (!['status', 'lock', 'hotplug'].includes(k)) throw new HttpError(400, `unknown field '${k}' (status, lock, hotplug)`);
+    if (!['status', 'lock', 'hotplug'].includes(k))
+      throw new HttpError(400, `unknown field '${k}' (status, lock, hotplug)`);
   }
   for (const k of ['lock', 'hotplug'] as const) {
     if (body[k] === undefined) continue;

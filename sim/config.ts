@@ -8,18 +8,45 @@ import { parse as parseYaml } from 'yaml';
 import { normalizeDrive, parseDrive, parseVolid, volumeOwner } from './model/drive.js';
 import { parseHumanSize, roundUpToExtent } from './model/sizes.js';
 import { randomBytes } from 'node:crypto';
-import type { ClusterState, NodeModel, StorageModel, TokenModel, UserModel, VersionInfo, VmModel } from './model/types.js';
+import type {
+  ClusterState,
+  NodeModel,
+  StorageModel,
+  TokenModel,
+  UserModel,
+  VersionInfo,
+  VmModel,
+} from './model/types.js';
 import { type Faults, parseFaults } from './faults.js';
 
 export const DEFAULT_CONFIG_PATH = join(dirname(fileURLToPath(import.meta.url)), 'default-cluster.yaml');
 
 export const ALL_PRIVILEGES = [
-  'Datastore.Allocate', 'Datastore.AllocateSpace', 'Datastore.AllocateTemplate', 'Datastore.Audit',
-  'Sys.Audit', 'Sys.Console', 'Sys.Modify', 'Sys.PowerMgmt',
-  'VM.Allocate', 'VM.Audit', 'VM.Backup', 'VM.Clone', 'VM.Config.CDROM', 'VM.Config.CPU',
-  'VM.Config.Cloudinit', 'VM.Config.Disk', 'VM.Config.HWType', 'VM.Config.Memory',
-  'VM.Config.Network', 'VM.Config.Options', 'VM.Console', 'VM.Migrate', 'VM.Monitor',
-  'VM.PowerMgmt', 'VM.Snapshot',
+  'Datastore.Allocate',
+  'Datastore.AllocateSpace',
+  'Datastore.AllocateTemplate',
+  'Datastore.Audit',
+  'Sys.Audit',
+  'Sys.Console',
+  'Sys.Modify',
+  'Sys.PowerMgmt',
+  'VM.Allocate',
+  'VM.Audit',
+  'VM.Backup',
+  'VM.Clone',
+  'VM.Config.CDROM',
+  'VM.Config.CPU',
+  'VM.Config.Cloudinit',
+  'VM.Config.Disk',
+  'VM.Config.HWType',
+  'VM.Config.Memory',
+  'VM.Config.Network',
+  'VM.Config.Options',
+  'VM.Console',
+  'VM.Migrate',
+  'VM.Monitor',
+  'VM.PowerMgmt',
+  'VM.Snapshot',
 ];
 
 export const BUILTIN_ROLES: Record<string, string[]> = {
@@ -29,13 +56,37 @@ export const BUILTIN_ROLES: Record<string, string[]> = {
   NoAccess: [],
 };
 
-export interface StorageSpec { id: string; vgname: string; thinpool: string; size: number; used: number; overcommit: boolean }
-export interface VmSpec {
-  vmid: number; name: string; status: 'running' | 'stopped'; config: Record<string, string>;
+export interface StorageSpec {
+  id: string;
+  vgname: string;
+  thinpool: string;
+  size: number;
+  used: number;
+  overcommit: boolean;
 }
-export interface NodeSpec { name: string; maxcpu: number; maxmem: number; storages: StorageSpec[]; vms: VmSpec[] }
-export interface TokenSpec { id: string; secret: string; privileges: string[] }
-export interface UserSpec { id: string; password: string; privileges: string[] }
+export interface VmSpec {
+  vmid: number;
+  name: string;
+  status: 'running' | 'stopped';
+  config: Record<string, string>;
+}
+export interface NodeSpec {
+  name: string;
+  maxcpu: number;
+  maxmem: number;
+  storages: StorageSpec[];
+  vms: VmSpec[];
+}
+export interface TokenSpec {
+  id: string;
+  secret: string;
+  privileges: string[];
+}
+export interface UserSpec {
+  id: string;
+  password: string;
+  privileges: string[];
+}
 
 /** PVE::AccessControl `$ticket_lifetime`. */
 export const TICKET_LIFETIME_SEC = 7200;
@@ -246,8 +297,15 @@ export function buildCluster(cfg: SimConfig, nowSec: number): ClusterState {
     const storages = new Map<string, StorageModel>();
     for (const s of ns.storages) {
       storages.set(s.id, {
-        id: s.id, node: ns.name, type: 'lvmthin', vgname: s.vgname, thinpool: s.thinpool,
-        totalBytes: s.size, baseUsedBytes: s.used, content: 'images,rootdir', overcommit: s.overcommit,
+        id: s.id,
+        node: ns.name,
+        type: 'lvmthin',
+        vgname: s.vgname,
+        thinpool: s.thinpool,
+        totalBytes: s.size,
+        baseUsedBytes: s.used,
+        content: 'images,rootdir',
+        overcommit: s.overcommit,
         volumes: new Map(),
       });
     }
@@ -265,13 +323,24 @@ export function buildCluster(cfg: SimConfig, nowSec: number): ClusterState {
         if (owner === undefined) throw new Error(`VM ${v.vmid} ${k}: volume name '${ref.volname}' is not vm-<vmid>-…`);
         const size = roundUpToExtent(Number(d.opts.size ?? 32 * 1024 ** 3));
         st.volumes.set(ref.volname, {
-          node: ns.name, storage: st.id, volname: ref.volname, ownerVmid: owner, sizeBytes: size,
-          format: 'raw', ctime: nowSec,
+          node: ns.name,
+          storage: st.id,
+          volname: ref.volname,
+          ownerVmid: owner,
+          sizeBytes: size,
+          format: 'raw',
+          ctime: nowSec,
         });
       }
       vms.set(v.vmid, {
-        vmid: v.vmid, node: ns.name, status: v.status, config, pending: new Map(),
-        pendingDelete: new Map(), startedAt: nowSec - 3600, pid: pid++,
+        vmid: v.vmid,
+        node: ns.name,
+        status: v.status,
+        config,
+        pending: new Map(),
+        pendingDelete: new Map(),
+        startedAt: nowSec - 3600,
+        pid: pid++,
       });
     }
   }
@@ -279,5 +348,14 @@ export function buildCluster(cfg: SimConfig, nowSec: number): ClusterState {
   for (const t of cfg.tokens) tokens.set(t.id, { id: t.id, secret: t.secret, privileges: new Set(t.privileges) });
   const users = new Map<string, UserModel>();
   for (const u of cfg.users) users.set(u.id, { id: u.id, password: u.password, privileges: new Set(u.privileges) });
-  return { name: cfg.cluster, version: cfg.version, nodes, vms, tokens, users, authKey: randomBytes(32), ticketLifetimeSec: cfg.ticketLifetimeSec };
+  return {
+    name: cfg.cluster,
+    version: cfg.version,
+    nodes,
+    vms,
+    tokens,
+    users,
+    authKey: randomBytes(32),
+    ticketLifetimeSec: cfg.ticketLifetimeSec,
+  };
 }

@@ -85,7 +85,8 @@ function num(v: unknown, where: string, min: number, max = Number.POSITIVE_INFIN
   return v;
 }
 function strList(v: unknown, where: string): string[] {
-  if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) throw new Error(`${where}: expected a list of route keys`);
+  if (!Array.isArray(v) || v.some((x) => typeof x !== 'string'))
+    throw new Error(`${where}: expected a list of route keys`);
   return v as string[];
 }
 function oneOf<T extends string>(v: unknown, where: string, allowed: readonly T[]): T {
@@ -100,35 +101,72 @@ export function parseFaults(raw: unknown, where: string, base: Faults = DEFAULT_
   for (const [k, v] of Object.entries(raw as Obj)) {
     const w = `${where}.${k}`;
     switch (k) {
-      case 'latencyMs': out.latencyMs = num(v, w, 0); break;
+      case 'latencyMs':
+        out.latencyMs = num(v, w, 0);
+        break;
       case 'latencyByRoute': {
         if (typeof v !== 'object' || v === null) throw new Error(`${w}: expected a mapping of route key to ms`);
         out.latencyByRoute = {};
         for (const [r, ms] of Object.entries(v as Obj)) out.latencyByRoute[r] = num(ms, `${w}.${r}`, 0);
         break;
       }
-      case 'errorRate': out.errorRate = num(v, w, 0, 1); break;
-      case 'errorRoutes': out.errorRoutes = strList(v, w); break;
-      case 'errorMessage': out.errorMessage = String(v); break;
-      case 'dropRate': out.dropRate = num(v, w, 0, 1); break;
-      case 'dropPhase': out.dropPhase = oneOf(v, w, ['before', 'after'] as const); break;
-      case 'dropRoutes': out.dropRoutes = strList(v, w); break;
-      case 'taskFailRate': out.taskFailRate = num(v, w, 0, 1); break;
-      case 'taskFailPhase': out.taskFailPhase = oneOf(v, w, ['before', 'after'] as const); break;
-      case 'taskFailMessage': out.taskFailMessage = String(v); break;
-      case 'taskDurationMs': out.taskDurationMs = num(v, w, 0); break;
-      case 'lockHoldMs': out.lockHoldMs = num(v, w, 0); break;
-      case 'lockTimeoutMs': out.lockTimeoutMs = num(v, w, 0); break;
-      case 'detachPending': out.detachPending = oneOf(v, w, ['off', 'error', 'silent'] as const); break;
+      case 'errorRate':
+        out.errorRate = num(v, w, 0, 1);
+        break;
+      case 'errorRoutes':
+        out.errorRoutes = strList(v, w);
+        break;
+      case 'errorMessage':
+        out.errorMessage = String(v);
+        break;
+      case 'dropRate':
+        out.dropRate = num(v, w, 0, 1);
+        break;
+      case 'dropPhase':
+        out.dropPhase = oneOf(v, w, ['before', 'after'] as const);
+        break;
+      case 'dropRoutes':
+        out.dropRoutes = strList(v, w);
+        break;
+      case 'taskFailRate':
+        out.taskFailRate = num(v, w, 0, 1);
+        break;
+      case 'taskFailPhase':
+        out.taskFailPhase = oneOf(v, w, ['before', 'after'] as const);
+        break;
+      case 'taskFailMessage':
+        out.taskFailMessage = String(v);
+        break;
+      case 'taskDurationMs':
+        out.taskDurationMs = num(v, w, 0);
+        break;
+      case 'lockHoldMs':
+        out.lockHoldMs = num(v, w, 0);
+        break;
+      case 'lockTimeoutMs':
+        out.lockTimeoutMs = num(v, w, 0);
+        break;
+      case 'detachPending':
+        out.detachPending = oneOf(v, w, ['off', 'error', 'silent'] as const);
+        break;
       case 'detachPendingVmids':
         if (!Array.isArray(v) || v.some((x) => !Number.isInteger(x))) throw new Error(`${w}: expected a list of VMIDs`);
         out.detachPendingVmids = v as number[];
         break;
-      case 'resourcesLagMs': out.resourcesLagMs = num(v, w, 0); break;
-      case 'migrateFail': out.migrateFail = oneOf(v, w, ['off', 'copy', 'cleanup'] as const); break;
-      case 'authFailureDelayMs': out.authFailureDelayMs = num(v, w, 0); break;
-      case 'seed': out.seed = num(v, w, 0); break;
-      default: throw new Error(`${w}: unknown fault knob (known: ${Object.keys(DEFAULT_FAULTS).join(', ')})`);
+      case 'resourcesLagMs':
+        out.resourcesLagMs = num(v, w, 0);
+        break;
+      case 'migrateFail':
+        out.migrateFail = oneOf(v, w, ['off', 'copy', 'cleanup'] as const);
+        break;
+      case 'authFailureDelayMs':
+        out.authFailureDelayMs = num(v, w, 0);
+        break;
+      case 'seed':
+        out.seed = num(v, w, 0);
+        break;
+      default:
+        throw new Error(`${w}: unknown fault knob (known: ${Object.keys(DEFAULT_FAULTS).join(', ')})`);
     }
   }
   return out;

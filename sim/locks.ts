@@ -43,7 +43,13 @@ export class KeyedLocks {
     });
   }
 
-  async withLock<T>(key: string, file: string, timeoutMs: number, holdExtraMs: number, fn: () => Promise<T>): Promise<T> {
+  async withLock<T>(
+    key: string,
+    file: string,
+    timeoutMs: number,
+    holdExtraMs: number,
+    fn: () => Promise<T>,
+  ): Promise<T> {
     const release = await this.acquire(key, file, timeoutMs);
     try {
       const result = await fn();

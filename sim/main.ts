@@ -80,9 +80,17 @@ async function main(): Promise<void> {
   });
   process.stdout.write(
     `${JSON.stringify({
-      url: sim.url, caFile: sim.caFile, tokenId: sim.tokenId, tokenSecret: sim.tokenSecret, adminUrl: sim.adminUrl,
-      cluster: sim.clusterName, nodes: sim.nodes, backend: sim.backend, stateDir: sim.stateDir,
-      loopLinkDir: sim.loopLinkDir, pid: process.pid,
+      url: sim.url,
+      caFile: sim.caFile,
+      tokenId: sim.tokenId,
+      tokenSecret: sim.tokenSecret,
+      adminUrl: sim.adminUrl,
+      cluster: sim.clusterName,
+      nodes: sim.nodes,
+      backend: sim.backend,
+      stateDir: sim.stateDir,
+      loopLinkDir: sim.loopLinkDir,
+      pid: process.pid,
     })}\n`,
   );
   let stopping = false;

@@ -118,9 +118,16 @@ export async function startSimulator(opts: StartOptions = {}): Promise<RunningSi
       cleanups.push(() => rm(loopLinkDir, { recursive: true, force: true }));
     }
 
-    const tls = await generateTls(tlsDir, cfg.nodes.map((n) => n.name));
+    const tls = await generateTls(
+      tlsDir,
+      cfg.nodes.map((n) => n.name),
+    );
     const backend = createBackend({
-      kind, stateDir, loopLinkDir, qmp: opts.qmp ?? {}, ...(opts.exec ? { exec: opts.exec } : {}),
+      kind,
+      stateDir,
+      loopLinkDir,
+      qmp: opts.qmp ?? {},
+      ...(opts.exec ? { exec: opts.exec } : {}),
     });
     cleanups.push(() => backend.close());
 
@@ -129,7 +136,10 @@ export async function startSimulator(opts: StartOptions = {}): Promise<RunningSi
     const tasks = new TaskRegistry(faultState);
     const ctx: SimContext = {
       state: buildCluster(cfg, Math.floor(Date.now() / 1000)),
-      locks, tasks, faults: faultState, backend,
+      locks,
+      tasks,
+      faults: faultState,
+      backend,
       nowSec: () => Math.floor(Date.now() / 1000),
     };
     const unplugAllAndWipe = async () => {
@@ -153,13 +163,29 @@ export async function startSimulator(opts: StartOptions = {}): Promise<RunningSi
     });
 
     const log = new RequestLog();
-    const router = new Router().add(...accessRoutes, ...clusterRoutes, ...storageRoutes, ...qemuRoutes, ...qemuLifecycleRoutes, ...taskRoutes);
-    const api: ApiServer = await startApiServer({ sim: ctx, router, log, cert: tls.cert, key: tls.key, port: opts.port ?? 0 });
+    const router = new Router().add(
+      ...accessRoutes,
+      ...clusterRoutes,
+      ...storageRoutes,
+      ...qemuRoutes,
+      ...qemuLifecycleRoutes,
+      ...taskRoutes,
+    );
+    const api: ApiServer = await startApiServer({
+      sim: ctx,
+      router,
+      log,
+      cert: tls.cert,
+      key: tls.key,
+      port: opts.port ?? 0,
+    });
     cleanups.push(() => api.close());
 
     const admin: AdminServer = await startAdminServer(
       {
-        ctx, log, initialFaults: faults,
+        ctx,
+        log,
+        initialFaults: faults,
         stateDump: () => stateDump(ctx),
         reset: async () => {
           await settleWithin(tasks.drain(), 3000);
@@ -208,23 +234,33 @@ async function stateDump(ctx: SimContext): Promise<unknown> {
     nodes: [...ctx.state.nodes.values()].map((n) => ({
       name: n.name,
       storages: [...n.storages.values()].map((s) => ({
-        id: s.id, type: s.type, total: s.totalBytes,
+        id: s.id,
+        type: s.type,
+        total: s.totalBytes,
         volumes: [...s.volumes.values()].map((v) => ({
-          volid: `${s.id}:${v.volname}`, size: v.sizeBytes, owner: v.ownerVmid, file: v.filePath ?? null,
+          volid: `${s.id}:${v.volname}`,
+          size: v.sizeBytes,
+          owner: v.ownerVmid,
+          file: v.filePath ?? null,
         })),
       })),
     })),
     vms: [...ctx.state.vms.values()].map((vm) => ({
-      vmid: vm.vmid, node: vm.node, name: vm.config.get('name') ?? null, status: vm.status,
+      vmid: vm.vmid,
+      node: vm.node,
+      name: vm.config.get('name') ?? null,
+      status: vm.status,
       digest: configDigest(vm),
       config: Object.fromEntries(vm.config),
       pending: Object.fromEntries(vm.pending),
       pendingDelete: [...vm.pendingDelete].map(([k, force]) => (force ? `!${k}` : k)),
       loopDevices: loop
-        ? Object.fromEntries([...vm.config.keys()].filter(isDriveKey).flatMap((k) => {
-            const dev = loop.deviceOf(vm.vmid, k);
-            return dev ? [[k, dev]] : [];
-          }))
+        ? Object.fromEntries(
+            [...vm.config.keys()].filter(isDriveKey).flatMap((k) => {
+              const dev = loop.deviceOf(vm.vmid, k);
+              return dev ? [[k, dev]] : [];
+            }),
+          )
         : undefined,
     })),
   };

@@ -46,14 +46,22 @@ export class TaskRegistry {
   private nextPid = 0x3a000 + Math.floor(Math.random() * 0x1000);
   private readonly bootTicks = 100 * 3600; // pretend the hosts booted an hour before the simulator
 
-  constructor(private readonly faults: FaultState, private readonly onEnd?: (t: Task) => void) {}
+  constructor(
+    private readonly faults: FaultState,
+    private readonly onEnd?: (t: Task) => void,
+  ) {}
 
   start(node: string, type: string, id: string, user: string, body: (log: TaskLog) => Promise<void>): Task {
     const started = Date.now();
     const pid = this.nextPid++;
     const base = {
-      node, pid, pstart: this.bootTicks + Math.floor(process.uptime() * 100),
-      starttime: Math.floor(started / 1000), type, id, user,
+      node,
+      pid,
+      pstart: this.bootTicks + Math.floor(process.uptime() * 100),
+      starttime: Math.floor(started / 1000),
+      type,
+      id,
+      user,
     };
     const task: Task = { ...base, upid: encodeUpid(base), status: 'running', lines: [], done: Promise.resolve() };
     let warnings = 0;

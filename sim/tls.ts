@@ -22,7 +22,9 @@ async function openssl(args: string[]): Promise<void> {
     await run('openssl', args, { timeout: 30_000 });
   } catch (e) {
     const err = e as { stderr?: string; message: string };
-    throw new Error(`openssl ${args[0]} failed (is the openssl CLI installed?): ${err.stderr?.trim() || err.message}`, { cause: e });
+    throw new Error(`openssl ${args[0]} failed (is the openssl CLI installed?): ${err.stderr?.trim() || err.message}`, {
+      cause: e,
+    });
   }
 }
 
@@ -35,10 +37,21 @@ export async function generateTls(dir: string, hostNames: string[]): Promise<Tls
   const ext = join(dir, 'pve-ssl.ext');
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
   await openssl([
-    'req', '-x509', ...ec, '-keyout', caKey, '-out', caFile, '-days', '3650',
-    '-subj', `/CN=Proxmox Virtual Environment/OU=${randomBytes(8).toString('hex')}/O=PVE Cluster Manager CA`,
-    '-addext', 'basicConstraints=critical,CA:TRUE',
-    '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
+    'req',
+    '-x509',
+    ...ec,
+    '-keyout',
+    caKey,
+    '-out',
+    caFile,
+    '-days',
+    '3650',
+    '-subj',
+    `/CN=Proxmox Virtual Environment/OU=${randomBytes(8).toString('hex')}/O=PVE Cluster Manager CA`,
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
   ]);
   const san = ['IP:127.0.0.1', 'DNS:localhost', ...hostNames.map((h) => `DNS:${h}`)].join(',');
   await writeFile(
@@ -46,12 +59,33 @@ export async function generateTls(dir: string, hostNames: string[]): Promise<Tls
     `subjectAltName=${san}\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n`,
   );
   await openssl([
-    'req', '-new', ...ec, '-keyout', keyFile, '-out', csr,
-    '-subj', '/CN=localhost/OU=PVE Cluster Node/O=Proxmox Virtual Environment',
+    'req',
+    '-new',
+    ...ec,
+    '-keyout',
+    keyFile,
+    '-out',
+    csr,
+    '-subj',
+    '/CN=localhost/OU=PVE Cluster Node/O=Proxmox Virtual Environment',
   ]);
   await openssl([
-    'x509', '-req', '-in', csr, '-CA', caFile, '-CAkey', caKey, '-set_serial', `0x${randomBytes(8).toString('hex')}`,
-    '-out', certFile, '-days', '825', '-extfile', ext,
+    'x509',
+    '-req',
+    '-in',
+    csr,
+    '-CA',
+    caFile,
+    '-CAkey',
+    caKey,
+    '-set_serial',
+    `0x${randomBytes(8).toString('hex')}`,
+    '-out',
+    certFile,
+    '-days',
+    '825',
+    '-extfile',
+    ext,
   ]);
   await rm(csr, { force: true });
   await rm(ext, { force: true });

@@ -31,7 +31,11 @@ export async function buildDrivers(config: AppConfig, log: Logger): Promise<Comp
     // load.ts guarantees the config file whenever a Proxmox controller runs.
     const c =
       controller && config.proxmox
-        ? (await import('./proxmox/index.js')).createProxmoxController({ config: config.proxmox, log: plog, ...(await withKubernetesNodes()) })
+        ? (await import('./proxmox/index.js')).createProxmoxController({
+            config: config.proxmox,
+            log: plog,
+            ...(await withKubernetesNodes()),
+          })
         : undefined;
     const createProxmoxNode = node ? (await import('./proxmox/node/node.js')).createProxmoxNode : undefined;
     if (c) closers.push(() => c.close());
@@ -62,8 +66,18 @@ export async function buildDrivers(config: AppConfig, log: Logger): Promise<Comp
 
   if (config.nfsEndpoint) {
     const nlog = log.child({ driver: NFS_DRIVER });
-    const ports = { ...(config.nfsPort && { nfsPort: config.nfsPort }), ...(config.nfsMountPort && { mountPort: config.nfsMountPort }) };
-    const c = controller ? (await import('./nfs/controller/controller.js')).createNfsController({ log: nlog, callTimeoutMs: config.nfsCallTimeoutMs, defaultOnDelete: config.nfsDefaultOnDelete, ...ports }) : undefined;
+    const ports = {
+      ...(config.nfsPort && { nfsPort: config.nfsPort }),
+      ...(config.nfsMountPort && { mountPort: config.nfsMountPort }),
+    };
+    const c = controller
+      ? (await import('./nfs/controller/controller.js')).createNfsController({
+          log: nlog,
+          callTimeoutMs: config.nfsCallTimeoutMs,
+          defaultOnDelete: config.nfsDefaultOnDelete,
+          ...ports,
+        })
+      : undefined;
     if (c) closers.push(() => c.close());
     const createNfsNode = node ? (await import('./nfs/node/node.js')).createNfsNode : undefined;
     drivers.push({

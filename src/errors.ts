@@ -56,8 +56,13 @@ export function isCsiError(e: unknown, kind?: ErrorKind): e is CsiError {
 export function programmingError(e: unknown): Error | undefined {
   let c: unknown = e;
   for (let depth = 0; c instanceof Error && depth < 8; depth++) {
-    const bug = c instanceof TypeError || c instanceof ReferenceError || c instanceof RangeError
-      || c instanceof SyntaxError || c instanceof EvalError || c instanceof URIError;
+    const bug =
+      c instanceof TypeError ||
+      c instanceof ReferenceError ||
+      c instanceof RangeError ||
+      c instanceof SyntaxError ||
+      c instanceof EvalError ||
+      c instanceof URIError;
     if (bug && !(c instanceof TypeError && c.message === 'fetch failed')) return c;
     c = c.cause;
   }

@@ -25,7 +25,8 @@ export class KeyedLock {
   tryRun<T>(keys: readonly string[], fn: () => Promise<T>): Promise<T> {
     const unique = [...new Set(keys.filter((k) => k !== ''))];
     const busy = unique.find((k) => this.lock.isBusy(k));
-    if (busy !== undefined) return Promise.reject(new Busy(`an operation on ${busy} is already in progress; retry later`));
+    if (busy !== undefined)
+      return Promise.reject(new Busy(`an operation on ${busy} is already in progress; retry later`));
     return unique.length === 0 ? fn() : this.run(unique, fn);
   }
 

@@ -17,7 +17,11 @@ const HEALTH_LOG_INTERVAL_MS = 60_000;
 const HEALTH_PROBE_TIMEOUT_MS = 8000;
 
 async function main(): Promise<void> {
-  const sub = await runSubcommand(process.argv.slice(2), { out: process.stdout, err: process.stderr, env: process.env });
+  const sub = await runSubcommand(process.argv.slice(2), {
+    out: process.stdout,
+    err: process.stderr,
+    env: process.env,
+  });
   if (sub !== undefined) {
     process.exitCode = sub;
     return;
@@ -46,7 +50,10 @@ async function main(): Promise<void> {
     level: config.logLevel,
     base: { app: 'pve-nfs-csi', mode: config.mode },
     // Belt and braces: the interceptor already redacts requests; these catch stray objects.
-    redact: { paths: ['*.tokenSecret', '*.token_secret', '*.password', '*.secrets', 'config.proxmox'], censor: '[REDACTED]' },
+    redact: {
+      paths: ['*.tokenSecret', '*.token_secret', '*.password', '*.secrets', 'config.proxmox'],
+      censor: '[REDACTED]',
+    },
   });
   process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
   for (const w of config.proxmox?.warnings ?? []) log.warn(w);
@@ -77,10 +84,14 @@ async function main(): Promise<void> {
     setInterval(() => void health(AbortSignal.timeout(5_000)).catch(() => undefined), HEALTH_LOG_INTERVAL_MS).unref();
   }
   // /healthz probes every socket served (the chart's liveness probe of the driver container).
-  const self = metrics ? selfProbe(new Map(servers.map((s) => [s.driver, s.endpoint])), HEALTH_PROBE_TIMEOUT_MS) : undefined;
+  const self = metrics
+    ? selfProbe(new Map(servers.map((s) => [s.driver, s.endpoint])), HEALTH_PROBE_TIMEOUT_MS)
+    : undefined;
   if (metrics && self) metrics.health = () => self.check();
   // One machine-readable line so scripts can find the endpoints (ports chosen by the OS included).
-  process.stdout.write(JSON.stringify({ ready: true, endpoints: Object.fromEntries(servers.map((s) => [s.driver, s.endpoint])) }) + '\n');
+  process.stdout.write(
+    JSON.stringify({ ready: true, endpoints: Object.fromEntries(servers.map((s) => [s.driver, s.endpoint])) }) + '\n',
+  );
 
   let stopping = false;
   const stop = async (signal: string) => {

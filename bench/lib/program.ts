@@ -24,7 +24,12 @@ export interface Program {
   stop(): Promise<void>;
 }
 
-type ProbeFn = (req: object, md: grpc.Metadata, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: { ready?: { value?: boolean } | null }) => void) => void;
+type ProbeFn = (
+  req: object,
+  md: grpc.Metadata,
+  o: grpc.CallOptions,
+  cb: (e: grpc.ServiceError | null, r?: { ready?: { value?: boolean } | null }) => void,
+) => void;
 
 /** One Probe on a fresh channel (a failed connect would otherwise back off for a second). */
 export async function probeOnce(endpoint: string, timeoutMs = 1000): Promise<boolean> {
@@ -32,7 +37,9 @@ export async function probeOnce(endpoint: string, timeoutMs = 1000): Promise<boo
   try {
     return await new Promise<boolean>((resolve) => {
       const probe = (c as unknown as { Probe: ProbeFn }).Probe;
-      probe.call(c, {}, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => resolve(!err && res?.ready?.value !== false));
+      probe.call(c, {}, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) =>
+        resolve(!err && res?.ready?.value !== false),
+      );
     });
   } finally {
     c.close();
@@ -40,10 +47,17 @@ export async function probeOnce(endpoint: string, timeoutMs = 1000): Promise<boo
 }
 
 /** Spawns the program with `args`; resolves once every unix:// endpoint answers Probe. */
-export async function startProgram(args: string[], endpoints: string[], o: { env?: NodeJS.ProcessEnv; nodeArgs?: string[]; timeoutMs?: number } = {}): Promise<Program> {
+export async function startProgram(
+  args: string[],
+  endpoints: string[],
+  o: { env?: NodeJS.ProcessEnv; nodeArgs?: string[]; timeoutMs?: number } = {},
+): Promise<Program> {
   requireBuild();
   const t0 = process.hrtime.bigint();
-  const child = spawn(process.execPath, [...(o.nodeArgs ?? []), MAIN, ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...o.env } });
+  const child = spawn(process.execPath, [...(o.nodeArgs ?? []), MAIN, ...args], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, ...o.env },
+  });
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

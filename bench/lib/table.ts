@@ -43,7 +43,11 @@ export function renderTable(t: Table, markdown = process.argv.includes('--md')):
     return [`**${t.title}**`, '', line(head), line(head.map(() => '---')), ...body.map(line)].join('\n');
   }
   const w = head.map((h, i) => Math.max(h.length, ...body.map((r) => (r[i] ?? '').length)));
-  const line = (c: string[]) => c.map((x, i) => (i === 0 || i === c.length - 1 ? x.padEnd(w[i] ?? 0) : x.padStart(w[i] ?? 0))).join('  ').trimEnd();
+  const line = (c: string[]) =>
+    c
+      .map((x, i) => (i === 0 || i === c.length - 1 ? x.padEnd(w[i] ?? 0) : x.padStart(w[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
   return [t.title, line(head), w.map((n) => '-'.repeat(n)).join('  '), ...body.map(line)].join('\n');
 }
 

@@ -27,7 +27,10 @@ export interface Backends {
 /** The host-tier VM: the node plugin on this host plays talos-worker-1 on hyper1. */
 export const HOST_NODE = { name: 'talos-worker-1', region: 'homelab', zone: 'hyper1' };
 
-export async function startProxmoxBackend(runDir: string, opts: { backend?: 'loop' | 'none' | 'qmp'; qmp?: Record<number, string> } = {}): Promise<Backends> {
+export async function startProxmoxBackend(
+  runDir: string,
+  opts: { backend?: 'loop' | 'none' | 'qmp'; qmp?: Record<number, string> } = {},
+): Promise<Backends> {
   const linkDir = path.join(runDir, 'links');
   const sim = await startSimulator({
     backend: opts.backend ?? 'loop',
@@ -51,7 +54,16 @@ export async function startProxmoxBackend(runDir: string, opts: { backend?: 'loo
   );
   return {
     controllerArgs: ['--proxmox-config', cfg],
-    nodeArgs: ['--node-id', HOST_NODE.name, '--region', HOST_NODE.region, '--zone', HOST_NODE.zone, '--device-dir', path.join(linkDir, HOST_NODE.name)],
+    nodeArgs: [
+      '--node-id',
+      HOST_NODE.name,
+      '--region',
+      HOST_NODE.region,
+      '--zone',
+      HOST_NODE.zone,
+      '--device-dir',
+      path.join(linkDir, HOST_NODE.name),
+    ],
     volumeParameters: { storage: 'local-lvm' },
     mutableParameters: PROXMOX_SANITY_MUTABLE,
     // 1 GiB test volumes keep mkfs and loop devices quick; expansion goes to 2 GiB.
@@ -63,8 +75,18 @@ export async function startProxmoxBackend(runDir: string, opts: { backend?: 'loo
 
 export async function startNfsBackend(runDir: string, o: { v4only?: boolean } = {}): Promise<Backends> {
   const dir = path.join(runDir, 'ganesha');
-  const out = execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'start', '--dir', dir, ...(o.v4only ? ['--protocols', '4'] : [])], { encoding: 'utf8' });
-  const g = JSON.parse(out.trim().split('\n').pop()!) as { server: string; share: string; nfsPort: number; mountPort: number; exportDir: string };
+  const out = execFileSync(
+    'bash',
+    [path.join(ROOT, 'scripts/ganesha.sh'), 'start', '--dir', dir, ...(o.v4only ? ['--protocols', '4'] : [])],
+    { encoding: 'utf8' },
+  );
+  const g = JSON.parse(out.trim().split('\n').pop()!) as {
+    server: string;
+    share: string;
+    nfsPort: number;
+    mountPort: number;
+    exportDir: string;
+  };
   return {
     controllerArgs: ['--nfs-port', String(g.nfsPort), '--nfs-mount-port', String(g.mountPort)],
     nodeArgs: ['--node-id', HOST_NODE.name],
@@ -72,12 +94,21 @@ export async function startNfsBackend(runDir: string, o: { v4only?: boolean } = 
     // The host kernel has no NFS client, so node specs (which mount) cannot run here; they run
     // against the guest kernel in the VM tier (`npm run sanity -- nfs --vm`).
     sanityArgs: ['--ginkgo.skip=Node Service'],
-    info: { exportDir: g.exportDir, server: g.server, share: g.share, nfsPort: String(g.nfsPort), mountPort: String(g.mountPort) },
+    info: {
+      exportDir: g.exportDir,
+      server: g.server,
+      share: g.share,
+      nfsPort: String(g.nfsPort),
+      mountPort: String(g.mountPort),
+    },
     close: async () => {
       execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'stop', '--dir', dir], { stdio: 'ignore' });
     },
   };
 }
 
-export const startBackends = (driver: 'proxmox' | 'nfs', runDir: string, o: { v4only?: boolean } = {}): Promise<Backends> =>
-  driver === 'proxmox' ? startProxmoxBackend(runDir) : startNfsBackend(runDir, o);
+export const startBackends = (
+  driver: 'proxmox' | 'nfs',
+  runDir: string,
+  o: { v4only?: boolean } = {},
+): Promise<Backends> => (driver === 'proxmox' ? startProxmoxBackend(runDir) : startNfsBackend(runDir, o));

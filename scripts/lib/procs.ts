@@ -39,10 +39,20 @@ export async function stopAll(): Promise<void> {
   await Promise.all([...live].map((p) => p.stop()));
 }
 
-export function start(name: string, cmd: string, args: string[], opts: { logFile: string; env?: NodeJS.ProcessEnv; cwd?: string; echo?: boolean }): Proc {
+export function start(
+  name: string,
+  cmd: string,
+  args: string[],
+  opts: { logFile: string; env?: NodeJS.ProcessEnv; cwd?: string; echo?: boolean },
+): Proc {
   hookExit();
   const out = fs.openSync(opts.logFile, 'a');
-  const child = spawn(cmd, args, { cwd: opts.cwd, env: { ...process.env, ...opts.env }, detached: true, stdio: ['ignore', 'pipe', out] });
+  const child = spawn(cmd, args, {
+    cwd: opts.cwd,
+    env: { ...process.env, ...opts.env },
+    detached: true,
+    stdio: ['ignore', 'pipe', out],
+  });
   let buf = '';
   const waiters: { match: (j: any) => boolean; resolve: (j: any) => void }[] = [];
   child.stdout!.on('data', (d: Buffer) => {
@@ -56,7 +66,11 @@ export function start(name: string, cmd: string, args: string[], opts: { logFile
       if (!line.startsWith('{')) continue;
       try {
         const j = JSON.parse(line);
-        for (const w of [...waiters]) if (w.match(j)) { waiters.splice(waiters.indexOf(w), 1); w.resolve(j); }
+        for (const w of [...waiters])
+          if (w.match(j)) {
+            waiters.splice(waiters.indexOf(w), 1);
+            w.resolve(j);
+          }
       } catch {
         /* not JSON */
       }
@@ -69,9 +83,20 @@ export function start(name: string, cmd: string, args: string[], opts: { logFile
     logFile: opts.logFile,
     readyJson(match, timeoutMs) {
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`${name} not ready after ${timeoutMs} ms; see ${opts.logFile}`)), timeoutMs);
-        void exited.then((code) => reject(new Error(`${name} exited with ${code} before it was ready; see ${opts.logFile}`)));
-        waiters.push({ match, resolve: (j) => { clearTimeout(timer); resolve(j); } });
+        const timer = setTimeout(
+          () => reject(new Error(`${name} not ready after ${timeoutMs} ms; see ${opts.logFile}`)),
+          timeoutMs,
+        );
+        void exited.then((code) =>
+          reject(new Error(`${name} exited with ${code} before it was ready; see ${opts.logFile}`)),
+        );
+        waiters.push({
+          match,
+          resolve: (j) => {
+            clearTimeout(timer);
+            resolve(j);
+          },
+        });
       });
     },
     async stop(signal = 'SIGTERM', graceMs = 10_000) {
@@ -79,8 +104,18 @@ export function start(name: string, cmd: string, args: string[], opts: { logFile
         live.delete(proc);
         return child.exitCode;
       }
-      try { process.kill(-child.pid!, signal); } catch { /* gone */ }
-      const timer = setTimeout(() => { try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* gone */ } }, graceMs);
+      try {
+        process.kill(-child.pid!, signal);
+      } catch {
+        /* gone */
+      }
+      const timer = setTimeout(() => {
+        try {
+          process.kill(-child.pid!, 'SIGKILL');
+        } catch {
+          /* gone */
+        }
+      }, graceMs);
       const code = await exited;
       clearTimeout(timer);
       live.delete(proc);
@@ -92,10 +127,18 @@ export function start(name: string, cmd: string, args: string[], opts: { logFile
 }
 
 /** Runs a command to completion, inheriting stdio; resolves with its exit code. */
-export function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; stdoutFile?: string } = {}): Promise<number> {
+export function run(
+  cmd: string,
+  args: string[],
+  opts: { env?: NodeJS.ProcessEnv; cwd?: string; stdoutFile?: string } = {},
+): Promise<number> {
   return new Promise((resolve) => {
     const out = opts.stdoutFile ? fs.openSync(opts.stdoutFile, 'w') : 'inherit';
-    const child = spawn(cmd, args, { cwd: opts.cwd, env: { ...process.env, ...opts.env }, stdio: ['ignore', out, out] });
+    const child = spawn(cmd, args, {
+      cwd: opts.cwd,
+      env: { ...process.env, ...opts.env },
+      stdio: ['ignore', out, out],
+    });
     child.on('exit', (code, sig) => resolve(code ?? (sig ? 128 : 1)));
   });
 }

@@ -26,8 +26,16 @@ export interface SanityRun {
 export async function runSanity(s: SanityRun): Promise<number> {
   const bin = process.env.CSI_SANITY ?? path.join(ROOT, '.tools', 'csi-sanity');
   const params = path.join(s.runDir, 'params.yaml');
-  fs.writeFileSync(params, Object.entries(s.volumeParameters).map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join('\n') + '\n');
-  const yamlMap = (m: Record<string, string>) => Object.entries(m).map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join('\n') + '\n';
+  fs.writeFileSync(
+    params,
+    Object.entries(s.volumeParameters)
+      .map(([k, v]) => `${k}: ${JSON.stringify(v)}`)
+      .join('\n') + '\n',
+  );
+  const yamlMap = (m: Record<string, string>) =>
+    Object.entries(m)
+      .map(([k, v]) => `${k}: ${JSON.stringify(v)}`)
+      .join('\n') + '\n';
   const mutable = path.join(s.runDir, 'mutable-params.yaml');
   if (s.mutableParameters) fs.writeFileSync(mutable, yamlMap(s.mutableParameters));
   const args = [
@@ -60,8 +68,12 @@ export async function runSanity(s: SanityRun): Promise<number> {
   const code = await run(bin, args, { stdoutFile: out });
   const text = fs.readFileSync(out, 'utf8');
   // csi-sanity's own summary: the failures with their location, then the counts.
-  const summary = text.split('\n').filter((l) => /^\s*\[(FAIL|PANICKED)\]|^Ran \d+ of|^(SUCCESS|FAIL)!|^Summarizing/.test(l));
+  const summary = text
+    .split('\n')
+    .filter((l) => /^\s*\[(FAIL|PANICKED)\]|^Ran \d+ of|^(SUCCESS|FAIL)!|^Summarizing/.test(l));
   console.log(summary.join('\n'));
-  console.log(`csi-sanity ${s.label}: exit ${code} in ${((Date.now() - t0) / 1000).toFixed(1)} s; full log ${path.relative(ROOT, out)}`);
+  console.log(
+    `csi-sanity ${s.label}: exit ${code} in ${((Date.now() - t0) / 1000).toFixed(1)} s; full log ${path.relative(ROOT, out)}`,
+  );
   return code;
 }

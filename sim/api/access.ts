@@ -11,12 +11,16 @@ const DEFAULT_ACL_PATHS = ['/', '/access', '/access/groups', '/nodes', '/pools',
 
 export const accessRoutes: Route[] = [
   {
-    method: 'GET', template: '/access/ticket', world: true,
+    method: 'GET',
+    template: '/access/ticket',
+    world: true,
     schema: { properties: {} },
     handler: () => null,
   },
   {
-    method: 'POST', template: '/access/ticket', world: true,
+    method: 'POST',
+    template: '/access/ticket',
+    world: true,
     schema: {
       properties: {
         username: { type: 'string', maxLength: 64 },
@@ -38,7 +42,10 @@ export const accessRoutes: Route[] = [
       // "The secret password. This can also be a valid ticket." A ticket renews for its own user
       // (or root@pam's, for anyone).
       const ticketUser = verifyTicket(state.authKey, params.password!, now, state.ticketLifetimeSec);
-      const ok = user && ((ticketUser !== undefined && (ticketUser === username || ticketUser === 'root@pam')) || user.password === params.password);
+      const ok =
+        user &&
+        ((ticketUser !== undefined && (ticketUser === username || ticketUser === 'root@pam')) ||
+          user.password === params.password);
       if (!ok) {
         const delay = sim.faults.get().authFailureDelayMs;
         if (delay > 0) await sleep(delay);
@@ -59,13 +66,15 @@ export const accessRoutes: Route[] = [
     },
   },
   {
-    method: 'GET', template: '/access/permissions',
+    method: 'GET',
+    template: '/access/permissions',
     schema: { properties: { userid: { type: 'string', optional: true }, path: { type: 'string', optional: true } } },
     handler: ({ sim, params, perms, user }) => {
       const userid = params.userid ?? user;
       const ownedToken = userid.startsWith(`${user}!`);
       if (userid !== user && !ownedToken) perms.check('/access', ['Sys.Audit']);
-      const privs = sim.state.tokens.get(userid)?.privileges ?? sim.state.users.get(userid)?.privileges ?? new Set<string>();
+      const privs =
+        sim.state.tokens.get(userid)?.privileges ?? sim.state.users.get(userid)?.privileges ?? new Set<string>();
       const map = Object.fromEntries([...privs].sort().map((p) => [p, 1]));
       if (privs.size === 0) return {};
       if (params.path) return { [params.path]: map };

@@ -43,47 +43,84 @@ function vmResource(vm: VmModel, nowSec: number, lagMs: number) {
   // pmxcfs' VM list (and the API's short cache) trails a migration: the old node for a while
   const node = vm.movedFrom && Date.now() - vm.movedFrom.atMs < lagMs ? vm.movedFrom.node : vm.node;
   return {
-    id: `qemu/${vm.vmid}`, type: 'qemu', vmid: vm.vmid, name: vm.config.get('name') ?? `VM ${vm.vmid}`,
-    node, status: vm.status, template: 0,
-    maxcpu: n.cpus, maxmem: n.maxmem, maxdisk: n.maxdisk, cpu: n.cpu, mem: n.mem, disk: n.disk,
-    diskread: n.diskread, diskwrite: n.diskwrite, netin: n.netin, netout: n.netout, uptime: n.uptime,
+    id: `qemu/${vm.vmid}`,
+    type: 'qemu',
+    vmid: vm.vmid,
+    name: vm.config.get('name') ?? `VM ${vm.vmid}`,
+    node,
+    status: vm.status,
+    template: 0,
+    maxcpu: n.cpus,
+    maxmem: n.maxmem,
+    maxdisk: n.maxdisk,
+    cpu: n.cpu,
+    mem: n.mem,
+    disk: n.disk,
+    diskread: n.diskread,
+    diskwrite: n.diskwrite,
+    netin: n.netin,
+    netout: n.netout,
+    uptime: n.uptime,
   };
 }
 
 function nodeEntry(node: NodeModel, withStats: boolean, sim: SimContext) {
   const base: Record<string, unknown> = {
-    id: `node/${node.name}`, type: 'node', node: node.name, status: node.online ? 'online' : 'offline', level: '',
+    id: `node/${node.name}`,
+    type: 'node',
+    node: node.name,
+    status: node.online ? 'online' : 'offline',
+    level: '',
   };
   if (!withStats) return base;
   return {
-    ...base, 'cgroup-mode': 2, maxcpu: node.maxcpu, maxmem: node.maxmem, cpu: 0.0421,
-    mem: Math.floor(node.maxmem * 0.31), maxdisk: 100 * 1024 ** 3, disk: 7 * 1024 ** 3,
-    uptime: Math.floor(process.uptime()) + 86_400, ssl_fingerprint: sim.state.name,
+    ...base,
+    'cgroup-mode': 2,
+    maxcpu: node.maxcpu,
+    maxmem: node.maxmem,
+    cpu: 0.0421,
+    mem: Math.floor(node.maxmem * 0.31),
+    maxdisk: 100 * 1024 ** 3,
+    disk: 7 * 1024 ** 3,
+    uptime: Math.floor(process.uptime()) + 86_400,
+    ssl_fingerprint: sim.state.name,
   };
 }
 
 async function storageResource(sim: SimContext, st: StorageModel) {
   const u = await storageUsage(sim, st);
   return {
-    id: `storage/${st.node}/${st.id}`, type: 'storage', storage: st.id, node: st.node, status: 'available',
-    plugintype: st.type, content: st.content, shared: 0, disk: u.used, maxdisk: u.total,
+    id: `storage/${st.node}/${st.id}`,
+    type: 'storage',
+    storage: st.id,
+    node: st.node,
+    status: 'available',
+    plugintype: st.type,
+    content: st.content,
+    shared: 0,
+    disk: u.used,
+    maxdisk: u.total,
   };
 }
 
 export const clusterRoutes: Route[] = [
   {
-    method: 'GET', template: '/version', schema: { properties: {} },
+    method: 'GET',
+    template: '/version',
+    schema: { properties: {} },
     handler: ({ sim }) => ({ ...sim.state.version }),
   },
   {
-    method: 'GET', template: '/cluster/resources',
+    method: 'GET',
+    template: '/cluster/resources',
     schema: { properties: { type: { type: 'string', optional: true, enum: ['vm', 'storage', 'node', 'sdn'] } } },
     handler: async ({ sim, params, perms }) => {
       const type = params.type;
       const res: unknown[] = [];
       if (!type || type === 'vm') {
         if (perms.has('VM.Audit')) {
-          for (const vm of [...sim.state.vms.values()].sort((a, b) => a.vmid - b.vmid)) res.push(vmResource(vm, sim.nowSec(), sim.faults.get().resourcesLagMs));
+          for (const vm of [...sim.state.vms.values()].sort((a, b) => a.vmid - b.vmid))
+            res.push(vmResource(vm, sim.nowSec(), sim.faults.get().resourcesLagMs));
         }
       }
       if (!type || type === 'node') {
@@ -100,11 +137,14 @@ export const clusterRoutes: Route[] = [
     },
   },
   {
-    method: 'GET', template: '/nodes', schema: { properties: {} },
+    method: 'GET',
+    template: '/nodes',
+    schema: { properties: {} },
     handler: ({ sim, perms }) => [...sim.state.nodes.values()].map((n) => nodeEntry(n, perms.has('Sys.Audit'), sim)),
   },
   {
-    method: 'GET', template: '/nodes/{node}/qemu',
+    method: 'GET',
+    template: '/nodes/{node}/qemu',
     schema: { properties: { node: NODE, full: { type: 'boolean', optional: true } } },
     handler: ({ sim, params, perms }) => {
       if (!perms.has('VM.Audit')) return [];
@@ -114,7 +154,10 @@ export const clusterRoutes: Route[] = [
         .map((vm) => {
           const n = vmNumbers(vm, sim.nowSec());
           const item: Record<string, unknown> = {
-            vmid: vm.vmid, name: vm.config.get('name'), status: vm.status, ...n,
+            vmid: vm.vmid,
+            name: vm.config.get('name'),
+            status: vm.status,
+            ...n,
           };
           if (vm.status === 'running') item.pid = vm.pid;
           const lock = vm.config.get('lock');
@@ -124,15 +167,21 @@ export const clusterRoutes: Route[] = [
     },
   },
   {
-    method: 'GET', template: '/nodes/{node}/qemu/{vmid}/status/current',
+    method: 'GET',
+    template: '/nodes/{node}/qemu/{vmid}/status/current',
     schema: { properties: { node: NODE, vmid: VMID } },
     perm: (p, raw) => p.check(`/vms/${raw.vmid}`, ['VM.Audit']),
     handler: ({ sim, params }) => {
       const vm = loadVm(sim, params.node!, Number(params.vmid));
       const n = vmNumbers(vm, sim.nowSec());
       const out: Record<string, unknown> = {
-        vmid: vm.vmid, name: vm.config.get('name'), status: vm.status,
-        qmpstatus: vm.status === 'running' ? 'running' : 'stopped', ...n, ha: { managed: 0 }, agent: 0,
+        vmid: vm.vmid,
+        name: vm.config.get('name'),
+        status: vm.status,
+        qmpstatus: vm.status === 'running' ? 'running' : 'stopped',
+        ...n,
+        ha: { managed: 0 },
+        agent: 0,
       };
       if (vm.status === 'running') {
         out.pid = vm.pid;

@@ -44,14 +44,26 @@ function checkStorageAccessMigrate(rc: RouteCtx, perms: Perms, storage: string, 
   perms.check(`/storage/${storage}`, ['Datastore.AllocateSpace']);
 }
 
-const CREATE_OPTIONS = new Set(['name', 'description', 'memory', 'cores', 'sockets', 'scsihw', 'ostype', 'onboot', 'tags']);
+const CREATE_OPTIONS = new Set([
+  'name',
+  'description',
+  'memory',
+  'cores',
+  'sockets',
+  'scsihw',
+  'ostype',
+  'onboot',
+  'tags',
+]);
 
 export const qemuLifecycleRoutes: Route[] = [
   {
-    method: 'POST', template: '/nodes/{node}/qemu',
+    method: 'POST',
+    template: '/nodes/{node}/qemu',
     schema: {
       properties: {
-        node: NODE, vmid: VMID,
+        node: NODE,
+        vmid: VMID,
         pool: { type: 'string', optional: true },
         start: { type: 'boolean', optional: true },
       },
@@ -94,10 +106,12 @@ export const qemuLifecycleRoutes: Route[] = [
     },
   },
   {
-    method: 'DELETE', template: '/nodes/{node}/qemu/{vmid}',
+    method: 'DELETE',
+    template: '/nodes/{node}/qemu/{vmid}',
     schema: {
       properties: {
-        node: NODE, vmid: VMID,
+        node: NODE,
+        vmid: VMID,
         skiplock: { type: 'boolean', optional: true },
         purge: { type: 'boolean', optional: true },
         'destroy-unreferenced-disks': { type: 'boolean', optional: true },
@@ -106,7 +120,8 @@ export const qemuLifecycleRoutes: Route[] = [
     perm: (p, raw) => p.check(`/vms/${raw.vmid}`, ['VM.Allocate']),
     handler: (rc) => {
       const { sim, params, user } = rc;
-      if (params.skiplock === '1' && userOf(rc) !== 'root@pam') throw paramError({ skiplock: 'Only root may use this option.' });
+      if (params.skiplock === '1' && userOf(rc) !== 'root@pam')
+        throw paramError({ skiplock: 'Only root may use this option.' });
       const node = params.node ?? '';
       const vmid = Number(params.vmid);
       destroyEarlyChecks(sim, node, vmid);
@@ -118,10 +133,13 @@ export const qemuLifecycleRoutes: Route[] = [
     },
   },
   {
-    method: 'POST', template: '/nodes/{node}/qemu/{vmid}/migrate',
+    method: 'POST',
+    template: '/nodes/{node}/qemu/{vmid}/migrate',
     schema: {
       properties: {
-        node: NODE, vmid: VMID, target: NODE,
+        node: NODE,
+        vmid: VMID,
+        target: NODE,
         online: { type: 'boolean', optional: true },
         force: { type: 'boolean', optional: true },
         migration_type: { type: 'string', optional: true, enum: ['secure', 'insecure'] },
@@ -176,4 +194,3 @@ export const qemuLifecycleRoutes: Route[] = [
     },
   },
 ];
-

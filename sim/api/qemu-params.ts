@@ -4,22 +4,49 @@
 import type { Perms } from '../http/auth.js';
 import { fail, paramError } from '../http/errors.js';
 import { splitList } from '../http/params.js';
-import { DRIVE_BUSES, DriveFormatError, isDriveKey, isNewDiskSpec, parseDrive, parseNewDiskSpec, parseVolid } from '../model/drive.js';
+import {
+  DRIVE_BUSES,
+  DriveFormatError,
+  isDriveKey,
+  isNewDiskSpec,
+  parseDrive,
+  parseNewDiskSpec,
+  parseVolid,
+} from '../model/drive.js';
 import type { UpdateRequest } from '../ops/vm-update.js';
 import { checkVolumeAccess } from './storage.js';
 
 const OPTION_PRIV: Record<string, string> = {
-  name: 'VM.Config.Options', description: 'VM.Config.Options', onboot: 'VM.Config.Options',
-  boot: 'VM.Config.Disk', bootdisk: 'VM.Config.Disk', scsihw: 'VM.Config.Disk', ostype: 'VM.Config.Options',
-  protection: 'VM.Config.Options', hotplug: 'VM.Config.HWType', agent: 'VM.Config.Options',
-  smbios1: 'VM.Config.HWType', vga: 'VM.Config.HWType', machine: 'VM.Config.HWType',
-  cores: 'VM.Config.CPU', sockets: 'VM.Config.CPU', cpu: 'VM.Config.CPU', vcpus: 'VM.Config.CPU',
-  memory: 'VM.Config.Memory', balloon: 'VM.Config.Memory', shares: 'VM.Config.Memory',
-  startup: 'VM.Config.Options', vmgenid: 'VM.Config.Options', meta: 'VM.Config.Options',
+  name: 'VM.Config.Options',
+  description: 'VM.Config.Options',
+  onboot: 'VM.Config.Options',
+  boot: 'VM.Config.Disk',
+  bootdisk: 'VM.Config.Disk',
+  scsihw: 'VM.Config.Disk',
+  ostype: 'VM.Config.Options',
+  protection: 'VM.Config.Options',
+  hotplug: 'VM.Config.HWType',
+  agent: 'VM.Config.Options',
+  smbios1: 'VM.Config.HWType',
+  vga: 'VM.Config.HWType',
+  machine: 'VM.Config.HWType',
+  cores: 'VM.Config.CPU',
+  sockets: 'VM.Config.CPU',
+  cpu: 'VM.Config.CPU',
+  vcpus: 'VM.Config.CPU',
+  memory: 'VM.Config.Memory',
+  balloon: 'VM.Config.Memory',
+  shares: 'VM.Config.Memory',
+  startup: 'VM.Config.Options',
+  vmgenid: 'VM.Config.Options',
+  meta: 'VM.Config.Options',
 };
 
 const OPTION_CHECK: Record<string, (v: string) => string | undefined> = {
-  name: (v) => (/^(?=.{1,63}$)[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-zA-Z0-9-]+)*$/.test(v) ? undefined : 'value does not look like a valid DNS name'),
+  name: (v) =>
+    /^(?=.{1,63}$)[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-zA-Z0-9-]+)*$/.test(v)
+      ? undefined
+      : 'value does not look like a valid DNS name',
   cores: (v) => (/^\d+$/.test(v) && Number(v) >= 1 ? undefined : `type check ('integer') failed - got '${v}'`),
   sockets: (v) => (/^\d+$/.test(v) && Number(v) >= 1 ? undefined : `type check ('integer') failed - got '${v}'`),
   onboot: (v) => (/^(0|1)$/.test(v) ? undefined : `type check ('boolean') failed - got '${v}'`),
@@ -32,8 +59,11 @@ const OPTION_CHECK: Record<string, (v: string) => string | undefined> = {
 
 /** PVE::QemuServer::Drive::valid_drive_names, in its order (it shows up in enum errors). */
 export const ALL_DRIVE_NAMES = [
-  ...['ide', 'scsi', 'virtio', 'sata'].flatMap((bus) => Array.from({ length: DRIVE_BUSES[bus]! }, (_, i) => `${bus}${i}`)),
-  'efidisk0', 'tpmstate0',
+  ...['ide', 'scsi', 'virtio', 'sata'].flatMap((bus) =>
+    Array.from({ length: DRIVE_BUSES[bus]! }, (_, i) => `${bus}${i}`),
+  ),
+  'efidisk0',
+  'tpmstate0',
 ];
 
 /** Known VM option? (PVE::QemuServer::option_exists) */
@@ -43,7 +73,8 @@ export function optionExists(key: string): boolean {
 
 /** `extra` validator for the config schemas: VM options are the open-ended part. */
 export function checkOption(key: string, value: string): string | undefined {
-  if (!optionExists(key)) return 'property is not defined in schema and the schema does not allow additional properties';
+  if (!optionExists(key))
+    return 'property is not defined in schema and the schema does not allow additional properties';
   if (isDriveKey(key)) {
     try {
       parseDrive(key, value);
@@ -74,7 +105,8 @@ export function buildUpdateRequest(params: Record<string, string>): UpdateReques
   for (let opt of splitList(params.delete ?? '')) {
     if (opt === 'cdrom') opt = 'ide2';
     if (set.has(opt)) throw paramError({ delete: `you can't use '-${opt}' and -delete ${opt}' at the same time` });
-    if (revert.includes(opt)) throw paramError({ revert: `you can't use '-delete ${opt}' and -revert ${opt}' at the same time` });
+    if (revert.includes(opt))
+      throw paramError({ revert: `you can't use '-delete ${opt}' and -revert ${opt}' at the same time` });
     if (!optionExists(opt)) throw paramError({ delete: `unknown option '${opt}'` });
     del.push(opt);
   }

@@ -11,13 +11,20 @@ import { statusIsError } from '../tasks.js';
 import { ALL_DRIVE_NAMES, buildUpdateRequest, checkOption, checkUpdatePerms } from './qemu-params.js';
 
 const VM_CONFIG_PERMS = [
-  'VM.Config.Disk', 'VM.Config.CDROM', 'VM.Config.CPU', 'VM.Config.Memory', 'VM.Config.Network',
-  'VM.Config.HWType', 'VM.Config.Options', 'VM.Config.Cloudinit',
+  'VM.Config.Disk',
+  'VM.Config.CDROM',
+  'VM.Config.CPU',
+  'VM.Config.Memory',
+  'VM.Config.Network',
+  'VM.Config.HWType',
+  'VM.Config.Options',
+  'VM.Config.Cloudinit',
 ];
 
 const updateSchema = (async: boolean): RouteSchema => ({
   properties: {
-    node: NODE, vmid: VMID,
+    node: NODE,
+    vmid: VMID,
     skiplock: { type: 'boolean', optional: true },
     delete: { type: 'string', optional: true, format: 'pve-configid-list' },
     revert: { type: 'string', optional: true, format: 'pve-configid-list' },
@@ -48,10 +55,13 @@ async function syncUpdate(rc: RouteCtx, params: Record<string, string>): Promise
 
 export const qemuRoutes: Route[] = [
   {
-    method: 'GET', template: '/nodes/{node}/qemu/{vmid}/config',
+    method: 'GET',
+    template: '/nodes/{node}/qemu/{vmid}/config',
     schema: {
       properties: {
-        node: NODE, vmid: VMID, current: { type: 'boolean', optional: true },
+        node: NODE,
+        vmid: VMID,
+        current: { type: 'boolean', optional: true },
         snapshot: { type: 'string', optional: true, pattern: /[a-zA-Z][a-zA-Z0-9_-]+/, maxLength: 40 },
       },
     },
@@ -68,19 +78,22 @@ export const qemuRoutes: Route[] = [
     },
   },
   {
-    method: 'GET', template: '/nodes/{node}/qemu/{vmid}/pending',
+    method: 'GET',
+    template: '/nodes/{node}/qemu/{vmid}/pending',
     schema: { properties: { node: NODE, vmid: VMID } },
     perm: (p, raw) => p.check(`/vms/${raw.vmid}`, ['VM.Audit']),
     handler: ({ sim, params }) => pendingView(loadVm(sim, params.node!, Number(params.vmid))),
   },
   {
-    method: 'PUT', template: '/nodes/{node}/qemu/{vmid}/config',
+    method: 'PUT',
+    template: '/nodes/{node}/qemu/{vmid}/config',
     schema: updateSchema(false),
     perm: (p, raw) => p.checkAny(`/vms/${raw.vmid}`, VM_CONFIG_PERMS),
     handler: (rc) => syncUpdate(rc, rc.params),
   },
   {
-    method: 'POST', template: '/nodes/{node}/qemu/{vmid}/config',
+    method: 'POST',
+    template: '/nodes/{node}/qemu/{vmid}/config',
     schema: updateSchema(true),
     perm: (p, raw) => p.checkAny(`/vms/${raw.vmid}`, VM_CONFIG_PERMS),
     handler: async (rc) => {
@@ -99,10 +112,12 @@ export const qemuRoutes: Route[] = [
     },
   },
   {
-    method: 'PUT', template: '/nodes/{node}/qemu/{vmid}/unlink',
+    method: 'PUT',
+    template: '/nodes/{node}/qemu/{vmid}/unlink',
     schema: {
       properties: {
-        node: NODE, vmid: VMID,
+        node: NODE,
+        vmid: VMID,
         idlist: { type: 'string', format: 'pve-configid-list' },
         force: { type: 'boolean', optional: true },
       },
@@ -114,10 +129,12 @@ export const qemuRoutes: Route[] = [
     },
   },
   {
-    method: 'PUT', template: '/nodes/{node}/qemu/{vmid}/resize',
+    method: 'PUT',
+    template: '/nodes/{node}/qemu/{vmid}/resize',
     schema: {
       properties: {
-        node: NODE, vmid: VMID,
+        node: NODE,
+        vmid: VMID,
         skiplock: { type: 'boolean', optional: true },
         disk: { type: 'string', enum: ALL_DRIVE_NAMES },
         size: { type: 'string', pattern: /\+?\d+(\.\d+)?[KMGT]?/ },
@@ -134,7 +151,9 @@ export const qemuRoutes: Route[] = [
         const vm = loadVm(sim, node, vmid);
         await withVmLock(sim, vm, () =>
           resizeLocked(sim, vm, {
-            disk: params.disk!, size: params.size!, skiplock: false,
+            disk: params.disk!,
+            size: params.size!,
+            skiplock: false,
             ...(params.digest ? { digest: params.digest } : {}),
             checkPriv: (path, priv) => perms.check(path, [priv]),
           }),

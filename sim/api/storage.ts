@@ -47,22 +47,38 @@ const STORAGE_AUDIT = (p: Perms, raw: Record<string, string>) =>
 async function statusOf(sim: SimContext, node: string, storage: string) {
   const st = getStorage(sim, node, storage);
   const u = await storageUsage(sim, st);
-  return { active: 1, avail: u.avail, content: st.content, enabled: 1, shared: 0, total: u.total, type: st.type, used: u.used };
+  return {
+    active: 1,
+    avail: u.avail,
+    content: st.content,
+    enabled: 1,
+    shared: 0,
+    total: u.total,
+    type: st.type,
+    used: u.used,
+  };
 }
 
 export const storageRoutes: Route[] = [
   {
-    method: 'GET', template: '/nodes/{node}/storage/{storage}/status',
+    method: 'GET',
+    template: '/nodes/{node}/storage/{storage}/status',
     schema: { properties: { node: NODE, storage: STORAGE } },
     perm: STORAGE_AUDIT,
     handler: ({ sim, params }) => statusOf(sim, params.node!, params.storage!),
   },
   {
-    method: 'GET', template: '/nodes/{node}/storage/{storage}/content',
+    method: 'GET',
+    template: '/nodes/{node}/storage/{storage}/content',
     schema: {
       properties: {
-        node: NODE, storage: STORAGE,
-        content: { type: 'string', optional: true, enum: ['images', 'rootdir', 'vztmpl', 'iso', 'backup', 'snippets', 'import'] },
+        node: NODE,
+        storage: STORAGE,
+        content: {
+          type: 'string',
+          optional: true,
+          enum: ['images', 'rootdir', 'vztmpl', 'iso', 'backup', 'snippets', 'import'],
+        },
         vmid: { ...VMID, optional: true },
       },
     },
@@ -80,18 +96,24 @@ export const storageRoutes: Route[] = [
           continue;
         }
         out.push({
-          volid: `${st.id}:${v.volname}`, format: v.format, size: v.sizeBytes, vmid: v.ownerVmid,
-          ctime: v.ctime, content: 'images',
+          volid: `${st.id}:${v.volname}`,
+          format: v.format,
+          size: v.sizeBytes,
+          vmid: v.ownerVmid,
+          ctime: v.ctime,
+          content: 'images',
         });
       }
       return out;
     },
   },
   {
-    method: 'POST', template: '/nodes/{node}/storage/{storage}/content',
+    method: 'POST',
+    template: '/nodes/{node}/storage/{storage}/content',
     schema: {
       properties: {
-        node: NODE, storage: STORAGE,
+        node: NODE,
+        storage: STORAGE,
         filename: { type: 'string' },
         vmid: VMID,
         size: { type: 'string', pattern: /\d+[MG]?/ },
@@ -112,7 +134,8 @@ export const storageRoutes: Route[] = [
     },
   },
   {
-    method: 'GET', template: '/nodes/{node}/storage/{storage}/content/{volume}',
+    method: 'GET',
+    template: '/nodes/{node}/storage/{storage}/content/{volume}',
     schema: { properties: { node: NODE, storage: { ...STORAGE, optional: true }, volume: { type: 'string' } } },
     handler: ({ sim, params, perms }) => {
       const { storage, volname } = realVolumeId(params.storage, params.volume!);
@@ -124,10 +147,13 @@ export const storageRoutes: Route[] = [
     },
   },
   {
-    method: 'DELETE', template: '/nodes/{node}/storage/{storage}/content/{volume}',
+    method: 'DELETE',
+    template: '/nodes/{node}/storage/{storage}/content/{volume}',
     schema: {
       properties: {
-        node: NODE, storage: { ...STORAGE, optional: true }, volume: { type: 'string' },
+        node: NODE,
+        storage: { ...STORAGE, optional: true },
+        volume: { type: 'string' },
         delay: { type: 'integer', optional: true, minimum: 1, maximum: 30 },
       },
     },
@@ -139,10 +165,16 @@ export const storageRoutes: Route[] = [
       perms.check(`/storage/${storage}`, ['Datastore.Allocate']);
       const owner = volumeOwner(volname);
       const volid = `${storage}:${volname}`;
-      const task = sim.tasks.start(node, 'imgdel', `${owner !== undefined ? `${owner}@` : ''}${storage}`, user, async (log) => {
-        await freeVolume(sim, node, storage, volname, log);
-        log.print(`Removed volume '${volid}'`);
-      });
+      const task = sim.tasks.start(
+        node,
+        'imgdel',
+        `${owner !== undefined ? `${owner}@` : ''}${storage}`,
+        user,
+        async (log) => {
+          await freeVolume(sim, node, storage, volname, log);
+          log.print(`Removed volume '${volid}'`);
+        },
+      );
       if (params.delay) {
         if (await sim.tasks.waitFor(task, Number(params.delay) * 1000)) {
           if (!statusIsError(task.exitstatus!)) return null;

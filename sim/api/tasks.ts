@@ -66,7 +66,14 @@ function listTasks(sim: SimContext, params: Record<string, string>, perms: Perms
   const auditor = perms.has('Sys.Audit');
   let count = 0;
   // Tasks.pm's $filter_task, in its order: `count` counts every match, `limit` what is returned.
-  const skip = (row: { user: string; tokenid?: string | undefined; type: string; id: string; starttime: number; status?: string | undefined }): boolean => {
+  const skip = (row: {
+    user: string;
+    tokenid?: string | undefined;
+    type: string;
+    id: string;
+    starttime: number;
+    status?: string | undefined;
+  }): boolean => {
     if (params.userfilter && !row.user.toLowerCase().includes(params.userfilter.toLowerCase())) return true;
     if (!(auditor || ownTask(row, user))) return true;
     if (params.typefilter && row.type !== params.typefilter) return true;
@@ -82,7 +89,17 @@ function listTasks(sim: SimContext, params: Record<string, string>, perms: Perms
   const out: Record<string, unknown>[] = [];
   if (source === 'active' || source === 'all') {
     for (const t of onNode.filter((x) => x.status === 'running')) {
-      const row = { upid: t.upid, node: t.node, pid: t.pid, pstart: t.pstart, starttime: t.starttime, type: t.type, id: t.id, user: t.user, saved: '0' };
+      const row = {
+        upid: t.upid,
+        node: t.node,
+        pid: t.pid,
+        pstart: t.pstart,
+        starttime: t.starttime,
+        type: t.type,
+        id: t.id,
+        user: t.user,
+        saved: '0',
+      };
       if (skip(row)) continue;
       out.push({ ...row, status: 'RUNNING' });
       limit--;
@@ -92,8 +109,16 @@ function listTasks(sim: SimContext, params: Record<string, string>, perms: Perms
     const finished = onNode.filter((x) => x.status === 'stopped').sort((a, b) => (b.endtime ?? 0) - (a.endtime ?? 0));
     for (const t of finished) {
       const row = {
-        upid: t.upid, node: t.node, pid: t.pid, pstart: t.pstart, starttime: t.starttime, type: t.type, id: t.id, ...owner(t),
-        endtime: t.endtime, status: t.exitstatus,
+        upid: t.upid,
+        node: t.node,
+        pid: t.pid,
+        pstart: t.pstart,
+        starttime: t.starttime,
+        type: t.type,
+        id: t.id,
+        ...owner(t),
+        endtime: t.endtime,
+        status: t.exitstatus,
       };
       if (skip(row)) continue;
       out.push(row);
@@ -105,7 +130,8 @@ function listTasks(sim: SimContext, params: Record<string, string>, perms: Perms
 
 export const taskRoutes: Route[] = [
   {
-    method: 'GET', template: '/nodes/{node}/tasks',
+    method: 'GET',
+    template: '/nodes/{node}/tasks',
     schema: {
       properties: {
         node: NODE,
@@ -118,29 +144,43 @@ export const taskRoutes: Route[] = [
         source: { type: 'string', optional: true, enum: ['archive', 'active', 'all'] },
         since: { type: 'integer', optional: true },
         until: { type: 'integer', optional: true },
-        statusfilter: { type: 'string', optional: true, pattern: /(?:ok|warning|error|unknown)(?:[,;\s]+(?:ok|warning|error|unknown))*/ },
+        statusfilter: {
+          type: 'string',
+          optional: true,
+          pattern: /(?:ok|warning|error|unknown)(?:[,;\s]+(?:ok|warning|error|unknown))*/,
+        },
       },
     },
     handler: ({ sim, params, perms, user }) => listTasks(sim, params, perms, user),
   },
   {
-    method: 'GET', template: '/nodes/{node}/tasks/{upid}/status',
+    method: 'GET',
+    template: '/nodes/{node}/tasks/{upid}/status',
     schema: { properties: { node: NODE, upid: { type: 'string' } } },
     handler: ({ sim, params, perms, user }) => {
       const t = findTask(sim, params.node!, params.upid!, perms, user);
       const out: Record<string, unknown> = {
-        upid: t.upid, node: t.node, pid: t.pid, pstart: t.pstart, starttime: t.starttime, type: t.type,
-        id: t.id, ...owner(t), status: t.status,
+        upid: t.upid,
+        node: t.node,
+        pid: t.pid,
+        pstart: t.pstart,
+        starttime: t.starttime,
+        type: t.type,
+        id: t.id,
+        ...owner(t),
+        status: t.status,
       };
       if (t.status === 'stopped') out.exitstatus = t.exitstatus;
       return out;
     },
   },
   {
-    method: 'GET', template: '/nodes/{node}/tasks/{upid}/log',
+    method: 'GET',
+    template: '/nodes/{node}/tasks/{upid}/log',
     schema: {
       properties: {
-        node: NODE, upid: { type: 'string' },
+        node: NODE,
+        upid: { type: 'string' },
         start: { type: 'integer', optional: true, minimum: 0 },
         limit: { type: 'integer', optional: true, minimum: 0 },
         download: { type: 'boolean', optional: true },

@@ -17,7 +17,10 @@ interface Plugged {
 export class LoopHotplug implements Hotplug {
   private plugged = new Map<string, Plugged>();
 
-  constructor(private readonly exec: Exec, private readonly linkDir: string) {}
+  constructor(
+    private readonly exec: Exec,
+    private readonly linkDir: string,
+  ) {}
 
   private key(vmid: number, slot: string): string {
     return `${vmid}:${slot}`;

@@ -9,7 +9,10 @@ type Json = Record<string, unknown>;
 
 export class QmpError extends Error {
   command = '';
-  constructor(readonly klass: string, readonly desc: string) {
+  constructor(
+    readonly klass: string,
+    readonly desc: string,
+  ) {
     super(desc);
   }
 }
@@ -36,7 +39,10 @@ export class QmpClient {
     const onGone = (e?: Error) => client.onClose(e ?? new Error(`QMP socket ${path} closed`));
     sock.on('error', onGone);
     sock.on('close', () => onGone());
-    const timer = setTimeout(() => sock.destroy(new Error(`QMP socket ${path}: no greeting within ${timeoutMs} ms`)), timeoutMs);
+    const timer = setTimeout(
+      () => sock.destroy(new Error(`QMP socket ${path}: no greeting within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
     try {
       await client.greeted;
     } finally {
@@ -136,7 +142,8 @@ export class QmpHotplug implements Hotplug {
     } catch (e) {
       if (e instanceof UnplugError) throw e;
       // the wording qemu-server's mon_cmd uses, so hot-plug errors read like the real ones
-      if (e instanceof QmpError) throw new Error(`VM ${vm.vmid} qmp command '${e.command}' failed - ${e.desc}`, { cause: e });
+      if (e instanceof QmpError)
+        throw new Error(`VM ${vm.vmid} qmp command '${e.command}' failed - ${e.desc}`, { cause: e });
       throw new Error(`VM ${vm.vmid} qmp command failed - ${(e as Error).message}`, { cause: e });
     } finally {
       client?.close();
@@ -153,7 +160,12 @@ export class QmpHotplug implements Hotplug {
         file: { driver: 'file', filename: disk.filePath },
       });
       const dev: Json = {
-        driver: 'scsi-hd', id: disk.slot, bus: 'scsihw0.0', 'scsi-id': disk.index, lun: disk.index, drive: nodeName,
+        driver: 'scsi-hd',
+        id: disk.slot,
+        bus: 'scsihw0.0',
+        'scsi-id': disk.index,
+        lun: disk.index,
+        drive: nodeName,
       };
       if (disk.wwn) dev.wwn = disk.wwn;
       try {

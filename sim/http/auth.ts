@@ -45,7 +45,10 @@ export function authenticate(state: ClusterState, req: AuthRequest, nowSec: numb
     const userId = verifyTicket(state.authKey, ticket, nowSec, state.ticketLifetimeSec);
     const user = userId ? state.users.get(userId) : undefined;
     if (!user) return { ok: false, message: 'permission denied - invalid PVE ticket' };
-    if (req.method !== 'GET' && !verifyCsrfToken(state.authKey, user.id, req.csrfToken, nowSec, state.ticketLifetimeSec)) {
+    if (
+      req.method !== 'GET' &&
+      !verifyCsrfToken(state.authKey, user.id, req.csrfToken, nowSec, state.ticketLifetimeSec)
+    ) {
       return { ok: false, message: 'Permission denied - invalid csrf token' };
     }
     return { ok: true, identity: { id: user.id, kind: 'ticket', privileges: user.privileges } };

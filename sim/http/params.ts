@@ -39,8 +39,10 @@ function checkOne(spec: ParamSpec, value: string): { error?: string; value: stri
     case 'integer': {
       if (!/^-?\d+$/.test(value)) return { error: `type check ('integer') failed - got '${value}'`, value };
       const n = Number(value);
-      if (spec.minimum !== undefined && n < spec.minimum) return { error: `value must have a minimum value of ${spec.minimum}`, value };
-      if (spec.maximum !== undefined && n > spec.maximum) return { error: `value may have a maximum value of ${spec.maximum}`, value };
+      if (spec.minimum !== undefined && n < spec.minimum)
+        return { error: `value must have a minimum value of ${spec.minimum}`, value };
+      if (spec.maximum !== undefined && n > spec.maximum)
+        return { error: `value may have a maximum value of ${spec.maximum}`, value };
       return { value: String(n) };
     }
     case 'boolean': {
@@ -58,7 +60,8 @@ function checkOne(spec: ParamSpec, value: string): { error?: string; value: stri
       if (spec.pattern && !new RegExp(`^(?:${spec.pattern.source})$`).test(value)) {
         return { error: 'value does not match the regex pattern', value };
       }
-      if (spec.format === 'pve-node' && !NODE_RE.test(value)) return { error: 'value does not look like a valid node name', value };
+      if (spec.format === 'pve-node' && !NODE_RE.test(value))
+        return { error: 'value does not look like a valid node name', value };
       if (spec.format === 'pve-storage-id' && !STORAGE_RE.test(value)) {
         return { error: `storage ID '${value}' contains illegal characters`, value };
       }

@@ -15,7 +15,10 @@ export interface RouteCtx {
 
 /** A handler result with PVE's `total` attribute next to `data`. */
 export class WithTotal {
-  constructor(readonly data: unknown, readonly total: number) {}
+  constructor(
+    readonly data: unknown,
+    readonly total: number,
+  ) {}
 }
 
 export interface Route {

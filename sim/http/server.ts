@@ -68,7 +68,10 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
 
 function parseBody(req: IncomingMessage, body: Buffer): Record<string, string> {
   if (body.length === 0) return {};
-  const ct = String(req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  const ct = String(req.headers['content-type'] ?? '')
+    .split(';')[0]!
+    .trim()
+    .toLowerCase();
   if (ct === '' || ct === 'application/x-www-form-urlencoded') {
     return Object.fromEntries(new URLSearchParams(body.toString('utf8')));
   }
@@ -112,7 +115,11 @@ export async function startApiServer(opts: {
     const method = req.method ?? 'GET';
     const url = new URL(req.url ?? '/', 'https://127.0.0.1');
     const entry: Omit<RequestLogEntry, 'seq' | 'time'> = {
-      method, path: url.pathname, route: `${method} (unmatched)`, status: 0, durationMs: 0,
+      method,
+      path: url.pathname,
+      route: `${method} (unmatched)`,
+      status: 0,
+      durationMs: 0,
     };
     let drop: false | 'before' | 'after' = false;
     try {
@@ -133,12 +140,16 @@ export async function startApiServer(opts: {
 
       const auth = match?.route.world
         ? { ok: true as const, identity: { id: '', kind: 'ticket' as const, privileges: new Set<string>() } }
-        : authenticate(sim.state, {
-            method,
-            authorization: req.headers.authorization,
-            cookie: req.headers.cookie,
-            csrfToken: header(req, 'csrfpreventiontoken'),
-          }, sim.nowSec());
+        : authenticate(
+            sim.state,
+            {
+              method,
+              authorization: req.headers.authorization,
+              cookie: req.headers.cookie,
+              csrfToken: header(req, 'csrfpreventiontoken'),
+            },
+            sim.nowSec(),
+          );
       if (!auth.ok) {
         const delay = sim.faults.get().authFailureDelayMs;
         if (delay > 0) await sleep(delay);
@@ -164,7 +175,8 @@ export async function startApiServer(opts: {
       for (const [k, v] of url.searchParams) raw[k] = v;
       entry.params = { ...raw };
       // the request log is readable over the admin API: never keep a password in it
-      if (entry.params.password !== undefined) entry.params.password = entry.params.password.startsWith('PVE:') ? '(ticket)' : '(password)';
+      if (entry.params.password !== undefined)
+        entry.params.password = entry.params.password.startsWith('PVE:') ? '(ticket)' : '(password)';
       for (const [k, v] of Object.entries(match.pathParams)) {
         if (raw[k] !== undefined && raw[k] !== v) {
           throw paramError({ [k]: 'duplicate parameter (already defined in URI) with conflicting values!' });

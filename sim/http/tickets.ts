@@ -39,7 +39,13 @@ export function assembleCsrfToken(key: Buffer, user: string, nowSec: number): st
   return `${stamp}:${sign(key, `csrf:${stamp}:${user}`)}`;
 }
 
-export function verifyCsrfToken(key: Buffer, user: string, token: string | undefined, nowSec: number, lifetimeSec: number): boolean {
+export function verifyCsrfToken(
+  key: Buffer,
+  user: string,
+  token: string | undefined,
+  nowSec: number,
+  lifetimeSec: number,
+): boolean {
   const m = token ? /^([A-Z0-9]{8}):(\S+)$/.exec(token) : null;
   if (!m || !sameSig(m[2]!, sign(key, `csrf:${m[1]}:${user}`))) return false;
   return fresh(m[1]!, nowSec, lifetimeSec);

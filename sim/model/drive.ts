@@ -42,7 +42,8 @@ const COMMON: Record<string, PropType> = {
 };
 for (const p of ['iops', 'iops_rd', 'iops_wr', 'iops_max', 'iops_rd_max', 'iops_wr_max']) COMMON[p] = int;
 for (const p of ['iops_max_length', 'iops_rd_max_length', 'iops_wr_max_length']) COMMON[p] = int;
-for (const p of ['bps', 'bps_rd', 'bps_wr', 'bps_max_length', 'bps_rd_max_length', 'bps_wr_max_length']) COMMON[p] = int;
+for (const p of ['bps', 'bps_rd', 'bps_wr', 'bps_max_length', 'bps_rd_max_length', 'bps_wr_max_length'])
+  COMMON[p] = int;
 for (const p of ['mbps', 'mbps_rd', 'mbps_wr', 'mbps_max', 'mbps_rd_max', 'mbps_wr_max']) COMMON[p] = num;
 
 const SCSI_ONLY: Record<string, PropType> = {
@@ -109,7 +110,8 @@ function checkValue(key: string, prop: string, t: PropType, raw: string): string
       if (!/^-?\d+(\.\d+)?$/.test(raw)) throw fail(`type check ('number') failed - got '${raw}'`);
       return raw;
     case 'enum':
-      if (!t.values.includes(raw)) throw fail(`value '${raw}' does not have a value in the enumeration '${t.values.join(', ')}'`);
+      if (!t.values.includes(raw))
+        throw fail(`value '${raw}' does not have a value in the enumeration '${t.values.join(', ')}'`);
       return raw;
     case 'string':
       if (t.pattern && !t.pattern.test(raw)) throw fail('value does not match the regex pattern');
@@ -137,7 +139,9 @@ function checkFile(key: string, file: string): void {
   if (file === 'none' || file === 'cdrom' || file.startsWith('/')) return;
   if (NEW_DISK_RE.test(file)) return;
   if (!/^([a-z][a-z0-9\-_.]*[a-z0-9]):(.+)$/i.test(file)) {
-    throw new DriveFormatError(`invalid format - format error\n${key}.file: invalid format - unable to parse volume ID '${file}'\n`);
+    throw new DriveFormatError(
+      `invalid format - format error\n${key}.file: invalid format - unable to parse volume ID '${file}'\n`,
+    );
   }
 }
 
@@ -153,7 +157,9 @@ export function parseDrive(key: string, value: string): Drive {
     let raw: string;
     if (eq < 0) {
       if (file !== undefined) {
-        throw new DriveFormatError(`invalid format - format error\n${key}.file: duplicate key in comma-separated list property\n`);
+        throw new DriveFormatError(
+          `invalid format - format error\n${key}.file: duplicate key in comma-separated list property\n`,
+        );
       }
       prop = 'file';
       raw = part;
@@ -169,18 +175,24 @@ export function parseDrive(key: string, value: string): Drive {
     }
     if (prop === 'file') {
       if (file !== undefined) {
-        throw new DriveFormatError(`invalid format - format error\n${key}.file: duplicate key in comma-separated list property\n`);
+        throw new DriveFormatError(
+          `invalid format - format error\n${key}.file: duplicate key in comma-separated list property\n`,
+        );
       }
       file = raw;
       continue;
     }
     if (opts[prop] !== undefined) {
-      throw new DriveFormatError(`invalid format - format error\n${key}.${prop}: duplicate key in comma-separated list property\n`);
+      throw new DriveFormatError(
+        `invalid format - format error\n${key}.${prop}: duplicate key in comma-separated list property\n`,
+      );
     }
     opts[prop] = checkValue(key, prop, t, raw);
   }
   if (file === undefined || file === '') {
-    throw new DriveFormatError(`invalid format - format error\n${key}.file: property is missing and it is not optional\n`);
+    throw new DriveFormatError(
+      `invalid format - format error\n${key}.file: property is missing and it is not optional\n`,
+    );
   }
   checkFile(key, file);
   return { file, opts };

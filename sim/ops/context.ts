@@ -31,7 +31,9 @@ export function getStorage(ctx: SimContext, node: string, storage: string): Stor
   const st = n.storages.get(storage);
   if (!st) {
     const elsewhere = [...ctx.state.nodes.values()].some((x) => x.storages.has(storage));
-    throw fail(elsewhere ? `storage '${storage}' is not available on node '${node}'` : `storage '${storage}' does not exist`);
+    throw fail(
+      elsewhere ? `storage '${storage}' is not available on node '${node}'` : `storage '${storage}' does not exist`,
+    );
   }
   return st;
 }
@@ -51,7 +53,10 @@ export function vmRef(vm: VmModel): VmRef {
 export function findVolume(ctx: SimContext, node: string, volid: string): VolumeModel | undefined {
   const i = volid.indexOf(':');
   if (i < 0) return undefined;
-  return ctx.state.nodes.get(node)?.storages.get(volid.slice(0, i))?.volumes.get(volid.slice(i + 1));
+  return ctx.state.nodes
+    .get(node)
+    ?.storages.get(volid.slice(0, i))
+    ?.volumes.get(volid.slice(i + 1));
 }
 
 export function withVmLock<T>(ctx: SimContext, vm: VmModel, fn: () => Promise<T>): Promise<T> {

@@ -55,7 +55,10 @@ type Ref = 'attached' | 'unused' | 'pending';
 /** Volumes the config references (PVE::QemuServer::foreach_volid), with how. */
 export function referencedVolumes(vm: VmModel): Map<string, Ref> {
   const out = new Map<string, Ref>();
-  for (const [map, pending] of [[vm.config, false], [vm.pending, true]] as const) {
+  for (const [map, pending] of [
+    [vm.config, false],
+    [vm.pending, true],
+  ] as const) {
     for (const [k, v] of map) {
       let volid: string | undefined;
       try {
@@ -131,7 +134,9 @@ class Migration {
       }
     }
     for (const [volid, { ref }] of [...this.local].sort(([a], [b]) => a.localeCompare(b))) {
-      this.log(`found local disk '${volid}'${ref === 'attached' ? ' (attached)' : ref === 'unused' ? ' (unused)' : ' (pending change)'}`);
+      this.log(
+        `found local disk '${volid}'${ref === 'attached' ? ' (attached)' : ref === 'unused' ? ' (unused)' : ' (pending change)'}`,
+      );
     }
     for (const [volid, msg] of [...errors].sort(([a], [b]) => a.localeCompare(b))) {
       this.log(`can't migrate local disk '${volid}': ${msg}`, 'warn');
@@ -155,8 +160,13 @@ class Migration {
         }
       }
       const v: VolumeModel = {
-        node: req.target, storage: targetsid, volname, ownerVmid: vol.ownerVmid, sizeBytes: vol.sizeBytes,
-        format: 'raw', ctime: ctx.nowSec(),
+        node: req.target,
+        storage: targetsid,
+        volname,
+        ownerVmid: vol.ownerVmid,
+        sizeBytes: vol.sizeBytes,
+        format: 'raw',
+        ctime: ctx.nowSec(),
       };
       if (files) v.filePath = files.pathFor(req.target, targetsid, volname);
       st.volumes.set(volname, v);
@@ -165,7 +175,12 @@ class Migration {
     const failCopy = ctx.faults.get().migrateFail === 'copy';
     try {
       if (files && vol.filePath && copy.filePath) {
-        await files.copy(vol.filePath, copy.filePath, vol.sizeBytes, failCopy ? Math.floor(vol.sizeBytes / 2) : undefined);
+        await files.copy(
+          vol.filePath,
+          copy.filePath,
+          vol.sizeBytes,
+          failCopy ? Math.floor(vol.sizeBytes / 2) : undefined,
+        );
       } else if (files && copy.filePath) {
         await files.create(copy.filePath, vol.sizeBytes);
       }
@@ -228,8 +243,10 @@ class Migration {
     for (const [volid, { vol }] of this.local) {
       try {
         if (cleanupFails) {
-          throw fail(`lvremove '${getStorage(this.ctx, this.req.node, vol.storage).vgname}/${vol.volname}' error:   ` +
-            `Logical volume ${vol.volname} is used by another device.`);
+          throw fail(
+            `lvremove '${getStorage(this.ctx, this.req.node, vol.storage).vgname}/${vol.volname}' error:   ` +
+              `Logical volume ${vol.volname} is used by another device.`,
+          );
         }
         await freeVolume(this.ctx, this.req.node, vol.storage, vol.volname);
       } catch (e) {

@@ -32,7 +32,8 @@ export async function allocVolume(
   return withStorageLock(ctx, node, storage, async () => {
     const fmt = format ?? 'raw';
     // alloc_image dies without a newline here, so Perl appends the source location
-    if (fmt !== 'raw') throw fail(`unsupported format '${fmt}' at /usr/share/perl5/PVE/Storage/LvmThinPlugin.pm line 118.`);
+    if (fmt !== 'raw')
+      throw fail(`unsupported format '${fmt}' at /usr/share/perl5/PVE/Storage/LvmThinPlugin.pm line 118.`);
     if (name && !name.startsWith(`vm-${vmid}-`)) throw fail(`illegal name '${name}' - should be 'vm-${vmid}-*'`);
     const volname = name || findFreeDiskName(st, vmid);
     const lvcreate = (msg: string) => fail(`lvcreate '${st.vgname}/${volname}' error:   ${msg}`);
@@ -45,11 +46,19 @@ export async function allocVolume(
     if (!st.overcommit) {
       const provisioned = [...st.volumes.values()].reduce((a, v) => a + v.sizeBytes, st.baseUsedBytes);
       if (provisioned + sizeBytes > st.totalBytes) {
-        throw lvcreate(`Cannot create new thin volume, free space in thin pool ${st.vgname}/${st.thinpool} reached threshold.`);
+        throw lvcreate(
+          `Cannot create new thin volume, free space in thin pool ${st.vgname}/${st.thinpool} reached threshold.`,
+        );
       }
     }
     const vol: VolumeModel = {
-      node, storage, volname, ownerVmid: vmid, sizeBytes, format: 'raw', ctime: ctx.nowSec(),
+      node,
+      storage,
+      volname,
+      ownerVmid: vmid,
+      sizeBytes,
+      format: 'raw',
+      ctime: ctx.nowSec(),
     };
     const files = ctx.backend.files;
     if (files) {
@@ -86,7 +95,12 @@ export function volumeInUse(ctx: SimContext, vol: VolumeModel, unplugged?: Unplu
 
 /** PVE::Storage::vdisk_free on lvmthin: a missing LV is not an error, an open one is. */
 export async function freeVolume(
-  ctx: SimContext, node: string, storage: string, volname: string, log?: TaskLog, unplugged?: UnpluggedSlot,
+  ctx: SimContext,
+  node: string,
+  storage: string,
+  volname: string,
+  log?: TaskLog,
+  unplugged?: UnpluggedSlot,
 ): Promise<void> {
   const st = getStorage(ctx, node, storage);
   await withStorageLock(ctx, node, storage, async () => {
@@ -107,7 +121,10 @@ export async function resizeVolume(ctx: SimContext, vol: VolumeModel, newBytes: 
   vol.sizeBytes = size;
 }
 
-export async function storageUsage(ctx: SimContext, st: StorageModel): Promise<{ total: number; used: number; avail: number }> {
+export async function storageUsage(
+  ctx: SimContext,
+  st: StorageModel,
+): Promise<{ total: number; used: number; avail: number }> {
   let used = st.baseUsedBytes;
   const files = ctx.backend.files;
   if (files) {

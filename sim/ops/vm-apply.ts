@@ -13,15 +13,35 @@ import { freeVolume } from './storage.js';
 class Skip extends Error {}
 
 /** Options qemu-server applies at once even on a running VM. */
-const FAST_PLUG = new Set(['name', 'onboot', 'shares', 'startup', 'description', 'protection', 'vmstatestorage', 'hookscript', 'tags']);
+const FAST_PLUG = new Set([
+  'name',
+  'onboot',
+  'shares',
+  'startup',
+  'description',
+  'protection',
+  'vmstatestorage',
+  'hookscript',
+  'tags',
+]);
 // vmconfig_update_disk: a change of one of these on an attached disk stays pending ("skip")…
 const NOT_HOTPLUGGABLE_DISK_OPTS = ['aio', 'discard', 'iothread', 'queues', 'product', 'cache', 'ssd', 'vendor', 'ro'];
 // …one of these goes to QEMU at once (set_io_throttle); anything else (backup, wwn, serial,
 // size…) is written to the config only.
 const THROTTLE_OPTS = ['mbps', 'mbps_rd', 'mbps_wr', 'iops', 'iops_rd', 'iops_wr'];
 const THROTTLE_BURST_OPTS = [
-  'mbps_max', 'mbps_rd_max', 'mbps_wr_max', 'iops_max', 'iops_rd_max', 'iops_wr_max',
-  'bps_max_length', 'bps_rd_max_length', 'bps_wr_max_length', 'iops_max_length', 'iops_rd_max_length', 'iops_wr_max_length',
+  'mbps_max',
+  'mbps_rd_max',
+  'mbps_wr_max',
+  'iops_max',
+  'iops_rd_max',
+  'iops_wr_max',
+  'bps_max_length',
+  'bps_rd_max_length',
+  'bps_wr_max_length',
+  'iops_max_length',
+  'iops_rd_max_length',
+  'iops_wr_max_length',
 ];
 
 const num = (v: string | undefined): number => Number(v ?? 0) || 0;
@@ -31,7 +51,14 @@ export function ioLimits(drive: Drive): IoLimits | undefined {
   if (!THROTTLE_OPTS.some((o) => num(drive.opts[o]) > 0)) return undefined;
   const bps = (o: string) => Math.trunc(num(drive.opts[o]) * 1024 * 1024);
   const iops = (o: string) => Math.trunc(num(drive.opts[o]));
-  return { bps: bps('mbps'), bps_rd: bps('mbps_rd'), bps_wr: bps('mbps_wr'), iops: iops('iops'), iops_rd: iops('iops_rd'), iops_wr: iops('iops_wr') };
+  return {
+    bps: bps('mbps'),
+    bps_rd: bps('mbps_rd'),
+    bps_wr: bps('mbps_wr'),
+    iops: iops('iops'),
+    iops_rd: iops('iops_rd'),
+    iops_wr: iops('iops_wr'),
+  };
 }
 
 function hotplugFeatures(vm: VmModel): Set<string> {
@@ -42,7 +69,13 @@ function hotplugFeatures(vm: VmModel): Set<string> {
 }
 
 /** try_deallocate_drive: frees a volume this VM owns; a foreign one is only dropped from the config. */
-export async function tryDeallocate(ctx: SimContext, vm: VmModel, key: string, file: string, force: boolean): Promise<boolean> {
+export async function tryDeallocate(
+  ctx: SimContext,
+  vm: VmModel,
+  key: string,
+  file: string,
+  force: boolean,
+): Promise<boolean> {
   if (!(force || /^unused\d+$/.test(key))) return false;
   const ref = parseVolid(file);
   if (!ref || volumeOwner(ref.volname) !== vm.vmid) return true;
@@ -64,7 +97,14 @@ function plugDisk(ctx: SimContext, vm: VmModel, key: string, drive: Drive): Plug
   if (!vol?.filePath) return undefined;
   const { bus, index } = driveSlot(key);
   const limits = ioLimits(drive);
-  return { slot: key, bus, index, filePath: vol.filePath, ...(drive.opts.wwn ? { wwn: drive.opts.wwn } : {}), ...(limits ? { limits } : {}) };
+  return {
+    slot: key,
+    bus,
+    index,
+    filePath: vol.filePath,
+    ...(drive.opts.wwn ? { wwn: drive.opts.wwn } : {}),
+    ...(limits ? { limits } : {}),
+  };
 }
 
 /** Config keys whose volume has a backing file, i.e. the disks the backend can have plugged. */
@@ -93,7 +133,13 @@ async function unplugDrive(ctx: SimContext, vm: VmModel, key: string): Promise<v
 }
 
 /** vmconfig_update_disk: same volume = option update (some need a restart), new volume = replug. */
-async function updateDisk(ctx: SimContext, vm: VmModel, key: string, value: string, diskHotplug: boolean): Promise<void> {
+async function updateDisk(
+  ctx: SimContext,
+  vm: VmModel,
+  key: string,
+  value: string,
+  diskHotplug: boolean,
+): Promise<void> {
   const drive = parseDrive(key, value);
   const oldValue = vm.config.get(key);
   if (oldValue !== undefined) {
@@ -123,7 +169,12 @@ function hotplugProblem(errors: Record<string, string>, key: string, e: unknown)
   errors[key] = `hotplug problem - ${msg.replace(/\n$/, '')}`;
 }
 
-export async function hotplugPending(ctx: SimContext, vm: VmModel, modified: Set<string>, errors: Record<string, string>): Promise<void> {
+export async function hotplugPending(
+  ctx: SimContext,
+  vm: VmModel,
+  modified: Set<string>,
+  errors: Record<string, string>,
+): Promise<void> {
   const features = hotplugFeatures(vm);
   for (const [k, v] of [...vm.pending]) {
     if (FAST_PLUG.has(k)) {

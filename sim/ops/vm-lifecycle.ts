@@ -18,8 +18,14 @@ export function createLockedVm(ctx: SimContext, node: string, vmid: number): VmM
   const other = ctx.state.vms.get(vmid);
   if (other) throw fail(`unable to create VM ${vmid} - VM ${vmid} already exists on node '${other.node}'`);
   const vm: VmModel = {
-    vmid, node, status: 'stopped', config: new Map([['lock', 'create']]), pending: new Map(),
-    pendingDelete: new Map(), startedAt: 0, pid: 0,
+    vmid,
+    node,
+    status: 'stopped',
+    config: new Map([['lock', 'create']]),
+    pending: new Map(),
+    pendingDelete: new Map(),
+    startedAt: 0,
+    pid: 0,
   };
   ctx.state.vms.set(vmid, vm);
   return vm;

@@ -3,7 +3,13 @@
 
 import { fail, paramError } from '../http/errors.js';
 import {
-  isCdrom, isDriveKey, isNewDiskSpec, parseDrive, parseNewDiskSpec, parseVolid, printDrive,
+  isCdrom,
+  isDriveKey,
+  isNewDiskSpec,
+  parseDrive,
+  parseNewDiskSpec,
+  parseVolid,
+  printDrive,
 } from '../model/drive.js';
 import type { VmModel } from '../model/types.js';
 import { bootDevices, cleanupPending, configDigest, driveVolid, registerUnused } from '../model/vmconfig.js';
@@ -62,7 +68,10 @@ function paramText(req: UpdateRequest): string {
   if (req.delete.length) all.delete = req.delete.join(',');
   if (req.revert.length) all.revert = req.revert.join(',');
   if (req.force) all.force = '1';
-  return Object.keys(all).sort().map((k) => `-${k} ${all[k]}`).join(' ');
+  return Object.keys(all)
+    .sort()
+    .map((k) => `-${k} ${all[k]}`)
+    .join(' ');
 }
 
 function dropFromBootOrder(vm: VmModel, key: string, modified: Set<string>): void {

@@ -25,8 +25,11 @@ t.test('counters per route template and the request log', async (t) => {
   const log = await admin.requests();
   t.equal(log.entries.length, 4);
   t.match(log.entries[2], {
-    method: 'POST', path: '/api2/json/nodes/hyper1/storage/local-lvm/content', status: 200,
-    route: 'POST /nodes/{node}/storage/{storage}/content', tokenId: 'kubernetes-csi@pve!csi',
+    method: 'POST',
+    path: '/api2/json/nodes/hyper1/storage/local-lvm/content',
+    status: 200,
+    route: 'POST /nodes/{node}/storage/{storage}/content',
+    tokenId: 'kubernetes-csi@pve!csi',
     params: { vmid: '9999', filename: 'vm-9999-pvc-a', size: '1G' },
   });
   const since = await admin.requests(log.entries[1]?.seq);
@@ -57,7 +60,10 @@ t.test('the state dump lists the locks held at this moment', async (t) => {
   t.same(await locksOf(), [], 'nothing held while idle');
   await admin.holdLock({ vmid: 111 }, 300);
   await admin.holdLock({ node: 'hyper2', storage: 'local-lvm' }, 300);
-  t.same(await locksOf(), ['hyper1:/var/lock/qemu-server/lock-111.conf', 'hyper2:/var/lock/pve-manager/pve-storage-local-lvm']);
+  t.same(await locksOf(), [
+    'hyper1:/var/lock/qemu-server/lock-111.conf',
+    'hyper2:/var/lock/pve-manager/pve-storage-local-lvm',
+  ]);
   await new Promise((r) => setTimeout(r, 400));
   t.same(await locksOf(), [], 'released after holdMs');
 });

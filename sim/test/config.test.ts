@@ -25,9 +25,15 @@ t.test('attach a CSI volume to a running VM, normalised like qemu-server prints 
   const r = await call('PUT', `${VM}/config`, { scsi1: value });
   t.same(r.body, { data: null }, 'PUT config is synchronous and returns null');
   const c = await config();
-  t.equal(c.scsi1, `${volid},backup=0,cache=writethrough,discard=on,iops_wr=500,iothread=1,mbps_rd=100,size=10G,ssd=1,wwn=0x5056432d49443031`);
+  t.equal(
+    c.scsi1,
+    `${volid},backup=0,cache=writethrough,discard=on,iops_wr=500,iothread=1,mbps_rd=100,size=10G,ssd=1,wwn=0x5056432d49443031`,
+  );
   t.not(c.digest, before);
-  t.ok((await pending()).every((i) => i.pending === undefined && i.delete === undefined), 'hot-plugged, nothing pending');
+  t.ok(
+    (await pending()).every((i) => i.pending === undefined && i.delete === undefined),
+    'hot-plugged, nothing pending',
+  );
   const retry = await call('PUT', `${VM}/config`, { scsi1: value });
   t.equal(retry.status, 200, 'attaching the same volume again succeeds (driver retries)');
   t.match((await config()).scsi1, /^local-lvm:vm-9999-pvc-a,/);
@@ -46,7 +52,11 @@ t.test('detach with unlink: a foreign volume leaves no unusedN; repeating only w
 });
 
 t.test('a volume the VM owns becomes unusedN; deleting unusedN frees it', async (t) => {
-  const r = await call('POST', '/nodes/hyper1/storage/local-lvm/content', { vmid: 101, filename: 'vm-101-disk-5', size: '1G' });
+  const r = await call('POST', '/nodes/hyper1/storage/local-lvm/content', {
+    vmid: 101,
+    filename: 'vm-101-disk-5',
+    size: '1G',
+  });
   await call('PUT', `${VM}/config`, { scsi2: r.body?.data as string });
   await call('PUT', `${VM}/unlink`, { idlist: 'scsi2' });
   t.equal((await config()).unused0, 'local-lvm:vm-101-disk-5');
@@ -89,9 +99,14 @@ t.test('digest mismatch, VM lock, missing volume, missing VM', async (t) => {
 t.test('bad parameters are 400 with per-parameter errors', async (t) => {
   const drive = await call('PUT', `${VM}/config`, { scsi1: 'local-lvm:vm-9999-pvc-b,cache=fast' });
   t.equal(drive.status, 400);
-  t.match(drive.body?.errors?.scsi1, /^invalid format - format error\nscsi1\.cache: value 'fast' does not have a value in the enumeration/);
+  t.match(
+    drive.body?.errors?.scsi1,
+    /^invalid format - format error\nscsi1\.cache: value 'fast' does not have a value in the enumeration/,
+  );
   const slot = await call('PUT', `${VM}/config`, { scsi31: 'local-lvm:vm-9999-pvc-b' });
-  t.same(slot.body?.errors, { scsi31: 'property is not defined in schema and the schema does not allow additional properties' });
+  t.same(slot.body?.errors, {
+    scsi31: 'property is not defined in schema and the schema does not allow additional properties',
+  });
   const del = await call('PUT', `${VM}/config`, { delete: 'frob' });
   t.same(del.body?.errors, { delete: "unknown option 'frob'" });
   const both = await call('PUT', `${VM}/config`, { delete: 'scsi1', scsi1: 'local-lvm:vm-9999-pvc-b' });
@@ -115,13 +130,19 @@ t.test('POST config runs a qmconfig task; warnings and background_delay', async 
   const st = await waitTask('hyper1', upid);
   t.equal(st.exitstatus, 'OK');
   t.equal((await config()).scsi4, `${volid},backup=0,size=10G`);
-  const log = (await call('GET', `/nodes/hyper1/tasks/${encodeURIComponent(upid)}/log`)).body?.data as Array<{ t: string }>;
+  const log = (await call('GET', `/nodes/hyper1/tasks/${encodeURIComponent(upid)}/log`)).body?.data as Array<{
+    t: string;
+  }>;
   t.equal(log[0]?.t, `update VM 101: -scsi4 ${volid},backup=0`);
   const warn = await call('POST', `${VM}/config`, { delete: 'scsi9' });
   const wst = await waitTask('hyper1', warn.body?.data as string);
   t.equal(wst.exitstatus, 'WARNINGS: 1', 'a delete of an unset key ends with warnings, which is success');
-  const wlog = (await call('GET', `/nodes/hyper1/tasks/${encodeURIComponent(warn.body?.data as string)}/log`)).body?.data as Array<{ t: string }>;
-  t.same(wlog.slice(1).map((l) => l.t), ["WARN: cannot delete 'scsi9' - not set in current configuration!", 'TASK WARNINGS: 1']);
+  const wlog = (await call('GET', `/nodes/hyper1/tasks/${encodeURIComponent(warn.body?.data as string)}/log`)).body
+    ?.data as Array<{ t: string }>;
+  t.same(
+    wlog.slice(1).map((l) => l.t),
+    ["WARN: cannot delete 'scsi9' - not set in current configuration!", 'TASK WARNINGS: 1'],
+  );
   const bg = await call('POST', `${VM}/config`, { delete: 'scsi4', background_delay: 5 });
   t.same(bg.body, { data: null }, 'background_delay returns null when the task finished in time');
   t.notOk('scsi4' in (await config()));
@@ -138,7 +159,10 @@ t.test('stopped VM: changes apply directly, nothing is hot-plugged', async (t) =
   const c = (await call('GET', '/nodes/hyper1/qemu/111/config', { current: 1 })).body?.data as Record<string, unknown>;
   t.equal(c.scsi1, `${volid},size=10G`);
   await call('PUT', '/nodes/hyper1/qemu/111/unlink', { idlist: 'scsi1' });
-  const after = (await call('GET', '/nodes/hyper1/qemu/111/config', { current: 1 })).body?.data as Record<string, unknown>;
+  const after = (await call('GET', '/nodes/hyper1/qemu/111/config', { current: 1 })).body?.data as Record<
+    string,
+    unknown
+  >;
   t.notOk('scsi1' in after);
   const boot = await call('PUT', '/nodes/hyper1/qemu/111/config', { delete: 'scsi0' });
   t.equal(boot.status, 200, 'a stopped VM can lose its boot disk');
@@ -150,9 +174,15 @@ t.test('the boot disk of a running VM cannot be unplugged and stays pending', as
   t.equal(r.status, 400);
   t.same(r.body?.errors, { scsi0: "hotplug problem - can't unplug bootdisk 'scsi0'" });
   const p = await pending();
-  t.match(p.find((i) => i.key === 'scsi0'), { delete: 1 });
+  t.match(
+    p.find((i) => i.key === 'scsi0'),
+    { delete: 1 },
+  );
   await call('PUT', `${VM}/config`, { revert: 'scsi0,boot' });
-  t.notOk((await pending()).some((i) => i.delete !== undefined), 'revert clears the pending delete');
+  t.notOk(
+    (await pending()).some((i) => i.delete !== undefined),
+    'revert clears the pending delete',
+  );
 });
 
 t.test('concurrent writers on one VM serialise on the config lock', async (t) => {

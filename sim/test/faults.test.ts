@@ -48,15 +48,22 @@ t.test('HTTP 500 at a rate, limited to routes', async (t) => {
   for (let i = 0; i < 40; i++) if ((await call('GET', '/version')).status === 500) errors++;
   t.ok(errors > 8 && errors < 32, `about half fail (${errors}/40)`);
   const log = await admin.requests();
-  t.ok(log.entries.some((e) => e.fault === 'error'), 'faults are marked in the request log');
+  t.ok(
+    log.entries.some((e) => e.fault === 'error'),
+    'faults are marked in the request log',
+  );
 });
 
 t.test('connections dropped before and after the call takes effect', async (t) => {
   const url = `${sim.url}/nodes/hyper1/storage/local-lvm/content`;
   const post = (name: string) =>
     fetch(url, {
-      method: 'POST', dispatcher: agent,
-      headers: { Authorization: `PVEAPIToken=${sim.tokenId}=${sim.tokenSecret}`, 'Content-Type': 'application/x-www-form-urlencoded' },
+      method: 'POST',
+      dispatcher: agent,
+      headers: {
+        Authorization: `PVEAPIToken=${sim.tokenId}=${sim.tokenSecret}`,
+        'Content-Type': 'application/x-www-form-urlencoded',
+      },
       body: `vmid=9999&filename=${name}&size=1G`,
     });
   await admin.patchFaults({ dropRate: 1, dropPhase: 'before', dropRoutes: [CREATE] });
@@ -64,7 +71,9 @@ t.test('connections dropped before and after the call takes effect', async (t) =
   await admin.patchFaults({ dropPhase: 'after' });
   await t.rejects(post('vm-9999-drop-after'), /fetch failed/);
   await admin.setFaults({});
-  const names = ((await call('GET', CONTENT, { vmid: 9999 })).body?.data as Array<{ volid: string }>).map((v) => v.volid);
+  const names = ((await call('GET', CONTENT, { vmid: 9999 })).body?.data as Array<{ volid: string }>).map(
+    (v) => v.volid,
+  );
   t.notOk(names.includes('local-lvm:vm-9999-drop-before'));
   t.ok(names.includes('local-lvm:vm-9999-drop-after'), 'the answer was lost, the volume exists');
   const retry = await post('vm-9999-drop-after');
@@ -100,10 +109,16 @@ t.test("a detach that stays in 'pending' (error mode)", async (t) => {
   t.notOk('scsi1' in (await merged()), 'the merged view already hides it');
   t.ok('scsi1' in (await current()), 'but the disk is still attached');
   const pend = (await call('GET', `${VM}/pending`)).body?.data as Array<Record<string, unknown>>;
-  t.match(pend.find((i) => i.key === 'scsi1'), { key: 'scsi1', delete: 1 });
+  t.match(
+    pend.find((i) => i.key === 'scsi1'),
+    { key: 'scsi1', delete: 1 },
+  );
   const post = await call('POST', `${VM}/config`, { delete: 'scsi1' });
   const st = await waitTask('hyper1', post.body?.data as string);
-  t.equal(st.exitstatus, "400 Parameter verification failed. scsi1: hotplug problem - error on hot-unplugging device 'scsi1'");
+  t.equal(
+    st.exitstatus,
+    "400 Parameter verification failed. scsi1: hotplug problem - error on hot-unplugging device 'scsi1'",
+  );
   await admin.setFaults({});
   t.equal((await call('PUT', `${VM}/unlink`, { idlist: 'scsi1' })).status, 200, 'a retry completes the detach');
   t.notOk('scsi1' in (await current()));
@@ -119,7 +134,10 @@ t.test("a detach that stays in 'pending' silently, only for chosen VMs", async (
   const other = await alloc();
   await call('PUT', '/nodes/hyper1/qemu/111/config', { scsi2: other });
   await call('PUT', '/nodes/hyper1/qemu/111/unlink', { idlist: 'scsi2' });
-  const c111 = (await call('GET', '/nodes/hyper1/qemu/111/config', { current: 1 })).body?.data as Record<string, unknown>;
+  const c111 = (await call('GET', '/nodes/hyper1/qemu/111/config', { current: 1 })).body?.data as Record<
+    string,
+    unknown
+  >;
   t.notOk('scsi2' in c111, 'VM 111 is not affected');
   await admin.setFaults({});
   await call('PUT', `${VM}/unlink`, { idlist: 'scsi2' });
@@ -140,7 +158,11 @@ t.test('lock contention and timeouts on the VM config lock', async (t) => {
   t.equal(post.status, 200, 'POST forks first; the task waits for the lock');
   const st = await waitTask('hyper1', post.body?.data as string);
   t.equal(st.exitstatus, "can't lock file '/var/lock/qemu-server/lock-101.conf' - got timeout");
-  t.equal((await call('PUT', '/nodes/hyper1/qemu/111/config', { delete: 'scsi7' })).status, 200, 'other VMs are not blocked');
+  t.equal(
+    (await call('PUT', '/nodes/hyper1/qemu/111/config', { delete: 'scsi7' })).status,
+    200,
+    'other VMs are not blocked',
+  );
   await new Promise((r) => setTimeout(r, Math.max(0, held + 2600 - Date.now())));
   t.equal((await call('PUT', `${VM}/config`, { delete: 'scsi7' })).status, 200, 'free again');
   // The winner holds the lock far longer than the loser waits, so the loser times out even when

@@ -33,7 +33,8 @@ t.test('loop backend', { skip: canLoop() ? false : 'needs root and losetup' }, a
   });
   const { call, admin } = ts;
   const alloc = async (name: string) =>
-    (await call('POST', '/nodes/hyper1/storage/local-lvm/content', { vmid: 9999, filename: name, size: '64M' })).body?.data as string;
+    (await call('POST', '/nodes/hyper1/storage/local-lvm/content', { vmid: 9999, filename: name, size: '64M' })).body
+      ?.data as string;
   const a = await alloc('vm-9999-pvc-la');
   const b = await alloc('vm-9999-pvc-lb');
   const fileA = join(stateDir, 'images', 'hyper1', 'local-lvm', 'vm-9999-pvc-la.raw');
@@ -94,18 +95,26 @@ t.test('LoopHotplug command sequence with a fake losetup (runs anywhere)', async
   const vm = { vmid: 101, name: 'talos-cp-1', node: 'hyper1' };
   await hp.plug(vm, { slot: 'scsi1', bus: 'scsi', index: 1, filePath: '/f/a.raw', wwn: '0x5056432D49443031' });
   await hp.plug(vm, { slot: 'scsi1', bus: 'scsi', index: 1, filePath: '/f/a.raw', wwn: '0x5056432D49443031' });
-  t.equal(readlinkSync(join(base, 'talos-cp-1', 'wwn-0x5056432d49443031')), '/dev/loop7', 'link name in lower case, as udev makes it');
+  t.equal(
+    readlinkSync(join(base, 'talos-cp-1', 'wwn-0x5056432d49443031')),
+    '/dev/loop7',
+    'link name in lower case, as udev makes it',
+  );
   await hp.resize(vm, 'scsi1');
   await hp.plug(vm, { slot: 'scsi2', bus: 'scsi', index: 2, filePath: '/f/b.raw' });
   await hp.unplug(vm, 'scsi1');
   t.notOk(existsSync(join(base, 'talos-cp-1', 'wwn-0x5056432d49443031')));
   await hp.close();
-  t.same(calls, [
-    'losetup --find --show /f/a.raw',
-    'losetup --set-capacity /dev/loop7',
-    'losetup --find --show /f/b.raw',
-    'losetup --detach /dev/loop7',
-    'losetup --detach /dev/loop8',
-  ], 'plugging twice is idempotent; close() detaches the rest');
+  t.same(
+    calls,
+    [
+      'losetup --find --show /f/a.raw',
+      'losetup --set-capacity /dev/loop7',
+      'losetup --find --show /f/b.raw',
+      'losetup --detach /dev/loop7',
+      'losetup --detach /dev/loop8',
+    ],
+    'plugging twice is idempotent; close() detaches the rest',
+  );
   t.notOk(existsSync(join(base, 'talos-cp-1')), 'empty per-VM directory removed');
 });

@@ -6,8 +6,17 @@ import t from 'tap';
 import { defaultConfig, startTestSim } from './fixtures/helpers.js';
 
 const MOVER = {
-  id: 'kubernetes-csi@pve!mover', secret: '22222222-3333-4444-5555-666666666666',
-  privileges: ['VM.Audit', 'VM.Config.Disk', 'Datastore.Allocate', 'Datastore.AllocateSpace', 'Datastore.Audit', 'VM.Allocate', 'VM.Migrate'],
+  id: 'kubernetes-csi@pve!mover',
+  secret: '22222222-3333-4444-5555-666666666666',
+  privileges: [
+    'VM.Audit',
+    'VM.Config.Disk',
+    'Datastore.Allocate',
+    'Datastore.AllocateSpace',
+    'Datastore.Audit',
+    'VM.Allocate',
+    'VM.Migrate',
+  ],
 };
 const cfg = defaultConfig();
 cfg.tokens.unshift(MOVER);
@@ -21,7 +30,10 @@ const waitTask: typeof ts.waitTask = (...a) => ts.waitTask(...a);
 const admin = ts.admin;
 const asCsi = `PVEAPIToken=${csi.id}=${csi.secret}`;
 
-interface StateVol { volid: string; file: string | null }
+interface StateVol {
+  volid: string;
+  file: string | null;
+}
 async function volumes(node: string): Promise<StateVol[]> {
   const st = (await admin.state()) as { nodes: Array<{ name: string; storages: Array<{ volumes: StateVol[] }> }> };
   return (st.nodes.find((n) => n.name === node)?.storages ?? []).flatMap((s) => s.volumes);
@@ -34,7 +46,8 @@ async function task(node: string, r: Awaited<ReturnType<typeof call>>) {
   if (r.status !== 200) throw new Error(`${r.status} ${r.text}`);
   const upid = r.body?.data as string;
   const st = await waitTask(node, upid);
-  const log = (await call('GET', `/nodes/${node}/tasks/${encodeURIComponent(upid)}/log`, { limit: 500 })).body?.data as Array<{ t: string }>;
+  const log = (await call('GET', `/nodes/${node}/tasks/${encodeURIComponent(upid)}/log`, { limit: 500 })).body
+    ?.data as Array<{ t: string }>;
   return { upid, exit: st.exitstatus as string, log: log.map((l) => l.t) };
 }
 async function disk(node: string, name: string, data?: string): Promise<string> {
@@ -49,9 +62,14 @@ async function disk(node: string, name: string, data?: string): Promise<string> 
 }
 const helper = (node: string, unused0: string) =>
   call('POST', `/nodes/${node}/qemu`, { vmid: 9999, name: 'pve-nfs-csi-mover', unused0 });
-const migrate = (node: string, params: Record<string, string>) => call('POST', `/nodes/${node}/qemu/9999/migrate`, params);
+const migrate = (node: string, params: Record<string, string>) =>
+  call('POST', `/nodes/${node}/qemu/9999/migrate`, params);
 async function release(node: string) {
-  t.equal((await call('POST', `/nodes/${node}/qemu/9999/config`, { unused0: 'local-lvm:vm-9999-pve-nfs-csi-released' })).status, 200);
+  t.equal(
+    (await call('POST', `/nodes/${node}/qemu/9999/config`, { unused0: 'local-lvm:vm-9999-pve-nfs-csi-released' }))
+      .status,
+    200,
+  );
   t.equal((await task(node, await call('DELETE', `/nodes/${node}/qemu/9999`))).exit, 'OK');
 }
 
@@ -73,13 +91,19 @@ t.test('a stopped VM carries its unused disk to another node, bytes and name unc
   t.notOk(conf.lock, 'the migrate lock is gone');
   const gone = await call('GET', '/nodes/hyper1/qemu/9999/config');
   t.equal(gone.body?.message, "Configuration file 'nodes/hyper1/qemu-server/9999.conf' does not exist\n");
-  t.notOk((await volumes('hyper1')).some((v) => v.volid === volid), 'source copy freed by the migration');
+  t.notOk(
+    (await volumes('hyper1')).some((v) => v.volid === volid),
+    'source copy freed by the migration',
+  );
   const copy = (await volumes('hyper2')).find((v) => v.volid === volid);
   t.equal((await readFile(copy?.file ?? '/nonexistent')).subarray(0, 17).toString(), 'hello from hyper1');
   // releasing the disk without freeing it: overwrite unusedN, then destroy the helper
   await release('hyper2');
   t.equal(await vmNode(9999), undefined);
-  t.ok((await volumes('hyper2')).some((v) => v.volid === volid), 'the disk survives the helper');
+  t.ok(
+    (await volumes('hyper2')).some((v) => v.volid === volid),
+    'the disk survives the helper',
+  );
   await call('DELETE', `/nodes/hyper2/storage/local-lvm/content/${volid}`);
 });
 
@@ -88,7 +112,10 @@ t.test('resourcesLagMs: the VM list trails a migration, the config on the old no
   await task('hyper1', await helper('hyper1', volid));
   await admin.patchFaults({ resourcesLagMs: 400 });
   t.equal((await task('hyper1', await migrate('hyper1', { target: 'hyper2' }))).exit, 'OK');
-  const listed = async () => ((await call('GET', '/cluster/resources', { type: 'vm' })).body?.data as Array<{ vmid: number; node: string }>).find((v) => v.vmid === 9999)?.node;
+  const listed = async () =>
+    (
+      (await call('GET', '/cluster/resources', { type: 'vm' })).body?.data as Array<{ vmid: number; node: string }>
+    ).find((v) => v.vmid === 9999)?.node;
   t.equal(await listed(), 'hyper1', 'listed on the old node for a while');
   t.equal((await call('GET', '/nodes/hyper1/qemu/9999/config')).status, 500, 'while its config is only on the new one');
   await new Promise((r) => setTimeout(r, 450));
@@ -105,9 +132,17 @@ t.test('preconditions answer before any task, as migrate_vm does', async (t) => 
   t.equal(again.body?.message, "unable to create VM 9999 - VM 9999 already exists on node 'hyper1'\n");
   t.same((await migrate('hyper1', { target: 'hyper1' })).body?.errors, { target: 'target is local node.' });
   t.equal((await migrate('hyper1', { target: 'hyper9' })).body?.message, "no such cluster node 'hyper9'\n");
-  t.same((await migrate('hyper1', { target: 'hyper2', force: '1' })).body?.errors, { force: 'Only root may use this option.' });
-  t.equal((await migrate('hyper1', { target: 'hyper2', targetstorage: 'nope' })).body?.message, "storage 'nope' does not exist\n");
-  t.equal((await migrate('hyper3', { target: 'hyper2' })).body?.message, "Configuration file 'nodes/hyper3/qemu-server/9999.conf' does not exist\n");
+  t.same((await migrate('hyper1', { target: 'hyper2', force: '1' })).body?.errors, {
+    force: 'Only root may use this option.',
+  });
+  t.equal(
+    (await migrate('hyper1', { target: 'hyper2', targetstorage: 'nope' })).body?.message,
+    "storage 'nope' does not exist\n",
+  );
+  t.equal(
+    (await migrate('hyper3', { target: 'hyper2' })).body?.message,
+    "Configuration file 'nodes/hyper3/qemu-server/9999.conf' does not exist\n",
+  );
   await admin.patchVm(9999, { lock: 'backup' });
   t.equal((await migrate('hyper1', { target: 'hyper2' })).body?.message, 'VM is locked (backup)\n');
   await admin.patchVm(9999, { lock: null });
@@ -127,7 +162,10 @@ t.test('a disk the VM does not own stops the migration in its scan', async (t) =
   const m = await task('hyper1', await migrate('hyper1', { target: 'hyper2' }));
   t.equal(m.exit, 'migration aborted');
   t.match(m.log.join('\n'), /can't migrate local disk 'local-lvm:vm-101-disk-0': owned by other VM \(owner = VM 101\)/);
-  t.match(m.log.join('\n'), /ERROR: migration aborted \(duration .*\): Problem found while scanning volumes - can't migrate VM - check log/);
+  t.match(
+    m.log.join('\n'),
+    /ERROR: migration aborted \(duration .*\): Problem found while scanning volumes - can't migrate VM - check log/,
+  );
   t.equal(await vmNode(9999), 'hyper1');
   const conf = (await call('GET', '/nodes/hyper1/qemu/9999/config')).body?.data as Record<string, string>;
   t.notOk(conf.lock, 'phase1 cleanup removed the lock');
@@ -149,7 +187,8 @@ t.test('a name taken on the target is imported under a free vm-<vmid>-disk-N', a
   const renamed = (await volumes('hyper2')).find((v) => v.volid === 'local-lvm:vm-9999-disk-0');
   t.equal((await readFile(renamed?.file ?? '/nonexistent')).subarray(0, 12).toString(), 'source bytes');
   await release('hyper2');
-  for (const v of ['vm-9999-pvc-dup', 'vm-9999-disk-0']) await call('DELETE', `/nodes/hyper2/storage/local-lvm/content/local-lvm:${v}`);
+  for (const v of ['vm-9999-pvc-dup', 'vm-9999-disk-0'])
+    await call('DELETE', `/nodes/hyper2/storage/local-lvm/content/local-lvm:${v}`);
 });
 
 t.test('faults: a broken copy leaves everything on the source; a failed source free leaves two copies', async (t) => {
@@ -158,9 +197,15 @@ t.test('faults: a broken copy leaves everything on the source; a failed source f
   await admin.patchFaults({ migrateFail: 'copy' });
   const broken = await task('hyper1', await migrate('hyper1', { target: 'hyper2' }));
   t.equal(broken.exit, 'migration aborted');
-  t.match(broken.log.join('\n'), /storage migration for 'local-lvm:vm-9999-pvc-flt' to storage 'local-lvm' failed - command .* failed: exit code 255/);
+  t.match(
+    broken.log.join('\n'),
+    /storage migration for 'local-lvm:vm-9999-pvc-flt' to storage 'local-lvm' failed - command .* failed: exit code 255/,
+  );
   t.equal(await vmNode(9999), 'hyper1');
-  t.notOk((await volumes('hyper2')).some((v) => v.volid === volid), 'the partial copy is freed');
+  t.notOk(
+    (await volumes('hyper2')).some((v) => v.volid === volid),
+    'the partial copy is freed',
+  );
   const src = (await volumes('hyper1')).find((v) => v.volid === volid);
   t.equal((await readFile(src?.file ?? '/nonexistent')).subarray(0, 7).toString(), 'keep me');
 
@@ -169,8 +214,14 @@ t.test('faults: a broken copy leaves everything on the source; a failed source f
   t.equal(problems.exit, 'migration problems');
   t.match(problems.log.join('\n'), /ERROR: removing local copy of 'local-lvm:vm-9999-pvc-flt' failed - lvremove/);
   t.equal(await vmNode(9999), 'hyper2', 'the VM moved anyway');
-  t.ok((await volumes('hyper1')).some((v) => v.volid === volid), 'source copy left behind');
-  t.ok((await volumes('hyper2')).some((v) => v.volid === volid), 'target copy in place');
+  t.ok(
+    (await volumes('hyper1')).some((v) => v.volid === volid),
+    'source copy left behind',
+  );
+  t.ok(
+    (await volumes('hyper2')).some((v) => v.volid === volid),
+    'target copy in place',
+  );
   await admin.patchFaults({ migrateFail: 'off' });
   await release('hyper2');
   await call('DELETE', `/nodes/hyper1/storage/local-lvm/content/${volid}`);

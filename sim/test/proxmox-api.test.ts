@@ -42,7 +42,9 @@ t.test('a full CSI volume lifecycle through proxmox-api', async (t) => {
 
   const st = await hyper1.storage.$('local-lvm').status.$get();
   t.equal(st.total, 200 * 1024 ** 3);
-  const volid = await hyper1.storage.$('local-lvm').content.$post({ vmid: 9999, filename: 'vm-9999-pvc-0b1c', size: '10G' });
+  const volid = await hyper1.storage
+    .$('local-lvm')
+    .content.$post({ vmid: 9999, filename: 'vm-9999-pvc-0b1c', size: '10G' });
   t.equal(volid, 'local-lvm:vm-9999-pvc-0b1c');
 
   const vm = hyper1.qemu.$(111);
@@ -52,7 +54,10 @@ t.test('a full CSI volume lifecycle through proxmox-api', async (t) => {
     digest: before.digest,
   });
   const cfg = await vm.config.$get();
-  t.equal(cfg.scsi1, `${volid},backup=1,cache=writethrough,discard=on,iothread=1,size=10G,ssd=1,wwn=0x5056432d49443031`);
+  t.equal(
+    cfg.scsi1,
+    `${volid},backup=1,cache=writethrough,discard=on,iothread=1,size=10G,ssd=1,wwn=0x5056432d49443031`,
+  );
   const pending = await vm.pending.$get();
   t.ok(pending.every((p) => p.pending === undefined && p.delete === undefined));
 
@@ -86,19 +91,34 @@ t.test('errors come back as the client formats them', async (t) => {
   const wrong = client('00000000-0000-0000-0000-000000000000');
   await t.rejects(wrong.version.$get(), /return Error 401 invalid token value!/);
   const untyped = api.nodes.$('hyper1').qemu.$(101) as unknown as { frob: { $get(): Promise<unknown> } };
-  await t.rejects(untyped.frob.$get(), /connection failed with 501 Method 'GET \/nodes\/hyper1\/qemu\/101\/frob' not implemented/);
+  await t.rejects(
+    untyped.frob.$get(),
+    /connection failed with 501 Method 'GET \/nodes\/hyper1\/qemu\/101\/frob' not implemented/,
+  );
 });
 
 t.test('a dropped connection is retried once by the client, POST included', async (t) => {
   await ts.admin.resetCounters();
-  await ts.admin.patchFaults({ dropRate: 1, dropPhase: 'after', dropRoutes: ['POST /nodes/{node}/storage/{storage}/content'] });
+  await ts.admin.patchFaults({
+    dropRate: 1,
+    dropPhase: 'after',
+    dropRoutes: ['POST /nodes/{node}/storage/{storage}/content'],
+  });
   await t.rejects(
     api.nodes.$('hyper2').storage.$('local-lvm').content.$post({ vmid: 9999, filename: 'vm-9999-twice', size: '1G' }),
     /FaILED to call POST/,
   );
   const counters = await ts.admin.counters();
-  t.equal(counters.byRoute['POST /nodes/{node}/storage/{storage}/content'], 2, 'the same request reached the API twice');
+  t.equal(
+    counters.byRoute['POST /nodes/{node}/storage/{storage}/content'],
+    2,
+    'the same request reached the API twice',
+  );
   await ts.admin.setFaults({});
   const vols = await api.nodes.$('hyper2').storage.$('local-lvm').content.$get({ vmid: 9999 });
-  t.same(vols.map((v) => v.volid), ['local-lvm:vm-9999-twice'], 'the first attempt created it');
+  t.same(
+    vols.map((v) => v.volid),
+    ['local-lvm:vm-9999-twice'],
+    'the first attempt created it',
+  );
 });

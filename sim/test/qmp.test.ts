@@ -41,7 +41,11 @@ class FakeQmp {
           }
           send({ return: {} });
           if (cmd.execute === 'device_del' && !this.skipDeviceDeleted) {
-            send({ event: 'DEVICE_DELETED', data: { device: cmd.arguments!.id, path: `/machine/peripheral/${String(cmd.arguments!.id)}` }, timestamp: { seconds: 2, microseconds: 0 } });
+            send({
+              event: 'DEVICE_DELETED',
+              data: { device: cmd.arguments!.id, path: `/machine/peripheral/${String(cmd.arguments!.id)}` },
+              timestamp: { seconds: 2, microseconds: 0 },
+            });
           }
         }
       });
@@ -75,8 +79,22 @@ t.test('QmpHotplug sends the qemu-server sequence', async (t) => {
   await hp.plug(vm, { slot: 'scsi1', bus: 'scsi', index: 1, filePath: '/x/vm-9999-a.raw', wwn: '0x5056432d49443031' });
   t.same(fake.commands, [
     { execute: 'qmp_capabilities' },
-    { execute: 'blockdev-add', arguments: { driver: 'raw', 'node-name': 'drive-scsi1', file: { driver: 'file', filename: '/x/vm-9999-a.raw' } } },
-    { execute: 'device_add', arguments: { driver: 'scsi-hd', id: 'scsi1', bus: 'scsihw0.0', 'scsi-id': 1, lun: 1, drive: 'drive-scsi1', wwn: '0x5056432d49443031' } },
+    {
+      execute: 'blockdev-add',
+      arguments: { driver: 'raw', 'node-name': 'drive-scsi1', file: { driver: 'file', filename: '/x/vm-9999-a.raw' } },
+    },
+    {
+      execute: 'device_add',
+      arguments: {
+        driver: 'scsi-hd',
+        id: 'scsi1',
+        bus: 'scsihw0.0',
+        'scsi-id': 1,
+        lun: 1,
+        drive: 'drive-scsi1',
+        wwn: '0x5056432d49443031',
+      },
+    },
   ]);
   fake.commands = [];
   await hp.resize(vm, 'scsi1', 2 * 1024 ** 3);
@@ -96,30 +114,42 @@ t.test('QmpHotplug errors: device_add refused, unplug never completes, no socket
   const hp = new QmpHotplug({ 101: fake.path, 102: join(dir, 'missing.sock') }, 150);
   fake.commands = [];
   fake.failDeviceAdd = "Duplicate ID 'scsi1' for device";
-  await t.rejects(
-    hp.plug(vm, { slot: 'scsi1', bus: 'scsi', index: 1, filePath: '/x/a.raw' }),
-    { message: "VM 101 qmp command 'device_add' failed - Duplicate ID 'scsi1' for device" },
+  await t.rejects(hp.plug(vm, { slot: 'scsi1', bus: 'scsi', index: 1, filePath: '/x/a.raw' }), {
+    message: "VM 101 qmp command 'device_add' failed - Duplicate ID 'scsi1' for device",
+  });
+  t.same(
+    fake.names(),
+    ['qmp_capabilities', 'blockdev-add', 'device_add', 'blockdev-del'],
+    'the block node is removed again',
   );
-  t.same(fake.names(), ['qmp_capabilities', 'blockdev-add', 'device_add', 'blockdev-del'], 'the block node is removed again');
   fake.failDeviceAdd = undefined;
   fake.skipDeviceDeleted = true;
   const s = Date.now();
   await t.rejects(hp.unplug(vm, 'scsi1'), { message: "error on hot-unplugging device 'scsi1'" });
   t.ok(Date.now() - s >= 140, 'waited for DEVICE_DELETED');
   fake.skipDeviceDeleted = false;
-  await t.rejects(hp.plug({ ...vm, vmid: 102 }, { slot: 'scsi1', bus: 'scsi', index: 1, filePath: '/x' }), /VM 102 qmp command failed - .*ENOENT/);
+  await t.rejects(
+    hp.plug({ ...vm, vmid: 102 }, { slot: 'scsi1', bus: 'scsi', index: 1, filePath: '/x' }),
+    /VM 102 qmp command failed - .*ENOENT/,
+  );
 });
 
 t.test('through the API: attach, grow, detach, and a refused hot-plug staying pending', async (t) => {
   const ts = await startTestSim({ backend: 'qmp', qmp: { 101: fake.path } });
   t.teardown(() => ts.close());
   const { call } = ts;
-  const volid = (await call('POST', '/nodes/hyper1/storage/local-lvm/content', { vmid: 9999, filename: 'vm-9999-pvc-q', size: '1G' })).body!.data as string;
+  const volid = (
+    await call('POST', '/nodes/hyper1/storage/local-lvm/content', { vmid: 9999, filename: 'vm-9999-pvc-q', size: '1G' })
+  ).body!.data as string;
   const file = join(ts.sim.stateDir, 'images', 'hyper1', 'local-lvm', 'vm-9999-pvc-q.raw');
   t.equal(statSync(file).size, 1024 ** 3, 'a sparse file backs the volume');
   fake.commands = [];
   t.equal((await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi2: `${volid},wwn=${wwnForSlot(2)}` })).status, 200);
-  t.same(fake.commands[1]!.arguments, { driver: 'raw', 'node-name': 'drive-scsi2', file: { driver: 'file', filename: file } });
+  t.same(fake.commands[1]!.arguments, {
+    driver: 'raw',
+    'node-name': 'drive-scsi2',
+    file: { driver: 'file', filename: file },
+  });
   t.match(fake.commands[2]!.arguments, { id: 'scsi2', 'scsi-id': 2, lun: 2, wwn: '0x5056432d49443032' });
   fake.commands = [];
   const up = await call('PUT', '/nodes/hyper1/qemu/101/resize', { disk: 'scsi2', size: '2G' });
@@ -137,9 +167,14 @@ t.test('through the API: attach, grow, detach, and a refused hot-plug staying pe
   const r = await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi3: volid });
   fake.failDeviceAdd = undefined;
   t.equal(r.status, 400);
-  t.same(r.body!.errors, { scsi3: "hotplug problem - VM 101 qmp command 'device_add' failed - Bus scsihw0.0 does not support hotplugging" });
+  t.same(r.body!.errors, {
+    scsi3: "hotplug problem - VM 101 qmp command 'device_add' failed - Bus scsihw0.0 does not support hotplugging",
+  });
   const pend = (await call('GET', '/nodes/hyper1/qemu/101/pending')).body!.data as Array<Record<string, unknown>>;
-  t.match(pend.find((i) => i.key === 'scsi3'), { pending: `${volid},size=2G` });
+  t.match(
+    pend.find((i) => i.key === 'scsi3'),
+    { pending: `${volid},size=2G` },
+  );
   t.equal((await call('PUT', '/nodes/hyper1/qemu/101/config', { revert: 'scsi3' })).status, 200);
 });
 
@@ -147,29 +182,86 @@ t.test('option changes of an attached disk: throttle live, backup config-only, c
   const ts = await startTestSim({ backend: 'qmp', qmp: { 101: fake.path } });
   t.teardown(() => ts.close());
   const { call } = ts;
-  const volid = (await call('POST', '/nodes/hyper1/storage/local-lvm/content', { vmid: 9999, filename: 'vm-9999-pvc-t', size: '1G' })).body!.data as string;
+  const volid = (
+    await call('POST', '/nodes/hyper1/storage/local-lvm/content', { vmid: 9999, filename: 'vm-9999-pvc-t', size: '1G' })
+  ).body!.data as string;
   const line = (extra: string) => `${volid},backup=0,iothread=1${extra},wwn=${wwnForSlot(4)}`;
-  const current = async () => ((await call('GET', '/nodes/hyper1/qemu/101/pending')).body!.data as Array<Record<string, unknown>>).find((i) => i.key === 'scsi4');
+  const current = async () =>
+    ((await call('GET', '/nodes/hyper1/qemu/101/pending')).body!.data as Array<Record<string, unknown>>).find(
+      (i) => i.key === 'scsi4',
+    );
   fake.commands = [];
-  t.equal((await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi4: line(',iops_rd=100,iops_wr=100') })).status, 200);
-  t.same(fake.commands.at(-1), { execute: 'block_set_io_throttle', arguments: { id: 'scsi4', bps: 0, bps_rd: 0, bps_wr: 0, iops: 0, iops_rd: 100, iops_wr: 100 } }, 'plugged with its limits');
+  t.equal(
+    (await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi4: line(',iops_rd=100,iops_wr=100') })).status,
+    200,
+  );
+  t.same(
+    fake.commands.at(-1),
+    {
+      execute: 'block_set_io_throttle',
+      arguments: { id: 'scsi4', bps: 0, bps_rd: 0, bps_wr: 0, iops: 0, iops_rd: 100, iops_wr: 100 },
+    },
+    'plugged with its limits',
+  );
 
   fake.commands = [];
-  t.equal((await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi4: line(',iops_rd=100,iops_wr=100,mbps_rd=40,mbps_wr=40').replace('backup=0', 'backup=1') })).status, 200);
-  t.same(fake.commands.slice(1), [{ execute: 'block_set_io_throttle', arguments: { id: 'scsi4', bps: 0, bps_rd: 40 * 1024 * 1024, bps_wr: 40 * 1024 * 1024, iops: 0, iops_rd: 100, iops_wr: 100 } }], 'new limits go to QEMU, no replug');
+  t.equal(
+    (
+      await call('PUT', '/nodes/hyper1/qemu/101/config', {
+        scsi4: line(',iops_rd=100,iops_wr=100,mbps_rd=40,mbps_wr=40').replace('backup=0', 'backup=1'),
+      })
+    ).status,
+    200,
+  );
+  t.same(
+    fake.commands.slice(1),
+    [
+      {
+        execute: 'block_set_io_throttle',
+        arguments: {
+          id: 'scsi4',
+          bps: 0,
+          bps_rd: 40 * 1024 * 1024,
+          bps_wr: 40 * 1024 * 1024,
+          iops: 0,
+          iops_rd: 100,
+          iops_wr: 100,
+        },
+      },
+    ],
+    'new limits go to QEMU, no replug',
+  );
   t.match(await current(), { value: /backup=1.*mbps_rd=40/ }, 'applied, not pending');
   t.notOk((await current())!.pending);
 
   fake.commands = [];
   t.equal((await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi4: line(',mbps_rd=40,mbps_wr=40') })).status, 200);
-  t.same(fake.commands.slice(1).map((c) => c.arguments), [{ id: 'scsi4', bps: 0, bps_rd: 40 * 1024 * 1024, bps_wr: 40 * 1024 * 1024, iops: 0, iops_rd: 0, iops_wr: 0 }], 'a removed limit is set to 0');
+  t.same(
+    fake.commands.slice(1).map((c) => c.arguments),
+    [{ id: 'scsi4', bps: 0, bps_rd: 40 * 1024 * 1024, bps_wr: 40 * 1024 * 1024, iops: 0, iops_rd: 0, iops_wr: 0 }],
+    'a removed limit is set to 0',
+  );
 
   fake.commands = [];
-  t.equal((await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi4: line(',mbps_rd=40,mbps_wr=40').replace('backup=0', 'backup=1') })).status, 200);
+  t.equal(
+    (
+      await call('PUT', '/nodes/hyper1/qemu/101/config', {
+        scsi4: line(',mbps_rd=40,mbps_wr=40').replace('backup=0', 'backup=1'),
+      })
+    ).status,
+    200,
+  );
   t.same(fake.commands, [], 'backup alone never reaches QEMU');
   t.match(await current(), { value: /backup=1/ }, 'it is written to the config at once');
 
-  t.equal((await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi4: line(',cache=writeback,mbps_rd=40,mbps_wr=40').replace('backup=0', 'backup=1') })).status, 200);
+  t.equal(
+    (
+      await call('PUT', '/nodes/hyper1/qemu/101/config', {
+        scsi4: line(',cache=writeback,mbps_rd=40,mbps_wr=40').replace('backup=0', 'backup=1'),
+      })
+    ).status,
+    200,
+  );
   t.match(await current(), { pending: /cache=writeback/ }, 'a cache change waits for a restart');
   t.same(fake.commands, [], 'and touches nothing live');
   await call('PUT', '/nodes/hyper1/qemu/101/config', { revert: 'scsi4' });

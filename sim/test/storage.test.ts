@@ -17,10 +17,14 @@ t.test('allocate, list, info, free', async (t) => {
   const kib = await call('POST', CONTENT, { vmid: 9999, filename: 'vm-9999-pvc-kib', size: '1025' });
   t.equal(kib.status, 200);
   const list = (await call('GET', CONTENT, { vmid: 9999 })).body?.data as Array<Record<string, unknown>>;
-  t.same(list.map((v) => [v.volid, v.size, v.vmid, v.format]), [
-    ['local-lvm:vm-9999-pvc-kib', 4 * 1024 ** 2, 9999, 'raw'],
-    ['local-lvm:vm-9999-pvc-one', 10 * 1024 ** 3, 9999, 'raw'],
-  ], 'sizes are whole 4 MiB extents');
+  t.same(
+    list.map((v) => [v.volid, v.size, v.vmid, v.format]),
+    [
+      ['local-lvm:vm-9999-pvc-kib', 4 * 1024 ** 2, 9999, 'raw'],
+      ['local-lvm:vm-9999-pvc-one', 10 * 1024 ** 3, 9999, 'raw'],
+    ],
+    'sizes are whole 4 MiB extents',
+  );
   const all = (await call('GET', CONTENT)).body?.data as unknown[];
   t.equal(all.length, 4, 'boot disks of the two VMs plus the new volumes');
   const other = (await call('GET', '/nodes/hyper2/storage/local-lvm/content', { vmid: 9999 })).body?.data;
@@ -31,7 +35,15 @@ t.test('allocate, list, info, free', async (t) => {
   const upid = del.body?.data as string;
   t.match(upid, /^UPID:hyper1:[0-9A-F]{8}:[0-9A-F]{8}:[0-9A-F]{8}:imgdel:9999@local-lvm:kubernetes-csi@pve!csi:$/);
   const st = await waitTask('hyper1', upid);
-  t.match(st, { status: 'stopped', exitstatus: 'OK', type: 'imgdel', id: '9999@local-lvm', user: 'kubernetes-csi@pve', tokenid: 'csi', node: 'hyper1' });
+  t.match(st, {
+    status: 'stopped',
+    exitstatus: 'OK',
+    type: 'imgdel',
+    id: '9999@local-lvm',
+    user: 'kubernetes-csi@pve',
+    tokenid: 'csi',
+    node: 'hyper1',
+  });
   const log = await call('GET', `/nodes/hyper1/tasks/${encodeURIComponent(upid)}/log`);
   t.same(log.body?.data, [
     { n: 1, t: '  Logical volume "vm-9999-pvc-one" successfully removed.' },
@@ -43,14 +55,21 @@ t.test('allocate, list, info, free', async (t) => {
   t.equal(gone.status, 500);
   t.equal(gone.statusText, "volume_size_info on 'local-lvm:vm-9999-pvc-one' failed - no format");
   const again = await call('DELETE', `${CONTENT}/vm-9999-pvc-one`, { delay: 5 });
-  t.same(again.body, { data: null }, 'freeing a missing thin LV succeeds (lvmthin free_image skips it); delay waits for the task');
+  t.same(
+    again.body,
+    { data: null },
+    'freeing a missing thin LV succeeds (lvmthin free_image skips it); delay waits for the task',
+  );
 });
 
 t.test('allocation errors', async (t) => {
   await call('POST', CONTENT, { vmid: 9999, filename: 'vm-9999-pvc-dup', size: '1G' });
   const dup = await call('POST', CONTENT, { vmid: 9999, filename: 'vm-9999-pvc-dup', size: '1G' });
   t.equal(dup.status, 500);
-  t.equal(dup.body?.message, 'lvcreate \'pve/vm-9999-pvc-dup\' error:   Logical Volume "vm-9999-pvc-dup" already exists in volume group "pve"\n');
+  t.equal(
+    dup.body?.message,
+    'lvcreate \'pve/vm-9999-pvc-dup\' error:   Logical Volume "vm-9999-pvc-dup" already exists in volume group "pve"\n',
+  );
   const name = await call('POST', CONTENT, { vmid: 9999, filename: 'pvc-x', size: '1G' });
   t.equal(name.statusText, "illegal name 'pvc-x' - should be 'vm-9999-*'");
   const owner = await call('POST', CONTENT, { vmid: 9999, filename: 'vm-101-x', size: '1G' });
@@ -67,12 +86,24 @@ t.test('allocation errors', async (t) => {
   t.same(missing.body?.errors, { filename: 'property is missing and it is not optional' });
   const vmid = await call('POST', CONTENT, { vmid: 5, filename: 'vm-5-x', size: '1G' });
   t.same(vmid.body?.errors, { vmid: 'value must have a minimum value of 100' });
-  const store = await call('POST', '/nodes/hyper1/storage/nas/content', { vmid: 9999, filename: 'vm-9999-x', size: '1G' });
+  const store = await call('POST', '/nodes/hyper1/storage/nas/content', {
+    vmid: 9999,
+    filename: 'vm-9999-x',
+    size: '1G',
+  });
   t.equal(store.statusText, "storage 'nas' does not exist");
-  const full = await call('POST', '/nodes/hyper3/storage/local-lvm/content', { vmid: 9999, filename: 'vm-9999-big', size: '500G' });
+  const full = await call('POST', '/nodes/hyper3/storage/local-lvm/content', {
+    vmid: 9999,
+    filename: 'vm-9999-big',
+    size: '500G',
+  });
   t.equal(full.status, 500);
   t.match(full.statusText, /Cannot create new thin volume, free space in thin pool pve\/data reached threshold/);
-  const thin = await call('POST', '/nodes/hyper2/storage/local-lvm/content', { vmid: 9999, filename: 'vm-9999-big', size: '500G' });
+  const thin = await call('POST', '/nodes/hyper2/storage/local-lvm/content', {
+    vmid: 9999,
+    filename: 'vm-9999-big',
+    size: '500G',
+  });
   t.equal(thin.status, 200, 'thin pools over-provision by default');
 });
 
@@ -94,7 +125,15 @@ t.test('delete errors: parse, storage mismatch, volume in use by a running VM', 
 
 t.test('status reports thin pool usage', async (t) => {
   const r = await call('GET', '/nodes/hyper1/storage/local-lvm/status');
-  t.match(r.body?.data, { type: 'lvmthin', active: 1, enabled: 1, shared: 0, total: 200 * 1024 ** 3, used: 24 * 1024 ** 3, content: 'images,rootdir' });
+  t.match(r.body?.data, {
+    type: 'lvmthin',
+    active: 1,
+    enabled: 1,
+    shared: 0,
+    total: 200 * 1024 ** 3,
+    used: 24 * 1024 ** 3,
+    content: 'images,rootdir',
+  });
   const d = r.body?.data as Record<string, number>;
   t.equal(d.avail, d.total! - d.used!);
   const none = await call('GET', '/nodes/hyper1/storage/zfs/status');
@@ -108,7 +147,11 @@ t.test('storage lock: a second allocator waits, then times out with the flock me
   t.equal(r.status, 500);
   t.equal(r.statusText, "can't lock file '/var/lock/pve-manager/pve-storage-local-lvm' - got timeout");
   t.ok(Date.now() - started >= 280, 'waited for the lock timeout');
-  const other = await call('POST', '/nodes/hyper2/storage/local-lvm/content', { vmid: 9999, filename: 'vm-9999-other', size: '1G' });
+  const other = await call('POST', '/nodes/hyper2/storage/local-lvm/content', {
+    vmid: 9999,
+    filename: 'vm-9999-other',
+    size: '1G',
+  });
   t.equal(other.status, 200, 'another host has its own lock');
   await new Promise((r) => setTimeout(r, 400));
   const later = await call('POST', CONTENT, { vmid: 9999, filename: 'vm-9999-locked', size: '1G' });

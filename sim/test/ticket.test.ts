@@ -9,13 +9,18 @@ const ts: TestSim = await startTestSim({ ticketLifetimeSeconds: LIFETIME });
 t.teardown(() => ts.close());
 const { sim } = ts;
 // Every test here logs in as the default cluster's password user.
-if (sim.username === undefined || sim.password === undefined) throw new Error('the default cluster has no password user');
+if (sim.username === undefined || sim.password === undefined)
+  throw new Error('the default cluster has no password user');
 const user = sim.username;
 const pass = sim.password;
 const [userName = ''] = user.split('@');
 
-const login = (username: string, password: string) => ts.callAs(undefined, 'POST', '/access/ticket', { username, password });
-const asTicket = (ticket: string, csrf?: string) => ({ Cookie: `PVEAuthCookie=${encodeURIComponent(ticket)}`, ...(csrf && { CSRFPreventionToken: csrf }) });
+const login = (username: string, password: string) =>
+  ts.callAs(undefined, 'POST', '/access/ticket', { username, password });
+const asTicket = (ticket: string, csrf?: string) => ({
+  Cookie: `PVEAuthCookie=${encodeURIComponent(ticket)}`,
+  ...(csrf && { CSRFPreventionToken: csrf }),
+});
 
 async function raw(method: string, path: string, headers: Record<string, string>, params: Record<string, string> = {}) {
   // TestSim.call always adds the token header; a ticket must be the only credential here
@@ -24,21 +29,35 @@ async function raw(method: string, path: string, headers: Record<string, string>
   const body = method === 'GET' ? undefined : new URLSearchParams(params).toString();
   if (method === 'GET') for (const [k, v] of Object.entries(params)) url.searchParams.set(k, v);
   const res = await fetch(url, {
-    method, dispatcher: ts.agent, ...(body !== undefined && { body }),
+    method,
+    dispatcher: ts.agent,
+    ...(body !== undefined && { body }),
     headers: { ...headers, ...(body !== undefined && { 'Content-Type': 'application/x-www-form-urlencoded' }) },
   });
   const text = await res.text();
-  return { status: res.status, statusText: res.statusText, data: text ? (JSON.parse(text) as { data: unknown }).data : undefined };
+  return {
+    status: res.status,
+    statusText: res.statusText,
+    data: text ? (JSON.parse(text) as { data: unknown }).data : undefined,
+  };
 }
 
 t.test('wrong password and unknown user: 401 "authentication failure"', async (t) => {
   t.ok(sim.username && sim.password, 'the default cluster has a password user');
-  for (const [u, p] of [[user, 'wrong'], ['nobody@pve', 'x'], [userName, pass]] as const) {
+  for (const [u, p] of [
+    [user, 'wrong'],
+    ['nobody@pve', 'x'],
+    [userName, pass],
+  ] as const) {
     const r = await login(u, p);
     t.equal(r.status, 401, u);
     t.equal(r.statusText, 'authentication failure');
   }
-  const realm = await ts.callAs(undefined, 'POST', '/access/ticket', { username: userName, realm: 'pve', password: pass });
+  const realm = await ts.callAs(undefined, 'POST', '/access/ticket', {
+    username: userName,
+    realm: 'pve',
+    password: pass,
+  });
   t.equal(realm.status, 200, 'realm as its own parameter is appended to the user name');
 });
 
@@ -57,7 +76,15 @@ t.test('a ticket reads with the cookie alone; writes need the CSRF token', async
   const noCsrf = await raw('POST', path, asTicket(d.ticket), body);
   t.equal(noCsrf.status, 401);
   t.equal(noCsrf.statusText, 'Permission denied - invalid csrf token');
-  const badCsrf = await raw('POST', path, asTicket(d.ticket, d.CSRFPreventionToken.replace(/.$/, (c) => (c === 'A' ? 'B' : 'A'))), body);
+  const badCsrf = await raw(
+    'POST',
+    path,
+    asTicket(
+      d.ticket,
+      d.CSRFPreventionToken.replace(/.$/, (c) => (c === 'A' ? 'B' : 'A')),
+    ),
+    body,
+  );
   t.equal(badCsrf.statusText, 'Permission denied - invalid csrf token', 'a forged token too');
   const ok = await raw('POST', path, asTicket(d.ticket, d.CSRFPreventionToken), body);
   t.equal(ok.status, 200, 'with the CSRF token the write runs: ' + ok.statusText);
@@ -72,7 +99,13 @@ t.test('permissions: the user has only its role; /access/permissions lists them'
   const d = (await login(user, pass)).body?.data as { ticket: string };
   const perms = await raw('GET', '/access/permissions', asTicket(d.ticket));
   t.equal(perms.status, 200);
-  t.same(Object.keys((perms.data as Record<string, Record<string, number>>)['/']!).sort(), ['Datastore.Allocate', 'Datastore.AllocateSpace', 'Datastore.Audit', 'VM.Audit', 'VM.Config.Disk']);
+  t.same(Object.keys((perms.data as Record<string, Record<string, number>>)['/']!).sort(), [
+    'Datastore.Allocate',
+    'Datastore.AllocateSpace',
+    'Datastore.Audit',
+    'VM.Audit',
+    'VM.Config.Disk',
+  ]);
   const one = await ts.call('GET', '/access/permissions', { path: '/storage' });
   t.same(Object.keys(one.body?.data as object), ['/storage'], 'path narrows the dump');
   const other = await ts.call('GET', '/access/permissions', { userid: 'root@pam' });
@@ -87,10 +120,13 @@ t.test('permissions: the user has only its role; /access/permissions lists them'
   // the UPID's user, so `user@realm` never equals `user@realm!token` there.
   t.same(listed.data, [], "the active list does not show the user its token's running task");
   const st = await raw('GET', `/nodes/hyper1/tasks/${encodeURIComponent(upid)}/status`, asTicket(d.ticket));
-  t.equal(st.status, 200, "and may read its status");
+  t.equal(st.status, 200, 'and may read its status');
   await ts.waitTask('hyper1', upid);
   const archive = await raw('GET', '/nodes/hyper1/tasks', asTicket(d.ticket));
-  t.ok((archive.data as Array<{ upid: string }>).some((r) => r.upid === upid), 'the archive does (token split there)');
+  t.ok(
+    (archive.data as Array<{ upid: string }>).some((r) => r.upid === upid),
+    'the archive does (token split there)',
+  );
 });
 
 t.test('expiry after the lifetime; renewal with the ticket as password', async (t) => {
@@ -101,7 +137,7 @@ t.test('expiry after the lifetime; renewal with the ticket as password', async (
   const log = await ts.admin.requests(0);
   const last = log.entries.filter((e) => e.path.endsWith('/access/ticket')).at(-1);
   t.equal(last?.params?.password, '(ticket)', 'the request log never keeps a password');
-  t.equal((await login('root@pam', d.ticket)).status, 401, "a ticket does not log in as another user");
+  t.equal((await login('root@pam', d.ticket)).status, 401, 'a ticket does not log in as another user');
 
   await new Promise((r) => setTimeout(r, (LIFETIME + 1.2) * 1000));
   const old = await raw('GET', '/version', asTicket(d.ticket));

@@ -12,7 +12,17 @@ import { deleteVolumeDir } from '../nfs/controller/policy.js';
 import type { NfsStore } from '../nfs/controller/store.js';
 import { createNfsStores } from '../nfs/controller/stores.js';
 import {
-  COMMON_FLAGS_HELP, EXIT, EXIT_CODES_HELP, formatAge, formatBytes, parseAge, parseFlags, runCommand, table, UsageError, type Io,
+  COMMON_FLAGS_HELP,
+  EXIT,
+  EXIT_CODES_HELP,
+  formatAge,
+  formatBytes,
+  parseAge,
+  parseFlags,
+  runCommand,
+  table,
+  UsageError,
+  type Io,
 } from './common.js';
 import type { Subcommand } from './index.js';
 import { nfsClasses, nfsDirOf } from './report/facts.js';
@@ -29,7 +39,9 @@ ctime (csi-driver-nfs's archived-<subDir> carries no time; the rename that archi
   --no-sizes             do not measure sizes (walks every archived tree)
   --yes                  prune: remove them (without it prune lists exactly what it would remove)
   --nfs-port N --nfs-mount-port N   NFS server ports instead of its portmapper (as the driver's flags)
-${COMMON_FLAGS_HELP.split('\n').filter((l) => !/--config/.test(l)).join('\n')}
+${COMMON_FLAGS_HELP.split('\n')
+  .filter((l) => !/--config/.test(l))
+  .join('\n')}
 No Proxmox privileges are needed. Kubernetes: list StorageClasses and PersistentVolumes.
 ${EXIT_CODES_HELP}`;
 
@@ -43,25 +55,34 @@ interface Row extends Archive {
 function port(v: unknown, flag: string): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new UsageError(`--${flag}: "${typeof v === 'string' ? v : JSON.stringify(v)}" is not a TCP port`);
+  if (!Number.isInteger(n) || n < 1 || n > 65535)
+    throw new UsageError(`--${flag}: "${typeof v === 'string' ? v : JSON.stringify(v)}" is not a TCP port`);
   return n;
 }
 
 function format(rows: readonly Row[], now: number, mode: 'list' | 'dry-run' | 'pruned', olderThanMs?: number): string {
-  if (rows.length === 0) return `no archives${olderThanMs !== undefined ? ` older than ${formatAge(olderThanMs)}` : ''}\n`;
+  if (rows.length === 0)
+    return `no archives${olderThanMs !== undefined ? ` older than ${formatAge(olderThanMs)}` : ''}\n`;
   const out = table(
     ['SHARE', 'ARCHIVE', 'WAS', 'ARCHIVED', 'AGE', 'SIZE', ...(mode === 'list' ? [] : ['PRUNE'])],
     rows.map((r) => [
-      `${r.server}:${r.share}`, r.path, r.original, `${new Date(r.archivedAt).toISOString().replace(/\.\d+Z$/, 'Z')}${r.timeFrom === 'times' ? ' (mtime/ctime)' : ''}`,
-      formatAge(now - r.archivedAt), formatBytes(r.sizeBytes),
+      `${r.server}:${r.share}`,
+      r.path,
+      r.original,
+      `${new Date(r.archivedAt).toISOString().replace(/\.\d+Z$/, 'Z')}${r.timeFrom === 'times' ? ' (mtime/ctime)' : ''}`,
+      formatAge(now - r.archivedAt),
+      formatBytes(r.sizeBytes),
       ...(mode === 'list' ? [] : [r.result ?? 'would remove']),
     ]),
   );
   const total = rows.reduce((a, r) => a + (r.sizeBytes ?? 0), 0);
   const going = rows.filter((r) => r.result === undefined);
-  const tail = mode === 'list' ? `${rows.length} archive(s), ${formatBytes(total)}`
-    : mode === 'dry-run' ? `${going.length} archive(s), ${formatBytes(going.reduce((a, r) => a + (r.sizeBytes ?? 0), 0))} would be removed: run again with --yes to remove them`
-      : `${rows.filter((r) => r.result === 'removed').length} removed, ${rows.filter((r) => r.result?.startsWith('failed')).length} failed`;
+  const tail =
+    mode === 'list'
+      ? `${rows.length} archive(s), ${formatBytes(total)}`
+      : mode === 'dry-run'
+        ? `${going.length} archive(s), ${formatBytes(going.reduce((a, r) => a + (r.sizeBytes ?? 0), 0))} would be removed: run again with --yes to remove them`
+        : `${rows.filter((r) => r.result === 'removed').length} removed, ${rows.filter((r) => r.result?.startsWith('failed')).length} failed`;
   return `${out}\n${tail}\n`;
 }
 
@@ -69,13 +90,24 @@ function format(rows: readonly Row[], now: number, mode: 'list' | 'dry-run' | 'p
 function pvAt(pvs: Awaited<ReturnType<KubeApi['listPersistentVolumes']>>, r: Row): string | undefined {
   const pv = pvs.find((p) => {
     const d = nfsDirOf(p);
-    return d && d.server === r.server && d.share === r.share && (d.subDir === '' || d.subDir === r.path || d.subDir.startsWith(r.path + '/') || r.path.startsWith(d.subDir + '/'));
+    return (
+      d &&
+      d.server === r.server &&
+      d.share === r.share &&
+      (d.subDir === '' || d.subDir === r.path || d.subDir.startsWith(r.path + '/') || r.path.startsWith(d.subDir + '/'))
+    );
   });
   return pv?.metadata?.name;
 }
 
 /** Right before removing: still an archive, still old enough, no PV points at, into or above it. */
-async function recheck(kube: KubeApi, store: NfsStore, r: Row, cutoff: number, signal: AbortSignal): Promise<string | undefined> {
+async function recheck(
+  kube: KubeApi,
+  store: NfsStore,
+  r: Row,
+  cutoff: number,
+  signal: AbortSignal,
+): Promise<string | undefined> {
   if (!isArchivePath(r.path)) return 'not an archived-* path';
   const pv = pvAt(await kube.listPersistentVolumes(signal), r);
   if (pv) return `PV ${pv} points there`;
@@ -88,19 +120,30 @@ async function recheck(kube: KubeApi, store: NfsStore, r: Row, cutoff: number, s
 }
 
 async function run(argv: string[], io: Io): Promise<number> {
-  const { common, values, positionals } = parseFlags('archives', argv, {
-    'older-than': { type: 'string' }, class: { type: 'string', multiple: true }, 'no-sizes': { type: 'boolean' },
-    'nfs-port': { type: 'string' }, 'nfs-mount-port': { type: 'string' },
-  }, { positionals: 1 });
+  const { common, values, positionals } = parseFlags(
+    'archives',
+    argv,
+    {
+      'older-than': { type: 'string' },
+      class: { type: 'string', multiple: true },
+      'no-sizes': { type: 'boolean' },
+      'nfs-port': { type: 'string' },
+      'nfs-mount-port': { type: 'string' },
+    },
+    { positionals: 1 },
+  );
   if (common.help) {
     io.out.write(USAGE + '\n');
     return EXIT.OK;
   }
   const verb = positionals[0];
-  if (verb !== 'list' && verb !== 'prune') throw new UsageError(`expected "list" or "prune"${verb ? `, not "${verb}"` : ''} (see archives --help)`);
-  if (common.config || common.configSecret) throw new UsageError('archives reads no Proxmox config (--config/--config-secret)');
+  if (verb !== 'list' && verb !== 'prune')
+    throw new UsageError(`expected "list" or "prune"${verb ? `, not "${verb}"` : ''} (see archives --help)`);
+  if (common.config || common.configSecret)
+    throw new UsageError('archives reads no Proxmox config (--config/--config-secret)');
   const olderRaw = typeof values['older-than'] === 'string' ? values['older-than'] : undefined;
-  if (verb === 'prune' && olderRaw === undefined) throw new UsageError('prune needs --older-than (e.g. 90d): there is no default age to delete data at');
+  if (verb === 'prune' && olderRaw === undefined)
+    throw new UsageError('prune needs --older-than (e.g. 90d): there is no default age to delete data at');
   if (verb === 'list' && common.yes) throw new UsageError('--yes goes with prune');
   const olderThanMs = olderRaw !== undefined ? parseAge(olderRaw, 'older-than') : undefined;
   const only = Array.isArray(values.class) ? (values.class as string[]) : [];
@@ -108,10 +151,18 @@ async function run(argv: string[], io: Io): Promise<number> {
   const log = pino({ level: io.env.PVE_NFS_CSI_LOG_LEVEL ?? 'silent' }, destination(2));
 
   const kube = await kubeFrom(common, io.env);
-  const classes = nfsClasses(await kube.listStorageClasses(signal)).filter((c) => only.length === 0 || only.includes(c.name));
+  const classes = nfsClasses(await kube.listStorageClasses(signal)).filter(
+    (c) => only.length === 0 || only.includes(c.name),
+  );
   const missing = only.filter((n) => !classes.some((c) => c.name === n));
   if (missing.length) throw new UsageError(`--class: no NFS StorageClass ${missing.join(', ')}`);
-  const stores = createNfsStores({ timeoutMs: 30_000, nfsPort: port(values['nfs-port'], 'nfs-port'), mountPort: port(values['nfs-mount-port'], 'nfs-mount-port'), privilegedPort: true, log });
+  const stores = createNfsStores({
+    timeoutMs: 30_000,
+    nfsPort: port(values['nfs-port'], 'nfs-port'),
+    mountPort: port(values['nfs-mount-port'], 'nfs-mount-port'),
+    privilegedPort: true,
+    log,
+  });
   try {
     const now = Date.now();
     const cutoff = olderThanMs !== undefined ? now - olderThanMs : Infinity;
@@ -121,8 +172,13 @@ async function run(argv: string[], io: Io): Promise<number> {
       const key = `${c.server}\u0000${c.share}\u0000${c.depth}`;
       if (seen.has(key)) continue;
       seen.add(key);
-      const names = classes.filter((o) => o.server === c.server && o.share === c.share && o.depth === c.depth).map((o) => o.name);
-      for (const a of await findArchives(stores.open(c.server, c.share), c.depth, { signal, sizes: values['no-sizes'] !== true })) {
+      const names = classes
+        .filter((o) => o.server === c.server && o.share === c.share && o.depth === c.depth)
+        .map((o) => o.name);
+      for (const a of await findArchives(stores.open(c.server, c.share), c.depth, {
+        signal,
+        sizes: values['no-sizes'] !== true,
+      })) {
         if (a.archivedAt <= cutoff) rows.push({ ...a, server: c.server, share: c.share, classes: names });
       }
     }
@@ -137,7 +193,11 @@ async function run(argv: string[], io: Io): Promise<number> {
     }
     if (verb === 'list' || !common.yes) {
       const mode = verb === 'list' ? 'list' : 'dry-run';
-      io.out.write(common.json ? JSON.stringify({ ok: true, mode, olderThanMs, archives: rows }, null, 2) + '\n' : format(rows, now, mode, olderThanMs));
+      io.out.write(
+        common.json
+          ? JSON.stringify({ ok: true, mode, olderThanMs, archives: rows }, null, 2) + '\n'
+          : format(rows, now, mode, olderThanMs),
+      );
       return verb === 'prune' && rows.some((r) => r.result === undefined) ? EXIT.FINDINGS : EXIT.OK;
     }
     for (const r of rows.filter((x) => x.result === undefined)) {
@@ -155,7 +215,11 @@ async function run(argv: string[], io: Io): Promise<number> {
       io.err.write(`${r.server}:${r.share}/${r.path}: ${r.result}\n`);
     }
     const failed = rows.some((r) => r.result?.startsWith('failed'));
-    io.out.write(common.json ? JSON.stringify({ ok: !failed, mode: 'pruned', olderThanMs, archives: rows }, null, 2) + '\n' : format(rows, now, 'pruned'));
+    io.out.write(
+      common.json
+        ? JSON.stringify({ ok: !failed, mode: 'pruned', olderThanMs, archives: rows }, null, 2) + '\n'
+        : format(rows, now, 'pruned'),
+    );
     return failed ? EXIT.FAILED : EXIT.OK;
   } finally {
     await stores.close();

@@ -74,16 +74,27 @@ export interface Parsed {
 }
 
 /** Parses common + command flags; UsageError names the command's --help. */
-export function parseFlags(command: string, argv: string[], extra: Options = {}, o: { positionals?: number } = {}): Parsed {
+export function parseFlags(
+  command: string,
+  argv: string[],
+  extra: Options = {},
+  o: { positionals?: number } = {},
+): Parsed {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, options: { ...COMMON_OPTIONS, ...extra }, strict: true, allowPositionals: (o.positionals ?? 0) > 0 });
+    parsed = parseArgs({
+      args: argv,
+      options: { ...COMMON_OPTIONS, ...extra },
+      strict: true,
+      allowPositionals: (o.positionals ?? 0) > 0,
+    });
   } catch (e) {
     throw new UsageError(`${(e as Error).message.split('\n')[0]} (see ${command} --help)`);
   }
   const values = parsed.values as Parsed['values'];
   const { positionals } = parsed;
-  if (positionals.length > (o.positionals ?? 0)) throw new UsageError(`unexpected argument "${positionals[o.positionals ?? 0]}" (see ${command} --help)`);
+  if (positionals.length > (o.positionals ?? 0))
+    throw new UsageError(`unexpected argument "${positionals[o.positionals ?? 0]}" (see ${command} --help)`);
   const str = (k: string): string | undefined => {
     const v = values[k];
     return typeof v === 'string' ? v : undefined;
@@ -133,10 +144,19 @@ export function parseAge(raw: string, flag: string): number {
 export function formatAge(ms: number): string {
   if (!Number.isFinite(ms)) return '?';
   const s = Math.max(0, Math.floor(ms / 1000));
-  const parts: Array<[number, string]> = [[Math.floor(s / 86400), 'd'], [Math.floor(s / 3600) % 24, 'h'], [Math.floor(s / 60) % 60, 'm'], [s % 60, 's']];
+  const parts: Array<[number, string]> = [
+    [Math.floor(s / 86400), 'd'],
+    [Math.floor(s / 3600) % 24, 'h'],
+    [Math.floor(s / 60) % 60, 'm'],
+    [s % 60, 's'],
+  ];
   const first = parts.findIndex(([n]) => n > 0);
   if (first < 0) return '0s';
-  return parts.slice(first, first + 2).filter(([n]) => n > 0).map(([n, u]) => `${n}${u}`).join('');
+  return parts
+    .slice(first, first + 2)
+    .filter(([n]) => n > 0)
+    .map(([n, u]) => `${n}${u}`)
+    .join('');
 }
 
 /** 1.5 GiB, 512 MiB, 12 KiB, 300 B. */
@@ -156,7 +176,9 @@ export function formatBytes(n: number | undefined): string {
 export function table(headers: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
   const cells: string[][] = [[...headers], ...rows.map((r) => headers.map((_, i) => r[i] || '-'))];
   const widths = headers.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
-  return cells.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ')).join('\n') + '\n';
+  return (
+    cells.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ')).join('\n') + '\n'
+  );
 }
 
 export type Io = Parameters<Subcommand['run']>[1];

@@ -3,7 +3,10 @@
 // `run` returns the exit code.
 export interface Subcommand {
   summary: string;
-  run(argv: string[], io: { out: NodeJS.WritableStream; err: NodeJS.WritableStream; env: NodeJS.ProcessEnv }): Promise<number>;
+  run(
+    argv: string[],
+    io: { out: NodeJS.WritableStream; err: NodeJS.WritableStream; env: NodeJS.ProcessEnv },
+  ): Promise<number>;
 }
 
 type Loader = () => Promise<Subcommand>;
@@ -26,7 +29,9 @@ export async function runSubcommand(argv: string[], io: Parameters<Subcommand['r
   if (!name || name.startsWith('-')) return undefined;
   const load = SUBCOMMANDS[name];
   if (!load) {
-    io.err.write(`pve-nfs-csi: unknown subcommand "${name}" (known: ${subcommandNames().join(', ')}; without one it serves CSI, see --help)\n`);
+    io.err.write(
+      `pve-nfs-csi: unknown subcommand "${name}" (known: ${subcommandNames().join(', ')}; without one it serves CSI, see --help)\n`,
+    );
     return 2;
   }
   return (await load()).run(argv.slice(1), io);

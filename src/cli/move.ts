@@ -9,7 +9,17 @@ import { moveKube } from '../move/kube-adapter.js';
 import type { MoveKube } from '../move/kube-port.js';
 import { type MoveRecord, STEPS } from '../move/record.js';
 import { MoveIncomplete, MoveRolledBack, MoveRun, findRecord } from '../move/run.js';
-import { COMMON_FLAGS_HELP, EXIT, EXIT_CODES_HELP, type Io, RefusedError, UsageError, parseFlags, runCommand, table } from './common.js';
+import {
+  COMMON_FLAGS_HELP,
+  EXIT,
+  EXIT_CODES_HELP,
+  type Io,
+  RefusedError,
+  UsageError,
+  parseFlags,
+  runCommand,
+  table,
+} from './common.js';
 import type { Subcommand } from './index.js';
 import { kubeFrom, proxmoxConfigFrom } from './sources.js';
 import { parseVolumeId } from '../proxmox/volume-id.js';
@@ -62,108 +72,169 @@ function print(io: Io, json: boolean, rep: Report): void {
     return;
   }
   const rows: string[][] = [
-    ['claim', rep.claim], ['to zone', rep.toZone], ['result', rep.action],
-    ...(rep.oldPv ? [['old PV', rep.oldPv]] : []), ...(rep.newPv ? [['new PV', rep.newPv]] : []),
-    ...(rep.from ? [['from', rep.from]] : []), ...(rep.to ? [['to', rep.to]] : []),
+    ['claim', rep.claim],
+    ['to zone', rep.toZone],
+    ['result', rep.action],
+    ...(rep.oldPv ? [['old PV', rep.oldPv]] : []),
+    ...(rep.newPv ? [['new PV', rep.newPv]] : []),
+    ...(rep.from ? [['from', rep.from]] : []),
+    ...(rep.to ? [['to', rep.to]] : []),
     ...(rep.step ? [['recorded step', rep.step]] : []),
   ];
   io.out.write(table(['', ''], rows).split('\n').slice(1).join('\n'));
-  if (rep.steps.length) io.out.write(`\n${rep.action === 'plan' ? 'would' : 'did'}:\n${rep.steps.map((s, i) => `  ${i + 1}. ${s}`).join('\n')}\n`);
+  if (rep.steps.length)
+    io.out.write(
+      `\n${rep.action === 'plan' ? 'would' : 'did'}:\n${rep.steps.map((s, i) => `  ${i + 1}. ${s}`).join('\n')}\n`,
+    );
   if (rep.message) io.out.write(`\n${rep.message}\n`);
 }
 
 export const move: Subcommand = {
   summary: 'move a Proxmox volume to another host and rebind the same claim',
-  run: (argv, io) => runCommand('move', io, async () => {
-    const { common, values, positionals } = parseFlags('move', argv, { 'to-zone': { type: 'string' }, abort: { type: 'boolean' } }, { positionals: 1 });
-    if (common.help) {
-      io.out.write(`${USAGE}\n`);
-      return EXIT.OK;
-    }
-    const target = positionals[0];
-    const m = target ? /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$/.exec(target) : null;
-    const [namespace, name] = [m?.[1], m?.[3]];
-    if (!namespace || !name) throw new UsageError(`expected NAMESPACE/CLAIM, got "${target ?? ''}" (see move --help)`);
-    const abort = values.abort === true;
-    const toZoneFlag = typeof values['to-zone'] === 'string' ? values['to-zone'] : undefined;
-    if (!toZoneFlag && !abort) throw new UsageError('--to-zone HOST is required (see move --help)');
-    const signal = AbortSignal.timeout(common.timeoutMs);
-    const k = await kubeFrom(common, io.env);
-    const kube = moveKube(k, signal);
-    const cfg = await proxmoxConfigFrom(common, io.env, () => Promise.resolve(k), signal);
-    if (!cfg) throw new UsageError('no Proxmox config: pass --config FILE or --config-secret NS/NAME (or set PROXMOX_CSI_CONFIG)');
-    const log = (line: string) => io.err.write(`move: ${line}\n`);
-
-    const recorded = await findRecord(kube, namespace, name);
-    const toZone = toZoneFlag ?? recorded?.toZone ?? '';
-    const claim = `${namespace}/${name}`;
-    if (recorded && toZoneFlag && recorded.toZone !== toZoneFlag) {
-      throw new RefusedError(`a move of ${claim} to ${recorded.toZone} is recorded (step ${recorded.step}); run move ${claim} --to-zone ${recorded.toZone} --yes to finish it, or --abort`);
-    }
-    const region = recorded ? parseVolumeId(recorded.from)?.region : await regionOf(kube, namespace, name);
-    const cluster = cfg.clusters.find((c) => c.region === region) ?? (region === undefined ? cfg.clusters[0] : undefined);
-    if (!cluster) throw new RefusedError(`no Proxmox cluster for region ${region} in the config (regions: ${cfg.clusters.map((c) => c.region).join(', ')})`);
-    const { createHttpProxmoxApi } = await import('../proxmox/api/http-api.js');
-    const api: HttpProxmoxApi = createHttpProxmoxApi({ cluster });
-    try {
-      const deps = { kube, api, region: cluster.region, vmid: cfg.controllerVmId, log, signal };
-      if (abort) {
-        if (!recorded) throw new RefusedError(`no move of ${claim} is recorded`);
-        const rep: Report = { claim, toZone: recorded.toZone, action: 'plan', oldPv: recorded.oldPv, newPv: recorded.newPv, from: recorded.from, to: recorded.to, step: recorded.step, steps: [] };
-        if (!common.yes) {
-          rep.message = `would roll back the move at step ${recorded.step} (possible until the disk is copied); --yes to do it`;
-          print(io, common.json, rep);
-          return EXIT.FINDINGS;
-        }
-        const run = new MoveRun(deps, recorded);
-        try {
-          await run.rollback('aborted on request');
-        } catch (e) {
-          if (!(e instanceof MoveRolledBack)) throw e;
-        }
-        print(io, common.json, { ...rep, action: 'rolled-back', steps: run.done });
+  run: (argv, io) =>
+    runCommand('move', io, async () => {
+      const { common, values, positionals } = parseFlags(
+        'move',
+        argv,
+        { 'to-zone': { type: 'string' }, abort: { type: 'boolean' } },
+        { positionals: 1 },
+      );
+      if (common.help) {
+        io.out.write(`${USAGE}\n`);
         return EXIT.OK;
       }
-      if (recorded) {
-        const rep: Report = { claim, toZone, action: 'in-progress', oldPv: recorded.oldPv, newPv: recorded.newPv, from: recorded.from, to: recorded.to, step: recorded.step, steps: [] };
+      const target = positionals[0];
+      const m = target ? /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$/.exec(target) : null;
+      const [namespace, name] = [m?.[1], m?.[3]];
+      if (!namespace || !name)
+        throw new UsageError(`expected NAMESPACE/CLAIM, got "${target ?? ''}" (see move --help)`);
+      const abort = values.abort === true;
+      const toZoneFlag = typeof values['to-zone'] === 'string' ? values['to-zone'] : undefined;
+      if (!toZoneFlag && !abort) throw new UsageError('--to-zone HOST is required (see move --help)');
+      const signal = AbortSignal.timeout(common.timeoutMs);
+      const k = await kubeFrom(common, io.env);
+      const kube = moveKube(k, signal);
+      const cfg = await proxmoxConfigFrom(common, io.env, () => Promise.resolve(k), signal);
+      if (!cfg)
+        throw new UsageError(
+          'no Proxmox config: pass --config FILE or --config-secret NS/NAME (or set PROXMOX_CSI_CONFIG)',
+        );
+      const log = (line: string) => io.err.write(`move: ${line}\n`);
+
+      const recorded = await findRecord(kube, namespace, name);
+      const toZone = toZoneFlag ?? recorded?.toZone ?? '';
+      const claim = `${namespace}/${name}`;
+      if (recorded && toZoneFlag && recorded.toZone !== toZoneFlag) {
+        throw new RefusedError(
+          `a move of ${claim} to ${recorded.toZone} is recorded (step ${recorded.step}); run move ${claim} --to-zone ${recorded.toZone} --yes to finish it, or --abort`,
+        );
+      }
+      const region = recorded ? parseVolumeId(recorded.from)?.region : await regionOf(kube, namespace, name);
+      const cluster =
+        cfg.clusters.find((c) => c.region === region) ?? (region === undefined ? cfg.clusters[0] : undefined);
+      if (!cluster)
+        throw new RefusedError(
+          `no Proxmox cluster for region ${region} in the config (regions: ${cfg.clusters.map((c) => c.region).join(', ')})`,
+        );
+      const { createHttpProxmoxApi } = await import('../proxmox/api/http-api.js');
+      const api: HttpProxmoxApi = createHttpProxmoxApi({ cluster });
+      try {
+        const deps = { kube, api, region: cluster.region, vmid: cfg.controllerVmId, log, signal };
+        if (abort) {
+          if (!recorded) throw new RefusedError(`no move of ${claim} is recorded`);
+          const rep: Report = {
+            claim,
+            toZone: recorded.toZone,
+            action: 'plan',
+            oldPv: recorded.oldPv,
+            newPv: recorded.newPv,
+            from: recorded.from,
+            to: recorded.to,
+            step: recorded.step,
+            steps: [],
+          };
+          if (!common.yes) {
+            rep.message = `would roll back the move at step ${recorded.step} (possible until the disk is copied); --yes to do it`;
+            print(io, common.json, rep);
+            return EXIT.FINDINGS;
+          }
+          const run = new MoveRun(deps, recorded);
+          try {
+            await run.rollback('aborted on request');
+          } catch (e) {
+            if (!(e instanceof MoveRolledBack)) throw e;
+          }
+          print(io, common.json, { ...rep, action: 'rolled-back', steps: run.done });
+          return EXIT.OK;
+        }
+        if (recorded) {
+          const rep: Report = {
+            claim,
+            toZone,
+            action: 'in-progress',
+            oldPv: recorded.oldPv,
+            newPv: recorded.newPv,
+            from: recorded.from,
+            to: recorded.to,
+            step: recorded.step,
+            steps: [],
+          };
+          if (!common.yes) {
+            const left = STEPS.slice(STEPS.indexOf(recorded.step) + 1);
+            rep.message = `a move is recorded at step ${recorded.step}; --yes continues it (${left.join(', ')})`;
+            print(io, common.json, rep);
+            return EXIT.FINDINGS;
+          }
+          return await execute(io, common.json, new MoveRun(deps, recorded), rep);
+        }
+        let plan;
+        try {
+          plan = await planMove({
+            kube,
+            api,
+            region: cluster.region,
+            vmid: cfg.controllerVmId,
+            namespace,
+            name,
+            toZone,
+            signal,
+          });
+        } catch (e) {
+          if (isRefusal(e) && / is already on /.test(e.message)) {
+            print(io, common.json, { claim, toZone, action: 'already-there', steps: [], message: e.message });
+            return EXIT.OK;
+          }
+          if (isRefusal(e)) throw new RefusedError(e.message);
+          throw e;
+        }
+        const r = plan.record;
+        const rep: Report = {
+          claim,
+          toZone,
+          action: 'plan',
+          oldPv: r.oldPv,
+          newPv: r.newPv,
+          from: r.from,
+          to: r.to,
+          steps: planSteps(r, cfg.controllerVmId),
+        };
         if (!common.yes) {
-          const left = STEPS.slice(STEPS.indexOf(recorded.step) + 1);
-          rep.message = `a move is recorded at step ${recorded.step}; --yes continues it (${left.join(', ')})`;
+          rep.message = 'dry run: nothing changed; --yes to move';
           print(io, common.json, rep);
           return EXIT.FINDINGS;
         }
-        return await execute(io, common.json, new MoveRun(deps, recorded), rep);
-      }
-      let plan;
-      try {
-        plan = await planMove({ kube, api, region: cluster.region, vmid: cfg.controllerVmId, namespace, name, toZone, signal });
-      } catch (e) {
-        if (isRefusal(e) && / is already on /.test(e.message)) {
-          print(io, common.json, { claim, toZone, action: 'already-there', steps: [], message: e.message });
-          return EXIT.OK;
+        const run = new MoveRun(deps, r);
+        try {
+          await run.begin(plan.pv.metadata.resourceVersion);
+        } catch (e) {
+          if (isRefusal(e)) throw new RefusedError(e.message);
+          throw e;
         }
-        if (isRefusal(e)) throw new RefusedError(e.message);
-        throw e;
+        return await execute(io, common.json, run, { ...rep, steps: [] });
+      } finally {
+        await api.close();
       }
-      const r = plan.record;
-      const rep: Report = { claim, toZone, action: 'plan', oldPv: r.oldPv, newPv: r.newPv, from: r.from, to: r.to, steps: planSteps(r, cfg.controllerVmId) };
-      if (!common.yes) {
-        rep.message = 'dry run: nothing changed; --yes to move';
-        print(io, common.json, rep);
-        return EXIT.FINDINGS;
-      }
-      const run = new MoveRun(deps, r);
-      try {
-        await run.begin(plan.pv.metadata.resourceVersion);
-      } catch (e) {
-        if (isRefusal(e)) throw new RefusedError(e.message);
-        throw e;
-      }
-      return await execute(io, common.json, run, { ...rep, steps: [] });
-    } finally {
-      await api.close();
-    }
-  }),
+    }),
 };
 
 async function execute(io: Io, json: boolean, run: MoveRun, rep: Report): Promise<number> {
@@ -175,12 +246,20 @@ async function execute(io: Io, json: boolean, run: MoveRun, rep: Report): Promis
       print(io, json, { ...out, action: 'rolled-back', message: `rolled back, nothing changed: ${out.message}` });
       return EXIT.FAILED;
     }
-    print(io, json, { ...out, action: 'in-progress', message: `${out.message}\nThe move is recorded on PV ${run.record.oldPv}; run the same command again to continue.` });
+    print(io, json, {
+      ...out,
+      action: 'in-progress',
+      message: `${out.message}\nThe move is recorded on PV ${run.record.oldPv}; run the same command again to continue.`,
+    });
     return e instanceof MoveIncomplete ? EXIT.FINDINGS : EXIT.FAILED;
   }
   const r = run.record;
   print(io, json, {
-    ...rep, action: 'moved', to: r.to, step: r.step, steps: run.done,
+    ...rep,
+    action: 'moved',
+    to: r.to,
+    step: r.step,
+    steps: run.done,
     message: `claim ${r.claim.namespace}/${r.claim.name} is bound to PV ${r.newPv} on ${r.toZone}; scale its workload back up`,
   });
   return EXIT.OK;

@@ -12,8 +12,14 @@ import { parseDuration } from '../config/load.js';
 import { readProxmoxConfig } from '../config/proxmox-file.js';
 import type { Subcommand } from './index.js';
 import {
-  checkNfs, checkProxmox, checkStorageClasses, checkSwap, isCheckFailure,
-  type CheckResult, type PreflightInput, type StorageClassSpec,
+  checkNfs,
+  checkProxmox,
+  checkStorageClasses,
+  checkSwap,
+  isCheckFailure,
+  type CheckResult,
+  type PreflightInput,
+  type StorageClassSpec,
 } from './preflight-checks.js';
 
 const USAGE = `Usage: pve-nfs-csi preflight [flags]
@@ -33,7 +39,9 @@ function readYaml(file: string, flag: string): unknown {
   try {
     return parseYaml(fs.readFileSync(file, 'utf8'));
   } catch (e) {
-    throw new ConfigError(`--${flag}: cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    throw new ConfigError(
+      `--${flag}: cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+    );
   }
 }
 
@@ -41,13 +49,20 @@ function readYaml(file: string, flag: string): unknown {
 export function classesFromValues(values: Obj): StorageClassSpec[] {
   const out: StorageClassSpec[] = [];
   for (const driver of ['proxmox', 'nfs'] as const) {
-    const d = isObj(values[driver]) ? (values[driver]) : {};
+    const d = isObj(values[driver]) ? values[driver] : {};
     if (d.enabled === false) continue;
-    const defaults = isObj(d.storageClassDefaults) && isObj(d.storageClassDefaults.parameters) ? d.storageClassDefaults.parameters : {};
+    const defaults =
+      isObj(d.storageClassDefaults) && isObj(d.storageClassDefaults.parameters)
+        ? d.storageClassDefaults.parameters
+        : {};
     for (const c of Array.isArray(d.storageClasses) ? d.storageClasses : []) {
       if (!isObj(c)) continue;
       const merged: Obj = { ...defaults, ...(isObj(c.parameters) ? c.parameters : {}) };
-      const parameters = Object.fromEntries(Object.entries(merged).map(([k, v]) => [k, v === null || v === undefined ? '' : String(v)]).filter(([, v]) => v !== ''));
+      const parameters = Object.fromEntries(
+        Object.entries(merged)
+          .map(([k, v]) => [k, v === null || v === undefined ? '' : String(v)])
+          .filter(([, v]) => v !== ''),
+      );
       out.push({ name: String(c.name ?? '?'), driver, parameters });
     }
   }
@@ -60,10 +75,21 @@ export async function runPreflight(input: PreflightInput, signal: AbortSignal): 
 }
 
 export function formatReport(results: CheckResult[]): string {
-  const mark: Record<CheckResult['status'], string> = { pass: 'PASS', fail: 'FAIL', warn: 'WARN', info: 'INFO', skip: 'SKIP' };
+  const mark: Record<CheckResult['status'], string> = {
+    pass: 'PASS',
+    fail: 'FAIL',
+    warn: 'WARN',
+    info: 'INFO',
+    skip: 'SKIP',
+  };
   const lines = results.map((r) => `${mark[r.status]}  ${r.name}: ${r.message}`);
   const failed = results.filter(isCheckFailure).length;
-  lines.push('', failed === 0 ? `preflight passed (${results.length} checks, ${results.filter((r) => r.status === 'warn').length} warnings)` : `preflight FAILED: ${failed} of ${results.length} checks failed`);
+  lines.push(
+    '',
+    failed === 0
+      ? `preflight passed (${results.length} checks, ${results.filter((r) => r.status === 'warn').length} warnings)`
+      : `preflight FAILED: ${failed} of ${results.length} checks failed`,
+  );
   return lines.join('\n') + '\n';
 }
 
@@ -71,11 +97,19 @@ function inputFrom(argv: string[], env: NodeJS.ProcessEnv): { input: PreflightIn
   let values: Record<string, string | boolean | undefined>;
   try {
     ({ values } = parseArgs({
-      args: argv, allowPositionals: false, strict: true,
+      args: argv,
+      allowPositionals: false,
+      strict: true,
       options: {
-        config: { type: 'string' }, values: { type: 'string' }, pvs: { type: 'string' },
-        'previous-default-ondelete-policy': { type: 'string' }, 'nfs-port': { type: 'string' }, 'nfs-mount-port': { type: 'string' },
-        timeout: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean' },
+        config: { type: 'string' },
+        values: { type: 'string' },
+        pvs: { type: 'string' },
+        'previous-default-ondelete-policy': { type: 'string' },
+        'nfs-port': { type: 'string' },
+        'nfs-mount-port': { type: 'string' },
+        timeout: { type: 'string' },
+        json: { type: 'boolean' },
+        help: { type: 'boolean' },
       },
     }));
   } catch (e) {
@@ -87,7 +121,8 @@ function inputFrom(argv: string[], env: NodeJS.ProcessEnv): { input: PreflightIn
   if (!isObj(chart)) throw new ConfigError('--values: expected a YAML mapping of chart values');
   const proxmoxOn = !(isObj(chart.proxmox) && chart.proxmox.enabled === false);
   const pvsDoc = values.pvs ? readYaml(values.pvs as string, 'pvs') : undefined;
-  if (pvsDoc !== undefined && !(isObj(pvsDoc) && Array.isArray(pvsDoc.items))) throw new ConfigError('--pvs: expected `kubectl get pv -o json` output (an object with items)');
+  if (pvsDoc !== undefined && !(isObj(pvsDoc) && Array.isArray(pvsDoc.items)))
+    throw new ConfigError('--pvs: expected `kubectl get pv -o json` output (an object with items)');
   const port = (flag: string): number | undefined => {
     const v = values[flag] as string | undefined;
     if (v === undefined) return undefined;
@@ -134,7 +169,10 @@ export const preflight: Subcommand = {
       io.out.write(USAGE + '\n');
       return 0;
     }
-    const results = await runPreflight(parsed.input, AbortSignal.timeout(Math.max(60_000, parsed.input.timeoutMs * 10)));
+    const results = await runPreflight(
+      parsed.input,
+      AbortSignal.timeout(Math.max(60_000, parsed.input.timeoutMs * 10)),
+    );
     const ok = !results.some(isCheckFailure);
     io.out.write(parsed.json ? JSON.stringify({ ok, checks: results }, null, 2) + '\n' : formatReport(results));
     return ok ? 0 : 1;

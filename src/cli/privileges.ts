@@ -37,9 +37,17 @@ export function missingNeeds(perms: Permissions, needs: readonly Need[]): Need[]
 /** `report`: see every VM's config and the driver's disks on every storage. */
 export function reportNeeds(controllerVmId: number): Need[] {
   return [
-    { path: '/vms', privilege: 'VM.Audit', why: 'list every VM and read its config (a VM it cannot see would hide an attachment)' },
+    {
+      path: '/vms',
+      privilege: 'VM.Audit',
+      why: 'list every VM and read its config (a VM it cannot see would hide an attachment)',
+    },
     { path: '/storage', privilege: 'Datastore.Audit', why: 'list the storages and the disks on them' },
-    { path: `/vms/${controllerVmId}`, privilege: 'VM.Config.Disk', why: `see disks owned by VMID ${controllerVmId} in storage listings (or Datastore.Allocate on the storages)` },
+    {
+      path: `/vms/${controllerVmId}`,
+      privilege: 'VM.Config.Disk',
+      why: `see disks owned by VMID ${controllerVmId} in storage listings (or Datastore.Allocate on the storages)`,
+    },
   ];
 }
 

@@ -83,11 +83,16 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): LoadResult {
   };
 
   const mode = (get('mode') ?? 'all') as Mode;
-  if (!['controller', 'node', 'all'].includes(mode)) throw new ConfigError(`--mode: "${mode}" must be controller, node or all`);
+  if (!['controller', 'node', 'all'].includes(mode))
+    throw new ConfigError(`--mode: "${mode}" must be controller, node or all`);
   const proxmoxEndpoint = get('proxmox-endpoint');
   const nfsEndpoint = get('nfs-endpoint');
-  if (!proxmoxEndpoint && !nfsEndpoint) throw new ConfigError('no driver enabled: set --proxmox-endpoint and/or --nfs-endpoint');
-  for (const [flag, ep] of [['proxmox-endpoint', proxmoxEndpoint], ['nfs-endpoint', nfsEndpoint]] as const) {
+  if (!proxmoxEndpoint && !nfsEndpoint)
+    throw new ConfigError('no driver enabled: set --proxmox-endpoint and/or --nfs-endpoint');
+  for (const [flag, ep] of [
+    ['proxmox-endpoint', proxmoxEndpoint],
+    ['nfs-endpoint', nfsEndpoint],
+  ] as const) {
     if (!ep) continue;
     try {
       parseEndpoint(ep);
@@ -95,7 +100,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): LoadResult {
       throw new ConfigError(`--${flag}: ${(e as Error).message}`);
     }
   }
-  if (proxmoxEndpoint && nfsEndpoint && proxmoxEndpoint === nfsEndpoint) throw new ConfigError('--proxmox-endpoint and --nfs-endpoint must differ');
+  if (proxmoxEndpoint && nfsEndpoint && proxmoxEndpoint === nfsEndpoint)
+    throw new ConfigError('--proxmox-endpoint and --nfs-endpoint must differ');
 
   const configFile = get('proxmox-config');
   if (proxmoxEndpoint && mode !== 'node' && !configFile) {
@@ -114,7 +120,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): LoadResult {
     }
   }
   const logLevel = get('log-level') ?? 'info';
-  if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(logLevel)) throw new ConfigError(`--log-level: "${logLevel}" is not a level`);
+  if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(logLevel))
+    throw new ConfigError(`--log-level: "${logLevel}" is not a level`);
   const region = get('region');
   const zone = get('zone');
   const deviceDir = get('device-dir') ?? '/dev/disk/by-id';
@@ -129,7 +136,9 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): LoadResult {
   // a typo there silently deletes, so here it is refused.
   const onDeleteRaw = (get('default-ondelete-policy') ?? 'delete').toLowerCase();
   if (!['delete', 'retain', 'archive'].includes(onDeleteRaw)) {
-    throw new ConfigError(`--default-ondelete-policy: "${get('default-ondelete-policy')}" must be delete, retain or archive`);
+    throw new ConfigError(
+      `--default-ondelete-policy: "${get('default-ondelete-policy')}" must be delete, retain or archive`,
+    );
   }
   const nfsDefaultOnDelete = onDeleteRaw as 'delete' | 'retain' | 'archive';
 

@@ -16,7 +16,19 @@ import type { ProxmoxClusterConfig, ProxmoxConfig } from './types.js';
 const require = createRequire(import.meta.url);
 const parse = (text: string): unknown => (require('yaml') as typeof import('yaml')).parse(text);
 
-const CLUSTER_KEYS = new Set(['url', 'insecure', 'token_id', 'token_id_file', 'token_secret', 'token_secret_file', 'username', 'password', 'region', 'ca_file', 'expansion_helpers']);
+const CLUSTER_KEYS = new Set([
+  'url',
+  'insecure',
+  'token_id',
+  'token_id_file',
+  'token_secret',
+  'token_secret_file',
+  'username',
+  'password',
+  'region',
+  'ca_file',
+  'expansion_helpers',
+]);
 const TOP_KEYS = new Set(['clusters', 'features']);
 /** `controllerVMID` is the spelling of upstream's docs/config.md; its decoder ignores it (below). */
 const FEATURE_KEYS = new Set(['controllerVmID', 'controllerVMID', 'provider']);
@@ -49,7 +61,8 @@ function readSecretFile(file: string, key: string): string {
 
 function unknownKeys(o: Obj, known: Set<string>, where: string, warnings: string[]): void {
   for (const k of Object.keys(o)) {
-    if (!known.has(k)) warnings.push(`${where}${k} is not a key proxmox-csi-plugin or this driver reads; ignored (check its spelling)`);
+    if (!known.has(k))
+      warnings.push(`${where}${k} is not a key proxmox-csi-plugin or this driver reads; ignored (check its spelling)`);
   }
 }
 
@@ -64,7 +77,8 @@ function cluster(raw: unknown, i: number, file: string, warnings: string[]): Pro
   } catch {
     throw new ConfigError(`${file}: ${where}.url "${url}" is not a URL`);
   }
-  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new ConfigError(`${file}: ${where}.url must be https://host:8006/api2/json`);
+  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:')
+    throw new ConfigError(`${file}: ${where}.url must be https://host:8006/api2/json`);
   const insecure = raw.insecure ?? false;
   if (typeof insecure !== 'boolean') throw new ConfigError(`${file}: ${where}.insecure must be true or false`);
 
@@ -77,7 +91,9 @@ function cluster(raw: unknown, i: number, file: string, warnings: string[]): Pro
   }
   const idFile = str(raw, 'token_id_file', where, false);
   const secretFile = str(raw, 'token_secret_file', where, false);
-  const hasToken = Boolean(str(raw, 'token_id', where, false) || idFile || str(raw, 'token_secret', where, false) || secretFile);
+  const hasToken = Boolean(
+    str(raw, 'token_id', where, false) || idFile || str(raw, 'token_secret', where, false) || secretFile,
+  );
   const username = str(raw, 'username', where, false);
   const password = raw.password === undefined || raw.password === null ? undefined : String(raw.password);
   if (hasToken && (username || password)) {
@@ -87,35 +103,49 @@ function cluster(raw: unknown, i: number, file: string, warnings: string[]): Pro
   const caFile = str(raw, 'ca_file', where, false);
   if (caFile && !fs.existsSync(caFile)) throw new ConfigError(`${file}: ${where}.ca_file ${caFile} does not exist`);
   const helpers = raw.expansion_helpers;
-  if (helpers !== undefined && helpers !== null &&
-    (!Array.isArray(helpers) || helpers.length === 0 || !helpers.every((h) => typeof h === 'string' && h.trim() !== ''))) {
+  if (
+    helpers !== undefined &&
+    helpers !== null &&
+    (!Array.isArray(helpers) || helpers.length === 0 || !helpers.every((h) => typeof h === 'string' && h.trim() !== ''))
+  ) {
     throw new ConfigError(`${file}: ${where}.expansion_helpers must be a non-empty list of VM names`);
   }
   const common = {
-    url, insecure, region, ...(caFile && { caFile }),
+    url,
+    insecure,
+    region,
+    ...(caFile && { caFile }),
     ...(Array.isArray(helpers) && { expansionHelpers: (helpers as string[]).map((h) => h.trim()) }),
   };
 
   if (!hasToken) {
     // Without a token both halves of the user login are needed (and are strings from here on).
     if (!username || !password) {
-      throw new ConfigError(`${file}: ${where}: credentials are required: token_id and token_secret (or their _file forms), or username and password`);
+      throw new ConfigError(
+        `${file}: ${where}: credentials are required: token_id and token_secret (or their _file forms), or username and password`,
+      );
     }
-    if (!/^[^@\s]+@[^@!\s]+$/.test(username)) throw new ConfigError(`${file}: ${where}.username must look like USER@REALM (e.g. root@pam)`);
+    if (!/^[^@\s]+@[^@!\s]+$/.test(username))
+      throw new ConfigError(`${file}: ${where}.username must look like USER@REALM (e.g. root@pam)`);
     return { ...common, username, password };
   }
   const tokenId = idFile ? readSecretFile(idFile, `${where}.token_id_file`) : str(raw, 'token_id', where, false);
-  const tokenSecret = secretFile ? readSecretFile(secretFile, `${where}.token_secret_file`) : str(raw, 'token_secret', where, false);
+  const tokenSecret = secretFile
+    ? readSecretFile(secretFile, `${where}.token_secret_file`)
+    : str(raw, 'token_secret', where, false);
   if (!tokenId) throw new ConfigError(`${file}: ${where}.token_id (or token_id_file) is required`);
   if (!tokenSecret) throw new ConfigError(`${file}: ${where}.token_secret (or token_secret_file) is required`);
-  if (!/^[^@!\s]+@[^@!\s]+![^@!\s]+$/.test(tokenId)) throw new ConfigError(`${file}: ${where}.token_id must look like USER@REALM!TOKENID`);
+  if (!/^[^@!\s]+@[^@!\s]+![^@!\s]+$/.test(tokenId))
+    throw new ConfigError(`${file}: ${where}.token_id must look like USER@REALM!TOKENID`);
   return { ...common, tokenId, tokenSecret };
 }
 
 function vmid(v: unknown, key: string, file: string): number {
   const n = typeof v === 'string' ? Number(v) : v;
   if (typeof n !== 'number' || !Number.isInteger(n) || n <= 100 || n > 999999999) {
-    throw new ConfigError(`${file}: features.${key} must be an integer VMID above 100 (upstream's lower bound) and at most 999999999`);
+    throw new ConfigError(
+      `${file}: features.${key} must be an integer VMID above 100 (upstream's lower bound) and at most 999999999`,
+    );
   }
   return n;
 }
@@ -130,7 +160,8 @@ export function parseProxmoxConfig(text: string, file: string): ProxmoxConfig {
   if (!isObj(doc)) throw new ConfigError(`${file}: expected a mapping with a "clusters" list`);
   const warnings: string[] = [];
   unknownKeys(doc, TOP_KEYS, `${file}: `, warnings);
-  if (!Array.isArray(doc.clusters) || doc.clusters.length === 0) throw new ConfigError(`${file}: clusters must be a non-empty list`);
+  if (!Array.isArray(doc.clusters) || doc.clusters.length === 0)
+    throw new ConfigError(`${file}: clusters must be a non-empty list`);
   const clusters = doc.clusters.map((c, i) => cluster(c, i, file, warnings));
   const regions = new Set<string>();
   for (const [i, c] of clusters.entries()) {
@@ -143,7 +174,8 @@ export function parseProxmoxConfig(text: string, file: string): ProxmoxConfig {
     if (!isObj(doc.features)) throw new ConfigError(`${file}: features must be a mapping`);
     const f = doc.features;
     unknownKeys(f, FEATURE_KEYS, `${file}: features.`, warnings);
-    if (f.controllerVmID !== undefined && f.controllerVmID !== null) controllerVmId = vmid(f.controllerVmID, 'controllerVmID', file);
+    if (f.controllerVmID !== undefined && f.controllerVmID !== null)
+      controllerVmId = vmid(f.controllerVmID, 'controllerVmID', file);
     if (f.controllerVMID !== undefined && f.controllerVMID !== null) {
       // Upstream's docs spell controllerVMID, but yaml.v3 matches the struct tag `controllerVmID`
       // exactly, so upstream ignored this key and named disks vm-9999-…. Honouring a different
@@ -153,14 +185,17 @@ export function parseProxmoxConfig(text: string, file: string): ProxmoxConfig {
       if (asked !== controllerVmId) {
         warnings.push(
           `${file}: features.controllerVMID (${asked}) is ignored, as proxmox-csi-plugin v0.19.1 ignored it (its YAML decoder only reads controllerVmID); ` +
-          `disks keep the owner VMID ${controllerVmId}. To change it, write features.controllerVmID, knowing that existing disks keep their old prefix`,
+            `disks keep the owner VMID ${controllerVmId}. To change it, write features.controllerVmID, knowing that existing disks keep their old prefix`,
         );
       }
     }
     if (f.provider !== undefined && f.provider !== null && f.provider !== '') {
       // Upstream compares with "capmox" only; any other value behaves as the default.
       if (typeof f.provider === 'string' && PROVIDERS.has(f.provider)) provider = f.provider as 'default' | 'capmox';
-      else warnings.push(`${file}: features.provider "${String(f.provider)}" is neither default nor capmox; treated as default, as upstream does`);
+      else
+        warnings.push(
+          `${file}: features.provider "${String(f.provider)}" is neither default nor capmox; treated as default, as upstream does`,
+        );
     }
   }
   return { clusters, controllerVmId, provider, warnings };

@@ -18,7 +18,8 @@ export interface Capacity {
 function field(name: string, v: string | number | null | undefined): number {
   if (v === undefined || v === null || v === '') return 0;
   const n = typeof v === 'number' ? v : /^-?\d+$/.test(v.trim()) ? Number(v) : Number.NaN;
-  if (!Number.isSafeInteger(n) || n < 0) throw new OutOfRange(`capacity_range.${name} ${String(v)} is out of range (a whole number of bytes, 0 or more)`);
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new OutOfRange(`capacity_range.${name} ${String(v)} is out of range (a whole number of bytes, 0 or more)`);
   return n;
 }
 
@@ -26,6 +27,7 @@ function field(name: string, v: string | number | null | undefined): number {
 export function parseCapacityRange(range: CapacityRangeLike | null | undefined): Capacity {
   const required = field('required_bytes', range?.requiredBytes);
   const limit = field('limit_bytes', range?.limitBytes);
-  if (limit > 0 && limit < required) throw new OutOfRange(`capacity_range: limit_bytes ${limit} is below required_bytes ${required}`);
+  if (limit > 0 && limit < required)
+    throw new OutOfRange(`capacity_range: limit_bytes ${limit} is below required_bytes ${required}`);
   return { required, limit };
 }

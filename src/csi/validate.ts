@@ -15,7 +15,9 @@ export function noControlCharacters(value: unknown, name: string, method: string
   const m = CONTROL_RE.exec(value);
   if (m) {
     const code = m[0].charCodeAt(0).toString(16).padStart(2, '0');
-    throw new InvalidArgument(`${method}: ${name} contains a control character (U+00${code.toUpperCase()} at offset ${m.index}); names, ids and paths must be printable`);
+    throw new InvalidArgument(
+      `${method}: ${name} contains a control character (U+00${code.toUpperCase()} at offset ${m.index}); names, ids and paths must be printable`,
+    );
   }
 }
 
@@ -37,13 +39,15 @@ function mountFlags(cap: T.VolumeCapability | null | undefined, method: string):
 
 /** Refuses a missing value; after it the value is known to be there (an assertion signature). */
 function need(value: unknown, name: string, method: string): asserts value {
-  if (value === undefined || value === null || value === '') throw new InvalidArgument(`${method}: ${name} is required`);
+  if (value === undefined || value === null || value === '')
+    throw new InvalidArgument(`${method}: ${name} is required`);
   noControlCharacters(value, name, method);
 }
 
 export function capability(cap: T.VolumeCapability | null | undefined, name: string, method: string): void {
   need(cap, name, method);
-  if (!cap.accessMode || cap.accessMode.mode === 'UNKNOWN') throw new InvalidArgument(`${method}: ${name}.access_mode is required`);
+  if (!cap.accessMode || cap.accessMode.mode === 'UNKNOWN')
+    throw new InvalidArgument(`${method}: ${name}.access_mode is required`);
   if (!cap.block && !cap.mount) throw new InvalidArgument(`${method}: ${name} needs an access type (block or mount)`);
   mountFlags(cap, method);
 }

@@ -9,7 +9,13 @@ import type * as Lib from '@kubernetes/client-node';
  * build objects as literals (a PV to create, a fake in a test) and read what the library returns
  * (class instances, which fit this shape); nothing depends on the class identity.
  */
-export type Plain<T> = T extends Date ? Date : T extends Array<infer U> ? Array<Plain<U>> : T extends object ? { [K in keyof T]: Plain<T[K]> } : T;
+export type Plain<T> = T extends Date
+  ? Date
+  : T extends Array<infer U>
+    ? Array<Plain<U>>
+    : T extends object
+      ? { [K in keyof T]: Plain<T[K]> }
+      : T;
 
 export type V1Node = Plain<Lib.V1Node>;
 export type V1PersistentVolume = Plain<Lib.V1PersistentVolume>;
@@ -64,9 +70,18 @@ export interface KubeApi {
 
   /** Every namespace. */
   listPersistentVolumeClaims(signal?: AbortSignal): Promise<V1PersistentVolumeClaim[]>;
-  getPersistentVolumeClaim(namespace: string, name: string, signal?: AbortSignal): Promise<V1PersistentVolumeClaim | undefined>;
+  getPersistentVolumeClaim(
+    namespace: string,
+    name: string,
+    signal?: AbortSignal,
+  ): Promise<V1PersistentVolumeClaim | undefined>;
   createPersistentVolumeClaim(pvc: V1PersistentVolumeClaim, o?: WriteOptions): Promise<V1PersistentVolumeClaim>;
-  patchPersistentVolumeClaim(namespace: string, name: string, patch: MergePatch, o?: WriteOptions): Promise<V1PersistentVolumeClaim>;
+  patchPersistentVolumeClaim(
+    namespace: string,
+    name: string,
+    patch: MergePatch,
+    o?: WriteOptions,
+  ): Promise<V1PersistentVolumeClaim>;
   deletePersistentVolumeClaim(namespace: string, name: string, o?: DeleteOptions): Promise<boolean>;
 
   listVolumeAttachments(signal?: AbortSignal): Promise<V1VolumeAttachment[]>;

@@ -8,8 +8,16 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
-  ApiException, CoreV1Api, KubeConfig, PatchStrategy, StorageV1Api, V1DeleteOptions, V1Preconditions, setHeaderOptions,
-  type ConfigurationOptions, type V1Status,
+  ApiException,
+  CoreV1Api,
+  KubeConfig,
+  PatchStrategy,
+  StorageV1Api,
+  V1DeleteOptions,
+  V1Preconditions,
+  setHeaderOptions,
+  type ConfigurationOptions,
+  type V1Status,
 } from '@kubernetes/client-node';
 import type { DeleteOptions, KubeApi, KubeSource, MergePatch, WriteOptions } from './api.js';
 import { KubeError } from './errors.js';
@@ -56,13 +64,24 @@ export function loadKubeConfig(src: KubeSource = {}): { kc: KubeConfig; from: st
     }
     from = 'in-cluster service account';
   } else {
-    throw new Error('no Kubernetes credentials: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or run in a pod with a service account');
+    throw new Error(
+      'no Kubernetes credentials: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or run in a pod with a service account',
+    );
   }
   if (src.context) {
-    if (!kc.getContextObject(src.context)) throw new Error(`kubeconfig has no context "${src.context}" (known: ${kc.getContexts().map((c) => c.name).join(', ') || 'none'})`);
+    if (!kc.getContextObject(src.context))
+      throw new Error(
+        `kubeconfig has no context "${src.context}" (known: ${
+          kc
+            .getContexts()
+            .map((c) => c.name)
+            .join(', ') || 'none'
+        })`,
+      );
     kc.setCurrentContext(src.context);
   }
-  if (!kc.getCurrentCluster()) throw new Error(`kubeconfig (${from}) names no cluster for context "${kc.getCurrentContext()}"`);
+  if (!kc.getCurrentCluster())
+    throw new Error(`kubeconfig (${from}) names no cluster for context "${kc.getCurrentContext()}"`);
   return { kc, from };
 }
 
@@ -87,13 +106,15 @@ const resolved = <T>(v: T) => ({ toPromise: () => Promise.resolve(v) });
 
 function options(o: { signal?: AbortSignal | undefined; contentType?: string }): ConfigurationOptions {
   let opt: ConfigurationOptions = {
-    middleware: [{
-      pre: (ctx: { setSignal(s: AbortSignal): void }) => {
-        if (o.signal) ctx.setSignal(o.signal);
-        return resolved(ctx);
+    middleware: [
+      {
+        pre: (ctx: { setSignal(s: AbortSignal): void }) => {
+          if (o.signal) ctx.setSignal(o.signal);
+          return resolved(ctx);
+        },
+        post: (res: unknown) => resolved(res),
       },
-      post: (res: unknown) => resolved(res),
-    }] as unknown as NonNullable<ConfigurationOptions['middleware']>,
+    ] as unknown as NonNullable<ConfigurationOptions['middleware']>,
     middlewareMergeStrategy: 'append',
   };
   if (o.contentType) opt = setHeaderOptions('Content-Type', o.contentType, opt);
@@ -151,47 +172,75 @@ export class ClientNodeKube implements KubeApi {
   }
 
   async listPersistentVolumes(signal?: AbortSignal) {
-    return (await this.call('list PersistentVolumes', () => this.core.listPersistentVolume({}, options({ signal })))).items;
+    return (await this.call('list PersistentVolumes', () => this.core.listPersistentVolume({}, options({ signal }))))
+      .items;
   }
   getPersistentVolume(name: string, signal?: AbortSignal) {
-    return this.maybe(`get PersistentVolume ${name}`, () => this.core.readPersistentVolume({ name }, options({ signal })));
+    return this.maybe(`get PersistentVolume ${name}`, () =>
+      this.core.readPersistentVolume({ name }, options({ signal })),
+    );
   }
   createPersistentVolume(body: Parameters<KubeApi['createPersistentVolume']>[0], o?: WriteOptions) {
-    return this.call(`create PersistentVolume ${body.metadata?.name}`, () => this.core.createPersistentVolume({ body, ...dry(o) }, options({})));
+    return this.call(`create PersistentVolume ${body.metadata?.name}`, () =>
+      this.core.createPersistentVolume({ body, ...dry(o) }, options({})),
+    );
   }
   patchPersistentVolume(name: string, patch: MergePatch, o?: WriteOptions) {
     return this.call(`patch PersistentVolume ${name}`, () =>
-      this.core.patchPersistentVolume({ name, body: guarded(patch, o), ...dry(o) }, options({ contentType: PatchStrategy.MergePatch })));
+      this.core.patchPersistentVolume(
+        { name, body: guarded(patch, o), ...dry(o) },
+        options({ contentType: PatchStrategy.MergePatch }),
+      ),
+    );
   }
   deletePersistentVolume(name: string, o?: DeleteOptions) {
-    return this.gone(`delete PersistentVolume ${name}`, () => this.core.deletePersistentVolume({ name, body: deleteBody(o), ...dry(o) }, options({})));
+    return this.gone(`delete PersistentVolume ${name}`, () =>
+      this.core.deletePersistentVolume({ name, body: deleteBody(o), ...dry(o) }, options({})),
+    );
   }
 
   async listPersistentVolumeClaims(signal?: AbortSignal) {
-    return (await this.call('list PersistentVolumeClaims', () => this.core.listPersistentVolumeClaimForAllNamespaces({}, options({ signal })))).items;
+    return (
+      await this.call('list PersistentVolumeClaims', () =>
+        this.core.listPersistentVolumeClaimForAllNamespaces({}, options({ signal })),
+      )
+    ).items;
   }
   getPersistentVolumeClaim(namespace: string, name: string, signal?: AbortSignal) {
-    return this.maybe(`get PersistentVolumeClaim ${namespace}/${name}`, () => this.core.readNamespacedPersistentVolumeClaim({ namespace, name }, options({ signal })));
+    return this.maybe(`get PersistentVolumeClaim ${namespace}/${name}`, () =>
+      this.core.readNamespacedPersistentVolumeClaim({ namespace, name }, options({ signal })),
+    );
   }
   createPersistentVolumeClaim(body: Parameters<KubeApi['createPersistentVolumeClaim']>[0], o?: WriteOptions) {
     const namespace = body.metadata?.namespace ?? 'default';
     return this.call(`create PersistentVolumeClaim ${namespace}/${body.metadata?.name}`, () =>
-      this.core.createNamespacedPersistentVolumeClaim({ namespace, body, ...dry(o) }, options({})));
+      this.core.createNamespacedPersistentVolumeClaim({ namespace, body, ...dry(o) }, options({})),
+    );
   }
   patchPersistentVolumeClaim(namespace: string, name: string, patch: MergePatch, o?: WriteOptions) {
     return this.call(`patch PersistentVolumeClaim ${namespace}/${name}`, () =>
-      this.core.patchNamespacedPersistentVolumeClaim({ namespace, name, body: guarded(patch, o), ...dry(o) }, options({ contentType: PatchStrategy.MergePatch })));
+      this.core.patchNamespacedPersistentVolumeClaim(
+        { namespace, name, body: guarded(patch, o), ...dry(o) },
+        options({ contentType: PatchStrategy.MergePatch }),
+      ),
+    );
   }
   deletePersistentVolumeClaim(namespace: string, name: string, o?: DeleteOptions) {
     return this.gone(`delete PersistentVolumeClaim ${namespace}/${name}`, () =>
-      this.core.deleteNamespacedPersistentVolumeClaim({ namespace, name, body: deleteBody(o), ...dry(o) }, options({})));
+      this.core.deleteNamespacedPersistentVolumeClaim({ namespace, name, body: deleteBody(o), ...dry(o) }, options({})),
+    );
   }
 
   async listVolumeAttachments(signal?: AbortSignal) {
-    return (await this.call('list VolumeAttachments', () => this.storage.listVolumeAttachment({}, options({ signal })))).items;
+    return (await this.call('list VolumeAttachments', () => this.storage.listVolumeAttachment({}, options({ signal }))))
+      .items;
   }
   async listPods(namespace: string, signal?: AbortSignal) {
-    return (await this.call(`list Pods in ${namespace}`, () => this.core.listNamespacedPod({ namespace }, options({ signal })))).items;
+    return (
+      await this.call(`list Pods in ${namespace}`, () =>
+        this.core.listNamespacedPod({ namespace }, options({ signal })),
+      )
+    ).items;
   }
   async listNodes(signal?: AbortSignal) {
     return (await this.call('list Nodes', () => this.core.listNode({}, options({ signal })))).items;
@@ -200,7 +249,9 @@ export class ClientNodeKube implements KubeApi {
     return (await this.call('list StorageClasses', () => this.storage.listStorageClass({}, options({ signal })))).items;
   }
   getSecret(namespace: string, name: string, signal?: AbortSignal) {
-    return this.maybe(`get Secret ${namespace}/${name}`, () => this.core.readNamespacedSecret({ namespace, name }, options({ signal })));
+    return this.maybe(`get Secret ${namespace}/${name}`, () =>
+      this.core.readNamespacedSecret({ namespace, name }, options({ signal })),
+    );
   }
 }
 

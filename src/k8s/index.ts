@@ -4,8 +4,18 @@
 import type { KubeApi, KubeSource } from './api.js';
 
 export type {
-  Annotations, DeleteOptions, KubeApi, KubeSource, MergePatch, WriteOptions,
-  V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1Secret, V1StorageClass, V1VolumeAttachment,
+  Annotations,
+  DeleteOptions,
+  KubeApi,
+  KubeSource,
+  MergePatch,
+  WriteOptions,
+  V1Node,
+  V1PersistentVolume,
+  V1PersistentVolumeClaim,
+  V1Secret,
+  V1StorageClass,
+  V1VolumeAttachment,
 } from './api.js';
 export { annotationsPatch } from './api.js';
 export { KubeError, isConflict, isKubeError, isNotFound } from './errors.js';

@@ -21,7 +21,9 @@ export class Refusal extends Error {
 
 export interface PlanInput {
   kube: MoveKube;
-  api: MoverApi & { permissions?: (o?: { signal?: AbortSignal | undefined }) => Promise<Record<string, Record<string, number>>> };
+  api: MoverApi & {
+    permissions?: (o?: { signal?: AbortSignal | undefined }) => Promise<Record<string, Record<string, number>>>;
+  };
   region: string;
   vmid: number;
   namespace: string;
@@ -44,37 +46,60 @@ export async function planMove(i: PlanInput): Promise<Plan> {
   const pvc = await kube.getPvc(i.namespace, i.name);
   if (!pvc) throw new Refusal(`claim ${i.namespace}/${i.name} not found`);
   if (pvc.status?.phase !== 'Bound' || !pvc.spec.volumeName) {
-    throw new Refusal(`claim ${i.namespace}/${i.name} is ${pvc.status?.phase ?? 'not bound'}: only a bound claim has a disk to move`);
+    throw new Refusal(
+      `claim ${i.namespace}/${i.name} is ${pvc.status?.phase ?? 'not bound'}: only a bound claim has a disk to move`,
+    );
   }
   const pv = await kube.getPv(pvc.spec.volumeName);
   if (!pv) throw new Refusal(`PV ${pvc.spec.volumeName} of claim ${i.namespace}/${i.name} not found`);
-  if (readRecord(pv)) throw new Refusal(`PV ${pv.metadata.name} already records a move of this claim (another run started it?); run move again to continue it`);
+  if (readRecord(pv))
+    throw new Refusal(
+      `PV ${pv.metadata.name} already records a move of this claim (another run started it?); run move again to continue it`,
+    );
   const driver = pv.spec.csi?.driver;
   if (driver === NFS_DRIVER) {
-    throw new Refusal(`claim ${i.namespace}/${i.name} is an NFS volume (${NFS_DRIVER}): its data is on the NAS and every node can mount it; there is nothing to move`);
+    throw new Refusal(
+      `claim ${i.namespace}/${i.name} is an NFS volume (${NFS_DRIVER}): its data is on the NAS and every node can mount it; there is nothing to move`,
+    );
   }
   const csi = pv.spec.csi;
-  if (driver !== PROXMOX_DRIVER || !csi) throw new Refusal(`PV ${pv.metadata.name} is not a Proxmox volume (driver ${driver ?? 'none: not a CSI volume'})`);
+  if (driver !== PROXMOX_DRIVER || !csi)
+    throw new Refusal(`PV ${pv.metadata.name} is not a Proxmox volume (driver ${driver ?? 'none: not a CSI volume'})`);
   const from = parseVolumeId(csi.volumeHandle);
-  if (!from?.zone) throw new Refusal(`PV ${pv.metadata.name}: volume handle ${csi.volumeHandle} does not name a host (region/zone/storage/disk)`);
-  if (from.region !== i.region) throw new Refusal(`PV ${pv.metadata.name} is in region ${from.region}; the config's cluster is ${i.region}`);
+  if (!from?.zone)
+    throw new Refusal(
+      `PV ${pv.metadata.name}: volume handle ${csi.volumeHandle} does not name a host (region/zone/storage/disk)`,
+    );
+  if (from.region !== i.region)
+    throw new Refusal(`PV ${pv.metadata.name} is in region ${from.region}; the config's cluster is ${i.region}`);
   if (from.zone === i.toZone) throw new Refusal(`claim ${i.namespace}/${i.name} is already on ${i.toZone}`);
 
   const nodes = (await api.nodeResources({ signal })).map((n) => n.node).sort();
-  if (!nodes.includes(i.toZone)) throw new Refusal(`unknown zone "${i.toZone}": the hosts of cluster ${i.region} are ${nodes.join(', ')}`);
+  if (!nodes.includes(i.toZone))
+    throw new Refusal(`unknown zone "${i.toZone}": the hosts of cluster ${i.region} are ${nodes.join(', ')}`);
   const storages = await api.storageResources({ signal });
   if (!storages.some((s) => s.storage === from.storage && s.node === i.toZone)) {
     throw new Refusal(`storage ${from.storage} does not exist on ${i.toZone}`);
   }
 
-  const attachments = (await kube.listVolumeAttachments()).filter((va) => va.spec.source.persistentVolumeName === pv.metadata.name);
+  const attachments = (await kube.listVolumeAttachments()).filter(
+    (va) => va.spec.source.persistentVolumeName === pv.metadata.name,
+  );
   if (attachments.length > 0) {
-    throw new Refusal(`PV ${pv.metadata.name} is attached to ${attachments.map((a) => `${a.spec.nodeName} (VolumeAttachment ${a.metadata.name})`).join(', ')}: scale the workload down and wait for the detach`);
+    throw new Refusal(
+      `PV ${pv.metadata.name} is attached to ${attachments.map((a) => `${a.spec.nodeName} (VolumeAttachment ${a.metadata.name})`).join(', ')}: scale the workload down and wait for the detach`,
+    );
   }
-  const pods = (await kube.listPods(i.namespace)).filter((p) =>
-    p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed' &&
-    (p.spec.volumes ?? []).some((v) => v.persistentVolumeClaim?.claimName === i.name));
-  if (pods.length > 0) throw new Refusal(`claim ${i.namespace}/${i.name} is used by pod ${pods.map((p) => p.metadata.name).join(', ')}: scale the workload down first`);
+  const pods = (await kube.listPods(i.namespace)).filter(
+    (p) =>
+      p.status?.phase !== 'Succeeded' &&
+      p.status?.phase !== 'Failed' &&
+      (p.spec.volumes ?? []).some((v) => v.persistentVolumeClaim?.claimName === i.name),
+  );
+  if (pods.length > 0)
+    throw new Refusal(
+      `claim ${i.namespace}/${i.name} is used by pod ${pods.map((p) => p.metadata.name).join(', ')}: scale the workload down first`,
+    );
 
   const volid = volidOf(from.storage, from.disk);
   // Any VM of the source host with the disk in its config or pending changes (a stale attach, a
@@ -85,20 +110,36 @@ export async function planMove(i: PlanInput): Promise<Plan> {
     for (const e of entries) {
       for (const v of [e.value, e.pending]) {
         if (v === undefined || volidOfValue(e.key, v) !== volid) continue;
-        throw new Refusal(`${volid} is in the config of VM ${vm.vmid} (${vm.name}) on ${vm.node} as ${e.key}${e.pending === v ? ' (pending)' : ''}${e.pendingDelete ? ' (pending delete)' : ''}: ` +
-          (vm.name === HELPER_NAME ? 'another move holds it' : 'detach it first (pve-nfs-csi report shows such leftovers)'));
+        throw new Refusal(
+          `${volid} is in the config of VM ${vm.vmid} (${vm.name}) on ${vm.node} as ${e.key}${e.pending === v ? ' (pending)' : ''}${e.pendingDelete ? ' (pending delete)' : ''}: ` +
+            (vm.name === HELPER_NAME
+              ? 'another move holds it'
+              : 'detach it first (pve-nfs-csi report shows such leftovers)'),
+        );
       }
     }
   }
   const src = (await api.listContent(from.zone, from.storage, undefined, { signal })).find((c) => c.volid === volid);
-  if (!src) throw new Refusal(`${volid} does not exist on ${from.zone}: nothing to move (pve-nfs-csi report lists PVs whose disk is missing)`);
+  if (!src)
+    throw new Refusal(
+      `${volid} does not exist on ${from.zone}: nothing to move (pve-nfs-csi report lists PVs whose disk is missing)`,
+    );
   const taken = (await api.listContent(i.toZone, from.storage, undefined, { signal })).some((c) => c.volid === volid);
-  if (taken) throw new Refusal(`a disk ${volid} already exists on ${i.toZone}; Proxmox would import under another name. Remove the leftover first (pve-nfs-csi report)`);
+  if (taken)
+    throw new Refusal(
+      `a disk ${volid} already exists on ${i.toZone}; Proxmox would import under another name. Remove the leftover first (pve-nfs-csi report)`,
+    );
 
   const helper = await new HelperVm({ api, cluster: i.region, vmid: i.vmid, ...(signal && { signal }) }).state();
   if (helper) {
-    if (helper.name !== HELPER_NAME) throw new Refusal(`VMID ${i.vmid} is taken by VM "${helper.name}" on ${helper.node}; move needs it for its helper VM`);
-    if (helper.volids.length > 0) throw new Refusal(`the helper VM ${i.vmid} on ${helper.node} holds ${helper.volids.join(', ')}: another move is in progress; finish it first`);
+    if (helper.name !== HELPER_NAME)
+      throw new Refusal(
+        `VMID ${i.vmid} is taken by VM "${helper.name}" on ${helper.node}; move needs it for its helper VM`,
+      );
+    if (helper.volids.length > 0)
+      throw new Refusal(
+        `the helper VM ${i.vmid} on ${helper.node} holds ${helper.volids.join(', ')}: another move is in progress; finish it first`,
+      );
   }
   if (api.permissions) {
     let missing: string[];

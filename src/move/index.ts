@@ -6,7 +6,10 @@ import { type MoveDeps, MoveRun, findRecord } from './run.js';
 export { MoveIncomplete, MoveRolledBack, MoveRun, findRecord } from './run.js';
 export { Refusal, isRefusal, planMove } from './checks.js';
 
-export async function startOrResume(deps: MoveDeps, req: { namespace: string; name: string; toZone: string }): Promise<MoveRun> {
+export async function startOrResume(
+  deps: MoveDeps,
+  req: { namespace: string; name: string; toZone: string },
+): Promise<MoveRun> {
   const recorded = await findRecord(deps.kube, req.namespace, req.name);
   if (recorded) return new MoveRun(deps, recorded);
   const plan = await planMove({ ...deps, ...req });

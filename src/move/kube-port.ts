@@ -10,7 +10,14 @@ export interface ObjectMeta {
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
   finalizers?: string[];
-  ownerReferences?: Array<{ apiVersion: string; kind: string; name: string; uid: string; controller?: boolean; blockOwnerDeletion?: boolean }>;
+  ownerReferences?: Array<{
+    apiVersion: string;
+    kind: string;
+    name: string;
+    uid: string;
+    controller?: boolean;
+    blockOwnerDeletion?: boolean;
+  }>;
 }
 
 export interface PersistentVolume {
@@ -25,7 +32,14 @@ export interface PersistentVolume {
     mountOptions?: string[];
     persistentVolumeReclaimPolicy?: string;
     volumeAttributesClassName?: string;
-    claimRef?: { apiVersion?: string; kind?: string; namespace?: string; name?: string; uid?: string; resourceVersion?: string };
+    claimRef?: {
+      apiVersion?: string;
+      kind?: string;
+      namespace?: string;
+      name?: string;
+      uid?: string;
+      resourceVersion?: string;
+    };
     csi?: {
       driver: string;
       volumeHandle: string;
@@ -34,7 +48,11 @@ export interface PersistentVolume {
       volumeAttributes?: Record<string, string>;
       [secretRef: string]: unknown;
     };
-    nodeAffinity?: { required?: { nodeSelectorTerms: Array<{ matchExpressions?: Array<{ key: string; operator: string; values?: string[] }> }> } };
+    nodeAffinity?: {
+      required?: {
+        nodeSelectorTerms: Array<{ matchExpressions?: Array<{ key: string; operator: string; values?: string[] }> }>;
+      };
+    };
     [other: string]: unknown;
   };
   status?: { phase?: string };

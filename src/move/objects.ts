@@ -20,7 +20,11 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
  * growing over repeated moves, and unique per disk and host.
  */
 export function replacementPvName(disk: string, zone: string): string {
-  const base = disk.replace(/^vm-\d+-/, '').toLowerCase().replace(/[^a-z0-9.-]/g, '-').slice(0, 200);
+  const base = disk
+    .replace(/^vm-\d+-/, '')
+    .toLowerCase()
+    .replace(/[^a-z0-9.-]/g, '-')
+    .slice(0, 200);
   const z = zone.toLowerCase();
   return `${base}-${DNS_LABEL.test(z) ? z : Buffer.from(zone).toString('hex').slice(0, 40)}`;
 }
@@ -36,12 +40,14 @@ export function targetHandle(fromHandle: string, toZone: string, targetDisk: str
 export function zoneAffinity(region: string, zone: string): NonNullable<PersistentVolume['spec']['nodeAffinity']> {
   return {
     required: {
-      nodeSelectorTerms: [{
-        matchExpressions: [
-          { key: REGION_KEY, operator: 'In', values: [region] },
-          { key: ZONE_KEY, operator: 'In', values: [zone] },
-        ],
-      }],
+      nodeSelectorTerms: [
+        {
+          matchExpressions: [
+            { key: REGION_KEY, operator: 'In', values: [region] },
+            { key: ZONE_KEY, operator: 'In', values: [zone] },
+          ],
+        },
+      ],
     },
   };
 }

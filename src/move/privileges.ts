@@ -12,15 +12,24 @@ export const MOVE_PRIVILEGES: Array<{ priv: string; path: (vmid: number, storage
   { priv: 'VM.Config.Disk', path: (v) => `/vms/${v}`, why: 'let the helper VM hold and release the disk' },
   { priv: 'Datastore.Audit', path: (_v, s) => `/storage/${s}`, why: 'list the disks of the storage' },
   { priv: 'Datastore.AllocateSpace', path: (_v, s) => `/storage/${s}`, why: 'allocate the copy on the target host' },
-  { priv: 'Datastore.Allocate', path: (_v, s) => `/storage/${s}`, why: 'free a source copy a failed cleanup left behind' },
+  {
+    priv: 'Datastore.Allocate',
+    path: (_v, s) => `/storage/${s}`,
+    why: 'free a source copy a failed cleanup left behind',
+  },
 ];
 
 /** Privileges from GET /access/permissions, propagated from `/`, `/vms` or `/storage` as PVE does. */
-export function missingMovePrivileges(perms: Record<string, Record<string, number>>, vmid: number, storage: string): string[] {
+export function missingMovePrivileges(
+  perms: Record<string, Record<string, number>>,
+  vmid: number,
+  storage: string,
+): string[] {
   const parentsOf = (p: string) => {
     const parts = p.split('/').filter(Boolean);
     return ['/', ...parts.map((_, i) => `/${parts.slice(0, i + 1).join('/')}`)];
   };
-  return MOVE_PRIVILEGES.filter(({ priv, path }) => !parentsOf(path(vmid, storage)).some((p) => perms[p]?.[priv]))
-    .map(({ priv, path, why }) => `${priv} on ${path(vmid, storage)} (${why})`);
+  return MOVE_PRIVILEGES.filter(({ priv, path }) => !parentsOf(path(vmid, storage)).some((p) => perms[p]?.[priv])).map(
+    ({ priv, path, why }) => `${priv} on ${path(vmid, storage)} (${why})`,
+  );
 }

@@ -71,7 +71,9 @@ export function readRecord(pv: PersistentVolume | undefined): MoveRecord | undef
   return rec?.v === 1 && typeof rec.step === 'string' && stepIndex(rec.step) >= 0 ? (rec as MoveRecord) : undefined;
 }
 
-export const recordPatch = (r: MoveRecord | null) => ({ metadata: { annotations: { [RECORD_KEY]: r === null ? null : JSON.stringify(r) } } });
+export const recordPatch = (r: MoveRecord | null) => ({
+  metadata: { annotations: { [RECORD_KEY]: r === null ? null : JSON.stringify(r) } },
+});
 
 /** Annotations the PV controller and scheduler set on a claim; a recreated claim starts without them. */
 const CONTROLLER_ANNOTATIONS = [
@@ -81,7 +83,9 @@ const CONTROLLER_ANNOTATIONS = [
 ];
 
 export function saveClaim(pvc: PersistentVolumeClaim): SavedClaim {
-  const annotations = Object.fromEntries(Object.entries(pvc.metadata.annotations ?? {}).filter(([k]) => !CONTROLLER_ANNOTATIONS.includes(k)));
+  const annotations = Object.fromEntries(
+    Object.entries(pvc.metadata.annotations ?? {}).filter(([k]) => !CONTROLLER_ANNOTATIONS.includes(k)),
+  );
   // volumeName is set to the replacement; a data source means nothing for a claim that is pre-bound
   const spec = { ...pvc.spec };
   delete spec.dataSource;

@@ -10,7 +10,15 @@ import { parseVolid, parseVolumeId, volidOf } from '../proxmox/volume-id.js';
 import type { MoveKube, PersistentVolume, PersistentVolumeClaim } from './kube-port.js';
 import { buildClaim, buildReplacementPv, targetHandle } from './objects.js';
 import { Refusal } from './checks.js';
-import { MOVED_FROM_KEY, type MoveRecord, RECORD_KEY, type Step, readRecord, recordPatch, stepIndex } from './record.js';
+import {
+  MOVED_FROM_KEY,
+  type MoveRecord,
+  RECORD_KEY,
+  type Step,
+  readRecord,
+  recordPatch,
+  stepIndex,
+} from './record.js';
 
 export interface MoveDeps {
   kube: MoveKube;
@@ -40,10 +48,17 @@ export class MoveRun {
   /** Steps this run completed, for the report. */
   readonly done: string[] = [];
 
-  constructor(private readonly d: MoveDeps, private r: MoveRecord) {
+  constructor(
+    private readonly d: MoveDeps,
+    private r: MoveRecord,
+  ) {
     this.helper = new HelperVm({
-      api: d.api, cluster: d.region, vmid: d.vmid, log: d.log,
-      ...(d.signal && { signal: d.signal }), ...(d.migrateTimeoutMs && { migrateTimeoutMs: d.migrateTimeoutMs }),
+      api: d.api,
+      cluster: d.region,
+      vmid: d.vmid,
+      log: d.log,
+      ...(d.signal && { signal: d.signal }),
+      ...(d.migrateTimeoutMs && { migrateTimeoutMs: d.migrateTimeoutMs }),
     });
   }
 
@@ -83,9 +98,16 @@ export class MoveRun {
   async begin(resourceVersion?: string): Promise<void> {
     await this.cp('retain:before');
     try {
-      await this.d.kube.patchPv(this.r.oldPv, { spec: { persistentVolumeReclaimPolicy: 'Retain' }, ...recordPatch(this.r) }, resourceVersion);
+      await this.d.kube.patchPv(
+        this.r.oldPv,
+        { spec: { persistentVolumeReclaimPolicy: 'Retain' }, ...recordPatch(this.r) },
+        resourceVersion,
+      );
     } catch (e) {
-      if (isConflict(e)) throw new Refusal(`PV ${this.r.oldPv} changed since it was read (another move of this claim starting?); run move again`);
+      if (isConflict(e))
+        throw new Refusal(
+          `PV ${this.r.oldPv} changed since it was read (another move of this claim starting?); run move again`,
+        );
       throw e;
     }
     this.done.push('planned');
@@ -95,16 +117,35 @@ export class MoveRun {
   async run(): Promise<void> {
     for (;;) {
       switch (this.r.step) {
-        case 'planned': await this.hold(); break;
-        case 'holding': await this.startMigration(); break;
-        case 'migrating': await this.awaitMigration(); break;
-        case 'migrated': await this.release(); break;
-        case 'released': await this.deleteClaim(); break;
-        case 'claim-deleted': await this.createPv(); break;
-        case 'pv-created': await this.createClaim(); break;
-        case 'claim-created': await this.awaitBind(); break;
-        case 'bound': await this.finish(); break;
-        case 'done': return;
+        case 'planned':
+          await this.hold();
+          break;
+        case 'holding':
+          await this.startMigration();
+          break;
+        case 'migrating':
+          await this.awaitMigration();
+          break;
+        case 'migrated':
+          await this.release();
+          break;
+        case 'released':
+          await this.deleteClaim();
+          break;
+        case 'claim-deleted':
+          await this.createPv();
+          break;
+        case 'pv-created':
+          await this.createClaim();
+          break;
+        case 'claim-created':
+          await this.awaitBind();
+          break;
+        case 'bound':
+          await this.finish();
+          break;
+        case 'done':
+          return;
       }
     }
   }
@@ -139,7 +180,8 @@ export class MoveRun {
     for (;;) {
       const st = await this.helper.state();
       if (!st || st.lock !== 'migrate') return;
-      if (Date.now() > end) throw new MoveIncomplete(`helper VM ${this.d.vmid} is still migrating; run move again later`);
+      if (Date.now() > end)
+        throw new MoveIncomplete(`helper VM ${this.d.vmid} is still migrating; run move again later`);
       await sleep(1000);
     }
   }
@@ -151,17 +193,23 @@ export class MoveRun {
       const log = await this.helper.finishMigration(this.r.upid, this.src.node);
       for (const l of log.filter((x) => /is '.*' on the target|already exists/.test(x))) this.d.log(`proxmox: ${l}`);
     } catch (e) {
-      if (isCsiError(e, 'NotFound') && /no such task/i.test(errText(e))) failure = undefined; // task list rotated: judge by state
+      if (isCsiError(e, 'NotFound') && /no such task/i.test(errText(e)))
+        failure = undefined; // task list rotated: judge by state
       else failure = e;
     }
     const st = await this.helper.state();
     if (st && st.node === this.r.toZone) {
-      if (failure) this.d.log(`proxmox: the migration reported ${errText(failure)}, but the disk is on ${this.r.toZone}; continuing`);
+      if (failure)
+        this.d.log(
+          `proxmox: the migration reported ${errText(failure)}, but the disk is on ${this.r.toZone}; continuing`,
+        );
       return this.migrated();
     }
     if (st?.lock === 'migrate') return this.waitUnlocked();
     // still on the source: the migration did not happen (PVE freed any partial copy)
-    await this.rollback(`the Proxmox migration failed: ${failure ? errText(failure) : 'the helper VM is still on the source'}`);
+    await this.rollback(
+      `the Proxmox migration failed: ${failure ? errText(failure) : 'the helper VM is still on the source'}`,
+    );
   }
 
   /** The helper is on the target: record where the disk landed (Proxmox may have renamed it). */
@@ -169,11 +217,22 @@ export class MoveRun {
     const st = await this.helper.state();
     const targetVolid = st?.volids.find((v) => !v.endsWith('-pve-nfs-csi-released')) ?? this.r.targetVolid;
     const disk = targetVolid === undefined ? undefined : parseVolid(targetVolid)?.disk;
-    if (!targetVolid || !disk) throw new Error(`helper VM ${this.d.vmid} on ${this.r.toZone} holds no disk; the record says ${this.src.volid} was moved`);
-    const leftover = (await this.d.api.listContent(this.src.node, this.src.storage, undefined, { signal: this.d.signal }))
-      .some((c) => c.volid === this.src.volid) ? this.src.volid : undefined;
-    if (leftover) this.d.log(`proxmox left the source copy ${leftover} on ${this.src.node}; it is freed after the bind`);
-    await this.save('migrated', { targetVolid, to: targetHandle(this.r.from, this.r.toZone, disk), ...(leftover && { leftover }) });
+    if (!targetVolid || !disk)
+      throw new Error(
+        `helper VM ${this.d.vmid} on ${this.r.toZone} holds no disk; the record says ${this.src.volid} was moved`,
+      );
+    const leftover = (
+      await this.d.api.listContent(this.src.node, this.src.storage, undefined, { signal: this.d.signal })
+    ).some((c) => c.volid === this.src.volid)
+      ? this.src.volid
+      : undefined;
+    if (leftover)
+      this.d.log(`proxmox left the source copy ${leftover} on ${this.src.node}; it is freed after the bind`);
+    await this.save('migrated', {
+      targetVolid,
+      to: targetHandle(this.r.from, this.r.toZone, disk),
+      ...(leftover && { leftover }),
+    });
   }
 
   private async release(): Promise<void> {
@@ -188,7 +247,9 @@ export class MoveRun {
     const pvc = await this.d.kube.getPvc(namespace, name);
     if (pvc && pvc.metadata.uid !== this.r.savedClaim.uid) {
       if (pvc.spec.volumeName === this.r.newPv) return this.save('claim-deleted'); // ours, from a later step
-      throw new MoveIncomplete(`a different claim ${namespace}/${name} (UID ${pvc.metadata.uid}) exists now; the disk is on ${this.r.toZone} as ${this.r.to}, recorded on PV ${this.r.oldPv}. Delete that claim and run move again`);
+      throw new MoveIncomplete(
+        `a different claim ${namespace}/${name} (UID ${pvc.metadata.uid}) exists now; the disk is on ${this.r.toZone} as ${this.r.to}, recorded on PV ${this.r.oldPv}. Delete that claim and run move again`,
+      );
     }
     if (pvc) {
       await this.cp('delete-claim:before');
@@ -211,8 +272,16 @@ export class MoveRun {
       const cur = await this.d.kube.getPvc(namespace, name);
       if (!cur || cur.metadata.uid !== pvc.metadata.uid) return;
       if (i === 20 || Date.now() > end) {
-        const users = (await this.d.kube.listPods(namespace)).filter((p) => (p.spec.volumes ?? []).some((v) => v.persistentVolumeClaim?.claimName === name) && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed');
-        if (users.length > 0) throw new MoveIncomplete(`claim ${namespace}/${name} is being deleted but pod ${users.map((p) => p.metadata.name).join(', ')} uses it: stop it and run move again`);
+        const users = (await this.d.kube.listPods(namespace)).filter(
+          (p) =>
+            (p.spec.volumes ?? []).some((v) => v.persistentVolumeClaim?.claimName === name) &&
+            p.status?.phase !== 'Succeeded' &&
+            p.status?.phase !== 'Failed',
+        );
+        if (users.length > 0)
+          throw new MoveIncomplete(
+            `claim ${namespace}/${name} is being deleted but pod ${users.map((p) => p.metadata.name).join(', ')} uses it: stop it and run move again`,
+          );
         await this.d.kube.patchPvc(namespace, name, { metadata: { finalizers: null } });
       }
       await sleep(250);
@@ -223,7 +292,10 @@ export class MoveRun {
     const old = await this.d.kube.getPv(this.r.oldPv);
     const existing = await this.d.kube.getPv(this.r.newPv);
     if (!existing) {
-      if (!old) throw new Error(`PV ${this.r.oldPv} and its replacement ${this.r.newPv} are both gone; the disk is ${this.r.to}`);
+      if (!old)
+        throw new Error(
+          `PV ${this.r.oldPv} and its replacement ${this.r.newPv} are both gone; the disk is ${this.r.to}`,
+        );
       await this.cp('create-pv:before');
       try {
         await this.d.kube.createPv(buildReplacementPv(old, { ...this.r, step: 'pv-created' }));
@@ -232,7 +304,9 @@ export class MoveRun {
       }
       await this.cp('create-pv:after');
     } else if (existing.metadata.annotations?.[MOVED_FROM_KEY] !== this.r.oldPv) {
-      throw new MoveIncomplete(`PV ${this.r.newPv} exists and is not this move's replacement (moved-from: ${existing.metadata.annotations?.[MOVED_FROM_KEY] ?? 'none'})`);
+      throw new MoveIncomplete(
+        `PV ${this.r.newPv} exists and is not this move's replacement (moved-from: ${existing.metadata.annotations?.[MOVED_FROM_KEY] ?? 'none'})`,
+      );
     }
     await this.save('pv-created');
   }
@@ -241,7 +315,9 @@ export class MoveRun {
     const { namespace, name } = this.r.claim;
     let pvc = await this.d.kube.getPvc(namespace, name);
     if (pvc && pvc.spec.volumeName !== this.r.newPv) {
-      throw new MoveIncomplete(`a claim ${namespace}/${name} that is not this move's exists (volumeName ${pvc.spec.volumeName ?? 'unset'}); the disk waits in PV ${this.r.newPv}. Delete that claim and run move again`);
+      throw new MoveIncomplete(
+        `a claim ${namespace}/${name} that is not this move's exists (volumeName ${pvc.spec.volumeName ?? 'unset'}); the disk waits in PV ${this.r.newPv}. Delete that claim and run move again`,
+      );
     }
     if (!pvc) {
       await this.cp('create-claim:before');
@@ -261,7 +337,10 @@ export class MoveRun {
     const { namespace, name } = this.r.claim;
     const pv = await this.d.kube.getPv(this.r.newPv);
     const pvc = await this.d.kube.getPvc(namespace, name);
-    if (!pv || !pvc) throw new MoveIncomplete(`PV ${this.r.newPv} or claim ${namespace}/${name} vanished during the bind; run move again`);
+    if (!pv || !pvc)
+      throw new MoveIncomplete(
+        `PV ${this.r.newPv} or claim ${namespace}/${name} vanished during the bind; run move again`,
+      );
     if (!pv.spec.claimRef?.uid) {
       // pre-bind fully: the PV controller then only confirms the pair
       await this.cp('prebind:before');
@@ -271,7 +350,10 @@ export class MoveRun {
     for (;;) {
       const cur = await this.d.kube.getPvc(namespace, name);
       if (cur?.status?.phase === 'Bound' && cur.spec.volumeName === this.r.newPv) break;
-      if (Date.now() > end) throw new MoveIncomplete(`claim ${namespace}/${name} is not bound to PV ${this.r.newPv} yet (is kube-controller-manager running?); run move again`);
+      if (Date.now() > end)
+        throw new MoveIncomplete(
+          `claim ${namespace}/${name} is not bound to PV ${this.r.newPv} yet (is kube-controller-manager running?); run move again`,
+        );
       await sleep(250);
     }
     await this.save('bound');
@@ -289,7 +371,10 @@ export class MoveRun {
     }
     await this.cp('restore-policy:before');
     const moved: Record<string, string | null> = { [RECORD_KEY]: null, [MOVED_FROM_KEY]: this.r.oldPv };
-    await this.d.kube.patchPv(this.r.newPv, { metadata: { annotations: moved }, spec: { persistentVolumeReclaimPolicy: this.r.reclaimPolicy } });
+    await this.d.kube.patchPv(this.r.newPv, {
+      metadata: { annotations: moved },
+      spec: { persistentVolumeReclaimPolicy: this.r.reclaimPolicy },
+    });
     this.r = { ...this.r, step: 'done' };
     this.done.push('done');
   }
@@ -297,7 +382,9 @@ export class MoveRun {
   /** The source copy a migration could not free: only now, with the claim bound on the target. */
   private async freeLeftover(volid: string): Promise<void> {
     const src = this.src;
-    const there = (await this.d.api.listContent(src.node, src.storage, undefined, { signal: this.d.signal })).some((c) => c.volid === volid);
+    const there = (await this.d.api.listContent(src.node, src.storage, undefined, { signal: this.d.signal })).some(
+      (c) => c.volid === volid,
+    );
     if (!there) return;
     for (const vm of (await this.d.api.vmResources({ signal: this.d.signal })).filter((v) => v.node === src.node)) {
       const refs = await this.d.api.vmPending(vm.node, vm.vmid, { signal: this.d.signal });
@@ -311,7 +398,11 @@ export class MoveRun {
     const upid = await this.d.api.freeDisk(src.node, src.storage, volid, { signal: this.d.signal });
     if (upid) {
       const { waitTask } = await import('../proxmox/api/tasks.js');
-      await waitTask(this.d.api, src.node, upid, { cluster: this.d.region, what: `free ${volid}`, ...(this.d.signal && { signal: this.d.signal }) });
+      await waitTask(this.d.api, src.node, upid, {
+        cluster: this.d.region,
+        what: `free ${volid}`,
+        ...(this.d.signal && { signal: this.d.signal }),
+      });
     }
   }
 
@@ -332,12 +423,16 @@ export class MoveRun {
     if (st && st.node === this.r.toZone) {
       throw new MoveIncomplete(`cannot roll back: the disk is already on ${this.r.toZone}; run move again to finish`);
     }
-    if (stepIndex(this.r.step) > stepIndex('migrating')) throw new MoveIncomplete(`cannot roll back at step ${this.r.step}; run move again to finish`);
+    if (stepIndex(this.r.step) > stepIndex('migrating'))
+      throw new MoveIncomplete(`cannot roll back at step ${this.r.step}; run move again to finish`);
     this.d.log(`rolling back: ${reason}`);
     await this.cp('rollback:before');
     if (st) await this.helper.release(this.src.volid);
     await this.cp('rollback:released');
-    await this.d.kube.patchPv(this.r.oldPv, { spec: { persistentVolumeReclaimPolicy: this.r.reclaimPolicy }, ...recordPatch(null) });
+    await this.d.kube.patchPv(this.r.oldPv, {
+      spec: { persistentVolumeReclaimPolicy: this.r.reclaimPolicy },
+      ...recordPatch(null),
+    });
     this.done.push('rolled-back');
     throw new MoveRolledBack(reason);
   }

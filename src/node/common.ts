@@ -64,7 +64,11 @@ export function asCsiError(e: unknown, what: string): CsiError {
  * onto. A file holding data, a non-empty directory, a device node, a planted symlink: refused
  * and left as they are. Returns false when nothing was there.
  */
-export async function removePublishTarget(target: string, volumeId: string, opts: { allowEmptyFile: boolean }): Promise<boolean> {
+export async function removePublishTarget(
+  target: string,
+  volumeId: string,
+  opts: { allowEmptyFile: boolean },
+): Promise<boolean> {
   let st;
   try {
     st = await fs.lstat(target);
@@ -73,7 +77,9 @@ export async function removePublishTarget(target: string, volumeId: string, opts
     throw e;
   }
   const refuse = (what: string) =>
-    new FailedPrecondition(`volume ${volumeId}: target ${target} is not mounted but ${what}; this plugin did not create that and will not delete it`);
+    new FailedPrecondition(
+      `volume ${volumeId}: target ${target} is not mounted but ${what}; this plugin did not create that and will not delete it`,
+    );
   if (st.isSymbolicLink()) throw symlinkRefused(target, volumeId);
   if (st.isDirectory()) {
     try {
@@ -94,7 +100,9 @@ export async function removePublishTarget(target: string, volumeId: string, opts
 }
 
 function symlinkRefused(target: string, volumeId: string): CsiError {
-  return new InvalidArgument(`volume ${volumeId}: ${target} is a symbolic link; node paths must be real directories or files inside the kubelet directory`);
+  return new InvalidArgument(
+    `volume ${volumeId}: ${target} is a symbolic link; node paths must be real directories or files inside the kubelet directory`,
+  );
 }
 
 /** Refuse a symlink as the last component of a path the driver is about to create or mount on. */

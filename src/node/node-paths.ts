@@ -51,7 +51,9 @@ export class KubeletDir {
     const shown = JSON.stringify(raw);
     if (CONTROL.test(raw)) throw new InvalidArgument(`${rpc}: ${field} ${shown} contains control characters`);
     if (!raw.startsWith('/')) {
-      throw new InvalidArgument(`${rpc}: ${field} ${shown} is not an absolute path; node paths must be absolute and inside the kubelet directory ${this.dir}`);
+      throw new InvalidArgument(
+        `${rpc}: ${field} ${shown} is not an absolute path; node paths must be absolute and inside the kubelet directory ${this.dir}`,
+      );
     }
     const abs = path.resolve(raw);
     let canonical: string;
@@ -115,17 +117,32 @@ export function confineToKubeletDir(backend: NodeBackend, kubeletDir: string): N
         ctx,
       ),
     nodeUnpublishVolume: async (req, ctx) =>
-      backend.nodeUnpublishVolume({ ...req, targetPath: await k.checkOptional(req.targetPath, 'target_path', 'NodeUnpublishVolume') }, ctx),
+      backend.nodeUnpublishVolume(
+        { ...req, targetPath: await k.checkOptional(req.targetPath, 'target_path', 'NodeUnpublishVolume') },
+        ctx,
+      ),
   };
   const stage = backend.nodeStageVolume;
   if (stage) {
     out.nodeStageVolume = async (req, ctx) =>
-      stage({ ...req, stagingTargetPath: await k.checkOptional(req.stagingTargetPath, 'staging_target_path', 'NodeStageVolume') }, ctx);
+      stage(
+        {
+          ...req,
+          stagingTargetPath: await k.checkOptional(req.stagingTargetPath, 'staging_target_path', 'NodeStageVolume'),
+        },
+        ctx,
+      );
   }
   const unstage = backend.nodeUnstageVolume;
   if (unstage) {
     out.nodeUnstageVolume = async (req, ctx) =>
-      unstage({ ...req, stagingTargetPath: await k.checkOptional(req.stagingTargetPath, 'staging_target_path', 'NodeUnstageVolume') }, ctx);
+      unstage(
+        {
+          ...req,
+          stagingTargetPath: await k.checkOptional(req.stagingTargetPath, 'staging_target_path', 'NodeUnstageVolume'),
+        },
+        ctx,
+      );
   }
   const stats = backend.nodeGetVolumeStats;
   if (stats) {

@@ -23,7 +23,10 @@ export function abnormal(message: string): NodeGetVolumeStatsResponse {
   };
 }
 
-export function healthy(usage: NonNullable<NodeGetVolumeStatsResponse['usage']>, message = ''): NodeGetVolumeStatsResponse {
+export function healthy(
+  usage: NonNullable<NodeGetVolumeStatsResponse['usage']>,
+  message = '',
+): NodeGetVolumeStatsResponse {
   return { usage, volumeCondition: { abnormal: false, message } };
 }
 
@@ -34,11 +37,15 @@ export function healthy(usage: NonNullable<NodeGetVolumeStatsResponse['usage']>,
 export async function probeVolumePath(
   mounter: Mounter,
   volumePath: string,
-): Promise<{ kind: 'ok'; state: Extract<PathState, { state: 'ok' }> } | { kind: 'done'; response: NodeGetVolumeStatsResponse }> {
+): Promise<
+  { kind: 'ok'; state: Extract<PathState, { state: 'ok' }> } | { kind: 'done'; response: NodeGetVolumeStatsResponse }
+> {
   const st = await mounter.probe(volumePath);
   if (st.state === 'missing') throw new NotFound(`volume path ${volumePath} does not exist on this node`);
   if (st.state === 'ok' && st.kind === 'symlink') {
-    throw new InvalidArgument(`volume path ${volumePath} is a symbolic link; node paths must be real directories or files inside the kubelet directory`);
+    throw new InvalidArgument(
+      `volume path ${volumePath} is a symbolic link; node paths must be real directories or files inside the kubelet directory`,
+    );
   }
   if (st.state === 'broken') {
     return { kind: 'done', response: abnormal(`volume path ${volumePath} is not usable (${st.errno}): ${st.message}`) };

@@ -73,10 +73,14 @@ export interface LinuxBlockDevicesOptions {
 const sleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve) => {
     const t = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
-      clearTimeout(t);
-      resolve();
-    }, { once: true });
+    signal?.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(t);
+        resolve();
+      },
+      { once: true },
+    );
   });
 
 async function readOr(file: string): Promise<string> {
@@ -189,7 +193,8 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
     async size(device) {
       const { stdout } = await exec.run('blockdev', ['--getsize64', device], { timeoutMs: 30_000 });
       const n = Number(stdout.trim());
-      if (!Number.isSafeInteger(n) || n < 0) throw new Error(`blockdev --getsize64 ${device} printed ${JSON.stringify(stdout)}`);
+      if (!Number.isSafeInteger(n) || n < 0)
+        throw new Error(`blockdev --getsize64 ${device} printed ${JSON.stringify(stdout)}`);
       return n;
     },
 
@@ -277,7 +282,7 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
       const handle = await fs.open(device, 'r');
       try {
         const buf = Buffer.alloc(64 * 1024);
-        for (let off = 0; off < bytes; ) {
+        for (let off = 0; off < bytes;) {
           const { bytesRead } = await handle.read(buf, 0, Math.min(buf.length, bytes - off), off);
           if (bytesRead === 0) return false;
           for (let i = 0; i < bytesRead; i++) if (buf[i] !== 0) return true;

@@ -160,7 +160,8 @@ export function createLinuxCryptsetup(o: LinuxCryptsetupOptions): Cryptsetup {
     } catch (e) {
       // Exit codes (cryptsetup(8)): 2 = no permission (bad passphrase), 5 = device exists or busy.
       if (isCommandError(e, 'exit') && e.exitCode === 2) throw new LuksKeyRejected(what, e.stderr);
-      if (isCommandError(e, 'exit') && e.exitCode === 5) throw new LuksBusy(`${what}: ${e.stderr || 'device busy or already exists'}`);
+      if (isCommandError(e, 'exit') && e.exitCode === 5)
+        throw new LuksBusy(`${what}: ${e.stderr || 'device busy or already exists'}`);
       throw e;
     }
   };
@@ -177,7 +178,17 @@ export function createLinuxCryptsetup(o: LinuxCryptsetupOptions): Cryptsetup {
   return {
     async format(device, passphrase) {
       await run(
-        ['luksFormat', '--batch-mode', '--type', LUKS_TYPE, '--cipher', LUKS_CIPHER, `--key-size=${LUKS_KEY_BITS}`, '--key-file=-', device],
+        [
+          'luksFormat',
+          '--batch-mode',
+          '--type',
+          LUKS_TYPE,
+          '--cipher',
+          LUKS_CIPHER,
+          `--key-size=${LUKS_KEY_BITS}`,
+          '--key-file=-',
+          device,
+        ],
         passphrase,
         device,
       );

@@ -46,7 +46,13 @@ export interface Mounter {
   list(): Promise<MountEntry[]>;
   /** The topmost mount whose mount point is exactly `target` (parent symlinks resolved). */
   find(target: string): Promise<MountEntry | undefined>;
-  mount(source: string, target: string, fstype: string, options: readonly string[], opts?: MountCallOptions): Promise<void>;
+  mount(
+    source: string,
+    target: string,
+    fstype: string,
+    options: readonly string[],
+    opts?: MountCallOptions,
+  ): Promise<void>;
   /** Bind `source` onto `target`; `readonly` and per-mount flags are applied by a bind remount. */
   bindMount(source: string, target: string, opts: { readonly: boolean; flags?: readonly string[] }): Promise<void>;
   /**
@@ -69,8 +75,21 @@ export interface LinuxMounterOptions {
 
 /** Per-mount VFS flags that a bind remount can change; filesystem options cannot be. */
 export const BIND_REMOUNT_FLAGS = new Set([
-  'ro', 'rw', 'nosuid', 'suid', 'nodev', 'dev', 'noexec', 'exec',
-  'noatime', 'atime', 'nodiratime', 'diratime', 'relatime', 'norelatime', 'strictatime',
+  'ro',
+  'rw',
+  'nosuid',
+  'suid',
+  'nodev',
+  'dev',
+  'noexec',
+  'exec',
+  'noatime',
+  'atime',
+  'nodiratime',
+  'diratime',
+  'relatime',
+  'norelatime',
+  'strictatime',
 ]);
 
 const MAX_LAYERS = 8;
@@ -85,7 +104,7 @@ export function parseFindmntJson(json: string): MountEntry[] {
   const list = (doc as { filesystems?: unknown }).filesystems;
   if (!Array.isArray(list)) return [];
   return list.map((raw: Record<string, unknown>) => {
-    const s = (k: string) => (typeof raw[k] === 'string' ? (raw[k]) : raw[k] == null ? '' : String(raw[k]));
+    const s = (k: string) => (typeof raw[k] === 'string' ? raw[k] : raw[k] == null ? '' : String(raw[k]));
     return {
       target: s('target'),
       source: s('source'),

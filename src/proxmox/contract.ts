@@ -34,7 +34,10 @@ export const PUBLISH_CONTEXT_DEVICE_PATH = 'DevicePath';
 export const PUBLISH_CONTEXT_LUN = 'lun';
 
 export function publishContextForSlot(slot: number): Record<string, string> {
-  return { [PUBLISH_CONTEXT_DEVICE_PATH]: `/dev/disk/by-id/wwn-${wwnForSlot(slot)}`, [PUBLISH_CONTEXT_LUN]: String(slot) };
+  return {
+    [PUBLISH_CONTEXT_DEVICE_PATH]: `/dev/disk/by-id/wwn-${wwnForSlot(slot)}`,
+    [PUBLISH_CONTEXT_LUN]: String(slot),
+  };
 }
 
 // ---- WWN schemes ---------------------------------------------------------------------------

@@ -1,5 +1,9 @@
 // Public surface of the Proxmox backend for src/main.ts and the tests.
-export { createProxmoxController, PROXMOX_CONTROLLER_CAPABILITIES, PROXMOX_DRIVER_NAME } from './controller/controller.js';
+export {
+  createProxmoxController,
+  PROXMOX_CONTROLLER_CAPABILITIES,
+  PROXMOX_DRIVER_NAME,
+} from './controller/controller.js';
 export type { ProxmoxController, ProxmoxControllerOptions } from './controller/controller.js';
 export type { ProxmoxApi } from './api/api.js';
 export { createHttpProxmoxApi } from './api/http-api.js';

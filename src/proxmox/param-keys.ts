@@ -34,8 +34,14 @@ export const PROXMOX_PARAMETERS: Record<string, ParamDef> = {
     doc: 'Proxmox storage replication: upstream requires a zfspool storage; LVM-thin cannot replicate, so only false is accepted',
     schema: onlyFalse,
   },
-  replicateSchedule: { doc: 'replication schedule; read by upstream only with replicate=true, so it has no effect here', schema: { type: 'string' } },
-  replicateZones: { doc: 'replication target zones; read by upstream only with replicate=true, so it has no effect here', schema: { type: 'string' } },
+  replicateSchedule: {
+    doc: 'replication schedule; read by upstream only with replicate=true, so it has no effect here',
+    schema: { type: 'string' },
+  },
+  replicateZones: {
+    doc: 'replication target zones; read by upstream only with replicate=true, so it has no effect here',
+    schema: { type: 'string' },
+  },
   resizeRequired: {
     doc: 'upstream bookkeeping for volumes restored from a snapshot (grown on first publish); no snapshots here, so only false is accepted',
     schema: onlyFalse,

@@ -22,7 +22,8 @@ export function parseVolumeId(id: string): VolumeRef | undefined {
   const parts = id.split('/');
   if (parts.length !== 4) return undefined;
   const [region, zone, storage, disk] = parts as [string, string, string, string];
-  if (!REGION_RE.test(region) || !ZONE_RE.test(zone) || !STORAGE_RE.test(storage) || !DISK_RE.test(disk)) return undefined;
+  if (!REGION_RE.test(region) || !ZONE_RE.test(zone) || !STORAGE_RE.test(storage) || !DISK_RE.test(disk))
+    return undefined;
   return { region, zone, storage, disk };
 }
 
@@ -61,6 +62,9 @@ export function diskNameFor(controllerVmId: number, name: string): string {
   if (NAME_CHARS_RE.test(name) && prefix.length + name.length <= MAX_DISK_NAME) return prefix + name;
   const hash = createHash('sha256').update(name).digest('hex').slice(0, 16);
   const room = MAX_DISK_NAME - prefix.length - hash.length - 1;
-  const readable = name.replace(/[^A-Za-z0-9_.-]/g, '-').slice(0, room).replace(/-+$/, '');
+  const readable = name
+    .replace(/[^A-Za-z0-9_.-]/g, '-')
+    .slice(0, room)
+    .replace(/-+$/, '');
   return `${prefix}${readable ? readable + '-' : ''}${hash}`;
 }

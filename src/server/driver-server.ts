@@ -35,10 +35,19 @@ export interface RunningServer {
 export async function startDriverServer(o: DriverServerOptions): Promise<RunningServer> {
   const endpoint: Endpoint = parseEndpoint(o.endpoint);
   const log = o.log.child({ driver: o.driver.name });
-  const env: CallEnv = { driver: o.driver.name, log, locks: new KeyedLock(), inflight: { n: 0 }, ...(o.metrics && { metrics: o.metrics }) };
+  const env: CallEnv = {
+    driver: o.driver.name,
+    log,
+    locks: new KeyedLock(),
+    inflight: { n: 0 },
+    ...(o.metrics && { metrics: o.metrics }),
+  };
   const pkg = csiGrpc().csi.v1;
   const server = new grpc.Server({ 'grpc.max_receive_message_length': 4 * 1024 * 1024 });
-  server.addService(pkg.Identity.service, identityService(env, o.driver, { version: o.version, probeTimeoutMs: o.probeTimeoutMs ?? 5000 }));
+  server.addService(
+    pkg.Identity.service,
+    identityService(env, o.driver, { version: o.version, probeTimeoutMs: o.probeTimeoutMs ?? 5000 }),
+  );
   const services = ['Identity'];
   if (o.mode !== 'node' && o.driver.controller) {
     server.addService(pkg.Controller.service, controllerService(env, o.driver.controller));
@@ -50,7 +59,9 @@ export async function startDriverServer(o: DriverServerOptions): Promise<Running
   }
   if (endpoint.kind === 'unix') await removeStaleSocket(endpoint.path);
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(grpcAddress(endpoint), grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    server.bindAsync(grpcAddress(endpoint), grpc.ServerCredentials.createInsecure(), (err, p) =>
+      err ? reject(err) : resolve(p),
+    ),
   );
   const actual: Endpoint = endpoint.kind === 'tcp' ? { ...endpoint, port } : endpoint;
   log.info({ endpoint: formatEndpoint(actual), services }, 'serving');

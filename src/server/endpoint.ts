@@ -13,7 +13,12 @@ export function parseEndpoint(raw: string): Endpoint {
   const tcp = /^tcp:\/\/([^/:]+|\[[0-9a-fA-F:]+\]):(\d{1,5})\/?$/.exec(raw);
   if (tcp) {
     const port = Number(tcp[2]);
-    if (port <= 65535) return { kind: 'tcp', host: defined(tcp[1], 'host of the tcp:// endpoint pattern').replace(/^\[|\]$/g, ''), port };
+    if (port <= 65535)
+      return {
+        kind: 'tcp',
+        host: defined(tcp[1], 'host of the tcp:// endpoint pattern').replace(/^\[|\]$/g, ''),
+        port,
+      };
   }
   throw new Error(`"${raw}" is not an endpoint: use unix:///absolute/path.sock or tcp://127.0.0.1:PORT`);
 }
@@ -22,7 +27,8 @@ export function grpcAddress(e: Endpoint): string {
   return e.kind === 'unix' ? `unix://${e.path}` : `${e.host.includes(':') ? `[${e.host}]` : e.host}:${e.port}`;
 }
 
-export const formatEndpoint = (e: Endpoint): string => (e.kind === 'unix' ? `unix://${e.path}` : `tcp://${e.host}:${e.port}`);
+export const formatEndpoint = (e: Endpoint): string =>
+  e.kind === 'unix' ? `unix://${e.path}` : `tcp://${e.host}:${e.port}`;
 
 /**
  * A socket file left by a process that died is removed; one that still accepts connections

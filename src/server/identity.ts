@@ -30,7 +30,9 @@ export function identityService(env: CallEnv, driver: Driver, info: IdentityInfo
       requestType: 'ProbeRequest',
       impl: async (_req, ctx) => {
         const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(info.probeTimeoutMs)]);
-        const timeout = new Promise<boolean>((resolve) => signal.addEventListener('abort', () => resolve(false), { once: true }));
+        const timeout = new Promise<boolean>((resolve) =>
+          signal.addEventListener('abort', () => resolve(false), { once: true }),
+        );
         const ready = await Promise.race([driver.probe(signal).catch(() => false), timeout]);
         if (!ready) ctx.log.warn('backend did not answer the probe');
         return { ready: { value: ready } };

@@ -62,7 +62,12 @@ export function unary<Req, Res>(env: CallEnv, spec: CallSpec<Req, Res>): grpc.ha
       if (!impl) throw new Unimplemented(`${spec.method} is not supported by ${env.driver}`);
       const ctx: CallContext = { log, signal: ac.signal, ...(deadlineMs !== undefined && { deadline: deadlineMs }) };
       const keys = spec.keys?.(req) ?? [];
-      return keys.length > 0 ? env.locks.tryRun(keys.map((k) => `${env.driver}/${k}`), () => impl(req, ctx)) : impl(req, ctx);
+      return keys.length > 0
+        ? env.locks.tryRun(
+            keys.map((k) => `${env.driver}/${k}`),
+            () => impl(req, ctx),
+          )
+        : impl(req, ctx);
     };
     run().then(
       (res) => {
@@ -72,7 +77,11 @@ export function unary<Req, Res>(env: CallEnv, spec: CallSpec<Req, Res>): grpc.ha
       (err: unknown) => {
         const mapped = mapError(err);
         const code = codeName(mapped.code);
-        if (mapped.unexpected) log.error({ err: mapped.logged ?? err, ...(mapped.logged !== err && { wrappedAs: mapped.message }) }, 'unexpected error');
+        if (mapped.unexpected)
+          log.error(
+            { err: mapped.logged ?? err, ...(mapped.logged !== err && { wrappedAs: mapped.message }) },
+            'unexpected error',
+          );
         finish(code, mapped.message);
         callback(toServiceError(mapped));
       },

@@ -24,7 +24,9 @@ export function checkLimits(req: unknown, method: string): void {
     if (limit === undefined) continue;
     const bytes = Buffer.byteLength(value, 'utf8');
     if (bytes > limit) {
-      throw new InvalidArgument(`${method}: ${snake(field)} is ${bytes} bytes long; at most ${limit} bytes are accepted (it begins ${JSON.stringify(value.slice(0, 64))})`);
+      throw new InvalidArgument(
+        `${method}: ${snake(field)} is ${bytes} bytes long; at most ${limit} bytes are accepted (it begins ${JSON.stringify(value.slice(0, 64))})`,
+      );
     }
   }
 }

@@ -32,10 +32,12 @@ export class Metrics {
     registers: [this.registry],
     collect: async () => {
       this.backendUp.reset();
-      await Promise.all(this.healthChecks.map(async ({ driver, check }) => {
-        const results = await check(AbortSignal.timeout(HEALTH_TIMEOUT_MS)).catch(() => []);
-        for (const r of results) this.backendUp.set({ driver, kind: r.kind, backend: r.backend }, r.up ? 1 : 0);
-      }));
+      await Promise.all(
+        this.healthChecks.map(async ({ driver, check }) => {
+          const results = await check(AbortSignal.timeout(HEALTH_TIMEOUT_MS)).catch(() => []);
+          for (const r of results) this.backendUp.set({ driver, kind: r.kind, backend: r.backend }, r.up ? 1 : 0);
+        }),
+      );
     },
   });
 

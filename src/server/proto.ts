@@ -31,7 +31,8 @@ export function csiReflection(): protobuf.Root {
 function serializer(type: protobuf.Type): (value: object) => Buffer {
   return (value) => {
     // As @grpc/proto-loader: a plain object in the generated types' shape, converted, encoded.
-    if (Array.isArray(value)) throw new Error(`Failed to serialize message: expected object with ${type.name} structure, got array instead`);
+    if (Array.isArray(value))
+      throw new Error(`Failed to serialize message: expected object with ${type.name} structure, got array instead`);
     const bytes = type.encode(type.fromObject(value)).finish();
     return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   };

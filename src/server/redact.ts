@@ -29,7 +29,10 @@ function redactMessage(type: protobuf.Type, value: unknown): unknown {
       continue;
     }
     if (field.options?.['(csi_secret)'] === true) {
-      out[key] = field.map && v && typeof v === 'object' ? Object.fromEntries(Object.keys(v).map((k) => [k, REDACTED])) : REDACTED;
+      out[key] =
+        field.map && v && typeof v === 'object'
+          ? Object.fromEntries(Object.keys(v).map((k) => [k, REDACTED]))
+          : REDACTED;
     } else if (field.map && v && typeof v === 'object') {
       out[key] = redactMap(v as Record<string, unknown>);
     } else if (key === 'mountFlags' && Array.isArray(v)) {

@@ -12,10 +12,18 @@ export interface SelfProbeResult {
   detail: string;
 }
 
-type ProbeFn = (req: object, md: grpc.Metadata, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: { ready?: { value?: boolean } | null }) => void) => void;
+type ProbeFn = (
+  req: object,
+  md: grpc.Metadata,
+  o: grpc.CallOptions,
+  cb: (e: grpc.ServiceError | null, r?: { ready?: { value?: boolean } | null }) => void,
+) => void;
 
 /** endpoints: driver name → `unix:///path` or `tcp://127.0.0.1:PORT` as served. */
-export function selfProbe(endpoints: ReadonlyMap<string, string>, timeoutMs: number): { check(): Promise<SelfProbeResult>; close(): void } {
+export function selfProbe(
+  endpoints: ReadonlyMap<string, string>,
+  timeoutMs: number,
+): { check(): Promise<SelfProbeResult>; close(): void } {
   const Identity = csiGrpc().csi.v1.Identity;
   const clients = new Map<string, grpc.Client>();
   for (const [driver, endpoint] of endpoints) {

@@ -41,7 +41,12 @@ export interface MappedError {
 export function mapError(err: unknown): MappedError {
   if (err instanceof CsiError) {
     const bug = programmingError(err);
-    return { code: CODES[err.kind], message: bounded(err.message), unexpected: bug !== undefined, ...(bug && { logged: bug }) };
+    return {
+      code: CODES[err.kind],
+      message: bounded(err.message),
+      unexpected: bug !== undefined,
+      ...(bug && { logged: bug }),
+    };
   }
   const message = err instanceof Error ? err.message : String(err);
   return { code: status.INTERNAL, message: bounded(`internal error: ${message}`), unexpected: true, logged: err };

@@ -59,7 +59,14 @@ function socketWiring(spec: PodSpec, sidecar: string, endpointFlag: string) {
 t.test('controller: one driver process, each driver with its own sidecars', async (t) => {
   const spec = controllerOf();
   const names = spec.containers.map((c) => c.name).sort();
-  t.strictSame(names, ['nfs-provisioner', 'nfs-resizer', 'proxmox-attacher', 'proxmox-provisioner', 'proxmox-resizer', 'pve-nfs-csi']);
+  t.strictSame(names, [
+    'nfs-provisioner',
+    'nfs-resizer',
+    'proxmox-attacher',
+    'proxmox-provisioner',
+    'proxmox-resizer',
+    'pve-nfs-csi',
+  ]);
   const plugin = container(spec, 'pve-nfs-csi');
   t.equal(flag(plugin.args, '--mode'), 'controller');
   t.equal(flag(plugin.args, '--proxmox-endpoint'), 'unix:///csi/proxmox/csi.sock');
@@ -108,10 +115,18 @@ t.test('controller sidecar arguments', async (t) => {
   // The driver probes both of its sockets itself (/healthz): a livenessprobe sidecar could watch
   // one, and a failing sidecar probe would restart the sidecar, not the driver.
   const plugin = container(spec, 'pve-nfs-csi');
-  t.same(plugin.livenessProbe?.httpGet, { path: '/healthz', port: 'metrics' }, 'the driver is restarted when a socket stops answering');
+  t.same(
+    plugin.livenessProbe?.httpGet,
+    { path: '/healthz', port: 'metrics' },
+    'the driver is restarted when a socket stops answering',
+  );
   t.ok(plugin.ports?.some((p) => p.name === 'metrics' && p.containerPort === 9810));
   for (const c of spec.containers.filter((c) => c.image.startsWith('registry.k8s.io/'))) {
-    t.match(c.image, /^registry\.k8s\.io\/sig-storage\/(csi-provisioner|csi-attacher|csi-resizer):v\d+\.\d+\.\d+$/, c.name);
+    t.match(
+      c.image,
+      /^registry\.k8s\.io\/sig-storage\/(csi-provisioner|csi-attacher|csi-resizer):v\d+\.\d+\.\d+$/,
+      c.name,
+    );
   }
 });
 
@@ -167,27 +182,42 @@ t.test('node: privileged plugin, kubelet dir, /dev, /sys, one registrar per driv
     t.ok(r.securityContext?.capabilities?.drop?.includes('ALL'));
   }
   t.same(spec.tolerations, [{ operator: 'Exists' }], 'runs on every node by default');
-  t.equal(spec.containers.find((c) => c.name === 'liveness-probe'), undefined, 'the driver probes its sockets itself');
+  t.equal(
+    spec.containers.find((c) => c.name === 'liveness-probe'),
+    undefined,
+    'the driver probes its sockets itself',
+  );
   t.equal(flag(plugin.args, '--metrics-address'), '127.0.0.1:29664', 'metrics and health on loopback only');
   t.same(plugin.livenessProbe?.httpGet, { path: '/healthz', port: 29664, host: '127.0.0.1' });
 });
 
-t.test('VolumeAttributesClass: on by default in the Proxmox provisioner and resizer, one value turns it off', async (t) => {
-  const gate = (spec: PodSpec, name: string) => (container(spec, name).args ?? []).filter((a) => a.startsWith('--feature-gates'));
-  for (const name of ['proxmox-provisioner', 'proxmox-resizer']) {
-    t.strictSame(gate(controllerOf(), name), [], `${name}: the GA gate is left to probe the v1 API`);
-  }
-  const off = controllerOf(render({ set: ['proxmox.volumeAttributesClass=false'] }));
-  for (const name of ['proxmox-provisioner', 'proxmox-resizer']) {
-    t.strictSame(gate(off, name), ['--feature-gates=VolumeAttributesClass=false'], name);
-  }
-  // What the sidecars read: the class of a PVC, and the PVC status they write the result to.
-  t.ok(allows(defaults.get('ClusterRole', 'pve-pve-nfs-csi-external-provisioner'), 'storage.k8s.io', 'volumeattributesclasses', 'watch'));
-  const rsz = defaults.get('ClusterRole', 'pve-pve-nfs-csi-external-resizer');
-  t.ok(allows(rsz, 'storage.k8s.io', 'volumeattributesclasses', 'watch'));
-  t.ok(allows(rsz, '', 'persistentvolumeclaims/status', 'patch'));
-  t.ok(allows(rsz, '', 'persistentvolumes', 'patch'));
-});
+t.test(
+  'VolumeAttributesClass: on by default in the Proxmox provisioner and resizer, one value turns it off',
+  async (t) => {
+    const gate = (spec: PodSpec, name: string) =>
+      (container(spec, name).args ?? []).filter((a) => a.startsWith('--feature-gates'));
+    for (const name of ['proxmox-provisioner', 'proxmox-resizer']) {
+      t.strictSame(gate(controllerOf(), name), [], `${name}: the GA gate is left to probe the v1 API`);
+    }
+    const off = controllerOf(render({ set: ['proxmox.volumeAttributesClass=false'] }));
+    for (const name of ['proxmox-provisioner', 'proxmox-resizer']) {
+      t.strictSame(gate(off, name), ['--feature-gates=VolumeAttributesClass=false'], name);
+    }
+    // What the sidecars read: the class of a PVC, and the PVC status they write the result to.
+    t.ok(
+      allows(
+        defaults.get('ClusterRole', 'pve-pve-nfs-csi-external-provisioner'),
+        'storage.k8s.io',
+        'volumeattributesclasses',
+        'watch',
+      ),
+    );
+    const rsz = defaults.get('ClusterRole', 'pve-pve-nfs-csi-external-resizer');
+    t.ok(allows(rsz, 'storage.k8s.io', 'volumeattributesclasses', 'watch'));
+    t.ok(allows(rsz, '', 'persistentvolumeclaims/status', 'patch'));
+    t.ok(allows(rsz, '', 'persistentvolumes', 'patch'));
+  },
+);
 
 t.test('RBAC: least privilege per component', async (t) => {
   for (const role of [...defaults.all('ClusterRole'), ...defaults.all('Role')]) {
@@ -228,7 +258,10 @@ t.test('RBAC: least privilege per component', async (t) => {
       t.ok(defaults.find('ServiceAccount', s.name));
     }
   }
-  t.notOk(allows(defaults.get('ClusterRole', 'pve-pve-nfs-csi-node'), '', 'nodes', 'list'), 'a node reads only its own Node');
+  t.notOk(
+    allows(defaults.get('ClusterRole', 'pve-pve-nfs-csi-node'), '', 'nodes', 'list'),
+    'a node reads only its own Node',
+  );
 });
 
 const params = (sc: K8sObject) => sc.parameters as Record<string, string>;
@@ -241,13 +274,25 @@ t.test('default StorageClass reproduces proxmox-local', async (t) => {
   t.equal(sc.volumeBindingMode, 'WaitForFirstConsumer');
   t.equal(sc.reclaimPolicy, 'Delete');
   t.equal(sc.allowVolumeExpansion, true);
-  t.strictSame(params(sc), { storage: 'local-lvm', [FSTYPE_KEY]: 'ext4', backup: 'true', cache: 'writethrough', ssd: 'true' });
+  t.strictSame(params(sc), {
+    storage: 'local-lvm',
+    [FSTYPE_KEY]: 'ext4',
+    backup: 'true',
+    cache: 'writethrough',
+    ssd: 'true',
+  });
 });
 
 t.test('seed values reproduce the seed cluster', async (t) => {
   const local = seed.get('StorageClass', 'proxmox-local');
   t.strictSame(
-    { p: local.provisioner, b: local.volumeBindingMode, r: local.reclaimPolicy, e: local.allowVolumeExpansion, params: params(local) },
+    {
+      p: local.provisioner,
+      b: local.volumeBindingMode,
+      r: local.reclaimPolicy,
+      e: local.allowVolumeExpansion,
+      params: params(local),
+    },
     {
       p: PROXMOX,
       b: 'WaitForFirstConsumer',
@@ -259,7 +304,13 @@ t.test('seed values reproduce the seed cluster', async (t) => {
   t.equal(local.metadata.annotations?.['storageclass.kubernetes.io/is-default-class'], 'true');
   const nfs = seed.get('StorageClass', 'syno-nfs-csi');
   t.strictSame(
-    { p: nfs.provisioner, b: nfs.volumeBindingMode, r: nfs.reclaimPolicy, e: nfs.allowVolumeExpansion, params: params(nfs) },
+    {
+      p: nfs.provisioner,
+      b: nfs.volumeBindingMode,
+      r: nfs.reclaimPolicy,
+      e: nfs.allowVolumeExpansion,
+      params: params(nfs),
+    },
     {
       p: NFS,
       b: 'Immediate',
@@ -273,26 +324,41 @@ t.test('seed values reproduce the seed cluster', async (t) => {
       },
     },
   );
-  t.equal(nfs.metadata.annotations?.['storageclass.kubernetes.io/is-default-class'], undefined, 'only one default class');
+  t.equal(
+    nfs.metadata.annotations?.['storageclass.kubernetes.io/is-default-class'],
+    undefined,
+    'only one default class',
+  );
   const ctl = controllerOf(seed);
   t.equal(volume(ctl, 'proxmox-config').secret?.secretName, 'proxmox-csi-plugin');
   t.equal(ctl.nodeSelector?.['node-role.kubernetes.io/control-plane'], '');
   const cp = { key: 'node-role.kubernetes.io/control-plane', operator: 'Exists', effect: 'NoSchedule' };
   t.same(ctl.tolerations, [cp]);
-  t.ok(nodeOf(seed).tolerations?.some((x) => x.key === cp.key && x.effect === 'NoSchedule'), 'node plugin runs on control planes');
+  t.ok(
+    nodeOf(seed).tolerations?.some((x) => x.key === cp.key && x.effect === 'NoSchedule'),
+    'node plugin runs on control planes',
+  );
   t.equal(seed.all('Secret').length, 0, 'the ExternalSecret owns the config, the chart does not');
-  for (const o of seed.objects.filter((o) => o.metadata.namespace !== undefined)) t.equal(o.metadata.namespace, 'csi-proxmox');
+  for (const o of seed.objects.filter((o) => o.metadata.namespace !== undefined))
+    t.equal(o.metadata.namespace, 'csi-proxmox');
 });
 
 t.test('metrics Services select the pods that serve the port', async (t) => {
-  t.equal(defaults.find('Service', 'pve-pve-nfs-csi-node-metrics'), undefined, 'no node Service while the node listens on loopback');
+  t.equal(
+    defaults.find('Service', 'pve-pve-nfs-csi-node-metrics'),
+    undefined,
+    'no node Service while the node listens on loopback',
+  );
   const reachable = render({ set: ['metrics.nodeAddress=hostIP'] });
   const node = nodeOf(reachable);
   const plugin = container(node, 'pve-nfs-csi');
   t.equal(flag(plugin.args, '--metrics-address'), '$(HOST_IP):29664', 'the node address, not every interface');
   t.equal(plugin.env?.find((e) => e.name === 'HOST_IP')?.valueFrom?.fieldRef?.fieldPath, 'status.hostIP');
   t.equal(plugin.livenessProbe?.httpGet?.host, undefined, 'probed on the pod IP, which is the node IP');
-  t.equal(flag(container(nodeOf(render({ set: ['metrics.nodeAddress=0.0.0.0'] })), 'pve-nfs-csi').args, '--metrics-address'), '0.0.0.0:29664');
+  t.equal(
+    flag(container(nodeOf(render({ set: ['metrics.nodeAddress=0.0.0.0'] })), 'pve-nfs-csi').args, '--metrics-address'),
+    '0.0.0.0:29664',
+  );
   for (const [component, spec, port] of [
     ['controller', controllerOf(reachable), 9810],
     ['node', node, 29664],
@@ -301,11 +367,18 @@ t.test('metrics Services select the pods that serve the port', async (t) => {
       selector: Record<string, string>;
       ports: { port: number; targetPort: string }[];
     };
-    const workload = reachable.objects.find((o) => ['Deployment', 'DaemonSet'].includes(o.kind) && o.metadata.name.endsWith(component))!;
-    const labels = (workload.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
+    const workload = reachable.objects.find(
+      (o) => ['Deployment', 'DaemonSet'].includes(o.kind) && o.metadata.name.endsWith(component),
+    )!;
+    const labels = (workload.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata
+      .labels;
     for (const [k, v] of Object.entries(svc.selector)) t.equal(labels[k], v, `${component} selector ${k}`);
     t.equal(svc.ports[0]!.port, port);
-    t.ok(container(spec, 'pve-nfs-csi').ports?.some((p) => p.name === svc.ports[0]!.targetPort && p.containerPort === port));
+    t.ok(
+      container(spec, 'pve-nfs-csi').ports?.some(
+        (p) => p.name === svc.ports[0]!.targetPort && p.containerPort === port,
+      ),
+    );
   }
 });
 
@@ -313,19 +386,39 @@ t.test('two controller replicas: a PodDisruptionBudget and a soft spread over no
   const dep = defaults.all('Deployment')[0]!;
   t.equal((dep.spec as { replicas: number }).replicas, 2);
   const spec = podSpec(dep) as PodSpec & {
-    affinity?: { podAntiAffinity?: { preferredDuringSchedulingIgnoredDuringExecution?: { podAffinityTerm: { topologyKey: string; labelSelector: { matchLabels: Record<string, string> } } }[] } };
-    topologySpreadConstraints?: { topologyKey: string; whenUnsatisfiable: string; maxSkew: number; labelSelector: { matchLabels: Record<string, string> } }[];
+    affinity?: {
+      podAntiAffinity?: {
+        preferredDuringSchedulingIgnoredDuringExecution?: {
+          podAffinityTerm: { topologyKey: string; labelSelector: { matchLabels: Record<string, string> } };
+        }[];
+      };
+    };
+    topologySpreadConstraints?: {
+      topologyKey: string;
+      whenUnsatisfiable: string;
+      maxSkew: number;
+      labelSelector: { matchLabels: Record<string, string> };
+    }[];
   };
-  const podLabels = (dep.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
+  const podLabels = (dep.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata
+    .labels;
   const selects = (m: Record<string, string>) => Object.entries(m).every(([k, v]) => podLabels[k] === v);
   const anti = spec.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution ?? [];
-  t.same(anti.map((a) => a.podAffinityTerm.topologyKey), ['kubernetes.io/hostname'], 'prefers another node');
+  t.same(
+    anti.map((a) => a.podAffinityTerm.topologyKey),
+    ['kubernetes.io/hostname'],
+    'prefers another node',
+  );
   t.ok(anti.every((a) => selects(a.podAffinityTerm.labelSelector.matchLabels)));
   const spread = spec.topologySpreadConstraints ?? [];
-  t.same(spread.map((c) => [c.topologyKey, c.whenUnsatisfiable, c.maxSkew]), [
-    ['kubernetes.io/hostname', 'ScheduleAnyway', 1],
-    ['topology.kubernetes.io/zone', 'ScheduleAnyway', 1],
-  ], 'soft, so a one-node cluster still runs both');
+  t.same(
+    spread.map((c) => [c.topologyKey, c.whenUnsatisfiable, c.maxSkew]),
+    [
+      ['kubernetes.io/hostname', 'ScheduleAnyway', 1],
+      ['topology.kubernetes.io/zone', 'ScheduleAnyway', 1],
+    ],
+    'soft, so a one-node cluster still runs both',
+  );
   t.ok(spread.every((c) => selects(c.labelSelector.matchLabels)));
   const pdb = defaults.get('PodDisruptionBudget', 'pve-pve-nfs-csi-controller');
   const pdbSpec = pdb.spec as { maxUnavailable: number; selector: { matchLabels: Record<string, string> } };
@@ -335,26 +428,52 @@ t.test('two controller replicas: a PodDisruptionBudget and a soft spread over no
 
   const one = render({ set: ['controller.replicas=1'] });
   t.equal(one.all('PodDisruptionBudget').length, 0, 'one replica: no budget (it would block every drain)');
-  t.equal((podSpec(one.all('Deployment')[0]!) as { topologySpreadConstraints?: unknown }).topologySpreadConstraints, undefined);
-  const own = render({ set: ['controller.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=a', 'controller.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists'] });
+  t.equal(
+    (podSpec(one.all('Deployment')[0]!) as { topologySpreadConstraints?: unknown }).topologySpreadConstraints,
+    undefined,
+  );
+  const own = render({
+    set: [
+      'controller.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=a',
+      'controller.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists',
+    ],
+  });
   const ownAffinity = (podSpec(own.all('Deployment')[0]!) as { affinity?: Record<string, unknown> }).affinity;
-  t.same(Object.keys(ownAffinity ?? {}), ['nodeAffinity'], 'an affinity of the user replaces the default anti-affinity');
+  t.same(
+    Object.keys(ownAffinity ?? {}),
+    ['nodeAffinity'],
+    'an affinity of the user replaces the default anti-affinity',
+  );
 });
 
 t.test('ServiceMonitor: optional, one per scrapeable metrics Service', async (t) => {
   t.equal(defaults.all('ServiceMonitor').length, 0, 'off by default (needs the prometheus-operator CRD)');
   const loop = render({ set: ['metrics.serviceMonitor.enabled=true', 'metrics.serviceMonitor.labels.release=kps'] });
-  t.same(loop.all('ServiceMonitor').map((o) => o.metadata.name), ['pve-pve-nfs-csi-controller'], 'no node monitor while the node listens on loopback');
+  t.same(
+    loop.all('ServiceMonitor').map((o) => o.metadata.name),
+    ['pve-pve-nfs-csi-controller'],
+    'no node monitor while the node listens on loopback',
+  );
   const both = render({ set: ['metrics.serviceMonitor.enabled=true', 'metrics.nodeAddress=hostIP'] });
   for (const component of ['controller', 'node']) {
     const sm = both.get('ServiceMonitor', `pve-pve-nfs-csi-${component}`);
     const svc = both.get('Service', `pve-pve-nfs-csi-${component}-metrics`);
-    const spec = sm.spec as { selector: { matchLabels: Record<string, string> }; endpoints: { port: string; path: string }[] };
-    for (const [k, v] of Object.entries(spec.selector.matchLabels)) t.equal(svc.metadata.labels?.[k], v, `${component} monitor selects its Service (${k})`);
-    t.same(spec.endpoints.map((e) => [e.port, e.path]), [['metrics', '/metrics']]);
+    const spec = sm.spec as {
+      selector: { matchLabels: Record<string, string> };
+      endpoints: { port: string; path: string }[];
+    };
+    for (const [k, v] of Object.entries(spec.selector.matchLabels))
+      t.equal(svc.metadata.labels?.[k], v, `${component} monitor selects its Service (${k})`);
+    t.same(
+      spec.endpoints.map((e) => [e.port, e.path]),
+      [['metrics', '/metrics']],
+    );
   }
   t.equal(loop.get('ServiceMonitor', 'pve-pve-nfs-csi-controller').metadata.labels?.release, 'kps');
-  t.equal(render({ set: ['metrics.serviceMonitor.enabled=true', 'metrics.enabled=false'] }).all('ServiceMonitor').length, 0);
+  t.equal(
+    render({ set: ['metrics.serviceMonitor.enabled=true', 'metrics.enabled=false'] }).all('ServiceMonitor').length,
+    0,
+  );
 });
 
 t.test('each driver socket is watched, whichever drivers are on; metrics off keeps the probe', async (t) => {
@@ -376,5 +495,9 @@ t.test('resources match the memory budget the image sizes its heap from', async 
   // image/entrypoint.sh: old space = (limit - 96 MiB) / 2. 192Mi: 48 MiB; both drivers measured
   // ~116 MiB RSS after 2,000 operations with a 32 MiB old space, so this leaves headroom.
   t.same(ctl.resources, { requests: { cpu: '20m', memory: '96Mi' }, limits: { memory: '192Mi' } });
-  t.same(node.resources, { requests: { cpu: '20m', memory: '64Mi' }, limits: { memory: '256Mi' } }, 'mkfs and mount.nfs run in this cgroup too');
+  t.same(
+    node.resources,
+    { requests: { cpu: '20m', memory: '64Mi' }, limits: { memory: '256Mi' } },
+    'mkfs and mount.nfs run in this cgroup too',
+  );
 });

@@ -97,7 +97,9 @@ export interface Rendered {
 export function helmBinary(): string {
   const bin = process.env.HELM ?? path.join(ROOT, '.tools/helm');
   if (!fs.existsSync(bin)) {
-    throw new Error(`helm not found at ${bin}: run scripts/helm-test.sh (it installs helm v3.22.0 into .tools/) or set HELM`);
+    throw new Error(
+      `helm not found at ${bin}: run scripts/helm-test.sh (it installs helm v3.22.0 into .tools/) or set HELM`,
+    );
   }
   return bin;
 }
@@ -128,7 +130,15 @@ export interface RenderOptions {
 }
 
 function templateArgs(o: RenderOptions): string[] {
-  const args = ['template', o.release ?? 'pve', CHART, '--namespace', o.namespace ?? 'csi-storage', '--kube-version', KUBE_VERSION];
+  const args = [
+    'template',
+    o.release ?? 'pve',
+    CHART,
+    '--namespace',
+    o.namespace ?? 'csi-storage',
+    '--kube-version',
+    KUBE_VERSION,
+  ];
   for (const f of o.valuesFiles ?? []) args.push('--values', f);
   for (const s of o.set ?? []) args.push('--set', s);
   return args;
@@ -150,7 +160,8 @@ export function render(o: RenderOptions = {}): Rendered {
     all: (kind) => objects.filter((x) => x.kind === kind),
     get(kind, name) {
       const found = find(kind, name);
-      if (!found) throw new Error(`no ${kind} ${name} among ${objects.map((x) => `${x.kind}/${x.metadata.name}`).join(', ')}`);
+      if (!found)
+        throw new Error(`no ${kind} ${name} among ${objects.map((x) => `${x.kind}/${x.metadata.name}`).join(', ')}`);
       return found;
     },
   };

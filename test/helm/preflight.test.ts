@@ -8,26 +8,51 @@ import { container, render, renderError, SEED_VALUES, type K8sObject } from './h
 
 const pod = (objs: K8sObject[]) => objs.find((o) => o.kind === 'Pod' && o.metadata.name.endsWith('-preflight'))!;
 const cm = (objs: K8sObject[]) => objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name.endsWith('-preflight'))!;
-const args = (p: K8sObject) => container((p.spec as never), 'preflight').args ?? [];
+const args = (p: K8sObject) => container(p.spec as never, 'preflight').args ?? [];
 
 t.test('a helm test Pod by default, with the config Secret and the values it reads', async (t) => {
   const r = render({ valuesFiles: [SEED_VALUES] });
   const p = pod(r.objects);
   t.equal((p.metadata as { annotations?: Record<string, string> }).annotations?.['helm.sh/hook'], 'test');
-  t.same(args(p).slice(0, 5), ['preflight', '--values', '/etc/preflight/values.yaml', '--config', '/etc/proxmox/config.yaml']);
-  const values = parse((cm(r.objects) as unknown as { data: Record<string, string> }).data['values.yaml']!) as Record<string, unknown>;
+  t.same(args(p).slice(0, 5), [
+    'preflight',
+    '--values',
+    '/etc/preflight/values.yaml',
+    '--config',
+    '/etc/proxmox/config.yaml',
+  ]);
+  const values = parse((cm(r.objects) as unknown as { data: Record<string, string> }).data['values.yaml']!) as Record<
+    string,
+    unknown
+  >;
   t.same(Object.keys(values).sort(), ['controller', 'nfs', 'proxmox']);
-  const fromPreflight = classesFromValues(values).map((c) => [c.name, c.parameters]).sort();
-  const rendered = r.all('StorageClass').map((o) => [o.metadata.name, (o as unknown as { parameters: Record<string, string> }).parameters]).sort();
+  const fromPreflight = classesFromValues(values)
+    .map((c) => [c.name, c.parameters])
+    .sort();
+  const rendered = r
+    .all('StorageClass')
+    .map((o) => [o.metadata.name, (o as unknown as { parameters: Record<string, string> }).parameters])
+    .sort();
   t.same(fromPreflight, rendered, 'preflight checks exactly the StorageClasses the chart creates');
 });
 
 t.test('never the credentials; pre-install hook and the old policy on request', async (t) => {
-  const r = render({ set: ['proxmox.config.clusters[0].url=https://pve:8006/api2/json', 'proxmox.config.clusters[0].token_id=a@pve!b', 'proxmox.config.clusters[0].token_secret=s3cr3t-value', 'proxmox.config.clusters[0].region=homelab',
-    'preflight.hook=pre-install', 'preflight.previousDefaultOnDeletePolicy=retain'] });
+  const r = render({
+    set: [
+      'proxmox.config.clusters[0].url=https://pve:8006/api2/json',
+      'proxmox.config.clusters[0].token_id=a@pve!b',
+      'proxmox.config.clusters[0].token_secret=s3cr3t-value',
+      'proxmox.config.clusters[0].region=homelab',
+      'preflight.hook=pre-install',
+      'preflight.previousDefaultOnDeletePolicy=retain',
+    ],
+  });
   t.notMatch(JSON.stringify(cm(r.objects)), /s3cr3t-value|token_secret/, 'the ConfigMap carries no secret');
   const p = pod(r.objects);
-  t.equal((p.metadata as { annotations?: Record<string, string> }).annotations?.['helm.sh/hook'], 'pre-install,pre-upgrade');
+  t.equal(
+    (p.metadata as { annotations?: Record<string, string> }).annotations?.['helm.sh/hook'],
+    'pre-install,pre-upgrade',
+  );
   t.match(args(p).join(' '), /--previous-default-ondelete-policy retain/);
   t.equal(pod(render({ set: ['preflight.enabled=false'] }).objects), undefined, 'off');
   t.match(renderError({ set: ['preflight.hook=sometimes'] }), /hook/);

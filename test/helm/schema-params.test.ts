@@ -19,15 +19,38 @@ import { render, renderError } from './helm.js';
 
 /** One valid value per key; a key added to a driver without one here fails the test. */
 const PROXMOX_EXAMPLES: Record<string, string> = {
-  storage: 'local-lvm', storageFormat: 'raw', aio: 'native', cache: 'none', ssd: 'true', backup: 'false', iothread: 'true',
-  diskIOPS: '100', diskMBps: '10', blockSize: '4096', inodeSize: '256', replicate: 'false', replicateSchedule: '*/15',
-  replicateZones: 'hyper1,hyper2', resizeRequired: 'false', resizeSizeBytes: '0', encrypted: 'false', [FSTYPE_KEY]: 'xfs',
+  storage: 'local-lvm',
+  storageFormat: 'raw',
+  aio: 'native',
+  cache: 'none',
+  ssd: 'true',
+  backup: 'false',
+  iothread: 'true',
+  diskIOPS: '100',
+  diskMBps: '10',
+  blockSize: '4096',
+  inodeSize: '256',
+  replicate: 'false',
+  replicateSchedule: '*/15',
+  replicateZones: 'hyper1,hyper2',
+  resizeRequired: 'false',
+  resizeSizeBytes: '0',
+  encrypted: 'false',
+  [FSTYPE_KEY]: 'xfs',
 };
 const NFS_EXAMPLES: Record<string, string> = {
-  server: 'nas.example', share: '/volume1/k8s-volumes/talos', subDir: 'apps/data', mountPermissions: '0770', onDelete: 'retain', uid: '1000', gid: '1000',
+  server: 'nas.example',
+  share: '/volume1/k8s-volumes/talos',
+  subDir: 'apps/data',
+  mountPermissions: '0770',
+  onDelete: 'retain',
+  uid: '1000',
+  gid: '1000',
 };
 
-const schema = JSON.parse(fs.readFileSync(SCHEMA_FILE, 'utf8')) as { definitions: Record<string, { properties: Record<string, unknown> }> };
+const schema = JSON.parse(fs.readFileSync(SCHEMA_FILE, 'utf8')) as {
+  definitions: Record<string, { properties: Record<string, unknown> }>;
+};
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'schema-params-'));
 t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
 const valuesFile = (v: unknown) => {
@@ -42,11 +65,27 @@ t.test('values.schema.json is what scripts/gen-chart-schema.ts generates', async
 });
 
 for (const [driver, defs, examples, def, accepts] of [
-  [PROXMOX_DRIVER_NAME, PROXMOX_PARAMETERS, PROXMOX_EXAMPLES, 'proxmoxParameters', (p: Record<string, string>) => parseCreateParameters(p)],
-  [NFS_DRIVER_NAME, NFS_PARAMETERS, NFS_EXAMPLES, 'nfsParameters', (p: Record<string, string>) => parseCreateParams('pv-1', p, 'delete')],
+  [
+    PROXMOX_DRIVER_NAME,
+    PROXMOX_PARAMETERS,
+    PROXMOX_EXAMPLES,
+    'proxmoxParameters',
+    (p: Record<string, string>) => parseCreateParameters(p),
+  ],
+  [
+    NFS_DRIVER_NAME,
+    NFS_PARAMETERS,
+    NFS_EXAMPLES,
+    'nfsParameters',
+    (p: Record<string, string>) => parseCreateParams('pv-1', p, 'delete'),
+  ],
 ] as const) {
   t.test(`${driver}: driver keys = schema keys, each accepted by both`, async (t) => {
-    t.same(Object.keys(schema.definitions[def]!.properties).sort(), Object.keys(defs).sort(), 'the schema lists exactly the driver keys');
+    t.same(
+      Object.keys(schema.definitions[def]!.properties).sort(),
+      Object.keys(defs).sort(),
+      'the schema lists exactly the driver keys',
+    );
     t.same(Object.keys(examples).sort(), Object.keys(defs).sort(), 'every driver key has an example in this test');
     t.doesNotThrow(() => accepts({ ...examples }), 'the driver accepts every key at once');
     const err = (() => {
@@ -59,12 +98,19 @@ for (const [driver, defs, examples, def, accepts] of [
     })();
     t.match(err, /colour/, 'the driver refuses an unknown key by name');
 
-    const cls = (parameters: Record<string, string>) => driver === NFS_DRIVER_NAME
-      ? { nfs: { storageClasses: [{ name: 'c', parameters }] } }
-      : { proxmox: { storageClasses: [{ name: 'c', parameters }] } };
+    const cls = (parameters: Record<string, string>) =>
+      driver === NFS_DRIVER_NAME
+        ? { nfs: { storageClasses: [{ name: 'c', parameters }] } }
+        : { proxmox: { storageClasses: [{ name: 'c', parameters }] } };
     const r = render({ valuesFiles: [valuesFile(cls(examples))] });
-    const sc = r.all('StorageClass').find((o) => o.metadata.name === 'c') as unknown as { parameters: Record<string, string> };
+    const sc = r.all('StorageClass').find((o) => o.metadata.name === 'c') as unknown as {
+      parameters: Record<string, string>;
+    };
     for (const k of Object.keys(examples)) t.equal(sc.parameters[k], examples[k], `the chart renders ${k}`);
-    t.match(renderError({ valuesFiles: [valuesFile(cls({ ...examples, colour: 'blue' }))] }), /colour/, 'the schema refuses an unknown key by name');
+    t.match(
+      renderError({ valuesFiles: [valuesFile(cls({ ...examples, colour: 'blue' }))] }),
+      /colour/,
+      'the schema refuses an unknown key by name',
+    );
   });
 }

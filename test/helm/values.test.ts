@@ -9,7 +9,10 @@ import { NFS_DRIVER_NAME } from '../../src/nfs/contract.js';
 const PROXMOX = PROXMOX_DRIVER_NAME;
 const NFS = NFS_DRIVER_NAME;
 const names = (objs: K8sObject[]) => objs.map((o) => o.metadata.name).sort();
-const containers = (o: K8sObject) => podSpec(o).containers.map((c) => c.name).sort();
+const containers = (o: K8sObject) =>
+  podSpec(o)
+    .containers.map((c) => c.name)
+    .sort();
 const nfsClass = (i: number, name: string, server = 'nas.example', share = '/export') => [
   `nfs.storageClasses[${i}].name=${name}`,
   `nfs.storageClasses[${i}].parameters.server=${server}`,
@@ -44,7 +47,10 @@ t.test('Proxmox driver off: no attacher, capacity, config or hot-plug RBAC', asy
   t.equal(r.find('Role', 'pve-pve-nfs-csi-capacity'), undefined);
   const node = podSpec(r.all('DaemonSet')[0]!);
   t.strictSame(containers(r.all('DaemonSet')[0]!), ['nfs-registrar', 'pve-nfs-csi']);
-  t.equal(volume(node, mountAt(container(node, 'nfs-registrar'), '/csi')!.name).hostPath?.path, `/var/lib/kubelet/plugins/${NFS}`);
+  t.equal(
+    volume(node, mountAt(container(node, 'nfs-registrar'), '/csi')!.name).hostPath?.path,
+    `/var/lib/kubelet/plugins/${NFS}`,
+  );
   t.notOk(JSON.stringify(r.objects).includes(PROXMOX), 'the Proxmox driver name appears nowhere');
 });
 
@@ -84,11 +90,13 @@ t.test('inline Proxmox config becomes a Secret the controller mounts', async (t)
     secretName: 'pve-pve-nfs-csi-proxmox-config',
     items: [{ key: 'config.yaml', path: 'config.yaml' }],
   });
-  const annotations = (ctl.spec as { template: { metadata: { annotations?: Record<string, string> } } }).template.metadata.annotations;
+  const annotations = (ctl.spec as { template: { metadata: { annotations?: Record<string, string> } } }).template
+    .metadata.annotations;
   const before = annotations?.['checksum/proxmox-config'];
   t.match(before, /^[0-9a-f]{64}$/, 'a config change rolls the controller');
   const changed = render({ set: [...set, 'proxmox.config.clusters[0].region=other'] }).all('Deployment')[0]!;
-  const after = (changed.spec as { template: { metadata: { annotations?: Record<string, string> } } }).template.metadata.annotations;
+  const after = (changed.spec as { template: { metadata: { annotations?: Record<string, string> } } }).template.metadata
+    .annotations;
   t.not(after?.['checksum/proxmox-config'], before);
   t.match(renderError({ set: ['proxmox.existingConfigSecret='] }), /proxmox\.config\.clusters is empty/);
 });
@@ -130,7 +138,10 @@ t.test('a minimal NFS class gets the syno-nfs-csi defaults; a class can override
   t.equal(kept.allowVolumeExpansion, false, 'false wins over a true default');
   t.strictSame(kept.parameters, { server: 'nas2.example', share: '/srv', onDelete: 'retain' }, '"" removes a default');
   t.strictSame(kept.mountOptions, ['nfsvers=4.1']);
-  t.match(renderError({ set: ['nfs.storageClasses[0].name=x', 'nfs.storageClasses[0].parameters.server=a'] }), /"x" of nfs\.csi\.k8s\.io needs parameters\.share/);
+  t.match(
+    renderError({ set: ['nfs.storageClasses[0].name=x', 'nfs.storageClasses[0].parameters.server=a'] }),
+    /"x" of nfs\.csi\.k8s\.io needs parameters\.share/,
+  );
 });
 
 t.test('Proxmox class overrides and numbers', async (t) => {
@@ -155,7 +166,10 @@ t.test('Proxmox class overrides and numbers', async (t) => {
     backup: 'false',
     ssd: 'true',
   });
-  t.match(renderError({ set: ['proxmox.storageClasses[0].name=nostore'] }), /"nostore" of csi\.proxmox\.sinextra\.dev needs parameters\.storage/);
+  t.match(
+    renderError({ set: ['proxmox.storageClasses[0].name=nostore'] }),
+    /"nostore" of csi\.proxmox\.sinextra\.dev needs parameters\.storage/,
+  );
 });
 
 t.test('values.schema.json refuses bad values', async (t) => {
@@ -209,20 +223,37 @@ t.test('image tag defaults to the chart appVersion', async (t) => {
 });
 
 t.test('inline NFS volumes are opt-in: the CSIDriver lists Ephemeral only when enabled', async (t) => {
-  const spec = (set: string[]) => render({ set }).get('CSIDriver', NFS).spec as { volumeLifecycleModes: string[]; attachRequired: boolean };
+  const spec = (set: string[]) =>
+    render({ set }).get('CSIDriver', NFS).spec as { volumeLifecycleModes: string[]; attachRequired: boolean };
   t.strictSame(spec([]).volumeLifecycleModes, ['Persistent'], 'off by default, like upstream');
   const on = spec(['nfs.enableInlineVolume=true']);
   t.strictSame(on.volumeLifecycleModes, ['Persistent', 'Ephemeral']);
   t.equal(on.attachRequired, false);
-  t.strictSame((render({ set: ['nfs.enableInlineVolume=true'] }).get('CSIDriver', PROXMOX).spec as { volumeLifecycleModes: string[] }).volumeLifecycleModes, ['Persistent'], 'never for Proxmox disks');
+  t.strictSame(
+    (
+      render({ set: ['nfs.enableInlineVolume=true'] }).get('CSIDriver', PROXMOX).spec as {
+        volumeLifecycleModes: string[];
+      }
+    ).volumeLifecycleModes,
+    ['Persistent'],
+    'never for Proxmox disks',
+  );
   t.match(renderError({ set: ['nfs.enableInlineVolume=maybe'] }), /enableInlineVolume/);
 });
 
 t.test("controller.defaultOnDeletePolicy (csi-driver-nfs's name) reaches the NFS controller", async (t) => {
-  const arg = (set: string[]) => flag(container(podSpec(render({ set: [...set, ...nfsClass(0, 'nfs')] }).all('Deployment')[0]!), 'pve-nfs-csi').args, '--default-ondelete-policy');
+  const arg = (set: string[]) =>
+    flag(
+      container(podSpec(render({ set: [...set, ...nfsClass(0, 'nfs')] }).all('Deployment')[0]!), 'pve-nfs-csi').args,
+      '--default-ondelete-policy',
+    );
   t.equal(arg([]), 'delete', "upstream's default");
   t.equal(arg(['controller.defaultOnDeletePolicy=retain']), 'retain');
-  t.match(renderError({ set: ['controller.defaultOnDeletePolicy=retian'] }), /defaultOnDeletePolicy/, 'a typo is refused by the schema');
+  t.match(
+    renderError({ set: ['controller.defaultOnDeletePolicy=retian'] }),
+    /defaultOnDeletePolicy/,
+    'a typo is refused by the schema',
+  );
   const off = container(podSpec(render({ set: ['nfs.enabled=false'] }).all('Deployment')[0]!), 'pve-nfs-csi').args;
   t.equal(flag(off, '--default-ondelete-policy'), undefined, 'not passed without the NFS driver');
 });

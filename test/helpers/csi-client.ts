@@ -22,7 +22,10 @@ export interface CallOptions {
 /** One promise-returning method per RPC of a generated service definition. */
 export type Rpcs<D> = {
   [M in keyof D]: D[M] extends MethodDefinition<object, object, object, object>
-    ? (req?: Parameters<D[M]['requestSerialize']>[0], o?: CallOptions) => Promise<ReturnType<D[M]['responseDeserialize']>>
+    ? (
+        req?: Parameters<D[M]['requestSerialize']>[0],
+        o?: CallOptions,
+      ) => Promise<ReturnType<D[M]['responseDeserialize']>>
     : never;
 };
 
@@ -52,7 +55,10 @@ export function csiClient(endpoint: string, timeoutMs = 30_000): CsiClient {
   const creds = grpc.credentials.createInsecure();
   const clients: grpc.Client[] = [];
 
-  function service<D extends grpc.ServiceDefinition>(ctor: { new (address: string, credentials: grpc.ChannelCredentials): grpc.Client; service: D }): Rpcs<D> {
+  function service<D extends grpc.ServiceDefinition>(ctor: {
+    new (address: string, credentials: grpc.ChannelCredentials): grpc.Client;
+    service: D;
+  }): Rpcs<D> {
     const client = new ctor(target, creds);
     clients.push(client);
     const rpcs: Record<string, (req?: unknown, o?: CallOptions) => Promise<unknown>> = {};
@@ -77,7 +83,10 @@ export function csiClient(endpoint: string, timeoutMs = 30_000): CsiClient {
   const identity = service(pkg.Identity);
   const controller = service(pkg.Controller);
   const node = service(pkg.Node);
-  const untyped = { identity, controller, node } as unknown as Record<string, Record<string, ((req: object) => Promise<unknown>) | undefined>>;
+  const untyped = { identity, controller, node } as unknown as Record<
+    string,
+    Record<string, ((req: object) => Promise<unknown>) | undefined>
+  >;
   return {
     identity,
     controller,

@@ -2,7 +2,8 @@
 // (innermost first, lazily if busy) so a failed test never leaves a mount behind.
 import { execFileSync } from 'node:child_process';
 
-const run = (cmd: string, args: string[]) => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+const run = (cmd: string, args: string[]) =>
+  execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 
 export function mountsUnder(root: string): string[] {
   const doc = JSON.parse(run('findmnt', ['-J', '-l', '-o', 'TARGET'])) as { filesystems?: { target: string }[] };

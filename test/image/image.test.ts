@@ -15,7 +15,8 @@ import { wwnHexForSlot as wwnForSlot } from '../../src/proxmox/contract.js';
 import { startProxmoxBackend } from '../../scripts/lib/backends.js';
 
 const IMAGE = process.env.IMAGE;
-if (!IMAGE || !process.env.CONTAINERS_STORAGE_CONF) throw new Error('run through scripts/image.sh (IMAGE and CONTAINERS_* unset)');
+if (!IMAGE || !process.env.CONTAINERS_STORAGE_CONF)
+  throw new Error('run through scripts/image.sh (IMAGE and CONTAINERS_* unset)');
 /** The image's size budget (bytes, as podman reports it); see docs/image.md for what is in it.
  * Raised from 350 MB to 390 MB when the day-2 subcommands (issue 13) brought @kubernetes/client-node
  * into the production node_modules (measured 379 MB); cutting it back (prune the library's unused
@@ -28,7 +29,8 @@ const execFileP = promisify(execFile);
 // lets it raise.
 const RUN = ['run', '--runtime', 'runc', '--ulimit', 'nofile=20000:20000', '--ulimit', 'nproc=32768:32768'];
 
-const podman = (...args: string[]) => execFileSync('podman', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+const podman = (...args: string[]) =>
+  execFileSync('podman', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 const podmanP = async (...args: string[]) => (await execFileP('podman', args, { encoding: 'utf8' })).stdout.trim();
 
 function tempDir(t: { teardown(fn: () => void): void }, mode = 0o755): string {
@@ -39,7 +41,12 @@ function tempDir(t: { teardown(fn: () => void): void }, mode = 0o755): string {
 }
 
 /** Starts a detached container; removed (killed) in teardown whatever happens. */
-function startContainer(t: { teardown(fn: () => void | Promise<void>): void }, name: string, args: string[], cmd: string[]): string {
+function startContainer(
+  t: { teardown(fn: () => void | Promise<void>): void },
+  name: string,
+  args: string[],
+  cmd: string[],
+): string {
   const id = podman(...RUN, '-d', '--name', `${name}-${process.pid}`, ...args, IMAGE!, ...cmd);
   t.teardown(() => {
     try {
@@ -63,10 +70,15 @@ async function waitForSocket(file: string, id: string, ms = 30_000): Promise<voi
 
 /** PID (in the container) and status lines of the node process. */
 function nodeProcess(id: string): { pid: string; uid: string; env: string } {
-  const out = podman('exec', id, 'sh', '-c',
+  const out = podman(
+    'exec',
+    id,
+    'sh',
+    '-c',
     // By executable: Node 24 names its main thread "MainThread" in comm.
     'for p in /proc/[0-9]*; do [ "$(readlink $p/exe 2>/dev/null)" = /usr/local/bin/node ] || continue; ' +
-    'echo "${p#/proc/}"; grep "^Uid:" $p/status; tr "\\0" "\\n" <$p/environ | grep "^NODE_OPTIONS=" || echo NODE_OPTIONS=; break; done');
+      'echo "${p#/proc/}"; grep "^Uid:" $p/status; tr "\\0" "\\n" <$p/environ | grep "^NODE_OPTIONS=" || echo NODE_OPTIONS=; break; done',
+  );
   const [pid = '', uid = '', env = ''] = out.split('\n');
   return { pid, uid: uid.split(/\s+/)[1] ?? '', env: env.slice('NODE_OPTIONS='.length) };
 }
@@ -80,66 +92,121 @@ t.test('image size within budget', async (t) => {
 t.test('every tool the node plugin runs is in the image', async (t) => {
   // src/os (mounter, statfs, blockdevices), mount -t nfs → mount.nfs, LUKS → cryptsetup;
   // tini is the entrypoint.
-  const tools = ['mount', 'umount', 'findmnt', 'stat', 'blkid', 'blockdev', 'mkfs.ext4', 'mkfs.xfs',
-    'resize2fs', 'xfs_growfs', 'mount.nfs', 'cryptsetup', 'tini'];
-  const out = podman(...RUN, '--rm', '--entrypoint', '/bin/sh', IMAGE, '-c',
-    `for t in ${tools.join(' ')}; do command -v "$t" >/dev/null && echo "ok $t" || echo "missing $t"; done`);
+  const tools = [
+    'mount',
+    'umount',
+    'findmnt',
+    'stat',
+    'blkid',
+    'blockdev',
+    'mkfs.ext4',
+    'mkfs.xfs',
+    'resize2fs',
+    'xfs_growfs',
+    'mount.nfs',
+    'cryptsetup',
+    'tini',
+  ];
+  const out = podman(
+    ...RUN,
+    '--rm',
+    '--entrypoint',
+    '/bin/sh',
+    IMAGE,
+    '-c',
+    `for t in ${tools.join(' ')}; do command -v "$t" >/dev/null && echo "ok $t" || echo "missing $t"; done`,
+  );
   for (const tool of tools) t.match(out, new RegExp(`^ok ${tool.replace('.', '\\.')}$`, 'm'), tool);
   // Installed but broken (a missing library) counts as missing.
-  const versions = podman(...RUN, '--rm', '--entrypoint', '/bin/sh', IMAGE, '-c',
-    'mkfs.xfs -V && cryptsetup --version && mount.nfs -V && tini --version && node --version');
+  const versions = podman(
+    ...RUN,
+    '--rm',
+    '--entrypoint',
+    '/bin/sh',
+    IMAGE,
+    '-c',
+    'mkfs.xfs -V && cryptsetup --version && mount.nfs -V && tini --version && node --version',
+  );
   t.match(versions, /cryptsetup 2\./, 'cryptsetup runs');
   t.match(versions, /^v24\./m, 'node 24 runs');
 });
 
-t.test('controller: uid 65532, read-only root, both sockets answer Probe, heap from the memory limit, clean SIGTERM, zombies reaped', async (t) => {
-  const runDir = tempDir(t);
-  const backends = await startProxmoxBackend(runDir, { backend: 'none' });
-  t.teardown(() => backends.close());
-  // The container user reads the simulator's config and CA, and creates the sockets.
-  execFileSync('chmod', ['-R', 'a+rX', runDir]);
-  const sock = tempDir(t, 0o777);
-  const id = startContainer(t, 'pve-nfs-csi-controller', [
-    '--read-only', '--read-only-tmpfs=false', '--network', 'host', '--memory', '256m',
-    '-v', `${sock}:/csi`, '-v', `${runDir}:${runDir}:ro`,
-  ], ['--mode', 'controller', '--proxmox-endpoint', 'unix:///csi/proxmox.sock', '--nfs-endpoint', 'unix:///csi/nfs.sock',
-    ...backends.controllerArgs]);
-  await waitForSocket(path.join(sock, 'proxmox.sock'), id);
-  await waitForSocket(path.join(sock, 'nfs.sock'), id);
+t.test(
+  'controller: uid 65532, read-only root, both sockets answer Probe, heap from the memory limit, clean SIGTERM, zombies reaped',
+  async (t) => {
+    const runDir = tempDir(t);
+    const backends = await startProxmoxBackend(runDir, { backend: 'none' });
+    t.teardown(() => backends.close());
+    // The container user reads the simulator's config and CA, and creates the sockets.
+    execFileSync('chmod', ['-R', 'a+rX', runDir]);
+    const sock = tempDir(t, 0o777);
+    const id = startContainer(
+      t,
+      'pve-nfs-csi-controller',
+      [
+        '--read-only',
+        '--read-only-tmpfs=false',
+        '--network',
+        'host',
+        '--memory',
+        '256m',
+        '-v',
+        `${sock}:/csi`,
+        '-v',
+        `${runDir}:${runDir}:ro`,
+      ],
+      [
+        '--mode',
+        'controller',
+        '--proxmox-endpoint',
+        'unix:///csi/proxmox.sock',
+        '--nfs-endpoint',
+        'unix:///csi/nfs.sock',
+        ...backends.controllerArgs,
+      ],
+    );
+    await waitForSocket(path.join(sock, 'proxmox.sock'), id);
+    await waitForSocket(path.join(sock, 'nfs.sock'), id);
 
-  for (const [drv, name] of [['proxmox', 'csi.proxmox.sinextra.dev'], ['nfs', 'nfs.csi.k8s.io']]) {
-    const c = csiClient(`unix://${path.join(sock, `${drv}.sock`)}`, 10_000);
-    t.teardown(() => c.close());
-    t.equal((await c.identity.GetPluginInfo()).name, name, `${drv} socket serves ${name}`);
-    t.same((await c.identity.Probe()).ready, { value: true }, `${drv} Probe ready`);
-  }
+    for (const [drv, name] of [
+      ['proxmox', 'csi.proxmox.sinextra.dev'],
+      ['nfs', 'nfs.csi.k8s.io'],
+    ]) {
+      const c = csiClient(`unix://${path.join(sock, `${drv}.sock`)}`, 10_000);
+      t.teardown(() => c.close());
+      t.equal((await c.identity.GetPluginInfo()).name, name, `${drv} socket serves ${name}`);
+      t.same((await c.identity.Probe()).ready, { value: true }, `${drv} Probe ready`);
+    }
 
-  t.equal(podman('exec', id, 'cat', '/proc/1/comm'), 'tini', 'PID 1 is tini');
-  const node = nodeProcess(id);
-  t.equal(node.uid, '65532', 'node runs as uid 65532');
-  t.equal(podman('exec', id, 'id', '-u'), '65532', 'the image user is 65532');
-  // (256 MiB - 96 MiB) / 2: image/entrypoint.sh read the container's cgroup limit.
-  t.equal(node.env, '--max-old-space-size=80', 'heap sized from the 256 MiB memory limit');
-  const write = await podmanP('exec', id, 'sh', '-c', 'touch /app/x /tmp/x 2>&1; echo rc=$?').catch((e) => String(e));
-  t.match(write, /Read-only file system/, 'the root filesystem is read-only');
+    t.equal(podman('exec', id, 'cat', '/proc/1/comm'), 'tini', 'PID 1 is tini');
+    const node = nodeProcess(id);
+    t.equal(node.uid, '65532', 'node runs as uid 65532');
+    t.equal(podman('exec', id, 'id', '-u'), '65532', 'the image user is 65532');
+    // (256 MiB - 96 MiB) / 2: image/entrypoint.sh read the container's cgroup limit.
+    t.equal(node.env, '--max-old-space-size=80', 'heap sized from the 256 MiB memory limit');
+    const write = await podmanP('exec', id, 'sh', '-c', 'touch /app/x /tmp/x 2>&1; echo rc=$?').catch((e) => String(e));
+    t.match(write, /Read-only file system/, 'the root filesystem is read-only');
 
-  // A double fork: the grandchild is orphaned inside the container, reparented to PID 1, and
-  // must be reaped when it exits. Node as PID 1 would leave it a zombie.
-  const orphan = podman('exec', id, 'sh', '-c', 'sh -c "sleep 1 & echo \\$!"');
-  t.match(orphan, /^\d+$/, 'orphan pid');
-  await sleep(2500);
-  const state = podman('exec', id, 'sh', '-c', `grep '^State:' /proc/${orphan}/status 2>/dev/null || echo gone`);
-  t.equal(state, 'gone', `the orphan ${orphan} was reaped (not a zombie: ${state})`);
+    // A double fork: the grandchild is orphaned inside the container, reparented to PID 1, and
+    // must be reaped when it exits. Node as PID 1 would leave it a zombie.
+    const orphan = podman('exec', id, 'sh', '-c', 'sh -c "sleep 1 & echo \\$!"');
+    t.match(orphan, /^\d+$/, 'orphan pid');
+    await sleep(2500);
+    const state = podman('exec', id, 'sh', '-c', `grep '^State:' /proc/${orphan}/status 2>/dev/null || echo gone`);
+    t.equal(state, 'gone', `the orphan ${orphan} was reaped (not a zombie: ${state})`);
 
-  const t0 = Date.now();
-  // Async: the test's own gRPC clients must stay responsive while the server closes (a blocked
-  // event loop here would hold the HTTP/2 sessions open until the drain timeout).
-  await podmanP('stop', '-t', '20', id);
-  const stopMs = Date.now() - t0;
-  t.equal(podman('inspect', '--format', '{{.State.ExitCode}}', id), '0', 'SIGTERM: exit code 0', { logs: podman('logs', id).split('\n').slice(-8) });
-  t.ok(stopMs < 10_000, `SIGTERM: stopped in ${stopMs} ms, without podman's SIGKILL`);
-  t.notOk(fs.existsSync(path.join(sock, 'proxmox.sock')), 'socket removed on exit');
-});
+    const t0 = Date.now();
+    // Async: the test's own gRPC clients must stay responsive while the server closes (a blocked
+    // event loop here would hold the HTTP/2 sessions open until the drain timeout).
+    await podmanP('stop', '-t', '20', id);
+    const stopMs = Date.now() - t0;
+    t.equal(podman('inspect', '--format', '{{.State.ExitCode}}', id), '0', 'SIGTERM: exit code 0', {
+      logs: podman('logs', id).split('\n').slice(-8),
+    });
+    t.ok(stopMs < 10_000, `SIGTERM: stopped in ${stopMs} ms, without podman's SIGKILL`);
+    t.notOk(fs.existsSync(path.join(sock, 'proxmox.sock')), 'socket removed on exit');
+  },
+);
 
 t.test('privileged node plugin stages and publishes a loop-device volume', { skip: canUseLoopDevices() }, async (t) => {
   const rig = new LoopRig(t);
@@ -149,10 +216,27 @@ t.test('privileged node plugin stages and publishes a loop-device volume', { ski
   fs.mkdirSync(kubelet);
   // Mounts stay in the container's mount namespace (private bind): the checks look from inside,
   // and a failed run leaves nothing mounted on the host when the container goes.
-  const id = startContainer(t, 'pve-nfs-csi-node', [
-    '--privileged', '--user', '0', '--read-only', '--network', 'host', '-v', `${rig.root}:${rig.root}`,
-  ], ['--mode', 'node', '--proxmox-endpoint', `unix://${rig.root}/proxmox.sock`,
-    '--node-id', 'talos-worker-1', '--region', 'homelab', '--zone', 'hyper1', '--device-dir', rig.devDir, '--kubelet-dir', kubelet]);
+  const id = startContainer(
+    t,
+    'pve-nfs-csi-node',
+    ['--privileged', '--user', '0', '--read-only', '--network', 'host', '-v', `${rig.root}:${rig.root}`],
+    [
+      '--mode',
+      'node',
+      '--proxmox-endpoint',
+      `unix://${rig.root}/proxmox.sock`,
+      '--node-id',
+      'talos-worker-1',
+      '--region',
+      'homelab',
+      '--zone',
+      'hyper1',
+      '--device-dir',
+      rig.devDir,
+      '--kubelet-dir',
+      kubelet,
+    ],
+  );
   await waitForSocket(path.join(rig.root, 'proxmox.sock'), id);
   const c = csiClient(`unix://${rig.root}/proxmox.sock`, 60_000);
   t.teardown(() => c.close());
@@ -163,15 +247,31 @@ t.test('privileged node plugin stages and publishes a loop-device volume', { ski
   const staging = path.join(kubelet, 'stage');
   const target = path.join(kubelet, 'pods/p/volumes/v/mount');
   await c.node.NodeStageVolume({ volumeId, publishContext, stagingTargetPath: staging, volumeCapability });
-  await c.node.NodePublishVolume({ volumeId, publishContext, stagingTargetPath: staging, targetPath: target, volumeCapability });
+  await c.node.NodePublishVolume({
+    volumeId,
+    publishContext,
+    stagingTargetPath: staging,
+    targetPath: target,
+    volumeCapability,
+  });
   const mounted = podman('exec', id, 'findmnt', '-n', '-o', 'SOURCE,FSTYPE', target);
   t.match(mounted, new RegExp(`^${rig.disks[0]!.device}\\s+xfs$`), `target mounted from the loop disk: ${mounted}`);
   podman('exec', id, 'sh', '-c', `echo hello >${target}/f && sync`);
   t.equal(podman('exec', id, 'cat', `${staging}/f`), 'hello', 'written through the target, visible in staging');
   await c.node.NodeUnpublishVolume({ volumeId, targetPath: target });
   await c.node.NodeUnstageVolume({ volumeId, stagingTargetPath: staging });
-  t.equal(podman('exec', id, 'sh', '-c', `findmnt -rn -o TARGET | grep -c '^${kubelet}' || true`), '0', 'nothing left mounted');
+  t.equal(
+    podman('exec', id, 'sh', '-c', `findmnt -rn -o TARGET | grep -c '^${kubelet}' || true`),
+    '0',
+    'nothing left mounted',
+  );
   await podmanP('stop', '-t', '20', id);
-  t.equal(podman('inspect', '--format', '{{.State.ExitCode}}', id), '0', 'node plugin: SIGTERM exit code 0', { logs: podman('logs', id).split('\n').slice(-8) });
-  t.equal(execFileSync('blkid', ['-p', '-o', 'value', '-s', 'TYPE', rig.disks[0]!.device], { encoding: 'utf8' }).trim(), 'xfs', 'the disk holds the xfs the container made');
+  t.equal(podman('inspect', '--format', '{{.State.ExitCode}}', id), '0', 'node plugin: SIGTERM exit code 0', {
+    logs: podman('logs', id).split('\n').slice(-8),
+  });
+  t.equal(
+    execFileSync('blkid', ['-p', '-o', 'value', '-s', 'TYPE', rig.disks[0]!.device], { encoding: 'utf8' }).trim(),
+    'xfs',
+    'the disk holds the xfs the container made',
+  );
 });

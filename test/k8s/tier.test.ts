@@ -10,7 +10,18 @@ import t from 'tap';
 import { wwnHexForSlot } from '../../src/proxmox/contract.js';
 import { find } from './lib/chart.js';
 import { NFS_DRIVER, NODES, NS, PROXMOX_DRIVER, REGION, startEnv, type Env } from './lib/env.js';
-import { APPS, GiB, Pve, attachmentOf, bindClaims, createPvc, deletePod, placePod, pvcPath, waitBound } from './lib/workload.js';
+import {
+  APPS,
+  GiB,
+  Pve,
+  attachmentOf,
+  bindClaims,
+  createPvc,
+  deletePod,
+  placePod,
+  pvcPath,
+  waitBound,
+} from './lib/workload.js';
 
 const started = Date.now();
 const env: Env = await startEnv({ log: (s) => t.comment(s) });
@@ -22,7 +33,12 @@ t.teardown(async () => {
   t.comment(`k8s tier: ${((Date.now() - started) / 1000).toFixed(0)} s`);
 });
 await kube.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: APPS } });
-await kube.waitFor(`/api/v1/namespaces/${APPS}/serviceaccounts/default`, (o) => !!o, 'the default ServiceAccount of apps', 30_000);
+await kube.waitFor(
+  `/api/v1/namespaces/${APPS}/serviceaccounts/default`,
+  (o) => !!o,
+  'the default ServiceAccount of apps',
+  30_000,
+);
 
 const nodeOf = (name: string) => NODES.find((n) => n.name === name)!;
 const volid = (pv: any) => {
@@ -31,20 +47,38 @@ const volid = (pv: any) => {
   return `${storage}:${disk}`;
 };
 /** The scsiN of a VM whose drive is `id`, or undefined. */
-const slotOf = (cfg: Record<string, string>, id: string) => Object.keys(cfg).find((k) => /^scsi\d+$/.test(k) && String(cfg[k]).split(',')[0] === id);
+const slotOf = (cfg: Record<string, string>, id: string) =>
+  Object.keys(cfg).find((k) => /^scsi\d+$/.test(k) && String(cfg[k]).split(',')[0] === id);
 const bytes = (q: string): number => {
   const m = /^(\d+(?:\.\d+)?)([KMGTPE]i?|[mkMGTPE])?$/.exec(q);
   if (!m) throw new Error(`not a quantity: ${q}`);
-  const mult: Record<string, number> = { '': 1, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9, T: 1e12 };
+  const mult: Record<string, number> = {
+    '': 1,
+    Ki: 2 ** 10,
+    Mi: 2 ** 20,
+    Gi: 2 ** 30,
+    Ti: 2 ** 40,
+    k: 1e3,
+    M: 1e6,
+    G: 1e9,
+    T: 1e12,
+  };
   return Number(m[1]) * (mult[m[2] ?? ''] ?? NaN);
 };
-const leases = async () => (await kube.list(`/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`)).map((l) => ({ name: l.metadata.name as string, holder: (l.spec.holderIdentity ?? '') as string }));
+const leases = async () =>
+  (await kube.list(`/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`)).map((l) => ({
+    name: l.metadata.name as string,
+    holder: (l.spec.holderIdentity ?? '') as string,
+  }));
 const logOf = (pod: string, container: string) => {
   const p = env.controllerPods.find((r) => r.name === pod)!;
   return fs.readFileSync(p.procs.get(container)!.logFile, 'utf8');
 };
 /** Containers of the controller pod that take part in leader election. */
-const sidecars = () => find(env.rendered, 'Deployment')[0]!.spec.template.spec.containers.filter((c: any) => (c.args ?? []).includes('--leader-election')).map((c: any) => c.name as string);
+const sidecars = () =>
+  find(env.rendered, 'Deployment')[0]!
+    .spec.template.spec.containers.filter((c: any) => (c.args ?? []).includes('--leader-election'))
+    .map((c: any) => c.name as string);
 
 t.test('the chart applied: drivers, classes, CSINodes from NodeGetInfo, every sidecar leading', async (t) => {
   const drivers = (await kube.list('/apis/storage.k8s.io/v1/csidrivers')).map((d) => d.metadata.name).sort();
@@ -52,14 +86,25 @@ t.test('the chart applied: drivers, classes, CSINodes from NodeGetInfo, every si
   const classes = await kube.list('/apis/storage.k8s.io/v1/storageclasses');
   t.same(classes.map((c) => c.metadata.name).sort(), ['proxmox-local', 'syno-nfs-csi']);
   const local = classes.find((c) => c.metadata.name === 'proxmox-local');
-  t.equal(local.metadata.annotations?.['storageclass.kubernetes.io/is-default-class'], 'true', 'proxmox-local is the default class, as in the seed');
+  t.equal(
+    local.metadata.annotations?.['storageclass.kubernetes.io/is-default-class'],
+    'true',
+    'proxmox-local is the default class, as in the seed',
+  );
   for (const n of NODES) {
     const csinode = await kube.get(`/apis/storage.k8s.io/v1/csinodes/${n.name}`);
     const p = csinode.spec.drivers.find((d: any) => d.name === PROXMOX_DRIVER);
     t.equal(p?.nodeID, n.name, `${n.name}: Proxmox node id is the VM name`);
-    t.same(p?.topologyKeys, ['topology.kubernetes.io/region', 'topology.kubernetes.io/zone'], `${n.name}: topology keys`);
+    t.same(
+      p?.topologyKeys,
+      ['topology.kubernetes.io/region', 'topology.kubernetes.io/zone'],
+      `${n.name}: topology keys`,
+    );
     t.ok(p?.allocatable?.count > 24, `${n.name}: allocatable ${p?.allocatable?.count} volumes`);
-    t.ok(csinode.spec.drivers.some((d: any) => d.name === NFS_DRIVER && d.nodeID === n.name), `${n.name}: NFS driver registered`);
+    t.ok(
+      csinode.spec.drivers.some((d: any) => d.name === NFS_DRIVER && d.nodeID === n.name),
+      `${n.name}: NFS driver registered`,
+    );
   }
   // One lease per leader-electing sidecar, all held by the one controller pod.
   const pod = env.controllerPods[0]!.name;
@@ -70,7 +115,11 @@ t.test('the chart applied: drivers, classes, CSINodes from NodeGetInfo, every si
     await new Promise((r) => setTimeout(r, 500));
     l = await leases();
   }
-  t.equal(l.filter((x) => x.holder.startsWith(pod)).length, want, `${want} leases held by ${pod}: ${JSON.stringify(l)}\n${env.sidecarErrors()}`);
+  t.equal(
+    l.filter((x) => x.holder.startsWith(pod)).length,
+    want,
+    `${want} leases held by ${pod}: ${JSON.stringify(l)}\n${env.sidecarErrors()}`,
+  );
 });
 
 t.test('CSIStorageCapacity per zone from GetCapacity', async (t) => {
@@ -78,18 +127,28 @@ t.test('CSIStorageCapacity per zone from GetCapacity', async (t) => {
   const caps = await (async () => {
     const end = Date.now() + 90_000;
     for (;;) {
-      const c = (await kube.list(`/apis/storage.k8s.io/v1/namespaces/${NS}/csistoragecapacities`)).filter((x) => x.storageClassName === 'proxmox-local');
+      const c = (await kube.list(`/apis/storage.k8s.io/v1/namespaces/${NS}/csistoragecapacities`)).filter(
+        (x) => x.storageClassName === 'proxmox-local',
+      );
       if (c.length >= zones.length || Date.now() > end) return c;
       await new Promise((r) => setTimeout(r, 500));
     }
   })();
-  t.same(caps.map((c) => c.nodeTopology?.matchLabels?.['topology.kubernetes.io/zone']).sort(), zones, `one object per zone\n${env.sidecarErrors()}`);
+  t.same(
+    caps.map((c) => c.nodeTopology?.matchLabels?.['topology.kubernetes.io/zone']).sort(),
+    zones,
+    `one object per zone\n${env.sidecarErrors()}`,
+  );
   for (const c of caps) {
     const zone = c.nodeTopology.matchLabels['topology.kubernetes.io/zone'];
     t.equal(c.nodeTopology.matchLabels['topology.kubernetes.io/region'], REGION);
     const status = await pve.get<{ avail: number }>(`/nodes/${zone}/storage/local-lvm/status`);
     t.equal(bytes(c.capacity), Number(status.avail), `${zone}: capacity = the storage's free space`);
-    t.equal(c.metadata.ownerReferences?.[0]?.kind, 'Deployment', 'owned by the controller Deployment (uninstall removes it)');
+    t.equal(
+      c.metadata.ownerReferences?.[0]?.kind,
+      'Deployment',
+      'owned by the controller Deployment (uninstall removes it)',
+    );
   }
 });
 
@@ -98,12 +157,20 @@ t.test('proxmox-local: binds once a pod selects a node; attach, resize, detach',
   const node = nodeOf('talos-worker-2');
   await createPvc(env, 'data-one', undefined);
   await new Promise((r) => setTimeout(r, 2000));
-  t.equal((await kube.get(pvcPath('data-one'))).status.phase, 'Pending', 'WaitForFirstConsumer: no volume before a pod');
+  t.equal(
+    (await kube.get(pvcPath('data-one'))).status.phase,
+    'Pending',
+    'WaitForFirstConsumer: no volume before a pod',
+  );
   await placePod(env, 'one', ['data-one'], node.name);
   const { pv } = await waitBound(env, 'data-one');
   localPv = pv;
   t.equal(pv.spec.storageClassName, 'proxmox-local', 'the default class');
-  t.match(pv.spec.csi.volumeHandle, new RegExp(`^${REGION}/${node.zone}/local-lvm/vm-9999-pvc-`), 'handle names region, zone, storage and disk');
+  t.match(
+    pv.spec.csi.volumeHandle,
+    new RegExp(`^${REGION}/${node.zone}/local-lvm/vm-9999-pvc-`),
+    'handle names region, zone, storage and disk',
+  );
   const terms = pv.spec.nodeAffinity.required.nodeSelectorTerms.flatMap((x: any) => x.matchExpressions);
   t.same(
     Object.fromEntries(terms.map((e: any) => [e.key, e.values])),
@@ -146,13 +213,20 @@ t.test('proxmox-local: binds once a pod selects a node; attach, resize, detach',
     30_000,
     env.sidecarErrors,
   );
-  t.ok(claim.status.conditions.some((c: any) => c.type === 'FileSystemResizePending' && c.status === 'True'), 'FileSystemResizePending: the node finishes the resize');
+  t.ok(
+    claim.status.conditions.some((c: any) => c.type === 'FileSystemResizePending' && c.status === 'True'),
+    'FileSystemResizePending: the node finishes the resize',
+  );
   t.equal((await pve.disks(node.zone)).get(volid(pv)), 2 * GiB, 'the disk is 2 GiB on Proxmox');
 
   await deletePod(env, 'one');
   const end = Date.now() + 60_000;
-  while ((await attachmentOf(env, pv.metadata.name, node.name)) && Date.now() < end) await new Promise((r) => setTimeout(r, 250));
-  t.notOk(await attachmentOf(env, pv.metadata.name, node.name), `VolumeAttachment gone after the pod\n${env.sidecarErrors()}`);
+  while ((await attachmentOf(env, pv.metadata.name, node.name)) && Date.now() < end)
+    await new Promise((r) => setTimeout(r, 250));
+  t.notOk(
+    await attachmentOf(env, pv.metadata.name, node.name),
+    `VolumeAttachment gone after the pod\n${env.sidecarErrors()}`,
+  );
   t.notOk(slotOf(await pve.vmConfig(node.zone, node.vmid), volid(pv)), 'detached from the VM');
 });
 
@@ -168,25 +242,46 @@ t.test('syno-nfs-csi: binds at once into <namespace>/<pvc>, grows, archives on d
   t.same([st.uid, st.gid], [Number(params.uid ?? 0), Number(params.gid ?? 0)], 'owned as the class configures');
 
   await kube.patch(pvcPath('shared'), { spec: { resources: { requests: { storage: '3Gi' } } } });
-  const claim = await kube.waitFor(pvcPath('shared'), (o: any) => o?.status?.capacity?.storage === '3Gi', 'the NFS PVC to report 3Gi', 60_000, env.sidecarErrors);
+  const claim = await kube.waitFor(
+    pvcPath('shared'),
+    (o: any) => o?.status?.capacity?.storage === '3Gi',
+    'the NFS PVC to report 3Gi',
+    60_000,
+    env.sidecarErrors,
+  );
   t.equal(claim.status.capacity.storage, '3Gi', 'no node step for NFS: the claim shows the new size at once');
 
   await kube.delete(pvcPath('shared'));
-  await kube.waitFor(`/api/v1/persistentvolumes/${pv.metadata.name}`, (o) => o === undefined, 'the NFS PV to be deleted', 60_000, env.sidecarErrors);
+  await kube.waitFor(
+    `/api/v1/persistentvolumes/${pv.metadata.name}`,
+    (o) => o === undefined,
+    'the NFS PV to be deleted',
+    60_000,
+    env.sidecarErrors,
+  );
   t.notOk(fs.existsSync(dir), 'the directory moved away');
-  t.ok(fs.existsSync(path.join(env.nfs.exportDir, 'talos', `archived-${APPS}`, 'shared')), 'to archived-<namespace>/<pvc>');
+  t.ok(
+    fs.existsSync(path.join(env.nfs.exportDir, 'talos', `archived-${APPS}`, 'shared')),
+    'to archived-<namespace>/<pvc>',
+  );
 });
 
 t.test('proxmox-local: PVC deleted -> disk freed, PV gone', async (t) => {
   t.ok(localPv, 'the volume of the first scenario');
   if (!localPv) return;
   await kube.delete(pvcPath('data-one'));
-  await kube.waitFor(`/api/v1/persistentvolumes/${localPv.metadata.name}`, (o) => o === undefined, 'the Proxmox PV to be deleted', 60_000, env.sidecarErrors);
+  await kube.waitFor(
+    `/api/v1/persistentvolumes/${localPv.metadata.name}`,
+    (o) => o === undefined,
+    'the Proxmox PV to be deleted',
+    60_000,
+    env.sidecarErrors,
+  );
   const zone = localPv.spec.csi.volumeHandle.split('/')[1];
   t.notOk((await pve.disks(zone)).has(volid(localPv)), 'the disk is gone from the storage');
 });
 
-t.test('a static NFS PV of the seed\'s shape binds and is never touched (Retain)', async (t) => {
+t.test("a static NFS PV of the seed's shape binds and is never touched (Retain)", async (t) => {
   const dir = path.join(env.nfs.exportDir, 'backups', 'etcd');
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'snapshot.db'), 'keep me');
@@ -201,14 +296,23 @@ t.test('a static NFS PV of the seed\'s shape binds and is never touched (Retain)
       storageClassName: '',
       claimRef: { namespace: APPS, name: 'etcd-backup' },
       mountOptions: ['nfsvers=4.1'],
-      csi: { driver: NFS_DRIVER, volumeHandle: `${env.nfs.server}${env.nfs.share}/backups/etcd`, volumeAttributes: { server: env.nfs.server, share: `${env.nfs.share}/backups/etcd` } },
+      csi: {
+        driver: NFS_DRIVER,
+        volumeHandle: `${env.nfs.server}${env.nfs.share}/backups/etcd`,
+        volumeAttributes: { server: env.nfs.server, share: `${env.nfs.share}/backups/etcd` },
+      },
     },
   });
   await createPvc(env, 'etcd-backup', '', '10Gi', { accessModes: ['ReadWriteMany'] });
   const { pv } = await waitBound(env, 'etcd-backup', 30_000);
   t.equal(pv.metadata.name, 'etcd-backup', 'bound to its claimRef');
   await kube.delete(pvcPath('etcd-backup'));
-  const released = await kube.waitFor('/api/v1/persistentvolumes/etcd-backup', (o: any) => o?.status?.phase === 'Released', 'the static PV to be Released', 30_000);
+  const released = await kube.waitFor(
+    '/api/v1/persistentvolumes/etcd-backup',
+    (o: any) => o?.status?.phase === 'Released',
+    'the static PV to be Released',
+    30_000,
+  );
   t.equal(released.status.phase, 'Released', 'Released, not deleted');
   await new Promise((r) => setTimeout(r, 3000));
   t.ok(await kube.tryGet('/api/v1/persistentvolumes/etcd-backup'), 'the PV stays');
@@ -232,7 +336,9 @@ t.test('24 pods with one PVC each on one node at once', async (t) => {
   const end = Date.now() + 180_000;
   let attached = 0;
   for (;;) {
-    const vas = (await kube.list('/apis/storage.k8s.io/v1/volumeattachments')).filter((v) => v.spec.nodeName === node.name && v.status?.attached);
+    const vas = (await kube.list('/apis/storage.k8s.io/v1/volumeattachments')).filter(
+      (v) => v.spec.nodeName === node.name && v.status?.attached,
+    );
     attached = vas.length;
     if (attached >= N || Date.now() > end) break;
     await new Promise((r) => setTimeout(r, 500));
@@ -244,8 +350,14 @@ t.test('24 pods with one PVC each on one node at once', async (t) => {
   const log = (await env.sim.requests(since)).entries;
   const configPosts = log.filter((e) => e.method === 'POST' && e.path.endsWith(`/qemu/${node.vmid}/config`));
   const errors = log.filter((e) => e.status >= 400 || e.status === 0);
-  t.comment(`Proxmox calls for ${N} provisions + attaches: ${log.length}, config POSTs to VM ${node.vmid}: ${configPosts.length}`);
-  t.same(errors.map((e) => `${e.method} ${e.path} ${e.status}`), [], 'no Proxmox errors');
+  t.comment(
+    `Proxmox calls for ${N} provisions + attaches: ${log.length}, config POSTs to VM ${node.vmid}: ${configPosts.length}`,
+  );
+  t.same(
+    errors.map((e) => `${e.method} ${e.path} ${e.status}`),
+    [],
+    'no Proxmox errors',
+  );
   // Measured (first run): kube-controller-manager's attach/detach controller creates the
   // VolumeAttachments about 200 ms apart (its client's rate limit), and one config change takes
   // ~100 ms, so the attaches reach the driver one after another and there is nothing to merge:
@@ -257,7 +369,13 @@ t.test('24 pods with one PVC each on one node at once', async (t) => {
   await Promise.all(names.map((n) => deletePod(env, n)));
   await Promise.all(names.map((n) => kube.delete(pvcPath(n))));
   for (const pv of pvs) {
-    await kube.waitFor(`/api/v1/persistentvolumes/${pv.metadata.name}`, (o) => o === undefined, `PV ${pv.metadata.name} to be deleted`, 180_000, env.sidecarErrors);
+    await kube.waitFor(
+      `/api/v1/persistentvolumes/${pv.metadata.name}`,
+      (o) => o === undefined,
+      `PV ${pv.metadata.name} to be deleted`,
+      180_000,
+      env.sidecarErrors,
+    );
   }
   const left = [...(await pve.disks(node.zone)).keys()].filter((k) => k.includes('pvc-'));
   t.same(left, [], 'every disk freed');
@@ -271,7 +389,10 @@ t.test('two controller replicas: one leader per sidecar; killing it moves the wo
   const first = env.controllerPods[0]!;
   await new Promise((r) => setTimeout(r, 8000));
   const before = await leases();
-  t.ok(before.every((l) => l.holder.startsWith(first.name)), `every lease still held by ${first.name}: ${JSON.stringify(before)}`);
+  t.ok(
+    before.every((l) => l.holder.startsWith(first.name)),
+    `every lease still held by ${first.name}: ${JSON.stringify(before)}`,
+  );
   for (const c of sidecars()) {
     t.notMatch(logOf(second!.name, c), /successfully acquired lease/, `${c} of ${second!.name} is not leading`);
   }
@@ -283,7 +404,10 @@ t.test('two controller replicas: one leader per sidecar; killing it moves the wo
     await new Promise((r) => setTimeout(r, 1000));
     after = await leases();
   }
-  t.ok(after.every((l) => l.holder.startsWith(second!.name)), `every lease moved to ${second!.name}: ${JSON.stringify(after)}`);
+  t.ok(
+    after.every((l) => l.holder.startsWith(second!.name)),
+    `every lease moved to ${second!.name}: ${JSON.stringify(after)}`,
+  );
   // The work moved too: provisioning (both drivers) and attaching.
   await createPvc(env, 'after-failover', 'syno-nfs-csi', '1Gi');
   await waitBound(env, 'after-failover', 60_000);
@@ -306,7 +430,8 @@ t.test('no sidecar was refused anything by the API server (RBAC complete)', asyn
   const refused: string[] = [];
   for (const p of env.controllerPods) {
     for (const [c, proc] of p.procs) {
-      for (const l of fs.readFileSync(proc.logFile, 'utf8').split('\n')) if (/is forbidden/.test(l)) refused.push(`${p.name}/${c}: ${l.slice(0, 300)}`);
+      for (const l of fs.readFileSync(proc.logFile, 'utf8').split('\n'))
+        if (/is forbidden/.test(l)) refused.push(`${p.name}/${c}: ${l.slice(0, 300)}`);
     }
   }
   t.same(refused, [], 'no "forbidden" answers in any controller-pod log');
@@ -328,19 +453,34 @@ t.test('csi-attacher finalizer removals fail only on optimistic-concurrency race
     if (!proc) continue;
     for (const l of fs.readFileSync(proc.logFile, 'utf8').split('\n')) {
       if (!l.includes('Failed to remove finalizer from PersistentVolume')) continue;
-      if (/the server rejected our request due to an error in our request|persistentvolumes \\?"pvc-[0-9a-f-]+\\?" not found/.test(l)) raced++;
+      if (
+        /the server rejected our request due to an error in our request|persistentvolumes \\?"pvc-[0-9a-f-]+\\?" not found/.test(
+          l,
+        )
+      )
+        raced++;
       else other.push(`${p.name}: ${l.slice(0, 300)}`);
     }
   }
   t.comment(`finalizer removals retried after a race: ${raced}`);
   t.same(other, [], 'no other reason');
-  const stuck = (await kube.list('/api/v1/persistentvolumes')).filter((pv) => (pv.metadata.finalizers ?? []).some((f: string) => f.startsWith('external-attacher/')) && pv.metadata.deletionTimestamp !== undefined);
-  t.same(stuck.map((pv) => pv.metadata.name), [], 'no deleted PV keeps the attacher\'s finalizer');
+  const stuck = (await kube.list('/api/v1/persistentvolumes')).filter(
+    (pv) =>
+      (pv.metadata.finalizers ?? []).some((f: string) => f.startsWith('external-attacher/')) &&
+      pv.metadata.deletionTimestamp !== undefined,
+  );
+  t.same(
+    stuck.map((pv) => pv.metadata.name),
+    [],
+    "no deleted PV keeps the attacher's finalizer",
+  );
 });
 
 t.test('a chart missing one RBAC rule fails the resize scenario, naming the rule', async (t) => {
   // A rendered copy with one rule dropped: the resizer may no longer patch PVC status.
-  const role = structuredClone(find(env.rendered, 'ClusterRole', (o) => o.metadata.name.endsWith('external-resizer'))[0]!);
+  const role = structuredClone(
+    find(env.rendered, 'ClusterRole', (o) => o.metadata.name.endsWith('external-resizer'))[0]!,
+  );
   const original = structuredClone(role);
   role.rules = role.rules.filter((r: any) => !(r.resources ?? []).includes('persistentvolumeclaims/status'));
   t.equal(role.rules.length, original.rules.length - 1, 'one rule removed');
@@ -350,11 +490,24 @@ t.test('a chart missing one RBAC rule fails the resize scenario, naming the rule
     await waitBound(env, 'broken', 60_000);
     await kube.patch(pvcPath('broken'), { spec: { resources: { requests: { storage: '2Gi' } } } });
     const err = await kube
-      .waitFor(pvcPath('broken'), (o: any) => o?.status?.capacity?.storage === '2Gi', 'the NFS PVC to report 2Gi', 20_000, env.sidecarErrors)
-      .then(() => undefined, (e: Error) => e);
+      .waitFor(
+        pvcPath('broken'),
+        (o: any) => o?.status?.capacity?.storage === '2Gi',
+        'the NFS PVC to report 2Gi',
+        20_000,
+        env.sidecarErrors,
+      )
+      .then(
+        () => undefined,
+        (e: Error) => e,
+      );
     t.ok(err, 'the resize scenario fails');
     // klog quotes the error inside a structured field, so the quotes may be escaped.
-    t.match(err?.message ?? '', /cannot patch resource \\?"persistentvolumeclaims\/status\\?"/, 'and its message names the missing permission');
+    t.match(
+      err?.message ?? '',
+      /cannot patch resource \\?"persistentvolumeclaims\/status\\?"/,
+      'and its message names the missing permission',
+    );
     t.comment((err?.message ?? '').split('\n').find((l) => /forbidden/.test(l)) ?? '');
   } finally {
     await kube.apply(original, NS);

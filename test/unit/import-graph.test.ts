@@ -27,7 +27,8 @@ function sources(dir: string): string[] {
 export function importsOf(code: string): string[] {
   const stripped = code.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
   const out: string[] = [];
-  for (const m of stripped.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|^\s*import\s+)['"](\.{1,2}\/[^'"]+)['"]/gm)) out.push(m[1]!);
+  for (const m of stripped.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|^\s*import\s+)['"](\.{1,2}\/[^'"]+)['"]/gm))
+    out.push(m[1]!);
   return out;
 }
 
@@ -39,7 +40,10 @@ function graph(): Map<string, string[]> {
     const targets = importsOf(fs.readFileSync(file, 'utf8')).map((spec) =>
       path.relative(SRC, path.resolve(path.dirname(file), spec)).replace(/\.js$/, '.ts'),
     );
-    g.set(from, targets.filter((p) => !p.startsWith('..')));
+    g.set(
+      from,
+      targets.filter((p) => !p.startsWith('..')),
+    );
   }
   return g;
 }
@@ -65,7 +69,8 @@ export function violations(g: Map<string, string[]>): string[] {
       const d = top(from);
       const fromNode = from.startsWith(path.join(d, 'node') + path.sep);
       const toNode = to.startsWith(path.join(d, 'node') + path.sep);
-      if (fromNode && !toNode && to !== path.join(d, 'contract.ts')) say(`the node half of ${d} imports only its own files and ${d}/contract.ts`);
+      if (fromNode && !toNode && to !== path.join(d, 'contract.ts'))
+        say(`the node half of ${d} imports only its own files and ${d}/contract.ts`);
       if (!fromNode && toNode) say(`only the node half of ${d} imports ${d}/node`);
     }
   }
@@ -85,8 +90,19 @@ t.test('the rules catch what they forbid', async (t) => {
     [j('server', 'x.ts'), [j('proxmox', 'contract.ts'), j('controller', 'service.ts')]],
     [j('os', 'scsi.ts'), [j('proxmox', 'contract.ts')]],
     [j('nfs', 'param-keys.ts'), [j('proxmox', 'param-keys.ts')]],
-    [j('proxmox', 'node', 'stage.ts'), [j('proxmox', 'controller', 'params.ts'), j('proxmox', 'contract.ts'), j('proxmox', 'node', 'wwn.ts'), j('node', 'common.ts')]],
-    [j('proxmox', 'controller', 'core.ts'), [j('proxmox', 'node', 'topology.ts'), j('proxmox', 'contract.ts'), j('proxmox', 'volume-id.ts')]],
+    [
+      j('proxmox', 'node', 'stage.ts'),
+      [
+        j('proxmox', 'controller', 'params.ts'),
+        j('proxmox', 'contract.ts'),
+        j('proxmox', 'node', 'wwn.ts'),
+        j('node', 'common.ts'),
+      ],
+    ],
+    [
+      j('proxmox', 'controller', 'core.ts'),
+      [j('proxmox', 'node', 'topology.ts'), j('proxmox', 'contract.ts'), j('proxmox', 'volume-id.ts')],
+    ],
   ]);
   t.same(violations(g), [
     `${j('server', 'x.ts')} → ${j('proxmox', 'contract.ts')}: src/server imports no driver`,
@@ -96,7 +112,9 @@ t.test('the rules catch what they forbid', async (t) => {
     `${j('proxmox', 'controller', 'core.ts')} → ${j('proxmox', 'node', 'topology.ts')}: only the node half of proxmox imports ${j('proxmox', 'node')}`,
   ]);
   t.same(
-    importsOf(`import a from './a.js';\n// import b from './b.js';\nexport { c } from '../c.js';\nimport './side.js';\ntype T = import('./t.js').T;\nimport x from 'node:fs';`),
+    importsOf(
+      `import a from './a.js';\n// import b from './b.js';\nexport { c } from '../c.js';\nimport './side.js';\ntype T = import('./t.js').T;\nimport x from 'node:fs';`,
+    ),
     ['./a.js', '../c.js', './side.js', './t.js'],
   );
 });

@@ -40,18 +40,46 @@ async function proxmox(deps: Deps): Promise<void> {
   const published = new Set<string>();
   try {
     const create = async (name: string) => {
-      const v = present((await c.controller.CreateVolume({ name, capacityRange: { requiredBytes: GiB }, volumeCapabilities: [cap], parameters: { storage: 'local-lvm', ssd: 'true', backup: 'true' } })).volume, 'CreateVolume: volume');
+      const v = present(
+        (
+          await c.controller.CreateVolume({
+            name,
+            capacityRange: { requiredBytes: GiB },
+            volumeCapabilities: [cap],
+            parameters: { storage: 'local-lvm', ssd: 'true', backup: 'true' },
+          })
+        ).volume,
+        'CreateVolume: volume',
+      );
       created.push(v.volumeId);
       return v;
     };
     const publish = async (v: any) => {
-      const r = await c.controller.ControllerPublishVolume({ volumeId: v.volumeId, nodeId: NODE, volumeCapability: cap, volumeContext: v.volumeContext });
+      const r = await c.controller.ControllerPublishVolume({
+        volumeId: v.volumeId,
+        nodeId: NODE,
+        volumeCapability: cap,
+        volumeContext: v.volumeContext,
+      });
       published.add(v.volumeId);
       return r.publishContext as Record<string, string>;
     };
     const mount = async (v: any, pc: Record<string, string>) => {
-      await n.node.NodeStageVolume({ volumeId: v.volumeId, publishContext: pc, stagingTargetPath: staging, volumeCapability: cap, volumeContext: v.volumeContext });
-      await n.node.NodePublishVolume({ volumeId: v.volumeId, publishContext: pc, stagingTargetPath: staging, targetPath: target, volumeCapability: cap, volumeContext: v.volumeContext });
+      await n.node.NodeStageVolume({
+        volumeId: v.volumeId,
+        publishContext: pc,
+        stagingTargetPath: staging,
+        volumeCapability: cap,
+        volumeContext: v.volumeContext,
+      });
+      await n.node.NodePublishVolume({
+        volumeId: v.volumeId,
+        publishContext: pc,
+        stagingTargetPath: staging,
+        targetPath: target,
+        volumeCapability: cap,
+        volumeContext: v.volumeContext,
+      });
     };
     const unmount = async (v: any) => {
       await n.node.NodeUnpublishVolume({ volumeId: v.volumeId, targetPath: target });
@@ -68,10 +96,18 @@ async function proxmox(deps: Deps): Promise<void> {
     say(`published ${a.volumeId} at lun ${pc1.lun} (${pc1.DevicePath})`);
     await mount(a, pc1);
     await sh(`echo "survives republish" > ${target}/data.txt && sync`);
-    check((await sh(`cat ${target}/data.txt`)) === 'survives republish', 'data written through the real mount in the guest');
+    check(
+      (await sh(`cat ${target}/data.txt`)) === 'survives republish',
+      'data written through the real mount in the guest',
+    );
     await unmount(a);
     await unpublish(a);
-    check(!(await sh(`grep -l naa.${present(pc1.DevicePath, 'DevicePath').split('0x')[1]} /sys/bus/scsi/devices/*/wwid 2>/dev/null || true`)), 'the disk left the guest after unpublish');
+    check(
+      !(await sh(
+        `grep -l naa.${present(pc1.DevicePath, 'DevicePath').split('0x')[1]} /sys/bus/scsi/devices/*/wwid 2>/dev/null || true`,
+      )),
+      'the disk left the guest after unpublish',
+    );
 
     // Another volume takes the freed slot, so the data volume comes back in a different one.
     const b = await create('pvc-e2e-other');
@@ -79,19 +115,40 @@ async function proxmox(deps: Deps): Promise<void> {
     const pc2 = await publish(a);
     check(pc2.lun !== pc1.lun, `republished into another slot (lun ${pc1.lun} → ${pc2.lun}; lun ${pcb.lun} is taken)`);
     await mount(a, pc2);
-    check((await sh(`cat ${target}/data.txt`)) === 'survives republish', 'data still there after republish, not reformatted');
+    check(
+      (await sh(`cat ${target}/data.txt`)) === 'survives republish',
+      'data still there after republish, not reformatted',
+    );
 
     const before = Number((await sh(`df -B1 --output=size ${target} | tail -1`)).trim());
-    const exp = await c.controller.ControllerExpandVolume({ volumeId: a.volumeId, capacityRange: { requiredBytes: 2 * GiB }, volumeCapability: cap });
-    check(Number(exp.capacityBytes) === 2 * GiB && exp.nodeExpansionRequired, 'controller expanded online through the VM (QMP block_resize)');
-    await n.node.NodeExpandVolume({ volumeId: a.volumeId, volumePath: target, stagingTargetPath: staging, capacityRange: { requiredBytes: 2 * GiB }, volumeCapability: cap });
+    const exp = await c.controller.ControllerExpandVolume({
+      volumeId: a.volumeId,
+      capacityRange: { requiredBytes: 2 * GiB },
+      volumeCapability: cap,
+    });
+    check(
+      Number(exp.capacityBytes) === 2 * GiB && exp.nodeExpansionRequired,
+      'controller expanded online through the VM (QMP block_resize)',
+    );
+    await n.node.NodeExpandVolume({
+      volumeId: a.volumeId,
+      volumePath: target,
+      stagingTargetPath: staging,
+      capacityRange: { requiredBytes: 2 * GiB },
+      volumeCapability: cap,
+    });
     const after = Number((await sh(`df -B1 --output=size ${target} | tail -1`)).trim());
-    check(after > before + 0.9 * GiB, `filesystem grew online in the guest: ${(before / GiB).toFixed(2)} → ${(after / GiB).toFixed(2)} GiB`);
+    check(
+      after > before + 0.9 * GiB,
+      `filesystem grew online in the guest: ${(before / GiB).toFixed(2)} → ${(after / GiB).toFixed(2)} GiB`,
+    );
     check((await sh(`cat ${target}/data.txt`)) === 'survives republish', 'data intact after growing');
     await unmount(a);
   } finally {
-    for (const id of published) await c.controller.ControllerUnpublishVolume({ volumeId: id, nodeId: NODE }).catch(() => undefined);
-    for (const id of created) await c.controller.DeleteVolume({ volumeId: id }).catch((e: Error) => say(`cleanup of ${id}: ${e.message}`));
+    for (const id of published)
+      await c.controller.ControllerUnpublishVolume({ volumeId: id, nodeId: NODE }).catch(() => undefined);
+    for (const id of created)
+      await c.controller.DeleteVolume({ volumeId: id }).catch((e: Error) => say(`cleanup of ${id}: ${e.message}`));
     c.close();
     n.close();
     await ctrl.stop();
@@ -102,18 +159,38 @@ async function nfs(deps: Deps): Promise<void> {
   const ctrl = await deps.startController('nfs', deps.freshDir('vm-e2e-nfs'));
   const c = csiClient(ctrl.endpoint, 120_000);
   const n = csiClient(process.env.VM_NFS_ENDPOINT!, 120_000);
-  const cap: VolumeCapability = { mount: { mountFlags: ['soft', 'timeo=30', 'retrans=3'] }, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' } };
+  const cap: VolumeCapability = {
+    mount: { mountFlags: ['soft', 'timeo=30', 'retrans=3'] },
+    accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' },
+  };
   const share = process.env.VM_NFS_SHARE!;
   const params = {
-    server: process.env.VM_NFS_SERVER!, share, subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}', onDelete: 'archive',
-    'csi.storage.k8s.io/pvc/namespace': 'e2e', 'csi.storage.k8s.io/pvc/name': 'claim', 'csi.storage.k8s.io/pv/name': 'pvc-e2e-nfs',
+    server: process.env.VM_NFS_SERVER!,
+    share,
+    subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}',
+    onDelete: 'archive',
+    'csi.storage.k8s.io/pvc/namespace': 'e2e',
+    'csi.storage.k8s.io/pvc/name': 'claim',
+    'csi.storage.k8s.io/pv/name': 'pvc-e2e-nfs',
   };
   const target = `${GUEST_KUBELET_DIR}/e2e/nfs-target`;
   try {
     const cycle = async (content: string) => {
-      const v = present((await c.controller.CreateVolume({ name: 'pvc-e2e-nfs', volumeCapabilities: [cap], parameters: params })).volume, 'CreateVolume: volume');
-      await n.node.NodePublishVolume({ volumeId: v.volumeId, targetPath: target, volumeCapability: cap, volumeContext: v.volumeContext });
-      check((await sh(`grep " ${target} " /proc/mounts | cut -d' ' -f3`)).startsWith('nfs'), `kernel NFS mount of ${v.volumeContext.server}:${v.volumeContext.share}/${v.volumeContext.subDir}`);
+      const v = present(
+        (await c.controller.CreateVolume({ name: 'pvc-e2e-nfs', volumeCapabilities: [cap], parameters: params }))
+          .volume,
+        'CreateVolume: volume',
+      );
+      await n.node.NodePublishVolume({
+        volumeId: v.volumeId,
+        targetPath: target,
+        volumeCapability: cap,
+        volumeContext: v.volumeContext,
+      });
+      check(
+        (await sh(`grep " ${target} " /proc/mounts | cut -d' ' -f3`)).startsWith('nfs'),
+        `kernel NFS mount of ${v.volumeContext.server}:${v.volumeContext.share}/${v.volumeContext.subDir}`,
+      );
       await sh(`echo "${content}" > ${target}/file.txt && sync`);
       await n.node.NodeUnpublishVolume({ volumeId: v.volumeId, targetPath: target });
       check((await sh(`test -e ${target} && echo present || echo gone`)) === 'gone', 'target unmounted and removed');
@@ -121,12 +198,18 @@ async function nfs(deps: Deps): Promise<void> {
     };
     await cycle('first claim');
     const archived = `${share}/archived-e2e`;
-    check((await sh(`cat ${archived}/claim/file.txt`)) === 'first claim', `onDelete archive kept the data in ${archived}/claim`);
+    check(
+      (await sh(`cat ${archived}/claim/file.txt`)) === 'first claim',
+      `onDelete archive kept the data in ${archived}/claim`,
+    );
     await cycle('second claim');
     const entries = (await sh(`ls ${archived}`)).split(/\s+/).filter(Boolean);
     check(entries.length === 2, `a second delete of the same claim archived beside the first: ${entries.join(', ')}`);
     const second = entries.find((e) => e !== 'claim')!;
-    check((await sh(`cat ${archived}/${second}/file.txt`)) === 'second claim', 'the second archive holds the second claim data');
+    check(
+      (await sh(`cat ${archived}/${second}/file.txt`)) === 'second claim',
+      'the second archive holds the second claim data',
+    );
     check((await sh(`cat ${archived}/claim/file.txt`)) === 'first claim', 'the first archive is untouched');
   } finally {
     c.close();

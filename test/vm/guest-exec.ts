@@ -5,7 +5,9 @@
 import { guestExec } from './qga.js';
 
 function usage(msg: string): never {
-  process.stderr.write(`guest-exec: ${msg}\nusage: guest-exec.sh [-i] [-t SECONDS] [--] COMMAND [ARG...]  (env VM_QGA_SOCKET)\n`);
+  process.stderr.write(
+    `guest-exec: ${msg}\nusage: guest-exec.sh [-i] [-t SECONDS] [--] COMMAND [ARG...]  (env VM_QGA_SOCKET)\n`,
+  );
   process.exit(2);
 }
 
@@ -30,7 +32,7 @@ async function main(): Promise<number> {
   }
   if (args.length === 0) usage('no command');
   const socket = process.env.VM_QGA_SOCKET;
-  if (!socket) usage('VM_QGA_SOCKET is not set (run under scripts/vm.sh run, or export the guest\'s qgaSocket)');
+  if (!socket) usage("VM_QGA_SOCKET is not set (run under scripts/vm.sh run, or export the guest's qgaSocket)");
   const r = await guestExec(socket, args, {
     timeoutMs: timeoutS * 1000,
     ...(input ? { input: await readStdin() } : {}),

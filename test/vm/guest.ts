@@ -158,11 +158,15 @@ class GuestImpl implements Guest {
     if (this.opts.qmpSocket) fs.rmSync(this.opts.qmpSocket, { force: true });
 
     const qemuLog = fs.openSync(path.join(this.dir, 'qemu.log'), 'w');
-    const child = spawn('bash', [path.join(here, 'tether.sh'), '0', this.dir, 'qemu-system-x86_64', ...this.qemuArgs()], {
-      stdio: ['pipe', qemuLog, qemuLog],
-      // Own process group: a terminal's Ctrl-C reaches us, and we stop the guest in order.
-      detached: true,
-    });
+    const child = spawn(
+      'bash',
+      [path.join(here, 'tether.sh'), '0', this.dir, 'qemu-system-x86_64', ...this.qemuArgs()],
+      {
+        stdio: ['pipe', qemuLog, qemuLog],
+        // Own process group: a terminal's Ctrl-C reaches us, and we stop the guest in order.
+        detached: true,
+      },
+    );
     fs.closeSync(qemuLog);
     this.child = child;
     child.stdin?.on('error', () => {});
@@ -192,7 +196,9 @@ class GuestImpl implements Guest {
         throw new Error(`QEMU exited during boot\n${this.tails()}`);
       }
       if (Date.now() > deadline) {
-        throw new Error(`guest not ready within ${timeoutMs / 1000}s (waiting for ports ${waitPorts.join(' ') || '-'})\n${this.tails()}`);
+        throw new Error(
+          `guest not ready within ${timeoutMs / 1000}s (waiting for ports ${waitPorts.join(' ') || '-'})\n${this.tails()}`,
+        );
       }
       await sleep(100);
     }
@@ -223,23 +229,51 @@ class GuestImpl implements Guest {
     }
     const fwd = [...this.ports].map(([g, h]) => `hostfwd=tcp:127.0.0.1:${h}-127.0.0.1:${g}`).join(',');
     return [
-      '-accel', 'tcg', '-smp', String(this.opts.cpus ?? 2), '-m', String(this.opts.memoryMb ?? 2048),
-      '-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot',
-      '-pidfile', path.join(this.dir, 'qemu.pid'),
-      '-kernel', a.kernel, '-initrd', a.initrd,
+      '-accel',
+      'tcg',
+      '-smp',
+      String(this.opts.cpus ?? 2),
+      '-m',
+      String(this.opts.memoryMb ?? 2048),
+      '-nodefaults',
+      '-no-user-config',
+      '-display',
+      'none',
+      '-no-reboot',
+      '-pidfile',
+      path.join(this.dir, 'qemu.pid'),
+      '-kernel',
+      a.kernel,
+      '-initrd',
+      a.initrd,
       // mitigations=off: page-table isolation makes every syscall flush TCG's whole soft TLB.
-      '-append', `console=ttyS0 quiet panic=-1 mitigations=off vm.stage2=${a.stage2} vm.modules=${a.modules} vm.node=${process.execPath}`,
-      '-chardev', `file,id=con0,path=${this.consoleLog}`, '-serial', 'chardev:con0',
-      '-virtfs', 'local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap',
-      '-virtfs', `local,path=${this.dir},mount_tag=hostrun,security_model=none`,
+      '-append',
+      `console=ttyS0 quiet panic=-1 mitigations=off vm.stage2=${a.stage2} vm.modules=${a.modules} vm.node=${process.execPath}`,
+      '-chardev',
+      `file,id=con0,path=${this.consoleLog}`,
+      '-serial',
+      'chardev:con0',
+      '-virtfs',
+      'local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap',
+      '-virtfs',
+      `local,path=${this.dir},mount_tag=hostrun,security_model=none`,
       // Same controller id as Proxmox's, so the simulator's device_add targets scsihw0.0.
-      '-device', 'virtio-scsi-pci,id=scsihw0',
-      '-qmp', `unix:${this.qmpSocket},server=on,wait=off`,
-      '-qmp', `unix:${this.ctlSocket},server=on,wait=off`,
-      '-chardev', `socket,id=qga0,path=${this.qgaSocket},server=on,wait=off`,
-      '-device', 'virtio-serial-pci', '-device', 'virtserialport,chardev=qga0,name=org.qemu.guest_agent.0',
-      '-netdev', `user,id=n0,restrict=on${fwd ? ',' + fwd : ''}`,
-      '-device', 'virtio-net-pci,netdev=n0,romfile=',
+      '-device',
+      'virtio-scsi-pci,id=scsihw0',
+      '-qmp',
+      `unix:${this.qmpSocket},server=on,wait=off`,
+      '-qmp',
+      `unix:${this.ctlSocket},server=on,wait=off`,
+      '-chardev',
+      `socket,id=qga0,path=${this.qgaSocket},server=on,wait=off`,
+      '-device',
+      'virtio-serial-pci',
+      '-device',
+      'virtserialport,chardev=qga0,name=org.qemu.guest_agent.0',
+      '-netdev',
+      `user,id=n0,restrict=on${fwd ? ',' + fwd : ''}`,
+      '-device',
+      'virtio-net-pci,netdev=n0,romfile=',
     ];
   }
 
@@ -257,8 +291,12 @@ class GuestImpl implements Guest {
     for (const name of ['console.log', 'run.log', 'qemu.log']) {
       const text = this.readShared(name);
       if (!text?.trim()) continue;
-      // eslint-disable-next-line no-control-regex -- ESC starts the terminal escape sequences removed here
-      const lines = text.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, '').trimEnd().split('\n').slice(-25);
+      const lines = text
+        // eslint-disable-next-line no-control-regex -- ESC starts the terminal escape sequences removed here
+        .replace(/\x1b\[[0-9;?]*[A-Za-z]/g, '')
+        .trimEnd()
+        .split('\n')
+        .slice(-25);
       out.push(`--- ${name} (last ${lines.length} lines) ---`, ...lines);
     }
     return out.join('\n');
@@ -372,7 +410,11 @@ let signalHooks = false;
 function installSignalHooks(): void {
   if (signalHooks) return;
   signalHooks = true;
-  for (const [sig, code] of [['SIGINT', 130], ['SIGTERM', 143], ['SIGHUP', 129]] as const) {
+  for (const [sig, code] of [
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+    ['SIGHUP', 129],
+  ] as const) {
     process.on(sig, () => {
       if (live.size === 0) process.exit(code);
       process.stderr.write(`vm: ${sig}: stopping ${live.size} guest(s)\n`);
@@ -382,7 +424,6 @@ function installSignalHooks(): void {
     });
   }
 }
-
 
 /** Single-quotes for bash. */
 export function shq(s: string): string {

@@ -29,14 +29,19 @@ function check(cond: unknown, what: string): void {
 }
 
 async function sh(script: string, input?: string): Promise<string> {
-  const r = await guestExec(process.env.VM_QGA_SOCKET!, ['/bin/sh', '-c', script], { timeoutMs: 180_000, ...(input !== undefined ? { input } : {}) });
+  const r = await guestExec(process.env.VM_QGA_SOCKET!, ['/bin/sh', '-c', script], {
+    timeoutMs: 180_000,
+    ...(input !== undefined ? { input } : {}),
+  });
   if (r.code !== 0) throw new Error(`guest: ${script}: exit ${r.code}: ${r.stderr.toString().trim()}`);
   return r.stdout.toString().trim();
 }
 
 /** Names of the open dm-crypt mappings in the guest. */
 async function cryptMappings(): Promise<string[]> {
-  const out = await sh('for d in /sys/block/dm-*; do [ -e "$d/dm/uuid" ] && case "$(cat $d/dm/uuid)" in CRYPT-*) cat $d/dm/name;; esac; done; true');
+  const out = await sh(
+    'for d in /sys/block/dm-*; do [ -e "$d/dm/uuid" ] && case "$(cat $d/dm/uuid)" in CRYPT-*) cat $d/dm/name;; esac; done; true',
+  );
   return out.split('\n').filter(Boolean);
 }
 
@@ -53,19 +58,46 @@ export async function runLuks(deps: Deps): Promise<number> {
   const published = new Set<string>();
   try {
     const create = async (name: string) => {
-      const v = present((await c.controller.CreateVolume({ name, capacityRange: { requiredBytes: GiB }, volumeCapabilities: [cap], parameters: { storage: 'local-lvm' } })).volume, 'CreateVolume: volume');
+      const v = present(
+        (
+          await c.controller.CreateVolume({
+            name,
+            capacityRange: { requiredBytes: GiB },
+            volumeCapabilities: [cap],
+            parameters: { storage: 'local-lvm' },
+          })
+        ).volume,
+        'CreateVolume: volume',
+      );
       created.push(v.volumeId);
-      const r = await c.controller.ControllerPublishVolume({ volumeId: v.volumeId, nodeId: NODE, volumeCapability: cap, volumeContext: v.volumeContext });
+      const r = await c.controller.ControllerPublishVolume({
+        volumeId: v.volumeId,
+        nodeId: NODE,
+        volumeCapability: cap,
+        volumeContext: v.volumeContext,
+      });
       published.add(v.volumeId);
       const dev = await sh(`readlink -f ${r.publishContext.DevicePath}`);
       return { v, pc: r.publishContext as Record<string, string>, dev };
     };
     const stageReq = (x: { v: any; pc: Record<string, string> }, s: Record<string, string> = secrets) => ({
-      volumeId: x.v.volumeId, publishContext: x.pc, stagingTargetPath: staging, volumeCapability: cap, volumeContext: x.v.volumeContext, secrets: s,
+      volumeId: x.v.volumeId,
+      publishContext: x.pc,
+      stagingTargetPath: staging,
+      volumeCapability: cap,
+      volumeContext: x.v.volumeContext,
+      secrets: s,
     });
     const mount = async (x: { v: any; pc: Record<string, string> }) => {
       await n.node.NodeStageVolume(stageReq(x));
-      await n.node.NodePublishVolume({ volumeId: x.v.volumeId, publishContext: x.pc, stagingTargetPath: staging, targetPath: target, volumeCapability: cap, volumeContext: x.v.volumeContext });
+      await n.node.NodePublishVolume({
+        volumeId: x.v.volumeId,
+        publishContext: x.pc,
+        stagingTargetPath: staging,
+        targetPath: target,
+        volumeCapability: cap,
+        volumeContext: x.v.volumeContext,
+      });
     };
     const unmount = async (x: { v: any }) => {
       await n.node.NodeUnpublishVolume({ volumeId: x.v.volumeId, targetPath: target });
@@ -80,8 +112,14 @@ export async function runLuks(deps: Deps): Promise<number> {
     say(`first stage (luksFormat + open + mkfs) took ${((Date.now() - t) / 1000).toFixed(1)} s`);
     check((await sh(`blkid -p -o value -s TYPE ${a.dev}`)) === 'crypto_LUKS', `${a.dev} carries a LUKS header`);
     const dump = await sh(`cryptsetup luksDump ${a.dev}`);
-    check(/Version:\s*2/.test(dump) && /cipher:\s*aes-xts-plain64/.test(dump) && /Cipher key:\s*512 bits/.test(dump), 'LUKS2, aes-xts-plain64, 512-bit key (upstream layout)');
-    check((await stagedSource()).startsWith('/dev/mapper/') || (await stagedSource()).startsWith('/dev/dm-'), `the staged filesystem sits on the mapping (${await stagedSource()})`);
+    check(
+      /Version:\s*2/.test(dump) && /cipher:\s*aes-xts-plain64/.test(dump) && /Cipher key:\s*512 bits/.test(dump),
+      'LUKS2, aes-xts-plain64, 512-bit key (upstream layout)',
+    );
+    check(
+      (await stagedSource()).startsWith('/dev/mapper/') || (await stagedSource()).startsWith('/dev/dm-'),
+      `the staged filesystem sits on the mapping (${await stagedSource()})`,
+    );
     await sh(`echo "secret data" > ${target}/data.txt && sync`);
     await n.node.NodeStageVolume(stageReq(a));
     check(true, 'a repeated stage is accepted');
@@ -96,22 +134,54 @@ export async function runLuks(deps: Deps): Promise<number> {
     check((await sh(`cat ${target}/data.txt`)) === 'secret data', 'restage opened the volume with its data');
 
     const before = Number(await sh(`df -B1 --output=size ${target} | tail -1`));
-    const exp = await c.controller.ControllerExpandVolume({ volumeId: a.v.volumeId, capacityRange: { requiredBytes: 2 * GiB }, volumeCapability: cap });
+    const exp = await c.controller.ControllerExpandVolume({
+      volumeId: a.v.volumeId,
+      capacityRange: { requiredBytes: 2 * GiB },
+      volumeCapability: cap,
+    });
     check(exp.nodeExpansionRequired, 'controller grew the disk online');
-    await n.node.NodeExpandVolume({ volumeId: a.v.volumeId, volumePath: target, stagingTargetPath: staging, capacityRange: { requiredBytes: 2 * GiB }, volumeCapability: cap, secrets });
+    await n.node.NodeExpandVolume({
+      volumeId: a.v.volumeId,
+      volumePath: target,
+      stagingTargetPath: staging,
+      capacityRange: { requiredBytes: 2 * GiB },
+      volumeCapability: cap,
+      secrets,
+    });
     const after = Number(await sh(`df -B1 --output=size ${target} | tail -1`));
-    check(after > before + 0.9 * GiB, `online growth through the mapping: ${(before / GiB).toFixed(2)} → ${(after / GiB).toFixed(2)} GiB`);
+    check(
+      after > before + 0.9 * GiB,
+      `online growth through the mapping: ${(before / GiB).toFixed(2)} → ${(after / GiB).toFixed(2)} GiB`,
+    );
     check((await sh(`cat ${target}/data.txt`)) === 'secret data', 'data intact after growing');
     const mapper = (await stagedSource()).split('/').pop()!;
     const span = parseStatusSpan(await sh(`cryptsetup status ${mapper}`));
-    check(span && span.offset + span.size === 2 * GiB, `the mapping spans the grown disk (cryptsetup status: offset ${span?.offset}, size ${span?.size})`);
+    check(
+      span && span.offset + span.size === 2 * GiB,
+      `the mapping spans the grown disk (cryptsetup status: offset ${span?.offset}, size ${span?.size})`,
+    );
     await unmount(a);
 
-    const wrong = await n.node.NodeStageVolume(stageReq(a, { 'encryption-passphrase': 'not-the-passphrase' })).then(() => undefined, (e: any) => e);
-    check(wrong?.code === 3 && /does not open this LUKS volume/.test(wrong.details), `wrong passphrase: INVALID_ARGUMENT "${wrong?.details?.slice(0, 120)}…"`);
-    check(!(await stagedSource()) && (await cryptMappings()).length === 0, 'nothing mounted or left open after the wrong passphrase');
-    const none = await n.node.NodeStageVolume(stageReq(a, {})).then(() => undefined, (e: any) => e);
-    check(none?.code === 9 && /LUKS-encrypted/.test(none.details), 'no secret for a LUKS disk: FAILED_PRECONDITION, nothing mounted');
+    const wrong = await n.node.NodeStageVolume(stageReq(a, { 'encryption-passphrase': 'not-the-passphrase' })).then(
+      () => undefined,
+      (e: any) => e,
+    );
+    check(
+      wrong?.code === 3 && /does not open this LUKS volume/.test(wrong.details),
+      `wrong passphrase: INVALID_ARGUMENT "${wrong?.details?.slice(0, 120)}…"`,
+    );
+    check(
+      !(await stagedSource()) && (await cryptMappings()).length === 0,
+      'nothing mounted or left open after the wrong passphrase',
+    );
+    const none = await n.node.NodeStageVolume(stageReq(a, {})).then(
+      () => undefined,
+      (e: any) => e,
+    );
+    check(
+      none?.code === 9 && /LUKS-encrypted/.test(none.details),
+      'no secret for a LUKS disk: FAILED_PRECONDITION, nothing mounted',
+    );
     check(!(await stagedSource()), 'still nothing mounted');
 
     // A volume formatted by proxmox-csi-plugin: its command lines (siderolabs/go-blockdevice
@@ -120,9 +190,14 @@ export async function runLuks(deps: Deps): Promise<number> {
     const name = `${b.dev.split('/').pop()}-encrypted`;
     await sh(`cryptsetup luksFormat --type luks2 --key-file=- -c aes-xts-plain64 ${b.dev} --key-size=512`, PASS);
     await sh(`cryptsetup luksOpen ${b.dev} ${name} --key-file=-`, PASS);
-    await sh(`mkfs.ext4 -F -m0 /dev/mapper/${name} >/dev/null 2>&1 && mkdir -p /run/luks/up && mount /dev/mapper/${name} /run/luks/up && echo "from upstream" > /run/luks/up/old.txt && umount /run/luks/up && cryptsetup luksClose ${name}`);
+    await sh(
+      `mkfs.ext4 -F -m0 /dev/mapper/${name} >/dev/null 2>&1 && mkdir -p /run/luks/up && mount /dev/mapper/${name} /run/luks/up && echo "from upstream" > /run/luks/up/old.txt && umount /run/luks/up && cryptsetup luksClose ${name}`,
+    );
     await mount(b);
-    check((await sh(`cat ${target}/old.txt`)) === 'from upstream', 'a volume LUKS-formatted the way upstream does opens with ours, data intact');
+    check(
+      (await sh(`cat ${target}/old.txt`)) === 'from upstream',
+      'a volume LUKS-formatted the way upstream does opens with ours, data intact',
+    );
     await unmount(b);
     check((await cryptMappings()).length === 0, 'and closes');
 
@@ -130,14 +205,19 @@ export async function runLuks(deps: Deps): Promise<number> {
     await sh(`cryptsetup erase -q ${b.dev}`);
     t = Date.now();
     await mount(b);
-    check((await sh(`test -e ${target}/old.txt && echo old || echo fresh`)) === 'fresh', `a header without key slots is formatted again (${((Date.now() - t) / 1000).toFixed(1)} s)`);
+    check(
+      (await sh(`test -e ${target}/old.txt && echo old || echo fresh`)) === 'fresh',
+      `a header without key slots is formatted again (${((Date.now() - t) / 1000).toFixed(1)} s)`,
+    );
     check(/^\s+0: luks2$/m.test(await sh(`cryptsetup luksDump ${b.dev}`)), 'and has its key slot now');
     await unmount(b);
     say('LUKS scenario passed');
     return 0;
   } finally {
-    for (const id of published) await c.controller.ControllerUnpublishVolume({ volumeId: id, nodeId: NODE }).catch(() => undefined);
-    for (const id of created) await c.controller.DeleteVolume({ volumeId: id }).catch((e: Error) => say(`cleanup of ${id}: ${e.message}`));
+    for (const id of published)
+      await c.controller.ControllerUnpublishVolume({ volumeId: id, nodeId: NODE }).catch(() => undefined);
+    for (const id of created)
+      await c.controller.DeleteVolume({ volumeId: id }).catch((e: Error) => say(`cleanup of ${id}: ${e.message}`));
     c.close();
     n.close();
     await ctrl.stop();

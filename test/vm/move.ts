@@ -60,25 +60,57 @@ export async function runMove(deps: Deps): Promise<number> {
   const caFile = /ca_file: (\S+)/.exec(cfgText)?.[1] ?? '';
   // root's ticket login (sim/default-cluster.yaml): the VM tier is about the bytes; the
   // privileges move needs are checked in the k8s tier
-  const api = createHttpProxmoxApi({ cluster: { url, insecure: false, username: 'root@pam', password: 'root-login-password', region: 'homelab', caFile } });
+  const api = createHttpProxmoxApi({
+    cluster: { url, insecure: false, username: 'root@pam', password: 'root-login-password', region: 'homelab', caFile },
+  });
   let volumeId: string | undefined;
   let publishedTo: string | undefined;
   let mounted = false as boolean;
   try {
     await sh(`mkdir -p ${staging}`);
-    const v = present((await c.controller.CreateVolume({
-      name: 'pvc-move-data', capacityRange: { requiredBytes: GiB }, volumeCapabilities: [cap], parameters: { storage: 'local-lvm' },
-      accessibilityRequirements: { requisite: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }] },
-    })).volume, 'CreateVolume: volume');
+    const v = present(
+      (
+        await c.controller.CreateVolume({
+          name: 'pvc-move-data',
+          capacityRange: { requiredBytes: GiB },
+          volumeCapabilities: [cap],
+          parameters: { storage: 'local-lvm' },
+          accessibilityRequirements: {
+            requisite: [
+              { segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } },
+            ],
+          },
+        })
+      ).volume,
+      'CreateVolume: volume',
+    );
     volumeId = v.volumeId;
     check(parseVolumeId(volumeId)?.zone === 'hyper1', `created ${volumeId} on hyper1`);
 
     const mountOn = async (node: string, id: string) => {
-      const r = await c.controller.ControllerPublishVolume({ volumeId: id, nodeId: node, volumeCapability: cap, volumeContext: v.volumeContext });
+      const r = await c.controller.ControllerPublishVolume({
+        volumeId: id,
+        nodeId: node,
+        volumeCapability: cap,
+        volumeContext: v.volumeContext,
+      });
       publishedTo = node;
       const pc = r.publishContext;
-      await n.node.NodeStageVolume({ volumeId: id, publishContext: pc, stagingTargetPath: staging, volumeCapability: cap, volumeContext: v.volumeContext });
-      await n.node.NodePublishVolume({ volumeId: id, publishContext: pc, stagingTargetPath: staging, targetPath: target, volumeCapability: cap, volumeContext: v.volumeContext });
+      await n.node.NodeStageVolume({
+        volumeId: id,
+        publishContext: pc,
+        stagingTargetPath: staging,
+        volumeCapability: cap,
+        volumeContext: v.volumeContext,
+      });
+      await n.node.NodePublishVolume({
+        volumeId: id,
+        publishContext: pc,
+        stagingTargetPath: staging,
+        targetPath: target,
+        volumeCapability: cap,
+        volumeContext: v.volumeContext,
+      });
       mounted = true;
     };
     const unmountFrom = async (node: string, id: string) => {
@@ -91,7 +123,9 @@ export async function runMove(deps: Deps): Promise<number> {
 
     await mountOn('talos-worker-1', volumeId);
     const note = `written on talos-worker-1 at ${new Date().toISOString()}`;
-    await sh(`echo '${note}' > ${target}/note.txt && dd if=/dev/urandom of=${target}/blob bs=1M count=8 status=none && sync`);
+    await sh(
+      `echo '${note}' > ${target}/note.txt && dd if=/dev/urandom of=${target}/blob bs=1M count=8 status=none && sync`,
+    );
     const blobSum = (await sh(`sha256sum ${target}/blob`)).split(' ')[0] ?? '';
     say(`wrote note.txt and an 8 MiB random blob (sha256 ${blobSum.slice(0, 16)}…) on talos-worker-1`);
     await unmountFrom('talos-worker-1', volumeId);
@@ -103,7 +137,10 @@ export async function runMove(deps: Deps): Promise<number> {
     await helper.hold('hyper1', volid);
     const upid = await helper.startMigration('hyper1', 'hyper2');
     const log = await helper.finishMigration(upid, 'hyper1');
-    check(log.some((l) => l.includes(`volume '${volid}' is '${volid}' on the target`)), `Proxmox migrated ${volid} to hyper2 under the same name`);
+    check(
+      log.some((l) => l.includes(`volume '${volid}' is '${volid}' on the target`)),
+      `Proxmox migrated ${volid} to hyper2 under the same name`,
+    );
     await helper.release(volid);
     const onSource = (await api.listContent('hyper1', ref.storage, undefined)).some((x) => x.volid === volid);
     const onTarget = (await api.listContent('hyper2', ref.storage, undefined)).some((x) => x.volid === volid);
@@ -113,7 +150,10 @@ export async function runMove(deps: Deps): Promise<number> {
     const moved = formatVolumeId({ ...ref, zone: 'hyper2' });
     await mountOn('talos-worker-2', moved);
     volumeId = moved;
-    check((await sh(`sha256sum ${target}/blob`)).split(' ')[0] === blobSum, 'the 8 MiB blob reads back identical on talos-worker-2 (hyper2)');
+    check(
+      (await sh(`sha256sum ${target}/blob`)).split(' ')[0] === blobSum,
+      'the 8 MiB blob reads back identical on talos-worker-2 (hyper2)',
+    );
     check((await sh(`cat ${target}/note.txt`)) === note, 'note.txt reads back identical');
     await unmountFrom('talos-worker-2', moved);
     await c.controller.DeleteVolume({ volumeId: moved });
@@ -125,7 +165,8 @@ export async function runMove(deps: Deps): Promise<number> {
       await n.node.NodeUnpublishVolume({ volumeId, targetPath: target }).catch(() => undefined);
       await n.node.NodeUnstageVolume({ volumeId, stagingTargetPath: staging }).catch(() => undefined);
     }
-    if (publishedTo && volumeId) await c.controller.ControllerUnpublishVolume({ volumeId, nodeId: publishedTo }).catch(() => undefined);
+    if (publishedTo && volumeId)
+      await c.controller.ControllerUnpublishVolume({ volumeId, nodeId: publishedTo }).catch(() => undefined);
     if (volumeId) await c.controller.DeleteVolume({ volumeId }).catch(() => undefined);
     await api.close();
     await ctrl.stop();

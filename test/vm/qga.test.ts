@@ -61,8 +61,14 @@ t.test('runs a command and relays output, exit code and input', async (t) => {
   const agent = await fakeAgent(
     t,
     (req, reply, polls) => {
-      if (req.execute === 'guest-exec') { reply({ return: { pid: 42 } }); return; }
-      if (polls < 3) { reply({ return: { exited: false } }); return; }
+      if (req.execute === 'guest-exec') {
+        reply({ return: { pid: 42 } });
+        return;
+      }
+      if (polls < 3) {
+        reply({ return: { exited: false } });
+        return;
+      }
       reply({ return: { exited: true, exitcode: 3, 'out-data': b64('hi\n'), 'err-data': b64('oops\n') } });
     },
     // An abandoned answer and an abandoned sync of another client.
@@ -78,8 +84,13 @@ t.test('runs a command and relays output, exit code and input', async (t) => {
 });
 
 t.test('an agent error becomes a QgaError naming the command', async (t) => {
-  const agent = await fakeAgent(t, (_req, reply) => reply({ error: { class: 'GenericError', desc: 'Guest agent command failed' } }));
-  await t.rejects(guestExec(agent.socket, ['nope'], { timeoutMs: 5_000 }), { name: 'QgaError', message: /guest-exec: Guest agent command failed/ });
+  const agent = await fakeAgent(t, (_req, reply) =>
+    reply({ error: { class: 'GenericError', desc: 'Guest agent command failed' } }),
+  );
+  await t.rejects(guestExec(agent.socket, ['nope'], { timeoutMs: 5_000 }), {
+    name: 'QgaError',
+    message: /guest-exec: Guest agent command failed/,
+  });
 });
 
 t.test('a command that never ends hits the deadline', async (t) => {

@@ -27,12 +27,25 @@ function nodeCommand(): string {
   return [
     // This very node binary (ensure.sh may have put a cached one first on PATH): the guest sees
     // the host's / read-only, so the same path runs the same version there.
-    'exec', shq(process.execPath), shq(main), '--mode', 'node',
-    '--proxmox-endpoint', `tcp://127.0.0.1:${GUEST_PROXMOX_PORT}`,
-    '--nfs-endpoint', `tcp://127.0.0.1:${GUEST_NFS_CSI_PORT}`,
-    '--node-id', NODE_ID, '--region', 'homelab', '--zone', 'hyper1',
-    '--kubelet-dir', GUEST_KUBELET_DIR,
-    '--metrics-address', `127.0.0.1:${GUEST_METRICS_PORT}`,
+    'exec',
+    shq(process.execPath),
+    shq(main),
+    '--mode',
+    'node',
+    '--proxmox-endpoint',
+    `tcp://127.0.0.1:${GUEST_PROXMOX_PORT}`,
+    '--nfs-endpoint',
+    `tcp://127.0.0.1:${GUEST_NFS_CSI_PORT}`,
+    '--node-id',
+    NODE_ID,
+    '--region',
+    'homelab',
+    '--zone',
+    'hyper1',
+    '--kubelet-dir',
+    GUEST_KUBELET_DIR,
+    '--metrics-address',
+    `127.0.0.1:${GUEST_METRICS_PORT}`,
     process.env.VM_NODE_ARGS ?? '',
   ].join(' ');
 }
@@ -95,7 +108,11 @@ async function main(): Promise<number> {
       forwards: [GUEST_PROXMOX_PORT, GUEST_NFS_CSI_PORT, GUEST_METRICS_PORT].map((guestPort) => ({ guestPort })),
       waitPorts: [GUEST_PROXMOX_PORT, GUEST_NFS_CSI_PORT],
       run: `cd ${shq(repoRoot)}\n${nodeCommand()}\n`,
-      env: { GUEST_PROXMOX_PORT: String(GUEST_PROXMOX_PORT), GUEST_NFS_CSI_PORT: String(GUEST_NFS_CSI_PORT), REPO: repoRoot },
+      env: {
+        GUEST_PROXMOX_PORT: String(GUEST_PROXMOX_PORT),
+        GUEST_NFS_CSI_PORT: String(GUEST_NFS_CSI_PORT),
+        REPO: repoRoot,
+      },
       logDir,
       readyTimeoutMs: readyS * 1000,
       handleSignals: false,
@@ -120,7 +137,9 @@ async function main(): Promise<number> {
     log(`vm: command exited with ${code} after ${((Date.now() - t) / 1000).toFixed(1)}s`);
     const ended = guest.runExitCode();
     if (ended !== undefined) {
-      log(`vm: WARNING: the node plugin in the guest exited with ${ended} during the run; see ${path.join(logDir, 'run.log')}`);
+      log(
+        `vm: WARNING: the node plugin in the guest exited with ${ended} during the run; see ${path.join(logDir, 'run.log')}`,
+      );
     }
     return interrupted || code;
   } catch (e) {

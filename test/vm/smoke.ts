@@ -84,7 +84,10 @@ async function execChannel(g: Guest): Promise<void> {
   const uname = await cli(g, 'guest-exec.sh', ['uname', '-r']);
   check(uname.code === 0 && uname.out.trim().length > 0, `guest-exec uname -r: ${JSON.stringify(uname)}`);
   const seven = await cli(g, 'guest-exec.sh', ['sh', '-c', 'echo out; echo err >&2; exit 7']);
-  check(seven.code === 7 && seven.out.includes('out') && seven.out.includes('err'), `exit code relay: ${JSON.stringify(seven)}`);
+  check(
+    seven.code === 7 && seven.out.includes('out') && seven.out.includes('err'),
+    `exit code relay: ${JSON.stringify(seven)}`,
+  );
   const dir = `/tmp/csi-smoke-${randomBytes(4).toString('hex')}/mount`;
   const made = await cli(g, 'sanity/create-path.sh', [dir]);
   check(made.code === 0 && made.out.trim() === dir, `create-path printed ${JSON.stringify(made)}`);
@@ -106,10 +109,18 @@ async function hotplug(g: Guest): Promise<void> {
   const findWwid = `grep -l '^naa.${WWN}$' /sys/bus/scsi/devices/*/wwid 2>/dev/null || true`;
   try {
     await qmp.execute('blockdev-add', {
-      driver: 'raw', 'node-name': 'drive-scsi1', file: { driver: 'file', filename: file },
+      driver: 'raw',
+      'node-name': 'drive-scsi1',
+      file: { driver: 'file', filename: file },
     });
     await qmp.execute('device_add', {
-      driver: 'scsi-hd', id: 'scsi1', bus: 'scsihw0.0', 'scsi-id': 1, lun: 1, drive: 'drive-scsi1', wwn: `0x${WWN}`,
+      driver: 'scsi-hd',
+      id: 'scsi1',
+      bus: 'scsihw0.0',
+      'scsi-id': 1,
+      lun: 1,
+      drive: 'drive-scsi1',
+      wwn: `0x${WWN}`,
     });
     await until('the disk to appear in the guest', 30_000, async () => (await g.sh(findWwid)).trim() !== '');
     const dev = await g.sh(
@@ -117,7 +128,10 @@ async function hotplug(g: Guest): Promise<void> {
         `for i in $(seq 50); do [ -e /dev/disk/by-id/wwn-0x${WWN} ] && break; sleep 0.1; done; ` +
         `readlink /dev/disk/by-id/wwn-0x${WWN}`,
     );
-    const [vendor, blk, link] = dev.trim().split('\n').map((s) => s.trim());
+    const [vendor, blk, link] = dev
+      .trim()
+      .split('\n')
+      .map((s) => s.trim());
     check(vendor === 'QEMU', `vendor ${vendor}`);
     check(blk && link === `../../${blk}`, `by-id link ${link} for ${blk}`);
     // What the node plugin will do with it: format, mount, write, then grow online.
@@ -127,8 +141,10 @@ async function hotplug(g: Guest): Promise<void> {
         echo data > /mnt/disk/f; ${sizeKb}`),
     );
     await qmp.execute('block_resize', { 'node-name': 'drive-scsi1', size: 2 * GiB });
-    await until('the guest to see the new capacity', 30_000, async () =>
-      Number(await g.sh(`cat /sys/block/${blk}/size`)) === (2 * GiB) / 512,
+    await until(
+      'the guest to see the new capacity',
+      30_000,
+      async () => Number(await g.sh(`cat /sys/block/${blk}/size`)) === (2 * GiB) / 512,
     );
     const after = Number(await g.sh(`set -e; resize2fs -f /dev/${blk} >/dev/null 2>&1; ${sizeKb}`));
     check(after > before * 1.8, `online resize grew the filesystem (${before} KiB -> ${after} KiB)`);
@@ -136,8 +152,10 @@ async function hotplug(g: Guest): Promise<void> {
     await qmp.execute('device_del', { id: 'scsi1' });
     await qmp.waitEvent((e) => e.event === 'DEVICE_DELETED' && e.data?.device === 'scsi1', 30_000);
     await qmp.execute('blockdev-del', { 'node-name': 'drive-scsi1' });
-    await until('the disk to leave the guest', 30_000, async () =>
-      (await g.sh(`${findWwid}; ls /dev/disk/by-id/ 2>/dev/null | grep ${WWN} || true`)).trim() === '',
+    await until(
+      'the disk to leave the guest',
+      30_000,
+      async () => (await g.sh(`${findWwid}; ls /dev/disk/by-id/ 2>/dev/null | grep ${WWN} || true`)).trim() === '',
     );
   } finally {
     qmp.close();
@@ -204,7 +222,9 @@ async function main(): Promise<void> {
     check(qemuPid > 0 && !alive, `QEMU pid ${qemuPid} gone`);
   });
   const total = (Date.now() - t0) / 1000;
-  log(`smoke: PASS in ${total.toFixed(1)}s (${phases.map(([n, s]) => `${n.split(':')[0]} ${s.toFixed(1)}s`).join(', ')})`);
+  log(
+    `smoke: PASS in ${total.toFixed(1)}s (${phases.map(([n, s]) => `${n.split(':')[0]} ${s.toFixed(1)}s`).join(', ')})`,
+  );
 }
 
 main().catch((e: unknown) => {

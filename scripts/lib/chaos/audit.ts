@@ -49,7 +49,9 @@ export function holders(state: SimState): Map<string, Set<number>> {
 
 /** Volumes on two or more VMs at once. */
 export function doubles(state: SimState): string[] {
-  return [...holders(state)].filter(([, vms]) => vms.size > 1).map(([volid, vms]) => `${volid} on VMs ${[...vms].join('+')}`);
+  return [...holders(state)]
+    .filter(([, vms]) => vms.size > 1)
+    .map(([volid, vms]) => `${volid} on VMs ${[...vms].join('+')}`);
 }
 
 /** Watches the simulator while a scenario runs; every volume seen on two VMs counts once. */
@@ -58,7 +60,11 @@ export class DoubleAttachSampler {
   private timer?: NodeJS.Timeout;
   private busy = false;
 
-  constructor(private readonly admin: SimulatorAdmin, private readonly rec: Recorder, private readonly everyMs = 100) {}
+  constructor(
+    private readonly admin: SimulatorAdmin,
+    private readonly rec: Recorder,
+    private readonly everyMs = 100,
+  ) {}
 
   start(): this {
     this.timer = setInterval(() => void this.sample(), this.everyMs);
@@ -99,7 +105,11 @@ export function baseline(state: SimState): Map<number, string> {
  * changes, helper attachments (WWN PVC-XP..), VM `lock`s and held lock files, volumes on two
  * VMs; plus configs that differ from `base` when given.
  */
-export async function auditProxmox(admin: SimulatorAdmin, rec: Recorder, opts: { controllerVmId?: number; base?: Map<number, string> } = {}): Promise<void> {
+export async function auditProxmox(
+  admin: SimulatorAdmin,
+  rec: Recorder,
+  opts: { controllerVmId?: number; base?: Map<number, string> } = {},
+): Promise<void> {
   const owner = opts.controllerVmId ?? 9999;
   // Locks held by another writer or an answer still on its way: give them a moment to end.
   let state = (await admin.state()) as SimState;
@@ -111,7 +121,8 @@ export async function auditProxmox(admin: SimulatorAdmin, rec: Recorder, opts: {
     rec.leaks[kind] = (rec.leaks[kind] ?? 0) + 1;
     rec.violate(`leak (${kind}): ${what}`);
   };
-  for (const n of state.nodes) for (const s of n.storages) for (const v of s.volumes) if (v.owner === owner) leak('disk', `${n.name}/${v.volid}`);
+  for (const n of state.nodes)
+    for (const s of n.storages) for (const v of s.volumes) if (v.owner === owner) leak('disk', `${n.name}/${v.volid}`);
   for (const vm of state.vms) {
     const at = `VM ${vm.name} (${vm.vmid})`;
     for (const [k, v] of Object.entries(vm.config)) {
@@ -123,7 +134,8 @@ export async function auditProxmox(admin: SimulatorAdmin, rec: Recorder, opts: {
     for (const k of vm.pendingDelete) leak('pending', `${at} pending delete ${k}`);
     if (vm.config.lock) leak('lock', `${at} lock=${vm.config.lock}`);
     const was = opts.base?.get(vm.vmid);
-    if (was !== undefined && was !== vm.digest) leak('changed', `${at}: config changed (digest ${was.slice(0, 8)} → ${vm.digest.slice(0, 8)})`);
+    if (was !== undefined && was !== vm.digest)
+      leak('changed', `${at}: config changed (digest ${was.slice(0, 8)} → ${vm.digest.slice(0, 8)})`);
   }
   for (const l of state.locks ?? []) leak('lock', `lock file held: ${l}`);
   for (const d of doubles(state)) {
@@ -156,12 +168,20 @@ export function auditExport(exportDir: string, rec: Recorder, expected: string[]
 
 /** Mount points (from a mountinfo file) at or below `root`. */
 export function mountsUnder(mountinfo: string, root: string): string[] {
-  return fs.readFileSync(mountinfo, 'utf8').split('\n').filter(Boolean)
+  return fs
+    .readFileSync(mountinfo, 'utf8')
+    .split('\n')
+    .filter(Boolean)
     .map((l) => l.split(' ')[4]!.replace(/\\040/g, ' '))
     .filter((m) => m === root || m.startsWith(`${root}/`));
 }
 
-export function auditMounts(rec: Recorder, root: string, mountinfo = '/proc/self/mountinfo', allowed: string[] = []): void {
+export function auditMounts(
+  rec: Recorder,
+  root: string,
+  mountinfo = '/proc/self/mountinfo',
+  allowed: string[] = [],
+): void {
   for (const m of mountsUnder(mountinfo, root)) {
     if (allowed.includes(m)) continue;
     rec.leaks.mount = (rec.leaks.mount ?? 0) + 1;
@@ -179,7 +199,12 @@ export class FaultLedger {
   private profile = 'none';
   private countedTasks = new Set<string>();
 
-  constructor(private readonly admin: SimulatorAdmin, private readonly adminUrl: string, private readonly rec: Recorder, private readonly taskFailMessage: string) {}
+  constructor(
+    private readonly admin: SimulatorAdmin,
+    private readonly adminUrl: string,
+    private readonly rec: Recorder,
+    private readonly taskFailMessage: string,
+  ) {}
 
   async begin(): Promise<void> {
     this.seq = (await this.admin.requests(Number.MAX_SAFE_INTEGER)).lastSeq;
@@ -198,7 +223,8 @@ export class FaultLedger {
       if (e.fault) this.rec.fault(e.fault);
       if (this.profile === 'latency') this.rec.fault('latency');
       else if (this.profile === 'lock-contention' && e.method !== 'GET') this.rec.fault('lock-contention');
-      else if (this.profile.startsWith('stuck-detach') && /\/unlink$|\/config$/.test(e.route) && e.method !== 'GET') this.rec.fault(this.profile);
+      else if (this.profile.startsWith('stuck-detach') && /\/unlink$|\/config$/.test(e.route) && e.method !== 'GET')
+        this.rec.fault(this.profile);
     }
     const tasks = (await (await fetch(`${this.adminUrl}/tasks`)).json()) as { upid: string; exitstatus?: string }[];
     for (const t of tasks) {

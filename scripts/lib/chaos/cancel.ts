@@ -17,7 +17,11 @@ export async function cancelScenario(env: ChaosEnv): Promise<Recorder> {
   // PVE's own lock wait (10 s): the change held up behind the lock lands once it is released.
   await admin.setFaults({ ...BASE_FAULTS, lockTimeoutMs: 10_000 });
   const sock = path.join(env.runDir, 'cancel.sock');
-  const prog = new Program({ name: 'cancel-controller', runDir: env.runDir, args: ['--mode', 'controller', '--proxmox-endpoint', `unix://${sock}`, '--proxmox-config', env.proxmoxConfig] });
+  const prog = new Program({
+    name: 'cancel-controller',
+    runDir: env.runDir,
+    args: ['--mode', 'controller', '--proxmox-endpoint', `unix://${sock}`, '--proxmox-config', env.proxmoxConfig],
+  });
   await prog.start();
   const csi = new CsiCaller(`unix://${sock}`, rec);
   const sampler = new DoubleAttachSampler(admin, rec, 50).start();
@@ -28,11 +32,22 @@ export async function cancelScenario(env: ChaosEnv): Promise<Recorder> {
     const host = HOSTS[hostIdx]!;
     const [a, b] = r % 2 ? [host.vms[1]!, host.vms[0]!] : [host.vms[0]!, host.vms[1]!];
     const name = `pvc-chaos-cancel-${r}-${host.zone}`;
-    const created = await csi.op('controller', 'CreateVolume', {
-      name, parameters: { storage: 'local-lvm' }, volumeCapabilities: [SINGLE_WRITER],
-      capacityRange: { requiredBytes: String(GiB) }, accessibilityRequirements: topology(host.zone),
-    }, { ...opts, deadlineMs: 10_000 });
-    if (created.code !== 'OK') { rec.violate(`CreateVolume ${name}: ${created.code} ${created.message}`); return; }
+    const created = await csi.op(
+      'controller',
+      'CreateVolume',
+      {
+        name,
+        parameters: { storage: 'local-lvm' },
+        volumeCapabilities: [SINGLE_WRITER],
+        capacityRange: { requiredBytes: String(GiB) },
+        accessibilityRequirements: topology(host.zone),
+      },
+      { ...opts, deadlineMs: 10_000 },
+    );
+    if (created.code !== 'OK') {
+      rec.violate(`CreateVolume ${name}: ${created.code} ${created.message}`);
+      return;
+    }
     const volumeId = created.res.volume.volumeId as string;
     const volid = `local-lvm:${volumeId.split('/')[3]}`;
     const publish = { volumeId, volumeCapability: SINGLE_WRITER };
@@ -40,13 +55,24 @@ export async function cancelScenario(env: ChaosEnv): Promise<Recorder> {
     await admin.holdLock({ vmid: a.vmid }, holdMs);
     rec.fault('lock-held');
     rec.ops++;
-    const gaveUp = await csi.once('controller', 'ControllerPublishVolume', { ...publish, nodeId: a.name },
-      how === 'deadline' ? { deadlineMs: 1500, expectDeadline: true } : { cancelAfterMs: 1000 });
+    const gaveUp = await csi.once(
+      'controller',
+      'ControllerPublishVolume',
+      { ...publish, nodeId: a.name },
+      how === 'deadline' ? { deadlineMs: 1500, expectDeadline: true } : { cancelAfterMs: 1000 },
+    );
     rec.fault(how === 'deadline' ? 'caller deadline 1.5 s' : 'caller cancel');
-    if (gaveUp.code === 'OK') rec.violate(`${name}: publish to ${a.name} answered OK although its VM config was locked`);
+    if (gaveUp.code === 'OK')
+      rec.violate(`${name}: publish to ${a.name} answered OK although its VM config was locked`);
     const toB = await csi.op('controller', 'ControllerPublishVolume', { ...publish, nodeId: b.name }, opts);
-    if (toB.code === 'OK') rec.violate(`${name}: publish to ${b.name} answered OK while the cancelled publish to ${a.name} could still land (defect 1)`);
-    else if (toB.code !== 'FAILED_PRECONDITION') rec.violate(`${name}: publish to ${b.name} ended ${toB.code} (want FAILED_PRECONDITION) ${toB.message.slice(0, 200)}`);
+    if (toB.code === 'OK')
+      rec.violate(
+        `${name}: publish to ${b.name} answered OK while the cancelled publish to ${a.name} could still land (defect 1)`,
+      );
+    else if (toB.code !== 'FAILED_PRECONDITION')
+      rec.violate(
+        `${name}: publish to ${b.name} ended ${toB.code} (want FAILED_PRECONDITION) ${toB.message.slice(0, 200)}`,
+      );
 
     // Let the held-up change land (or fail), then look: at most one VM may have the disk.
     await sleep(holdMs + 500);
@@ -56,7 +82,8 @@ export async function cancelScenario(env: ChaosEnv): Promise<Recorder> {
     // The first caller's sidecar replays; the volume then leaves as usual.
     if (toB.code !== 'OK') {
       const replay = await csi.op('controller', 'ControllerPublishVolume', { ...publish, nodeId: a.name }, opts);
-      if (replay.code !== 'OK') rec.violate(`${name}: replayed publish to ${a.name} ended ${replay.code} ${replay.message.slice(0, 200)}`);
+      if (replay.code !== 'OK')
+        rec.violate(`${name}: replayed publish to ${a.name} ended ${replay.code} ${replay.message.slice(0, 200)}`);
     }
     await csi.op('controller', 'ControllerUnpublishVolume', { volumeId }, { ...opts, until: 'ok' });
     await csi.op('controller', 'DeleteVolume', { volumeId }, { ...opts, deadlineMs: 10_000, until: 'ok' });

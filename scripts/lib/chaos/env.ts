@@ -21,25 +21,48 @@ export const GiB = 1024 ** 3;
 
 /** Hosts of the default cluster and their two VMs each (talos-cp-N, talos-worker-N). */
 export const HOSTS = [
-  { zone: 'hyper1', vms: [{ name: 'talos-cp-1', vmid: 101 }, { name: 'talos-worker-1', vmid: 111 }] },
-  { zone: 'hyper2', vms: [{ name: 'talos-cp-2', vmid: 102 }, { name: 'talos-worker-2', vmid: 112 }] },
-  { zone: 'hyper3', vms: [{ name: 'talos-cp-3', vmid: 103 }, { name: 'talos-worker-3', vmid: 113 }] },
+  {
+    zone: 'hyper1',
+    vms: [
+      { name: 'talos-cp-1', vmid: 101 },
+      { name: 'talos-worker-1', vmid: 111 },
+    ],
+  },
+  {
+    zone: 'hyper2',
+    vms: [
+      { name: 'talos-cp-2', vmid: 102 },
+      { name: 'talos-worker-2', vmid: 112 },
+    ],
+  },
+  {
+    zone: 'hyper3',
+    vms: [
+      { name: 'talos-cp-3', vmid: 103 },
+      { name: 'talos-worker-3', vmid: 113 },
+    ],
+  },
 ];
 
-export const topology = (zone: string) => ({ requisite: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': zone } }] });
+export const topology = (zone: string) => ({
+  requisite: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': zone } }],
+});
 
 export async function startEnv(runDir: string, long: boolean): Promise<ChaosEnv> {
   const sim = await startSimulator({ backend: 'none', stateDir: path.join(runDir, 'sim'), faults: BASE_FAULTS });
   const proxmoxConfig = path.join(runDir, 'proxmox-config.yaml');
-  fs.writeFileSync(proxmoxConfig, [
-    'clusters:',
-    `  - url: ${sim.url}`,
-    '    insecure: false',
-    `    token_id: "${sim.tokenId}"`,
-    `    token_secret: "${sim.tokenSecret}"`,
-    `    ca_file: ${sim.caFile}`,
-    '    region: homelab',
-    '',
-  ].join('\n'));
+  fs.writeFileSync(
+    proxmoxConfig,
+    [
+      'clusters:',
+      `  - url: ${sim.url}`,
+      '    insecure: false',
+      `    token_id: "${sim.tokenId}"`,
+      `    token_secret: "${sim.tokenSecret}"`,
+      `    ca_file: ${sim.caFile}`,
+      '    region: homelab',
+      '',
+    ].join('\n'),
+  );
   return { runDir, long, sim, admin: new SimulatorAdmin(sim.adminUrl), proxmoxConfig };
 }

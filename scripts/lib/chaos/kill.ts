@@ -18,7 +18,11 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
   // Slow enough that a kill lands between a request and its answer.
   await admin.setFaults({ ...BASE_FAULTS, latencyMs: 25 });
   const sock = path.join(env.runDir, 'kill.sock');
-  const prog = new Program({ name: 'kill-controller', runDir: env.runDir, args: ['--mode', 'controller', '--proxmox-endpoint', `unix://${sock}`, '--proxmox-config', env.proxmoxConfig] });
+  const prog = new Program({
+    name: 'kill-controller',
+    runDir: env.runDir,
+    args: ['--mode', 'controller', '--proxmox-endpoint', `unix://${sock}`, '--proxmox-config', env.proxmoxConfig],
+  });
   await prog.start();
   const csi = new CsiCaller(`unix://${sock}`, rec);
   const sampler = new DoubleAttachSampler(admin, rec).start();
@@ -49,10 +53,18 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
   const names = Array.from({ length: n }, (_, i) => `pvc-chaos-kill-${String(i).padStart(2, '0')}`);
   const ids: string[] = [];
   await pool(names, 8, async (name, i) => {
-    const a = await csi.op('controller', 'CreateVolume', {
-      name, parameters: { storage: 'local-lvm' }, volumeCapabilities: [SINGLE_WRITER],
-      capacityRange: { requiredBytes: String(GiB) }, accessibilityRequirements: topology('hyper1'),
-    }, { ...opts, deadlineMs: 10_000 });
+    const a = await csi.op(
+      'controller',
+      'CreateVolume',
+      {
+        name,
+        parameters: { storage: 'local-lvm' },
+        volumeCapabilities: [SINGLE_WRITER],
+        capacityRange: { requiredBytes: String(GiB) },
+        accessibilityRequirements: topology('hyper1'),
+      },
+      { ...opts, deadlineMs: 10_000 },
+    );
     if (a.code === 'OK') ids[i] = a.res.volume.volumeId;
     else rec.violate(`CreateVolume ${name}: ${a.code} ${a.message}`);
   });
@@ -61,18 +73,44 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
   const killAt = (r: number, base: number) => base + ((r * 97) % 200);
 
   for (let r = 0; r < rounds; r++) {
-    await storm('attach storm', ids.map((volumeId) => () => csi.op('controller', 'ControllerPublishVolume', { volumeId, nodeId: vm.name, volumeCapability: SINGLE_WRITER }, opts)), killAt(r, 120));
+    await storm(
+      'attach storm',
+      ids.map(
+        (volumeId) => () =>
+          csi.op(
+            'controller',
+            'ControllerPublishVolume',
+            { volumeId, nodeId: vm.name, volumeCapability: SINGLE_WRITER },
+            opts,
+          ),
+      ),
+      killAt(r, 120),
+    );
     let s = await state();
     const h = holders(s);
     const cfg = s.vms.find((v) => v.vmid === vm.vmid)!;
     for (const volid of volids) {
       const on = [...(h.get(volid) ?? [])];
-      const slots = Object.entries(cfg.config).filter(([k, v]) => /^scsi\d+$/.test(k) && volidOfDrive(v) === volid).length;
-      if (on.length !== 1 || on[0] !== vm.vmid || slots !== 1) rec.violate(`after the attach storm ${volid} is on VMs [${on.join(',')}] in ${slots} slot(s) of ${vm.vmid} (want exactly one)`);
+      const slots = Object.entries(cfg.config).filter(
+        ([k, v]) => /^scsi\d+$/.test(k) && volidOfDrive(v) === volid,
+      ).length;
+      if (on.length !== 1 || on[0] !== vm.vmid || slots !== 1)
+        rec.violate(
+          `after the attach storm ${volid} is on VMs [${on.join(',')}] in ${slots} slot(s) of ${vm.vmid} (want exactly one)`,
+        );
     }
-    await storm('detach storm', ids.map((volumeId) => () => csi.op('controller', 'ControllerUnpublishVolume', { volumeId, nodeId: vm.name }, { ...opts, until: 'ok' })), killAt(r, 80));
+    await storm(
+      'detach storm',
+      ids.map(
+        (volumeId) => () =>
+          csi.op('controller', 'ControllerUnpublishVolume', { volumeId, nodeId: vm.name }, { ...opts, until: 'ok' }),
+      ),
+      killAt(r, 80),
+    );
     s = await state();
-    for (const volid of volids) if (holders(s).has(volid)) rec.violate(`after the detach storm ${volid} is still on VMs ${[...holders(s).get(volid)!].join(',')}`);
+    for (const volid of volids)
+      if (holders(s).has(volid))
+        rec.violate(`after the detach storm ${volid} is still on VMs ${[...holders(s).get(volid)!].join(',')}`);
   }
 
   await lockedAttachKill(ids.slice(0, long ? 6 : 3));
@@ -80,13 +118,32 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
   // Offline expansion goes through a short-lived helper attachment: kill while it exists.
   const grow = ids.slice(0, long ? 8 : 4);
   const target = 2 * GiB;
-  await storm('offline expansion', grow.map((volumeId) => () => csi.op('controller', 'ControllerExpandVolume', {
-    volumeId, capacityRange: { requiredBytes: String(target) }, volumeCapability: SINGLE_WRITER,
-  }, { ...opts, deadlineMs: 10_000 })), 150);
-  const sizes = new Map((await state()).nodes.flatMap((nd) => nd.storages.flatMap((st) => st.volumes.map((v) => [v.volid, v.size] as const))));
+  await storm(
+    'offline expansion',
+    grow.map(
+      (volumeId) => () =>
+        csi.op(
+          'controller',
+          'ControllerExpandVolume',
+          {
+            volumeId,
+            capacityRange: { requiredBytes: String(target) },
+            volumeCapability: SINGLE_WRITER,
+          },
+          { ...opts, deadlineMs: 10_000 },
+        ),
+    ),
+    150,
+  );
+  const sizes = new Map(
+    (await state()).nodes.flatMap((nd) =>
+      nd.storages.flatMap((st) => st.volumes.map((v) => [v.volid, v.size] as const)),
+    ),
+  );
   for (const id of grow) {
     const volid = `local-lvm:${id.split('/')[3]}`;
-    if ((sizes.get(volid) ?? 0) < target) rec.violate(`after offline expansion ${volid} has ${sizes.get(volid)} bytes (want ≥ ${target})`);
+    if ((sizes.get(volid) ?? 0) < target)
+      rec.violate(`after offline expansion ${volid} has ${sizes.get(volid)} bytes (want ≥ ${target})`);
   }
 
   /**
@@ -103,13 +160,25 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
     const released = Date.now() + holdMs;
     rec.fault('lock-held');
     rec.ops += vols.length;
-    const cut = vols.map((volumeId) => csi.once('controller', 'ControllerPublishVolume', { volumeId, nodeId: a.name, volumeCapability: SINGLE_WRITER }, { deadlineMs: 15_000 }));
+    const cut = vols.map((volumeId) =>
+      csi.once(
+        'controller',
+        'ControllerPublishVolume',
+        { volumeId, nodeId: a.name, volumeCapability: SINGLE_WRITER },
+        { deadlineMs: 15_000 },
+      ),
+    );
     // Kill once a config change is in Proxmox: a qmconfig task waiting for the lock. Which
     // volumes it carries is read from the request log (the first batch may not hold them all).
-    const posts = async () => (await admin.requests(since)).entries.filter((e) => e.route === 'POST /nodes/{node}/qemu/{vmid}/config' && e.path.includes(`/qemu/${a.vmid}/`));
-    for (const t0 = Date.now(); (await posts()).length === 0; ) {
+    const posts = async () =>
+      (await admin.requests(since)).entries.filter(
+        (e) => e.route === 'POST /nodes/{node}/qemu/{vmid}/config' && e.path.includes(`/qemu/${a.vmid}/`),
+      );
+    for (const t0 = Date.now(); (await posts()).length === 0;) {
       if (Date.now() - t0 > holdMs - 1000) {
-        rec.violate(`kill while an attach waits for a lock: no config change of VM ${a.vmid} was sent within ${holdMs - 1000} ms`);
+        rec.violate(
+          `kill while an attach waits for a lock: no config change of VM ${a.vmid} was sent within ${holdMs - 1000} ms`,
+        );
         break;
       }
       await sleep(50);
@@ -122,12 +191,27 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
     rec.fault('attaches left waiting in Proxmox by the killed process', vols.filter(sent).length);
     await Promise.all(cut);
     await prog.start();
-    const elsewhere = await Promise.all(vols.map((volumeId) => csi.op('controller', 'ControllerPublishVolume', { volumeId, nodeId: b.name, volumeCapability: SINGLE_WRITER }, opts)));
+    const elsewhere = await Promise.all(
+      vols.map((volumeId) =>
+        csi.op(
+          'controller',
+          'ControllerPublishVolume',
+          { volumeId, nodeId: b.name, volumeCapability: SINGLE_WRITER },
+          opts,
+        ),
+      ),
+    );
     vols.forEach((id, i) => {
       const ans = elsewhere[i];
       if (!ans || !sent(id)) return; // never sent: free to go to B (the audit below still counts VMs)
-      if (ans.code === 'OK') rec.violate(`publish of ${id} to ${b.name} after a restart answered OK while the killed process's attach to ${a.name} was still waiting for its lock`);
-      else if (ans.code !== 'FAILED_PRECONDITION') rec.violate(`publish of ${id} to ${b.name} after a restart ended ${ans.code} (want FAILED_PRECONDITION) ${ans.message.slice(0, 200)}`);
+      if (ans.code === 'OK')
+        rec.violate(
+          `publish of ${id} to ${b.name} after a restart answered OK while the killed process's attach to ${a.name} was still waiting for its lock`,
+        );
+      else if (ans.code !== 'FAILED_PRECONDITION')
+        rec.violate(
+          `publish of ${id} to ${b.name} after a restart ended ${ans.code} (want FAILED_PRECONDITION) ${ans.message.slice(0, 200)}`,
+        );
     });
     await sleep(Math.max(0, released + 500 - Date.now()));
     const h = holders(await state());
@@ -137,11 +221,19 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
     }
     await admin.patchFaults({ lockTimeoutMs: BASE_FAULTS.lockTimeoutMs ?? 3000 });
     for (const volumeId of vols) {
-      for (const nodeId of [a.name, b.name]) await csi.op('controller', 'ControllerUnpublishVolume', { volumeId, nodeId }, { ...opts, until: 'ok' });
+      for (const nodeId of [a.name, b.name])
+        await csi.op('controller', 'ControllerUnpublishVolume', { volumeId, nodeId }, { ...opts, until: 'ok' });
     }
   }
 
-  await storm('DeleteVolume', ids.map((volumeId) => () => csi.op('controller', 'DeleteVolume', { volumeId }, { ...opts, deadlineMs: 10_000, until: 'ok' })), 100);
+  await storm(
+    'DeleteVolume',
+    ids.map(
+      (volumeId) => () =>
+        csi.op('controller', 'DeleteVolume', { volumeId }, { ...opts, deadlineMs: 10_000, until: 'ok' }),
+    ),
+    100,
+  );
   await sampler.stop();
   csi.close();
   await prog.stop();

@@ -32,14 +32,30 @@ export async function nfsScenario(env: ChaosEnv, shared: NfsShared): Promise<Rec
   const g = await sharedGanesha(shared);
   const sock = path.join(env.runDir, 'nfs.sock');
   const prog = new Program({
-    name: 'nfs-controller', runDir: env.runDir,
-    args: ['--mode', 'controller', '--nfs-endpoint', `unix://${sock}`, '--nfs-port', String(g.nfsPort), '--nfs-mount-port', String(g.mountPort), '--nfs-call-timeout', '2s'],
+    name: 'nfs-controller',
+    runDir: env.runDir,
+    args: [
+      '--mode',
+      'controller',
+      '--nfs-endpoint',
+      `unix://${sock}`,
+      '--nfs-port',
+      String(g.nfsPort),
+      '--nfs-mount-port',
+      String(g.mountPort),
+      '--nfs-call-timeout',
+      '2s',
+    ],
   });
   await prog.start();
   const csi = new CsiCaller(`unix://${sock}`, rec);
   const opts = { deadlineMs: 10_000, budgetMs: 90_000, backoffStartMs: 200, backoffMaxMs: 2000 };
   const per = env.long ? 16 : 6;
-  const vols = Array.from({ length: per * 2 }, (_, i) => ({ ns: `chaos-${i % 2 ? 'b' : 'a'}`, pvc: `data-${String(i).padStart(2, '0')}`, name: `pvc-chaos-nfs-${i}` }));
+  const vols = Array.from({ length: per * 2 }, (_, i) => ({
+    ns: `chaos-${i % 2 ? 'b' : 'a'}`,
+    pvc: `data-${String(i).padStart(2, '0')}`,
+    name: `pvc-chaos-nfs-${i}`,
+  }));
 
   const freeze = async () => {
     await strike();
@@ -69,7 +85,12 @@ export async function nfsScenario(env: ChaosEnv, shared: NfsShared): Promise<Rec
     lastHit = n;
     rec.fault('calls in flight when hit', n);
   };
-  const during = async (fault: () => Promise<void>, calls: (() => Promise<Answer>)[], what: string, afterMs: number) => {
+  const during = async (
+    fault: () => Promise<void>,
+    calls: (() => Promise<Answer>)[],
+    what: string,
+    afterMs: number,
+  ) => {
     lastHit = 0;
     strikeAfterMs = afterMs;
     const [answers] = await Promise.all([Promise.all(calls.map((c) => c())), fault()]);
@@ -81,13 +102,26 @@ export async function nfsScenario(env: ChaosEnv, shared: NfsShared): Promise<Rec
     answers.forEach((a) => a.code !== 'OK' && rec.violate(`${what}: ${a.code} ${a.message.slice(0, 200)}`));
   };
 
-  const create = (v: (typeof vols)[number]) => () => csi.op('controller', 'CreateVolume', {
-    name: v.name, volumeCapabilities: [SINGLE_WRITER], capacityRange: { requiredBytes: String(1 << 30) },
-    parameters: {
-      server: g.server, share: `${g.share}/talos`, subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}', onDelete: 'archive',
-      'csi.storage.k8s.io/pvc/namespace': v.ns, 'csi.storage.k8s.io/pvc/name': v.pvc, 'csi.storage.k8s.io/pv/name': v.name,
-    },
-  }, opts);
+  const create = (v: (typeof vols)[number]) => () =>
+    csi.op(
+      'controller',
+      'CreateVolume',
+      {
+        name: v.name,
+        volumeCapabilities: [SINGLE_WRITER],
+        capacityRange: { requiredBytes: String(1 << 30) },
+        parameters: {
+          server: g.server,
+          share: `${g.share}/talos`,
+          subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}',
+          onDelete: 'archive',
+          'csi.storage.k8s.io/pvc/namespace': v.ns,
+          'csi.storage.k8s.io/pvc/name': v.pvc,
+          'csi.storage.k8s.io/pv/name': v.name,
+        },
+      },
+      opts,
+    );
   const ids = new Map<string, string>();
   const remember = (v: (typeof vols)[number]) => async () => {
     const a = await create(v)();
@@ -114,7 +148,8 @@ export async function nfsScenario(env: ChaosEnv, shared: NfsShared): Promise<Rec
     }
   }
 
-  const del = (v: (typeof vols)[number]) => () => csi.op('controller', 'DeleteVolume', { volumeId: ids.get(v.name) ?? '' }, { ...opts, until: 'ok' });
+  const del = (v: (typeof vols)[number]) => () =>
+    csi.op('controller', 'DeleteVolume', { volumeId: ids.get(v.name) ?? '' }, { ...opts, until: 'ok' });
   await during(freeze, vols.slice(0, per).map(del), 'DeleteVolume (archive) while the server was frozen', 8);
   await during(crash, vols.slice(per).map(del), 'DeleteVolume (archive) while the server was killed', 2);
   // The sidecar may call again after a lost answer: nothing may change.
@@ -122,23 +157,29 @@ export async function nfsScenario(env: ChaosEnv, shared: NfsShared): Promise<Rec
   for (const h of hits) {
     console.log(`    ${h.what}: ${h.n} of ${h.of} calls in flight when hit`);
     const want = Math.ceil(h.of * MIN_HIT_SHARE);
-    if (h.n < want) rec.violate(`${h.what}: the fault hit ${h.n} of ${h.of} calls in flight (want at least ${want}); the scenario would not test what it says`);
+    if (h.n < want)
+      rec.violate(
+        `${h.what}: the fault hit ${h.n} of ${h.of} calls in flight (want at least ${want}); the scenario would not test what it says`,
+      );
   }
 
   for (const v of vols) {
-    if (fs.existsSync(path.join(talos, v.ns, v.pvc))) rec.violate(`${v.ns}/${v.pvc} still exists after DeleteVolume (onDelete=archive)`);
+    if (fs.existsSync(path.join(talos, v.ns, v.pvc)))
+      rec.violate(`${v.ns}/${v.pvc} still exists after DeleteVolume (onDelete=archive)`);
     for (const f of ['a.bin', 'sub/b.bin']) {
       const p = path.join(talos, `archived-${v.ns}`, v.pvc, f);
       const want = sums.get(`${v.ns}/${v.pvc}/${f}`);
       const got = fs.existsSync(p) ? createHash('sha256').update(fs.readFileSync(p)).digest('hex') : 'missing';
-      if (want && got !== want) rec.violate(`archive of ${v.ns}/${v.pvc}: ${f} is ${got === 'missing' ? 'missing' : 'different'}`);
+      if (want && got !== want)
+        rec.violate(`archive of ${v.ns}/${v.pvc}: ${f} is ${got === 'missing' ? 'missing' : 'different'}`);
     }
   }
   // Expected: each archive, and the namespaces' own (now empty) directories of the claims.
   const expected = [...vols.map((v) => `archived-${v.ns}/${v.pvc}`), ...new Set(vols.map((v) => v.ns))];
   auditExport(g.exportDir, rec, expected);
   for (const ns of new Set(vols.map((v) => v.ns))) {
-    if (fs.existsSync(path.join(talos, ns)) && fs.readdirSync(path.join(talos, ns)).length > 0) rec.violate(`leak: ${ns} is not empty after all its claims were archived`);
+    if (fs.existsSync(path.join(talos, ns)) && fs.readdirSync(path.join(talos, ns)).length > 0)
+      rec.violate(`leak: ${ns} is not empty after all its claims were archived`);
   }
   csi.close();
   await prog.stop();

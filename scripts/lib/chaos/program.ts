@@ -59,8 +59,11 @@ export class Program {
     const logFile = path.join(this.o.runDir, `${this.o.name}.log`);
     fs.appendFileSync(logFile, `--- start ${this.starts} ${new Date().toISOString()}\n`);
     const [cmd, args] = this.o.namespace
-      ? ['unshare', ['-m', '--propagation', 'private', 'sh', '-ec', `${this.o.namespace.setup}\nexec "$@"`, 'sh', ...node]] as const
-      : [node[0]!, node.slice(1)] as const;
+      ? ([
+          'unshare',
+          ['-m', '--propagation', 'private', 'sh', '-ec', `${this.o.namespace.setup}\nexec "$@"`, 'sh', ...node],
+        ] as const)
+      : ([node[0]!, node.slice(1)] as const);
     this.proc = start(this.o.name, cmd, [...args], { cwd: ROOT, logFile });
     await this.proc.readyJson((j) => j.ready === true, 60_000);
   }

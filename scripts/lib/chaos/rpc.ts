@@ -73,19 +73,29 @@ export interface CallOptions {
   cancelAfterMs?: number;
 }
 
-type Unary = (req: unknown, md: grpc.Metadata, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: unknown) => void) => grpc.ClientUnaryCall;
+type Unary = (
+  req: unknown,
+  md: grpc.Metadata,
+  opts: grpc.CallOptions,
+  cb: (e: grpc.ServiceError | null, r: unknown) => void,
+) => grpc.ClientUnaryCall;
 
 export class CsiCaller {
   private clients: Record<Service, grpc.Client>;
 
-  constructor(readonly endpoint: string, private readonly rec: Recorder) {
+  constructor(
+    readonly endpoint: string,
+    private readonly rec: Recorder,
+  ) {
     const pkg = csiGrpc().csi.v1;
     const creds = grpc.credentials.createInsecure();
     // Large requests are part of the bad-input table; the driver must refuse them, not the client.
     // A restarted controller is found again quickly (grpc-js would back off up to 120 s).
     const o = {
-      'grpc.max_send_message_length': 16 << 20, 'grpc.max_receive_message_length': 16 << 20,
-      'grpc.initial_reconnect_backoff_ms': 100, 'grpc.max_reconnect_backoff_ms': 1000,
+      'grpc.max_send_message_length': 16 << 20,
+      'grpc.max_receive_message_length': 16 << 20,
+      'grpc.initial_reconnect_backoff_ms': 100,
+      'grpc.max_reconnect_backoff_ms': 1000,
     };
     this.clients = {
       identity: new pkg.Identity(endpoint, creds, o),
@@ -106,14 +116,20 @@ export class CsiCaller {
     return new Promise<Answer>((resolve) => {
       const fn = (this.clients[svc] as unknown as Record<string, Unary>)[method];
       if (!fn) throw new Error(`no method ${svc}.${method}`);
-      const call = fn.call(this.clients[svc], req, new grpc.Metadata(), { deadline: new Date(started + deadlineMs) }, (err, res) => {
-        const a: Answer = err
-          ? { code: codeName(err.code), message: err.details ?? err.message, ms: Date.now() - started }
-          : { code: 'OK', message: '', res, ms: Date.now() - started };
-        this.rec.inflight--;
-        this.rec.answer(method, a, deadlineMs, o.expectDeadline || o.cancelAfterMs !== undefined);
-        resolve(a);
-      });
+      const call = fn.call(
+        this.clients[svc],
+        req,
+        new grpc.Metadata(),
+        { deadline: new Date(started + deadlineMs) },
+        (err, res) => {
+          const a: Answer = err
+            ? { code: codeName(err.code), message: err.details ?? err.message, ms: Date.now() - started }
+            : { code: 'OK', message: '', res, ms: Date.now() - started };
+          this.rec.inflight--;
+          this.rec.answer(method, a, deadlineMs, o.expectDeadline || o.cancelAfterMs !== undefined);
+          resolve(a);
+        },
+      );
       if (o.cancelAfterMs !== undefined) setTimeout(() => call.cancel(), o.cancelAfterMs);
     });
   }
@@ -130,7 +146,9 @@ export class CsiCaller {
       if (until === 'once' || a.code === 'OK') return a;
       if (until === 'final' && !TRANSIENT.has(a.code)) return a;
       if (Date.now() - started + delay > budget) {
-        this.rec.violate(`${method} ${JSON.stringify(req).slice(0, 160)}: no ${until === 'ok' ? 'success' : 'final answer'} within ${budget} ms (last: ${a.code} ${a.message.slice(0, 200)})`);
+        this.rec.violate(
+          `${method} ${JSON.stringify(req).slice(0, 160)}: no ${until === 'ok' ? 'success' : 'final answer'} within ${budget} ms (last: ${a.code} ${a.message.slice(0, 200)})`,
+        );
         return a;
       }
       await new Promise((r) => setTimeout(r, delay));
@@ -145,11 +163,13 @@ export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 export async function pool<T, R>(items: T[], n: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array(items.length);
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(n, items.length) }, async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!, i);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(n, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await fn(items[i]!, i);
+      }
+    }),
+  );
   return out;
 }

@@ -22,11 +22,17 @@ interface Profile {
 const PROFILES: Profile[] = [
   { name: '5xx', faults: { errorRate: 0.25, errorMessage: 'cluster not ready - no quorum?' } },
   { name: 'drop-before', faults: { dropRate: 0.25, dropPhase: 'before' } },
-  { name: 'task-fail-before', faults: { taskFailRate: 0.4, taskFailPhase: 'before', taskFailMessage: `${TASK_FAIL} (before effect)` } },
+  {
+    name: 'task-fail-before',
+    faults: { taskFailRate: 0.4, taskFailPhase: 'before', taskFailMessage: `${TASK_FAIL} (before effect)` },
+  },
   { name: 'stuck-detach-error', faults: { detachPending: 'error' } },
   { name: 'drop-after', faults: { dropRate: 0.25, dropPhase: 'after' } },
   { name: 'lock-contention', faults: { lockHoldMs: 300 }, holdLocks: true },
-  { name: 'task-fail-after', faults: { taskFailRate: 0.4, taskFailPhase: 'after', taskFailMessage: `${TASK_FAIL} (after effect)` } },
+  {
+    name: 'task-fail-after',
+    faults: { taskFailRate: 0.4, taskFailPhase: 'after', taskFailMessage: `${TASK_FAIL} (after effect)` },
+  },
   { name: 'stuck-detach-silent', faults: { detachPending: 'silent' } },
   { name: 'latency', faults: { latencyMs: 150 } },
   { name: 'calm', faults: {} },
@@ -37,7 +43,11 @@ export async function faultStorm(env: ChaosEnv): Promise<Recorder> {
   const { admin, long } = env;
   await admin.reset();
   const sock = path.join(env.runDir, 'storm.sock');
-  const prog = new Program({ name: 'storm-controller', runDir: env.runDir, args: ['--mode', 'controller', '--proxmox-endpoint', `unix://${sock}`, '--proxmox-config', env.proxmoxConfig] });
+  const prog = new Program({
+    name: 'storm-controller',
+    runDir: env.runDir,
+    args: ['--mode', 'controller', '--proxmox-endpoint', `unix://${sock}`, '--proxmox-config', env.proxmoxConfig],
+  });
   await prog.start();
   const csi = new CsiCaller(`unix://${sock}`, rec);
   const ledger = new FaultLedger(admin, env.sim.adminUrl, rec, TASK_FAIL);
@@ -73,17 +83,28 @@ export async function faultStorm(env: ChaosEnv): Promise<Recorder> {
     const host = HOSTS[i % HOSTS.length]!;
     const [a, b] = i % 2 ? [host.vms[1]!, host.vms[0]!] : [host.vms[0]!, host.vms[1]!];
     const expect = (what: string, got: { code: string; message: string }, want: string) => {
-      if (got.code !== want) rec.violate(`${name}: ${what} answered ${got.code} (want ${want}): ${got.message.slice(0, 200)}`);
+      if (got.code !== want)
+        rec.violate(`${name}: ${what} answered ${got.code} (want ${want}): ${got.message.slice(0, 200)}`);
       return got.code === want;
     };
-    const created = await csi.op('controller', 'CreateVolume', {
-      name, parameters: { storage: 'local-lvm' }, volumeCapabilities: [SINGLE_WRITER],
-      capacityRange: { requiredBytes: String(GiB) }, accessibilityRequirements: topology(host.zone),
-    }, prov);
+    const created = await csi.op(
+      'controller',
+      'CreateVolume',
+      {
+        name,
+        parameters: { storage: 'local-lvm' },
+        volumeCapabilities: [SINGLE_WRITER],
+        capacityRange: { requiredBytes: String(GiB) },
+        accessibilityRequirements: topology(host.zone),
+      },
+      prov,
+    );
     if (!expect('CreateVolume', created, 'OK')) return;
     const volumeId = created.res.volume.volumeId as string;
-    const publish = (vm: string) => csi.op('controller', 'ControllerPublishVolume', { volumeId, nodeId: vm, volumeCapability: SINGLE_WRITER }, pub);
-    const unpublish = (vm: string) => csi.op('controller', 'ControllerUnpublishVolume', { volumeId, nodeId: vm }, { ...pub, until: 'ok' });
+    const publish = (vm: string) =>
+      csi.op('controller', 'ControllerPublishVolume', { volumeId, nodeId: vm, volumeCapability: SINGLE_WRITER }, pub);
+    const unpublish = (vm: string) =>
+      csi.op('controller', 'ControllerUnpublishVolume', { volumeId, nodeId: vm }, { ...pub, until: 'ok' });
     if (expect(`publish to ${a.name}`, await publish(a.name), 'OK')) {
       expect(`publish to ${b.name} while on ${a.name}`, await publish(b.name), 'FAILED_PRECONDITION');
       await unpublish(a.name);

@@ -1,6 +1,12 @@
 import t from 'tap';
 import { normalizeDrive, parseDrive, volumeOwner } from '../../model/drive.js';
-import { formatDiskSize, parseAllocSizeKiB, parseDiskSize, parseResizeSize, roundUpToExtent } from '../../model/sizes.js';
+import {
+  formatDiskSize,
+  parseAllocSizeKiB,
+  parseDiskSize,
+  parseResizeSize,
+  roundUpToExtent,
+} from '../../model/sizes.js';
 import { configDigest, configText, configView, pendingView, registerUnused } from '../../model/vmconfig.js';
 import type { VmModel } from '../../model/types.js';
 import { KeyedLocks } from '../../locks.js';
@@ -28,7 +34,10 @@ t.test('sizes parse and print like PVE', async (t) => {
 
 t.test('drive strings are normalised: file first, keys sorted, booleans 0/1, size in largest unit', async (t) => {
   t.equal(
-    normalizeDrive('scsi1', 'local-lvm:vm-9999-pvc-a,wwn=0x5056432d49443031,ssd=true,backup=no,iothread=on,size=10737418240,cache=writethrough'),
+    normalizeDrive(
+      'scsi1',
+      'local-lvm:vm-9999-pvc-a,wwn=0x5056432d49443031,ssd=true,backup=no,iothread=on,size=10737418240,cache=writethrough',
+    ),
     'local-lvm:vm-9999-pvc-a,backup=0,cache=writethrough,iothread=1,size=10G,ssd=1,wwn=0x5056432d49443031',
   );
   t.equal(normalizeDrive('scsi2', 'file=local-lvm:vm-1-x,discard=on'), 'local-lvm:vm-1-x,discard=on');
@@ -43,9 +52,18 @@ t.test('drive strings are normalised: file first, keys sorted, booleans 0/1, siz
 
 function vm(): VmModel {
   return {
-    vmid: 101, node: 'hyper1', status: 'running', startedAt: 0, pid: 1,
-    config: new Map([['name', 'talos-cp-1'], ['scsi0', 'local-lvm:vm-101-disk-0,size=32G'], ['cores', '2']]),
-    pending: new Map(), pendingDelete: new Map(),
+    vmid: 101,
+    node: 'hyper1',
+    status: 'running',
+    startedAt: 0,
+    pid: 1,
+    config: new Map([
+      ['name', 'talos-cp-1'],
+      ['scsi0', 'local-lvm:vm-101-disk-0,size=32G'],
+      ['cores', '2'],
+    ]),
+    pending: new Map(),
+    pendingDelete: new Map(),
   };
 }
 
@@ -65,11 +83,20 @@ t.test('config file text, digest, views and unused registration', async (t) => {
   t.ok('scsi0' in current);
   t.notOk('scsi1' in current);
   const pend = pendingView(v);
-  t.same(pend.find((i) => i.key === 'scsi0'), { key: 'scsi0', value: 'local-lvm:vm-101-disk-0,size=32G', delete: 2 });
-  t.same(pend.find((i) => i.key === 'scsi1'), { key: 'scsi1', pending: 'local-lvm:vm-9999-pvc-a,size=1G' });
+  t.same(
+    pend.find((i) => i.key === 'scsi0'),
+    { key: 'scsi0', value: 'local-lvm:vm-101-disk-0,size=32G', delete: 2 },
+  );
+  t.same(
+    pend.find((i) => i.key === 'scsi1'),
+    { key: 'scsi1', pending: 'local-lvm:vm-9999-pvc-a,size=1G' },
+  );
   t.ok(pend.find((i) => i.key === 'digest'));
   registerUnused(v, 'local-lvm:vm-9999-pvc-a');
-  t.notOk([...v.config.keys()].some((k) => k.startsWith('unused')), 'a foreign volume leaves no unusedN');
+  t.notOk(
+    [...v.config.keys()].some((k) => k.startsWith('unused')),
+    'a foreign volume leaves no unusedN',
+  );
   registerUnused(v, 'local-lvm:vm-101-disk-7');
   registerUnused(v, 'local-lvm:vm-101-disk-7');
   t.equal(v.config.get('unused0'), 'local-lvm:vm-101-disk-7');
@@ -98,7 +125,15 @@ t.test('keyed locks: one holder, FIFO waiters, timeout message', async (t) => {
 });
 
 t.test('UPID encoding matches PVE::Tools::upid_encode', async (t) => {
-  const upid = encodeUpid({ node: 'hyper1', pid: 0x1234, pstart: 0xabc, starttime: 0x65000000, type: 'qmconfig', id: '101', user: 'kubernetes-csi@pve!csi' });
+  const upid = encodeUpid({
+    node: 'hyper1',
+    pid: 0x1234,
+    pstart: 0xabc,
+    starttime: 0x65000000,
+    type: 'qmconfig',
+    id: '101',
+    user: 'kubernetes-csi@pve!csi',
+  });
   t.equal(upid, 'UPID:hyper1:00001234:00000ABC:65000000:qmconfig:101:kubernetes-csi@pve!csi:');
   t.match(upid, UPID_RE);
   t.notOk(statusIsError('OK'));

@@ -8,7 +8,16 @@ import { createNfsStores } from '../../nfs/controller/stores.js';
 import { createHttpProxmoxApi, type HttpProxmoxApi } from '../../proxmox/api/http-api.js';
 import type { Core } from '../../proxmox/controller/core.js';
 import {
-  COMMON_FLAGS_HELP, EXIT, EXIT_CODES_HELP, formatAge, formatBytes, parseFlags, RefusedError, runCommand, table, UsageError,
+  COMMON_FLAGS_HELP,
+  EXIT,
+  EXIT_CODES_HELP,
+  formatAge,
+  formatBytes,
+  parseFlags,
+  RefusedError,
+  runCommand,
+  table,
+  UsageError,
 } from '../common.js';
 import type { Subcommand } from '../index.js';
 import { effectiveMissing, fixNeeds, reportNeeds, type Need } from '../privileges.js';
@@ -47,37 +56,56 @@ export interface ReportResult {
 function port(v: unknown, flag: string): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new UsageError(`--${flag}: "${typeof v === 'string' ? v : JSON.stringify(v)}" is not a TCP port`);
+  if (!Number.isInteger(n) || n < 1 || n > 65535)
+    throw new UsageError(`--${flag}: "${typeof v === 'string' ? v : JSON.stringify(v)}" is not a TCP port`);
   return n;
 }
 
 export function formatFindings(r: ReportResult): string {
   const lines: string[] = [];
   for (const p of r.privileges) {
-    if (p.missing.length) lines.push(`proxmox/${p.region}: the credentials lack ${p.missing.map((m) => `${m.privilege} on ${m.path} (${m.why})`).join('; ')}`);
+    if (p.missing.length)
+      lines.push(
+        `proxmox/${p.region}: the credentials lack ${p.missing.map((m) => `${m.privilege} on ${m.path} (${m.why})`).join('; ')}`,
+      );
   }
   const shown = r.findings;
   if (shown.length === 0) lines.push('nothing to report');
   else {
     const fixCol = r.fix !== 'off';
     const rows = shown.map((f) => [
-      f.kind, f.where, f.what, f.ageMs !== undefined ? formatAge(f.ageMs) : '', f.sizeBytes !== undefined ? formatBytes(f.sizeBytes) : '', f.detail,
-      ...(fixCol ? [f.result ?? (f.action ? (r.fix === 'dry-run' ? 'would remove' : 'remove') : f.kept ? `kept: ${f.kept}` : '')] : []),
+      f.kind,
+      f.where,
+      f.what,
+      f.ageMs !== undefined ? formatAge(f.ageMs) : '',
+      f.sizeBytes !== undefined ? formatBytes(f.sizeBytes) : '',
+      f.detail,
+      ...(fixCol
+        ? [f.result ?? (f.action ? (r.fix === 'dry-run' ? 'would remove' : 'remove') : f.kept ? `kept: ${f.kept}` : '')]
+        : []),
     ]);
     lines.push(table(['KIND', 'WHERE', 'WHAT', 'AGE', 'SIZE', 'DETAIL', ...(fixCol ? ['FIX'] : [])], rows).trimEnd());
   }
   const problems = shown.filter((f) => !INFO_KINDS.has(f.kind) && !f.result?.startsWith('done'));
   const fixable = shown.filter((f) => f.action).length;
-  lines.push('', `${problems.length} finding(s), ${shown.length - problems.length} informational` +
-    (r.fix === 'dry-run' ? `; ${fixable} removable: run again with --fix --yes to remove them` : '') +
-    (r.fix === 'applied' ? `; ${shown.filter((f) => f.result?.startsWith('done')).length} removed, ${shown.filter((f) => f.result?.startsWith('failed')).length} failed` : ''));
+  lines.push(
+    '',
+    `${problems.length} finding(s), ${shown.length - problems.length} informational` +
+      (r.fix === 'dry-run' ? `; ${fixable} removable: run again with --fix --yes to remove them` : '') +
+      (r.fix === 'applied'
+        ? `; ${shown.filter((f) => f.result?.startsWith('done')).length} removed, ${shown.filter((f) => f.result?.startsWith('failed')).length} failed`
+        : ''),
+  );
   return lines.join('\n') + '\n';
 }
 
 async function run(argv: string[], io: Parameters<Subcommand['run']>[1]): Promise<number> {
   const { common, values } = parseFlags('report', argv, {
-    fix: { type: 'boolean' }, grace: { type: 'string' }, 'no-sizes': { type: 'boolean' },
-    'nfs-port': { type: 'string' }, 'nfs-mount-port': { type: 'string' },
+    fix: { type: 'boolean' },
+    grace: { type: 'string' },
+    'no-sizes': { type: 'boolean' },
+    'nfs-port': { type: 'string' },
+    'nfs-mount-port': { type: 'string' },
   });
   if (common.help) {
     io.out.write(USAGE + '\n');
@@ -95,8 +123,13 @@ async function run(argv: string[], io: Parameters<Subcommand['run']>[1]): Promis
   const getKube = async () => (kube ??= await kubeFrom(common, io.env));
   const k = await readKube(await getKube(), signal);
   const config: ProxmoxConfig | undefined = await proxmoxConfigFrom(common, io.env, getKube, signal);
-  const usesProxmox = k.pvs.some((pv) => pv.spec?.csi?.driver === PROXMOX_DRIVER) || k.classes.some((c) => c.provisioner === PROXMOX_DRIVER);
-  if (!config && usesProxmox) throw new UsageError('Proxmox volumes exist but no Proxmox config was given: pass --config FILE or --config-secret NAMESPACE/NAME (the driver\'s Secret)');
+  const usesProxmox =
+    k.pvs.some((pv) => pv.spec?.csi?.driver === PROXMOX_DRIVER) ||
+    k.classes.some((c) => c.provisioner === PROXMOX_DRIVER);
+  if (!config && usesProxmox)
+    throw new UsageError(
+      "Proxmox volumes exist but no Proxmox config was given: pass --config FILE or --config-secret NAMESPACE/NAME (the driver's Secret)",
+    );
 
   const now = Date.now();
   const rules = { controllerVmId: config?.controllerVmId ?? 9999, graceMs, now };
@@ -104,7 +137,13 @@ async function run(argv: string[], io: Parameters<Subcommand['run']>[1]): Promis
   const privileges: ReportResult['privileges'] = [];
   const apis: HttpProxmoxApi[] = [];
   const clusters = new Map<string, ClusterFacts>();
-  const stores = createNfsStores({ timeoutMs: Math.min(common.timeoutMs, 30_000), nfsPort, mountPort, privilegedPort: true, log });
+  const stores = createNfsStores({
+    timeoutMs: Math.min(common.timeoutMs, 30_000),
+    nfsPort,
+    mountPort,
+    privilegedPort: true,
+    log,
+  });
   try {
     for (const c of config?.clusters ?? []) {
       try {
@@ -113,14 +152,19 @@ async function run(argv: string[], io: Parameters<Subcommand['run']>[1]): Promis
         const facts = await readCluster(c.region, api, rules.controllerVmId, log, signal);
         clusters.set(c.region, facts);
         const needs = fix ? fixNeeds(rules.controllerVmId) : reportNeeds(rules.controllerVmId);
-        const missing = effectiveMissing(await api.permissions({ signal }), needs, [...new Set(facts.storages.map((s) => s.storage))]);
+        const missing = effectiveMissing(await api.permissions({ signal }), needs, [
+          ...new Set(facts.storages.map((s) => s.storage)),
+        ]);
         privileges.push({ region: c.region, missing });
         findings.push(...proxmoxFindings(facts, k, rules));
       } catch (e) {
         findings.push({ kind: 'error', where: `proxmox/${c.region}`, what: c.url, detail: (e as Error).message });
       }
     }
-    for (const share of await readShares(nfsClasses(k.classes), stores, { signal, sizes: values['no-sizes'] !== true })) {
+    for (const share of await readShares(nfsClasses(k.classes), stores, {
+      signal,
+      sizes: values['no-sizes'] !== true,
+    })) {
       findings.push(...nfsFindings(share, k, rules));
     }
     const missingDirs = [];
@@ -130,7 +174,12 @@ async function run(argv: string[], io: Parameters<Subcommand['run']>[1]): Promis
       try {
         if (!(await stores.open(d.server, d.share).stat(d.subDir, { signal }))) missingDirs.push({ pv, ...d });
       } catch (e) {
-        findings.push({ kind: 'error', where: `${d.server}:${d.share}`, what: `PV ${pv.metadata?.name}`, detail: `cannot check its directory: ${(e as Error).message}` });
+        findings.push({
+          kind: 'error',
+          where: `${d.server}:${d.share}`,
+          what: `PV ${pv.metadata?.name}`,
+          detail: `cannot check its directory: ${(e as Error).message}`,
+        });
       }
     }
     findings.push(...missingDirFindings(missingDirs));
@@ -139,15 +188,32 @@ async function run(argv: string[], io: Parameters<Subcommand['run']>[1]): Promis
     if (fix && common.yes) {
       const lacking = privileges.filter((p) => p.missing.length);
       if (lacking.length) {
-        io.out.write(common.json ? JSON.stringify({ ok: false, fix: 'refused', findings, privileges }, null, 2) + '\n' : formatFindings({ ok: false, fix: 'dry-run', findings, privileges }));
-        throw new RefusedError(`--fix refused: the Proxmox credentials of ${lacking.map((p) => p.region).join(', ')} lack privileges (listed above); what they cannot see could look unused`);
+        io.out.write(
+          common.json
+            ? JSON.stringify({ ok: false, fix: 'refused', findings, privileges }, null, 2) + '\n'
+            : formatFindings({ ok: false, fix: 'dry-run', findings, privileges }),
+        );
+        throw new RefusedError(
+          `--fix refused: the Proxmox credentials of ${lacking.map((p) => p.region).join(', ')} lack privileges (listed above); what they cannot see could look unused`,
+        );
       }
       if (findings.some((f) => f.kind === 'error')) {
-        io.out.write(common.json ? JSON.stringify({ ok: false, fix: 'refused', findings, privileges }, null, 2) + '\n' : formatFindings({ ok: false, fix: 'dry-run', findings, privileges }));
-        throw new RefusedError('--fix refused: part of the scan failed (errors above); nothing is removed on a partial view');
+        io.out.write(
+          common.json
+            ? JSON.stringify({ ok: false, fix: 'refused', findings, privileges }, null, 2) + '\n'
+            : formatFindings({ ok: false, fix: 'dry-run', findings, privileges }),
+        );
+        throw new RefusedError(
+          '--fix refused: part of the scan failed (errors above); nothing is removed on a partial view',
+        );
       }
       mode = 'applied';
-      const core: Core = { clusters: new Map([...clusters].map(([r, f]) => [r, f.cluster])), defaultRegion: config?.clusters[0]?.region ?? '', controllerVmId: rules.controllerVmId, log };
+      const core: Core = {
+        clusters: new Map([...clusters].map(([r, f]) => [r, f.cluster])),
+        defaultRegion: config?.clusters[0]?.region ?? '',
+        controllerVmId: rules.controllerVmId,
+        log,
+      };
       const ctx = { core, kube: await getKube(), stores, log, signal };
       // Config entries first (one VM at a time through its queue), then disks and directories.
       const order = ['drop-unused', 'unlink-helpers', 'delete-volume', 'free-marker', 'remove-dir'];
@@ -162,7 +228,9 @@ async function run(argv: string[], io: Parameters<Subcommand['run']>[1]): Promis
       }
     }
     const problems = findings.filter((f) => !INFO_KINDS.has(f.kind) && !f.result?.startsWith('done'));
-    const failed = findings.some((f) => f.kind === 'error' || f.result?.startsWith('failed')) || privileges.some((p) => p.missing.length);
+    const failed =
+      findings.some((f) => f.kind === 'error' || f.result?.startsWith('failed')) ||
+      privileges.some((p) => p.missing.length);
     const result: ReportResult = { ok: problems.length === 0 && !failed, fix: mode, findings, privileges };
     io.out.write(common.json ? JSON.stringify(result, null, 2) + '\n' : formatFindings(result));
     if (failed) return EXIT.FAILED;
@@ -174,6 +242,7 @@ async function run(argv: string[], io: Parameters<Subcommand['run']>[1]): Promis
 }
 
 export const report: Subcommand = {
-  summary: 'what is left over or unhealthy (orphaned disks and directories, stale attachments, archives); --fix --yes removes provable leftovers',
+  summary:
+    'what is left over or unhealthy (orphaned disks and directories, stale attachments, archives); --fix --yes removes provable leftovers',
   run: (argv, io) => runCommand('report', io, () => run(argv, io)),
 };

@@ -3,7 +3,13 @@
 // scan; per NFS share the claim directories and archives. Nothing here decides anything
 // (findings.ts does) or changes anything (fix.ts does).
 import type { Logger } from 'pino';
-import type { KubeApi, V1PersistentVolume, V1PersistentVolumeClaim, V1StorageClass, V1VolumeAttachment } from '../../k8s/index.js';
+import type {
+  KubeApi,
+  V1PersistentVolume,
+  V1PersistentVolumeClaim,
+  V1StorageClass,
+  V1VolumeAttachment,
+} from '../../k8s/index.js';
 import { findArchives, dirsAtDepth, isArchivePath, type Archive } from '../../nfs/controller/archives.js';
 import type { NfsStore, NfsStores } from '../../nfs/controller/store.js';
 import { parseVolumeId as parseNfsHandle } from '../../nfs/volume-id.js';
@@ -24,8 +30,10 @@ export interface KubeFacts {
 
 export async function readKube(kube: KubeApi, signal?: AbortSignal): Promise<KubeFacts> {
   const [pvs, pvcs, attachments, classes] = await Promise.all([
-    kube.listPersistentVolumes(signal), kube.listPersistentVolumeClaims(signal),
-    kube.listVolumeAttachments(signal), kube.listStorageClasses(signal),
+    kube.listPersistentVolumes(signal),
+    kube.listPersistentVolumeClaims(signal),
+    kube.listVolumeAttachments(signal),
+    kube.listStorageClasses(signal),
   ]);
   return { pvs, pvcs, attachments, classes };
 }
@@ -53,7 +61,13 @@ export interface ClusterFacts {
 }
 
 /** One cluster's facts; throws when its API cannot be read at all. */
-export async function readCluster(region: string, api: ProxmoxApi, controllerVmId: number, log: Logger, signal?: AbortSignal): Promise<ClusterFacts> {
+export async function readCluster(
+  region: string,
+  api: ProxmoxApi,
+  controllerVmId: number,
+  log: Logger,
+  signal?: AbortSignal,
+): Promise<ClusterFacts> {
   const cluster = new Cluster(region, api, log);
   const storages = (await cluster.storages(signal, true)).filter(holdsImages);
   // A shared storage has the same disks on every node: list it once, from a node where it is up.
@@ -65,20 +79,27 @@ export async function readCluster(region: string, api: ProxmoxApi, controllerVmI
   }
   const disks: DiskFact[] = [];
   const unlisted: ClusterFacts['unlisted'] = [];
-  await Promise.all([...targets.values()].map(async (r) => {
-    try {
-      for (const item of await api.listContent(r.node, r.storage, controllerVmId, { signal })) {
-        const ref = parseVolid(item.volid);
-        if (!ref || diskOwner(ref.disk) !== controllerVmId) continue;
-        disks.push({
-          node: r.node, storage: ref.storage, disk: ref.disk, volid: item.volid, size: item.size, shared: r.shared,
-          ...(item.ctime !== undefined && { createdAt: item.ctime * 1000 }),
-        });
+  await Promise.all(
+    [...targets.values()].map(async (r) => {
+      try {
+        for (const item of await api.listContent(r.node, r.storage, controllerVmId, { signal })) {
+          const ref = parseVolid(item.volid);
+          if (!ref || diskOwner(ref.disk) !== controllerVmId) continue;
+          disks.push({
+            node: r.node,
+            storage: ref.storage,
+            disk: ref.disk,
+            volid: item.volid,
+            size: item.size,
+            shared: r.shared,
+            ...(item.ctime !== undefined && { createdAt: item.ctime * 1000 }),
+          });
+        }
+      } catch (e) {
+        unlisted.push({ node: r.node, storage: r.storage, error: (e as Error).message });
       }
-    } catch (e) {
-      unlisted.push({ node: r.node, storage: r.storage, error: (e as Error).message });
-    }
-  }));
+    }),
+  );
   const scan = await scanVms(api, cluster.locator, { signal });
   disks.sort((a, b) => a.volid.localeCompare(b.volid) || a.node.localeCompare(b.node));
   return { region, cluster, storages, disks, unlisted, scan };
@@ -98,7 +119,8 @@ export interface NfsClass {
   onDelete?: string;
 }
 
-const lower = (p: Record<string, string> | undefined): Record<string, string | undefined> => Object.fromEntries(Object.entries(p ?? {}).map(([k, v]) => [k.toLowerCase(), v]));
+const lower = (p: Record<string, string> | undefined): Record<string, string | undefined> =>
+  Object.fromEntries(Object.entries(p ?? {}).map(([k, v]) => [k.toLowerCase(), v]));
 const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 // What each template can expand to: Kubernetes object names.
 const TEMPLATE_RE: Record<string, string> = {
@@ -125,8 +147,11 @@ export function nfsClasses(classes: readonly V1StorageClass[]): NfsClass[] {
     }
     re += escape(rest);
     out.push({
-      name: c.metadata?.name ?? '?', server: p.server, share: '/' + p.share.replace(/^\/+|\/+$/g, ''),
-      depth: source.split('/').length, pattern: new RegExp(`^${re}$`),
+      name: c.metadata?.name ?? '?',
+      server: p.server,
+      share: '/' + p.share.replace(/^\/+|\/+$/g, ''),
+      depth: source.split('/').length,
+      pattern: new RegExp(`^${re}$`),
       ...(p.ondelete && { onDelete: p.ondelete.toLowerCase() }),
     });
   }
@@ -150,38 +175,52 @@ export function nfsDirOf(pv: V1PersistentVolume): { server: string; share: strin
   if (csi?.driver !== NFS_DRIVER) return undefined;
   const a = lower(csi.volumeAttributes);
   if (a.server && a.share !== undefined) {
-    return { server: a.server, share: '/' + a.share.replace(/^\/+|\/+$/g, ''), subDir: (a.subdir ?? '').replace(/^\/+|\/+$/g, '') };
+    return {
+      server: a.server,
+      share: '/' + a.share.replace(/^\/+|\/+$/g, ''),
+      subDir: (a.subdir ?? '').replace(/^\/+|\/+$/g, ''),
+    };
   }
   const ref = parseNfsHandle(csi.volumeHandle);
   return ref ? { server: ref.server, share: ref.share, subDir: ref.subDir } : undefined;
 }
 
-export async function readShares(classes: readonly NfsClass[], stores: NfsStores, o: { signal: AbortSignal; sizes: boolean }): Promise<ShareFacts[]> {
+export async function readShares(
+  classes: readonly NfsClass[],
+  stores: NfsStores,
+  o: { signal: AbortSignal; sizes: boolean },
+): Promise<ShareFacts[]> {
   const byShare = new Map<string, NfsClass[]>();
   for (const c of classes) {
     const key = `${c.server}\u0000${c.share}`;
     byShare.set(key, [...(byShare.get(key) ?? []), c]);
   }
-  return Promise.all([...byShare.values()].flatMap(([first, ...more]) => (first ? [[first, ...more] as [NfsClass, ...NfsClass[]]] : [])).map(async (cs): Promise<ShareFacts> => {
-    const { server, share } = cs[0];
-    const store = stores.open(server, share);
-    const facts: ShareFacts = { server, share, store, classes: cs, dirs: [], archives: [] };
-    try {
-      const depths = [...new Set(cs.map((c) => c.depth))];
-      for (const depth of depths) {
-        const paths = await dirsAtDepth(store, depth, (name, level) => level > 0 || !isArchivePath(name), { signal: o.signal });
-        for (const path of paths) {
-          const matching = cs.filter((c) => c.depth === depth && c.pattern.test(path)).map((c) => c.name);
-          if (matching.length === 0) continue;
-          const st = await store.stat(path, { signal: o.signal });
-          if (!st) continue;
-          facts.dirs.push({ path, changedAt: Math.max(st.mtimeMs ?? 0, st.ctimeMs ?? 0), classes: matching });
+  return Promise.all(
+    [...byShare.values()]
+      .flatMap(([first, ...more]) => (first ? [[first, ...more] as [NfsClass, ...NfsClass[]]] : []))
+      .map(async (cs): Promise<ShareFacts> => {
+        const { server, share } = cs[0];
+        const store = stores.open(server, share);
+        const facts: ShareFacts = { server, share, store, classes: cs, dirs: [], archives: [] };
+        try {
+          const depths = [...new Set(cs.map((c) => c.depth))];
+          for (const depth of depths) {
+            const paths = await dirsAtDepth(store, depth, (name, level) => level > 0 || !isArchivePath(name), {
+              signal: o.signal,
+            });
+            for (const path of paths) {
+              const matching = cs.filter((c) => c.depth === depth && c.pattern.test(path)).map((c) => c.name);
+              if (matching.length === 0) continue;
+              const st = await store.stat(path, { signal: o.signal });
+              if (!st) continue;
+              facts.dirs.push({ path, changedAt: Math.max(st.mtimeMs ?? 0, st.ctimeMs ?? 0), classes: matching });
+            }
+            facts.archives.push(...(await findArchives(store, depth, { signal: o.signal, sizes: o.sizes })));
+          }
+        } catch (e) {
+          facts.error = (e as Error).message;
         }
-        facts.archives.push(...await findArchives(store, depth, { signal: o.signal, sizes: o.sizes }));
-      }
-    } catch (e) {
-      facts.error = (e as Error).message;
-    }
-    return facts;
-  }));
+        return facts;
+      }),
+  );
 }

@@ -20,7 +20,14 @@ import { isHelperSite } from '../../proxmox/controller/drives.js';
 import { parseMarker } from '../../proxmox/controller/mutable.js';
 import { usesOf } from '../../proxmox/controller/scan.js';
 import { diskOwner, formatVolumeId, parseVolumeId, type VolumeRef } from '../../proxmox/volume-id.js';
-import { nfsDirOf, PROXMOX_DRIVER, type ClusterFacts, type DiskFact, type KubeFacts, type ShareFacts } from './facts.js';
+import {
+  nfsDirOf,
+  PROXMOX_DRIVER,
+  type ClusterFacts,
+  type DiskFact,
+  type KubeFacts,
+  type ShareFacts,
+} from './facts.js';
 
 export type Kind =
   | 'orphan-disk'
@@ -41,7 +48,13 @@ export const INFO_KINDS: ReadonlySet<Kind> = new Set(['archive', 'retained-dir']
 export type Action =
   | { type: 'delete-volume'; region: string; volumeId: string }
   | { type: 'free-marker'; region: string; node: string; storage: string; volid: string }
-  | { type: 'drop-unused'; region: string; vm: { vmid: number; node: string; name: string }; storage: string; disk: string }
+  | {
+      type: 'drop-unused';
+      region: string;
+      vm: { vmid: number; node: string; name: string };
+      storage: string;
+      disk: string;
+    }
   | { type: 'unlink-helpers'; region: string; volumeId: string }
   | { type: 'remove-dir'; server: string; share: string; path: string };
 
@@ -96,8 +109,13 @@ export function proxmoxFindings(f: ClusterFacts, k: KubeFacts, r: Rules): Findin
     const ref = parseVolumeId(handle);
     if (ref && ref.region === f.region) pvByDisk.set(`${ref.storage}:${ref.disk}`, { pv, ref, handle });
   }
-  const attachments = new Set(k.attachments.flatMap((a) =>
-    a.spec.attacher === PROXMOX_DRIVER && a.spec.source.persistentVolumeName ? [`${a.spec.source.persistentVolumeName}\u0000${a.spec.nodeName}`] : []));
+  const attachments = new Set(
+    k.attachments.flatMap((a) =>
+      a.spec.attacher === PROXMOX_DRIVER && a.spec.source.persistentVolumeName
+        ? [`${a.spec.source.persistentVolumeName}\u0000${a.spec.nodeName}`]
+        : [],
+    ),
+  );
   const present = new Set(f.disks.map((d) => d.volid));
   const where = (d: DiskFact) => `${f.region}/${d.shared ? '(shared)' : d.node}`;
 
@@ -116,26 +134,55 @@ export function proxmoxFindings(f: ClusterFacts, k: KubeFacts, r: Rules): Findin
         const claim = pv ? pvcOf(pv, k.pvcs) : undefined;
         const busy = resizing(claim);
         out.push({
-          kind: 'helper-attachment', where: at, what: `${site.key}: ${d.volid}`,
+          kind: 'helper-attachment',
+          where: at,
+          what: `${site.key}: ${d.volid}`,
           detail: `left by an interrupted offline expansion${pv ? ` of PV ${pv.metadata?.name}` : ''}`,
           ...(known && !busy
             ? { action: { type: 'unlink-helpers', region: f.region, volumeId: known.handle } }
-            : busy ? { kept: `claim ${claim?.metadata?.namespace}/${claim?.metadata?.name} is being resized` } : { kept: 'its disk is orphaned: removed when that is freed' }),
+            : busy
+              ? { kept: `claim ${claim?.metadata?.namespace}/${claim?.metadata?.name} is being resized` }
+              : { kept: 'its disk is orphaned: removed when that is freed' }),
         });
       } else if (site.placement === 'detaching') {
-        out.push({ kind: 'pending-delete', where: at, what: `${site.key}: ${d.volid}`, detail: 'the detach is pending in the VM config (hot-unplug did not complete); backups of this VM fail until it clears (VM restart, or the driver\'s next ControllerUnpublishVolume)', kept: 'the guest may still use the disk' });
+        out.push({
+          kind: 'pending-delete',
+          where: at,
+          what: `${site.key}: ${d.volid}`,
+          detail:
+            "the detach is pending in the VM config (hot-unplug did not complete); backups of this VM fail until it clears (VM restart, or the driver's next ControllerUnpublishVolume)",
+          kept: 'the guest may still use the disk',
+        });
       } else if (pv && !attachments.has(`${pv.metadata?.name}\u0000${vm.name}`)) {
-        out.push({ kind: 'attached-without-attachment', where: at, what: `${site.key}: ${d.volid}`, detail: `PV ${pv.metadata?.name} has no VolumeAttachment for node ${vm.name}`, kept: 'a pod may be using it' });
+        out.push({
+          kind: 'attached-without-attachment',
+          where: at,
+          what: `${site.key}: ${d.volid}`,
+          detail: `PV ${pv.metadata?.name} has no VolumeAttachment for node ${vm.name}`,
+          kept: 'a pod may be using it',
+        });
       }
     }
     for (const u of use.unused) {
       const at = `${f.region}/${u.vm.name} (${u.vm.vmid})`;
       const onDrive = use.sites.some((s) => s.vm.vmid === u.vm.vmid);
-      const finding: Finding = { kind: 'unused-entry', where: at, what: `${u.key}: ${d.volid}`, detail: 'an unusedN entry of a driver disk; it breaks this VM\'s backups once the disk is gone' };
+      const finding: Finding = {
+        kind: 'unused-entry',
+        where: at,
+        what: `${u.key}: ${d.volid}`,
+        detail: "an unusedN entry of a driver disk; it breaks this VM's backups once the disk is gone",
+      };
       if (u.vm.vmid === owner) finding.kept = `VM ${u.vm.vmid} owns the disk: deleting the entry would free the disk`;
       else if (onDrive) finding.kept = 'the VM also has the disk on a drive';
       else if (!pv) finding.kept = 'its disk is orphaned: removed when that is freed';
-      else finding.action = { type: 'drop-unused', region: f.region, vm: { vmid: u.vm.vmid, node: u.vm.node, name: u.vm.name }, storage: d.storage, disk: d.disk };
+      else
+        finding.action = {
+          type: 'drop-unused',
+          region: f.region,
+          vm: { vmid: u.vm.vmid, node: u.vm.node, name: u.vm.name },
+          storage: d.storage,
+          disk: d.disk,
+        };
       out.push(finding);
     }
 
@@ -143,21 +190,37 @@ export function proxmoxFindings(f: ClusterFacts, k: KubeFacts, r: Rules): Findin
     // A marker of a disk that still exists belongs to that disk: freed with it, never alone.
     if (marker && present.has(`${d.storage}:${base}`)) continue;
     const finding: Finding = {
-      kind: 'orphan-disk', where: where(d), what: d.volid, sizeBytes: d.size,
-      detail: marker ? `VolumeAttributesClass marker of ${base}, which is gone` : 'named by the driver\'s scheme; no PersistentVolume names it',
+      kind: 'orphan-disk',
+      where: where(d),
+      what: d.volid,
+      sizeBytes: d.size,
+      detail: marker
+        ? `VolumeAttributesClass marker of ${base}, which is gone`
+        : "named by the driver's scheme; no PersistentVolume names it",
       ...(age !== undefined && { ageMs: age }),
     };
     const blocking = [
-      ...use.sites.filter((s) => !isHelperSite(s.site)).map((s) => `${s.site.placement} as ${s.site.key} of VM ${s.vm.name} (${s.vm.vmid})`),
+      ...use.sites
+        .filter((s) => !isHelperSite(s.site))
+        .map((s) => `${s.site.placement} as ${s.site.key} of VM ${s.vm.name} (${s.vm.vmid})`),
       ...use.unused.filter((u) => u.vm.vmid === owner).map((u) => `${u.key} of its owner VM ${u.vm.vmid}`),
       ...use.otherBus.map((o) => `${o.key} of VM ${o.vm.name} (${o.vm.vmid})`),
     ];
-    if (!isProvisionerDisk(base, r.controllerVmId)) finding.kept = `not a provisioned name (vm-${r.controllerVmId}-pvc-<uid>)`;
+    if (!isProvisionerDisk(base, r.controllerVmId))
+      finding.kept = `not a provisioned name (vm-${r.controllerVmId}-pvc-<uid>)`;
     else if (blocking.length) finding.kept = `still referenced: ${blocking.join('; ')}`;
-    else if (age === undefined) finding.kept = 'the storage reports no creation time, so an in-flight CreateVolume cannot be ruled out';
-    else if (age < r.graceMs) finding.kept = `younger than the grace period (${Math.round(r.graceMs / 1000)} s): may be a CreateVolume in flight`;
-    else if (marker) finding.action = { type: 'free-marker', region: f.region, node: d.node, storage: d.storage, volid: d.volid };
-    else finding.action = { type: 'delete-volume', region: f.region, volumeId: formatVolumeId({ region: f.region, zone: d.shared ? '' : d.node, storage: d.storage, disk: d.disk }) };
+    else if (age === undefined)
+      finding.kept = 'the storage reports no creation time, so an in-flight CreateVolume cannot be ruled out';
+    else if (age < r.graceMs)
+      finding.kept = `younger than the grace period (${Math.round(r.graceMs / 1000)} s): may be a CreateVolume in flight`;
+    else if (marker)
+      finding.action = { type: 'free-marker', region: f.region, node: d.node, storage: d.storage, volid: d.volid };
+    else
+      finding.action = {
+        type: 'delete-volume',
+        region: f.region,
+        volumeId: formatVolumeId({ region: f.region, zone: d.shared ? '' : d.node, storage: d.storage, disk: d.disk }),
+      };
     out.push(finding);
   }
 
@@ -165,14 +228,26 @@ export function proxmoxFindings(f: ClusterFacts, k: KubeFacts, r: Rules): Findin
     const listedHere = f.storages.some((s) => s.storage === ref.storage && (ref.zone === '' || s.node === ref.zone));
     const unknown = f.unlisted.some((u) => u.storage === ref.storage && (ref.zone === '' || u.node === ref.zone));
     if (unknown) continue;
-    const found = f.disks.some((d) => d.storage === ref.storage && d.disk === ref.disk && (ref.zone === '' || d.shared || d.node === ref.zone));
+    const found = f.disks.some(
+      (d) => d.storage === ref.storage && d.disk === ref.disk && (ref.zone === '' || d.shared || d.node === ref.zone),
+    );
     if (found) continue;
     out.push({
-      kind: 'pv-missing-disk', where: `${f.region}/${ref.zone || '(shared)'}`, what: `PV ${pv.metadata?.name}`,
-      detail: listedHere ? `${ref.storage}:${ref.disk} does not exist (PV phase ${pv.status?.phase ?? '?'})` : `storage ${ref.storage} is not on ${ref.zone || 'any node'}`,
+      kind: 'pv-missing-disk',
+      where: `${f.region}/${ref.zone || '(shared)'}`,
+      what: `PV ${pv.metadata?.name}`,
+      detail: listedHere
+        ? `${ref.storage}:${ref.disk} does not exist (PV phase ${pv.status?.phase ?? '?'})`
+        : `storage ${ref.storage} is not on ${ref.zone || 'any node'}`,
     });
   }
-  for (const u of f.unlisted) out.push({ kind: 'error', where: `${f.region}/${u.node}`, what: `storage ${u.storage}`, detail: `cannot list: ${u.error}` });
+  for (const u of f.unlisted)
+    out.push({
+      kind: 'error',
+      where: `${f.region}/${u.node}`,
+      what: `storage ${u.storage}`,
+      detail: `cannot list: ${u.error}`,
+    });
   return out;
 }
 
@@ -193,13 +268,25 @@ export function nfsFindings(s: ShareFacts, k: KubeFacts, r: Rules): Finding[] {
     const classes = s.classes.filter((c) => d.classes.includes(c.name));
     const policies = [...new Set(classes.map((c) => c.onDelete ?? 'driver default'))];
     const age = r.now - d.changedAt;
-    const base: Finding = { kind: 'orphan-dir', where: at, what: d.path, detail: `matches class ${d.classes.join(', ')}; no PersistentVolume points there`, ageMs: age };
+    const base: Finding = {
+      kind: 'orphan-dir',
+      where: at,
+      what: d.path,
+      detail: `matches class ${d.classes.join(', ')}; no PersistentVolume points there`,
+      ageMs: age,
+    };
     if (policies.length === 1 && (policies[0] === 'retain' || policies[0] === 'archive')) {
-      out.push({ ...base, kind: 'retained-dir', detail: `kept by onDelete: ${policies[0]} of class ${d.classes.join(', ')}` });
+      out.push({
+        ...base,
+        kind: 'retained-dir',
+        detail: `kept by onDelete: ${policies[0]} of class ${d.classes.join(', ')}`,
+      });
       continue;
     }
-    if (policies.length !== 1 || policies[0] !== 'delete') base.kept = `class onDelete is ${policies.join(' / ')}, not delete: the data may be kept on purpose`;
-    else if (age < r.graceMs) base.kept = `changed within the grace period (${Math.round(r.graceMs / 1000)} s): may be a CreateVolume in flight`;
+    if (policies.length !== 1 || policies[0] !== 'delete')
+      base.kept = `class onDelete is ${policies.join(' / ')}, not delete: the data may be kept on purpose`;
+    else if (age < r.graceMs)
+      base.kept = `changed within the grace period (${Math.round(r.graceMs / 1000)} s): may be a CreateVolume in flight`;
     else base.action = { type: 'remove-dir', server: s.server, share: s.share, path: d.path };
     out.push(base);
   }
@@ -209,13 +296,23 @@ export function nfsFindings(s: ShareFacts, k: KubeFacts, r: Rules): Finding[] {
 
 export function archiveFinding(at: string, a: Archive, now: number): Finding {
   return {
-    kind: 'archive', where: at, what: a.path, ageMs: now - a.archivedAt,
-    detail: `archived ${a.original} (time from ${a.timeFrom === 'name' ? 'its name' : 'the directory\'s mtime/ctime'})`,
+    kind: 'archive',
+    where: at,
+    what: a.path,
+    ageMs: now - a.archivedAt,
+    detail: `archived ${a.original} (time from ${a.timeFrom === 'name' ? 'its name' : "the directory's mtime/ctime"})`,
     ...(a.sizeBytes !== undefined && { sizeBytes: a.sizeBytes }),
   };
 }
 
 /** NFS PVs whose directory is missing, for the shares that could be read. */
-export function missingDirFindings(missing: ReadonlyArray<{ pv: V1PersistentVolume; server: string; share: string; subDir: string }>): Finding[] {
-  return missing.map((m) => ({ kind: 'pv-missing-dir', where: `${m.server}:${m.share}`, what: `PV ${m.pv.metadata?.name}`, detail: `${m.subDir || '(share root)'} does not exist (PV phase ${m.pv.status?.phase ?? '?'})` }));
+export function missingDirFindings(
+  missing: ReadonlyArray<{ pv: V1PersistentVolume; server: string; share: string; subDir: string }>,
+): Finding[] {
+  return missing.map((m) => ({
+    kind: 'pv-missing-dir',
+    where: `${m.server}:${m.share}`,
+    what: `PV ${m.pv.metadata?.name}`,
+    detail: `${m.subDir || '(share root)'} does not exist (PV phase ${m.pv.status?.phase ?? '?'})`,
+  }));
 }

@@ -30,7 +30,15 @@ async function claimedNow(ctx: FixContext, a: Action): Promise<string | undefine
   if (a.type === 'remove-dir') {
     const hit = pvs.find((pv) => {
       const d = nfsDirOf(pv);
-      return d && d.server === a.server && d.share === a.share && (d.subDir === '' || d.subDir === a.path || d.subDir.startsWith(a.path + '/') || a.path.startsWith(d.subDir + '/'));
+      return (
+        d &&
+        d.server === a.server &&
+        d.share === a.share &&
+        (d.subDir === '' ||
+          d.subDir === a.path ||
+          d.subDir.startsWith(a.path + '/') ||
+          a.path.startsWith(d.subDir + '/'))
+      );
     });
     return hit?.metadata?.name;
   }
@@ -41,7 +49,12 @@ async function claimedNow(ctx: FixContext, a: Action): Promise<string | undefine
     const hit = pvs.find((pv) => {
       if (pv.spec?.csi?.driver !== PROXMOX_DRIVER) return false;
       const ref = parseVolumeId(pv.spec.csi.volumeHandle);
-      return !!ref && ref.region === a.region && ref.storage === storage && (disk === ref.disk || disk.startsWith(ref.disk + '+'));
+      return (
+        !!ref &&
+        ref.region === a.region &&
+        ref.storage === storage &&
+        (disk === ref.disk || disk.startsWith(ref.disk + '+'))
+      );
     });
     return hit?.metadata?.name;
   }
@@ -66,7 +79,8 @@ export async function runAction(ctx: FixContext, a: Action): Promise<string> {
     case 'free-marker': {
       const cluster = clusterOf(ctx, a.region);
       const upid = await cluster.api.freeDisk(a.node, a.storage, a.volid, { signal: ctx.signal });
-      if (upid) await waitTask(cluster.api, a.node, upid, { cluster: a.region, what: `free ${a.volid}`, signal: ctx.signal });
+      if (upid)
+        await waitTask(cluster.api, a.node, upid, { cluster: a.region, what: `free ${a.volid}`, signal: ctx.signal });
       return 'freed';
     }
     case 'drop-unused':
@@ -76,7 +90,9 @@ export async function runAction(ctx: FixContext, a: Action): Promise<string> {
       const ref = parseVolumeId(a.volumeId);
       if (!ref) throw new Error(`unreadable volume id ${a.volumeId}`);
       const cluster = clusterOf(ctx, a.region);
-      const vms = await cluster.exclusive(`${ref.storage}:${ref.disk}`, () => removeHelperLeftovers(cluster, ref, call));
+      const vms = await cluster.exclusive(`${ref.storage}:${ref.disk}`, () =>
+        removeHelperLeftovers(cluster, ref, call),
+      );
       return vms.length ? `unlinked from ${vms.map((v) => v.name).join(', ')}` : 'already gone';
     }
     case 'remove-dir': {

@@ -30,7 +30,9 @@ export async function lookupPort(
     });
     const port = r.u32();
     if (port === 0 || port > 65535) {
-      throw new Unavailable(`NFS server ${opts.host} has no TCP service for RPC program ${prog} v${vers} registered with its portmapper`);
+      throw new Unavailable(
+        `NFS server ${opts.host} has no TCP service for RPC program ${prog} v${vers} registered with its portmapper`,
+      );
     }
     return port;
   } finally {
@@ -39,7 +41,12 @@ export async function lookupPort(
 }
 
 /** MNT: the root file handle of an exported directory (or a directory below an export). */
-export async function mountPath(rpc: RpcTransport, server: string, path: string, signal?: AbortSignal): Promise<Buffer> {
+export async function mountPath(
+  rpc: RpcTransport,
+  server: string,
+  path: string,
+  signal?: AbortSignal,
+): Promise<Buffer> {
   const r = await rpc.call({
     prog: MOUNT_PROGRAM,
     vers: MOUNT_V3,

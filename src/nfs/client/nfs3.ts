@@ -156,7 +156,12 @@ export class Nfs3Client {
     return { handle, attrs: postOpAttr(r) };
   }
 
-  async mkdir(dir: Buffer, name: string, s: Sattr, o: CallOpts = {}): Promise<{ handle: Buffer | undefined; attrs: Fattr | undefined }> {
+  async mkdir(
+    dir: Buffer,
+    name: string,
+    s: Sattr,
+    o: CallOpts = {},
+  ): Promise<{ handle: Buffer | undefined; attrs: Fattr | undefined }> {
     const r = await this.call('MKDIR', sattr(new XdrWriter().opaque(dir).string(name), s), o, name);
     const handle = postOpFh(r);
     return { handle, attrs: postOpAttr(r) };
@@ -176,7 +181,12 @@ export class Nfs3Client {
   }
 
   async readdirplus(dir: Buffer, cookie: bigint, cookieverf: Buffer, o: CallOpts = {}): Promise<ReaddirPage> {
-    const w = new XdrWriter().opaque(dir).u64(cookie).fixed(cookieverf).u32(32 * 1024).u32(64 * 1024);
+    const w = new XdrWriter()
+      .opaque(dir)
+      .u64(cookie)
+      .fixed(cookieverf)
+      .u32(32 * 1024)
+      .u32(64 * 1024);
     const r = await this.call('READDIRPLUS', w, o, '(directory)');
     postOpAttr(r);
     const verf = r.fixed(8);

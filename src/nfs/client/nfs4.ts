@@ -15,61 +15,164 @@ export const NFS4_PROGRAM = 100003;
 export const NFS_V4 = 4;
 
 const OP = {
-  CREATE: 6, GETATTR: 9, GETFH: 10, LOOKUP: 15, PUTFH: 22, PUTROOTFH: 24, READDIR: 26, REMOVE: 28,
-  RENAME: 29, SAVEFH: 32, SETATTR: 34, EXCHANGE_ID: 42, CREATE_SESSION: 43, SEQUENCE: 53, RECLAIM_COMPLETE: 58,
+  CREATE: 6,
+  GETATTR: 9,
+  GETFH: 10,
+  LOOKUP: 15,
+  PUTFH: 22,
+  PUTROOTFH: 24,
+  READDIR: 26,
+  REMOVE: 28,
+  RENAME: 29,
+  SAVEFH: 32,
+  SETATTR: 34,
+  EXCHANGE_ID: 42,
+  CREATE_SESSION: 43,
+  SEQUENCE: 53,
+  RECLAIM_COMPLETE: 58,
 } as const;
 
 export const NFS4ERR = {
-  PERM: 1, NOENT: 2, IO: 5, ACCESS: 13, EXIST: 17, XDEV: 18, NOTDIR: 20, ISDIR: 21, INVAL: 22, NOSPC: 28, ROFS: 30,
-  NAMETOOLONG: 63, NOTEMPTY: 66, DQUOT: 69, STALE: 70, BADHANDLE: 10001, BAD_COOKIE: 10003, NOTSUPP: 10004,
-  SERVERFAULT: 10006, DELAY: 10008, EXPIRED: 10011, GRACE: 10013, FHEXPIRED: 10014, WRONGSEC: 10016,
-  MINOR_VERS_MISMATCH: 10021, STALE_CLIENTID: 10022, BADOWNER: 10039, OP_ILLEGAL: 10044, BADSESSION: 10052,
-  BADSLOT: 10053, COMPLETE_ALREADY: 10054, SEQ_MISORDERED: 10063, DEADSESSION: 10078,
+  PERM: 1,
+  NOENT: 2,
+  IO: 5,
+  ACCESS: 13,
+  EXIST: 17,
+  XDEV: 18,
+  NOTDIR: 20,
+  ISDIR: 21,
+  INVAL: 22,
+  NOSPC: 28,
+  ROFS: 30,
+  NAMETOOLONG: 63,
+  NOTEMPTY: 66,
+  DQUOT: 69,
+  STALE: 70,
+  BADHANDLE: 10001,
+  BAD_COOKIE: 10003,
+  NOTSUPP: 10004,
+  SERVERFAULT: 10006,
+  DELAY: 10008,
+  EXPIRED: 10011,
+  GRACE: 10013,
+  FHEXPIRED: 10014,
+  WRONGSEC: 10016,
+  MINOR_VERS_MISMATCH: 10021,
+  STALE_CLIENTID: 10022,
+  BADOWNER: 10039,
+  OP_ILLEGAL: 10044,
+  BADSESSION: 10052,
+  BADSLOT: 10053,
+  COMPLETE_ALREADY: 10054,
+  SEQ_MISORDERED: 10063,
+  DEADSESSION: 10078,
 } as const;
 const NAMES = new Map<number, string>(Object.entries(NFS4ERR).map(([k, v]) => [v, `NFS4ERR_${k}`]));
 
 function kindOf(status: number): ErrorKind {
   switch (status) {
-    case NFS4ERR.NOENT: return 'NotFound';
-    case NFS4ERR.EXIST: return 'AlreadyExists';
-    case NFS4ERR.NOSPC: case NFS4ERR.DQUOT: return 'ResourceExhausted';
-    case NFS4ERR.NAMETOOLONG: return 'InvalidArgument';
-    case NFS4ERR.PERM: case NFS4ERR.ACCESS: case NFS4ERR.ROFS: case NFS4ERR.NOTDIR: case NFS4ERR.ISDIR:
-    case NFS4ERR.NOTEMPTY: case NFS4ERR.XDEV: case NFS4ERR.BADOWNER: case NFS4ERR.WRONGSEC:
+    case NFS4ERR.NOENT:
+      return 'NotFound';
+    case NFS4ERR.EXIST:
+      return 'AlreadyExists';
+    case NFS4ERR.NOSPC:
+    case NFS4ERR.DQUOT:
+      return 'ResourceExhausted';
+    case NFS4ERR.NAMETOOLONG:
+      return 'InvalidArgument';
+    case NFS4ERR.PERM:
+    case NFS4ERR.ACCESS:
+    case NFS4ERR.ROFS:
+    case NFS4ERR.NOTDIR:
+    case NFS4ERR.ISDIR:
+    case NFS4ERR.NOTEMPTY:
+    case NFS4ERR.XDEV:
+    case NFS4ERR.BADOWNER:
+    case NFS4ERR.WRONGSEC:
       return 'FailedPrecondition';
-    case NFS4ERR.STALE: case NFS4ERR.FHEXPIRED: case NFS4ERR.BADHANDLE: case NFS4ERR.DELAY: case NFS4ERR.GRACE:
-    case NFS4ERR.IO: case NFS4ERR.SERVERFAULT: case NFS4ERR.BADSESSION: case NFS4ERR.DEADSESSION:
-    case NFS4ERR.EXPIRED: case NFS4ERR.STALE_CLIENTID:
+    case NFS4ERR.STALE:
+    case NFS4ERR.FHEXPIRED:
+    case NFS4ERR.BADHANDLE:
+    case NFS4ERR.DELAY:
+    case NFS4ERR.GRACE:
+    case NFS4ERR.IO:
+    case NFS4ERR.SERVERFAULT:
+    case NFS4ERR.BADSESSION:
+    case NFS4ERR.DEADSESSION:
+    case NFS4ERR.EXPIRED:
+    case NFS4ERR.STALE_CLIENTID:
       return 'Unavailable';
-    default: return 'Internal';
+    default:
+      return 'Internal';
   }
 }
 
 function hint(status: number): string {
   switch (status) {
-    case NFS4ERR.PERM: case NFS4ERR.ACCESS:
+    case NFS4ERR.PERM:
+    case NFS4ERR.ACCESS:
       return ' (permission denied: the export must grant root read-write access without root squash to this client)';
-    case NFS4ERR.ROFS: return ' (the export is read-only)';
-    case NFS4ERR.WRONGSEC: return ' (the export does not allow sec=sys)';
-    case NFS4ERR.GRACE: return ' (the server is in its grace period after a restart; retry shortly)';
-    case NFS4ERR.DELAY: return ' (server busy, retry later)';
-    default: return '';
+    case NFS4ERR.ROFS:
+      return ' (the export is read-only)';
+    case NFS4ERR.WRONGSEC:
+      return ' (the export does not allow sec=sys)';
+    case NFS4ERR.GRACE:
+      return ' (the server is in its grace period after a restart; retry shortly)';
+    case NFS4ERR.DELAY:
+      return ' (server busy, retry later)';
+    default:
+      return '';
   }
 }
 
 /** One operation of a COMPOUND failed; `status` keeps the raw nfsstat4. */
 export class Nfs4StatusError extends CsiError {
-  constructor(readonly status: number, readonly op: string, what: string, extra = '') {
+  constructor(
+    readonly status: number,
+    readonly op: string,
+    what: string,
+    extra = '',
+  ) {
     super(kindOf(status), `NFSv4 ${op} ${what}: ${NAMES.get(status) ?? `status ${status}`}${extra || hint(status)}`);
   }
 }
 
-export const isNfs4Status = (e: unknown, ...s: number[]): e is Nfs4StatusError => e instanceof Nfs4StatusError && s.includes(e.status);
+export const isNfs4Status = (e: unknown, ...s: number[]): e is Nfs4StatusError =>
+  e instanceof Nfs4StatusError && s.includes(e.status);
 
 // Attribute numbers (RFC 7530 §5).
-const A = { TYPE: 1, SIZE: 4, FILES_AVAIL: 21, FILES_FREE: 22, FILES_TOTAL: 23, MODE: 33, OWNER: 36, OWNER_GROUP: 37, SPACE_AVAIL: 42, SPACE_FREE: 43, SPACE_TOTAL: 44, TIME_METADATA: 52, TIME_MODIFY: 53 } as const;
-const TYPES: Record<number, FileType> = { 1: 'file', 2: 'dir', 3: 'block', 4: 'char', 5: 'symlink', 6: 'socket', 7: 'fifo' };
-const U64_ATTRS = new Set<number>([A.FILES_AVAIL, A.FILES_FREE, A.FILES_TOTAL, A.SPACE_AVAIL, A.SPACE_FREE, A.SPACE_TOTAL]);
+const A = {
+  TYPE: 1,
+  SIZE: 4,
+  FILES_AVAIL: 21,
+  FILES_FREE: 22,
+  FILES_TOTAL: 23,
+  MODE: 33,
+  OWNER: 36,
+  OWNER_GROUP: 37,
+  SPACE_AVAIL: 42,
+  SPACE_FREE: 43,
+  SPACE_TOTAL: 44,
+  TIME_METADATA: 52,
+  TIME_MODIFY: 53,
+} as const;
+const TYPES: Record<number, FileType> = {
+  1: 'file',
+  2: 'dir',
+  3: 'block',
+  4: 'char',
+  5: 'symlink',
+  6: 'socket',
+  7: 'fifo',
+};
+const U64_ATTRS = new Set<number>([
+  A.FILES_AVAIL,
+  A.FILES_FREE,
+  A.FILES_TOTAL,
+  A.SPACE_AVAIL,
+  A.SPACE_FREE,
+  A.SPACE_TOTAL,
+]);
 
 function bitmap(w: XdrWriter, attrs: readonly number[]): void {
   const words: number[] = [];
@@ -132,14 +235,27 @@ export interface SetAttrs4 {
 function writeFattr(w: XdrWriter, s: SetAttrs4): void {
   const bits: number[] = [];
   const vals = new XdrWriter();
-  if (s.mode !== undefined) { bits.push(A.MODE); vals.u32(s.mode); }
-  if (s.owner !== undefined) { bits.push(A.OWNER); vals.string(s.owner); }
-  if (s.group !== undefined) { bits.push(A.OWNER_GROUP); vals.string(s.group); }
+  if (s.mode !== undefined) {
+    bits.push(A.MODE);
+    vals.u32(s.mode);
+  }
+  if (s.owner !== undefined) {
+    bits.push(A.OWNER);
+    vals.string(s.owner);
+  }
+  if (s.group !== undefined) {
+    bits.push(A.OWNER_GROUP);
+    vals.string(s.group);
+  }
   bitmap(w, bits);
   w.opaque(vals.bytes());
 }
 
-const skipChangeInfo = (r: XdrReader) => { r.bool(); r.u64(); r.u64(); };
+const skipChangeInfo = (r: XdrReader) => {
+  r.bool();
+  r.u64();
+  r.u64();
+};
 
 /** One operation of a COMPOUND: its arguments and, when it has a body, how to read it. */
 export interface Op4<T = unknown> {
@@ -155,24 +271,55 @@ export const op = {
   getfh: (): Op4<Buffer> => ({ code: OP.GETFH, name: 'GETFH', read: (r) => r.opaque(128) }),
   savefh: (): Op4 => ({ code: OP.SAVEFH, name: 'SAVEFH' }),
   lookup: (name: string): Op4 => ({ code: OP.LOOKUP, name: 'LOOKUP', args: (w) => w.string(name) }),
-  getattr: (attrs: readonly number[] = STAT_ATTRS): Op4<Attrs4> => ({ code: OP.GETATTR, name: 'GETATTR', args: (w) => bitmap(w, attrs), read: readFattr }),
+  getattr: (attrs: readonly number[] = STAT_ATTRS): Op4<Attrs4> => ({
+    code: OP.GETATTR,
+    name: 'GETATTR',
+    args: (w) => bitmap(w, attrs),
+    read: readFattr,
+  }),
   mkdir: (name: string, s: SetAttrs4): Op4 => ({
-    code: OP.CREATE, name: 'CREATE',
-    args: (w) => { w.u32(2 /* NF4DIR */).string(name); writeFattr(w, s); },
-    read: (r) => { skipChangeInfo(r); readBitmap(r); },
+    code: OP.CREATE,
+    name: 'CREATE',
+    args: (w) => {
+      w.u32(2 /* NF4DIR */).string(name);
+      writeFattr(w, s);
+    },
+    read: (r) => {
+      skipChangeInfo(r);
+      readBitmap(r);
+    },
   }),
   setattr: (s: SetAttrs4): Op4 => ({
-    code: OP.SETATTR, name: 'SETATTR',
+    code: OP.SETATTR,
+    name: 'SETATTR',
     // the anonymous stateid: no OPEN is involved in changing a directory's attributes
-    args: (w) => { w.u32(0).fixed(Buffer.alloc(12)); writeFattr(w, s); },
+    args: (w) => {
+      w.u32(0).fixed(Buffer.alloc(12));
+      writeFattr(w, s);
+    },
   }),
-  remove: (name: string): Op4 => ({ code: OP.REMOVE, name: 'REMOVE', args: (w) => w.string(name), read: skipChangeInfo }),
+  remove: (name: string): Op4 => ({
+    code: OP.REMOVE,
+    name: 'REMOVE',
+    args: (w) => w.string(name),
+    read: skipChangeInfo,
+  }),
   rename: (from: string, to: string): Op4 => ({
-    code: OP.RENAME, name: 'RENAME', args: (w) => w.string(from).string(to), read: (r) => { skipChangeInfo(r); skipChangeInfo(r); },
+    code: OP.RENAME,
+    name: 'RENAME',
+    args: (w) => w.string(from).string(to),
+    read: (r) => {
+      skipChangeInfo(r);
+      skipChangeInfo(r);
+    },
   }),
   readdir: (cookie: bigint, verf: Buffer): Op4<ReaddirPage> => ({
-    code: OP.READDIR, name: 'READDIR',
-    args: (w) => { w.u64(cookie).fixed(verf).u32(16384).u32(65536); bitmap(w, [A.TYPE]); },
+    code: OP.READDIR,
+    name: 'READDIR',
+    args: (w) => {
+      w.u64(cookie).fixed(verf).u32(16384).u32(65536);
+      bitmap(w, [A.TYPE]);
+    },
     read: (r) => {
       const cookieverf = r.fixed(8);
       const entries: ReaddirEntry[] = [];
@@ -183,17 +330,44 @@ export const op = {
 };
 
 /** type: undefined when the server did not return the TYPE attribute asked for. */
-export interface ReaddirEntry { cookie: bigint; name: string; type: FileType | undefined }
-export interface ReaddirPage { cookieverf: Buffer; entries: ReaddirEntry[]; eof: boolean }
+export interface ReaddirEntry {
+  cookie: bigint;
+  name: string;
+  type: FileType | undefined;
+}
+export interface ReaddirPage {
+  cookieverf: Buffer;
+  entries: ReaddirEntry[];
+  eof: boolean;
+}
 
-export const STAT_ATTRS: readonly number[] = [A.TYPE, A.SIZE, A.MODE, A.OWNER, A.OWNER_GROUP, A.TIME_METADATA, A.TIME_MODIFY];
-export const FSSTAT_ATTRS: readonly number[] = [A.FILES_AVAIL, A.FILES_FREE, A.FILES_TOTAL, A.SPACE_AVAIL, A.SPACE_FREE, A.SPACE_TOTAL];
+export const STAT_ATTRS: readonly number[] = [
+  A.TYPE,
+  A.SIZE,
+  A.MODE,
+  A.OWNER,
+  A.OWNER_GROUP,
+  A.TIME_METADATA,
+  A.TIME_MODIFY,
+];
+export const FSSTAT_ATTRS: readonly number[] = [
+  A.FILES_AVAIL,
+  A.FILES_FREE,
+  A.FILES_TOTAL,
+  A.SPACE_AVAIL,
+  A.SPACE_FREE,
+  A.SPACE_TOTAL,
+];
 
 export function fsStatOf(a: Attrs4): FsStat {
   const g = (k: number) => a.u64.get(k) ?? 0;
   return {
-    totalBytes: g(A.SPACE_TOTAL), freeBytes: g(A.SPACE_FREE), availBytes: g(A.SPACE_AVAIL),
-    totalFiles: g(A.FILES_TOTAL), freeFiles: g(A.FILES_FREE), availFiles: g(A.FILES_AVAIL),
+    totalBytes: g(A.SPACE_TOTAL),
+    freeBytes: g(A.SPACE_FREE),
+    availBytes: g(A.SPACE_AVAIL),
+    totalFiles: g(A.FILES_TOTAL),
+    freeFiles: g(A.FILES_FREE),
+    availFiles: g(A.FILES_AVAIL),
   };
 }
 
@@ -211,7 +385,14 @@ interface Session {
   waiters: Array<() => void>;
 }
 
-const SESSION_LOST = [NFS4ERR.BADSESSION, NFS4ERR.DEADSESSION, NFS4ERR.STALE_CLIENTID, NFS4ERR.EXPIRED, NFS4ERR.SEQ_MISORDERED, NFS4ERR.BADSLOT];
+const SESSION_LOST = [
+  NFS4ERR.BADSESSION,
+  NFS4ERR.DEADSESSION,
+  NFS4ERR.STALE_CLIENTID,
+  NFS4ERR.EXPIRED,
+  NFS4ERR.SEQ_MISORDERED,
+  NFS4ERR.BADSLOT,
+];
 
 export interface Nfs4ClientOptions {
   server: string;
@@ -224,10 +405,15 @@ export class Nfs4Client {
   private minor: MinorVersion | undefined;
   private session: Promise<Session> | undefined;
   // One client owner per process: a restart is a new client, which is all directory work needs.
-  private readonly owner = Buffer.from(`pve-nfs-csi/${os.hostname()}/${process.pid}/${crypto.randomBytes(4).toString('hex')}`);
+  private readonly owner = Buffer.from(
+    `pve-nfs-csi/${os.hostname()}/${process.pid}/${crypto.randomBytes(4).toString('hex')}`,
+  );
   private readonly verifier = crypto.randomBytes(8);
 
-  constructor(private readonly rpc: Rpc4, private readonly o: Nfs4ClientOptions) {
+  constructor(
+    private readonly rpc: Rpc4,
+    private readonly o: Nfs4ClientOptions,
+  ) {
     this.minor = o.minor === 0 ? 0 : undefined;
   }
 
@@ -265,16 +451,37 @@ export class Nfs4Client {
       const slot = await this.acquire(s);
       const seq = s.slots[slot]! + 1;
       const sequence: Op4 = {
-        code: OP.SEQUENCE, name: 'SEQUENCE',
-        args: (w) => w.fixed(s.id).u32(seq).u32(slot).u32(s.slots.length - 1).bool(false),
-        read: (r) => { r.fixed(16); r.u32(); r.u32(); r.u32(); r.u32(); r.u32(); },
+        code: OP.SEQUENCE,
+        name: 'SEQUENCE',
+        args: (w) =>
+          w
+            .fixed(s.id)
+            .u32(seq)
+            .u32(slot)
+            .u32(s.slots.length - 1)
+            .bool(false),
+        read: (r) => {
+          r.fixed(16);
+          r.u32();
+          r.u32();
+          r.u32();
+          r.u32();
+          r.u32();
+        },
       };
       let landed = false;
       try {
-        const res = await this.send(1, [sequence, ...ops], what, signal, () => { landed = true; });
+        const res = await this.send(1, [sequence, ...ops], what, signal, () => {
+          landed = true;
+        });
         return res.slice(1);
       } catch (e) {
-        if (e instanceof Nfs4StatusError && e.op === 'SEQUENCE' && SESSION_LOST.includes(e.status as never) && attempt < 3) {
+        if (
+          e instanceof Nfs4StatusError &&
+          e.op === 'SEQUENCE' &&
+          SESSION_LOST.includes(e.status as never) &&
+          attempt < 3
+        ) {
           // The lease ran out while idle, or the server restarted: a new session, same COMPOUND.
           this.o.log?.debug({ server: this.o.server, err: e.message }, 'NFSv4.1 session lost; creating a new one');
           this.dropSession(s);
@@ -291,7 +498,12 @@ export class Nfs4Client {
   }
 
   private dropSession(s: Session): void {
-    void this.session?.then((cur) => { if (cur === s) this.session = undefined; }, () => undefined);
+    void this.session?.then(
+      (cur) => {
+        if (cur === s) this.session = undefined;
+      },
+      () => undefined,
+    );
   }
 
   private acquire(s: Session): Promise<number> {
@@ -310,7 +522,8 @@ export class Nfs4Client {
       await this.openSession(signal);
       this.minor = 1;
     } catch (e) {
-      if (this.o.minor === 1 || !isNfs4Status(e, NFS4ERR.MINOR_VERS_MISMATCH, NFS4ERR.NOTSUPP, NFS4ERR.OP_ILLEGAL)) throw e;
+      if (this.o.minor === 1 || !isNfs4Status(e, NFS4ERR.MINOR_VERS_MISMATCH, NFS4ERR.NOTSUPP, NFS4ERR.OP_ILLEGAL))
+        throw e;
       this.o.log?.info({ server: this.o.server }, 'NFS server has no NFSv4.1; using NFSv4.0');
       this.session = undefined;
       this.minor = 0;
@@ -321,14 +534,17 @@ export class Nfs4Client {
     if (!this.session) {
       const p = this.createSession(signal);
       this.session = p;
-      p.catch(() => { if (this.session === p) this.session = undefined; });
+      p.catch(() => {
+        if (this.session === p) this.session = undefined;
+      });
     }
     return this.session;
   }
 
   private async createSession(signal?: AbortSignal): Promise<Session> {
     const exchange: Op4<{ clientid: bigint; seq: number }> = {
-      code: OP.EXCHANGE_ID, name: 'EXCHANGE_ID',
+      code: OP.EXCHANGE_ID,
+      name: 'EXCHANGE_ID',
       args: (w) => {
         w.fixed(this.verifier).opaque(this.owner);
         w.u32(0x00010000); // EXCHGID4_FLAG_USE_NON_PNFS
@@ -339,25 +555,42 @@ export class Nfs4Client {
         const clientid = r.u64();
         const seq = r.u32();
         r.u32(); // flags
-        if (r.u32() !== 0) throw new FailedPrecondition(`NFS server ${this.o.server} insists on state protection; only SP4_NONE is supported`);
-        r.u64(); r.opaque(); r.opaque(); // server owner, scope
+        if (r.u32() !== 0)
+          throw new FailedPrecondition(
+            `NFS server ${this.o.server} insists on state protection; only SP4_NONE is supported`,
+          );
+        r.u64();
+        r.opaque();
+        r.opaque(); // server owner, scope
         const impl = r.u32();
-        for (let i = 0; i < impl; i++) { r.string(); r.string(); r.u64(); r.u32(); }
+        for (let i = 0; i < impl; i++) {
+          r.string();
+          r.string();
+          r.u64();
+          r.u32();
+        }
         return { clientid, seq };
       },
     };
-    const [ex] = (await this.send(1, [exchange], 'to establish a client', signal)) as [{ clientid: bigint; seq: number }];
+    const [ex] = (await this.send(1, [exchange], 'to establish a client', signal)) as [
+      { clientid: bigint; seq: number },
+    ];
     const channel = (w: XdrWriter, maxReq: number, maxResp: number, ops: number, reqs: number) =>
       w.u32(0).u32(maxReq).u32(maxResp).u32(0).u32(ops).u32(reqs).u32(0);
     const readChannel = (r: XdrReader) => {
-      r.u32(); r.u32(); r.u32(); r.u32(); r.u32();
+      r.u32();
+      r.u32();
+      r.u32();
+      r.u32();
+      r.u32();
       const reqs = r.u32();
       const ird = r.u32();
       for (let i = 0; i < ird; i++) r.u32();
       return reqs;
     };
     const create: Op4<{ id: Buffer; slots: number }> = {
-      code: OP.CREATE_SESSION, name: 'CREATE_SESSION',
+      code: OP.CREATE_SESSION,
+      name: 'CREATE_SESSION',
       args: (w) => {
         w.u64(ex.clientid).u32(ex.seq).u32(0);
         channel(w, 1 << 20, 1 << 20, 16, 16);
@@ -367,7 +600,8 @@ export class Nfs4Client {
       },
       read: (r) => {
         const id = r.fixed(16);
-        r.u32(); r.u32();
+        r.u32();
+        r.u32();
         const slots = readChannel(r);
         readChannel(r);
         return { id, slots };
@@ -375,15 +609,39 @@ export class Nfs4Client {
     };
     const [cs] = (await this.send(1, [create], 'to create a session', signal)) as [{ id: Buffer; slots: number }];
     const n = Math.max(1, Math.min(cs.slots, 16));
-    const s: Session = { id: cs.id, slots: new Array<number>(n).fill(0), free: [...Array(n).keys()].reverse(), waiters: [] };
+    const s: Session = {
+      id: cs.id,
+      slots: new Array<number>(n).fill(0),
+      free: [...Array(n).keys()].reverse(),
+      waiters: [],
+    };
     // Tells the server this client reclaims nothing, so it never holds our operations for a grace period.
     const reclaim: Op4 = {
-      code: OP.SEQUENCE, name: 'SEQUENCE',
-      args: (w) => w.fixed(s.id).u32(1).u32(0).u32(n - 1).bool(false),
-      read: (r) => { r.fixed(16); r.u32(); r.u32(); r.u32(); r.u32(); r.u32(); },
+      code: OP.SEQUENCE,
+      name: 'SEQUENCE',
+      args: (w) =>
+        w
+          .fixed(s.id)
+          .u32(1)
+          .u32(0)
+          .u32(n - 1)
+          .bool(false),
+      read: (r) => {
+        r.fixed(16);
+        r.u32();
+        r.u32();
+        r.u32();
+        r.u32();
+        r.u32();
+      },
     };
     try {
-      await this.send(1, [reclaim, { code: OP.RECLAIM_COMPLETE, name: 'RECLAIM_COMPLETE', args: (w) => w.bool(false) }], 'after creating a session', signal);
+      await this.send(
+        1,
+        [reclaim, { code: OP.RECLAIM_COMPLETE, name: 'RECLAIM_COMPLETE', args: (w) => w.bool(false) }],
+        'after creating a session',
+        signal,
+      );
     } catch (e) {
       if (!isNfs4Status(e, NFS4ERR.COMPLETE_ALREADY)) throw e;
     }
@@ -391,23 +649,40 @@ export class Nfs4Client {
     return s;
   }
 
-  private async send(minor: MinorVersion, ops: Op4[], what: string, signal?: AbortSignal, onReply?: () => void): Promise<unknown[]> {
+  private async send(
+    minor: MinorVersion,
+    ops: Op4[],
+    what: string,
+    signal?: AbortSignal,
+    onReply?: () => void,
+  ): Promise<unknown[]> {
     const w = new XdrWriter().string('').u32(minor).u32(ops.length);
     for (const o of ops) {
       w.u32(o.code);
       o.args?.(w);
     }
-    const r = await this.rpc.call({ prog: NFS4_PROGRAM, vers: NFS_V4, proc: 1, name: `COMPOUND(${ops.map((o) => o.name).join(',')})`, args: w.bytes(), signal });
+    const r = await this.rpc.call({
+      prog: NFS4_PROGRAM,
+      vers: NFS_V4,
+      proc: 1,
+      name: `COMPOUND(${ops.map((o) => o.name).join(',')})`,
+      args: w.bytes(),
+      signal,
+    });
     onReply?.();
     const status = r.u32();
     r.string();
     const n = r.u32();
-    if (status === NFS4ERR.MINOR_VERS_MISMATCH && n === 0) throw new Nfs4StatusError(status, 'COMPOUND', `(minor version ${minor}) ${what}`);
+    if (status === NFS4ERR.MINOR_VERS_MISMATCH && n === 0)
+      throw new Nfs4StatusError(status, 'COMPOUND', `(minor version ${minor}) ${what}`);
     const out: unknown[] = [];
     for (let i = 0; i < n; i++) {
       const o = ops[i];
       const code = r.u32();
-      if (!o || code !== o.code) throw new FailedPrecondition(`NFS server ${this.o.server} answered operation ${code} where ${o?.name ?? 'nothing'} was sent`);
+      if (!o || code !== o.code)
+        throw new FailedPrecondition(
+          `NFS server ${this.o.server} answered operation ${code} where ${o?.name ?? 'nothing'} was sent`,
+        );
       const st = r.u32();
       if (code === OP.SETATTR) readBitmap(r); // attrsset comes with every SETATTR result
       if (st !== 0) throw new Nfs4StatusError(st, o.name, what, st === NFS4ERR.BADOWNER ? BADOWNER_HINT : '');

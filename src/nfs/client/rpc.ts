@@ -69,7 +69,10 @@ class Link {
     while (this.rx.length >= 4) {
       const hdr = this.rx.readUInt32BE(0);
       const len = hdr & 0x7fffffff;
-      if (this.fragBytes + len > MAX_RECORD) { this.close(`RPC record larger than ${MAX_RECORD} bytes`); return; }
+      if (this.fragBytes + len > MAX_RECORD) {
+        this.close(`RPC record larger than ${MAX_RECORD} bytes`);
+        return;
+      }
       if (this.rx.length < 4 + len) return;
       this.frags.push(this.rx.subarray(4, 4 + len));
       this.fragBytes += len;
@@ -142,7 +145,10 @@ export class RpcConnection {
 
   private once(c: RpcCall, deadline: number): Promise<XdrReader> {
     return new Promise<XdrReader>((resolve, reject) => {
-      if (c.signal?.aborted) { reject(new DeadlineExceeded(`${c.name} to ${this.endpoint} cancelled`)); return; }
+      if (c.signal?.aborted) {
+        reject(new DeadlineExceeded(`${c.name} to ${this.endpoint} cancelled`));
+        return;
+      }
       const xid = (xidSeq = (xidSeq + 1) >>> 0);
       let settled = false;
       let link: Link | null = null;
@@ -157,7 +163,13 @@ export class RpcConnection {
       const ms = Math.max(0, deadline - Date.now());
       const timer = setTimeout(() => {
         const p = link?.pending.get(xid);
-        finish(() => reject(new Unavailable(`${this.endpoint} did not answer ${c.name} within ${c.timeoutMs ?? this.opts.timeoutMs} ms`)));
+        finish(() =>
+          reject(
+            new Unavailable(
+              `${this.endpoint} did not answer ${c.name} within ${c.timeoutMs ?? this.opts.timeoutMs} ms`,
+            ),
+          ),
+        );
         // Nothing heard since the call went out: treat the connection as dead so the next call
         // reconnects instead of queueing behind a half-open socket.
         if (link && p && p.sentAt > 0 && link.lastRx < p.sentAt) link.close('no reply before the deadline');
@@ -173,7 +185,10 @@ export class RpcConnection {
       this.getLink().then(
         (l) => {
           if (settled) return;
-          if (l.socket.destroyed) { pending.reject(new ConnectionDropped(`${this.endpoint}: connection closed`)); return; }
+          if (l.socket.destroyed) {
+            pending.reject(new ConnectionDropped(`${this.endpoint}: connection closed`));
+            return;
+          }
           link = l;
           l.pending.set(xid, pending);
           pending.sentAt = Date.now();
@@ -210,7 +225,11 @@ export class RpcConnection {
       this.connecting = this.connect().then(
         (sock) => {
           this.connecting = null;
-          const link = new Link(sock, (l, m) => this.dispatch(l, m), (l, why) => this.dropped(l, why));
+          const link = new Link(
+            sock,
+            (l, m) => this.dispatch(l, m),
+            (l, why) => this.dropped(l, why),
+          );
           if (this.closed) link.close('client closed');
           else this.link = link;
           return link;
@@ -228,7 +247,8 @@ export class RpcConnection {
     if (this.link === link) this.link = null;
     const calls = [...link.pending.values()];
     link.pending.clear();
-    if (calls.length) this.opts.log?.debug({ endpoint: this.endpoint, why, calls: calls.length }, 'RPC connection lost');
+    if (calls.length)
+      this.opts.log?.debug({ endpoint: this.endpoint, why, calls: calls.length }, 'RPC connection lost');
     for (const p of calls) p.reject(new ConnectionDropped(`${this.endpoint}: ${why}`));
   }
 
@@ -292,7 +312,8 @@ export class RpcConnection {
       xid = r.u32();
       if (r.u32() !== 1) return; // not a REPLY; servers do not call us
     } catch {
-      link.close('malformed RPC record'); return;
+      link.close('malformed RPC record');
+      return;
     }
     const p = link.pending.get(xid);
     if (!p) return; // late reply to a call that already timed out

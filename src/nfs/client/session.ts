@@ -48,7 +48,11 @@ export class NfsSession {
   }
 
   close(): void {
-    for (const c of this.conns.values()) c.then((x) => x.close(), () => {});
+    for (const c of this.conns.values())
+      c.then(
+        (x) => x.close(),
+        () => {},
+      );
     this.conns.clear();
     this.roots.clear();
   }
@@ -65,7 +69,10 @@ export class NfsSession {
           if (isCsiError(e, 'Unavailable') && this.fixedPort(svc) === undefined && this.conns.get(svc)) {
             const cur = this.conns.get(svc);
             this.conns.delete(svc);
-            cur?.then((x) => x.close(), () => {});
+            cur?.then(
+              (x) => x.close(),
+              () => {},
+            );
           }
           throw e;
         } finally {
@@ -113,7 +120,10 @@ export class NfsSession {
     try {
       return await lookupPort(base, NFS_PROGRAM, NFS_V3, signal);
     } catch (e) {
-      this.opts.log?.debug({ server: this.opts.server, err: (e as Error).message }, 'portmapper lookup for NFS failed; using 2049');
+      this.opts.log?.debug(
+        { server: this.opts.server, err: (e as Error).message },
+        'portmapper lookup for NFS failed; using 2049',
+      );
       return 2049;
     }
   }
@@ -128,7 +138,10 @@ export class NfsSession {
     } catch (e) {
       // A missing share is a configuration problem of the StorageClass or PV, not a missing volume.
       if (isNfsStatus(e, NFS3ERR.NOENT, NFS3ERR.NOTDIR) || (e instanceof MountStatusError && e.kind === 'NotFound')) {
-        throw new FailedPrecondition(`NFS server ${this.opts.server} has no exported directory ${share}: ${e.message}`, { cause: e });
+        throw new FailedPrecondition(
+          `NFS server ${this.opts.server} has no exported directory ${share}: ${e.message}`,
+          { cause: e },
+        );
       }
       throw e;
     }

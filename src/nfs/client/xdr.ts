@@ -64,7 +64,9 @@ export class XdrReader {
 
   private need(n: number): void {
     if (this.off + n > this.buf.length) {
-      throw new XdrError(`malformed RPC reply: needed ${n} bytes at offset ${this.off}, message has ${this.buf.length}`);
+      throw new XdrError(
+        `malformed RPC reply: needed ${n} bytes at offset ${this.off}, message has ${this.buf.length}`,
+      );
     }
   }
 

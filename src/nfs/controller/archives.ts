@@ -57,7 +57,12 @@ async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t: T) => 
 }
 
 /** Directories exactly `depth` levels below `base` (or the share root), following no symlinks. */
-export async function dirsAtDepth(store: NfsStore, depth: number, filter: (name: string, level: number) => boolean, o: OpOptions = {}): Promise<string[]> {
+export async function dirsAtDepth(
+  store: NfsStore,
+  depth: number,
+  filter: (name: string, level: number) => boolean,
+  o: OpOptions = {},
+): Promise<string[]> {
   let level: string[] = [''];
   for (let d = 0; d < depth; d++) {
     const next: string[][] = await mapLimit(level, 8, async (dir) => {
@@ -68,7 +73,9 @@ export async function dirsAtDepth(store: NfsStore, depth: number, filter: (name:
         if (isCsiError(e, 'NotFound')) return [];
         throw e;
       }
-      return entries.filter((e) => e.type === 'dir' && filter(e.name, d)).map((e) => (dir ? `${dir}/${e.name}` : e.name));
+      return entries
+        .filter((e) => e.type === 'dir' && filter(e.name, d))
+        .map((e) => (dir ? `${dir}/${e.name}` : e.name));
     });
     level = next.flat();
   }
@@ -93,8 +100,17 @@ export async function treeSize(store: NfsStore, path: string, o: OpOptions = {})
 }
 
 /** The archives of a share whose claims are `depth` levels deep. */
-export async function findArchives(store: NfsStore, depth: number, o: OpOptions & { sizes?: boolean } = {}): Promise<Archive[]> {
-  const paths = await dirsAtDepth(store, depth, (name, level) => level > 0 || (name.startsWith(ARCHIVE_PREFIX) && name.length > ARCHIVE_PREFIX.length), o);
+export async function findArchives(
+  store: NfsStore,
+  depth: number,
+  o: OpOptions & { sizes?: boolean } = {},
+): Promise<Archive[]> {
+  const paths = await dirsAtDepth(
+    store,
+    depth,
+    (name, level) => level > 0 || (name.startsWith(ARCHIVE_PREFIX) && name.length > ARCHIVE_PREFIX.length),
+    o,
+  );
   const out = await mapLimit(paths, 4, async (path): Promise<Archive | undefined> => {
     const stamp = archiveStampOf(path);
     let archivedAt = stamp;
@@ -105,7 +121,13 @@ export async function findArchives(store: NfsStore, depth: number, o: OpOptions 
       if (archivedAt === 0) archivedAt = Date.now();
     }
     const sizeBytes = o.sizes === false ? undefined : await treeSize(store, path, o);
-    return { path, original: originalOf(path), archivedAt, timeFrom: stamp !== undefined ? 'name' : 'times', ...(sizeBytes !== undefined && { sizeBytes }) };
+    return {
+      path,
+      original: originalOf(path),
+      archivedAt,
+      timeFrom: stamp !== undefined ? 'name' : 'times',
+      ...(sizeBytes !== undefined && { sizeBytes }),
+    };
   });
   return out.filter((a): a is Archive => a !== undefined);
 }

@@ -49,7 +49,8 @@ const ACCESS_MODES = new Set<string>(ACCESS_MODE_NAMES.filter((m) => m !== 'UNKN
 /** Why these capabilities cannot be served, or null when they can. */
 export function unsupportedCapability(caps: T.VolumeCapability[]): string | null {
   for (const c of caps) {
-    if (c.block || c.accessType === 'block') return 'block access type is not supported by NFS volumes; request a filesystem volume';
+    if (c.block || c.accessType === 'block')
+      return 'block access type is not supported by NFS volumes; request a filesystem volume';
     if (!c.mount && c.accessType !== 'mount') return 'volume capability has no access type; NFS volumes need "mount"';
     const mode = accessModeName(c.accessMode?.mode);
     if (!ACCESS_MODES.has(mode)) return `access mode ${mode} is not supported`;
@@ -111,7 +112,11 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
   }
 
   function context(p: VolumeParams): Record<string, string> {
-    const c: Record<string, string> = { [NFS_CONTEXT.server]: p.server, [NFS_CONTEXT.share]: p.share, [NFS_CONTEXT.subDir]: p.subDir };
+    const c: Record<string, string> = {
+      [NFS_CONTEXT.server]: p.server,
+      [NFS_CONTEXT.share]: p.share,
+      [NFS_CONTEXT.subDir]: p.subDir,
+    };
     if (p.mountPermissions !== undefined) c[NFS_CONTEXT.mountPermissions] = '0' + p.mountPermissions.toString(8);
     return c;
   }
@@ -135,7 +140,11 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
       // The version the node will mount with, when the class names one (mountOptions).
       const version = nfsVersionOf(req.volumeCapabilities.flatMap((c) => c.mount?.mountFlags ?? []));
       const store = stores.open(p.server, p.share, version);
-      const st = await store.ensureDir(p.subDir, { mode: p.mountPermissions, uid: p.uid, gid: p.gid }, { signal: ctx.signal });
+      const st = await store.ensureDir(
+        p.subDir,
+        { mode: p.mountPermissions, uid: p.uid, gid: p.gid },
+        { signal: ctx.signal },
+      );
       created.remember(req.name, id, required, limit);
       ctx.log.info(
         { volumeId: id, path: where(p), mode: '0' + st.mode.toString(8), uid: st.uid, gid: st.gid },

@@ -7,13 +7,32 @@ import { AlreadyExists, FailedPrecondition, NotFound } from '../../errors.js';
 import type { Fattr, Sattr } from '../client/nfs3.js';
 import { NfsSession, type SessionOptions } from '../client/session.js';
 import { isNfsStatus, isStale, NFS3ERR } from '../client/status.js';
-import { type DirAttrs, type FsStat, type NfsDirEntry, type NfsStat, type NfsStore, type NfsStores, type OpOptions, type RmdirResult, pathSegments as segments, sharePath } from './store.js';
+import {
+  type DirAttrs,
+  type FsStat,
+  type NfsDirEntry,
+  type NfsStat,
+  type NfsStore,
+  type NfsStores,
+  type OpOptions,
+  type RmdirResult,
+  pathSegments as segments,
+  sharePath,
+} from './store.js';
 import { TreeWalker } from './tree-walk.js';
 
 const DEFAULT_DIR_MODE = 0o755;
 const ENSURE_ATTEMPTS = 4;
 
-const toStat = (a: Fattr): NfsStat => ({ type: a.type, mode: a.mode, uid: a.uid, gid: a.gid, size: a.size, mtimeMs: a.mtimeMs, ctimeMs: a.ctimeMs });
+const toStat = (a: Fattr): NfsStat => ({
+  type: a.type,
+  mode: a.mode,
+  uid: a.uid,
+  gid: a.gid,
+  size: a.size,
+  mtimeMs: a.mtimeMs,
+  ctimeMs: a.ctimeMs,
+});
 
 const notFound = (e: unknown) => isNfsStatus(e, NFS3ERR.NOENT);
 
@@ -28,7 +47,12 @@ export class Nfs3Store implements NfsStore {
     this.tree = new TreeWalker<Buffer>({
       readdir: async (dir, cookie, verf, path, signal) => {
         const page = await this.s.nfs.readdirplus(dir, cookie, verf, { signal, path });
-        const entries = page.entries.map((e) => ({ name: e.name, cookie: e.cookie, type: e.attrs?.type, handle: e.handle }));
+        const entries = page.entries.map((e) => ({
+          name: e.name,
+          cookie: e.cookie,
+          type: e.attrs?.type,
+          handle: e.handle,
+        }));
         return { entries, eof: page.eof, cookieverf: page.cookieverf };
       },
       lookup: async (dir, name, path, signal) => {
@@ -60,7 +84,11 @@ export class Nfs3Store implements NfsStore {
     }
   }
 
-  private async walk(root: Buffer, segs: string[], o: OpOptions): Promise<{ handle: Buffer; attrs?: Fattr | undefined }> {
+  private async walk(
+    root: Buffer,
+    segs: string[],
+    o: OpOptions,
+  ): Promise<{ handle: Buffer; attrs?: Fattr | undefined }> {
     let cur: { handle: Buffer; attrs?: Fattr | undefined } = { handle: root };
     for (let i = 0; i < segs.length; i++) {
       cur = await this.s.nfs.lookup(cur.handle, segs[i]!, { signal: o.signal, path: this.where(segs.slice(0, i + 1)) });
@@ -79,7 +107,8 @@ export class Nfs3Store implements NfsStore {
     const look = async () => {
       const r = await this.s.nfs.lookup(dir, name, opts);
       const a = await this.attrsOf(r, o);
-      if (a.type !== 'dir') throw new FailedPrecondition(`${this.server}:${opts.path} exists and is a ${a.type}, not a directory`);
+      if (a.type !== 'dir')
+        throw new FailedPrecondition(`${this.server}:${opts.path} exists and is a ${a.type}, not a directory`);
       return { handle: r.handle, attrs: a, created: false };
     };
     const make = async () => {
@@ -283,18 +312,21 @@ export function createNfs3Stores(opts: Nfs3StoresOptions): NfsStores {
     ping: async (signal) => {
       await Promise.all([...sessions.values()].map((s) => s.nfs.null({ signal })));
     },
-    health: async (signal) => Promise.all([...sessions.entries()].map(async ([server, s]) => {
-      // A health check is not use: it must not keep an idle session open.
-      const lastUsed = s.lastUsed;
-      try {
-        await s.nfs.null({ signal });
-        return { kind: 'nfs', backend: server, up: true };
-      } catch (e) {
-        return { kind: 'nfs', backend: server, up: false, error: (e as Error).message };
-      } finally {
-        s.lastUsed = lastUsed;
-      }
-    })),
+    health: async (signal) =>
+      Promise.all(
+        [...sessions.entries()].map(async ([server, s]) => {
+          // A health check is not use: it must not keep an idle session open.
+          const lastUsed = s.lastUsed;
+          try {
+            await s.nfs.null({ signal });
+            return { kind: 'nfs', backend: server, up: true };
+          } catch (e) {
+            return { kind: 'nfs', backend: server, up: false, error: (e as Error).message };
+          } finally {
+            s.lastUsed = lastUsed;
+          }
+        }),
+      ),
     servers: () => [...sessions.keys()],
     close: async () => {
       clearInterval(sweeper);

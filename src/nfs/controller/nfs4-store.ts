@@ -4,19 +4,48 @@
 // kernel client mounts with NFSv4 (e.g. ganesha's Pseudo path, the NAS's share path).
 import type { Logger } from 'pino';
 import { AlreadyExists, FailedPrecondition, NotFound } from '../../errors.js';
-import { type Attrs4, FSSTAT_ATTRS, type MinorVersion, NFS4ERR, Nfs4Client, type Op4, type ReaddirPage, type SetAttrs4, fsStatOf, isNfs4Status, op } from '../client/nfs4.js';
+import {
+  type Attrs4,
+  FSSTAT_ATTRS,
+  type MinorVersion,
+  NFS4ERR,
+  Nfs4Client,
+  type Op4,
+  type ReaddirPage,
+  type SetAttrs4,
+  fsStatOf,
+  isNfs4Status,
+  op,
+} from '../client/nfs4.js';
 import { RpcConnection } from '../client/rpc.js';
-import { type DirAttrs, type FsStat, type NfsDirEntry, type NfsStat, type NfsStore, type NfsStores, type OpOptions, type RmdirResult, pathSegments as segments, sharePath } from './store.js';
+import {
+  type DirAttrs,
+  type FsStat,
+  type NfsDirEntry,
+  type NfsStat,
+  type NfsStore,
+  type NfsStores,
+  type OpOptions,
+  type RmdirResult,
+  pathSegments as segments,
+  sharePath,
+} from './store.js';
 import { TreeWalker } from './tree-walk.js';
 
 const DEFAULT_DIR_MODE = 0o755;
 
 /** Numeric owner strings map to ids; a name (`user@domain`) has no id here: -1. */
-const idOf = (s: string | undefined): number => (s !== undefined && /^\d+$/.test(s) ? Number(s) : s === 'root' || s?.startsWith('root@') ? 0 : -1);
+const idOf = (s: string | undefined): number =>
+  s !== undefined && /^\d+$/.test(s) ? Number(s) : s === 'root' || s?.startsWith('root@') ? 0 : -1;
 
 const toStat = (a: Attrs4): NfsStat => ({
-  type: a.type ?? 'file', mode: a.mode ?? 0, uid: idOf(a.owner), gid: idOf(a.group),
-  ...(a.size !== undefined && { size: a.size }), ...(a.mtimeMs !== undefined && { mtimeMs: a.mtimeMs }), ...(a.ctimeMs !== undefined && { ctimeMs: a.ctimeMs }),
+  type: a.type ?? 'file',
+  mode: a.mode ?? 0,
+  uid: idOf(a.owner),
+  gid: idOf(a.group),
+  ...(a.size !== undefined && { size: a.size }),
+  ...(a.mtimeMs !== undefined && { mtimeMs: a.mtimeMs }),
+  ...(a.ctimeMs !== undefined && { ctimeMs: a.ctimeMs }),
 });
 
 const setAttrs = (a: DirAttrs): SetAttrs4 => ({
@@ -32,15 +61,24 @@ export class Nfs4Store implements NfsStore {
 
   private readonly tree: TreeWalker<Buffer>;
 
-  constructor(private readonly c: Nfs4Client, readonly server: string, readonly share: string) {
+  constructor(
+    private readonly c: Nfs4Client,
+    readonly server: string,
+    readonly share: string,
+  ) {
     this.shareSegs = share.split('/').filter(Boolean);
     const remove = async (dir: Buffer, name: string, path: string, signal: AbortSignal | undefined) => {
       await this.c.compound([op.putfh(dir), op.remove(name)], path, signal);
     };
     this.tree = new TreeWalker<Buffer>({
-      readdir: async (dir, cookie, verf, path, signal) => (await this.c.compound([op.putfh(dir), op.readdir(cookie, verf)], path, signal))[1] as ReaddirPage,
+      readdir: async (dir, cookie, verf, path, signal) =>
+        (await this.c.compound([op.putfh(dir), op.readdir(cookie, verf)], path, signal))[1] as ReaddirPage,
       lookup: async (dir, name, path, signal) => {
-        const [, , handle, a] = (await this.c.compound([op.putfh(dir), op.lookup(name), op.getfh(), op.getattr()], path, signal)) as [unknown, unknown, Buffer, Attrs4];
+        const [, , handle, a] = (await this.c.compound(
+          [op.putfh(dir), op.lookup(name), op.getfh(), op.getattr()],
+          path,
+          signal,
+        )) as [unknown, unknown, Buffer, Attrs4];
         return { handle, type: toStat(a).type };
       },
       // REMOVE takes files and empty directories alike, and never follows a symlink.
@@ -74,7 +112,10 @@ export class Nfs4Store implements NfsStore {
         await this.c.compound(this.to([]), this.share, o.signal);
       } catch (e2) {
         if (missing(e2) || isNfs4Status(e2, NFS4ERR.NOTDIR)) {
-          throw new FailedPrecondition(`NFS server ${this.server} has no directory ${this.share} in its NFSv4 namespace: ${(e2 as Error).message}`, { cause: e2 });
+          throw new FailedPrecondition(
+            `NFS server ${this.server} has no directory ${this.share} in its NFSv4 namespace: ${(e2 as Error).message}`,
+            { cause: e2 },
+          );
         }
       }
     }
@@ -99,16 +140,23 @@ export class Nfs4Store implements NfsStore {
           if (!missing(e)) throw e;
         }
         if (!a) {
-          const create = last ? { ...setAttrs(attrs), mode: attrs.mode ?? DEFAULT_DIR_MODE } : { mode: DEFAULT_DIR_MODE };
+          const create = last
+            ? { ...setAttrs(attrs), mode: attrs.mode ?? DEFAULT_DIR_MODE }
+            : { mode: DEFAULT_DIR_MODE };
           try {
-            const r = await this.run([...this.to(here.slice(0, -1)), op.mkdir(here[here.length - 1]!, create), op.getattr()], here, o);
+            const r = await this.run(
+              [...this.to(here.slice(0, -1)), op.mkdir(here[here.length - 1]!, create), op.getattr()],
+              here,
+              o,
+            );
             a = r[r.length - 1] as Attrs4;
           } catch (e) {
             if (!isNfs4Status(e, NFS4ERR.EXIST)) throw e; // made by someone else meanwhile
             a = await this.getattr(here, o);
           }
         }
-        if (a.type !== 'dir') throw new FailedPrecondition(`${this.server}:${this.where(here)} exists and is a ${a.type}, not a directory`);
+        if (a.type !== 'dir')
+          throw new FailedPrecondition(`${this.server}:${this.where(here)} exists and is a ${a.type}, not a directory`);
         if (last) {
           const st = toStat(a);
           const want: DirAttrs = {};
@@ -155,7 +203,11 @@ export class Nfs4Store implements NfsStore {
     let target: Buffer;
     let a: Attrs4;
     try {
-      const r = await this.run([...this.to(parentSegs), op.getfh(), op.lookup(name), op.getfh(), op.getattr()], segs, o);
+      const r = await this.run(
+        [...this.to(parentSegs), op.getfh(), op.lookup(name), op.getfh(), op.getattr()],
+        segs,
+        o,
+      );
       [parent, , target, a] = r.slice(-4) as [Buffer, undefined, Buffer, Attrs4];
     } catch (e) {
       if (missing(e) || isNfs4Status(e, NFS4ERR.NOTDIR)) return false;
@@ -199,8 +251,14 @@ export class Nfs4Store implements NfsStore {
     // RENAME would replace an empty directory at the target; the GETATTR above makes that a
     // race with another writer only, never a silent overwrite of data.
     await this.c.compound(
-      [...this.to(fs.slice(0, -1)), op.savefh(), ...this.to(ts.slice(0, -1)), op.rename(fs[fs.length - 1]!, ts[ts.length - 1]!)],
-      `${this.where(fs)} -> ${this.where(ts)}`, o.signal,
+      [
+        ...this.to(fs.slice(0, -1)),
+        op.savefh(),
+        ...this.to(ts.slice(0, -1)),
+        op.rename(fs[fs.length - 1]!, ts[ts.length - 1]!),
+      ],
+      `${this.where(fs)} -> ${this.where(ts)}`,
+      o.signal,
     );
   }
 
@@ -208,7 +266,11 @@ export class Nfs4Store implements NfsStore {
     for (let i = 1; i <= segs.length; i++) {
       const here = segs.slice(0, i);
       try {
-        await this.run([...this.to(here.slice(0, -1)), op.mkdir(here[here.length - 1]!, { mode: DEFAULT_DIR_MODE })], here, o);
+        await this.run(
+          [...this.to(here.slice(0, -1)), op.mkdir(here[here.length - 1]!, { mode: DEFAULT_DIR_MODE })],
+          here,
+          o,
+        );
       } catch (e) {
         if (!isNfs4Status(e, NFS4ERR.EXIST)) throw e;
       }
@@ -237,7 +299,14 @@ export function createNfs4Stores(opts: Nfs4StoresOptions): NfsStores {
   const client = (server: string) => {
     let c = clients.get(server);
     if (!c) {
-      const conn = new RpcConnection({ host: server, port: opts.nfsPort ?? 2049, label: 'NFSv4', timeoutMs: opts.timeoutMs, privilegedPort: opts.privilegedPort, log: opts.log });
+      const conn = new RpcConnection({
+        host: server,
+        port: opts.nfsPort ?? 2049,
+        label: 'NFSv4',
+        timeoutMs: opts.timeoutMs,
+        privilegedPort: opts.privilegedPort,
+        log: opts.log,
+      });
       c = { conn, client: new Nfs4Client(conn, { server, minor: opts.minor, log: opts.log }) };
       clients.set(server, c);
     }
@@ -248,14 +317,17 @@ export function createNfs4Stores(opts: Nfs4StoresOptions): NfsStores {
     ping: async (signal) => {
       await Promise.all([...clients.values()].map((c) => c.client.null(signal)));
     },
-    health: async (signal) => Promise.all([...clients.entries()].map(async ([server, c]) => {
-      try {
-        await c.client.null(signal);
-        return { kind: 'nfs', backend: server, up: true };
-      } catch (e) {
-        return { kind: 'nfs', backend: server, up: false, error: (e as Error).message };
-      }
-    })),
+    health: async (signal) =>
+      Promise.all(
+        [...clients.entries()].map(async ([server, c]) => {
+          try {
+            await c.client.null(signal);
+            return { kind: 'nfs', backend: server, up: true };
+          } catch (e) {
+            return { kind: 'nfs', backend: server, up: false, error: (e as Error).message };
+          }
+        }),
+      ),
     servers: () => [...clients.keys()],
     close: async () => {
       for (const c of clients.values()) c.conn.close();

@@ -37,14 +37,18 @@ const MAX_NAME_BYTES = 255;
 
 /** Checks one path component; `what` names the parameter in the message. */
 export function checkSegment(seg: string, what: string, full: string): void {
-  if (seg === '') throw new InvalidArgument(`${what} "${full}" has an empty path segment (leading, trailing or double "/")`);
+  if (seg === '')
+    throw new InvalidArgument(`${what} "${full}" has an empty path segment (leading, trailing or double "/")`);
   if (seg === '.' || seg === '..') throw new InvalidArgument(`${what} "${full}" must not contain "${seg}" segments`);
   if (Buffer.byteLength(seg, 'utf8') > MAX_NAME_BYTES) {
-    throw new InvalidArgument(`${what} "${full}": segment "${seg.slice(0, 40)}…" is longer than ${MAX_NAME_BYTES} bytes`);
+    throw new InvalidArgument(
+      `${what} "${full}": segment "${seg.slice(0, 40)}…" is longer than ${MAX_NAME_BYTES} bytes`,
+    );
   }
   // '#' separates the fields of the volume handle; control characters have no place in a path.
   // eslint-disable-next-line no-control-regex -- control characters are exactly what this refuses
-  if (/[#\x00-\x1f\x7f]/.test(seg)) throw new InvalidArgument(`${what} "${full}" must not contain "#" or control characters`);
+  if (/[#\x00-\x1f\x7f]/.test(seg))
+    throw new InvalidArgument(`${what} "${full}" must not contain "#" or control characters`);
 }
 
 /** A relative path below the share: no leading "/", no empty, "." or ".." segments. */
@@ -103,7 +107,9 @@ export function expandSubDir(template: string, values: Record<string, string | u
     const key = TEMPLATES[name.trim()];
     if (!key) {
       throw new InvalidArgument(
-        `subDir "${template}" uses unknown template \${${name}}; supported: ${Object.keys(TEMPLATES).map((t) => `\${${t}}`).join(', ')}`,
+        `subDir "${template}" uses unknown template \${${name}}; supported: ${Object.keys(TEMPLATES)
+          .map((t) => `\${${t}}`)
+          .join(', ')}`,
       );
     }
     const v = values[key];
@@ -118,7 +124,11 @@ export function expandSubDir(template: string, values: Record<string, string | u
 }
 
 /** Validates and interprets CreateVolume parameters; `name` is the CSI volume (PV) name. */
-export function parseCreateParams(name: string, params: Record<string, string>, defaultOnDelete: OnDelete): VolumeParams {
+export function parseCreateParams(
+  name: string,
+  params: Record<string, string>,
+  defaultOnDelete: OnDelete,
+): VolumeParams {
   const p: Record<string, string> = {};
   for (const [key, value] of Object.entries(params ?? {})) {
     const lower = key.toLowerCase();
@@ -127,7 +137,9 @@ export function parseCreateParams(name: string, params: Record<string, string>, 
       throw new InvalidArgument(`unknown parameter "${key}" in the StorageClass; nfs.csi.k8s.io accepts ${allowed}`);
     }
     if (lower in p && p[lower] !== value) {
-      throw new InvalidArgument(`parameter "${KEYS[lower]}" is given twice with different values (keys are case-insensitive)`);
+      throw new InvalidArgument(
+        `parameter "${KEYS[lower]}" is given twice with different values (keys are case-insensitive)`,
+      );
     }
     p[lower] = value;
   }

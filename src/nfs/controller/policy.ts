@@ -20,7 +20,10 @@ export function archivePath(subDir: string): string {
 
 /** UTC time without separators that are awkward in file names: 20260131T235959Z. */
 export function stamp(d: Date): string {
-  return d.toISOString().replace(/\.\d+Z$/, 'Z').replace(/[-:]/g, '');
+  return d
+    .toISOString()
+    .replace(/\.\d+Z$/, 'Z')
+    .replace(/[-:]/g, '');
 }
 
 function suffixed(path: string, suffix: string): string {
@@ -35,7 +38,12 @@ function suffixed(path: string, suffix: string): string {
  * never fails on a collision and never replaces an archive. Resolves with the path used, or
  * null when there was nothing to archive (never created, or archived by an earlier attempt).
  */
-export async function archiveVolume(store: NfsStore, subDir: string, now: Date, o: OpOptions = {}): Promise<string | null> {
+export async function archiveVolume(
+  store: NfsStore,
+  subDir: string,
+  now: Date,
+  o: OpOptions = {},
+): Promise<string | null> {
   const base = archivePath(subDir);
   const candidates = [base, suffixed(base, `-${stamp(now)}`)];
   for (let n = 2; n <= 50; n++) candidates.push(suffixed(base, `-${stamp(now)}-${n}`));

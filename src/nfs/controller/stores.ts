@@ -48,7 +48,10 @@ export function createNfsStores(opts: NfsStoresOptions): NfsStores {
     const key = `${v}\u0000${server}`;
     let c = clients.get(key);
     if (!c) {
-      c = v === '3' ? createNfs3Stores(opts) : createNfs4Stores({ ...opts, ...(v === '4.0' && { minor: 0 }), ...(v === '4.1' && { minor: 1 }) });
+      c =
+        v === '3'
+          ? createNfs3Stores(opts)
+          : createNfs4Stores({ ...opts, ...(v === '4.0' && { minor: 0 }), ...(v === '4.1' && { minor: 1 }) });
       clients.set(key, c);
     }
     return c;
@@ -76,7 +79,11 @@ export function createNfsStores(opts: NfsStoresOptions): NfsStores {
         return r;
       } catch (e4) {
         if (e4 instanceof CsiError && (e4.kind === 'Unavailable' || e4.kind === 'DeadlineExceeded')) {
-          throw new CsiError(e4.kind, `NFS server ${server} answered neither NFSv3 (${(e3 as Error).message}) nor NFSv4 (${e4.message})`, { cause: e4 });
+          throw new CsiError(
+            e4.kind,
+            `NFS server ${server} answered neither NFSv3 (${(e3 as Error).message}) nor NFSv4 (${e4.message})`,
+            { cause: e4 },
+          );
         }
         learned.set(server, '4');
         throw e4;
@@ -107,16 +114,21 @@ export function createNfsStores(opts: NfsStoresOptions): NfsStores {
     },
     health: async (signal) => {
       // Each server in the version it speaks (or is asked in); a version never tried is not a backend.
-      const per = await Promise.all([...servers].map(([server, v]) => {
-        const ver = v === 'auto' ? learned.get(server) ?? '3' : v;
-        return clientOf(server, ver).health(signal);
-      }));
+      const per = await Promise.all(
+        [...servers].map(([server, v]) => {
+          const ver = v === 'auto' ? (learned.get(server) ?? '3') : v;
+          return clientOf(server, ver).health(signal);
+        }),
+      );
       return per.flat();
     },
     servers: () => [...new Set([...clients.values()].flatMap((c) => c.servers()))],
     ping: async (signal) => {
-      await Promise.all([...servers].map(([server, v]) =>
-        v === 'auto' ? autoRun(server, (x) => clientOf(server, x).ping(signal)) : clientOf(server, v).ping(signal)));
+      await Promise.all(
+        [...servers].map(([server, v]) =>
+          v === 'auto' ? autoRun(server, (x) => clientOf(server, x).ping(signal)) : clientOf(server, v).ping(signal),
+        ),
+      );
     },
     close: async () => {
       await Promise.all([...clients.values()].map((c) => c.close()));

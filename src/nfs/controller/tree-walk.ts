@@ -86,7 +86,13 @@ export class TreeWalker<H> {
    * Removes `name` in `parent` (already looked up: `target`), and everything below it when it is
    * a directory; entries written into it meanwhile are removed too, a few times over.
    */
-  async removeTree(parent: H, name: string, target: { handle: H; type: FileType }, segs: string[], o: OpOptions): Promise<void> {
+  async removeTree(
+    parent: H,
+    name: string,
+    target: { handle: H; type: FileType },
+    segs: string[],
+    o: OpOptions,
+  ): Promise<void> {
     const path = this.port.where(segs);
     if (target.type !== 'dir') return this.ignoreMissing(this.port.removeFile(parent, name, path, o.signal));
     for (let pass = 0; ; pass++) {
@@ -110,7 +116,9 @@ export class TreeWalker<H> {
         await Promise.all(entries.slice(i, i + PARALLEL).map((e) => this.removeEntry(dir, segs, e, o)));
       }
     }
-    throw new FailedPrecondition(`${this.port.describe(segs)} keeps getting new entries while being deleted; is a pod still writing to it?`);
+    throw new FailedPrecondition(
+      `${this.port.describe(segs)} keeps getting new entries while being deleted; is a pod still writing to it?`,
+    );
   }
 
   private async removeEntry(dir: H, segs: string[], e: TreeEntry<H>, o: OpOptions): Promise<void> {
@@ -128,7 +136,8 @@ export class TreeWalker<H> {
     }
     if (type !== 'dir') return this.ignoreMissing(this.port.removeFile(dir, e.name, path, o.signal));
     // A LOOKUP always answers with a handle; a listed directory without one was looked up above.
-    if (handle === undefined) throw new FailedPrecondition(`${this.port.describe(child)}: the server gave no handle for a directory`);
+    if (handle === undefined)
+      throw new FailedPrecondition(`${this.port.describe(child)}: the server gave no handle for a directory`);
     await this.emptyDir(handle, child, o);
     await this.ignoreMissing(this.port.removeDir(dir, e.name, path, o.signal));
   }

@@ -35,7 +35,9 @@ export function hostForSource(server: string): string {
 export function parseMountPermissions(raw: string, volumeId: string): number {
   const v = raw.trim();
   if (!/^0?[0-7]{1,4}$/.test(v)) {
-    throw new InvalidArgument(`volume ${volumeId}: mountPermissions ${JSON.stringify(raw)} is not an octal mode such as 0777`);
+    throw new InvalidArgument(
+      `volume ${volumeId}: mountPermissions ${JSON.stringify(raw)} is not an octal mode such as 0777`,
+    );
   }
   return parseInt(v, 8);
 }
@@ -44,12 +46,23 @@ export function parseNfsContext(vc: Record<string, string> | undefined | null, v
   const server = (ciGet(vc, NFS_CONTEXT.server) ?? '').trim();
   const share = (ciGet(vc, NFS_CONTEXT.share) ?? '').trim();
   let subDir = (ciGet(vc, NFS_CONTEXT.subDir) ?? '').trim();
-  if (!server) throw new InvalidArgument(`volume ${volumeId}: volume_context key "server" is required (NFS server name or address)`);
-  if (!share) throw new InvalidArgument(`volume ${volumeId}: volume_context key "share" is required (exported path on ${server})`);
-  if (/[\s,/]/.test(server)) throw new InvalidArgument(`volume ${volumeId}: server ${JSON.stringify(server)} is not a host name or address`);
-  if (hasDotDot(share)) throw new InvalidArgument(`volume ${volumeId}: share ${JSON.stringify(share)} must not contain ".."`);
+  if (!server)
+    throw new InvalidArgument(
+      `volume ${volumeId}: volume_context key "server" is required (NFS server name or address)`,
+    );
+  if (!share)
+    throw new InvalidArgument(
+      `volume ${volumeId}: volume_context key "share" is required (exported path on ${server})`,
+    );
+  if (/[\s,/]/.test(server))
+    throw new InvalidArgument(`volume ${volumeId}: server ${JSON.stringify(server)} is not a host name or address`);
+  if (hasDotDot(share))
+    throw new InvalidArgument(`volume ${volumeId}: share ${JSON.stringify(share)} must not contain ".."`);
 
-  const replacements = Object.entries(SUBDIR_TEMPLATES).map(([name, key]): [string, string | undefined] => ['${' + name + '}', ciGet(vc, key)]);
+  const replacements = Object.entries(SUBDIR_TEMPLATES).map(([name, key]): [string, string | undefined] => [
+    '${' + name + '}',
+    ciGet(vc, key),
+  ]);
   for (const [template, value] of replacements) if (value) subDir = subDir.split(template).join(value);
   const ephemeral = (ciGet(vc, NFS_CONTEXT.ephemeral) ?? '').trim().toLowerCase() === 'true';
   if (subDir.includes('${')) {
@@ -59,7 +72,8 @@ export function parseNfsContext(vc: Record<string, string> | undefined | null, v
     );
   }
   subDir = subDir.replace(/^\/+|\/+$/g, '');
-  if (hasDotDot(subDir)) throw new InvalidArgument(`volume ${volumeId}: subDir ${JSON.stringify(subDir)} must not contain ".."`);
+  if (hasDotDot(subDir))
+    throw new InvalidArgument(`volume ${volumeId}: subDir ${JSON.stringify(subDir)} must not contain ".."`);
 
   const base = share.replace(/\/+$/, '');
   const path = subDir ? `${base}/${subDir}` : base || '/';
@@ -70,7 +84,8 @@ export function parseNfsContext(vc: Record<string, string> | undefined | null, v
     .map((o) => o.trim())
     .filter(Boolean);
   const permRaw = ciGet(vc, NFS_CONTEXT.mountPermissions);
-  const mountPermissions = permRaw !== undefined && permRaw.trim() !== '' ? parseMountPermissions(permRaw, volumeId) : undefined;
+  const mountPermissions =
+    permRaw !== undefined && permRaw.trim() !== '' ? parseMountPermissions(permRaw, volumeId) : undefined;
 
   return { server, share, subDir, source, mountOptions, mountPermissions, ephemeral };
 }
@@ -80,7 +95,10 @@ export function sameNfsSource(a: string, b: string): boolean {
   const norm = (s: string) => {
     const i = s.lastIndexOf(':/');
     if (i < 0) return s;
-    const p = s.slice(i + 1).replace(/\/+/g, '/').replace(/(.)\/$/, '$1');
+    const p = s
+      .slice(i + 1)
+      .replace(/\/+/g, '/')
+      .replace(/(.)\/$/, '$1');
     return `${s.slice(0, i)}:${p}`;
   };
   return norm(a) === norm(b);

@@ -2,8 +2,22 @@
 // unmount is bounded: a mount that hangs is killed with its children (upstream left it hanging),
 // a dead mount is detached with umount -f / -l, a stale one is remounted.
 import type { Logger } from 'pino';
-import type { CallContext, NodeBackend, NodeCapability, NodePublishVolumeRequest, NodePublishVolumeResponse } from '../../csi/types.js';
-import { AlreadyExists, DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument, NotFound, Unavailable } from '../../errors.js';
+import type {
+  CallContext,
+  NodeBackend,
+  NodeCapability,
+  NodePublishVolumeRequest,
+  NodePublishVolumeResponse,
+} from '../../csi/types.js';
+import {
+  AlreadyExists,
+  DeadlineExceeded,
+  FailedPrecondition,
+  Internal,
+  InvalidArgument,
+  NotFound,
+  Unavailable,
+} from '../../errors.js';
 import { createExec, type Exec, isCommandError } from '../../os/exec.js';
 import { createLinuxMounter, type Mounter } from '../../os/mounter.js';
 import { canonicalPath } from '../../os/paths.js';
@@ -12,13 +26,27 @@ import { parseVolumeId } from '../contract.js';
 import { createStatFs, type StatFs } from '../../os/statfs.js';
 import { promises as fs } from 'node:fs';
 import { KeyedLock } from '../../locks.js';
-import { accessModeOf, accessTypeOf, asCsiError, foreignMount, isReaderOnlyMode, mountFlagsOf, prepareTargetDir, removePublishTarget, uniq } from '../../node/common.js';
+import {
+  accessModeOf,
+  accessTypeOf,
+  asCsiError,
+  foreignMount,
+  isReaderOnlyMode,
+  mountFlagsOf,
+  prepareTargetDir,
+  removePublishTarget,
+  uniq,
+} from '../../node/common.js';
 import { nodeCall } from '../../node/call.js';
 import { hostForSource, parseNfsContext, sameNfsSource, type NfsVolumeSource } from './context.js';
 import { confineToKubeletDir, DEFAULT_KUBELET_DIR } from '../../node/node-paths.js';
 import { mountedEntry, mountedUsage, probeVolumePath } from '../../node/stats.js';
 
-export const NFS_NODE_CAPABILITIES: readonly NodeCapability[] = ['GET_VOLUME_STATS', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER'];
+export const NFS_NODE_CAPABILITIES: readonly NodeCapability[] = [
+  'GET_VOLUME_STATS',
+  'VOLUME_CONDITION',
+  'SINGLE_NODE_MULTI_WRITER',
+];
 
 export interface NfsNodeOptions {
   nodeId: string;
@@ -54,7 +82,8 @@ export function nfsMountOwnership(volumeId: string): (entry: MountEntry) => { ou
   const expected = ref ? `${hostForSource(ref.server)}:${ref.share.replace(/\/+$/, '')}/${ref.subDir}` : undefined;
   return (entry) => {
     if (!isNfs(entry.fstype)) return { ours: false, why: `not an NFS mount` };
-    if (expected && !sameNfsSource(entry.source, expected)) return { ours: false, why: `the volume handle names ${expected}` };
+    if (expected && !sameNfsSource(entry.source, expected))
+      return { ours: false, why: `the volume handle names ${expected}` };
     return { ours: true, why: '' };
   };
 }
@@ -85,8 +114,13 @@ export function mountError(e: unknown, source: string, target: string, timeoutMs
     const msg = `mounting ${source} at ${target} failed: ${why}`;
     if (/access denied|permission denied|not permitted/i.test(why)) return new FailedPrecondition(msg, { cause: e });
     if (/no such file or directory/i.test(why)) return new NotFound(msg, { cause: e });
-    if (/invalid argument|bad option|incorrect mount option|unknown option/i.test(why)) return new InvalidArgument(msg, { cause: e });
-    if (/connection refused|timed out|no route to host|network is unreachable|name or service not known|resolve/i.test(why)) {
+    if (/invalid argument|bad option|incorrect mount option|unknown option/i.test(why))
+      return new InvalidArgument(msg, { cause: e });
+    if (
+      /connection refused|timed out|no route to host|network is unreachable|name or service not known|resolve/i.test(
+        why,
+      )
+    ) {
       return new Unavailable(msg, { cause: e });
     }
     return new Internal(msg, { cause: e });
@@ -113,7 +147,9 @@ export function createNfsNode(o: NfsNodeOptions): NodeBackend {
     const volumeId = req.volumeId;
     const target = req.targetPath;
     if (accessTypeOf(req.volumeCapability, rpc) === 'block') {
-      throw new InvalidArgument(`volume ${volumeId}: NFS volumes can only be published with the mount access type, not block`);
+      throw new InvalidArgument(
+        `volume ${volumeId}: NFS volumes can only be published with the mount access type, not block`,
+      );
     }
     const vol = parseNfsContext(req.volumeContext, volumeId);
     const readonly = req.readonly || isReaderOnlyMode(req.volumeCapability);
@@ -136,11 +172,16 @@ export function createNfsNode(o: NfsNodeOptions): NodeBackend {
       const existing = await mounter.find(target);
       if (existing) {
         if (!isNfs(existing.fstype) || !sameNfsSource(existing.source, vol.source)) {
-          throw new AlreadyExists(`target ${target} already has ${existing.source} (${existing.fstype}) mounted, not ${vol.source}`);
+          throw new AlreadyExists(
+            `target ${target} already has ${existing.source} (${existing.fstype}) mounted, not ${vol.source}`,
+          );
         }
         const health = await mounter.probe(target);
         if (health.state === 'broken' && (health.errno === 'ESTALE' || health.errno === 'ENOTCONN')) {
-          ctx.log.warn({ volumeId, target, source: existing.source, errno: health.errno }, 'stale NFS mount at target; remounting');
+          ctx.log.warn(
+            { volumeId, target, source: existing.source, errno: health.errno },
+            'stale NFS mount at target; remounting',
+          );
           const left = await mounter.unmount(target, {
             timeoutMs: unmountTimeoutMs,
             force: true,
@@ -148,10 +189,14 @@ export function createNfsNode(o: NfsNodeOptions): NodeBackend {
           });
           if (left) throw foreignMount(volumeId, target, left, `the volume is ${vol.source}`);
         } else if (health.state === 'broken') {
-          throw new Unavailable(`volume ${volumeId}: the mount at ${target} does not answer (${health.errno}: ${health.message})`);
+          throw new Unavailable(
+            `volume ${volumeId}: the mount at ${target} does not answer (${health.errno}: ${health.message})`,
+          );
         } else {
           if (existing.options.includes('ro') !== readonly) {
-            throw new AlreadyExists(`volume ${volumeId} is already mounted at ${target} ${readonly ? 'read-write' : 'read-only'}`);
+            throw new AlreadyExists(
+              `volume ${volumeId} is already mounted at ${target} ${readonly ? 'read-write' : 'read-only'}`,
+            );
           }
           if (perms > 0 && !readonly) await applyPermissions(target, perms, ctx.log);
           return {};
@@ -165,7 +210,10 @@ export function createNfsNode(o: NfsNodeOptions): NodeBackend {
         throw mountError(e, vol.source, target, o.mountTimeoutMs);
       }
       if (perms > 0 && !readonly) await applyPermissions(target, perms, ctx.log);
-      ctx.log.info({ volumeId, source: vol.source, target, options, ...(vol.ephemeral ? { inline: true } : {}) }, 'NFS volume mounted');
+      ctx.log.info(
+        { volumeId, source: vol.source, target, options, ...(vol.ephemeral ? { inline: true } : {}) },
+        'NFS volume mounted',
+      );
       return {};
     });
   };
@@ -185,7 +233,11 @@ export function createNfsNode(o: NfsNodeOptions): NodeBackend {
       const target = req.targetPath;
       return nodeCall({ rpc, volumeId, path: target, locks }, async () => {
         const ownership = nfsMountOwnership(volumeId);
-        const left = await mounter.unmount(target, { timeoutMs: unmountTimeoutMs, force: true, owns: (m) => ownership(m).ours });
+        const left = await mounter.unmount(target, {
+          timeoutMs: unmountTimeoutMs,
+          force: true,
+          owns: (m) => ownership(m).ours,
+        });
         if (left) throw foreignMount(volumeId, target, left, ownership(left).why);
         if (await removePublishTarget(target, volumeId, { allowEmptyFile: false })) {
           ctx.log.debug({ volumeId, target }, 'NFS volume unmounted, target removed');

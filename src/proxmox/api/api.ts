@@ -201,4 +201,3 @@ export interface ProxmoxVmLifecycle {
   /** GET …/tasks/{upid}/log: the task's log lines. */
   taskLog(node: string, upid: string, o?: CallOptions): Promise<string[]>;
 }
-

@@ -73,9 +73,12 @@ export function parseFailure(err: unknown): ParsedFailure {
       return { method: m[1], url: m[2], reason: reason.slice(TRANSPORT_MARK.length).trim(), transport: true };
     }
     return {
-      method: m[1], url: m[2], status: Number(m[3]),
+      method: m[1],
+      url: m[2],
+      status: Number(m[3]),
       reason: reason || (typeof bodyMessage === 'string' ? bodyMessage.trim() : '') || `HTTP ${m[3]}`,
-      paramErrors: paramErrorsOf(body), transport: false,
+      paramErrors: paramErrorsOf(body),
+      transport: false,
     };
   }
   m = TRANSPORT_RE.exec(message);
@@ -85,7 +88,13 @@ export function parseFailure(err: unknown): ParsedFailure {
   }
   m = CONTENT_TYPE_RE.exec(message);
   if (m) {
-    return { method: m[1], url: m[2], status: Number(m[4]), reason: `unexpected content type "${m[3]}" (not a Proxmox API answer)`, transport: false };
+    return {
+      method: m[1],
+      url: m[2],
+      status: Number(m[4]),
+      reason: `unexpected content type "${m[3]}" (not a Proxmox API answer)`,
+      transport: false,
+    };
   }
   return { reason: message, transport: /fetch|socket|ECONN|EPIPE|ETIMEDOUT|aborted/i.test(message) };
 }
@@ -104,10 +113,25 @@ type Ctor = new (message: string, options?: { cause?: unknown }) => CsiError;
 
 /** Classifies a Proxmox reason text; shared by HTTP errors and task exit statuses. */
 export function kindOfReason(reason: string): Ctor | undefined {
-  if (/can't lock file|got timeout|\bis locked\b|detected modified configuration|file changed by other user|digest mismatch/i.test(reason)) return Busy;
+  if (
+    /can't lock file|got timeout|\bis locked\b|detected modified configuration|file changed by other user|digest mismatch/i.test(
+      reason,
+    )
+  )
+    return Busy;
   if (/already exists/i.test(reason)) return AlreadyExists;
-  if (/not enough (free )?space|no space left|insufficient (free )?space|out of space|exceeds? .*(free|avail)|\bis full\b/i.test(reason)) return ResourceExhausted;
-  if (/does not exist|no such |not found|unable to find|doesn't exist|is not available on node|hostname lookup '[^']*' failed/i.test(reason)) return NotFound;
+  if (
+    /not enough (free )?space|no space left|insufficient (free )?space|out of space|exceeds? .*(free|avail)|\bis full\b/i.test(
+      reason,
+    )
+  )
+    return ResourceExhausted;
+  if (
+    /does not exist|no such |not found|unable to find|doesn't exist|is not available on node|hostname lookup '[^']*' failed/i.test(
+      reason,
+    )
+  )
+    return NotFound;
   return undefined;
 }
 
@@ -142,8 +166,12 @@ export function toCsiError(err: unknown, ctx: FailureContext): CsiError {
   }
   const status = f.status ?? 0;
   if (status === 401) {
-    const creds = ctx.username ? `username (${ctx.username}) and password` : `token_id${ctx.tokenId ? ` (${ctx.tokenId})` : ''} and token_secret`;
-    return new FailedPrecondition(`${where}: authentication failed (${f.reason}); check ${creds} in the config`, { cause: err });
+    const creds = ctx.username
+      ? `username (${ctx.username}) and password`
+      : `token_id${ctx.tokenId ? ` (${ctx.tokenId})` : ''} and token_secret`;
+    return new FailedPrecondition(`${where}: authentication failed (${f.reason}); check ${creds} in the config`, {
+      cause: err,
+    });
   }
   if (status === 403) {
     const m = /\(([^,()]+),\s*([^()]+)\)/.exec(f.reason);
@@ -155,13 +183,19 @@ export function toCsiError(err: unknown, ctx: FailureContext): CsiError {
     );
   }
   if (status === 400) {
-    const params = f.paramErrors ? ': ' + Object.entries(f.paramErrors).map(([k, v]) => `${k}: ${v}`).join('; ') : '';
+    const params = f.paramErrors
+      ? ': ' +
+        Object.entries(f.paramErrors)
+          .map(([k, v]) => `${k}: ${v}`)
+          .join('; ')
+      : '';
     return new InvalidArgument(`${where}: Proxmox refused the parameters (${f.reason})${params}`, { cause: err });
   }
   const byReason = kindOfReason(f.reason);
   if (byReason) return new byReason(`${where}: ${f.reason}`, { cause: err });
   if (status === 404) return new NotFound(`${where}: ${f.reason}`, { cause: err });
-  if (status === 501) return new Unimplemented(`${where}: not offered by this Proxmox version (${f.reason})`, { cause: err });
+  if (status === 501)
+    return new Unimplemented(`${where}: not offered by this Proxmox version (${f.reason})`, { cause: err });
   return new Unavailable(`${where}: ${f.reason}${status ? ` (HTTP ${status})` : ''}`, { cause: err });
 }
 
@@ -187,6 +221,11 @@ export const isTaskFailure = (e: unknown): boolean => typeof e === 'object' && e
 export function outcomeUncertain(err: unknown): boolean {
   if (!isCsiError(err)) return true;
   if (isTaskFailure(err)) return err.kind === 'Aborted';
-  return err.kind === 'Unavailable' || err.kind === 'DeadlineExceeded' || err.kind === 'Internal'
-    || err.kind === 'AlreadyExists' || err.kind === 'Aborted';
+  return (
+    err.kind === 'Unavailable' ||
+    err.kind === 'DeadlineExceeded' ||
+    err.kind === 'Internal' ||
+    err.kind === 'AlreadyExists' ||
+    err.kind === 'Aborted'
+  );
 }

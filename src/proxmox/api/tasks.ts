@@ -5,7 +5,10 @@ import { taskError } from './errors.js';
 
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
-    if (signal?.aborted) { reject(aborted(signal)); return; }
+    if (signal?.aborted) {
+      reject(aborted(signal));
+      return;
+    }
     const t = setTimeout(() => {
       signal?.removeEventListener('abort', onAbort);
       resolve();
@@ -49,7 +52,9 @@ export async function waitTask(api: ProxmoxApi, fallbackNode: string, upid: stri
       throw taskError(exit || 'unknown error', { cluster: o.cluster, what: o.what });
     }
     if (Date.now() + delay > deadline) {
-      throw new DeadlineExceeded(`Proxmox ${o.cluster}: ${o.what}: task ${upid} still running after ${o.timeoutMs ?? 120_000} ms`);
+      throw new DeadlineExceeded(
+        `Proxmox ${o.cluster}: ${o.what}: task ${upid} still running after ${o.timeoutMs ?? 120_000} ms`,
+      );
     }
     await sleep(delay, o.signal);
     delay = Math.min(delay * 2, 500);

@@ -83,7 +83,10 @@ export class TicketSession {
     const body = new URLSearchParams({ username: this.o.username, password }).toString();
     const res = await this.o.fetch(`${this.o.apiBase}/access/ticket`, {
       method: 'POST',
-      headers: { 'Content-Type': 'application/x-www-form-urlencoded', 'Content-Length': String(Buffer.byteLength(body)) },
+      headers: {
+        'Content-Type': 'application/x-www-form-urlencoded',
+        'Content-Length': String(Buffer.byteLength(body)),
+      },
       body,
     });
     const text = await res.text();
@@ -94,7 +97,8 @@ export class TicketSession {
       } catch {
         data = undefined;
       }
-      if (data?.ticket && data.CSRFPreventionToken) return { ticket: data.ticket, CSRFPreventionToken: data.CSRFPreventionToken };
+      if (data?.ticket && data.CSRFPreventionToken)
+        return { ticket: data.ticket, CSRFPreventionToken: data.CSRFPreventionToken };
       throw new Unavailable(`${where}: the answer carries no ticket`);
     }
     if (!explain) return undefined;
@@ -102,7 +106,9 @@ export class TicketSession {
       throw new Unavailable(`${where}: cannot reach the API: ${res.statusText.slice(TRANSPORT_MARK.length).trim()}`);
     }
     if (res.status === 401) {
-      throw new FailedPrecondition(`${where} failed (${res.statusText}); check username and password in the config (the user needs the realm, e.g. root@pam)`);
+      throw new FailedPrecondition(
+        `${where} failed (${res.statusText}); check username and password in the config (the user needs the realm, e.g. root@pam)`,
+      );
     }
     throw new Unavailable(`${where}: HTTP ${res.status} ${res.statusText}`);
   }
@@ -112,7 +118,10 @@ export class TicketSession {
 export class TicketEngine extends ProxmoxEngine {
   private handed?: string;
 
-  constructor(options: ConstructorParameters<typeof ProxmoxEngine>[0], private readonly session: TicketSession) {
+  constructor(
+    options: ConstructorParameters<typeof ProxmoxEngine>[0],
+    private readonly session: TicketSession,
+  ) {
     super(options);
   }
 

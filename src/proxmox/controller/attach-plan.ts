@@ -5,7 +5,17 @@
 // says and reads back. Tested with plain tables (test/unit/proxmox/attach-plan.test.ts).
 import { AlreadyExists, Busy, FailedPrecondition, ResourceExhausted, Unavailable } from '../../errors.js';
 import type { ConfigEntry } from '../api/api.js';
-import { type DiskSite, driveHasOptions, freeSlots, isDriverSite, isHelperSite, otherBusKeysOf, sitesOf as allSitesOf, unusedOf, withDriveOptions } from './drives.js';
+import {
+  type DiskSite,
+  driveHasOptions,
+  freeSlots,
+  isDriverSite,
+  isHelperSite,
+  otherBusKeysOf,
+  sitesOf as allSitesOf,
+  unusedOf,
+  withDriveOptions,
+} from './drives.js';
 import { type DriveOptions, driveString } from './params.js';
 import { helperWwnForSlot, wwnForSlot } from '../contract.js';
 import { type VmEntries, usesOf } from './scan.js';
@@ -46,7 +56,10 @@ export interface UpdateRequest {
  * VMs: leftovers the caller can remove (through those VMs' queues) and then publish again.
  */
 export class HelperLeftovers extends FailedPrecondition {
-  constructor(message: string, readonly vms: VmRef[]) {
+  constructor(
+    message: string,
+    readonly vms: VmRef[],
+  ) {
     super(message);
   }
 }
@@ -65,13 +78,17 @@ export function driverSites(entries: readonly ConfigEntry[], storage: string, di
 export function foreignKeysOf(entries: readonly ConfigEntry[], storage: string, disk: string, vmid: number): string[] {
   const owner = diskOwner(disk);
   return [
-    ...allSitesOf(entries, storage, disk).filter((s) => !isDriverSite(s, vmid, owner)).map((s) => s.key),
+    ...allSitesOf(entries, storage, disk)
+      .filter((s) => !isDriverSite(s, vmid, owner))
+      .map((s) => s.key),
     ...otherBusKeysOf(entries, storage, disk),
   ];
 }
 
 export const notOurs = (storage: string, disk: string, vm: VmRef, keys: string[]): Error =>
-  new FailedPrecondition(`${volidOf(storage, disk)} is on VM ${vm.name} (${vm.vmid}) as ${keys.join(', ')}, which this driver did not attach (the VM's own disk or one attached by hand); it is never published to, changed on or detached from that VM by the driver`);
+  new FailedPrecondition(
+    `${volidOf(storage, disk)} is on VM ${vm.name} (${vm.vmid}) as ${keys.join(', ')}, which this driver did not attach (the VM's own disk or one attached by hand); it is never published to, changed on or detached from that VM by the driver`,
+  );
 
 /** Whether the VM applies a disk change at once (qemu-server `hotplug`, default network,disk,usb). */
 export function hotplugsDisks(entries: readonly ConfigEntry[]): boolean {
@@ -79,23 +96,34 @@ export function hotplugsDisks(entries: readonly ConfigEntry[]): boolean {
   const v = e?.value ?? '1';
   if (e?.pending !== undefined || e?.pendingDelete) return false;
   if (v === '1') return true;
-  return v.split(',').map((s) => s.trim()).includes('disk');
+  return v
+    .split(',')
+    .map((s) => s.trim())
+    .includes('disk');
 }
 
 // ---- attach ----
 
 /** The attachment of the disk on this VM that satisfies the request, if one is there. */
 export function attachedFor(vmid: number, entries: readonly ConfigEntry[], req: AttachRequest): DiskSite | undefined {
-  return driverSites(entries, req.storage, req.disk, vmid).find((s) => s.placement === 'attached' && isHelperSite(s) === !!req.helper);
+  return driverSites(entries, req.storage, req.disk, vmid).find(
+    (s) => s.placement === 'attached' && isHelperSite(s) === !!req.helper,
+  );
 }
 
 /** Sites of the disk on this VM that must be unlinked before the request can be attached. */
 export function obstacles(vmid: number, entries: readonly ConfigEntry[], req: AttachRequest): DiskSite[] {
-  return driverSites(entries, req.storage, req.disk, vmid).filter((s) => s.placement === 'detaching' || isHelperSite(s) !== !!req.helper);
+  return driverSites(entries, req.storage, req.disk, vmid).filter(
+    (s) => s.placement === 'detaching' || isHelperSite(s) !== !!req.helper,
+  );
 }
 
 export type Found =
-  | { kind: 'attached'; slot: number; /** the drive's WWN is not its slot's (attached by hand?) */ oddWwn?: string | undefined }
+  | {
+      kind: 'attached';
+      slot: number;
+      /** the drive's WWN is not its slot's (attached by hand?) */ oddWwn?: string | undefined;
+    }
   | { kind: 'reject'; error: Error };
 
 /** What an attachment found on the VM means for the request: done, or a conflict. */
@@ -103,14 +131,25 @@ export function judgeAttached(vm: VmRef, req: AttachRequest, site: DiskSite): Fo
   if (req.helper) return { kind: 'attached', slot: site.slot };
   const ro = site.drive.options.ro === '1' || site.drive.options.ro === 'on';
   if (ro !== req.options.readonly) {
-    return { kind: 'reject', error: new AlreadyExists(`${volidOf(req.storage, req.disk)} is already published to ${what(vm)} with readonly=${ro}; unpublish it first`) };
+    return {
+      kind: 'reject',
+      error: new AlreadyExists(
+        `${volidOf(req.storage, req.disk)} is already published to ${what(vm)} with readonly=${ro}; unpublish it first`,
+      ),
+    };
   }
   const wwn = site.drive.options.wwn;
-  return wwn && wwn.toLowerCase() !== wwnForSlot(site.slot) ? { kind: 'attached', slot: site.slot, oddWwn: wwn } : { kind: 'attached', slot: site.slot };
+  return wwn && wwn.toLowerCase() !== wwnForSlot(site.slot)
+    ? { kind: 'attached', slot: site.slot, oddWwn: wwn }
+    : { kind: 'attached', slot: site.slot };
 }
 
 /** What is already decided for each request from the VM's entries alone (undefined: still open). */
-export function settle(vm: VmRef, entries: readonly ConfigEntry[], reqs: readonly AttachRequest[]): Array<Found | undefined> {
+export function settle(
+  vm: VmRef,
+  entries: readonly ConfigEntry[],
+  reqs: readonly AttachRequest[],
+): Array<Found | undefined> {
   return reqs.map((req) => {
     const foreign = foreignKeysOf(entries, req.storage, req.disk, vm.vmid);
     if (foreign.length) return { kind: 'reject', error: notOurs(req.storage, req.disk, vm, foreign) };
@@ -140,7 +179,12 @@ export function planAttach(vm: VmRef, entries: readonly ConfigEntry[], reqs: rea
     const sites = driverSites(entries, req.storage, req.disk, vm.vmid);
     const leaving = obstacles(vm.vmid, entries, req);
     if (req.helper && leaving.some((s) => !isHelperSite(s) && s.placement !== 'detaching')) {
-      plan.rejects.set(i, new Busy(`${volidOf(req.storage, req.disk)} is being published to ${what(vm)}; not expanding it through a helper attachment now`));
+      plan.rejects.set(
+        i,
+        new Busy(
+          `${volidOf(req.storage, req.disk)} is being published to ${what(vm)}; not expanding it through a helper attachment now`,
+        ),
+      );
       return;
     }
     if (leaving.length) {
@@ -149,10 +193,18 @@ export function planAttach(vm: VmRef, entries: readonly ConfigEntry[], reqs: rea
     }
     const slot = sites.find((s) => s.placement === 'attaching')?.slot ?? free.shift();
     if (slot === undefined) {
-      plan.rejects.set(i, new ResourceExhausted(`no free SCSI slot on ${what(vm)}: scsi1..scsi30 are all in use or pending`));
+      plan.rejects.set(
+        i,
+        new ResourceExhausted(`no free SCSI slot on ${what(vm)}: scsi1..scsi30 are all in use or pending`),
+      );
       return;
     }
-    plan.set[`scsi${slot}`] = driveString(req.storage, req.disk, req.options, req.helper ? helperWwnForSlot(slot) : wwnForSlot(slot));
+    plan.set[`scsi${slot}`] = driveString(
+      req.storage,
+      req.disk,
+      req.options,
+      req.helper ? helperWwnForSlot(slot) : wwnForSlot(slot),
+    );
     if (diskOwner(req.disk) !== vm.vmid) plan.delete.push(...unusedOf(entries, req.storage, req.disk));
     plan.assigned.set(i, slot);
   });
@@ -160,30 +212,54 @@ export function planAttach(vm: VmRef, entries: readonly ConfigEntry[], reqs: rea
 }
 
 /** After a change was sent: attached, still pending (hot-plug did not complete), or gone (not landed). */
-export function attachOutcome(vm: VmRef, entries: readonly ConfigEntry[], req: AttachRequest, slot: number | undefined): Found | { kind: 'pending' } | { kind: 'absent' } {
+export function attachOutcome(
+  vm: VmRef,
+  entries: readonly ConfigEntry[],
+  req: AttachRequest,
+  slot: number | undefined,
+): Found | { kind: 'pending' } | { kind: 'absent' } {
   const site = attachedFor(vm.vmid, entries, req);
   if (site) return judgeAttached(vm, req, site);
   if (driverSites(entries, req.storage, req.disk, vm.vmid).some((s) => s.placement === 'attaching')) {
-    return { kind: 'reject', error: new Unavailable(`hot-plug of ${volidOf(req.storage, req.disk)} into ${what(vm)} did not complete; it stays a pending change of scsi${slot ?? '?'}`) };
+    return {
+      kind: 'reject',
+      error: new Unavailable(
+        `hot-plug of ${volidOf(req.storage, req.disk)} into ${what(vm)} did not complete; it stays a pending change of scsi${slot ?? '?'}`,
+      ),
+    };
   }
   return { kind: 'absent' };
 }
 
 /** Why another VM's use of the disk forbids attaching it (exclusive), or undefined. */
-export function conflictOf(scan: readonly VmEntries[], req: Pick<AttachRequest, 'storage' | 'disk'>): Error | undefined {
+export function conflictOf(
+  scan: readonly VmEntries[],
+  req: Pick<AttachRequest, 'storage' | 'disk'>,
+): Error | undefined {
   const volid = volidOf(req.storage, req.disk);
   const use = usesOf(scan, req.storage, req.disk);
   const own = use.otherBus[0];
   if (own) {
-    return new FailedPrecondition(`${volid} is ${own.key} of VM ${own.vm.name} (${own.vm.vmid}) on ${own.vm.node}, a disk of that VM; it is never attached to another VM`);
+    return new FailedPrecondition(
+      `${volid} is ${own.key} of VM ${own.vm.name} (${own.vm.vmid}) on ${own.vm.node}, a disk of that VM; it is never attached to another VM`,
+    );
   }
   const other = use.sites.find((s) => !isHelperSite(s.site));
   if (other) {
-    const how = other.site.placement === 'attached' ? 'attached' : other.site.placement === 'attaching' ? 'being attached' : 'still being detached';
-    return new FailedPrecondition(`${volid} is ${how} as ${other.site.key} of VM ${other.vm.name} (${other.vm.vmid}) on ${other.vm.node}; a single-node volume is published to one node at a time`);
+    const how =
+      other.site.placement === 'attached'
+        ? 'attached'
+        : other.site.placement === 'attaching'
+          ? 'being attached'
+          : 'still being detached';
+    return new FailedPrecondition(
+      `${volid} is ${how} as ${other.site.key} of VM ${other.vm.name} (${other.vm.vmid}) on ${other.vm.node}; a single-node volume is published to one node at a time`,
+    );
   }
   if (use.sites.length > 0) {
-    const vms = [...new Map(use.sites.map((s) => [s.vm.vmid, { vmid: s.vm.vmid, node: s.vm.node, name: s.vm.name }])).values()];
+    const vms = [
+      ...new Map(use.sites.map((s) => [s.vm.vmid, { vmid: s.vm.vmid, node: s.vm.node, name: s.vm.name }])).values(),
+    ];
     return new HelperLeftovers(
       `${volid} is still attached to ${vms.map((v) => `VM ${v.name} (${v.vmid})`).join(', ')} by an interrupted offline expansion; remove that attachment first`,
       vms,
@@ -248,11 +324,17 @@ export function planUpdate(vm: VmRef, entries: readonly ConfigEntry[], reqs: rea
     const sites = updateSites(vm.vmid, entries, req);
     const moving = sites.find((s) => s.placement !== 'attached');
     if (moving) {
-      return void plan.rejects.set(i, new Unavailable(`${volidOf(req.storage, req.disk)} is ${moving.placement === 'attaching' ? 'being attached to' : 'being detached from'} ${what(vm)} (${moving.key} has a pending change); retrying later`));
+      return void plan.rejects.set(
+        i,
+        new Unavailable(
+          `${volidOf(req.storage, req.disk)} is ${moving.placement === 'attaching' ? 'being attached to' : 'being detached from'} ${what(vm)} (${moving.key} has a pending change); retrying later`,
+        ),
+      );
     }
     const stale = sites.filter((s) => !driveHasOptions(s.drive, req.options));
     if (stale.length === 0) return void plan.done.push(i);
-    for (const s of stale) plan.set[s.key] = withDriveOptions(entries.find((e) => e.key === s.key)?.value ?? '', req.options);
+    for (const s of stale)
+      plan.set[s.key] = withDriveOptions(entries.find((e) => e.key === s.key)?.value ?? '', req.options);
   });
   return plan;
 }

@@ -18,9 +18,26 @@ import type { ConfigEntry, ProxmoxApi, TaskListItem } from '../api/api.js';
 import { outcomeUncertain, taskError } from '../api/errors.js';
 import { backoffDelay, sleep, waitTask } from '../api/tasks.js';
 import {
-  type AttachRequest, type DetachRequest, type Found, HelperLeftovers, type UpdateRequest,
-  attachOutcome, attachedFor, conflictOf, driverSites, detachKeys, holdersOf, hotplugsDisks, obstacles, planAttach, planDetach, planUpdate, settle,
-  updateLanded, updateSites, what,
+  type AttachRequest,
+  type DetachRequest,
+  type Found,
+  HelperLeftovers,
+  type UpdateRequest,
+  attachOutcome,
+  attachedFor,
+  conflictOf,
+  driverSites,
+  detachKeys,
+  holdersOf,
+  hotplugsDisks,
+  obstacles,
+  planAttach,
+  planDetach,
+  planUpdate,
+  settle,
+  updateLanded,
+  updateSites,
+  what,
 } from './attach-plan.js';
 import { Batcher } from './batcher.js';
 import { ContentCache } from './content-cache.js';
@@ -76,8 +93,16 @@ interface AttachJob extends JobBase {
   landedSlot?: number;
   resolve(slot: number): void;
 }
-interface DetachJob extends JobBase { kind: 'detach'; req: DetachRequest; resolve(): void }
-interface UpdateJob extends JobBase { kind: 'update'; req: UpdateRequest; resolve(): void }
+interface DetachJob extends JobBase {
+  kind: 'detach';
+  req: DetachRequest;
+  resolve(): void;
+}
+interface UpdateJob extends JobBase {
+  kind: 'update';
+  req: UpdateRequest;
+  resolve(): void;
+}
 type Job = AttachJob | DetachJob | UpdateJob;
 
 const isOpen = (j: AttachJob): boolean => !j.done && j.landedSlot === undefined;
@@ -125,20 +150,50 @@ export class AttachQueues {
     } catch (e) {
       return Promise.reject(e);
     }
-    return this.enqueue(vm, volid, req.helper ? 'helper-attach' : 'attach', signal, (resolve, reject) => ({ kind: 'attach', req, done: false, taken: false, abandoned: false, resolve, reject }));
+    return this.enqueue(vm, volid, req.helper ? 'helper-attach' : 'attach', signal, (resolve, reject) => ({
+      kind: 'attach',
+      req,
+      done: false,
+      taken: false,
+      abandoned: false,
+      resolve,
+      reject,
+    }));
   }
 
   /** Detaches the disk from the VM, leaving no pending or unused entry of it behind. */
   detach(vm: VmRef, req: DetachRequest, signal?: AbortSignal): Promise<void> {
-    return this.enqueue(vm, volidOf(req.storage, req.disk), 'detach', signal, (resolve, reject) => ({ kind: 'detach', req, done: false, taken: false, abandoned: false, resolve, reject }));
+    return this.enqueue(vm, volidOf(req.storage, req.disk), 'detach', signal, (resolve, reject) => ({
+      kind: 'detach',
+      req,
+      done: false,
+      taken: false,
+      abandoned: false,
+      resolve,
+      reject,
+    }));
   }
 
   /** Rewrites the disk's drive line in place (a no-op when the VM does not have it attached). */
   update(vm: VmRef, req: UpdateRequest, signal?: AbortSignal): Promise<void> {
-    return this.enqueue(vm, volidOf(req.storage, req.disk), 'modify', signal, (resolve, reject) => ({ kind: 'update', req, done: false, taken: false, abandoned: false, resolve, reject }));
+    return this.enqueue(vm, volidOf(req.storage, req.disk), 'modify', signal, (resolve, reject) => ({
+      kind: 'update',
+      req,
+      done: false,
+      taken: false,
+      abandoned: false,
+      resolve,
+      reject,
+    }));
   }
 
-  private enqueue<T>(vm: VmRef, volid: string, kind: FenceKind, signal: AbortSignal | undefined, make: (res: (v: T) => void, rej: (e: unknown) => void) => Job): Promise<T> {
+  private enqueue<T>(
+    vm: VmRef,
+    volid: string,
+    kind: FenceKind,
+    signal: AbortSignal | undefined,
+    make: (res: (v: T) => void, rej: (e: unknown) => void) => Job,
+  ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       if (signal?.aborted) return reject(new DeadlineExceeded('cancelled before the VM config was changed'));
       // The fence lives as long as the job, not as long as its caller (fences.ts).
@@ -171,7 +226,13 @@ export class AttachQueues {
           return;
         }
         job.abandoned = true;
-        answer(() => reject(new DeadlineExceeded(`gave up waiting for the config change of ${what(vm)}; a change already sent runs to its outcome in the background and ${volid} stays fenced until then`)));
+        answer(() =>
+          reject(
+            new DeadlineExceeded(
+              `gave up waiting for the config change of ${what(vm)}; a change already sent runs to its outcome in the background and ${volid} stays fenced until then`,
+            ),
+          ),
+        );
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       // A fresh ref when the VM's queue is idle; a running one may have followed a migration.
@@ -186,14 +247,26 @@ export class AttachQueues {
     const jobs = taken.filter((j) => !j.done);
     for (const j of jobs) j.taken = true;
     if (jobs.length === 0) return;
-    this.o.log.debug({ vmid, vm: vm.name, attach: jobs.filter((j) => j.kind === 'attach').length, detach: jobs.filter((j) => j.kind === 'detach').length }, 'VM config batch');
+    this.o.log.debug(
+      {
+        vmid,
+        vm: vm.name,
+        attach: jobs.filter((j) => j.kind === 'attach').length,
+        detach: jobs.filter((j) => j.kind === 'detach').length,
+      },
+      'VM config batch',
+    );
     try {
       const detaches = jobs.filter((j): j is DetachJob => j.kind === 'detach');
       const attaches = jobs.filter((j): j is AttachJob => j.kind === 'attach');
       if (detaches.length) await this.detachBatch(vm, detaches);
       if (attaches.length) {
         const landed = await this.attachBatch(vm, attaches, true);
-        await this.recheck(vm, attaches.filter((j) => !j.done && j.landedSlot !== undefined), landed);
+        await this.recheck(
+          vm,
+          attaches.filter((j) => !j.done && j.landedSlot !== undefined),
+          landed,
+        );
       }
       const updates = jobs.filter((j): j is UpdateJob => j.kind === 'update' && !j.done);
       if (updates.length) await this.updateBatch(vm, updates);
@@ -209,11 +282,17 @@ export class AttachQueues {
         const at = Date.now();
         const entries = await this.o.api.vmPending(vm.node, vm.vmid);
         this.index.note(vm, entries, at);
-        return { digest: entries.find((e) => e.key === 'digest')?.value || undefined, entries: entries.filter((e) => e.key !== 'digest') };
+        return {
+          digest: entries.find((e) => e.key === 'digest')?.value || undefined,
+          entries: entries.filter((e) => e.key !== 'digest'),
+        };
       } catch (e) {
         if (!isCsiError(e, 'NotFound') || moved) throw e;
         const now = await this.o.locator.byVmid(vm.vmid);
-        if (!now) throw new NotFound(`VM ${vm.name} (${vm.vmid}) no longer exists in Proxmox cluster ${this.o.cluster}`, { cause: e });
+        if (!now)
+          throw new NotFound(`VM ${vm.name} (${vm.vmid}) no longer exists in Proxmox cluster ${this.o.cluster}`, {
+            cause: e,
+          });
         if (now.node === vm.node) throw e;
         vm.node = now.node;
       }
@@ -245,7 +324,7 @@ export class AttachQueues {
     }
     const tasks = await this.index.tasks(vm.node, Date.now() - this.maxAgeMs);
     const mine = tasks.find((t) => t.upid === upid);
-    const exit = mine && mine.status !== 'RUNNING' && mine.endtime !== undefined ? mine.status ?? '' : undefined;
+    const exit = mine && mine.status !== 'RUNNING' && mine.endtime !== undefined ? (mine.status ?? '') : undefined;
     if (exit === undefined) await waitTask(this.o.api, vm.node, upid, opts);
     else if (!(exit === 'OK' || /^WARNINGS?: \d+$/.test(exit))) throw taskError(exit || 'unknown error', opts);
     return { node: vm.node, tasks };
@@ -265,7 +344,11 @@ export class AttachQueues {
         throw e;
       }
       last = undefined;
-      const plan = planDetach(vm, entries, open.map((j) => j.req));
+      const plan = planDetach(
+        vm,
+        entries,
+        open.map((j) => j.req),
+      );
       plan.rejects.forEach((err, i) => open[i]?.reject(err));
       for (const i of plan.done) open[i]?.resolve();
       open = open.filter((j) => !j.done);
@@ -298,7 +381,11 @@ export class AttachQueues {
       if (keys.length === 0) j.resolve();
       else {
         const why = lastErr ? `: ${(lastErr as Error).message}` : '';
-        j.reject(new Unavailable(`${volidOf(j.req.storage, j.req.disk)} is still on ${what(vm)} as ${keys.join(', ')} (pending delete: hot-unplug did not complete${why}); retrying later`));
+        j.reject(
+          new Unavailable(
+            `${volidOf(j.req.storage, j.req.disk)} is still on ${what(vm)} as ${keys.join(', ')} (pending delete: hot-unplug did not complete${why}); retrying later`,
+          ),
+        );
       }
     }
   }
@@ -312,13 +399,19 @@ export class AttachQueues {
     let open = jobs;
     for (let attempt = 1; open.length > 0; attempt++) {
       const state = await this.readState(vm);
-      const plan = planUpdate(vm, state.entries, open.map((j) => j.req));
+      const plan = planUpdate(
+        vm,
+        state.entries,
+        open.map((j) => j.req),
+      );
       plan.rejects.forEach((err, i) => open[i]?.reject(err));
       for (const i of plan.done) open[i]?.resolve();
       open = open.filter((j) => !j.done);
       if (open.length === 0) return;
       if (attempt > this.attempts) {
-        const err = new Unavailable(`could not change the config of ${what(vm)} after ${this.attempts} attempts (lock contention or lost answers); retrying later`);
+        const err = new Unavailable(
+          `could not change the config of ${what(vm)} after ${this.attempts} attempts (lock contention or lost answers); retrying later`,
+        );
         return open.forEach((j) => j.reject(err));
       }
       try {
@@ -329,21 +422,33 @@ export class AttachQueues {
         }
       } catch (e) {
         if (isCsiError(e, 'Aborted')) {
-          this.o.log.info({ vmid: vm.vmid, attempt, err: (e as Error).message }, 'VM busy, retrying drive option change');
+          this.o.log.info(
+            { vmid: vm.vmid, attempt, err: (e as Error).message },
+            'VM busy, retrying drive option change',
+          );
           await sleep(backoffDelay(attempt));
           continue;
         }
         if (outcomeUncertain(e)) continue;
         // Read back: qemu-server reports a value it could not hot-apply but keeps it pending.
         const after = (await this.readState(vm)).entries;
-        if (open.every((j) => !after.some((en) => en.pending !== undefined && updateSites(vm.vmid, [en], j.req).length > 0))) return open.forEach((j) => j.reject(e));
+        if (
+          open.every(
+            (j) => !after.some((en) => en.pending !== undefined && updateSites(vm.vmid, [en], j.req).length > 0),
+          )
+        )
+          return open.forEach((j) => j.reject(e));
       }
       const entries = await this.poll(vm, (en) => open.every((j) => updateLanded(vm.vmid, en, j.req)));
       for (const j of open) {
         const sites = updateSites(vm.vmid, entries, j.req);
         if (updateLanded(vm.vmid, entries, j.req)) j.resolve();
         else if (sites.some((s) => entries.find((e) => e.key === s.key)?.pending !== undefined)) {
-          j.reject(new FailedPrecondition(`the new options of ${volidOf(j.req.storage, j.req.disk)} stay a pending change of ${what(vm)} (${sites.map((s) => s.key).join(', ')}): Proxmox applies them only when the VM restarts`));
+          j.reject(
+            new FailedPrecondition(
+              `the new options of ${volidOf(j.req.storage, j.req.disk)} stay a pending change of ${what(vm)} (${sites.map((s) => s.key).join(', ')}): Proxmox applies them only when the VM restarts`,
+            ),
+          );
         }
       }
       open = open.filter((j) => !j.done);
@@ -352,7 +457,11 @@ export class AttachQueues {
 
   private settleFound(vm: VmRef, j: AttachJob, f: Found): void {
     if (f.kind === 'reject') return j.reject(f.error);
-    if (f.oddWwn) this.o.log.warn({ vmid: vm.vmid, slot: f.slot, wwn: f.oddWwn }, 'disk is attached with a WWN other than its slot\'s (attached by hand?); the node looks for the slot\'s WWN and may not find it');
+    if (f.oddWwn)
+      this.o.log.warn(
+        { vmid: vm.vmid, slot: f.slot, wwn: f.oddWwn },
+        "disk is attached with a WWN other than its slot's (attached by hand?); the node looks for the slot's WWN and may not find it",
+      );
     if (j.req.exclusive && !j.req.helper) j.landedSlot = f.slot;
     else j.resolve(f.slot);
   }
@@ -369,11 +478,19 @@ export class AttachQueues {
   private async exclusivity(vm: VmRef, jobs: AttachJob[], scan: VmEntries[]): Promise<Map<AttachJob, Error>> {
     const out = new Map<AttachJob, Error>();
     let current = scan;
-    const stale = [...new Set(jobs.filter((j) => conflictOf(current, j.req)).flatMap((j) => holdersOf(current, j.req)))]
-      .filter((vmid) => (this.index.readAt(vmid) ?? 0) < Date.now() - 50);
+    const stale = [
+      ...new Set(jobs.filter((j) => conflictOf(current, j.req)).flatMap((j) => holdersOf(current, j.req))),
+    ].filter((vmid) => (this.index.readAt(vmid) ?? 0) < Date.now() - 50);
     if (stale.length) {
-      const fresh = await Promise.all(current.filter((v) => stale.includes(v.vm.vmid)).map(async (v) => ({ vm: v.vm, entries: await this.index.read(v.vm) })));
-      current = [...current.filter((v) => !stale.includes(v.vm.vmid)), ...fresh.filter((v): v is VmEntries => v.entries !== undefined)];
+      const fresh = await Promise.all(
+        current
+          .filter((v) => stale.includes(v.vm.vmid))
+          .map(async (v) => ({ vm: v.vm, entries: await this.index.read(v.vm) })),
+      );
+      current = [
+        ...current.filter((v) => !stale.includes(v.vm.vmid)),
+        ...fresh.filter((v): v is VmEntries => v.entries !== undefined),
+      ];
     }
     for (const j of jobs) {
       const c = conflictOf(current, j.req);
@@ -407,17 +524,37 @@ export class AttachQueues {
         j.resolve(defined(j.landedSlot, 'the landed slot'));
         continue;
       }
-      this.o.log.warn({ vmid: vm.vmid, disk: volidOf(j.req.storage, j.req.disk), err: conflict.message }, 'disk appeared on another VM while it was attached here; withdrawing this attachment');
+      this.o.log.warn(
+        { vmid: vm.vmid, disk: volidOf(j.req.storage, j.req.disk), err: conflict.message },
+        'disk appeared on another VM while it was attached here; withdrawing this attachment',
+      );
       let failed: unknown;
-      await this.detachBatch(vm, [{
-        kind: 'detach', req: { storage: j.req.storage, disk: j.req.disk }, done: false, taken: true, abandoned: false,
-        resolve() { this.done = true; },
-        reject(e: unknown) { this.done = true; failed = e; },
-      }]).catch((e: unknown) => (failed = e));
+      await this.detachBatch(vm, [
+        {
+          kind: 'detach',
+          req: { storage: j.req.storage, disk: j.req.disk },
+          done: false,
+          taken: true,
+          abandoned: false,
+          resolve() {
+            this.done = true;
+          },
+          reject(e: unknown) {
+            this.done = true;
+            failed = e;
+          },
+        },
+      ]).catch((e: unknown) => (failed = e));
       const Kind = conflict instanceof HelperLeftovers ? Busy : FailedPrecondition;
-      j.reject(failed
-        ? new Unavailable(`${conflict.message}; this attachment to ${what(vm)} was withdrawn but the unlink did not complete (${(failed as Error).message}); retrying later`)
-        : new Kind(`${conflict.message} (it appeared there while this attach to ${what(vm)} was landing; this one was withdrawn)`));
+      j.reject(
+        failed
+          ? new Unavailable(
+              `${conflict.message}; this attachment to ${what(vm)} was withdrawn but the unlink did not complete (${(failed as Error).message}); retrying later`,
+            )
+          : new Kind(
+              `${conflict.message} (it appeared there while this attach to ${what(vm)} was landing; this one was withdrawn)`,
+            ),
+      );
     }
   }
 
@@ -425,14 +562,24 @@ export class AttachQueues {
   private async precheck(vm: VmRef, jobs: AttachJob[]): Promise<void> {
     const exclusive = jobs.filter((j) => j.req.exclusive);
     const [, conflicts] = await Promise.all([
-      Promise.all(jobs.map(async (j) => {
-        const { item } = await this.content.find(j.req.diskNode, j.req.storage, diskOwner(j.req.disk), volidOf(j.req.storage, j.req.disk));
-        if (!item) j.reject(new NotFound(`volume ${volidOf(j.req.storage, j.req.disk)} does not exist on ${j.req.diskNode}`));
-      })),
+      Promise.all(
+        jobs.map(async (j) => {
+          const { item } = await this.content.find(
+            j.req.diskNode,
+            j.req.storage,
+            diskOwner(j.req.disk),
+            volidOf(j.req.storage, j.req.disk),
+          );
+          if (!item)
+            j.reject(new NotFound(`volume ${volidOf(j.req.storage, j.req.disk)} does not exist on ${j.req.diskNode}`));
+        }),
+      ),
       exclusive.length === 0
         ? new Map<AttachJob, Error>()
-        // The disk's owner VM too: its own disks are never attached elsewhere (issue 10, defect 3).
-        : this.others(vm, [...new Set(exclusive.map((j) => j.req.diskNode))]).then((scan) => this.exclusivity(vm, exclusive, scan)),
+        : // The disk's owner VM too: its own disks are never attached elsewhere (issue 10, defect 3).
+          this.others(vm, [...new Set(exclusive.map((j) => j.req.diskNode))]).then((scan) =>
+            this.exclusivity(vm, exclusive, scan),
+          ),
     ]);
     for (const [j, c] of conflicts) if (!j.done) j.reject(c);
   }
@@ -442,9 +589,16 @@ export class AttachQueues {
     let open = jobs.filter((j) => !j.done);
     let landed: Landed | undefined;
     for (let attempt = 1; open.length > 0; attempt++) {
-      const [state] = await Promise.all([this.readState(vm), check && attempt === 1 ? this.precheck(vm, open) : undefined]);
+      const [state] = await Promise.all([
+        this.readState(vm),
+        check && attempt === 1 ? this.precheck(vm, open) : undefined,
+      ]);
       open = open.filter(isOpen);
-      settle(vm, state.entries, open.map((j) => j.req)).forEach((f, i) => {
+      settle(
+        vm,
+        state.entries,
+        open.map((j) => j.req),
+      ).forEach((f, i) => {
         const j = open[i];
         if (f && j) this.settleFound(vm, j, f);
       });
@@ -454,13 +608,19 @@ export class AttachQueues {
       open = open.filter(isOpen);
       if (open.length === 0) return landed;
       if (attempt > this.attempts) {
-        const err = new Unavailable(`could not change the config of ${what(vm)} after ${this.attempts} attempts (lock contention or lost answers); retrying later`);
+        const err = new Unavailable(
+          `could not change the config of ${what(vm)} after ${this.attempts} attempts (lock contention or lost answers); retrying later`,
+        );
         open.forEach((j) => j.reject(err));
         return landed;
       }
 
       // Plan: finish pending detaches of these disks first, then one change for all the rest.
-      const plan = planAttach(vm, state.entries, open.map((j) => j.req));
+      const plan = planAttach(
+        vm,
+        state.entries,
+        open.map((j) => j.req),
+      );
       plan.rejects.forEach((err, i) => open[i]?.reject(err));
       const assigned = new Map([...plan.assigned].map(([i, slot]) => [defined(open[i], 'a planned job'), slot]));
       open = open.filter(isOpen);
@@ -473,10 +633,19 @@ export class AttachQueues {
           await this.poll(vm, (en) => open.every((j) => obstacles(vm.vmid, en, j.req).length === 0));
           continue;
         }
-        const upid = await this.o.api.updateVmConfig(vm.node, vm.vmid, { set: plan.set, delete: plan.delete.length ? plan.delete : undefined, digest: state.digest });
+        const upid = await this.o.api.updateVmConfig(vm.node, vm.vmid, {
+          set: plan.set,
+          delete: plan.delete.length ? plan.delete : undefined,
+          digest: state.digest,
+        });
         if (upid) {
           this.index.mine(upid);
-          landed = await this.finish(vm, upid, 'attach disks to', open.some((j) => j.req.exclusive && !j.req.helper));
+          landed = await this.finish(
+            vm,
+            upid,
+            'attach disks to',
+            open.some((j) => j.req.exclusive && !j.req.helper),
+          );
         }
         // Applied unless the VM keeps disk changes pending (no disk hot-plug): qemu-server fails
         // the task with `hotplug problem` when a hot-plug fails.
@@ -504,8 +673,16 @@ export class AttachQueues {
       }
 
       const entries = applied
-        ? [...state.entries.filter((e) => !(e.key in plan.set) && !plan.delete.includes(e.key)), ...Object.entries(plan.set).map(([key, value]) => ({ key, value }))]
-        : await this.poll(vm, (en) => open.every((j) => attachedFor(vm.vmid, en, j.req) || driverSites(en, j.req.storage, j.req.disk, vm.vmid).length === 0));
+        ? [
+            ...state.entries.filter((e) => !(e.key in plan.set) && !plan.delete.includes(e.key)),
+            ...Object.entries(plan.set).map(([key, value]) => ({ key, value })),
+          ]
+        : await this.poll(vm, (en) =>
+            open.every(
+              (j) =>
+                attachedFor(vm.vmid, en, j.req) || driverSites(en, j.req.storage, j.req.disk, vm.vmid).length === 0,
+            ),
+          );
       for (const j of open) {
         const out = attachOutcome(vm, entries, j.req, assigned.get(j));
         if (out.kind === 'attached' || out.kind === 'reject') this.settleFound(vm, j, out);

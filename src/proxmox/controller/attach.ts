@@ -13,7 +13,11 @@ import { readMarkers } from './modify.js';
 import { applyMutable } from './mutable.js';
 import { usesOf } from './scan.js';
 
-export async function controllerPublishVolume(core: Core, req: T.ControllerPublishVolumeRequest, ctx: CallContext): Promise<T.ControllerPublishVolumeResponse> {
+export async function controllerPublishVolume(
+  core: Core,
+  req: T.ControllerPublishVolumeRequest,
+  ctx: CallContext,
+): Promise<T.ControllerPublishVolumeResponse> {
   const v = requireVolume(core, req.volumeId);
   const problem = capabilityProblem(req.volumeCapability ? [req.volumeCapability] : []);
   if (problem) throw new InvalidArgument(problem);
@@ -21,23 +25,32 @@ export async function controllerPublishVolume(core: Core, req: T.ControllerPubli
   const { cluster, ref } = v;
   const vm = await cluster.locator.resolve(req.nodeId, ctx.signal);
   if (!vm) {
-    throw new NotFound(`node ${req.nodeId}: no VM of that name (or proxmox://${ref.region}/<vmid>, or SMBIOS uuid) in Proxmox cluster ${ref.region}`);
+    throw new NotFound(
+      `node ${req.nodeId}: no VM of that name (or proxmox://${ref.region}/<vmid>, or SMBIOS uuid) in Proxmox cluster ${ref.region}`,
+    );
   }
   const rows = await cluster.storageRows(ref.storage, ctx.signal);
   const shared = rows.some((r) => r.shared);
   const exclusive = isSingleNode(req.volumeCapability);
   if (!shared && ref.zone && vm.node !== ref.zone) {
-    throw new FailedPrecondition(`volume ${req.volumeId} lives on host ${ref.zone} but VM ${vm.name} (${vm.vmid}) runs on ${vm.node}; a local disk attaches only to VMs on its host`);
+    throw new FailedPrecondition(
+      `volume ${req.volumeId} lives on host ${ref.zone} but VM ${vm.name} (${vm.vmid}) runs on ${vm.node}; a local disk attaches only to VMs on its host`,
+    );
   }
   // A VolumeAttributesClass change made since the volume was created overrides its context.
   let options = fromContext;
-  const attach = () => cluster.queues.attach(vm, {
-    storage: ref.storage,
-    disk: ref.disk,
-    diskNode: ref.zone || vm.node,
-    options,
-    exclusive,
-  }, ctx.signal);
+  const attach = () =>
+    cluster.queues.attach(
+      vm,
+      {
+        storage: ref.storage,
+        disk: ref.disk,
+        diskNode: ref.zone || vm.node,
+        options,
+        exclusive,
+      },
+      ctx.signal,
+    );
   const slot = await cluster.exclusive(v.volid, async () => {
     // Right after a restart: a previous process's attach of this disk may still be waiting for
     // a VM lock on any host where a VM can have it (startup-fence.ts); the attach's own
@@ -52,7 +65,10 @@ export async function controllerPublishVolume(core: Core, req: T.ControllerPubli
       return await attach();
     } catch (e) {
       if (!(e instanceof HelperLeftovers)) throw e;
-      ctx.log.warn({ vms: e.vms.map((x) => x.vmid) }, 'removing helper attachments left by an interrupted offline expansion');
+      ctx.log.warn(
+        { vms: e.vms.map((x) => x.vmid) },
+        'removing helper attachments left by an interrupted offline expansion',
+      );
       await unlinkFrom(cluster, e.vms, ref, ctx.signal);
       return attach();
     }
@@ -61,7 +77,11 @@ export async function controllerPublishVolume(core: Core, req: T.ControllerPubli
   return { publishContext: publishContextForSlot(slot) };
 }
 
-export async function controllerUnpublishVolume(core: Core, req: T.ControllerUnpublishVolumeRequest, ctx: CallContext): Promise<T.ControllerUnpublishVolumeResponse> {
+export async function controllerUnpublishVolume(
+  core: Core,
+  req: T.ControllerUnpublishVolumeRequest,
+  ctx: CallContext,
+): Promise<T.ControllerUnpublishVolumeResponse> {
   const v = resolveVolume(core, req.volumeId);
   if (!v) {
     ctx.log.info('volume handle is not one of ours or names an unknown region; nothing to detach');
@@ -80,8 +100,16 @@ export async function controllerUnpublishVolume(core: Core, req: T.ControllerUnp
       // and if that fails, the next publish, expansion or delete of the volume removes it.
       await Promise.all([
         cluster.queues.detach(vm, disk, ctx.signal),
-        removeHelperLeftovers(cluster, ref, { log: ctx.log, signal: ctx.signal, exclude: [vm.vmid], maxAgeMs: cluster.ttlMs }).catch((e: unknown) => {
-          ctx.log.warn({ err: (e as Error).message }, 'could not remove a helper attachment left by an interrupted offline expansion');
+        removeHelperLeftovers(cluster, ref, {
+          log: ctx.log,
+          signal: ctx.signal,
+          exclude: [vm.vmid],
+          maxAgeMs: cluster.ttlMs,
+        }).catch((e: unknown) => {
+          ctx.log.warn(
+            { err: (e as Error).message },
+            'could not remove a helper attachment left by an interrupted offline expansion',
+          );
         }),
       ]);
       return {};
@@ -91,7 +119,9 @@ export async function controllerUnpublishVolume(core: Core, req: T.ControllerUnp
     cluster.fences.check(v.volid, `unpublishing ${v.volid} from every VM`);
     const scan = await cluster.index.scan({ signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined });
     const use = usesOf(scan, ref.storage, ref.disk);
-    const vms = new Map([...use.sites, ...use.unused].map((u) => [u.vm.vmid, { vmid: u.vm.vmid, node: u.vm.node, name: u.vm.name }]));
+    const vms = new Map(
+      [...use.sites, ...use.unused].map((u) => [u.vm.vmid, { vmid: u.vm.vmid, node: u.vm.node, name: u.vm.name }]),
+    );
     for (const vm of vms.values()) await cluster.queues.detach(vm, disk, ctx.signal);
     return {};
   });

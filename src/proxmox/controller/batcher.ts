@@ -13,7 +13,10 @@ export interface BatcherOptions {
 export class Batcher<K, T> {
   private readonly queues = new Map<K, T[]>();
 
-  constructor(private readonly run: (key: K, items: T[]) => Promise<void>, private readonly o: BatcherOptions = {}) {}
+  constructor(
+    private readonly run: (key: K, items: T[]) => Promise<void>,
+    private readonly o: BatcherOptions = {},
+  ) {}
 
   /** Queues an item; starts the key's drain when it is idle. */
   add(key: K, item: T): void {

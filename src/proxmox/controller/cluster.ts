@@ -39,8 +39,19 @@ export class Cluster {
   private readonly volumeLocks = new KeyedLock();
 
   /** `identity`: the token id or user name this cluster's API runs as. */
-  constructor(readonly region: string, api: ProxmoxApi, log: Logger, tuning: ClusterTuning = {}, identity?: string) {
-    this.startup = new StartupFence(api, { cluster: region, log, ...(identity !== undefined && { identity }), ...(tuning.startupFenceMs !== undefined && { windowMs: tuning.startupFenceMs }) });
+  constructor(
+    readonly region: string,
+    api: ProxmoxApi,
+    log: Logger,
+    tuning: ClusterTuning = {},
+    identity?: string,
+  ) {
+    this.startup = new StartupFence(api, {
+      cluster: region,
+      log,
+      ...(identity !== undefined && { identity }),
+      ...(tuning.startupFenceMs !== undefined && { windowMs: tuning.startupFenceMs }),
+    });
     api = this.startup.track(api);
     this.api = api;
     this.ttlMs = tuning.cacheTtlMs ?? 5_000;
@@ -49,8 +60,15 @@ export class Cluster {
     this.index = new DiskIndex(api, this.locator);
     this.content = new ContentCache(api, this.ttlMs);
     this.queues = new AttachQueues({
-      api, cluster: region, locator: this.locator, log: log.child({ cluster: region }), fences: this.fences,
-      index: this.index, content: this.content, indexMaxAgeMs: this.ttlMs, ...tuning.queue,
+      api,
+      cluster: region,
+      locator: this.locator,
+      log: log.child({ cluster: region }),
+      fences: this.fences,
+      index: this.index,
+      content: this.content,
+      indexMaxAgeMs: this.ttlMs,
+      ...tuning.queue,
     });
   }
 
@@ -68,12 +86,15 @@ export class Cluster {
   async storages(signal?: AbortSignal, fresh = false): Promise<StorageResource[]> {
     if (!fresh && this.storagesCache && Date.now() - this.storagesCache.at < this.ttlMs) return this.storagesCache.rows;
     if (this.storagesInflight) return this.storagesInflight;
-    const p = this.api.storageResources({ signal }).then((rows) => {
-      this.storagesCache = { at: Date.now(), rows };
-      return rows;
-    }).finally(() => {
-      if (this.storagesInflight === p) this.storagesInflight = undefined;
-    });
+    const p = this.api
+      .storageResources({ signal })
+      .then((rows) => {
+        this.storagesCache = { at: Date.now(), rows };
+        return rows;
+      })
+      .finally(() => {
+        if (this.storagesInflight === p) this.storagesInflight = undefined;
+      });
     this.storagesInflight = p;
     return p;
   }
@@ -86,5 +107,9 @@ export class Cluster {
   }
 }
 
-export const holdsImages = (r: StorageResource): boolean => r.content.split(',').map((s) => s.trim()).includes('images');
+export const holdsImages = (r: StorageResource): boolean =>
+  r.content
+    .split(',')
+    .map((s) => s.trim())
+    .includes('images');
 export const isAvailable = (r: StorageResource): boolean => r.status === undefined || r.status === 'available';

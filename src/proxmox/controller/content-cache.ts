@@ -18,27 +18,39 @@ export class ContentCache {
   /** Volumes this process allocated, by node and volid (a list may not have been read yet). */
   private readonly made = new Map<string, { item: StorageContentItem; at: number }>();
 
-  constructor(private readonly api: ProxmoxApi, private readonly ttlMs: number) {}
+  constructor(
+    private readonly api: ProxmoxApi,
+    private readonly ttlMs: number,
+  ) {}
 
   private key(node: string, storage: string, owner: number | undefined): string {
     return `${node}\u0000${storage}\u0000${owner ?? ''}`;
   }
 
   /** The owner's disks on the storage of that node; `fresh` reads them now. */
-  async list(node: string, storage: string, owner: number | undefined, signal?: AbortSignal, fresh = false): Promise<StorageContentItem[]> {
+  async list(
+    node: string,
+    storage: string,
+    owner: number | undefined,
+    signal?: AbortSignal,
+    fresh = false,
+  ): Promise<StorageContentItem[]> {
     const k = this.key(node, storage, owner);
     const hit = this.lists.get(k);
     if (!fresh && hit && Date.now() - hit.at < this.ttlMs) return hit.items;
     const running = this.inflight.get(k);
     if (running && !fresh) return running;
     const at = Date.now();
-    const p = this.api.listContent(node, storage, owner, { signal }).then((items) => {
-      const cur = this.lists.get(k);
-      if (!cur || cur.at <= at) this.lists.set(k, { at, items });
-      return items;
-    }).finally(() => {
-      if (this.inflight.get(k) === p) this.inflight.delete(k);
-    });
+    const p = this.api
+      .listContent(node, storage, owner, { signal })
+      .then((items) => {
+        const cur = this.lists.get(k);
+        if (!cur || cur.at <= at) this.lists.set(k, { at, items });
+        return items;
+      })
+      .finally(() => {
+        if (this.inflight.get(k) === p) this.inflight.delete(k);
+      });
     this.inflight.set(k, p);
     return p;
   }
@@ -52,7 +64,13 @@ export class ContentCache {
   }
 
   /** The disk's row: from the cached list, or, when it is not there, from a fresh read. */
-  async find(node: string, storage: string, owner: number | undefined, volid: string, signal?: AbortSignal): Promise<{ item?: StorageContentItem; items: StorageContentItem[] }> {
+  async find(
+    node: string,
+    storage: string,
+    owner: number | undefined,
+    volid: string,
+    signal?: AbortSignal,
+  ): Promise<{ item?: StorageContentItem; items: StorageContentItem[] }> {
     let items = await this.list(node, storage, owner, signal);
     let item = items.find((i) => i.volid === volid);
     if (!item) {

@@ -60,16 +60,22 @@ export type ProxmoxController = ControllerBackend & {
 
 export function createProxmoxController(opts: ProxmoxControllerOptions): ProxmoxController {
   const { config, log } = opts;
-  if (config.clusters.length === 0) throw new InvalidArgument('Proxmox config: clusters is empty; at least one cluster is required');
+  if (config.clusters.length === 0)
+    throw new InvalidArgument('Proxmox config: clusters is empty; at least one cluster is required');
   const clusters = new Map<string, Cluster>();
   const closers: Array<() => Promise<void>> = [];
   for (const c of config.clusters) {
-    if (clusters.has(c.region)) throw new InvalidArgument(`Proxmox config: region "${c.region}" appears twice in clusters`);
+    if (clusters.has(c.region))
+      throw new InvalidArgument(`Proxmox config: region "${c.region}" appears twice in clusters`);
     let api: ProxmoxApi;
     if (opts.api) {
       api = opts.api(c);
     } else {
-      const http = createHttpProxmoxApi({ cluster: c, queryTimeoutMs: opts.queryTimeoutMs, connections: opts.connections });
+      const http = createHttpProxmoxApi({
+        cluster: c,
+        queryTimeoutMs: opts.queryTimeoutMs,
+        connections: opts.connections,
+      });
       closers.push(() => http.close());
       api = http;
     }
@@ -80,9 +86,19 @@ export function createProxmoxController(opts: ProxmoxControllerOptions): Proxmox
   for (const c of config.clusters) {
     const source = c.expansionHelpers ? configuredHelpers(c.expansionHelpers) : opts.kubernetesNodes;
     if (source) helperVms.set(c.region, source);
-    else log.warn({ region: c.region }, 'no expansion_helpers and not in Kubernetes: an offline expansion may borrow any VM on the disk\'s host');
+    else
+      log.warn(
+        { region: c.region },
+        "no expansion_helpers and not in Kubernetes: an offline expansion may borrow any VM on the disk's host",
+      );
   }
-  const core: Core = { clusters, defaultRegion: config.clusters[0]!.region, controllerVmId: config.controllerVmId, log, helperVms };
+  const core: Core = {
+    clusters,
+    defaultRegion: config.clusters[0]!.region,
+    controllerVmId: config.controllerVmId,
+    log,
+    helperVms,
+  };
 
   return {
     capabilities: PROXMOX_CONTROLLER_CAPABILITIES,
@@ -101,14 +117,18 @@ export function createProxmoxController(opts: ProxmoxControllerOptions): Proxmox
       return all.every((h) => h.up);
     },
     async health(signal) {
-      return healthLog.note(await Promise.all([...clusters.values()].map(async (c) => {
-        try {
-          await c.api.version({ signal });
-          return { kind: 'proxmox', backend: c.region, up: true };
-        } catch (e) {
-          return { kind: 'proxmox', backend: c.region, up: false, error: (e as Error).message };
-        }
-      })));
+      return healthLog.note(
+        await Promise.all(
+          [...clusters.values()].map(async (c) => {
+            try {
+              await c.api.version({ signal });
+              return { kind: 'proxmox', backend: c.region, up: true };
+            } catch (e) {
+              return { kind: 'proxmox', backend: c.region, up: false, error: (e as Error).message };
+            }
+          }),
+        ),
+      );
     },
     async close() {
       await Promise.all(closers.map((f) => f()));

@@ -7,10 +7,16 @@ import type { StorageContentItem } from '../api/api.js';
 import type { Cluster } from './cluster.js';
 import { isMarkerName } from './mutable.js';
 import type { StorageParams } from './params.js';
-import { FSTYPE_KEY, FS_TYPES, PROXMOX_NODE_LABEL, PROXMOX_REGION_LABEL, TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY } from '../contract.js';
+import {
+  FSTYPE_KEY,
+  FS_TYPES,
+  PROXMOX_NODE_LABEL,
+  PROXMOX_REGION_LABEL,
+  TOPOLOGY_REGION_KEY,
+  TOPOLOGY_ZONE_KEY,
+} from '../contract.js';
 import { type VolumeRef, diskOwner, parseVolumeId, volidOf } from '../volume-id.js';
 import type { HelperVmNames } from './helper-vms.js';
-
 
 export interface Core {
   clusters: Map<string, Cluster>;
@@ -43,9 +49,11 @@ export function requireVolume(core: Core, volumeId: string): ResolvedVolume {
   const v = resolveVolume(core, volumeId);
   if (v) return v;
   const ref = parseVolumeId(volumeId);
-  throw new NotFound(ref && !isMarkerName(ref.disk)
-    ? `volume ${volumeId}: no Proxmox cluster with region "${ref.region}" is configured (known: ${[...core.clusters.keys()].join(', ')})`
-    : `volume ${volumeId} does not exist (not a region/zone/storage/disk handle of this driver)`);
+  throw new NotFound(
+    ref && !isMarkerName(ref.disk)
+      ? `volume ${volumeId}: no Proxmox cluster with region "${ref.region}" is configured (known: ${[...core.clusters.keys()].join(', ')})`
+      : `volume ${volumeId} does not exist (not a region/zone/storage/disk handle of this driver)`,
+  );
 }
 
 /** The Proxmox node holding a volume: its zone, or for shared storages any node that has it. */
@@ -60,7 +68,11 @@ export async function volumeNode(v: ResolvedVolume, signal?: AbortSignal): Promi
  * markers), or undefined when the disk is not there. `cached` takes the cluster's content view
  * when it has the disk (content-cache.ts); a miss is always read again.
  */
-export async function findVolume(v: ResolvedVolume, signal?: AbortSignal, cached = false): Promise<{ node: string; item: StorageContentItem; items: StorageContentItem[] } | undefined> {
+export async function findVolume(
+  v: ResolvedVolume,
+  signal?: AbortSignal,
+  cached = false,
+): Promise<{ node: string; item: StorageContentItem; items: StorageContentItem[] } | undefined> {
   const node = await volumeNode(v, signal);
   if (!node) return undefined;
   const nodes = (await v.cluster.storages(signal)).filter((r) => r.storage === v.ref.storage).map((r) => r.node);
@@ -80,7 +92,12 @@ export async function findVolume(v: ResolvedVolume, signal?: AbortSignal, cached
   }
 }
 
-const SINGLE_NODE = new Set(['SINGLE_NODE_WRITER', 'SINGLE_NODE_READER_ONLY', 'SINGLE_NODE_SINGLE_WRITER', 'SINGLE_NODE_MULTI_WRITER']);
+const SINGLE_NODE = new Set([
+  'SINGLE_NODE_WRITER',
+  'SINGLE_NODE_READER_ONLY',
+  'SINGLE_NODE_SINGLE_WRITER',
+  'SINGLE_NODE_MULTI_WRITER',
+]);
 
 export function modeOf(cap: T.VolumeCapability | null | undefined): string {
   const m = cap?.accessMode?.mode;
@@ -90,20 +107,26 @@ export function modeOf(cap: T.VolumeCapability | null | undefined): string {
 export const isSingleNode = (cap: T.VolumeCapability | null | undefined): boolean => SINGLE_NODE.has(modeOf(cap));
 
 /** Why these capabilities cannot be served, or undefined when they can. */
-export function capabilityProblem(caps: readonly T.VolumeCapability[], params?: Pick<StorageParams, 'fsType'>): string | undefined {
+export function capabilityProblem(
+  caps: readonly T.VolumeCapability[],
+  params?: Pick<StorageParams, 'fsType'>,
+): string | undefined {
   for (const cap of caps) {
     const mode = modeOf(cap);
     if (!SINGLE_NODE.has(mode)) {
       return `access mode ${mode} is not supported: a Proxmox disk is attached to one VM at a time (use a single-node mode)`;
     }
     if (cap.block) {
-      if (params?.fsType) return `parameter ${FSTYPE_KEY}=${params.fsType} conflicts with block access: a block volume has no filesystem`;
+      if (params?.fsType)
+        return `parameter ${FSTYPE_KEY}=${params.fsType} conflicts with block access: a block volume has no filesystem`;
       continue;
     }
     if (cap.mount) {
       const fs = (cap.mount.fsType ?? '').toLowerCase();
-      if (fs !== '' && !(FS_TYPES as readonly string[]).includes(fs)) return `fs_type "${cap.mount.fsType}" is not supported (use ${FS_TYPES.join(' or ')})`;
-      if (fs !== '' && params?.fsType && fs !== params.fsType) return `fs_type "${fs}" conflicts with parameter ${FSTYPE_KEY}=${params.fsType}`;
+      if (fs !== '' && !(FS_TYPES as readonly string[]).includes(fs))
+        return `fs_type "${cap.mount.fsType}" is not supported (use ${FS_TYPES.join(' or ')})`;
+      if (fs !== '' && params?.fsType && fs !== params.fsType)
+        return `fs_type "${fs}" conflicts with parameter ${FSTYPE_KEY}=${params.fsType}`;
       continue;
     }
     return 'a volume capability needs an access type (block or mount)';
@@ -117,12 +140,17 @@ export interface Placement {
 }
 
 /** Candidate placements from accessibility requirements: preferred first, then requisite. */
-export function placementsOf(req: { preferred?: T.Topology[]; requisite?: T.Topology[] } | null | undefined): Placement[] {
+export function placementsOf(
+  req: { preferred?: T.Topology[]; requisite?: T.Topology[] } | null | undefined,
+): Placement[] {
   const out: Placement[] = [];
   const seen = new Set<string>();
   for (const t of [...(req?.preferred ?? []), ...(req?.requisite ?? [])]) {
     const s = t.segments ?? {};
-    const p: Placement = { region: s[TOPOLOGY_REGION_KEY] ?? s[PROXMOX_REGION_LABEL], zone: s[TOPOLOGY_ZONE_KEY] ?? s[PROXMOX_NODE_LABEL] };
+    const p: Placement = {
+      region: s[TOPOLOGY_REGION_KEY] ?? s[PROXMOX_REGION_LABEL],
+      zone: s[TOPOLOGY_ZONE_KEY] ?? s[PROXMOX_NODE_LABEL],
+    };
     const key = `${p.region ?? ''}\u0000${p.zone ?? ''}`;
     if (!seen.has(key)) {
       seen.add(key);
@@ -133,5 +161,7 @@ export function placementsOf(req: { preferred?: T.Topology[]; requisite?: T.Topo
 }
 
 export function topologyOf(region: string, zone: string | undefined): T.Topology {
-  return { segments: zone ? { [TOPOLOGY_REGION_KEY]: region, [TOPOLOGY_ZONE_KEY]: zone } : { [TOPOLOGY_REGION_KEY]: region } };
+  return {
+    segments: zone ? { [TOPOLOGY_REGION_KEY]: region, [TOPOLOGY_ZONE_KEY]: zone } : { [TOPOLOGY_REGION_KEY]: region },
+  };
 }

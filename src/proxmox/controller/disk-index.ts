@@ -57,7 +57,10 @@ export class DiskIndex {
   /** UPIDs of config tasks this process started, with when (pruned after TASK_REACH_MS). */
   private readonly own = new Map<string, number>();
 
-  constructor(private readonly api: ProxmoxApi, private readonly locator: VmLocator) {}
+  constructor(
+    private readonly api: ProxmoxApi,
+    private readonly locator: VmLocator,
+  ) {}
 
   /** Records what a read of the VM's entries returned; an older read never replaces a newer one. */
   note(vm: VmRef | VmResource, entries: ConfigEntry[], readAt: number): void {
@@ -146,7 +149,12 @@ export class DiskIndex {
    * changed since they were read: its task ended after the read or still runs. Running ones are
    * waited for (up to `waitMs`) first; then those VMs are re-read. Returns the re-read VMs.
    */
-  async catchUp(node: string, tasks: readonly TaskListItem[], exclude: readonly number[], o: { signal?: AbortSignal | undefined; waitMs?: number | undefined } = {}): Promise<VmEntries[]> {
+  async catchUp(
+    node: string,
+    tasks: readonly TaskListItem[],
+    exclude: readonly number[],
+    o: { signal?: AbortSignal | undefined; waitMs?: number | undefined } = {},
+  ): Promise<VmEntries[]> {
     const stale = new Map<number, TaskListItem[]>();
     for (const t of tasks) {
       if (t.type !== 'qmconfig' || this.own.has(t.upid) || t.node !== node) continue;
@@ -160,12 +168,14 @@ export class DiskIndex {
     if (stale.size === 0) return [];
     const vms = await this.locator.list(o.signal);
     const deadline = Date.now() + (o.waitMs ?? 15_000);
-    const out = await Promise.all([...stale].map(async ([vmid, ts]): Promise<VmEntries | undefined> => {
-      for (const t of ts) await this.settled(node, t, deadline, o.signal);
-      const vm = vms.find((v) => v.vmid === vmid) ?? this.seen.get(vmid)?.vm ?? { vmid, node, name: String(vmid) };
-      const entries = await this.read(vm, o.signal);
-      return entries && { vm: { type: 'qemu', vmid: vm.vmid, node: vm.node, name: vm.name }, entries };
-    }));
+    const out = await Promise.all(
+      [...stale].map(async ([vmid, ts]): Promise<VmEntries | undefined> => {
+        for (const t of ts) await this.settled(node, t, deadline, o.signal);
+        const vm = vms.find((v) => v.vmid === vmid) ?? this.seen.get(vmid)?.vm ?? { vmid, node, name: String(vmid) };
+        const entries = await this.read(vm, o.signal);
+        return entries && { vm: { type: 'qemu', vmid: vm.vmid, node: vm.node, name: vm.name }, entries };
+      }),
+    );
     return out.filter((r): r is VmEntries => r !== undefined);
   }
 

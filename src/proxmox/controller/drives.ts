@@ -69,7 +69,8 @@ export function freeSlots(entries: readonly ConfigEntry[]): number[] {
   return free;
 }
 
-const same = (d: Drive | undefined, storage: string, disk: string): d is Drive => !!d && d.storage === storage && d.disk === disk;
+const same = (d: Drive | undefined, storage: string, disk: string): d is Drive =>
+  !!d && d.storage === storage && d.disk === disk;
 
 /** True for an offline-expansion helper attachment (its WWN marks it), not a publish. */
 export const isHelperSite = (site: DiskSite): boolean => isHelperWwn(site.drive.options.wwn);
@@ -133,7 +134,10 @@ export function attachedDisks(entries: readonly ConfigEntry[]): DiskSite[] {
   for (const e of entries) {
     const slot = slotOf(e.key);
     if (slot === undefined) continue;
-    for (const [raw, placement] of [[e.value, e.pendingDelete ? 'detaching' : 'attached'], [e.pending, 'attaching']] as const) {
+    for (const [raw, placement] of [
+      [e.value, e.pendingDelete ? 'detaching' : 'attached'],
+      [e.pending, 'attaching'],
+    ] as const) {
       if (raw === undefined) continue;
       const drive = parseDrive(raw);
       if (drive) out.push({ key: e.key, slot, placement: placement, drive });

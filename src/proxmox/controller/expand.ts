@@ -30,7 +30,11 @@ const MAX_HELPERS = 3;
 /** Failures on one helper VM that another VM may not have. */
 const TRY_NEXT = new Set(['ResourceExhausted', 'Unavailable', 'Aborted', 'NotFound']);
 
-export async function controllerExpandVolume(core: Core, req: T.ControllerExpandVolumeRequest, ctx: CallContext): Promise<T.ControllerExpandVolumeResponse> {
+export async function controllerExpandVolume(
+  core: Core,
+  req: T.ControllerExpandVolumeRequest,
+  ctx: CallContext,
+): Promise<T.ControllerExpandVolumeResponse> {
   const v = requireVolume(core, req.volumeId);
   const size = sizeForExpand(req.capacityRange);
   const nodeExpansionRequired = !req.volumeCapability?.block;
@@ -53,7 +57,9 @@ export async function controllerExpandVolume(core: Core, req: T.ControllerExpand
       await resizeThrough(cluster, v, at.vm, at.site.key, size, ctx.signal);
       ctx.log.info({ volid, vmid: at.vm.vmid, key: at.site.key, size }, 'volume expanded online');
     } else if (sites.length > 0) {
-      throw new Busy(`volume ${req.volumeId} has a pending change on VM ${sites[0]!.vm.name} (${sites[0]!.vm.vmid}); retry when it settles`);
+      throw new Busy(
+        `volume ${req.volumeId} has a pending change on VM ${sites[0]!.vm.name} (${sites[0]!.vm.vmid}); retry when it settles`,
+      );
     } else {
       const allowed = await core.helperVms?.get(cluster.region)?.(ctx.signal);
       await expandOffline(cluster, v, found.node, size, ctx, allowed);
@@ -63,19 +69,40 @@ export async function controllerExpandVolume(core: Core, req: T.ControllerExpand
 }
 
 /** Resizes through a VM that has the disk as `key`; the task must end OK. */
-async function resizeThrough(cluster: Cluster, v: ResolvedVolume, vm: VmRef, key: string, size: number, signal: AbortSignal): Promise<void> {
+async function resizeThrough(
+  cluster: Cluster,
+  v: ResolvedVolume,
+  vm: VmRef,
+  key: string,
+  size: number,
+  signal: AbortSignal,
+): Promise<void> {
   const target = `${Math.ceil(size / MiB)}M`;
   const reached = async (s?: AbortSignal) => ((await findVolume(v, s))?.item.size ?? 0) >= size;
   // The resize task runs to its outcome even when the caller gives up; the volume stays fenced
   // until then (fences.ts). A caller's abort stops only the retries that were not sent yet.
-  await retryBusy(() => cluster.fences.run(v.volid, 'resize', vm, async () => {
-    try {
-      const upid = await cluster.api.resizeDisk(vm.node, vm.vmid, key, target);
-      if (upid) await waitTask(cluster.api, vm.node, upid, { cluster: cluster.region, what: `resize ${v.volid} on VM ${vm.vmid}` });
-    } catch (e) {
-      if (!outcomeUncertain(e) || !(await reached())) throw e;
-    }
-  }, signal), { signal });
+  await retryBusy(
+    () =>
+      cluster.fences.run(
+        v.volid,
+        'resize',
+        vm,
+        async () => {
+          try {
+            const upid = await cluster.api.resizeDisk(vm.node, vm.vmid, key, target);
+            if (upid)
+              await waitTask(cluster.api, vm.node, upid, {
+                cluster: cluster.region,
+                what: `resize ${v.volid} on VM ${vm.vmid}`,
+              });
+          } catch (e) {
+            if (!outcomeUncertain(e) || !(await reached())) throw e;
+          }
+        },
+        signal,
+      ),
+    { signal },
+  );
   // The storage may report the new size a moment after the task ends.
   for (let i = 0; i < 10 && !(await reached()); i++) await sleep(100 * (i + 1), signal);
 }
@@ -84,17 +111,31 @@ async function resizeThrough(cluster: Cluster, v: ResolvedVolume, vm: VmRef, key
  * The cluster's own node VMs on the disk's host (`allowed` names; all when undefined): stopped
  * ones first (no guest sees anything), then running ones; lowest VMID first within each.
  */
-export function helperCandidates(vms: readonly VmResource[], node: string, owner: number | undefined, allowed?: ReadonlySet<string>): VmRef[] {
+export function helperCandidates(
+  vms: readonly VmResource[],
+  node: string,
+  owner: number | undefined,
+  allowed?: ReadonlySet<string>,
+): VmRef[] {
   const stopped = (vm: VmResource) => (vm.status === 'stopped' ? 0 : 1);
-  return vms
-    // Never the disk's owner: unlinking would turn the disk into an unusedN entry of its owner,
-    // and deleting that entry frees the disk.
-    .filter((vm) => vm.node === node && vm.vmid !== owner && (!allowed || allowed.has(vm.name)))
-    .sort((a, b) => stopped(a) - stopped(b) || a.vmid - b.vmid)
-    .map((vm) => ({ vmid: vm.vmid, node: vm.node, name: vm.name }));
+  return (
+    vms
+      // Never the disk's owner: unlinking would turn the disk into an unusedN entry of its owner,
+      // and deleting that entry frees the disk.
+      .filter((vm) => vm.node === node && vm.vmid !== owner && (!allowed || allowed.has(vm.name)))
+      .sort((a, b) => stopped(a) - stopped(b) || a.vmid - b.vmid)
+      .map((vm) => ({ vmid: vm.vmid, node: vm.node, name: vm.name }))
+  );
 }
 
-async function expandOffline(cluster: Cluster, v: ResolvedVolume, node: string, size: number, ctx: CallContext, allowed?: ReadonlySet<string>): Promise<void> {
+async function expandOffline(
+  cluster: Cluster,
+  v: ResolvedVolume,
+  node: string,
+  size: number,
+  ctx: CallContext,
+  allowed?: ReadonlySet<string>,
+): Promise<void> {
   const { ref, volid } = v;
   const disk = { storage: ref.storage, disk: ref.disk };
   const candidates = helperCandidates(await cluster.locator.list(ctx.signal, true), node, diskOwner(ref.disk), allowed);
@@ -118,31 +159,49 @@ async function expandOffline(cluster: Cluster, v: ResolvedVolume, node: string, 
   for (const vm of candidates.slice(0, MAX_HELPERS)) {
     let slot: number;
     try {
-      slot = await cluster.queues.attach(vm, { ...disk, diskNode: node, options: HELPER_DRIVE_OPTIONS, exclusive: false, helper: true }, ctx.signal);
+      slot = await cluster.queues.attach(
+        vm,
+        { ...disk, diskNode: node, options: HELPER_DRIVE_OPTIONS, exclusive: false, helper: true },
+        ctx.signal,
+      );
     } catch (e) {
       last = e;
       failures.push(`VM ${vm.name} (${vm.vmid}): ${(e as Error).message}`);
       // The attach may have half-happened (a pending hot-plug): take it back before moving on.
       // A caller that gave up does not wait for it: the detach is fenced and runs on its own.
-      await untilAborted(cluster.queues.detach(vm, disk), ctx.signal).catch((err: unknown) => ctx.log.warn({ vmid: vm.vmid, err: (err as Error).message }, 'could not remove a failed helper attachment; the next call will'));
+      await untilAborted(cluster.queues.detach(vm, disk), ctx.signal).catch((err: unknown) =>
+        ctx.log.warn(
+          { vmid: vm.vmid, err: (err as Error).message },
+          'could not remove a failed helper attachment; the next call will',
+        ),
+      );
       if (ctx.signal.aborted || !isCsiError(e) || !TRY_NEXT.has(e.kind)) throw e;
       continue;
     }
     ctx.log.info({ volid, vmid: vm.vmid, vm: vm.name, slot }, 'attached to a helper VM for an offline expansion');
     let resizeErr: Error | undefined;
-    await resizeThrough(cluster, v, vm, `scsi${slot}`, size, ctx.signal).catch((e: unknown) => (resizeErr = e instanceof Error ? e : new Error(`resize failed: ${String(e)}`)));
+    await resizeThrough(cluster, v, vm, `scsi${slot}`, size, ctx.signal).catch(
+      (e: unknown) => (resizeErr = e instanceof Error ? e : new Error(`resize failed: ${String(e)}`)),
+    );
     try {
       // No signal: the unlink must happen even when the caller has given up.
       // (untilAborted: a caller that gave up does not wait; the detach stays fenced.)
       await untilAborted(cluster.queues.detach(vm, disk), ctx.signal);
     } catch (e) {
       if (!resizeErr) throw e;
-      ctx.log.warn({ vmid: vm.vmid, err: (e as Error).message }, 'could not remove the helper attachment after a failed resize; the next call will');
+      ctx.log.warn(
+        { vmid: vm.vmid, err: (e as Error).message },
+        'could not remove the helper attachment after a failed resize; the next call will',
+      );
     }
     if (resizeErr) throw resizeErr;
     ctx.log.info({ volid, vmid: vm.vmid, size }, 'volume expanded offline');
     return;
   }
   const kind = isCsiError(last) ? last.kind : 'Unavailable';
-  throw new CsiError(kind, `volume ${volid}: could not attach it to a helper VM on ${node} to resize it: ${failures.join('; ')}`, { cause: last });
+  throw new CsiError(
+    kind,
+    `volume ${volid}: could not attach it to a helper VM on ${node} to resize it: ${failures.join('; ')}`,
+    { cause: last },
+  );
 }

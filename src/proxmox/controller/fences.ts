@@ -66,7 +66,9 @@ export class Fences {
   check(volid: string, action: string, sameVm?: number): void {
     const other = this.of(volid).find((f) => sameVm === undefined || f.vm?.vmid !== sameVm);
     if (!other) return;
-    throw new Busy(`${action}: ${describe(volid, other)} may still take effect (sent ${Math.round((Date.now() - other.since) / 100) / 10} s ago); the volume stays fenced until it has landed or is proven not to have landed; retry later`);
+    throw new Busy(
+      `${action}: ${describe(volid, other)} may still take effect (sent ${Math.round((Date.now() - other.since) / 100) / 10} s ago); the volume stays fenced until it has landed or is proven not to have landed; retry later`,
+    );
   }
 
   /**
@@ -74,7 +76,13 @@ export class Fences {
    * signal aborts, the work goes on and holds the fence until it settles (until the horizon
    * when it ended with an uncertain outcome).
    */
-  run<T>(volid: string, kind: FenceKind, vm: VmRef | undefined, work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+  run<T>(
+    volid: string,
+    kind: FenceKind,
+    vm: VmRef | undefined,
+    work: () => Promise<T>,
+    signal?: AbortSignal,
+  ): Promise<T> {
     if (signal?.aborted) return Promise.reject(new DeadlineExceeded(`cancelled before ${kind} of ${volid} was sent`));
     const lift = this.hold(volid, kind, vm);
     const started = Date.now();
@@ -90,7 +98,12 @@ export class Fences {
     );
     if (!signal) return p;
     return new Promise<T>((resolve, reject) => {
-      const onAbort = () => reject(new DeadlineExceeded(`gave up waiting for ${kind} of ${volid}; it runs to its outcome in the background and the volume stays fenced until then`));
+      const onAbort = () =>
+        reject(
+          new DeadlineExceeded(
+            `gave up waiting for ${kind} of ${volid}; it runs to its outcome in the background and the volume stays fenced until then`,
+          ),
+        );
       signal.addEventListener('abort', onAbort, { once: true });
       p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
     });
@@ -100,12 +113,18 @@ export class Fences {
 function describe(volid: string, f: Fence): string {
   const where = f.vm ? ` VM ${f.vm.name} (${f.vm.vmid}) on ${f.vm.node}` : '';
   switch (f.kind) {
-    case 'attach': return `an attach of ${volid} to${where}`;
-    case 'helper-attach': return `an offline-expansion attach of ${volid} to${where}`;
-    case 'detach': return `a detach of ${volid} from${where}`;
-    case 'resize': return `a resize of ${volid}${where ? ` through${where}` : ''}`;
-    case 'free': return `the deletion of ${volid}`;
-    case 'modify': return `a drive option change of ${volid} on${where}`;
+    case 'attach':
+      return `an attach of ${volid} to${where}`;
+    case 'helper-attach':
+      return `an offline-expansion attach of ${volid} to${where}`;
+    case 'detach':
+      return `a detach of ${volid} from${where}`;
+    case 'resize':
+      return `a resize of ${volid}${where ? ` through${where}` : ''}`;
+    case 'free':
+      return `the deletion of ${volid}`;
+    case 'modify':
+      return `a drive option change of ${volid} on${where}`;
   }
 }
 
@@ -116,7 +135,8 @@ function describe(volid: string, f: Fence): string {
 export function untilAborted<T>(p: Promise<T>, signal?: AbortSignal): Promise<T> {
   if (!signal) return p;
   p.catch(() => undefined);
-  if (signal.aborted) return Promise.reject(new DeadlineExceeded('gave up waiting; the change goes on in the background'));
+  if (signal.aborted)
+    return Promise.reject(new DeadlineExceeded('gave up waiting; the change goes on in the background'));
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(new DeadlineExceeded('gave up waiting; the change goes on in the background'));
     signal.addEventListener('abort', onAbort, { once: true });

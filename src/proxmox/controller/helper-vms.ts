@@ -50,7 +50,10 @@ export function kubernetesNodeNames(o: KubeNodesOptions = {}): HelperVmNames | u
     const body = await new Promise<string>((resolve, reject) => {
       const req = https.request(
         {
-          host, port, method: 'GET', path: '/api/v1/nodes',
+          host,
+          port,
+          method: 'GET',
+          path: '/api/v1/nodes',
           headers: { Authorization: `Bearer ${token}`, Accept: 'application/json' },
           ...(ca ? { ca } : {}),
           timeout: timeoutMs,
@@ -62,16 +65,27 @@ export function kubernetesNodeNames(o: KubeNodesOptions = {}): HelperVmNames | u
           res.on('error', reject);
           res.on('end', () => {
             const text = Buffer.concat(chunks).toString('utf8');
-            if (res.statusCode === 200) { resolve(text); return; }
-            reject(new Unavailable(
-              `cannot list Kubernetes Nodes to choose an expansion helper VM (HTTP ${res.statusCode} from ${where}; the controller's ` +
-                `service account needs "list" on nodes): ${text.slice(0, 200)}`,
-            ));
+            if (res.statusCode === 200) {
+              resolve(text);
+              return;
+            }
+            reject(
+              new Unavailable(
+                `cannot list Kubernetes Nodes to choose an expansion helper VM (HTTP ${res.statusCode} from ${where}; the controller's ` +
+                  `service account needs "list" on nodes): ${text.slice(0, 200)}`,
+              ),
+            );
           });
         },
       );
       req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
-      req.on('error', (e) => reject(e instanceof Unavailable ? e : new Unavailable(`cannot list Kubernetes Nodes at ${where}: ${e.message}`, { cause: e })));
+      req.on('error', (e) =>
+        reject(
+          e instanceof Unavailable
+            ? e
+            : new Unavailable(`cannot list Kubernetes Nodes at ${where}: ${e.message}`, { cause: e }),
+        ),
+      );
       req.end();
     });
     let doc: { items?: Array<{ metadata?: { name?: string } }> };

@@ -26,7 +26,12 @@ export function helperHolders(scan: readonly VmEntries[], disk: Disk): VmRef[] {
 }
 
 /** Unlinks the disk from these VMs through their queues; resolves once gone from config and pending. */
-export async function unlinkFrom(cluster: Cluster, vms: readonly VmRef[], disk: Disk, signal?: AbortSignal): Promise<void> {
+export async function unlinkFrom(
+  cluster: Cluster,
+  vms: readonly VmRef[],
+  disk: Disk,
+  signal?: AbortSignal,
+): Promise<void> {
   await Promise.all(vms.map((vm) => cluster.queues.detach(vm, { storage: disk.storage, disk: disk.disk }, signal)));
 }
 
@@ -34,12 +39,28 @@ export async function unlinkFrom(cluster: Cluster, vms: readonly VmRef[], disk: 
 export async function removeHelperLeftovers(
   cluster: Cluster,
   ref: VolumeRef,
-  o: { log: Logger; signal?: AbortSignal; exclude?: readonly number[]; scan?: readonly VmEntries[]; /** reuse VMs' entries read this recently (disk-index.ts) */ maxAgeMs?: number },
+  o: {
+    log: Logger;
+    signal?: AbortSignal;
+    exclude?: readonly number[];
+    scan?: readonly VmEntries[];
+    /** reuse VMs' entries read this recently (disk-index.ts) */ maxAgeMs?: number;
+  },
 ): Promise<VmRef[]> {
-  const scan = o.scan ?? await cluster.index.scan({ signal: o.signal, nodes: ref.zone ? [ref.zone] : undefined, exclude: o.exclude, maxAgeMs: o.maxAgeMs });
+  const scan =
+    o.scan ??
+    (await cluster.index.scan({
+      signal: o.signal,
+      nodes: ref.zone ? [ref.zone] : undefined,
+      exclude: o.exclude,
+      maxAgeMs: o.maxAgeMs,
+    }));
   const vms = helperHolders(scan, ref).filter((vm) => !o.exclude?.includes(vm.vmid));
   if (vms.length === 0) return [];
-  o.log.warn({ disk: `${ref.storage}:${ref.disk}`, vms: vms.map((v) => v.vmid) }, 'removing helper attachments left by an interrupted offline expansion');
+  o.log.warn(
+    { disk: `${ref.storage}:${ref.disk}`, vms: vms.map((v) => v.vmid) },
+    'removing helper attachments left by an interrupted offline expansion',
+  );
   await unlinkFrom(cluster, vms, ref, o.signal);
   return vms;
 }

@@ -23,7 +23,8 @@ interface Listed {
 const TOKEN_PREFIX = 'v1.';
 
 /** Tokens name the last volume id returned, so a page stays valid when volumes come or go. */
-export const encodeToken = (lastVolumeId: string): string => TOKEN_PREFIX + Buffer.from(lastVolumeId, 'utf8').toString('base64url');
+export const encodeToken = (lastVolumeId: string): string =>
+  TOKEN_PREFIX + Buffer.from(lastVolumeId, 'utf8').toString('base64url');
 
 export function decodeToken(token: string): string | undefined {
   if (!token.startsWith(TOKEN_PREFIX)) return undefined;
@@ -33,18 +34,31 @@ export function decodeToken(token: string): string | undefined {
   return encodeToken(id) === token ? id : undefined;
 }
 
-function statusOf(use: DiskUse): { publishedNodeIds: string[]; volumeCondition: { abnormal: boolean; message: string } } {
-  const published = [...new Set(use.sites.filter((s) => s.site.placement === 'attached' && !isHelperSite(s.site)).map((s) => s.vm.name))].sort();
+function statusOf(use: DiskUse): {
+  publishedNodeIds: string[];
+  volumeCondition: { abnormal: boolean; message: string };
+} {
+  const published = [
+    ...new Set(use.sites.filter((s) => s.site.placement === 'attached' && !isHelperSite(s.site)).map((s) => s.vm.name)),
+  ].sort();
   const problems: string[] = [];
   for (const s of use.sites) {
-    if (isHelperSite(s.site)) problems.push(`attached as ${s.site.key} of VM ${s.vm.name} (${s.vm.vmid}) for an offline expansion (removed by the next expansion, publish or delete if it was interrupted)`);
-    else if (s.site.placement !== 'attached') problems.push(`${s.site.placement} as ${s.site.key} of VM ${s.vm.name} (${s.vm.vmid}): a pending change Proxmox has not applied`);
+    if (isHelperSite(s.site))
+      problems.push(
+        `attached as ${s.site.key} of VM ${s.vm.name} (${s.vm.vmid}) for an offline expansion (removed by the next expansion, publish or delete if it was interrupted)`,
+      );
+    else if (s.site.placement !== 'attached')
+      problems.push(
+        `${s.site.placement} as ${s.site.key} of VM ${s.vm.name} (${s.vm.vmid}): a pending change Proxmox has not applied`,
+      );
   }
   for (const u of use.unused) problems.push(`left over as ${u.key} of VM ${u.vm.name} (${u.vm.vmid})`);
   if (published.length > 1) problems.push(`attached to several VMs: ${published.join(', ')}`);
   return {
     publishedNodeIds: published,
-    volumeCondition: problems.length ? { abnormal: true, message: problems.join('; ') } : { abnormal: false, message: 'disk present on its storage' },
+    volumeCondition: problems.length
+      ? { abnormal: true, message: problems.join('; ') }
+      : { abnormal: false, message: 'disk present on its storage' },
   };
 }
 
@@ -53,7 +67,11 @@ function statusOf(use: DiskUse): { publishedNodeIds: string[]; volumeCondition: 
  * listing) reuses what was read within the cache TTL, so paging through 500 volumes costs one
  * listing, not one per page.
  */
-async function listAll(core: Core, signal: AbortSignal, later = false): Promise<{ volumes: Listed[]; uses: Map<string, DiskUse> }> {
+async function listAll(
+  core: Core,
+  signal: AbortSignal,
+  later = false,
+): Promise<{ volumes: Listed[]; uses: Map<string, DiskUse> }> {
   const volumes: Listed[] = [];
   const uses = new Map<string, DiskUse>();
   for (const cluster of [...core.clusters.values()].sort((a, b) => a.region.localeCompare(b.region))) {
@@ -67,13 +85,19 @@ async function listAll(core: Core, signal: AbortSignal, later = false): Promise<
       return true;
     });
     const [lists, scan] = await Promise.all([
-      Promise.all(wanted.map(async (r) => ({ r, items: await cluster.content.list(r.node, r.storage, core.controllerVmId, signal, !later) }))),
+      Promise.all(
+        wanted.map(async (r) => ({
+          r,
+          items: await cluster.content.list(r.node, r.storage, core.controllerVmId, signal, !later),
+        })),
+      ),
       cluster.index.scan({ signal, maxAgeMs: later ? cluster.ttlMs : 0 }),
     ]);
     for (const { r, items } of lists) {
       for (const item of items) {
         const vol = parseVolid(item.volid);
-        if (!vol || vol.storage !== r.storage || diskOwner(vol.disk) !== core.controllerVmId || isMarkerName(vol.disk)) continue;
+        if (!vol || vol.storage !== r.storage || diskOwner(vol.disk) !== core.controllerVmId || isMarkerName(vol.disk))
+          continue;
         const ref = { region: cluster.region, zone: r.node, storage: r.storage, disk: vol.disk };
         const volumeId = formatVolumeId(ref);
         volumes.push({ volumeId, ...ref, size: item.size, shared: r.shared });
@@ -85,13 +109,18 @@ async function listAll(core: Core, signal: AbortSignal, later = false): Promise<
   return { volumes, uses };
 }
 
-export async function listVolumes(core: Core, req: T.ListVolumesRequest, ctx: CallContext): Promise<T.ListVolumesResponse> {
+export async function listVolumes(
+  core: Core,
+  req: T.ListVolumesRequest,
+  ctx: CallContext,
+): Promise<T.ListVolumesResponse> {
   const max = req.maxEntries ?? 0;
   if (max < 0) throw new InvalidArgument('max_entries must not be negative');
   let after: string | undefined;
   if (req.startingToken) {
     after = decodeToken(req.startingToken);
-    if (after === undefined) throw new Busy(`starting_token "${req.startingToken}" was not issued by this driver; list again from the start`);
+    if (after === undefined)
+      throw new Busy(`starting_token "${req.startingToken}" was not issued by this driver; list again from the start`);
   }
   const { volumes, uses } = await listAll(core, ctx.signal, after !== undefined);
   const rest = after === undefined ? volumes : volumes.filter((v) => v.volumeId > after);
@@ -110,7 +139,11 @@ export async function listVolumes(core: Core, req: T.ListVolumesRequest, ctx: Ca
   };
 }
 
-export async function controllerGetVolume(core: Core, req: T.ControllerGetVolumeRequest, ctx: CallContext): Promise<T.ControllerGetVolumeResponse> {
+export async function controllerGetVolume(
+  core: Core,
+  req: T.ControllerGetVolumeRequest,
+  ctx: CallContext,
+): Promise<T.ControllerGetVolumeResponse> {
   const v = requireVolume(core, req.volumeId);
   const found = await findVolume(v, ctx.signal);
   if (!found) throw new NotFound(`volume ${req.volumeId} does not exist`);

@@ -36,7 +36,9 @@ const FALSE = new Set(['0', 'f', 'F', 'false', 'FALSE', 'False']);
 
 function count(key: string, v: string): number {
   if (!/^\d+$/.test(v) || !Number.isSafeInteger(Number(v))) {
-    throw new InvalidArgument(`mutable parameter "${key}": "${v}" is not valid; expected a whole number ≥ 0 (0 removes the limit)`);
+    throw new InvalidArgument(
+      `mutable parameter "${key}": "${v}" is not valid; expected a whole number ≥ 0 (0 removes the limit)`,
+    );
   }
   return Number(v);
 }
@@ -54,9 +56,13 @@ export function parseMutableParameters(p: Record<string, string>): MutableValues
     } else if (key === 'diskMBps') {
       out.mbps = count(key, v);
     } else if (key === 'replicateSchedule') {
-      throw new InvalidArgument('mutable parameter "replicateSchedule" is not supported: this driver does not set up Proxmox storage replication (it needs ZFS; volumes here are LVM-thin disks)');
+      throw new InvalidArgument(
+        'mutable parameter "replicateSchedule" is not supported: this driver does not set up Proxmox storage replication (it needs ZFS; volumes here are LVM-thin disks)',
+      );
     } else if (IMMUTABLE_KEYS.has(key)) {
-      throw new InvalidArgument(`parameter "${key}" cannot be changed by a VolumeAttributesClass; mutable keys: ${MUTABLE_KEYS.join(', ')}`);
+      throw new InvalidArgument(
+        `parameter "${key}" cannot be changed by a VolumeAttributesClass; mutable keys: ${MUTABLE_KEYS.join(', ')}`,
+      );
     } else {
       throw new InvalidArgument(`mutable parameter "${key}" is not known; mutable keys: ${MUTABLE_KEYS.join(', ')}`);
     }
@@ -106,7 +112,10 @@ export function markerName(disk: string, seq: number, m: MutableValues): string 
 }
 
 /** The marker a volume name encodes, when it is one of `disk`'s (or of any disk without `disk`). */
-export function parseMarker(name: string, disk?: string): { disk: string; seq: number; values: MutableValues } | undefined {
+export function parseMarker(
+  name: string,
+  disk?: string,
+): { disk: string; seq: number; values: MutableValues } | undefined {
   const m = MARKER_RE.exec(name);
   if (!m || (disk !== undefined && m[1] !== disk)) return undefined;
   const values: MutableValues = {};

@@ -84,16 +84,24 @@ function parseAio(v: string | undefined): AioMode | undefined {
 function refuseInapplicable(p: Record<string, string>): void {
   const fmt = p.storageFormat;
   if (fmt !== undefined && fmt !== '' && fmt !== 'raw') {
-    throw new InvalidArgument(`parameter "storageFormat": "${fmt}" cannot be used: LVM-thin storage holds raw volumes only (omit the key or set raw)`);
+    throw new InvalidArgument(
+      `parameter "storageFormat": "${fmt}" cannot be used: LVM-thin storage holds raw volumes only (omit the key or set raw)`,
+    );
   }
   if (parseBool('replicate', p.replicate, false)) {
-    throw new InvalidArgument('parameter "replicate": Proxmox storage replication needs a ZFS (zfspool) storage; LVM-thin volumes cannot be replicated (omit the key or set false)');
+    throw new InvalidArgument(
+      'parameter "replicate": Proxmox storage replication needs a ZFS (zfspool) storage; LVM-thin volumes cannot be replicated (omit the key or set false)',
+    );
   }
   if (parseBool('resizeRequired', p.resizeRequired, false)) {
-    throw new InvalidArgument('parameter "resizeRequired": upstream sets it only on volumes restored from a snapshot; this driver offers no snapshots, the size comes from the PVC (omit the key)');
+    throw new InvalidArgument(
+      'parameter "resizeRequired": upstream sets it only on volumes restored from a snapshot; this driver offers no snapshots, the size comes from the PVC (omit the key)',
+    );
   }
   if (p.resizeSizeBytes !== undefined && p.resizeSizeBytes !== '' && !/^0+$/.test(p.resizeSizeBytes)) {
-    throw new InvalidArgument(`parameter "resizeSizeBytes": "${p.resizeSizeBytes}" cannot be used: upstream sets it only on volumes restored from a snapshot; this driver offers no snapshots, the size comes from the PVC (omit the key)`);
+    throw new InvalidArgument(
+      `parameter "resizeSizeBytes": "${p.resizeSizeBytes}" cannot be used: upstream sets it only on volumes restored from a snapshot; this driver offers no snapshots, the size comes from the PVC (omit the key)`,
+    );
   }
 }
 
@@ -116,12 +124,15 @@ function parseValues(p: Record<string, string>): Omit<StorageParams, 'storage'> 
 export function parseCreateParameters(p: Record<string, string>): StorageParams {
   for (const key of Object.keys(p)) {
     if (!KNOWN.has(key) && !key.startsWith(PROVISIONER_PREFIX)) {
-      throw new InvalidArgument(`parameter "${key}" is not known; valid keys: ${[...KNOWN].join(', ')} (and the provisioner's ${PROVISIONER_PREFIX}* keys)`);
+      throw new InvalidArgument(
+        `parameter "${key}" is not known; valid keys: ${[...KNOWN].join(', ')} (and the provisioner's ${PROVISIONER_PREFIX}* keys)`,
+      );
     }
   }
   refuseInapplicable(p);
   const storage = p.storage ?? '';
-  if (storage === '') throw new InvalidArgument('parameter "storage" is required (the Proxmox storage id, e.g. local-lvm)');
+  if (storage === '')
+    throw new InvalidArgument('parameter "storage" is required (the Proxmox storage id, e.g. local-lvm)');
   if (!/^[a-z][a-z0-9._-]*[a-z0-9]$/i.test(storage)) throw bad('storage', storage, 'a Proxmox storage id');
   parseBool('encrypted', p.encrypted, false); // validated here, read by the node from the volume context
   return { storage, ...parseValues(p) };
@@ -158,7 +169,16 @@ export interface DriveOptions {
  */
 export function driveOptionsFromContext(ctx: Record<string, string>, readonly: boolean): DriveOptions {
   const v = parseValues(Object.fromEntries(Object.entries(ctx).filter(([k]) => KNOWN.has(k))));
-  return { ...(v.aio && { aio: v.aio }), backup: v.backup, iothread: v.iothread, ssd: v.ssd, cache: v.cache, iops: v.diskIOPS, mbps: v.diskMBps, readonly };
+  return {
+    ...(v.aio && { aio: v.aio }),
+    backup: v.backup,
+    iothread: v.iothread,
+    ssd: v.ssd,
+    cache: v.cache,
+    iops: v.diskIOPS,
+    mbps: v.diskMBps,
+    readonly,
+  };
 }
 
 /** The scsiN property string Proxmox stores, e.g. `local-lvm:vm-9999-pvc-x,backup=0,…,wwn=0x…`. */
@@ -186,31 +206,45 @@ export const SIZE_STEP = 512 * MiB;
 export const DEFAULT_SIZE = 10 * GiB;
 
 /** Size of a new volume: rounded up to 512 MiB, 10 GiB when nothing is asked for. */
-export function sizeForCreate(range: { requiredBytes?: string | number; limitBytes?: string | number } | null | undefined): number {
+export function sizeForCreate(
+  range: { requiredBytes?: string | number; limitBytes?: string | number } | null | undefined,
+): number {
   const { required, limit } = parseCapacityRange(range);
   if (required === 0) {
     if (limit === 0 || limit >= DEFAULT_SIZE) return DEFAULT_SIZE;
     const fit = Math.floor(limit / SIZE_STEP) * SIZE_STEP;
-    if (fit === 0) throw new OutOfRange(`capacity_range: limit_bytes ${limit} is below the smallest volume (${SIZE_STEP} bytes)`);
+    if (fit === 0)
+      throw new OutOfRange(`capacity_range: limit_bytes ${limit} is below the smallest volume (${SIZE_STEP} bytes)`);
     return fit;
   }
   const size = Math.ceil(required / SIZE_STEP) * SIZE_STEP;
-  if (limit > 0 && size > limit) throw new OutOfRange(`capacity_range: ${required} bytes rounded up to ${size} (512 MiB steps) exceeds limit_bytes ${limit}`);
+  if (limit > 0 && size > limit)
+    throw new OutOfRange(
+      `capacity_range: ${required} bytes rounded up to ${size} (512 MiB steps) exceeds limit_bytes ${limit}`,
+    );
   return size;
 }
 
 /** True when an existing volume of `size` bytes satisfies the request's range. */
-export function sizeFits(size: number, range: { requiredBytes?: string | number; limitBytes?: string | number } | null | undefined): boolean {
+export function sizeFits(
+  size: number,
+  range: { requiredBytes?: string | number; limitBytes?: string | number } | null | undefined,
+): boolean {
   const { required, limit } = parseCapacityRange(range);
   if (required === 0 && limit === 0) return size === DEFAULT_SIZE;
   return size >= required && (limit === 0 || size <= limit);
 }
 
 /** Target size of an expansion, same rounding; OutOfRange when it cannot fit the limit. */
-export function sizeForExpand(range: { requiredBytes?: string | number; limitBytes?: string | number } | null | undefined): number {
+export function sizeForExpand(
+  range: { requiredBytes?: string | number; limitBytes?: string | number } | null | undefined,
+): number {
   const { required, limit } = parseCapacityRange(range);
   if (required === 0) throw new InvalidArgument('capacity_range.required_bytes must be set for an expansion');
   const size = Math.ceil(required / SIZE_STEP) * SIZE_STEP;
-  if (limit > 0 && size > limit) throw new OutOfRange(`capacity_range: ${required} bytes rounded up to ${size} (512 MiB steps) exceeds limit_bytes ${limit}`);
+  if (limit > 0 && size > limit)
+    throw new OutOfRange(
+      `capacity_range: ${required} bytes rounded up to ${size} (512 MiB steps) exceeds limit_bytes ${limit}`,
+    );
   return size;
 }

@@ -42,7 +42,10 @@ export class StartupFence {
   /** UPIDs of the config changes this process started. */
   private readonly own = new Set<string>();
 
-  constructor(private readonly api: ProxmoxApi, private readonly o: StartupFenceOptions) {
+  constructor(
+    private readonly api: ProxmoxApi,
+    private readonly o: StartupFenceOptions,
+  ) {
     this.windowMs = o.windowMs ?? STARTUP_FENCE_MS;
     this.until = Date.now() + this.windowMs;
   }
@@ -75,17 +78,28 @@ export class StartupFence {
    * runs on `nodes` (or until it has had its lock wait since first seen). Refuses with ABORTED
    * naming the task when the caller's deadline comes first. After the window: no call at all.
    */
-  async settle(nodes: readonly string[], what: string, o: { signal?: AbortSignal; deadline?: number } = {}): Promise<void> {
+  async settle(
+    nodes: readonly string[],
+    what: string,
+    o: { signal?: AbortSignal; deadline?: number } = {},
+  ): Promise<void> {
     if (!this.open) return;
-    const lists = await Promise.all([...new Set(nodes)].map((n) => this.api.activeTasks(n, { type: 'qmconfig' }, { signal: o.signal })));
+    const lists = await Promise.all(
+      [...new Set(nodes)].map((n) => this.api.activeTasks(n, { type: 'qmconfig' }, { signal: o.signal })),
+    );
     const seen = Date.now();
     let waiting = lists.flat().filter((t) => this.foreign(t));
     if (waiting.length === 0) return;
-    this.o.log.warn({ cluster: this.o.cluster, tasks: waiting.map((t) => t.upid) }, `${what}: waiting for VM config changes sent before this process started (a previous run's, which may attach this disk)`);
+    this.o.log.warn(
+      { cluster: this.o.cluster, tasks: waiting.map((t) => t.upid) },
+      `${what}: waiting for VM config changes sent before this process started (a previous run's, which may attach this disk)`,
+    );
     for (let delay = 100; ; delay = Math.min(delay * 2, 1_000)) {
       const t = waiting[0];
       if (t && o.deadline !== undefined && Date.now() + delay + ANSWER_MARGIN_MS > o.deadline) {
-        throw new Busy(`${what}: VM ${t.id} on ${t.node} has a config change still running (task ${t.upid}) that an earlier run of this driver sent before it stopped; it may attach this disk there, so publishing waits until it ended (at most ${Math.round(this.windowMs / 1000)} s); retry`);
+        throw new Busy(
+          `${what}: VM ${t.id} on ${t.node} has a config change still running (task ${t.upid}) that an earlier run of this driver sent before it stopped; it may attach this disk there, so publishing waits until it ended (at most ${Math.round(this.windowMs / 1000)} s); retry`,
+        );
       }
       await sleep(delay, o.signal);
       // Past its lock wait a change has written its pending section (visible to the exclusivity
@@ -98,6 +112,8 @@ export class StartupFence {
   }
 
   private foreign(t: ActiveTask): boolean {
-    return t.type === 'qmconfig' && !this.own.has(t.upid) && (this.o.identity === undefined || t.user === this.o.identity);
+    return (
+      t.type === 'qmconfig' && !this.own.has(t.upid) && (this.o.identity === undefined || t.user === this.o.identity)
+    );
   }
 }

@@ -39,7 +39,10 @@ export class VmLocator {
   private readonly ttlMs: number;
   private readonly now: () => number;
 
-  constructor(private readonly api: ProxmoxApi, private readonly o: LocatorOptions) {
+  constructor(
+    private readonly api: ProxmoxApi,
+    private readonly o: LocatorOptions,
+  ) {
     this.ttlMs = o.ttlMs ?? 5_000;
     this.now = o.now ?? Date.now;
   }
@@ -48,15 +51,16 @@ export class VmLocator {
   async list(signal?: AbortSignal, fresh = false): Promise<VmResource[]> {
     if (!fresh && this.cached && this.now() - this.cached.at < this.ttlMs) return this.cached.vms;
     if (this.inflight) return this.inflight;
-    const p = this.api.vmResources({ signal }).then(
-      (all) => {
+    const p = this.api
+      .vmResources({ signal })
+      .then((all) => {
         const vms = all.filter((v) => v.type === 'qemu' && !v.template);
         this.cached = { at: this.now(), vms };
         return vms;
-      },
-    ).finally(() => {
-      if (this.inflight === p) this.inflight = undefined;
-    });
+      })
+      .finally(() => {
+        if (this.inflight === p) this.inflight = undefined;
+      });
     this.inflight = p;
     return p;
   }
@@ -78,10 +82,14 @@ export class VmLocator {
       const vmid = Number(nameVmid[2]);
       return this.find((vms) => vms.filter((v) => v.vmid === vmid), nodeId, signal);
     }
-    const byName = await this.find((vms) => {
-      const exact = vms.filter((v) => v.name === nodeId);
-      return exact.length > 0 ? exact : vms.filter((v) => v.name.startsWith(`${nodeId}.`));
-    }, nodeId, signal);
+    const byName = await this.find(
+      (vms) => {
+        const exact = vms.filter((v) => v.name === nodeId);
+        return exact.length > 0 ? exact : vms.filter((v) => v.name.startsWith(`${nodeId}.`));
+      },
+      nodeId,
+      signal,
+    );
     if (byName || !UUID_RE.test(nodeId)) return byName;
     return this.byUuid(nodeId.toLowerCase(), signal);
   }
@@ -91,7 +99,12 @@ export class VmLocator {
     return this.find((vms) => vms.filter((v) => v.vmid === vmid), String(vmid), signal, true);
   }
 
-  private async find(pick: (vms: VmResource[]) => VmResource[], what: string, signal?: AbortSignal, fresh = false): Promise<VmRef | undefined> {
+  private async find(
+    pick: (vms: VmResource[]) => VmResource[],
+    what: string,
+    signal?: AbortSignal,
+    fresh = false,
+  ): Promise<VmRef | undefined> {
     let hits = pick(await this.list(signal, fresh));
     if (hits.length === 0 && !fresh) hits = pick(await this.list(signal, true));
     if (hits.length > 1) {
@@ -122,7 +135,10 @@ export class VmLocator {
       } catch (e) {
         if (signal?.aborted) throw e;
         if (isCsiError(e, 'NotFound')) continue; // deleted or migrated since the list: not a node any more
-        this.o.log?.warn({ err: e, vmid: v.vmid, node: v.node, nodeId: uuid }, 'cannot read a VM config while looking for a node by SMBIOS uuid');
+        this.o.log?.warn(
+          { err: e, vmid: v.vmid, node: v.node, nodeId: uuid },
+          'cannot read a VM config while looking for a node by SMBIOS uuid',
+        );
         unread.push({ vm: v, err: e });
         continue;
       }

@@ -24,7 +24,8 @@ import { sleep, upidNode, waitTask } from '../api/tasks.js';
 import { parseVolid } from '../volume-id.js';
 
 export const HELPER_NAME = 'pve-nfs-csi-mover';
-export const helperDescription = (volid: string) => `pve-nfs-csi move: carries ${volid} to another host; removed when the move ends`;
+export const helperDescription = (volid: string) =>
+  `pve-nfs-csi move: carries ${volid} to another host; removed when the move ends`;
 export const releasedPlaceholder = (storage: string, vmid: number) => `${storage}:vm-${vmid}-pve-nfs-csi-released`;
 
 export type MoverApi = ProxmoxApi & ProxmoxVmLifecycle;
@@ -84,7 +85,10 @@ export class HelperVm {
     }
   }
 
-  private stateOf(row: { node: string; name: string; status?: string | undefined }, entries: Awaited<ReturnType<MoverApi['vmPending']>>): HelperState {
+  private stateOf(
+    row: { node: string; name: string; status?: string | undefined },
+    entries: Awaited<ReturnType<MoverApi['vmPending']>>,
+  ): HelperState {
     const volids = new Set<string>();
     let lock: string | undefined;
     let name = row.name;
@@ -127,7 +131,12 @@ export class HelperVm {
       this.o.log?.(`create helper VM ${vmid} on ${node} holding ${volid}`);
       let upid: string;
       try {
-        upid = await api.createVm(node, vmid, { name: HELPER_NAME, description: helperDescription(volid), unused0: volid }, { signal });
+        upid = await api.createVm(
+          node,
+          vmid,
+          { name: HELPER_NAME, description: helperDescription(volid), unused0: volid },
+          { signal },
+        );
       } catch (e) {
         // the VM list lagged behind a create that did happen (ours, retried, or a run that died):
         // read again and go on from what is there
@@ -167,7 +176,10 @@ export class HelperVm {
     }
     const log = await this.o.api.taskLog(n, upid, { signal: this.o.signal }).catch(() => []);
     if (failure) {
-      const detail = log.filter((l) => /ERROR:|can't migrate|failed/.test(l)).map((l) => l.replace(/^\S+ \S+ /, '')).join('; ');
+      const detail = log
+        .filter((l) => /ERROR:|can't migrate|failed/.test(l))
+        .map((l) => l.replace(/^\S+ \S+ /, ''))
+        .join('; ');
       const err = failure instanceof Error ? failure : new Error(JSON.stringify(failure));
       if (detail) err.message += ` (${detail})`;
       throw err;
@@ -184,18 +196,28 @@ export class HelperVm {
     const st = await this.state();
     if (!st) return;
     this.assertOurs(st);
-    if (st.lock) throw new FailedPrecondition(`helper VM ${vmid} on ${st.node} is locked (${st.lock}); wait for its task to end, then run move again`);
+    if (st.lock)
+      throw new FailedPrecondition(
+        `helper VM ${vmid} on ${st.node} is locked (${st.lock}); wait for its task to end, then run move again`,
+      );
     const ref = parseVolid(volid);
     if (st.volids.includes(volid) && ref) {
       this.o.log?.(`helper VM ${vmid} on ${st.node} lets go of ${volid}`);
-      const upid = await api.updateVmConfig(st.node, vmid, { set: { unused0: releasedPlaceholder(ref.storage, vmid) } }, { signal });
+      const upid = await api.updateVmConfig(
+        st.node,
+        vmid,
+        { set: { unused0: releasedPlaceholder(ref.storage, vmid) } },
+        { signal },
+      );
       if (upid) await this.wait(upid, st.node, `let helper VM ${vmid} release ${volid}`);
     }
     const after = await this.state();
     if (!after) return;
     const real = after.volids.filter((v) => !v.endsWith('-pve-nfs-csi-released'));
     if (real.length > 0) {
-      throw new FailedPrecondition(`helper VM ${vmid} on ${after.node} still references ${real.join(', ')}; not destroying it`);
+      throw new FailedPrecondition(
+        `helper VM ${vmid} on ${after.node} still references ${real.join(', ')}; not destroying it`,
+      );
     }
     await this.destroy(after.node);
   }

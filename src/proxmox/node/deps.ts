@@ -72,8 +72,16 @@ export function proxmoxNodeDeps(o: ProxmoxNodeOptions): ProxmoxNodeDeps {
     log: o.log,
     mounter: o.mounter ?? createLinuxMounter({ exec }),
     blockDevices:
-      o.blockDevices ?? createLinuxBlockDevices({ exec, deviceDir, sysfsRoot, driverDisks: PROXMOX_DISKS, ...(o.devRoot ? { devRoot: o.devRoot } : {}) }),
-    cryptsetup: o.cryptsetup ?? createLinuxCryptsetup({ exec, sysfsRoot, ...(o.devRoot ? { devRoot: o.devRoot } : {}) }),
+      o.blockDevices ??
+      createLinuxBlockDevices({
+        exec,
+        deviceDir,
+        sysfsRoot,
+        driverDisks: PROXMOX_DISKS,
+        ...(o.devRoot ? { devRoot: o.devRoot } : {}),
+      }),
+    cryptsetup:
+      o.cryptsetup ?? createLinuxCryptsetup({ exec, sysfsRoot, ...(o.devRoot ? { devRoot: o.devRoot } : {}) }),
     statFs: o.statFs ?? createStatFs(exec),
     nodeLabels: o.nodeLabels,
     deviceWaitMs: o.deviceWaitMs ?? 15_000,

@@ -41,20 +41,27 @@ export function encryptionOf(
   const marker = (ciGet(volumeContext ?? undefined, VOLUME_CONTEXT_ENCRYPTED) ?? '').trim().toLowerCase();
   // The spellings the controller accepts (Go's strconv.ParseBool, like the other boolean parameters).
   if (marker && !['1', 't', 'true', '0', 'f', 'false'].includes(marker)) {
-    throw new InvalidArgument(`volume ${volumeId}: volume context ${VOLUME_CONTEXT_ENCRYPTED}=${JSON.stringify(marker)} must be "true" or "false"`);
+    throw new InvalidArgument(
+      `volume ${volumeId}: volume context ${VOLUME_CONTEXT_ENCRYPTED}=${JSON.stringify(marker)} must be "true" or "false"`,
+    );
   }
   const keys = Object.keys(s);
   const required = passphrase !== undefined || keys.length > 0 || ['1', 't', 'true'].includes(marker);
   if (!required) return { required: false };
   if (passphrase === undefined) {
-    const why = keys.length > 0 ? `its node-stage secret has keys ${keys.map((k) => JSON.stringify(k)).join(', ')} but` : 'the volume is marked encrypted but its node-stage secret has';
+    const why =
+      keys.length > 0
+        ? `its node-stage secret has keys ${keys.map((k) => JSON.stringify(k)).join(', ')} but`
+        : 'the volume is marked encrypted but its node-stage secret has';
     throw new FailedPrecondition(
       `volume ${volumeId} must be LUKS-encrypted: ${why} no ${JSON.stringify(ENCRYPTION_PASSPHRASE_KEY)}; ` +
         `add that key to the Secret named by the StorageClass's csi.storage.k8s.io/node-stage-secret-name. Refusing to stage it unencrypted`,
     );
   }
   if (passphrase === '') {
-    throw new InvalidArgument(`volume ${volumeId}: the node-stage secret's ${JSON.stringify(ENCRYPTION_PASSPHRASE_KEY)} is empty`);
+    throw new InvalidArgument(
+      `volume ${volumeId}: the node-stage secret's ${JSON.stringify(ENCRYPTION_PASSPHRASE_KEY)} is empty`,
+    );
   }
   return { required: true, passphrase };
 }
@@ -84,7 +91,14 @@ async function mounted(d: ProxmoxNodeDeps, m: CryptMapping): Promise<boolean> {
  */
 export async function openEncrypted(
   d: ProxmoxNodeDeps,
-  o: { device: string; volumeId: string; passphrase: string; probedType: string | undefined; mayFormat: boolean; log: { info(o: object, m: string): void } },
+  o: {
+    device: string;
+    volumeId: string;
+    passphrase: string;
+    probedType: string | undefined;
+    mayFormat: boolean;
+    log: { info(o: object, m: string): void };
+  },
 ): Promise<CryptMapping> {
   const { device, volumeId, passphrase } = o;
   const open = (await d.cryptsetup.holdersOf(device))[0];
@@ -92,7 +106,9 @@ export async function openEncrypted(
 
   if (o.probedType === undefined) {
     if (!o.mayFormat) {
-      throw new FailedPrecondition(`volume ${volumeId}: disk ${device} is empty and the access mode is read-only, so it cannot be encrypted`);
+      throw new FailedPrecondition(
+        `volume ${volumeId}: disk ${device} is empty and the access mode is read-only, so it cannot be encrypted`,
+      );
     }
     o.log.info({ volumeId, device }, 'LUKS-formatting empty disk');
     await d.cryptsetup.format(device, passphrase);
@@ -138,7 +154,12 @@ export async function openEncrypted(
 }
 
 /** Close the volume's mapping if nothing uses it any more. */
-export async function closeEncrypted(d: ProxmoxNodeDeps, m: CryptMapping, volumeId: string, log: { info(o: object, m: string): void; warn(o: object, m: string): void }): Promise<void> {
+export async function closeEncrypted(
+  d: ProxmoxNodeDeps,
+  m: CryptMapping,
+  volumeId: string,
+  log: { info(o: object, m: string): void; warn(o: object, m: string): void },
+): Promise<void> {
   if (m.inUse || (await mounted(d, m))) {
     log.warn({ volumeId, name: m.name }, 'LUKS mapping still in use elsewhere; left open');
     return;

@@ -18,7 +18,11 @@ const DEVICE_NODE_FS = new Set(['devtmpfs', 'tmpfs']);
  * device node bound at `target` (an anonymous-device mount of devtmpfs/tmpfs). Anything else —
  * NFS, FUSE, overlay, a remote filesystem that may hang — is never stat'ed and never a disk.
  */
-export async function mountedDevice(blockDevices: BlockDevices, entry: MountEntry, target: string): Promise<string | undefined> {
+export async function mountedDevice(
+  blockDevices: BlockDevices,
+  entry: MountEntry,
+  target: string,
+): Promise<string | undefined> {
   if (entry.majMin && !entry.majMin.startsWith('0:')) return entry.majMin;
   if (!DEVICE_NODE_FS.has(entry.fstype)) return undefined;
   return blockDevices.majMinOf(target).catch(() => undefined);

@@ -8,7 +8,9 @@ import type { MountEntry, Mounter } from '../../os/mounter.js';
 /** Targets bound from the filesystem staged at `staged` (the staging mount itself excluded). */
 export async function filesystemPublications(mounter: Mounter, staged: MountEntry): Promise<string[]> {
   const all = await mounter.list();
-  return uniqueTargets(all.filter((m) => m.majMin === staged.majMin && m.fsroot === staged.fsroot && m.target !== staged.target));
+  return uniqueTargets(
+    all.filter((m) => m.majMin === staged.majMin && m.fsroot === staged.fsroot && m.target !== staged.target),
+  );
 }
 
 /**
@@ -16,7 +18,12 @@ export async function filesystemPublications(mounter: Mounter, staged: MountEntr
  * devtmpfs (`fsroot` /sdb for /dev/sdb), so entries are picked by that name and confirmed by
  * the device number of the target itself.
  */
-export async function devicePublications(mounter: Mounter, blockDevices: BlockDevices, device: string, deviceMajMin: string): Promise<string[]> {
+export async function devicePublications(
+  mounter: Mounter,
+  blockDevices: BlockDevices,
+  device: string,
+  deviceMajMin: string,
+): Promise<string[]> {
   const name = path.basename(device);
   const candidates = (await mounter.list()).filter((m) => m.fsroot !== '/' && path.basename(m.fsroot) === name);
   const hits: MountEntry[] = [];

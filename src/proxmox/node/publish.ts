@@ -2,10 +2,25 @@
 // node) onto the pod's target path, and take it away again. SINGLE_NODE_SINGLE_WRITER (a
 // ReadWriteOncePod claim) is published at one target only; the other single-node modes may be
 // bound at several targets (pods of one node sharing a ReadWriteOnce claim).
-import type { CallContext, NodePublishVolumeRequest, NodePublishVolumeResponse, NodeUnpublishVolumeRequest, NodeUnpublishVolumeResponse } from '../../csi/types.js';
+import type {
+  CallContext,
+  NodePublishVolumeRequest,
+  NodePublishVolumeResponse,
+  NodeUnpublishVolumeRequest,
+  NodeUnpublishVolumeResponse,
+} from '../../csi/types.js';
 import { AlreadyExists, FailedPrecondition } from '../../errors.js';
 import type { MountEntry } from '../../os/mounter.js';
-import { accessModeOf, accessTypeOf, foreignMount, isReaderOnlyMode, mountFlagsOf, prepareTargetDir, prepareTargetFile, removePublishTarget } from '../../node/common.js';
+import {
+  accessModeOf,
+  accessTypeOf,
+  foreignMount,
+  isReaderOnlyMode,
+  mountFlagsOf,
+  prepareTargetDir,
+  prepareTargetFile,
+  removePublishTarget,
+} from '../../node/common.js';
 import { nodeCall } from '../../node/call.js';
 import { mountedDevice, proxmoxMountOwnership } from './ownership.js';
 import type { ProxmoxNodeDeps } from './deps.js';
@@ -24,7 +39,12 @@ function checkReadonly(existing: MountEntry, readonly: boolean, volumeId: string
 }
 
 /** Refuses a second target for a single-writer volume; `elsewhere` is only read when it matters. */
-async function checkSingleWriter(req: NodePublishVolumeRequest, volumeId: string, target: string, elsewhere: () => Promise<string[]>): Promise<void> {
+async function checkSingleWriter(
+  req: NodePublishVolumeRequest,
+  volumeId: string,
+  target: string,
+  elsewhere: () => Promise<string[]>,
+): Promise<void> {
   if (accessModeOf(req.volumeCapability) !== 'SINGLE_NODE_SINGLE_WRITER') return;
   const others = await elsewhere();
   if (others.length === 0) return;
@@ -34,7 +54,11 @@ async function checkSingleWriter(req: NodePublishVolumeRequest, volumeId: string
   );
 }
 
-export async function nodePublishVolume(d: ProxmoxNodeDeps, req: NodePublishVolumeRequest, ctx: CallContext): Promise<NodePublishVolumeResponse> {
+export async function nodePublishVolume(
+  d: ProxmoxNodeDeps,
+  req: NodePublishVolumeRequest,
+  ctx: CallContext,
+): Promise<NodePublishVolumeResponse> {
   const rpc = 'NodePublishVolume';
   const volumeId = req.volumeId;
   const target = req.targetPath;
@@ -47,7 +71,9 @@ export async function nodePublishVolume(d: ProxmoxNodeDeps, req: NodePublishVolu
     if (access === 'mount') {
       const staged = await d.mounter.find(staging);
       if (!staged) {
-        throw new FailedPrecondition(`volume ${volumeId} is not staged at ${staging}; NodeStageVolume must succeed first`);
+        throw new FailedPrecondition(
+          `volume ${volumeId} is not staged at ${staging}; NodeStageVolume must succeed first`,
+        );
       }
       const owner = await proxmoxMountOwnership(d, staged, staging);
       if (!owner.ours) throw foreignMount(volumeId, staging, staged, owner.why);
@@ -57,7 +83,9 @@ export async function nodePublishVolume(d: ProxmoxNodeDeps, req: NodePublishVolu
           checkReadonly(existing, readonly, volumeId, target);
           return {};
         }
-        throw new AlreadyExists(`target ${target} already has ${existing.source} mounted, not volume ${volumeId} from ${staging}`);
+        throw new AlreadyExists(
+          `target ${target} already has ${existing.source} mounted, not volume ${volumeId} from ${staging}`,
+        );
       }
       await checkSingleWriter(req, volumeId, target, () => filesystemPublications(d.mounter, staged));
       await prepareTargetDir(target, volumeId);
@@ -76,9 +104,13 @@ export async function nodePublishVolume(d: ProxmoxNodeDeps, req: NodePublishVolu
         checkReadonly(existing, readonly, volumeId, target);
         return {};
       }
-      throw new AlreadyExists(`target ${target} already has ${existing.source} mounted, not ${device} of volume ${volumeId}`);
+      throw new AlreadyExists(
+        `target ${target} already has ${existing.source} mounted, not ${device} of volume ${volumeId}`,
+      );
     }
-    await checkSingleWriter(req, volumeId, target, () => devicePublications(d.mounter, d.blockDevices, device, deviceMajMin));
+    await checkSingleWriter(req, volumeId, target, () =>
+      devicePublications(d.mounter, d.blockDevices, device, deviceMajMin),
+    );
     await prepareTargetFile(target, volumeId);
     await d.mounter.bindMount(device, target, { readonly });
     ctx.log.info({ volumeId, device, target, readonly }, 'block volume published');
@@ -86,18 +118,26 @@ export async function nodePublishVolume(d: ProxmoxNodeDeps, req: NodePublishVolu
   });
 }
 
-export async function nodeUnpublishVolume(d: ProxmoxNodeDeps, req: NodeUnpublishVolumeRequest, ctx: CallContext): Promise<NodeUnpublishVolumeResponse> {
+export async function nodeUnpublishVolume(
+  d: ProxmoxNodeDeps,
+  req: NodeUnpublishVolumeRequest,
+  ctx: CallContext,
+): Promise<NodeUnpublishVolumeResponse> {
   const rpc = 'NodeUnpublishVolume';
   const volumeId = req.volumeId;
   const target = req.targetPath;
-  return nodeCall({ rpc, volumeId, path: target, locks: d.locks, inUse: `target ${target} is still in use` }, async () => {
-    const left = await d.mounter.unmount(target, {
-      timeoutMs: d.unmountTimeoutMs,
-      force: false,
-      owns: async (m) => (await proxmoxMountOwnership(d, m, target)).ours,
-    });
-    if (left) throw foreignMount(volumeId, target, left, (await proxmoxMountOwnership(d, left, target)).why);
-    if (await removePublishTarget(target, volumeId, { allowEmptyFile: true })) ctx.log.debug({ volumeId, target }, 'volume unpublished, target removed');
-    return {};
-  });
+  return nodeCall(
+    { rpc, volumeId, path: target, locks: d.locks, inUse: `target ${target} is still in use` },
+    async () => {
+      const left = await d.mounter.unmount(target, {
+        timeoutMs: d.unmountTimeoutMs,
+        force: false,
+        owns: async (m) => (await proxmoxMountOwnership(d, m, target)).ours,
+      });
+      if (left) throw foreignMount(volumeId, target, left, (await proxmoxMountOwnership(d, left, target)).why);
+      if (await removePublishTarget(target, volumeId, { allowEmptyFile: true }))
+        ctx.log.debug({ volumeId, target }, 'volume unpublished, target removed');
+      return {};
+    },
+  );
 }

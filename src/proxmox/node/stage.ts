@@ -2,16 +2,36 @@
 // only on a disk that has none, mount it at the staging path. An encrypted volume (see
 // proxmox-luks.ts) gets a LUKS header on first stage, is opened on every stage, and carries its
 // filesystem on the mapping; unstage closes the mapping.
-import type { CallContext, NodeStageVolumeRequest, NodeStageVolumeResponse, NodeUnstageVolumeRequest, NodeUnstageVolumeResponse } from '../../csi/types.js';
+import type {
+  CallContext,
+  NodeStageVolumeRequest,
+  NodeStageVolumeResponse,
+  NodeUnstageVolumeRequest,
+  NodeUnstageVolumeResponse,
+} from '../../csi/types.js';
 import { FailedPrecondition, InvalidArgument, NotFound, Unavailable } from '../../errors.js';
 import type { FormatOptions, FsType } from '../../os/blockdevices.js';
-import { accessTypeOf, ciGet, foreignMount, isReaderOnlyMode, mountFlagsOf, prepareTargetDir, uniq } from '../../node/common.js';
+import {
+  accessTypeOf,
+  ciGet,
+  foreignMount,
+  isReaderOnlyMode,
+  mountFlagsOf,
+  prepareTargetDir,
+  uniq,
+} from '../../node/common.js';
 import { nodeCall } from '../../node/call.js';
 import { proxmoxMountOwnership } from './ownership.js';
 import type { ProxmoxNodeDeps } from './deps.js';
 import { closeEncrypted, encryptionOf, LUKS_FS_TYPE, mapperName, openEncrypted } from './luks.js';
 import { type DiskRef, diskFromPublishContext } from './wwn.js';
-import { FS_TYPES, isPvcIdWwn, VOLUME_CONTEXT_BLOCK_SIZE, VOLUME_CONTEXT_FSTYPE, VOLUME_CONTEXT_INODE_SIZE } from '../contract.js';
+import {
+  FS_TYPES,
+  isPvcIdWwn,
+  VOLUME_CONTEXT_BLOCK_SIZE,
+  VOLUME_CONTEXT_FSTYPE,
+  VOLUME_CONTEXT_INODE_SIZE,
+} from '../contract.js';
 
 const SUPPORTED_FS: readonly FsType[] = FS_TYPES;
 
@@ -35,15 +55,25 @@ export async function findDisk(d: ProxmoxNodeDeps, disk: DiskRef, volumeId: stri
 
 /** Requested filesystem type: the capability's, else the one recorded in the volume context. */
 export function requestedFsType(req: NodeStageVolumeRequest): FsType | undefined {
-  const raw = (req.volumeCapability?.mount?.fsType || ciGet(req.volumeContext, VOLUME_CONTEXT_FSTYPE) || '').trim().toLowerCase();
+  const raw = (req.volumeCapability?.mount?.fsType || ciGet(req.volumeContext, VOLUME_CONTEXT_FSTYPE) || '')
+    .trim()
+    .toLowerCase();
   if (!raw) return undefined;
   if (!(SUPPORTED_FS as readonly string[]).includes(raw)) {
-    throw new InvalidArgument(`volume ${req.volumeId}: fsType ${JSON.stringify(raw)} is not supported; use ext4 or xfs`);
+    throw new InvalidArgument(
+      `volume ${req.volumeId}: fsType ${JSON.stringify(raw)} is not supported; use ext4 or xfs`,
+    );
   }
   return raw as FsType;
 }
 
-function powerOfTwo(value: string | undefined, key: string, min: number, max: number, volumeId: string): number | undefined {
+function powerOfTwo(
+  value: string | undefined,
+  key: string,
+  min: number,
+  max: number,
+  volumeId: string,
+): number | undefined {
   if (value === undefined || value.trim() === '') return undefined;
   const n = Number(value.trim());
   if (!Number.isInteger(n) || n < min || n > max || (n & (n - 1)) !== 0) {
@@ -55,8 +85,20 @@ function powerOfTwo(value: string | undefined, key: string, min: number, max: nu
 }
 
 export function formatOptions(vc: Record<string, string> | undefined, fsType: FsType, volumeId: string): FormatOptions {
-  const blockSize = powerOfTwo(ciGet(vc, VOLUME_CONTEXT_BLOCK_SIZE), VOLUME_CONTEXT_BLOCK_SIZE, fsType === 'xfs' ? 512 : 1024, 65536, volumeId);
-  const inodeSize = powerOfTwo(ciGet(vc, VOLUME_CONTEXT_INODE_SIZE), VOLUME_CONTEXT_INODE_SIZE, 128, fsType === 'xfs' ? 2048 : 4096, volumeId);
+  const blockSize = powerOfTwo(
+    ciGet(vc, VOLUME_CONTEXT_BLOCK_SIZE),
+    VOLUME_CONTEXT_BLOCK_SIZE,
+    fsType === 'xfs' ? 512 : 1024,
+    65536,
+    volumeId,
+  );
+  const inodeSize = powerOfTwo(
+    ciGet(vc, VOLUME_CONTEXT_INODE_SIZE),
+    VOLUME_CONTEXT_INODE_SIZE,
+    128,
+    fsType === 'xfs' ? 2048 : 4096,
+    volumeId,
+  );
   return { ...(blockSize ? { blockSize } : {}), ...(inodeSize ? { inodeSize } : {}) };
 }
 
@@ -66,7 +108,13 @@ export function formatOptions(vc: Record<string, string> | undefined, fsType: Fs
  * its first MiB must be zeros; and the WWN must still name this very device (a disk unplugged and
  * another plugged in between the lookup and now could have taken its name).
  */
-async function assertFormattable(d: ProxmoxNodeDeps, disk: DiskRef, device: string, majMin: string, volumeId: string): Promise<void> {
+async function assertFormattable(
+  d: ProxmoxNodeDeps,
+  disk: DiskRef,
+  device: string,
+  majMin: string,
+  volumeId: string,
+): Promise<void> {
   if (await d.blockDevices.hasData(device)) {
     throw new FailedPrecondition(
       `volume ${volumeId}: disk ${device} has no filesystem signature but is not empty (non-zero data in its first MiB); ` +
@@ -75,11 +123,17 @@ async function assertFormattable(d: ProxmoxNodeDeps, disk: DiskRef, device: stri
   }
   const again = await d.blockDevices.findByWwn(disk.wwn, { waitMs: 0 });
   if (again !== device || (await d.blockDevices.majMinOf(device)) !== majMin) {
-    throw new Unavailable(`volume ${volumeId}: the disk with WWN 0x${disk.wwn} changed while staging (${device} → ${again ?? 'gone'}); retry`);
+    throw new Unavailable(
+      `volume ${volumeId}: the disk with WWN 0x${disk.wwn} changed while staging (${device} → ${again ?? 'gone'}); retry`,
+    );
   }
 }
 
-export async function nodeStageVolume(d: ProxmoxNodeDeps, req: NodeStageVolumeRequest, ctx: CallContext): Promise<NodeStageVolumeResponse> {
+export async function nodeStageVolume(
+  d: ProxmoxNodeDeps,
+  req: NodeStageVolumeRequest,
+  ctx: CallContext,
+): Promise<NodeStageVolumeResponse> {
   const rpc = 'NodeStageVolume';
   const volumeId = req.volumeId;
   const staging = req.stagingTargetPath;
@@ -117,11 +171,18 @@ export async function nodeStageVolume(d: ProxmoxNodeDeps, req: NodeStageVolumeRe
     if (enc.required) {
       const outer = await d.blockDevices.probe(disk0);
       if (!outer.fsType && outer.ptType) {
-        throw new FailedPrecondition(`volume ${volumeId}: disk ${disk0} has a ${outer.ptType} partition table and no filesystem; refusing to format it`);
+        throw new FailedPrecondition(
+          `volume ${volumeId}: disk ${disk0} has a ${outer.ptType} partition table and no filesystem; refusing to format it`,
+        );
       }
       if (!outer.fsType) await assertFormattable(d, disk, disk0, disk0MajMin, volumeId);
       const mapping = await openEncrypted(d, {
-        device: disk0, volumeId, passphrase: enc.passphrase!, probedType: outer.fsType, mayFormat: !readOnly, log: ctx.log,
+        device: disk0,
+        volumeId,
+        passphrase: enc.passphrase!,
+        probedType: outer.fsType,
+        mayFormat: !readOnly,
+        log: ctx.log,
       });
       device = mapping.device;
     }
@@ -149,7 +210,9 @@ export async function nodeStageVolume(d: ProxmoxNodeDeps, req: NodeStageVolumeRe
       );
     } else {
       if (readOnly) {
-        throw new FailedPrecondition(`volume ${volumeId}: disk ${device} has no filesystem and the access mode is read-only, so none can be created`);
+        throw new FailedPrecondition(
+          `volume ${volumeId}: disk ${device} has no filesystem and the access mode is read-only, so none can be created`,
+        );
       }
       const fs = wanted ?? 'ext4';
       const opts = formatOptions(req.volumeContext, fs, volumeId);
@@ -173,24 +236,38 @@ export async function nodeStageVolume(d: ProxmoxNodeDeps, req: NodeStageVolumeRe
   });
 }
 
-export async function nodeUnstageVolume(d: ProxmoxNodeDeps, req: NodeUnstageVolumeRequest, ctx: CallContext): Promise<NodeUnstageVolumeResponse> {
+export async function nodeUnstageVolume(
+  d: ProxmoxNodeDeps,
+  req: NodeUnstageVolumeRequest,
+  ctx: CallContext,
+): Promise<NodeUnstageVolumeResponse> {
   const rpc = 'NodeUnstageVolume';
   const volumeId = req.volumeId;
   const staging = req.stagingTargetPath;
-  return nodeCall({ rpc, volumeId, path: staging, locks: d.locks, inUse: `staging path ${staging} is still in use (published somewhere, or open)` }, async () => {
-    const entry = await d.mounter.find(staging);
-    // The mapping under the mount (ours, or upstream's sdX-encrypted), else ours by name: a retry
-    // after a crash between umount and close finds no mount any more.
-    const mapping = (entry && (await d.cryptsetup.byMajMin(entry.majMin))) || (await d.cryptsetup.byName(mapperName(volumeId)));
-    const left = await d.mounter.unmount(staging, {
-      timeoutMs: d.unmountTimeoutMs,
-      force: false,
-      owns: async (m) => (await proxmoxMountOwnership(d, m, staging)).ours,
-    });
-    // A mount that is not this driver's disk (nor a LUKS mapping on one) stays, and so does its mapping.
-    if (left) throw foreignMount(volumeId, staging, left, (await proxmoxMountOwnership(d, left, staging)).why);
-    if (mapping) await closeEncrypted(d, mapping, volumeId, ctx.log);
-    ctx.log.debug({ volumeId, staging }, 'volume unstaged');
-    return {};
-  });
+  return nodeCall(
+    {
+      rpc,
+      volumeId,
+      path: staging,
+      locks: d.locks,
+      inUse: `staging path ${staging} is still in use (published somewhere, or open)`,
+    },
+    async () => {
+      const entry = await d.mounter.find(staging);
+      // The mapping under the mount (ours, or upstream's sdX-encrypted), else ours by name: a retry
+      // after a crash between umount and close finds no mount any more.
+      const mapping =
+        (entry && (await d.cryptsetup.byMajMin(entry.majMin))) || (await d.cryptsetup.byName(mapperName(volumeId)));
+      const left = await d.mounter.unmount(staging, {
+        timeoutMs: d.unmountTimeoutMs,
+        force: false,
+        owns: async (m) => (await proxmoxMountOwnership(d, m, staging)).ours,
+      });
+      // A mount that is not this driver's disk (nor a LUKS mapping on one) stays, and so does its mapping.
+      if (left) throw foreignMount(volumeId, staging, left, (await proxmoxMountOwnership(d, left, staging)).why);
+      if (mapping) await closeEncrypted(d, mapping, volumeId, ctx.log);
+      ctx.log.debug({ volumeId, staging }, 'volume unstaged');
+      return {};
+    },
+  );
 }

@@ -6,7 +6,6 @@ import https from 'node:https';
 import { FailedPrecondition, Unavailable } from '../../errors.js';
 import { PROXMOX_NODE_LABEL, PROXMOX_REGION_LABEL, TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY } from '../contract.js';
 
-
 export type NodeLabelSource = (nodeName: string, signal?: AbortSignal) => Promise<Record<string, string>>;
 
 const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -67,19 +66,44 @@ export function nodeLabelsFromApi(o: {
           res.on('end', () => {
             const text = Buffer.concat(chunks).toString('utf8');
             const status = res.statusCode ?? 0;
-            if (status === 200) { resolve(text); return; }
+            if (status === 200) {
+              resolve(text);
+              return;
+            }
             if (status === 404) {
-              reject(new FailedPrecondition(`Kubernetes has no Node ${JSON.stringify(nodeName)}; --node-id (NODE_NAME) must be the Node's name`)); return;
+              reject(
+                new FailedPrecondition(
+                  `Kubernetes has no Node ${JSON.stringify(nodeName)}; --node-id (NODE_NAME) must be the Node's name`,
+                ),
+              );
+              return;
             }
             if (status === 401 || status === 403) {
-              reject(new FailedPrecondition(`Kubernetes API refused to read Node ${nodeName} (HTTP ${status}); the node plugin's service account needs "get" on nodes`)); return;
+              reject(
+                new FailedPrecondition(
+                  `Kubernetes API refused to read Node ${nodeName} (HTTP ${status}); the node plugin's service account needs "get" on nodes`,
+                ),
+              );
+              return;
             }
-            reject(new Unavailable(`Kubernetes API ${where} answered HTTP ${status} for Node ${nodeName}: ${text.slice(0, 200)}`));
+            reject(
+              new Unavailable(
+                `Kubernetes API ${where} answered HTTP ${status} for Node ${nodeName}: ${text.slice(0, 200)}`,
+              ),
+            );
           });
         },
       );
       req.on('timeout', () => req.destroy(new Error(`no answer within ${o.timeoutMs} ms`)));
-      req.on('error', (e) => reject(e instanceof FailedPrecondition ? e : new Unavailable(`cannot read Node ${nodeName} from the Kubernetes API at ${where}: ${e.message}`, { cause: e })));
+      req.on('error', (e) =>
+        reject(
+          e instanceof FailedPrecondition
+            ? e
+            : new Unavailable(`cannot read Node ${nodeName} from the Kubernetes API at ${where}: ${e.message}`, {
+                cause: e,
+              }),
+        ),
+      );
       req.end();
     });
     let doc: { metadata?: { labels?: Record<string, string> } };

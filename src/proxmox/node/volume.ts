@@ -1,7 +1,13 @@
 // NodeExpandVolume and NodeGetVolumeStats for Proxmox disks. Both work from the volume path
 // alone (kubelet and csi-sanity may omit the capability): a block device node bound on a file
 // is a raw volume, a mount point is a filesystem volume whose device comes from its maj:min.
-import type { CallContext, NodeExpandVolumeRequest, NodeExpandVolumeResponse, NodeGetVolumeStatsRequest, NodeGetVolumeStatsResponse } from '../../csi/types.js';
+import type {
+  CallContext,
+  NodeExpandVolumeRequest,
+  NodeExpandVolumeResponse,
+  NodeGetVolumeStatsRequest,
+  NodeGetVolumeStatsResponse,
+} from '../../csi/types.js';
 import { FailedPrecondition, InvalidArgument, NotFound, Unavailable } from '../../errors.js';
 import { isCommandError } from '../../os/exec.js';
 import { LuksKeyRejected } from '../../os/cryptsetup.js';
@@ -16,7 +22,12 @@ import { abnormal, healthy, mountedEntry, mountedUsage, probeVolumePath } from '
  * cryptsetup resize. With the volume key in the kernel keyring (the LUKS2 default) it needs the
  * passphrase, which kubelet sends only when the StorageClass names a node-expand secret.
  */
-async function resizeMapping(d: ProxmoxNodeDeps, name: string, passphrase: string | undefined, volumeId: string): Promise<void> {
+async function resizeMapping(
+  d: ProxmoxNodeDeps,
+  name: string,
+  passphrase: string | undefined,
+  volumeId: string,
+): Promise<void> {
   try {
     await d.cryptsetup.resize(name, passphrase || undefined);
   } catch (e) {
@@ -34,7 +45,12 @@ async function resizeMapping(d: ProxmoxNodeDeps, name: string, passphrase: strin
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Re-read the disk size until it reaches what the CO asked for (the resize may still be on its way). */
-async function sizeAtLeast(d: ProxmoxNodeDeps, device: string, requiredBytes: number, volumeId: string): Promise<number> {
+async function sizeAtLeast(
+  d: ProxmoxNodeDeps,
+  device: string,
+  requiredBytes: number,
+  volumeId: string,
+): Promise<number> {
   const deadline = Date.now() + d.deviceWaitMs;
   for (;;) {
     await d.blockDevices.rescan(device);
@@ -50,7 +66,11 @@ async function sizeAtLeast(d: ProxmoxNodeDeps, device: string, requiredBytes: nu
   }
 }
 
-export async function nodeExpandVolume(d: ProxmoxNodeDeps, req: NodeExpandVolumeRequest, ctx: CallContext): Promise<NodeExpandVolumeResponse> {
+export async function nodeExpandVolume(
+  d: ProxmoxNodeDeps,
+  req: NodeExpandVolumeRequest,
+  ctx: CallContext,
+): Promise<NodeExpandVolumeResponse> {
   const rpc = 'NodeExpandVolume';
   const volumeId = req.volumeId;
   const volumePath = req.volumePath;
@@ -59,18 +79,24 @@ export async function nodeExpandVolume(d: ProxmoxNodeDeps, req: NodeExpandVolume
   return nodeCall({ rpc, volumeId, path: volumePath, locks: d.locks }, async () => {
     const st = await d.mounter.probe(volumePath);
     if (st.state === 'missing') throw new NotFound(`volume ${volumeId}: volume path ${volumePath} does not exist`);
-    if (st.state === 'broken') throw new FailedPrecondition(`volume ${volumeId}: ${volumePath} is not usable: ${st.message}`);
+    if (st.state === 'broken')
+      throw new FailedPrecondition(`volume ${volumeId}: ${volumePath} is not usable: ${st.message}`);
     if (st.kind === 'symlink') {
-      throw new InvalidArgument(`volume ${volumeId}: ${volumePath} is a symbolic link; node paths must be real directories or files inside the kubelet directory`);
+      throw new InvalidArgument(
+        `volume ${volumeId}: ${volumePath} is a symbolic link; node paths must be real directories or files inside the kubelet directory`,
+      );
     }
 
     if (st.kind === 'block') {
       const majMin = await d.blockDevices.majMinOf(volumePath);
       if (!(await d.blockDevices.isDriverDisk(majMin)) && (await d.blockDevices.blockDeviceExists(majMin))) {
-        throw new FailedPrecondition(`volume ${volumeId}: ${volumePath} is device ${majMin}, which this driver did not attach (no PVC-ID WWN); not touching it`);
+        throw new FailedPrecondition(
+          `volume ${volumeId}: ${volumePath} is device ${majMin}, which this driver did not attach (no PVC-ID WWN); not touching it`,
+        );
       }
       const device = await d.blockDevices.deviceByMajMin(majMin);
-      if (!device) throw new FailedPrecondition(`volume ${volumeId}: the disk bound at ${volumePath} is gone from this node`);
+      if (!device)
+        throw new FailedPrecondition(`volume ${volumeId}: the disk bound at ${volumePath} is gone from this node`);
       const size = await sizeAtLeast(d, device, requiredBytes, volumeId);
       ctx.log.info({ volumeId, device, size }, 'block volume size refreshed');
       return { capacityBytes: size };
@@ -80,13 +106,19 @@ export async function nodeExpandVolume(d: ProxmoxNodeDeps, req: NodeExpandVolume
     const owner = await proxmoxMountOwnership(d, entry, volumePath);
     if (!owner.ours) throw foreignMount(volumeId, volumePath, entry, owner.why);
     let device = await d.blockDevices.deviceByMajMin(entry.majMin);
-    if (!device) throw new FailedPrecondition(`volume ${volumeId}: the disk mounted at ${volumePath} (${entry.majMin}) is gone from this node`);
+    if (!device)
+      throw new FailedPrecondition(
+        `volume ${volumeId}: the disk mounted at ${volumePath} (${entry.majMin}) is gone from this node`,
+      );
     const mapping = await d.cryptsetup.byMajMin(entry.majMin);
     let size: number;
     if (mapping) {
       // LUKS: the disk grows, then the mapping on it, then the filesystem on the mapping.
       const disk = mapping.backing[0] && (await d.blockDevices.deviceByMajMin(mapping.backing[0]));
-      if (!disk) throw new FailedPrecondition(`volume ${volumeId}: the disk under the LUKS mapping ${mapping.name} is gone from this node`);
+      if (!disk)
+        throw new FailedPrecondition(
+          `volume ${volumeId}: the disk under the LUKS mapping ${mapping.name} is gone from this node`,
+        );
       size = await sizeAtLeast(d, disk, requiredBytes, volumeId);
       // A mapping opened after an offline expansion already spans the disk: no passphrase needed.
       const span = await d.cryptsetup.span(mapping.name);
@@ -114,7 +146,11 @@ export async function nodeExpandVolume(d: ProxmoxNodeDeps, req: NodeExpandVolume
   });
 }
 
-export async function nodeGetVolumeStats(d: ProxmoxNodeDeps, req: NodeGetVolumeStatsRequest, _ctx: CallContext): Promise<NodeGetVolumeStatsResponse> {
+export async function nodeGetVolumeStats(
+  d: ProxmoxNodeDeps,
+  req: NodeGetVolumeStatsRequest,
+  _ctx: CallContext,
+): Promise<NodeGetVolumeStatsResponse> {
   const rpc = 'NodeGetVolumeStats';
   const volumeId = req.volumeId;
   const volumePath = req.volumePath;
@@ -133,12 +169,16 @@ export async function nodeGetVolumeStats(d: ProxmoxNodeDeps, req: NodeGetVolumeS
 
     const entry = await mountedEntry(d.mounter, volumePath, volumeId);
     if (!(await d.blockDevices.deviceByMajMin(entry.majMin))) {
-      return abnormal(`the disk under ${volumePath} (${entry.source}, ${entry.majMin}) is no longer attached to this node`);
+      return abnormal(
+        `the disk under ${volumePath} (${entry.source}, ${entry.majMin}) is no longer attached to this node`,
+      );
     }
     // An open LUKS mapping outlives the disk under it; the disk is what matters.
     const mapping = await d.cryptsetup.byMajMin(entry.majMin);
     if (mapping && !(mapping.backing[0] && (await d.blockDevices.deviceByMajMin(mapping.backing[0])))) {
-      return abnormal(`the disk under the LUKS mapping ${mapping.name} of volume ${volumeId} is no longer attached to this node`);
+      return abnormal(
+        `the disk under the LUKS mapping ${mapping.name} of volume ${volumeId} is no longer attached to this node`,
+      );
     }
     return await mountedUsage(d.statFs, volumePath);
   });

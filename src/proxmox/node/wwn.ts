@@ -21,7 +21,9 @@ export function diskFromPublishContext(ctx: Record<string, string> | undefined |
   let lun: number | undefined;
   if (lunRaw) {
     if (!/^\d+$/.test(lunRaw) || Number(lunRaw) < MIN_SLOT || Number(lunRaw) > MAX_SLOT) {
-      throw new InvalidArgument(`volume ${volumeId}: publish_context lun ${JSON.stringify(lunRaw)} is not a SCSI slot ${MIN_SLOT}..${MAX_SLOT}`);
+      throw new InvalidArgument(
+        `volume ${volumeId}: publish_context lun ${JSON.stringify(lunRaw)} is not a SCSI slot ${MIN_SLOT}..${MAX_SLOT}`,
+      );
     }
     lun = Number(lunRaw);
   }

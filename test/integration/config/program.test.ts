@@ -16,7 +16,10 @@ t.test('the program prints one line and exits 2 on bad flags or config, before o
   fs.writeFileSync(cfg, good.replace('region: homelab', 'regoin: homelab'));
   const sock = path.join(dir, 'p.sock');
   const main = path.resolve('src/main.ts');
-  for (const args of [['--frobnicate'], ['--mode', 'controller', '--proxmox-endpoint', `unix://${sock}`, '--proxmox-config', cfg]]) {
+  for (const args of [
+    ['--frobnicate'],
+    ['--mode', 'controller', '--proxmox-endpoint', `unix://${sock}`, '--proxmox-config', cfg],
+  ]) {
     const r = spawnSync(process.execPath, ['--import=tsx', main, ...args], { encoding: 'utf8', timeout: 30_000 });
     t.equal(r.status, 2, `exit 2 for ${args.join(' ')}`);
     t.equal(r.stderr.trim().split('\n').length, 1, 'one line: ' + r.stderr.trim());
@@ -29,9 +32,25 @@ t.test('the program starts (no exit 2) on a config with unknown keys and logs th
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cfg-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const cfg = path.join(dir, 'config.yaml');
-  fs.writeFileSync(cfg, `clusters:\n  - url: https://127.0.0.1:1/api2/json\n    token_id: "a@pve!b"\n    token_secret: "${SECRET}"\n    region: r\n    colour: blue\n`);
+  fs.writeFileSync(
+    cfg,
+    `clusters:\n  - url: https://127.0.0.1:1/api2/json\n    token_id: "a@pve!b"\n    token_secret: "${SECRET}"\n    region: r\n    colour: blue\n`,
+  );
   const sock = path.join(dir, 'p.sock');
-  const child = spawn(process.execPath, ['--import=tsx', path.resolve('src/main.ts'), '--mode', 'controller', '--proxmox-endpoint', `unix://${sock}`, '--proxmox-config', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [
+      '--import=tsx',
+      path.resolve('src/main.ts'),
+      '--mode',
+      'controller',
+      '--proxmox-endpoint',
+      `unix://${sock}`,
+      '--proxmox-config',
+      cfg,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let out = '';
   const ready = new Promise<void>((resolve) => {
     const on = (d: Buffer) => {

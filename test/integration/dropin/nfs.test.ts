@@ -26,10 +26,23 @@ const tmp = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'dropin-nfs-')
 t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
 // The controller as main.ts composes it: no mount, the NFS protocol from user space.
-const loaded = loadConfig([
-  '--mode', 'controller', '--nfs-endpoint', 'tcp://127.0.0.1:0',
-  '--nfs-port', String(g.nfsPort), '--nfs-mount-port', String(g.mountPort), '--nfs-call-timeout', '5s', '--log-level', 'silent',
-], {});
+const loaded = loadConfig(
+  [
+    '--mode',
+    'controller',
+    '--nfs-endpoint',
+    'tcp://127.0.0.1:0',
+    '--nfs-port',
+    String(g.nfsPort),
+    '--nfs-mount-port',
+    String(g.mountPort),
+    '--nfs-call-timeout',
+    '5s',
+    '--log-level',
+    'silent',
+  ],
+  {},
+);
 if (loaded.kind !== 'run') throw new Error(`loadConfig answered ${loaded.kind}`);
 const composed = await buildDrivers(loaded.config, log);
 const servers: RunningServer[] = [];
@@ -37,7 +50,8 @@ t.teardown(async () => {
   await Promise.all(servers.map((s) => s.stop(1000)));
   await composed.close();
 });
-for (const { driver, endpoint } of composed.drivers) servers.push(await startDriverServer({ driver, endpoint, mode: 'controller', log, version: 'dropin' }));
+for (const { driver, endpoint } of composed.drivers)
+  servers.push(await startDriverServer({ driver, endpoint, mode: 'controller', log, version: 'dropin' }));
 const ctl = csiClient(servers[0]!.endpoint);
 t.teardown(() => ctl.close());
 
@@ -45,10 +59,23 @@ t.teardown(() => ctl.close());
 const sys = new FakeSystem();
 const nodeServer = await startDriverServer({
   driver: {
-    name: NFS_DRIVER, accessibilityConstraints: false, onlineExpansion: true, probe: async () => true,
-    node: createNfsNode({ nodeId: 'talos-worker-1', log, mountTimeoutMs: 5000, kubeletDir: tmp, exec: sys, mounter: createLinuxMounter({ exec: sys }) }),
+    name: NFS_DRIVER,
+    accessibilityConstraints: false,
+    onlineExpansion: true,
+    probe: async () => true,
+    node: createNfsNode({
+      nodeId: 'talos-worker-1',
+      log,
+      mountTimeoutMs: 5000,
+      kubeletDir: tmp,
+      exec: sys,
+      mounter: createLinuxMounter({ exec: sys }),
+    }),
   },
-  mode: 'node', endpoint: 'tcp://127.0.0.1:0', log, version: 'dropin',
+  mode: 'node',
+  endpoint: 'tcp://127.0.0.1:0',
+  log,
+  version: 'dropin',
 });
 t.teardown(() => nodeServer.stop(1000));
 const node = csiClient(nodeServer.endpoint);
@@ -70,33 +97,59 @@ const createReq = (pv: string, namespace: string, pvc: string) => ({
   capacityRange: { requiredBytes: String(5 * 1024 ** 3) },
   volumeCapabilities: [CAP],
   parameters: {
-    server: g.server, share: SHARE, subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}', onDelete: 'archive',
-    'csi.storage.k8s.io/pvc/namespace': namespace, 'csi.storage.k8s.io/pvc/name': pvc, 'csi.storage.k8s.io/pv/name': pv,
+    server: g.server,
+    share: SHARE,
+    subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}',
+    onDelete: 'archive',
+    'csi.storage.k8s.io/pvc/namespace': namespace,
+    'csi.storage.k8s.io/pvc/name': pvc,
+    'csi.storage.k8s.io/pv/name': pv,
   },
 });
 
 /** The mount command(s) the node ran since `from`. */
-const mountsSince = (from: number) => sys.calls.slice(from).filter((c) => c.cmd === 'mount').map((c) => [c.cmd, ...c.args]);
+const mountsSince = (from: number) =>
+  sys.calls
+    .slice(from)
+    .filter((c) => c.cmd === 'mount')
+    .map((c) => [c.cmd, ...c.args]);
 
 t.test('5. StorageClass syno-nfs-csi: <namespace>/<pvc>, upstream handle, archive on delete', async (t) => {
   t.same((await ctl.identity.Probe()).ready, { value: true });
   const pv = 'pvc-2c4e6a8b-0d1f-4a3b-9c5d-7e9f1a3b5c7d';
   const res = await ctl.controller.CreateVolume(createReq(pv, 'monitoring', 'prometheus-db-prometheus-0'));
   // upstream: Trim(server,"/") # Trim(share,"/") # Trim(subDir,"/") # pv name (subDir was set) # onDelete
-  t.equal(present(res.volume, 'volume').volumeId, `127.0.0.1#volume1/k8s-volumes/talos#monitoring/prometheus-db-prometheus-0#${pv}#archive`);
-  t.ok(fs.statSync(onDisk('monitoring/prometheus-db-prometheus-0')).isDirectory(), 'directory <ns>/<pvc> created under the share');
+  t.equal(
+    present(res.volume, 'volume').volumeId,
+    `127.0.0.1#volume1/k8s-volumes/talos#monitoring/prometheus-db-prometheus-0#${pv}#archive`,
+  );
+  t.ok(
+    fs.statSync(onDisk('monitoring/prometheus-db-prometheus-0')).isDirectory(),
+    'directory <ns>/<pvc> created under the share',
+  );
 
   // The node mounts what CreateVolume's volume_context names.
   const target = path.join(tmp, 'pods', 'prom', 'mount');
   const from = sys.calls.length;
-  await node.node.NodePublishVolume({ volumeId: present(res.volume, 'volume').volumeId, targetPath: target, volumeCapability: CAP, volumeContext: present(res.volume, 'volume').volumeContext });
-  t.same(mountsSince(from), [['mount', '-t', 'nfs', '127.0.0.1:/volume1/k8s-volumes/talos/monitoring/prometheus-db-prometheus-0', target]]);
+  await node.node.NodePublishVolume({
+    volumeId: present(res.volume, 'volume').volumeId,
+    targetPath: target,
+    volumeCapability: CAP,
+    volumeContext: present(res.volume, 'volume').volumeContext,
+  });
+  t.same(mountsSince(from), [
+    ['mount', '-t', 'nfs', '127.0.0.1:/volume1/k8s-volumes/talos/monitoring/prometheus-db-prometheus-0', target],
+  ]);
   await node.node.NodeUnpublishVolume({ volumeId: present(res.volume, 'volume').volumeId, targetPath: target });
   t.notOk(fs.existsSync(target), 'target removed');
 
   put('monitoring/prometheus-db-prometheus-0/wal/00000001', 'samples');
   await ctl.controller.DeleteVolume({ volumeId: present(res.volume, 'volume').volumeId });
-  t.equal(read('archived-monitoring/prometheus-db-prometheus-0/wal/00000001'), 'samples', 'archived to archived-<ns>/<pvc>');
+  t.equal(
+    read('archived-monitoring/prometheus-db-prometheus-0/wal/00000001'),
+    'samples',
+    'archived to archived-<ns>/<pvc>',
+  );
   t.notOk(exists('monitoring/prometheus-db-prometheus-0'), 'live directory gone');
 });
 
@@ -125,7 +178,11 @@ t.test('6. handles of PVs upstream created, on directories that already exist', 
   // Handles from before onDelete existed have 4 fields; the policy is the default, delete.
   await del('127.0.0.1#volume1/k8s-volumes/talos#apps/loki#pvc-9f2a3b4c-5d6e-4f70-8a81-92a3b4c5d6e7');
   t.notOk(exists('apps/loki'), '4 fields: deleted');
-  t.equal(read('apps/grafana/grafana.db'), 'grafana', 'the parent apps/ and its other claim survive (upstream #855 removed apps/)');
+  t.equal(
+    read('apps/grafana/grafana.db'),
+    'grafana',
+    'the parent apps/ and its other claim survive (upstream #855 removed apps/)',
+  );
 
   // What upstream writes for onDelete delete: an empty 5th field.
   await del('127.0.0.1#volume1/k8s-volumes/talos#tools/mealie#pvc-0a3b4c5d-6e7f-4081-9b92-a3b4c5d6e7f8#');
@@ -148,11 +205,30 @@ t.test('6. node: static PV volumeAttributes and an upstream PV volume_context', 
   const target = path.join(tmp, 'pods', 'backup', 'mount');
   let from = sys.calls.length;
   await node.node.NodePublishVolume({
-    volumeId: staticId, targetPath: target,
-    volumeCapability: { mount: { fsType: '', mountFlags: ['nfsvers=4.1'] }, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' } },
-    volumeContext: { server: '127.0.0.1', share: '/volume1/k8s-backups', subDir: 'postgres/logeverylift', mountOptions: 'hard,noatime' },
+    volumeId: staticId,
+    targetPath: target,
+    volumeCapability: {
+      mount: { fsType: '', mountFlags: ['nfsvers=4.1'] },
+      accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' },
+    },
+    volumeContext: {
+      server: '127.0.0.1',
+      share: '/volume1/k8s-backups',
+      subDir: 'postgres/logeverylift',
+      mountOptions: 'hard,noatime',
+    },
   });
-  t.same(mountsSince(from), [['mount', '-t', 'nfs', '-o', 'nfsvers=4.1,hard,noatime', '127.0.0.1:/volume1/k8s-backups/postgres/logeverylift', target]]);
+  t.same(mountsSince(from), [
+    [
+      'mount',
+      '-t',
+      'nfs',
+      '-o',
+      'nfsvers=4.1,hard,noatime',
+      '127.0.0.1:/volume1/k8s-backups/postgres/logeverylift',
+      target,
+    ],
+  ]);
   await node.node.NodeUnpublishVolume({ volumeId: staticId, targetPath: target });
   t.notOk(fs.existsSync(target));
 
@@ -162,14 +238,23 @@ t.test('6. node: static PV volumeAttributes and an upstream PV volume_context', 
   const target2 = path.join(tmp, 'pods', 'sonarr', 'mount');
   from = sys.calls.length;
   await node.node.NodePublishVolume({
-    volumeId: `127.0.0.1#volume1/k8s-volumes/talos#media/sonarr-config#${pv}#archive`, targetPath: target2, volumeCapability: CAP,
+    volumeId: `127.0.0.1#volume1/k8s-volumes/talos#media/sonarr-config#${pv}#archive`,
+    targetPath: target2,
+    volumeCapability: CAP,
     volumeContext: {
-      server: '127.0.0.1', share: SHARE, subDir: 'media/sonarr-config', onDelete: 'archive',
-      'csi.storage.k8s.io/pv/name': pv, 'csi.storage.k8s.io/pvc/name': 'sonarr-config', 'csi.storage.k8s.io/pvc/namespace': 'media',
+      server: '127.0.0.1',
+      share: SHARE,
+      subDir: 'media/sonarr-config',
+      onDelete: 'archive',
+      'csi.storage.k8s.io/pv/name': pv,
+      'csi.storage.k8s.io/pvc/name': 'sonarr-config',
+      'csi.storage.k8s.io/pvc/namespace': 'media',
       'storage.kubernetes.io/csiProvisionerIdentity': '1712345678901-8081-nfs.csi.k8s.io',
     },
   });
-  t.same(mountsSince(from), [['mount', '-t', 'nfs', '127.0.0.1:/volume1/k8s-volumes/talos/media/sonarr-config', target2]]);
+  t.same(mountsSince(from), [
+    ['mount', '-t', 'nfs', '127.0.0.1:/volume1/k8s-volumes/talos/media/sonarr-config', target2],
+  ]);
   await node.node.NodeUnpublishVolume({ volumeId: pv, targetPath: target2 });
 });
 
@@ -188,9 +273,22 @@ t.test('7. an archived copy of the same claim exists: delete still succeeds, arc
   t.equal(archives.length, 3, `three archives: ${archives.join(', ')}`);
   t.equal(read('archived-reelsmith/data/one.txt'), 'one', 'the first archive keeps its name and data');
   const others = archives.filter((a) => a !== 'data');
-  t.ok(others.every((a) => a.startsWith('data-')), 'later ones sit beside it under suffixed names');
-  t.same(others.map((a) => fs.readdirSync(onDisk(`archived-reelsmith/${a}`))).flat().sort(), ['three.txt', 'two.txt']);
+  t.ok(
+    others.every((a) => a.startsWith('data-')),
+    'later ones sit beside it under suffixed names',
+  );
+  t.same(
+    others
+      .map((a) => fs.readdirSync(onDisk(`archived-reelsmith/${a}`)))
+      .flat()
+      .sort(),
+    ['three.txt', 'two.txt'],
+  );
 
   await ctl.controller.DeleteVolume({ volumeId: present(ids[1], 'volume id of the second claim') });
-  t.same(fs.readdirSync(onDisk('archived-reelsmith')).sort(), archives, 'a repeated delete succeeds and archives nothing more');
+  t.same(
+    fs.readdirSync(onDisk('archived-reelsmith')).sort(),
+    archives,
+    'a repeated delete succeeds and archives nothing more',
+  );
 });

@@ -25,7 +25,8 @@ import { mountsUnder, unmountUnder } from '../../helpers/mounts.js';
 type Tap = { teardown(fn: () => unknown): void };
 const log = pino({ level: 'silent' });
 const GiB = 1024 ** 3;
-const run = (cmd: string, args: string[]) => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+const run = (cmd: string, args: string[]) =>
+  execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 
 function loopSkipReason(): string | false {
   if (process.getuid?.() !== 0) return 'needs root: the loop backend makes loop devices, mkfs and mounts';
@@ -39,7 +40,10 @@ function loopSkipReason(): string | false {
 }
 const noLoop = loopSkipReason();
 
-const sim = await startSimulator({ backend: noLoop ? 'none' : 'loop', faults: { authFailureDelayMs: 0, taskDurationMs: 5 } });
+const sim = await startSimulator({
+  backend: noLoop ? 'none' : 'loop',
+  faults: { authFailureDelayMs: 0, taskDurationMs: 5 },
+});
 t.teardown(() => sim.close());
 const admin = new SimulatorAdmin(sim.adminUrl);
 const tmp = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'dropin-proxmox-')));
@@ -64,17 +68,32 @@ async function waitTask(node: string, upid: string): Promise<string | undefined>
   }
 }
 
-interface SimVm { vmid: number; name: string; config: Record<string, string>; pending: Record<string, string>; pendingDelete: string[] }
-interface SimState { nodes: { name: string; storages: { id: string; volumes: { volid: string; size: number; owner: number }[] }[] }[]; vms: SimVm[] }
+interface SimVm {
+  vmid: number;
+  name: string;
+  config: Record<string, string>;
+  pending: Record<string, string>;
+  pendingDelete: string[];
+}
+interface SimState {
+  nodes: { name: string; storages: { id: string; volumes: { volid: string; size: number; owner: number }[] }[] }[];
+  vms: SimVm[];
+}
 const state = async () => (await admin.state()) as SimState;
 /** Volumes the CSI driver owns (VMID 9999) on a host's local-lvm; boot disks left out. */
 const volumesOn = async (node: string) =>
-  (await state()).nodes.find((n) => n.name === node)!.storages.find((s) => s.id === 'local-lvm')!.volumes.filter((v) => v.owner === 9999);
+  (await state()).nodes
+    .find((n) => n.name === node)!
+    .storages.find((s) => s.id === 'local-lvm')!
+    .volumes.filter((v) => v.owner === 9999);
 const vmState = async (vmid: number) => (await state()).vms.find((v) => v.vmid === vmid)!;
 const configWrites = async () => {
   const c = await admin.counters();
-  return ['POST /nodes/{node}/qemu/{vmid}/config', 'PUT /nodes/{node}/qemu/{vmid}/config', 'PUT /nodes/{node}/qemu/{vmid}/unlink']
-    .reduce((n, k) => n + (c.byRoute[k] ?? 0), 0);
+  return [
+    'POST /nodes/{node}/qemu/{vmid}/config',
+    'PUT /nodes/{node}/qemu/{vmid}/config',
+    'PUT /nodes/{node}/qemu/{vmid}/unlink',
+  ].reduce((n, k) => n + (c.byRoute[k] ?? 0), 0);
 };
 
 /** The program as main.ts composes it, from its command line (env left empty). */
@@ -102,33 +121,76 @@ function writeSecret(name: string, text: string): string {
   return file;
 }
 // The Secret's config.yaml exactly as upstream documents it, plus our ca_file.
-const configA = writeSecret('config-a.yaml', `clusters:
+const configA = writeSecret(
+  'config-a.yaml',
+  `clusters:
   - url: ${url}
     insecure: false
     token_id: "${sim.tokenId}"
     token_secret: "${sim.tokenSecret}"
     region: homelab
     ca_file: ${sim.caFile}
-`);
-const controllerFlags = (file: string) => ['--mode', 'controller', '--proxmox-endpoint', 'tcp://127.0.0.1:0', '--proxmox-config', file];
+`,
+);
+const controllerFlags = (file: string) => [
+  '--mode',
+  'controller',
+  '--proxmox-endpoint',
+  'tcp://127.0.0.1:0',
+  '--proxmox-config',
+  file,
+];
 const W1_LINKS = path.join(sim.loopLinkDir, 'talos-worker-1');
 const main = await startProgram(t, [
-  '--mode', 'all', '--proxmox-endpoint', 'tcp://127.0.0.1:0', '--proxmox-config', configA,
-  '--node-id', 'talos-worker-1', '--region', 'homelab', '--zone', 'hyper1', '--device-dir', W1_LINKS, '--kubelet-dir', tmp,
+  '--mode',
+  'all',
+  '--proxmox-endpoint',
+  'tcp://127.0.0.1:0',
+  '--proxmox-config',
+  configA,
+  '--node-id',
+  'talos-worker-1',
+  '--region',
+  'homelab',
+  '--zone',
+  'hyper1',
+  '--device-dir',
+  W1_LINKS,
+  '--kubelet-dir',
+  tmp,
 ]);
 
-const MOUNT_EXT4: VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [] }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
-const topo = (zone: string) => ({ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': zone } });
-const grpcCode = (p: Promise<unknown>) => p.then(() => 'OK', (e: { code?: number }) => status[e.code ?? status.UNKNOWN]);
+const MOUNT_EXT4: VolumeCapability = {
+  mount: { fsType: 'ext4', mountFlags: [] },
+  accessMode: { mode: 'SINGLE_NODE_WRITER' },
+};
+const topo = (zone: string) => ({
+  segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': zone },
+});
+const grpcCode = (p: Promise<unknown>) =>
+  p.then(
+    () => 'OK',
+    (e: { code?: number }) => status[e.code ?? status.UNKNOWN],
+  );
 
 t.test('config Secret: token inline with ca_file, and token_id_file/token_secret_file', async (t) => {
-  t.same(await main.identity.GetPluginInfo(), { name: 'csi.proxmox.sinextra.dev', vendorVersion: 'dropin', manifest: {} });
+  t.same(await main.identity.GetPluginInfo(), {
+    name: 'csi.proxmox.sinextra.dev',
+    vendorVersion: 'dropin',
+    manifest: {},
+  });
   t.same((await main.identity.Probe()).ready, { value: true }, 'Probe: the process serves');
   // Probe never judges the backend (issue 10); an API call does.
-  const capacity = (c: typeof main) => grpcCode(c.controller.GetCapacity({ parameters: { storage: 'local-lvm' }, accessibleTopology: topo('hyper1') }));
+  const capacity = (c: typeof main) =>
+    grpcCode(c.controller.GetCapacity({ parameters: { storage: 'local-lvm' }, accessibleTopology: topo('hyper1') }));
   t.equal(await capacity(main), 'OK', 'inline token, CA pinned by ca_file');
 
-  const noCa = await startProgram(t, controllerFlags(writeSecret('config-no-ca.yaml', fs.readFileSync(configA, 'utf8').replace(/^\s+ca_file:.*\n/m, ''))));
+  const noCa = await startProgram(
+    t,
+    controllerFlags(
+      writeSecret('config-no-ca.yaml', fs.readFileSync(configA, 'utf8').replace(/^\s+ca_file:.*\n/m, '')),
+    ),
+  );
   t.equal(await capacity(noCa), 'UNAVAILABLE', 'control: without ca_file the self-signed API is not trusted');
   t.same((await noCa.identity.Probe()).ready, { value: true }, 'while Probe stays ready (no restart loop)');
 
@@ -142,8 +204,15 @@ t.test('config Secret: token inline with ca_file, and token_id_file/token_secret
     region: homelab
 `;
   const files = await startProgram(t, controllerFlags(writeSecret('config-files.yaml', filesYaml(secretFile))));
-  t.same((await files.identity.Probe()).ready, { value: true }, 'token read from files (trailing newline trimmed), insecure: true');
-  const cap = await files.controller.GetCapacity({ parameters: { storage: 'local-lvm' }, accessibleTopology: topo('hyper1') });
+  t.same(
+    (await files.identity.Probe()).ready,
+    { value: true },
+    'token read from files (trailing newline trimmed), insecure: true',
+  );
+  const cap = await files.controller.GetCapacity({
+    parameters: { storage: 'local-lvm' },
+    accessibleTopology: topo('hyper1'),
+  });
   t.ok(Number(cap.availableCapacity) > 100 * GiB, `an authenticated call works: ${cap.availableCapacity} bytes free`);
 
   const wrong = writeSecret('token_secret_wrong', '11111111-2222-3333-4444-555555555555\n');
@@ -158,8 +227,14 @@ t.test('1. StorageClass proxmox-local unchanged: vm-9999-<pv> on the requested h
     capacityRange: { requiredBytes: String(GiB) },
     volumeCapabilities: [MOUNT_EXT4],
     parameters: {
-      storage: 'local-lvm', cache: 'writethrough', ssd: 'true', backup: 'true', 'csi.storage.k8s.io/fstype': 'ext4',
-      'csi.storage.k8s.io/pvc/name': 'config-sonarr-0', 'csi.storage.k8s.io/pvc/namespace': 'media', 'csi.storage.k8s.io/pv/name': pv,
+      storage: 'local-lvm',
+      cache: 'writethrough',
+      ssd: 'true',
+      backup: 'true',
+      'csi.storage.k8s.io/fstype': 'ext4',
+      'csi.storage.k8s.io/pvc/name': 'config-sonarr-0',
+      'csi.storage.k8s.io/pvc/namespace': 'media',
+      'csi.storage.k8s.io/pv/name': pv,
     },
     accessibilityRequirements: { requisite: [topo('hyper2')], preferred: [topo('hyper2')] },
   });
@@ -169,12 +244,24 @@ t.test('1. StorageClass proxmox-local unchanged: vm-9999-<pv> on the requested h
   t.equal(String(vol.capacityBytes), String(GiB));
   t.same(vol.accessibleTopology, [topo('hyper2')]);
   t.match(vol.volumeContext, { storage: 'local-lvm', cache: 'writethrough', ssd: 'true', backup: 'true' });
-  t.match(await volumesOn('hyper2'), [{ volid: `local-lvm:vm-9999-${pv}`, owner: 9999, size: GiB }], 'the disk exists on hyper2, owned by VMID 9999');
+  t.match(
+    await volumesOn('hyper2'),
+    [{ volid: `local-lvm:vm-9999-${pv}`, owner: 9999, size: GiB }],
+    'the disk exists on hyper2, owned by VMID 9999',
+  );
 
-  const pub = await main.controller.ControllerPublishVolume({ volumeId: id, nodeId: 'talos-worker-2', volumeCapability: MOUNT_EXT4, volumeContext: vol.volumeContext });
+  const pub = await main.controller.ControllerPublishVolume({
+    volumeId: id,
+    nodeId: 'talos-worker-2',
+    volumeCapability: MOUNT_EXT4,
+    volumeContext: vol.volumeContext,
+  });
   t.same(pub.publishContext, { DevicePath: '/dev/disk/by-id/wwn-0x5056432d49443031', lun: '1' });
-  t.equal((await vmState(112)).config.scsi1, `local-lvm:vm-9999-${pv},backup=1,cache=writethrough,discard=on,iothread=1,size=1G,ssd=1,wwn=0x5056432d49443031`,
-    'the StorageClass options reach the drive: backup, cache, ssd (+discard), iothread, PVC-ID WWN');
+  t.equal(
+    (await vmState(112)).config.scsi1,
+    `local-lvm:vm-9999-${pv},backup=1,cache=writethrough,discard=on,iothread=1,size=1G,ssd=1,wwn=0x5056432d49443031`,
+    'the StorageClass options reach the drive: backup, cache, ssd (+discard), iothread, PVC-ID WWN',
+  );
   await main.controller.ControllerUnpublishVolume({ volumeId: id, nodeId: 'talos-worker-2' });
   await main.controller.DeleteVolume({ volumeId: id });
   t.same(await volumesOn('hyper2'), [], 'freed');
@@ -187,27 +274,50 @@ t.test('2+4. a volume the old driver created and attached', async (t) => {
   // What the PV carries: the StorageClass parameters (upstream returns them as volume_context),
   // the provisioner's metadata and its identity.
   const oldContext = {
-    storage: 'local-lvm', cache: 'writethrough', ssd: 'true', backup: 'true',
-    'csi.storage.k8s.io/pv/name': pv, 'csi.storage.k8s.io/pvc/name': 'config-radarr-0', 'csi.storage.k8s.io/pvc/namespace': 'media',
+    storage: 'local-lvm',
+    cache: 'writethrough',
+    ssd: 'true',
+    backup: 'true',
+    'csi.storage.k8s.io/pv/name': pv,
+    'csi.storage.k8s.io/pvc/name': 'config-radarr-0',
+    'csi.storage.k8s.io/pvc/namespace': 'media',
     'storage.kubernetes.io/csiProvisionerIdentity': '1712345678901-8081-csi.proxmox.sinextra.dev',
   };
   const hyper1 = pve.nodes.$('hyper1');
-  t.equal(await hyper1.storage.$('local-lvm').content.$post({ vmid: 9999, filename: disk, size: '1G' }), `local-lvm:${disk}`);
+  t.equal(
+    await hyper1.storage.$('local-lvm').content.$post({ vmid: 9999, filename: disk, size: '1G' }),
+    `local-lvm:${disk}`,
+  );
   // The old driver's attach: POST …/config (a qmconfig task) with the third slot, as if scsi1/2 had been used before.
-  const upid = await hyper1.qemu.$(111).config.$post({ scsi3: `local-lvm:${disk},backup=1,cache=writethrough,discard=on,iothread=1,ssd=1,wwn=0x5056432d49443033` });
+  const upid = await hyper1.qemu.$(111).config.$post({
+    scsi3: `local-lvm:${disk},backup=1,cache=writethrough,discard=on,iothread=1,ssd=1,wwn=0x5056432d49443033`,
+  });
   t.equal(await waitTask('hyper1', upid), 'OK');
   const before = await hyper1.qemu.$(111).config.$get();
   t.match(before.scsi3, /^local-lvm:vm-9999-pvc-5b8f3c2a-9d41-4e6b-a0c7-1f2e3d4c5b6a,.*wwn=0x5056432d49443033/);
 
   await admin.resetCounters();
-  const pub = await main.controller.ControllerPublishVolume({ volumeId, nodeId: 'talos-worker-1', volumeCapability: MOUNT_EXT4, volumeContext: oldContext });
-  t.same(pub.publishContext, { DevicePath: '/dev/disk/by-id/wwn-0x5056432d49443033', lun: '3' }, 'found where the old driver put it');
+  const pub = await main.controller.ControllerPublishVolume({
+    volumeId,
+    nodeId: 'talos-worker-1',
+    volumeCapability: MOUNT_EXT4,
+    volumeContext: oldContext,
+  });
+  t.same(
+    pub.publishContext,
+    { DevicePath: '/dev/disk/by-id/wwn-0x5056432d49443033', lun: '3' },
+    'found where the old driver put it',
+  );
   const after = await hyper1.qemu.$(111).config.$get();
   t.equal(after.digest, before.digest, 'VM config unchanged (same digest)');
   t.equal(after.scsi3, before.scsi3);
   t.equal(await configWrites(), 0, 'no config write or unlink was sent');
 
-  const valid = await main.controller.ValidateVolumeCapabilities({ volumeId, volumeCapabilities: [MOUNT_EXT4], volumeContext: oldContext });
+  const valid = await main.controller.ValidateVolumeCapabilities({
+    volumeId,
+    volumeCapabilities: [MOUNT_EXT4],
+    volumeContext: oldContext,
+  });
   t.ok(valid.confirmed, `ValidateVolumeCapabilities confirms the upstream handle ${valid.message}`);
   const got = await main.controller.ControllerGetVolume({ volumeId });
   t.equal(present(got.volume, 'volume').volumeId, volumeId);
@@ -233,8 +343,21 @@ t.test('2+4. a volume the old driver created and attached', async (t) => {
     const target = path.join(root, 'pods', 'p1', 'volumes', 'mount');
     // Exactly what the upstream controller published (DevicePath + lun).
     const publishContext = { DevicePath: '/dev/disk/by-id/wwn-0x5056432d49443033', lun: '3' };
-    await main.node.NodeStageVolume({ volumeId, publishContext, stagingTargetPath: staging, volumeCapability: MOUNT_EXT4, volumeContext: oldContext });
-    await main.node.NodePublishVolume({ volumeId, publishContext, stagingTargetPath: staging, targetPath: target, volumeCapability: MOUNT_EXT4, volumeContext: oldContext });
+    await main.node.NodeStageVolume({
+      volumeId,
+      publishContext,
+      stagingTargetPath: staging,
+      volumeCapability: MOUNT_EXT4,
+      volumeContext: oldContext,
+    });
+    await main.node.NodePublishVolume({
+      volumeId,
+      publishContext,
+      stagingTargetPath: staging,
+      targetPath: target,
+      volumeCapability: MOUNT_EXT4,
+      volumeContext: oldContext,
+    });
     t.equal(fs.readFileSync(path.join(target, 'radarr.db'), 'utf8'), 'existing data', 'the data is there');
     t.equal(run('blkid', ['-p', '-s', 'UUID', '-o', 'value', device]), uuid, 'same filesystem (not reformatted)');
     await main.node.NodeUnpublishVolume({ volumeId, targetPath: target });
@@ -249,15 +372,26 @@ t.test('2+4. a volume the old driver created and attached', async (t) => {
   const w1 = await vmState(111);
   t.notOk(w1.config.scsi3, 'detached');
   t.same([w1.pending, w1.pendingDelete], [{}, []], 'nothing left pending');
-  t.notOk(Object.values(w1.config).some((v) => v.includes(disk)), 'no unusedN entry for the disk');
+  t.notOk(
+    Object.values(w1.config).some((v) => v.includes(disk)),
+    'no unusedN entry for the disk',
+  );
   if (!noLoop) t.notOk(fs.existsSync(path.join(W1_LINKS, 'wwn-0x5056432d49443033')), 'unplugged from the VM');
   await main.controller.DeleteVolume({ volumeId });
-  t.notOk((await volumesOn('hyper1')).some((v) => v.volid === `local-lvm:${disk}`), 'freed');
+  t.notOk(
+    (await volumesOn('hyper1')).some((v) => v.volid === `local-lvm:${disk}`),
+    'freed',
+  );
   t.equal(await grpcCode(main.controller.DeleteVolume({ volumeId })), 'OK', 'deleting again succeeds');
 });
 
 t.test('3. WWN scheme: slot N <-> hex of ASCII "PVC-ID%02d"', async (t) => {
-  const expected: Record<number, string> = { 1: '0x5056432d49443031', 9: '0x5056432d49443039', 10: '0x5056432d49443130', 30: '0x5056432d49443330' };
+  const expected: Record<number, string> = {
+    1: '0x5056432d49443031',
+    9: '0x5056432d49443039',
+    10: '0x5056432d49443130',
+    30: '0x5056432d49443330',
+  };
   for (const [slot, wwn] of Object.entries(expected)) {
     t.equal(controllerWwn(Number(slot)), wwn, `controller: slot ${slot}`);
     t.equal(`0x${nodeWwn(Number(slot))}`, wwn, `node: slot ${slot}`);
@@ -269,16 +403,28 @@ t.test('3. WWN scheme: slot N <-> hex of ASCII "PVC-ID%02d"', async (t) => {
   const vmid = 103;
   const vm = pve.nodes.$('hyper3').qemu.$(vmid);
   await admin.patchVm(vmid, { status: 'stopped' });
-  const fill = async (slots: number[]) => vm.config.$put(Object.fromEntries(slots.map((s) => [`scsi${s}`, 'local-lvm:1'])));
+  const fill = async (slots: number[]) =>
+    vm.config.$put(Object.fromEntries(slots.map((s) => [`scsi${s}`, 'local-lvm:1'])));
   const ids: string[] = [];
   for (let i = 0; i < 4; i++) {
     const r = await main.controller.CreateVolume({
-      name: `pvc-wwn-${i}`, capacityRange: { requiredBytes: String(GiB / 2) }, volumeCapabilities: [MOUNT_EXT4],
-      parameters: { storage: 'local-lvm' }, accessibilityRequirements: { requisite: [topo('hyper3')], preferred: [] },
+      name: `pvc-wwn-${i}`,
+      capacityRange: { requiredBytes: String(GiB / 2) },
+      volumeCapabilities: [MOUNT_EXT4],
+      parameters: { storage: 'local-lvm' },
+      accessibilityRequirements: { requisite: [topo('hyper3')], preferred: [] },
     });
     ids.push(present(r.volume, 'volume').volumeId);
   }
-  const publish = async (id: string) => (await main.controller.ControllerPublishVolume({ volumeId: id, nodeId: 'talos-cp-3', volumeCapability: MOUNT_EXT4, volumeContext: {} })).publishContext;
+  const publish = async (id: string) =>
+    (
+      await main.controller.ControllerPublishVolume({
+        volumeId: id,
+        nodeId: 'talos-cp-3',
+        volumeCapability: MOUNT_EXT4,
+        volumeContext: {},
+      })
+    ).publishContext;
   const check = async (ctx: Record<string, string>, slot: number) => {
     const wwn = expected[slot]!;
     t.same(ctx, { DevicePath: `/dev/disk/by-id/wwn-${wwn}`, lun: String(slot) }, `slot ${slot} publish context`);

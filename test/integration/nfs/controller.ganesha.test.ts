@@ -25,7 +25,11 @@ t.teardown(() => c.close());
 
 const SHARE = '/volume1/k8s-volumes/talos';
 const disk = (p: string) => path.join(g.exportDir, 'talos', p);
-const cap: VolumeCapability = { mount: { fsType: '', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' }, accessType: 'mount' };
+const cap: VolumeCapability = {
+  mount: { fsType: '', mountFlags: [], volumeMountGroup: '' },
+  accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' },
+  accessType: 'mount',
+};
 
 function req(name: string, ns: string, pvc: string, extra: Record<string, string> = {}): CreateVolumeRequest {
   return {
@@ -51,33 +55,47 @@ function req(name: string, ns: string, pvc: string, extra: Record<string, string
 const del = (volumeId: string) => c.deleteVolume({ volumeId, secrets: {} }, ctx);
 
 t.test('CreateVolume: a non-root pod can write without an initContainer chown', async (t) => {
-  const res = await c.createVolume(req('pvc-1111', 'logeverylift', 'data-postgres-0', { uid: '999', gid: '999', mountPermissions: '0750' }), ctx);
+  const res = await c.createVolume(
+    req('pvc-1111', 'logeverylift', 'data-postgres-0', { uid: '999', gid: '999', mountPermissions: '0750' }),
+    ctx,
+  );
   t.equal(res.volume?.volumeId, '127.0.0.1#volume1/k8s-volumes/talos#logeverylift/data-postgres-0#pvc-1111#archive');
-  t.same(res.volume?.volumeContext, { server: '127.0.0.1', share: SHARE, subDir: 'logeverylift/data-postgres-0', mountPermissions: '0750' });
+  t.same(res.volume?.volumeContext, {
+    server: '127.0.0.1',
+    share: SHARE,
+    subDir: 'logeverylift/data-postgres-0',
+    mountPermissions: '0750',
+  });
   const st = await fs.stat(disk('logeverylift/data-postgres-0'));
   t.equal(st.uid, 999);
   t.equal(st.gid, 999);
   t.equal(st.mode & 0o7777, 0o750);
-  const again = await c.createVolume(req('pvc-1111', 'logeverylift', 'data-postgres-0', { uid: '999', gid: '999', mountPermissions: '0750' }), ctx);
+  const again = await c.createVolume(
+    req('pvc-1111', 'logeverylift', 'data-postgres-0', { uid: '999', gid: '999', mountPermissions: '0750' }),
+    ctx,
+  );
   t.same(again, res, 'idempotent');
   t.equal(await c.probe(new AbortController().signal), true);
 });
 
-t.test('DeleteVolume archive: archived-<ns>/<pvc>, and a second archive of the same claim does not get stuck', async (t) => {
-  const first = await c.createVolume(req('pvc-a1', 'media', 'config'), ctx);
-  await fs.writeFile(disk('media/config/settings.xml'), 'one');
-  await del(first.volume?.volumeId as string);
-  t.equal(await fs.readFile(disk('archived-media/config/settings.xml'), 'utf8'), 'one');
+t.test(
+  'DeleteVolume archive: archived-<ns>/<pvc>, and a second archive of the same claim does not get stuck',
+  async (t) => {
+    const first = await c.createVolume(req('pvc-a1', 'media', 'config'), ctx);
+    await fs.writeFile(disk('media/config/settings.xml'), 'one');
+    await del(first.volume?.volumeId as string);
+    t.equal(await fs.readFile(disk('archived-media/config/settings.xml'), 'utf8'), 'one');
 
-  const second = await c.createVolume(req('pvc-a2', 'media', 'config'), ctx);
-  t.same(await fs.readdir(disk('media/config')), [], 'a new claim with the same name starts empty');
-  await fs.writeFile(disk('media/config/settings.xml'), 'two');
-  await del(second.volume?.volumeId as string);
-  t.equal(await fs.readFile(disk('archived-media/config/settings.xml'), 'utf8'), 'one', 'first archive kept');
-  t.equal(await fs.readFile(disk('archived-media/config-20260501T080000Z/settings.xml'), 'utf8'), 'two');
-  await del(second.volume?.volumeId as string);
-  t.pass('repeated delete succeeds');
-});
+    const second = await c.createVolume(req('pvc-a2', 'media', 'config'), ctx);
+    t.same(await fs.readdir(disk('media/config')), [], 'a new claim with the same name starts empty');
+    await fs.writeFile(disk('media/config/settings.xml'), 'two');
+    await del(second.volume?.volumeId as string);
+    t.equal(await fs.readFile(disk('archived-media/config/settings.xml'), 'utf8'), 'one', 'first archive kept');
+    t.equal(await fs.readFile(disk('archived-media/config-20260501T080000Z/settings.xml'), 'utf8'), 'two');
+    await del(second.volume?.volumeId as string);
+    t.pass('repeated delete succeeds');
+  },
+);
 
 t.test('DeleteVolume delete: recursive inside the volume, empty parents below the share removed', async (t) => {
   const a = await c.createVolume(req('pvc-d1', 'scratch', 'a', { onDelete: 'delete' }), ctx);
@@ -100,14 +118,27 @@ t.test('handles of volumes upstream created', async (t) => {
 
   await fs.mkdir(disk('apps/grafana'), { recursive: true });
   const id = '127.0.0.1#volume1/k8s-volumes/talos#apps/grafana#pvc-9f#archive';
-  const ok = await c.validateVolumeCapabilities({ volumeId: id, volumeCapabilities: [cap], volumeContext: {}, parameters: {}, secrets: {}, mutableParameters: {} }, ctx);
+  const ok = await c.validateVolumeCapabilities(
+    { volumeId: id, volumeCapabilities: [cap], volumeContext: {}, parameters: {}, secrets: {}, mutableParameters: {} },
+    ctx,
+  );
   t.ok(ok.confirmed);
   clock = new Date('2026-05-02T09:30:00Z');
   await del(id);
   t.ok(await fs.stat(disk('archived-apps/grafana')));
 
   try {
-    await c.validateVolumeCapabilities({ volumeId: id, volumeCapabilities: [cap], volumeContext: {}, parameters: {}, secrets: {}, mutableParameters: {} }, ctx);
+    await c.validateVolumeCapabilities(
+      {
+        volumeId: id,
+        volumeCapabilities: [cap],
+        volumeContext: {},
+        parameters: {},
+        secrets: {},
+        mutableParameters: {},
+      },
+      ctx,
+    );
     t.fail('expected NotFound');
   } catch (e) {
     t.ok(isCsiError(e, 'NotFound'), String(e));

@@ -30,18 +30,27 @@ export interface Ganesha extends GaneshaInfo {
   restart(): Promise<void>;
 }
 
-
 async function script(cmd: string, args: string[]): Promise<string> {
   const { stdout } = await run('bash', [SCRIPT, cmd, ...args], { timeout: 180_000 });
   return stdout.trim();
 }
 
-export async function startGanesha(opts: { dir?: string; nfsPort?: number; mountPort?: number; v4only?: boolean } = {}): Promise<Ganesha> {
+export async function startGanesha(
+  opts: { dir?: string; nfsPort?: number; mountPort?: number; v4only?: boolean } = {},
+): Promise<Ganesha> {
   const dir = opts.dir ?? (await mkdtemp(path.join(os.tmpdir(), 'pve-nfs-csi-ganesha-')));
   const nfsPort = opts.nfsPort ?? (await freePort());
   let mountPort = opts.mountPort ?? (await freePort());
   while (mountPort === nfsPort) mountPort = await freePort();
-  const args = ['--dir', dir, '--nfs-port', String(nfsPort), '--mount-port', String(mountPort), ...(opts.v4only ? ['--protocols', '4'] : [])];
+  const args = [
+    '--dir',
+    dir,
+    '--nfs-port',
+    String(nfsPort),
+    '--mount-port',
+    String(mountPort),
+    ...(opts.v4only ? ['--protocols', '4'] : []),
+  ];
   const info = JSON.parse(await script('start', args)) as GaneshaInfo;
   return {
     ...info,

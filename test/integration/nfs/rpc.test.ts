@@ -32,8 +32,7 @@ function frameReply(xid: number, body: (w: XdrWriter) => void): Buffer {
   return Buffer.concat([h1, msg.subarray(0, cut), h2, msg.subarray(cut)]);
 }
 
-const success = (xid: number, results: Buffer) =>
-  frameReply(xid, (w) => w.u32(0).u32(0).u32(0).u32(0).fixed(results));
+const success = (xid: number, results: Buffer) => frameReply(xid, (w) => w.u32(0).u32(0).u32(0).u32(0).fixed(results));
 
 /** Writes a buffer in awkward small chunks. */
 function dribble(sock: net.Socket, b: Buffer) {
@@ -91,7 +90,9 @@ async function fakeServer(handler: Handler) {
 }
 
 const echoCall = (conn: RpcConnection, n: number, timeoutMs?: number, signal?: AbortSignal) =>
-  conn.call({ prog: 100003, vers: 3, proc: 1, name: 'GETATTR', args: new XdrWriter().u32(n).bytes(), timeoutMs, signal }).then((r) => r.u32());
+  conn
+    .call({ prog: 100003, vers: 3, proc: 1, name: 'GETATTR', args: new XdrWriter().u32(n).bytes(), timeoutMs, signal })
+    .then((r) => r.u32());
 
 const kindOf = async (p: Promise<unknown>) => {
   try {
@@ -118,14 +119,18 @@ t.test('concurrent calls are multiplexed by XID; replies arrive out of order in 
     t.equal(c.gid, 0);
     held.push(c);
     if (held.length === 20) {
-      for (const h of held.reverse()) dribble(h.sock, success(h.xid, new XdrWriter().u32(new XdrReader(h.args).u32() * 10).bytes()));
+      for (const h of held.reverse())
+        dribble(h.sock, success(h.xid, new XdrWriter().u32(new XdrReader(h.args).u32() * 10).bytes()));
     }
   });
   t.teardown(srv.close);
   const conn = new RpcConnection({ host: '127.0.0.1', port: srv.port, label: 'NFS', timeoutMs: 2000 });
   t.teardown(() => conn.close());
   const results = await Promise.all(Array.from({ length: 20 }, (_, i) => echoCall(conn, i)));
-  t.same(results, Array.from({ length: 20 }, (_, i) => i * 10));
+  t.same(
+    results,
+    Array.from({ length: 20 }, (_, i) => i * 10),
+  );
   t.equal(srv.connections, 1, 'one connection for all calls');
 });
 
@@ -138,7 +143,10 @@ t.test('a server that never answers yields Unavailable within the deadline, then
   const conn = new RpcConnection({ host: '127.0.0.1', port: srv.port, label: 'NFS', timeoutMs: 300 });
   t.teardown(() => conn.close());
   const t0 = Date.now();
-  t.match(await kindOf(echoCall(conn, 1)), /^Unavailable: NFS server 127\.0\.0\.1:\d+ did not answer GETATTR within 300 ms/);
+  t.match(
+    await kindOf(echoCall(conn, 1)),
+    /^Unavailable: NFS server 127\.0\.0\.1:\d+ did not answer GETATTR within 300 ms/,
+  );
   const took = Date.now() - t0;
   t.ok(took >= 290 && took < 1500, `failed after ${took} ms`);
   silent = false;
@@ -218,15 +226,26 @@ t.test('a cancelled call rejects at once and a late reply is ignored', async (t)
 });
 
 t.test('XDR: padding, 64-bit values and short replies', async (t) => {
-  const b = new XdrWriter().string('abcde').u64(2n ** 63n + 5n).opaque(Buffer.from([1, 2])).bool(true).bytes();
+  const b = new XdrWriter()
+    .string('abcde')
+    .u64(2n ** 63n + 5n)
+    .opaque(Buffer.from([1, 2]))
+    .bool(true)
+    .bytes();
   t.equal(b.length, 4 + 8 + 8 + 4 + 4 + 4, 'strings and opaques pad to 4 bytes');
   const r = new XdrReader(b);
   t.equal(r.string(), 'abcde');
   t.equal(r.u64(), 2n ** 63n + 5n);
   t.same([...r.opaque()], [1, 2]);
   t.equal(r.bool(), true);
-  t.match(kindOfSync(() => r.u32()), /^Internal: malformed RPC reply/);
-  t.match(kindOfSync(() => new XdrReader(new XdrWriter().u32(1 << 20).bytes()).opaque(64)), /^Internal: .*exceeds 64/);
+  t.match(
+    kindOfSync(() => r.u32()),
+    /^Internal: malformed RPC reply/,
+  );
+  t.match(
+    kindOfSync(() => new XdrReader(new XdrWriter().u32(1 << 20).bytes()).opaque(64)),
+    /^Internal: .*exceeds 64/,
+  );
 });
 
 t.test('NFS status codes map to typed errors', async (t) => {

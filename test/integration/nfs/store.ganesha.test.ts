@@ -8,7 +8,8 @@ import { createNfs3Stores } from '../../../src/nfs/controller/nfs3-store.js';
 import { startGanesha } from './ganesha.js';
 
 /** The attributes ensureDir sets (times and size change with every call). */
-const own = (s: { type: string; mode: number; uid: number; gid: number } | null) => s && { type: s.type, mode: s.mode, uid: s.uid, gid: s.gid };
+const own = (s: { type: string; mode: number; uid: number; gid: number } | null) =>
+  s && { type: s.type, mode: s.mode, uid: s.uid, gid: s.gid };
 
 const g = await startGanesha();
 t.teardown(() => g.stop());
@@ -40,14 +41,21 @@ t.test('ensureDir creates parents and sets mode and owner; repeating it converge
 
   await fs.chmod(onDisk('ns1/data'), 0o700);
   await fs.chown(onDisk('ns1/data'), 5, 5);
-  t.same(own(await store.ensureDir('ns1/data', { mode: 0o2770, uid: 1000, gid: 2000 })), own(st), 'drifted attributes are put back');
+  t.same(
+    own(await store.ensureDir('ns1/data', { mode: 0o2770, uid: 1000, gid: 2000 })),
+    own(st),
+    'drifted attributes are put back',
+  );
   t.same(own(await store.ensureDir('ns1/data', {})), own(st), 'no attributes: existing directory left as is');
   t.same(own(await store.ensureDir('fresh', {})), { type: 'dir', mode: 0o755, uid: 0, gid: 0 }, 'default mode 0755');
 });
 
 t.test('ensureDir errors are typed', async (t) => {
   await fs.writeFile(onDisk('a-file'), 'x');
-  t.match(await kindOf(store.ensureDir('a-file', {})), /^FailedPrecondition: 127\.0\.0\.1:\/volume1\/k8s-volumes\/talos\/a-file exists and is a file/);
+  t.match(
+    await kindOf(store.ensureDir('a-file', {})),
+    /^FailedPrecondition: 127\.0\.0\.1:\/volume1\/k8s-volumes\/talos\/a-file exists and is a file/,
+  );
   t.match(await kindOf(store.ensureDir('a-file/sub', {})), /^FailedPrecondition/);
   t.match(await kindOf(store.ensureDir('n'.repeat(300), {})), /^InvalidArgument: NFS MKDIR .*NFS3ERR_NAMETOOLONG/);
   t.match(await kindOf(store.ensureDir('../x', {})), /^InvalidArgument/);
@@ -70,12 +78,15 @@ t.test('stat, list and statfs', async (t) => {
   // size, mtime and ctime as the server has them (archives' age and size: report, archives)
   const f = await store.stat('listme/f');
   const disk = await fs.stat(onDisk('listme/f'));
-  t.equal(f?.size, 1, 'a file\'s size');
+  t.equal(f?.size, 1, "a file's size");
   t.equal(Math.floor((f?.mtimeMs ?? 0) / 1000), Math.floor(disk.mtimeMs / 1000), 'mtime');
   t.equal(Math.floor((f?.ctimeMs ?? 0) / 1000), Math.floor(disk.ctimeMs / 1000), 'ctime');
   t.equal(await store.stat('listme/f/below-a-file'), null);
   t.equal((await store.stat('listme/l'))?.type, 'symlink', 'symlinks are not followed');
-  t.match(await kindOf(store.list('nope')), /^NotFound: 127\.0\.0\.1:\/volume1\/k8s-volumes\/talos\/nope does not exist/);
+  t.match(
+    await kindOf(store.list('nope')),
+    /^NotFound: 127\.0\.0\.1:\/volume1\/k8s-volumes\/talos\/nope does not exist/,
+  );
 
   const fsst = await store.statfs();
   const local = await fs.statfs(g.exportDir);
@@ -89,7 +100,9 @@ t.test('removeTree deletes a deep tree (paged listings) and never follows symlin
   await fs.writeFile(path.join(outside, 'precious'), 'keep me');
   const vol = onDisk('ns2/vol');
   await fs.mkdir(path.join(vol, 'a/b/c'), { recursive: true });
-  await Promise.all(Array.from({ length: 700 }, (_, i) => fs.writeFile(path.join(vol, `file-${i}-${'x'.repeat(40)}`), String(i))));
+  await Promise.all(
+    Array.from({ length: 700 }, (_, i) => fs.writeFile(path.join(vol, `file-${i}-${'x'.repeat(40)}`), String(i))),
+  );
   await fs.writeFile(path.join(vol, 'a/b/c/deep'), 'x');
   await fs.symlink(outside, path.join(vol, 'link-to-outside'));
   await fs.symlink(outside, path.join(vol, 'a/link2'));
@@ -122,7 +135,11 @@ t.test('removeDirIfEmpty and rename without replacing', async (t) => {
 
   await store.ensureDir('ns3/vol', {});
   await fs.mkdir(onDisk('empty-target'));
-  t.match(await kindOf(store.rename('ns3/vol', 'empty-target')), /^AlreadyExists: .*empty-target already exists/, 'even an empty directory is not replaced');
+  t.match(
+    await kindOf(store.rename('ns3/vol', 'empty-target')),
+    /^AlreadyExists: .*empty-target already exists/,
+    'even an empty directory is not replaced',
+  );
   t.match(await kindOf(store.rename('ns3/vol', 'archived-ns3/vol')), /^AlreadyExists/);
   t.match(await kindOf(store.rename('ns3/gone', 'elsewhere')), /^NotFound: .*ns3\/gone does not exist/);
   t.ok(await fs.stat(onDisk('ns3/vol')), 'source still there after refused renames');
@@ -131,7 +148,10 @@ t.test('removeDirIfEmpty and rename without replacing', async (t) => {
 t.test('a share below the export works; a missing share is FailedPrecondition', async (t) => {
   const top = stores.open(g.server, g.share);
   t.equal((await top.stat('talos'))?.type, 'dir');
-  t.match(await kindOf(stores.open(g.server, '/volume1/k8s-volumes/nope').ensureDir('x', {})), /^FailedPrecondition: NFS server 127\.0\.0\.1 has no exported directory \/volume1\/k8s-volumes\/nope/);
+  t.match(
+    await kindOf(stores.open(g.server, '/volume1/k8s-volumes/nope').ensureDir('x', {})),
+    /^FailedPrecondition: NFS server 127\.0\.0\.1 has no exported directory \/volume1\/k8s-volumes\/nope/,
+  );
   t.match(await kindOf(stores.open(g.server, '/not-exported').stat('x')), /^FailedPrecondition/);
 });
 
@@ -165,7 +185,10 @@ t.test('a stopped server is Unavailable within the call timeout; it recovers', a
     } catch {}
   });
   const t0 = Date.now();
-  t.match(await kindOf(s.stat('hang')), /^Unavailable: NFS server 127\.0\.0\.1:\d+ did not answer LOOKUP within 800 ms/);
+  t.match(
+    await kindOf(s.stat('hang')),
+    /^Unavailable: NFS server 127\.0\.0\.1:\d+ did not answer LOOKUP within 800 ms/,
+  );
   const took = Date.now() - t0;
   t.ok(took < 800 + 700, `Unavailable after ${took} ms (timeout 800 ms, slack for a loaded machine)`);
   process.kill(pid, 'SIGCONT');

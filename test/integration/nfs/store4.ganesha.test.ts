@@ -11,7 +11,8 @@ import { createNfsStores, nfsVersionOf } from '../../../src/nfs/controller/store
 import { startGanesha } from './ganesha.js';
 
 /** The attributes ensureDir sets (times and size change with every call). */
-const own = (s: { type: string; mode: number; uid: number; gid: number } | null) => s && { type: s.type, mode: s.mode, uid: s.uid, gid: s.gid };
+const own = (s: { type: string; mode: number; uid: number; gid: number } | null) =>
+  s && { type: s.type, mode: s.mode, uid: s.uid, gid: s.gid };
 
 const g = await startGanesha({ v4only: true });
 t.teardown(() => g.stop());
@@ -51,7 +52,11 @@ for (const minor of [1, 0] as const) {
     t.equal(await mode(ns), 0o755, 'parent 0755');
     await fs.chmod(onDisk(`${ns}/data`), 0o700);
     await fs.chown(onDisk(`${ns}/data`), 5, 5);
-    t.same(own(await store.ensureDir(`${ns}/data`, { mode: 0o2770, uid: 1000, gid: 2000 })), own(st), 'drift put back by SETATTR');
+    t.same(
+      own(await store.ensureDir(`${ns}/data`, { mode: 0o2770, uid: 1000, gid: 2000 })),
+      own(st),
+      'drift put back by SETATTR',
+    );
     t.same(own(await store.ensureDir(`${ns}/fresh`, {})), { type: 'dir', mode: 0o755, uid: 0, gid: 0 });
 
     await fs.writeFile(onDisk(`${ns}/a-file`), 'x');
@@ -60,21 +65,27 @@ for (const minor of [1, 0] as const) {
     t.match(await kindOf(store.ensureDir('', {})), /^InvalidArgument/);
 
     await fs.symlink('/etc', onDisk(`${ns}/l`));
-    t.same((await store.list(ns)).sort((a, b) => a.name.localeCompare(b.name)), [
-      { name: 'a-file', type: 'file' }, { name: 'data', type: 'dir' }, { name: 'fresh', type: 'dir' }, { name: 'l', type: 'symlink' },
-    ]);
+    t.same(
+      (await store.list(ns)).sort((a, b) => a.name.localeCompare(b.name)),
+      [
+        { name: 'a-file', type: 'file' },
+        { name: 'data', type: 'dir' },
+        { name: 'fresh', type: 'dir' },
+        { name: 'l', type: 'symlink' },
+      ],
+    );
     t.equal(await store.stat(`${ns}/missing`), null);
     t.equal(await store.stat(`${ns}/a-file/below`), null);
     // SIZE, TIME_METADATA, TIME_MODIFY (archives' size and age: report, archives)
     const f = await store.stat(`${ns}/a-file`);
     const onHost = await fs.stat(onDisk(`${ns}/a-file`));
-    t.equal(f?.size, 1, 'a file\'s size');
+    t.equal(f?.size, 1, "a file's size");
     t.equal(Math.floor((f?.mtimeMs ?? 0) / 1000), Math.floor(onHost.mtimeMs / 1000), 'mtime');
     t.equal(Math.floor((f?.ctimeMs ?? 0) / 1000), Math.floor(onHost.ctimeMs / 1000), 'ctime');
     t.match(await kindOf(store.list(`${ns}/nope`)), /^NotFound: .*nope does not exist/);
     const fsst = await store.statfs();
     const local = await fs.statfs(g.exportDir);
-    t.equal(fsst.totalBytes, local.blocks * local.bsize, 'space_total is the exported file system\'s');
+    t.equal(fsst.totalBytes, local.blocks * local.bsize, "space_total is the exported file system's");
 
     // rename never replaces, creates the target's parents
     await fs.writeFile(onDisk(`${ns}/data/keep`), 'x');
@@ -90,7 +101,9 @@ for (const minor of [1, 0] as const) {
     await fs.writeFile(path.join(outside, 'precious'), 'keep me');
     const vol = onDisk(`${ns}/vol`);
     await fs.mkdir(path.join(vol, 'a/b/c'), { recursive: true });
-    await Promise.all(Array.from({ length: 600 }, (_, i) => fs.writeFile(path.join(vol, `file-${i}-${'x'.repeat(40)}`), String(i))));
+    await Promise.all(
+      Array.from({ length: 600 }, (_, i) => fs.writeFile(path.join(vol, `file-${i}-${'x'.repeat(40)}`), String(i))),
+    );
     await fs.symlink(outside, path.join(vol, 'a/link'));
     t.equal(await store.removeTree(`${ns}/vol`), true);
     await t.rejects(fs.lstat(vol), { code: 'ENOENT' });
@@ -99,9 +112,14 @@ for (const minor of [1, 0] as const) {
     t.equal(await store.removeDirIfEmpty(`archived-${ns}`), 'not-empty');
     t.equal(await store.removeDirIfEmpty(`${ns}/none`), 'missing');
     t.equal(await store.removeDirIfEmpty(`${ns}/fresh`), 'removed');
-    t.match(await kindOf(stores.open(g.server, '/volume1/k8s-volumes/nope').ensureDir('x', {})), /^FailedPrecondition: NFS server 127\.0\.0\.1 has no directory \/volume1\/k8s-volumes\/nope in its NFSv4 namespace/);
-    await Promise.all(Array.from({ length: 24 }, (_, i) => store.ensureDir(`${ns}/par/p-${i % 3}/v-${i}`, { mode: 0o770 })));
-    t.equal(await mode(`${ns}/par/p-2/v-23`), 0o770, 'parallel calls share the session\'s slots');
+    t.match(
+      await kindOf(stores.open(g.server, '/volume1/k8s-volumes/nope').ensureDir('x', {})),
+      /^FailedPrecondition: NFS server 127\.0\.0\.1 has no directory \/volume1\/k8s-volumes\/nope in its NFSv4 namespace/,
+    );
+    await Promise.all(
+      Array.from({ length: 24 }, (_, i) => store.ensureDir(`${ns}/par/p-${i % 3}/v-${i}`, { mode: 0o770 })),
+    );
+    t.equal(await mode(`${ns}/par/p-2/v-23`), 0o770, "parallel calls share the session's slots");
     await stores.ping();
   });
 }
@@ -114,7 +132,11 @@ t.test('without a version: NFSv3 is tried, the v4-only server is then spoken to 
   t.equal((await s.stat('auto/x'))?.type, 'dir');
   await stores.ping();
   const v3 = stores.open(g.server, TALOS, '3');
-  t.match(await kindOf(v3.stat('auto')), /^Unavailable: /, 'asked for v3 explicitly, the missing service is the answer');
+  t.match(
+    await kindOf(v3.stat('auto')),
+    /^Unavailable: /,
+    'asked for v3 explicitly, the missing service is the answer',
+  );
 });
 
 t.test('a restarted server: the lost session is replaced and the call succeeds', async (t) => {

@@ -18,9 +18,24 @@ const MiB = 1024 * 1024;
 t.test('Proxmox node over gRPC on a loop disk', { skip: canUseLoopDevices() }, async (t) => {
   const rig = new LoopRig(t);
   rig.addDisk(256 * MiB, wwnForSlot(2));
-  const node = createProxmoxNode({ nodeId: 'talos-w1', region: 'homelab', zone: 'hyper1', deviceDir: rig.devDir, kubeletDir: rig.root, log, nodeLabels: null, deviceWaitMs: 500 });
+  const node = createProxmoxNode({
+    nodeId: 'talos-w1',
+    region: 'homelab',
+    zone: 'hyper1',
+    deviceDir: rig.devDir,
+    kubeletDir: rig.root,
+    log,
+    nodeLabels: null,
+    deviceWaitMs: 500,
+  });
   const server = await startDriverServer({
-    driver: { name: 'csi.proxmox.sinextra.dev', accessibilityConstraints: true, onlineExpansion: true, probe: async () => true, node },
+    driver: {
+      name: 'csi.proxmox.sinextra.dev',
+      accessibilityConstraints: true,
+      onlineExpansion: true,
+      probe: async () => true,
+      node,
+    },
     mode: 'node',
     endpoint: 'tcp://127.0.0.1:0',
     log,
@@ -31,11 +46,17 @@ t.test('Proxmox node over gRPC on a loop disk', { skip: canUseLoopDevices() }, a
   t.teardown(() => c.close());
 
   const caps = await c.node.NodeGetCapabilities();
-  t.same(caps.capabilities.map((x) => x.rpc?.type), ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER']);
+  t.same(
+    caps.capabilities.map((x) => x.rpc?.type),
+    ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER'],
+  );
   const info = await c.node.NodeGetInfo();
   t.equal(info.nodeId, 'talos-w1');
   t.equal(String(info.maxVolumesPerNode), '30');
-  t.same(info.accessibleTopology?.segments, { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' });
+  t.same(info.accessibleTopology?.segments, {
+    'topology.kubernetes.io/region': 'homelab',
+    'topology.kubernetes.io/zone': 'hyper1',
+  });
 
   const volumeId = 'homelab/hyper1/local-lvm/vm-9999-pvc-grpc';
   const publishContext = { DevicePath: `/dev/disk/by-id/wwn-0x${wwnForSlot(2)}`, lun: '2' };
@@ -43,14 +64,25 @@ t.test('Proxmox node over gRPC on a loop disk', { skip: canUseLoopDevices() }, a
   const staging = rig.path('stage');
   const target = rig.path('target');
   await c.node.NodeStageVolume({ volumeId, publishContext, stagingTargetPath: staging, volumeCapability });
-  await c.node.NodePublishVolume({ volumeId, publishContext, stagingTargetPath: staging, targetPath: target, volumeCapability });
+  await c.node.NodePublishVolume({
+    volumeId,
+    publishContext,
+    stagingTargetPath: staging,
+    targetPath: target,
+    volumeCapability,
+  });
   const stats = await c.node.NodeGetVolumeStats({ volumeId, volumePath: target });
-  t.same(stats.usage.map((u) => u.unit), ['BYTES', 'INODES']);
+  t.same(
+    stats.usage.map((u) => u.unit),
+    ['BYTES', 'INODES'],
+  );
   t.ok(Number(stats.usage[0]?.total) > 200 * MiB);
   t.same(stats.volumeCondition, { abnormal: false, message: '' });
   const missing = await rejection(c.node.NodeGetVolumeStats({ volumeId, volumePath: rig.path('nope') }));
   t.equal(missing.code, status.NOT_FOUND);
-  const noCtx = await rejection(c.node.NodeStageVolume({ volumeId, stagingTargetPath: rig.path('s2'), volumeCapability }));
+  const noCtx = await rejection(
+    c.node.NodeStageVolume({ volumeId, stagingTargetPath: rig.path('s2'), volumeCapability }),
+  );
   t.equal(noCtx.code, status.INVALID_ARGUMENT);
   t.match(noCtx.details, /neither DevicePath nor lun/);
   await c.node.NodeUnpublishVolume({ volumeId, targetPath: target });
@@ -62,7 +94,13 @@ t.test('Proxmox node over gRPC on a loop disk', { skip: canUseLoopDevices() }, a
 t.test('NFS node over gRPC: info, capabilities, block refused', async (t) => {
   const node = createNfsNode({ nodeId: 'talos-w1', log, mountTimeoutMs: 1000, kubeletDir: '/tmp' });
   const server = await startDriverServer({
-    driver: { name: 'nfs.csi.k8s.io', accessibilityConstraints: false, onlineExpansion: false, probe: async () => true, node },
+    driver: {
+      name: 'nfs.csi.k8s.io',
+      accessibilityConstraints: false,
+      onlineExpansion: false,
+      probe: async () => true,
+      node,
+    },
     mode: 'node',
     endpoint: 'tcp://127.0.0.1:0',
     log,
@@ -75,14 +113,18 @@ t.test('NFS node over gRPC: info, capabilities, block refused', async (t) => {
   t.equal(info.nodeId, 'talos-w1');
   t.equal(info.accessibleTopology, null);
   const caps = await c.node.NodeGetCapabilities();
-  t.same(caps.capabilities.map((x) => x.rpc?.type), ['GET_VOLUME_STATS', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER']);
-  const err = await rejection(c
-    .node.NodePublishVolume({
+  t.same(
+    caps.capabilities.map((x) => x.rpc?.type),
+    ['GET_VOLUME_STATS', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER'],
+  );
+  const err = await rejection(
+    c.node.NodePublishVolume({
       volumeId: 'v',
       targetPath: '/tmp/never-created-by-this-test',
       volumeCapability: { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } },
       volumeContext: { server: '127.0.0.1', share: '/x' },
-    }));
+    }),
+  );
   t.equal(err.code, status.INVALID_ARGUMENT);
   t.notOk(fs.existsSync('/tmp/never-created-by-this-test'));
 });

@@ -13,7 +13,8 @@ export interface LoopDisk {
   wwn: string;
 }
 
-const run = (cmd: string, args: string[]) => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+const run = (cmd: string, args: string[]) =>
+  execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 
 /** Why the loop-device tests cannot run here, or false: the shape tap's `skip` option takes. */
 export function canUseLoopDevices(): string | false {

@@ -4,15 +4,26 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createLinuxBlockDevices, majMinFromRdev, mkfsCommand, parseBlkidExport } from '../../../src/os/blockdevices.js';
+import {
+  createLinuxBlockDevices,
+  majMinFromRdev,
+  mkfsCommand,
+  parseBlkidExport,
+} from '../../../src/os/blockdevices.js';
 import { createExec, isCommandError } from '../../../src/os/exec.js';
 import { canUseLoopDevices } from '../node/loop-rig.js';
 import { rejection } from '../../helpers/rejection.js';
 
 t.test('mkfs command lines', async (t) => {
   t.same(mkfsCommand('/dev/sdb', 'ext4'), ['mkfs.ext4', ['-m0', '/dev/sdb']]);
-  t.same(mkfsCommand('/dev/sdb', 'ext4', { blockSize: 4096, inodeSize: 256 }), ['mkfs.ext4', ['-m0', '-b', '4096', '-I', '256', '/dev/sdb']]);
-  t.same(mkfsCommand('/dev/sdb', 'xfs', { blockSize: 4096, inodeSize: 512 }), ['mkfs.xfs', ['-b', 'size=4096', '-i', 'size=512', '/dev/sdb']]);
+  t.same(mkfsCommand('/dev/sdb', 'ext4', { blockSize: 4096, inodeSize: 256 }), [
+    'mkfs.ext4',
+    ['-m0', '-b', '4096', '-I', '256', '/dev/sdb'],
+  ]);
+  t.same(mkfsCommand('/dev/sdb', 'xfs', { blockSize: 4096, inodeSize: 512 }), [
+    'mkfs.xfs',
+    ['-b', 'size=4096', '-i', 'size=512', '/dev/sdb'],
+  ]);
   t.notOk(mkfsCommand('/dev/sdb', 'xfs')[1].includes('-f'), 'xfs is never forced');
 });
 
@@ -35,7 +46,10 @@ t.test('probe, format, size and device numbers on a loop device', { skip: canUse
     execFileSync('losetup', ['-d', dev]);
     fs.rmSync(dir, { recursive: true, force: true });
   });
-  const bd = createLinuxBlockDevices({ exec: createExec(), driverDisks: { ownsWwn: () => false, minSlot: 1, maxSlot: 30 } });
+  const bd = createLinuxBlockDevices({
+    exec: createExec(),
+    driverDisks: { ownsWwn: () => false, minSlot: 1, maxSlot: 30 },
+  });
   t.same(await bd.probe(dev), {}, 'empty disk');
   t.equal(await bd.size(dev), 400 * 1024 * 1024);
   const mm = await bd.majMinOf(dev);

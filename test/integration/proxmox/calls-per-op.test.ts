@@ -10,26 +10,58 @@ import { GiB } from '../../../src/proxmox/controller/params.js';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 import { type BudgetedOp, PROXMOX_CALL_BUDGET } from '../../helpers/proxmox-call-budget.js';
 
-const MOUNT: T.VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'mount' };
+const MOUNT: T.VolumeCapability = {
+  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
+  accessMode: { mode: 'SINGLE_NODE_WRITER' },
+  accessType: 'mount',
+};
 const PARAMS = { storage: 'local-lvm', ssd: 'true', backup: 'true' };
 const VM = 'talos-worker-1';
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(30_000) });
 const createReq = (name: string): T.CreateVolumeRequest => ({
-  name, capacityRange: { requiredBytes: String(GiB), limitBytes: '0' }, volumeCapabilities: [MOUNT], parameters: PARAMS, secrets: {},
-  volumeContentSource: null, mutableParameters: {},
-  accessibilityRequirements: { requisite: [], preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }] },
+  name,
+  capacityRange: { requiredBytes: String(GiB), limitBytes: '0' },
+  volumeCapabilities: [MOUNT],
+  parameters: PARAMS,
+  secrets: {},
+  volumeContentSource: null,
+  mutableParameters: {},
+  accessibilityRequirements: {
+    requisite: [],
+    preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }],
+  },
 });
-const pubReq = (volumeId: string): T.ControllerPublishVolumeRequest => ({ volumeId, nodeId: VM, volumeCapability: MOUNT, readonly: false, secrets: {}, volumeContext: PARAMS });
+const pubReq = (volumeId: string): T.ControllerPublishVolumeRequest => ({
+  volumeId,
+  nodeId: VM,
+  volumeCapability: MOUNT,
+  readonly: false,
+  secrets: {},
+  volumeContext: PARAMS,
+});
 
 t.test('calls per operation stay at the minimum (happy path, warm caches)', async (t) => {
   const sim = await startSimulator({ backend: 'none', faults: { authFailureDelayMs: 0, taskDurationMs: 0 } });
   t.teardown(() => sim.close());
   const admin = new SimulatorAdmin(sim.adminUrl);
   const c = createProxmoxController({
-    config: { clusters: [{ url: sim.url, insecure: false, caFile: sim.caFile, tokenId: sim.tokenId, tokenSecret: sim.tokenSecret, region: 'homelab' }], controllerVmId: 9999 },
+    config: {
+      clusters: [
+        {
+          url: sim.url,
+          insecure: false,
+          caFile: sim.caFile,
+          tokenId: sim.tokenId,
+          tokenSecret: sim.tokenSecret,
+          region: 'homelab',
+        },
+      ],
+      controllerVmId: 9999,
+    },
     // Caches stay warm for the whole test: what is counted is the operation, not a refresh. No
     // start-up window (startup-fence.ts): steady state is what is counted.
-    log: pino({ level: 'silent' }), tuning: { cacheTtlMs: 120_000, startupFenceMs: 0 },
+    log: pino({ level: 'silent' }),
+    tuning: { cacheTtlMs: 120_000, startupFenceMs: 0 },
   });
   t.teardown(() => c.close());
   const { controllerPublishVolume, controllerUnpublishVolume } = c;
@@ -57,17 +89,34 @@ t.test('calls per operation stay at the minimum (happy path, warm caches)', asyn
   await cycle('pvc-counted', true);
   for (const [op, calls, routes] of measured) {
     const budget = PROXMOX_CALL_BUDGET[op];
-    t.ok(calls <= budget, `${op}: ${calls} Proxmox calls, minimum ${budget} (${Object.entries(routes).map(([r, n]) => `${r} ×${n}`).join(', ')})`);
+    t.ok(
+      calls <= budget,
+      `${op}: ${calls} Proxmox calls, minimum ${budget} (${Object.entries(routes)
+        .map(([r, n]) => `${r} ×${n}`)
+        .join(', ')})`,
+    );
   }
 
   // The attach storm: 24 publishes to one VM at the same moment are merged into one change.
-  const ids = await Promise.all(Array.from({ length: 24 }, async (_, i) => (await c.createVolume(createReq(`pvc-storm-${i}`), ctx())).volume?.volumeId ?? ''));
+  const ids = await Promise.all(
+    Array.from(
+      { length: 24 },
+      async (_, i) => (await c.createVolume(createReq(`pvc-storm-${i}`), ctx())).volume?.volumeId ?? '',
+    ),
+  );
   await admin.resetCounters();
   const luns = await Promise.all(ids.map(async (id) => (await publish(pubReq(id), ctx())).publishContext?.lun));
   const k = await admin.counters();
   t.equal(new Set(luns).size, 24, 'every volume got its own slot');
-  t.equal(k.byRoute['POST /nodes/{node}/qemu/{vmid}/config'] ?? 0, 1, `one config change for 24 attaches (${k.total} calls)`);
-  t.ok(k.total <= PROXMOX_CALL_BUDGET.ControllerPublishVolume, `the storm costs no more calls than one publish: ${k.total}`);
+  t.equal(
+    k.byRoute['POST /nodes/{node}/qemu/{vmid}/config'] ?? 0,
+    1,
+    `one config change for 24 attaches (${k.total} calls)`,
+  );
+  t.ok(
+    k.total <= PROXMOX_CALL_BUDGET.ControllerPublishVolume,
+    `the storm costs no more calls than one publish: ${k.total}`,
+  );
   await Promise.all(ids.map((id) => unpublish({ volumeId: id, nodeId: VM, secrets: {} }, ctx())));
   await Promise.all(ids.map((id) => c.deleteVolume({ volumeId: id, secrets: {} }, ctx())));
 });

@@ -11,9 +11,15 @@ import type { VmResource } from '../../../src/proxmox/api/api.js';
 import { helperCandidates } from '../../../src/proxmox/controller/expand.js';
 import { configuredHelpers, kubernetesNodeNames } from '../../../src/proxmox/controller/helper-vms.js';
 
-const vm = (vmid: number, name: string, node: string, status: string): VmResource => ({ type: 'qemu', vmid, name, node, status });
+const vm = (vmid: number, name: string, node: string, status: string): VmResource => ({
+  type: 'qemu',
+  vmid,
+  name,
+  node,
+  status,
+});
 
-t.test('only allowed names on the disk\'s host, never its owner; stopped first', async (t) => {
+t.test("only allowed names on the disk's host, never its owner; stopped first", async (t) => {
   const vms = [
     vm(100, 'pfsense', 'hyper1', 'stopped'),
     vm(101, 'talos-cp-1', 'hyper1', 'running'),
@@ -22,16 +28,49 @@ t.test('only allowed names on the disk\'s host, never its owner; stopped first',
     vm(9999, 'talos-owner', 'hyper1', 'stopped'),
   ];
   const allowed = new Set(['talos-cp-1', 'talos-worker-1', 'talos-worker-2', 'talos-owner']);
-  t.same(helperCandidates(vms, 'hyper1', 9999, allowed).map((v) => v.vmid), [111, 101], 'pfsense is not a node: never borrowed');
-  t.same(helperCandidates(vms, 'hyper1', 9999).map((v) => v.vmid), [100, 111, 101], 'unrestricted (outside Kubernetes, no list)');
-  t.same(helperCandidates(vms, 'hyper1', 9999, new Set()).map((v) => v.vmid), []);
+  t.same(
+    helperCandidates(vms, 'hyper1', 9999, allowed).map((v) => v.vmid),
+    [111, 101],
+    'pfsense is not a node: never borrowed',
+  );
+  t.same(
+    helperCandidates(vms, 'hyper1', 9999).map((v) => v.vmid),
+    [100, 111, 101],
+    'unrestricted (outside Kubernetes, no list)',
+  );
+  t.same(
+    helperCandidates(vms, 'hyper1', 9999, new Set()).map((v) => v.vmid),
+    [],
+  );
   t.same([...(await configuredHelpers(['a', 'b'])())!], ['a', 'b']);
 });
 
 function selfSigned(dir: string): { key: string; cert: string; certPath: string } {
   const keyPath = path.join(dir, 'k.key');
   const certPath = path.join(dir, 'k.crt');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', keyPath, '-out', certPath, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      keyPath,
+      '-out',
+      certPath,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
   return { key: fs.readFileSync(keyPath, 'utf8'), cert: fs.readFileSync(certPath, 'utf8'), certPath };
 }
 
@@ -48,7 +87,11 @@ t.test('Kubernetes Node names in-cluster: token, CA, cache, clear errors', async
     t.equal(req.url, '/api/v1/nodes');
     t.equal(req.headers.authorization, 'Bearer tok');
     res.writeHead(status, { 'Content-Type': 'application/json' });
-    res.end(status === 200 ? JSON.stringify({ items: [{ metadata: { name: 'talos-cp-1' } }, { metadata: { name: 'talos-worker-1' } }] }) : '{"reason":"Forbidden"}');
+    res.end(
+      status === 200
+        ? JSON.stringify({ items: [{ metadata: { name: 'talos-cp-1' } }, { metadata: { name: 'talos-worker-1' } }] })
+        : '{"reason":"Forbidden"}',
+    );
   });
   await new Promise<void>((r) => api.listen(0, '127.0.0.1', r));
   t.teardown(() => api.close());
@@ -56,7 +99,11 @@ t.test('Kubernetes Node names in-cluster: token, CA, cache, clear errors', async
   const env = { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String(port) };
 
   t.equal(kubernetesNodeNames({ env: {}, tokenPath }), undefined, 'outside Kubernetes: no source');
-  t.equal(kubernetesNodeNames({ env, tokenPath: path.join(dir, 'none') }), undefined, 'no service account token: no source');
+  t.equal(
+    kubernetesNodeNames({ env, tokenPath: path.join(dir, 'none') }),
+    undefined,
+    'no service account token: no source',
+  );
   const names = kubernetesNodeNames({ env, tokenPath, caPath: tls.certPath, ttlMs: 60_000 })!;
   t.same([...(await names())!].sort(), ['talos-cp-1', 'talos-worker-1']);
   await names();

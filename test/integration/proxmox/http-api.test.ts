@@ -23,7 +23,11 @@ function reply(res: http.ServerResponse, status: number, reason: string, body: u
   res.end(JSON.stringify(body));
 }
 
-async function serve(t: { teardown(fn: () => unknown): void }, handler: Handler, tls?: { key: Buffer; cert: Buffer }): Promise<string> {
+async function serve(
+  t: { teardown(fn: () => unknown): void },
+  handler: Handler,
+  tls?: { key: Buffer; cert: Buffer },
+): Promise<string> {
   const onReq = (req: http.IncomingMessage, res: http.ServerResponse) => {
     let body = '';
     req.on('data', (c) => (body += c));
@@ -31,10 +35,13 @@ async function serve(t: { teardown(fn: () => unknown): void }, handler: Handler,
   };
   const server = tls ? https.createServer(tls, onReq) : http.createServer(onReq);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => {
-    server.closeAllConnections?.();
-    server.close(() => r());
-  }));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections?.();
+        server.close(() => r());
+      }),
+  );
   const port = (server.address() as AddressInfo).port;
   return `${tls ? 'https' : 'http'}://127.0.0.1:${port}/api2/json`;
 }
@@ -54,14 +61,24 @@ async function failure(p: Promise<unknown>): Promise<{ kind: string; message: st
 
 t.test('endpoint parsing', async (t) => {
   t.same(endpointOf('https://pve.example:8006/api2/json', 'r'), { host: 'pve.example', port: 8006, schema: 'https' });
-  t.same(endpointOf('https://pve.example/', 'r'), { host: 'pve.example', port: 443, schema: 'https' }, 'no port means 443, passed explicitly');
+  t.same(
+    endpointOf('https://pve.example/', 'r'),
+    { host: 'pve.example', port: 443, schema: 'https' },
+    'no port means 443, passed explicitly',
+  );
   t.throws(() => endpointOf('pve.example:8006', 'r'), /https/);
   t.throws(() => endpointOf('https://pve.example:8006/proxy/api', 'r'), /not supported/);
 });
 
 t.test('token shape is checked with a clear message', async (t) => {
-  t.throws(() => createHttpProxmoxApi({ cluster: cluster('https://127.0.0.1:8006', { tokenSecret: 'ABC' }) }), /token_secret/);
-  t.throws(() => createHttpProxmoxApi({ cluster: cluster('https://127.0.0.1:8006', { tokenId: 'nope' }) }), /USER@REALM!TOKENID/);
+  t.throws(
+    () => createHttpProxmoxApi({ cluster: cluster('https://127.0.0.1:8006', { tokenSecret: 'ABC' }) }),
+    /token_secret/,
+  );
+  t.throws(
+    () => createHttpProxmoxApi({ cluster: cluster('https://127.0.0.1:8006', { tokenId: 'nope' }) }),
+    /USER@REALM!TOKENID/,
+  );
 });
 
 t.test('answers and errors', async (t) => {
@@ -71,38 +88,96 @@ t.test('answers and errors', async (t) => {
     hits.set(key, (hits.get(key) ?? 0) + 1);
     t.equal(req.headers.authorization, `PVEAPIToken=${TOKEN.tokenId}=${TOKEN.tokenSecret}`, 'token header');
     switch (key) {
-      case 'GET /api2/json/version': { reply(res, 200, 'OK', { data: { version: '8.2.4', release: '8.2' } }); return; }
-      case 'GET /api2/json/cluster/resources':
-        { reply(res, 200, 'OK', { data: [
-          { id: 'qemu/101', type: 'qemu', vmid: 101, name: 'talos-cp-1', node: 'hyper1', status: 'running', template: 0 },
-          { id: 'lxc/200', type: 'lxc', vmid: 200, name: 'ct', node: 'hyper1' },
-          { id: 'storage/hyper1/local-lvm', type: 'storage', storage: 'local-lvm', node: 'hyper1', content: 'images,rootdir', shared: 0, status: 'available', disk: 5, maxdisk: 10 },
-        ] }); return; }
+      case 'GET /api2/json/version': {
+        reply(res, 200, 'OK', { data: { version: '8.2.4', release: '8.2' } });
+        return;
+      }
+      case 'GET /api2/json/cluster/resources': {
+        reply(res, 200, 'OK', {
+          data: [
+            {
+              id: 'qemu/101',
+              type: 'qemu',
+              vmid: 101,
+              name: 'talos-cp-1',
+              node: 'hyper1',
+              status: 'running',
+              template: 0,
+            },
+            { id: 'lxc/200', type: 'lxc', vmid: 200, name: 'ct', node: 'hyper1' },
+            {
+              id: 'storage/hyper1/local-lvm',
+              type: 'storage',
+              storage: 'local-lvm',
+              node: 'hyper1',
+              content: 'images,rootdir',
+              shared: 0,
+              status: 'available',
+              disk: 5,
+              maxdisk: 10,
+            },
+          ],
+        });
+        return;
+      }
       case 'POST /api2/json/nodes/hyper1/qemu/101/config':
         t.match(body, /scsi1=local-lvm%3Avm-9999-pvc-a/, 'form-encoded body');
-        { reply(res, 500, "can't lock file '/var/lock/qemu-server/lock-101.conf' - got timeout", { data: null }); return; }
-      case 'POST /api2/json/nodes/hyper1/qemu/102/config':
-        { reply(res, 400, 'Parameter verification failed.', { data: null, errors: { scsi1: 'invalid format - format error\n' } }); return; }
-      case 'GET /api2/json/nodes/hyper1/qemu/103/config':
-        { reply(res, 500, "Configuration file 'nodes/hyper1/qemu-server/103.conf' does not exist", { data: null }); return; }
-      case 'GET /api2/json/nodes/hyper1/qemu/104/config':
-        { reply(res, 403, 'Permission check failed (/vms/104, VM.Audit)', { data: null }); return; }
-      case 'GET /api2/json/nodes/hyper1/qemu/105/config':
-        { reply(res, 401, 'authentication failure', { data: null }); return; }
-      case 'GET /api2/json/nodes/hyper1/qemu/106/config':
-        { reply(res, 500, 'cluster not ready - no quorum?', { data: null }); return; }
-      case 'POST /api2/json/nodes/hyper1/storage/local-lvm/content':
-        { reply(res, 500, "lvcreate 'pve/vm-9999-pvc-a' error:   Logical Volume \"vm-9999-pvc-a\" already exists in volume group \"pve\"", { data: null }); return; }
+        {
+          reply(res, 500, "can't lock file '/var/lock/qemu-server/lock-101.conf' - got timeout", { data: null });
+          return;
+        }
+      case 'POST /api2/json/nodes/hyper1/qemu/102/config': {
+        reply(res, 400, 'Parameter verification failed.', {
+          data: null,
+          errors: { scsi1: 'invalid format - format error\n' },
+        });
+        return;
+      }
+      case 'GET /api2/json/nodes/hyper1/qemu/103/config': {
+        reply(res, 500, "Configuration file 'nodes/hyper1/qemu-server/103.conf' does not exist", { data: null });
+        return;
+      }
+      case 'GET /api2/json/nodes/hyper1/qemu/104/config': {
+        reply(res, 403, 'Permission check failed (/vms/104, VM.Audit)', { data: null });
+        return;
+      }
+      case 'GET /api2/json/nodes/hyper1/qemu/105/config': {
+        reply(res, 401, 'authentication failure', { data: null });
+        return;
+      }
+      case 'GET /api2/json/nodes/hyper1/qemu/106/config': {
+        reply(res, 500, 'cluster not ready - no quorum?', { data: null });
+        return;
+      }
+      case 'POST /api2/json/nodes/hyper1/storage/local-lvm/content': {
+        reply(
+          res,
+          500,
+          'lvcreate \'pve/vm-9999-pvc-a\' error:   Logical Volume "vm-9999-pvc-a" already exists in volume group "pve"',
+          { data: null },
+        );
+        return;
+      }
       case 'PUT /api2/json/nodes/hyper1/qemu/107/unlink':
         req.socket.destroy();
         return;
       case 'GET /api2/json/nodes/hyper1/qemu/108/pending':
         if ((hits.get(key) ?? 0) === 1) return void req.socket.destroy();
-        { reply(res, 200, 'OK', { data: [{ key: 'scsi1', value: 'local-lvm:vm-9999-pvc-a', delete: 1 }, { key: 'scsi2', pending: 'local-lvm:vm-9999-pvc-b' }] }); return; }
+        {
+          reply(res, 200, 'OK', {
+            data: [
+              { key: 'scsi1', value: 'local-lvm:vm-9999-pvc-a', delete: 1 },
+              { key: 'scsi2', pending: 'local-lvm:vm-9999-pvc-b' },
+            ],
+          });
+          return;
+        }
       case 'GET /api2/json/nodes/hyper1/qemu/109/config':
         return void setTimeout(() => reply(res, 200, 'OK', { data: {} }), 1500);
-      default:
-        { reply(res, 501, `Method '${key}' not implemented`, { data: null }); return; }
+      default: {
+        reply(res, 501, `Method '${key}' not implemented`, { data: null });
+        return;
+      }
     }
   });
   const api = createHttpProxmoxApi({ cluster: cluster(url), queryTimeoutMs: 500 });
@@ -110,10 +185,22 @@ t.test('answers and errors', async (t) => {
 
   t.same(await api.version(), { version: '8.2.4', release: '8.2' });
   const vms = await api.vmResources();
-  t.same(vms.map((v) => [v.type, v.vmid, v.template]), [['qemu', 101, false], ['lxc', 200, false]], 'only guests, template as boolean');
-  t.same((await api.storageResources()).map((s) => [s.storage, s.node, s.shared, s.maxdisk]), [['local-lvm', 'hyper1', false, 10]]);
+  t.same(
+    vms.map((v) => [v.type, v.vmid, v.template]),
+    [
+      ['qemu', 101, false],
+      ['lxc', 200, false],
+    ],
+    'only guests, template as boolean',
+  );
+  t.same(
+    (await api.storageResources()).map((s) => [s.storage, s.node, s.shared, s.maxdisk]),
+    [['local-lvm', 'hyper1', false, 10]],
+  );
 
-  let f = await failure(api.updateVmConfig('hyper1', 101, { set: { scsi1: 'local-lvm:vm-9999-pvc-a,wwn=0x5056432d49443031' } }));
+  let f = await failure(
+    api.updateVmConfig('hyper1', 101, { set: { scsi1: 'local-lvm:vm-9999-pvc-a,wwn=0x5056432d49443031' } }),
+  );
   t.equal(f.kind, 'Aborted', 'lock timeout is Busy');
   t.match(f.message, /homelab.*can't lock file/);
   t.equal(hits.get('POST /api2/json/nodes/hyper1/qemu/101/config'), 1, 'an HTTP error is not re-sent');
@@ -127,7 +214,11 @@ t.test('answers and errors', async (t) => {
 
   f = await failure(api.vmConfig('hyper1', 104));
   t.equal(f.kind, 'FailedPrecondition');
-  t.match(f.message, /lacks VM\.Audit on \/vms\/104.*VM\.Config\.Disk Datastore\.Allocate/, '403 names the missing privilege and the role');
+  t.match(
+    f.message,
+    /lacks VM\.Audit on \/vms\/104.*VM\.Config\.Disk Datastore\.Allocate/,
+    '403 names the missing privilege and the role',
+  );
 
   f = await failure(api.vmConfig('hyper1', 105));
   t.equal(f.kind, 'FailedPrecondition');
@@ -136,13 +227,19 @@ t.test('answers and errors', async (t) => {
   f = await failure(api.vmConfig('hyper1', 106));
   t.equal(f.kind, 'Unavailable', 'other 5xx are Unavailable');
 
-  f = await failure(api.allocDisk('hyper1', 'local-lvm', { vmid: 9999, filename: 'vm-9999-pvc-a', sizeBytes: 2 ** 30 }));
+  f = await failure(
+    api.allocDisk('hyper1', 'local-lvm', { vmid: 9999, filename: 'vm-9999-pvc-a', sizeBytes: 2 ** 30 }),
+  );
   t.equal(f.kind, 'AlreadyExists');
 
   f = await failure(api.unlinkDisks('hyper1', 107, ['scsi1']));
   t.equal(f.kind, 'Unavailable', 'dropped connection');
   t.match(f.message, /cannot reach the API/);
-  t.equal(hits.get('PUT /api2/json/nodes/hyper1/qemu/107/unlink'), 1, 'a mutating call whose connection dropped is NOT re-sent');
+  t.equal(
+    hits.get('PUT /api2/json/nodes/hyper1/qemu/107/unlink'),
+    1,
+    'a mutating call whose connection dropped is NOT re-sent',
+  );
 
   const pending = await api.vmPending('hyper1', 108);
   t.equal(hits.get('GET /api2/json/nodes/hyper1/qemu/108/pending'), 2, 'a read is retried once');
@@ -184,9 +281,31 @@ t.test('TLS: pinned CA, unknown CA, insecure', async (t) => {
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const key = path.join(dir, 'key.pem');
   const cert = path.join(dir, 'cert.pem');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1',
-    '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
-  const url = await serve(t, (_req, res) => reply(res, 200, 'OK', { data: { version: '8.2.4' } }), { key: fs.readFileSync(key), cert: fs.readFileSync(cert) });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
+  const url = await serve(t, (_req, res) => reply(res, 200, 'OK', { data: { version: '8.2.4' } }), {
+    key: fs.readFileSync(key),
+    cert: fs.readFileSync(cert),
+  });
 
   const pinned = createHttpProxmoxApi({ cluster: cluster(url, { caFile: cert }) });
   const unpinned = createHttpProxmoxApi({ cluster: cluster(url) });
@@ -198,5 +317,8 @@ t.test('TLS: pinned CA, unknown CA, insecure', async (t) => {
   t.equal(f.kind, 'Unavailable');
   t.match(f.message, /ca_file/, 'the message says how to fix it');
   t.equal((await insecure.version()).version, '8.2.4', 'insecure: true skips verification');
-  t.throws(() => createHttpProxmoxApi({ cluster: cluster(url, { caFile: path.join(dir, 'missing.pem') }) }), /cannot read ca_file/);
+  t.throws(
+    () => createHttpProxmoxApi({ cluster: cluster(url, { caFile: path.join(dir, 'missing.pem') }) }),
+    /cannot read ca_file/,
+  );
 });

@@ -8,13 +8,23 @@ import type * as T from '../../../src/csi/types.js';
 import { isCsiError } from '../../../src/errors.js';
 import { createProxmoxController } from '../../../src/proxmox/controller/controller.js';
 import { driveHasOptions, parseDrive, withDriveOptions } from '../../../src/proxmox/controller/drives.js';
-import { applyMutable, driveChanges, markerName, parseMarker, parseMutableParameters } from '../../../src/proxmox/controller/mutable.js';
+import {
+  applyMutable,
+  driveChanges,
+  markerName,
+  parseMarker,
+  parseMutableParameters,
+} from '../../../src/proxmox/controller/mutable.js';
 import { GiB } from '../../../src/proxmox/controller/params.js';
 import { diskNameFor } from '../../../src/proxmox/volume-id.js';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(60_000) });
-const MOUNT: T.VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'mount' };
+const MOUNT: T.VolumeCapability = {
+  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
+  accessMode: { mode: 'SINGLE_NODE_WRITER' },
+  accessType: 'mount',
+};
 
 async function kind(p: Promise<unknown>): Promise<{ kind: string; message: string }> {
   try {
@@ -26,7 +36,11 @@ async function kind(p: Promise<unknown>): Promise<{ kind: string; message: strin
 }
 
 t.test('mutable keys: the three upstream ones, everything else refused by name', async (t) => {
-  t.same(parseMutableParameters({ backup: 'false', diskIOPS: '500', diskMBps: '0' }), { backup: false, iops: 500, mbps: 0 });
+  t.same(parseMutableParameters({ backup: 'false', diskIOPS: '500', diskMBps: '0' }), {
+    backup: false,
+    iops: 500,
+    mbps: 0,
+  });
   t.same(parseMutableParameters({}), {});
   for (const [p, re] of [
     [{ XXX_FakeKey: 'x' }, /"XXX_FakeKey" is not known; mutable keys: backup, diskIOPS, diskMBps/],
@@ -44,16 +58,25 @@ t.test('mutable keys: the three upstream ones, everything else refused by name',
   }
 });
 
-t.test('markers: name round trip, only the disk\'s own, never a PV\'s disk name', async (t) => {
+t.test("markers: name round trip, only the disk's own, never a PV's disk name", async (t) => {
   const name = markerName('vm-9999-pvc-a', 3, { backup: true, iops: 500, mbps: 0 });
   t.equal(name, 'vm-9999-pvc-a+vac3-b1-i500-m0');
-  t.same(parseMarker(name, 'vm-9999-pvc-a'), { disk: 'vm-9999-pvc-a', seq: 3, values: { backup: true, iops: 500, mbps: 0 } });
+  t.same(parseMarker(name, 'vm-9999-pvc-a'), {
+    disk: 'vm-9999-pvc-a',
+    seq: 3,
+    values: { backup: true, iops: 500, mbps: 0 },
+  });
   t.equal(parseMarker(name, 'vm-9999-pvc'), undefined);
   t.same(parseMarker('vm-9999-x+vac1', 'vm-9999-x')?.values, {}, 'a marker may set nothing');
   t.equal(parseMarker('vm-9999-pvc-a'), undefined);
   t.notMatch(diskNameFor(9999, 'a+vac1-b1'), /\+/, 'a CO name with "+" is hashed, so no disk looks like a marker');
-  t.same(applyMutable({ backup: true, iothread: true, ssd: false, iops: 100, readonly: false }, { backup: false, iops: 0, mbps: 30 }),
-    { backup: false, iothread: true, ssd: false, iops: undefined, mbps: 30, readonly: false });
+  t.same(
+    applyMutable(
+      { backup: true, iothread: true, ssd: false, iops: 100, readonly: false },
+      { backup: false, iops: 0, mbps: 30 },
+    ),
+    { backup: false, iothread: true, ssd: false, iops: undefined, mbps: 30, readonly: false },
+  );
 });
 
 t.test('drive lines: options replaced in place, defaults understood', async (t) => {
@@ -63,38 +86,82 @@ t.test('drive lines: options replaced in place, defaults understood', async (t) 
   t.ok(driveHasOptions(parseDrive(changed)!, driveChanges({ backup: false, iops: 0, mbps: 40 })));
   t.notOk(driveHasOptions(parseDrive(line)!, driveChanges({ iops: 20 })));
   t.ok(driveHasOptions(parseDrive('local-lvm:vm-9999-a,wwn=0x1')!, { backup: '1' }), 'no backup= means backup on');
-  t.ok(driveHasOptions(parseDrive('local-lvm:vm-9999-a,mbps_rd=40.0')!, { mbps_rd: '40' }), 'numbers compare as numbers');
+  t.ok(
+    driveHasOptions(parseDrive('local-lvm:vm-9999-a,mbps_rd=40.0')!, { mbps_rd: '40' }),
+    'numbers compare as numbers',
+  );
 });
 
 t.test('ControllerModifyVolume against the simulator', async (t) => {
-  const sim = await startSimulator({ backend: 'none', faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 1000 } });
+  const sim = await startSimulator({
+    backend: 'none',
+    faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 1000 },
+  });
   t.teardown(() => sim.close());
   const c = createProxmoxController({
-    config: { clusters: [{ url: sim.url, insecure: false, caFile: sim.caFile, tokenId: sim.tokenId, tokenSecret: sim.tokenSecret, region: 'homelab' }], controllerVmId: 9999 },
-    log: pino({ level: 'silent' }), queryTimeoutMs: 10_000, tuning: { queue: { confirmTimeoutMs: 1500 } },
+    config: {
+      clusters: [
+        {
+          url: sim.url,
+          insecure: false,
+          caFile: sim.caFile,
+          tokenId: sim.tokenId,
+          tokenSecret: sim.tokenSecret,
+          region: 'homelab',
+        },
+      ],
+      controllerVmId: 9999,
+    },
+    log: pino({ level: 'silent' }),
+    queryTimeoutMs: 10_000,
+    tuning: { queue: { confirmTimeoutMs: 1500 } },
   });
   t.teardown(() => c.close());
   t.ok(c.capabilities.includes('MODIFY_VOLUME'));
   const admin = new SimulatorAdmin(sim.adminUrl);
-  type State = { nodes: Array<{ name: string; storages: Array<{ id: string; volumes: Array<{ volid: string }> }> }>; vms: Array<{ name: string; config: Record<string, string>; pending: Record<string, string> }> };
+  type State = {
+    nodes: Array<{ name: string; storages: Array<{ id: string; volumes: Array<{ volid: string }> }> }>;
+    vms: Array<{ name: string; config: Record<string, string>; pending: Record<string, string> }>;
+  };
   const state = async () => (await admin.state()) as State;
-  const volids = async () => (await state()).nodes.find((n) => n.name === 'hyper1')!.storages.find((s) => s.id === 'local-lvm')!.volumes.map((v) => v.volid);
+  const volids = async () =>
+    (await state()).nodes
+      .find((n) => n.name === 'hyper1')!
+      .storages.find((s) => s.id === 'local-lvm')!
+      .volumes.map((v) => v.volid);
   const vm = async (name: string) => (await state()).vms.find((v) => v.name === name)!;
   const create = (name: string, mutableParameters: Record<string, string> = {}): T.CreateVolumeRequest => ({
-    name, capacityRange: { requiredBytes: String(GiB), limitBytes: '0' }, volumeCapabilities: [MOUNT],
-    parameters: { storage: 'local-lvm', backup: 'true', diskIOPS: '100' }, secrets: {}, volumeContentSource: null,
-    accessibilityRequirements: { requisite: [], preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }] },
+    name,
+    capacityRange: { requiredBytes: String(GiB), limitBytes: '0' },
+    volumeCapabilities: [MOUNT],
+    parameters: { storage: 'local-lvm', backup: 'true', diskIOPS: '100' },
+    secrets: {},
+    volumeContentSource: null,
+    accessibilityRequirements: {
+      requisite: [],
+      preferred: [
+        { segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } },
+      ],
+    },
     mutableParameters,
   });
-  const modify = (volumeId: string, mutableParameters: Record<string, string>) => c.controllerModifyVolume!({ volumeId, mutableParameters, secrets: {} }, ctx());
+  const modify = (volumeId: string, mutableParameters: Record<string, string>) =>
+    c.controllerModifyVolume!({ volumeId, mutableParameters, secrets: {} }, ctx());
   const publish = (volumeId: string, volumeContext: Record<string, string>) =>
-    c.controllerPublishVolume!({ volumeId, nodeId: 'talos-worker-1', volumeCapability: MOUNT, readonly: false, secrets: {}, volumeContext }, ctx());
-  const unpublish = (volumeId: string) => c.controllerUnpublishVolume!({ volumeId, nodeId: 'talos-worker-1', secrets: {} }, ctx());
+    c.controllerPublishVolume!(
+      { volumeId, nodeId: 'talos-worker-1', volumeCapability: MOUNT, readonly: false, secrets: {}, volumeContext },
+      ctx(),
+    );
+  const unpublish = (volumeId: string) =>
+    c.controllerUnpublishVolume!({ volumeId, nodeId: 'talos-worker-1', secrets: {} }, ctx());
 
   await t.test('a VolumeAttributesClass at creation goes into the context; a bad one is refused', async (t) => {
     const v = await c.createVolume(create('pvc-vac-create', { diskMBps: '25', backup: 'false' }), ctx());
     t.match(v.volume!.volumeContext, { storage: 'local-lvm', diskIOPS: '100', diskMBps: '25', backup: 'false' });
-    t.match(await kind(c.createVolume(create('pvc-vac-bad', { XXX_FakeKey: 'x' }), ctx())), { kind: 'InvalidArgument', message: /XXX_FakeKey/ });
+    t.match(await kind(c.createVolume(create('pvc-vac-bad', { XXX_FakeKey: 'x' }), ctx())), {
+      kind: 'InvalidArgument',
+      message: /XXX_FakeKey/,
+    });
     t.notOk((await volids()).includes('local-lvm:vm-9999-pvc-vac-bad'), 'nothing allocated for a refused class');
     await c.deleteVolume({ volumeId: v.volume!.volumeId!, secrets: {} }, ctx());
   });
@@ -105,48 +172,72 @@ t.test('ControllerModifyVolume against the simulator', async (t) => {
     t.match(await kind(modify(id, { XXX_FakeKey: 'x' })), { kind: 'InvalidArgument' });
     t.match(await kind(modify('homelab/hyper1/local-lvm/vm-9999-pvc-nope', { diskIOPS: '1' })), { kind: 'NotFound' });
     t.match(await kind(modify(id, {})), { kind: 'ok' });
-    t.notOk((await volids()).some((x) => x.includes('+vac')), 'an empty change stores nothing');
+    t.notOk(
+      (await volids()).some((x) => x.includes('+vac')),
+      'an empty change stores nothing',
+    );
     await modify(id, { diskIOPS: '500' });
     await modify(id, { backup: 'false' });
     await modify(id, { backup: 'false' });
-    t.same((await volids()).filter((x) => x.startsWith('local-lvm:vm-9999-pvc-vac-det+')), ['local-lvm:vm-9999-pvc-vac-det+vac2-b0-i500'], 'one marker with both changes; a repeat changes nothing');
-    const listed = (await c.listVolumes!({ maxEntries: 0, startingToken: '' }, ctx())).entries!.map((e) => e.volume!.volumeId);
+    t.same(
+      (await volids()).filter((x) => x.startsWith('local-lvm:vm-9999-pvc-vac-det+')),
+      ['local-lvm:vm-9999-pvc-vac-det+vac2-b0-i500'],
+      'one marker with both changes; a repeat changes nothing',
+    );
+    const listed = (await c.listVolumes!({ maxEntries: 0, startingToken: '' }, ctx())).entries!.map(
+      (e) => e.volume!.volumeId,
+    );
     t.ok(listed.includes(id));
-    t.notOk(listed.some((x) => x!.includes('+')), 'ListVolumes never shows a marker');
+    t.notOk(
+      listed.some((x) => x!.includes('+')),
+      'ListVolumes never shows a marker',
+    );
     t.match(await kind(c.controllerGetVolume!({ volumeId: `${id}+vac2-b0-i500` }, ctx())), { kind: 'NotFound' });
 
     await publish(id, v.volumeContext!);
     const line = (await vm('talos-worker-1')).config.scsi1!;
     t.match(line, /^local-lvm:vm-9999-pvc-vac-det,/);
-    t.match(line, /backup=0/, 'the modified backup flag, not the context\'s');
-    t.match(line, /iops_rd=500,iops_wr=500/, 'the modified IOPS, not the context\'s 100');
+    t.match(line, /backup=0/, "the modified backup flag, not the context's");
+    t.match(line, /iops_rd=500,iops_wr=500/, "the modified IOPS, not the context's 100");
     await unpublish(id);
     await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
-    t.notOk((await volids()).some((x) => x.includes('pvc-vac-det')), 'DeleteVolume removes the markers too');
+    t.notOk(
+      (await volids()).some((x) => x.includes('pvc-vac-det')),
+      'DeleteVolume removes the markers too',
+    );
   });
 
-  await t.test('attached: the drive line changes in place, same slot and WWN, nothing pending; reattach keeps it', async (t) => {
-    const v = (await c.createVolume(create('pvc-vac-att'), ctx())).volume!;
-    const id = v.volumeId!;
-    const pub = await publish(id, v.volumeContext!);
-    const before = await vm('talos-worker-1');
-    const key = `scsi${pub.publishContext!.lun}`;
-    t.match(before.config[key], /iops_rd=100/);
-    await modify(id, { diskIOPS: '0', diskMBps: '40', backup: 'false' });
-    const after = await vm('talos-worker-1');
-    t.notOk(after.pending[key], 'applied, not pending');
-    t.match(after.config[key], /^local-lvm:vm-9999-pvc-vac-att,/);
-    t.notMatch(after.config[key], /iops_rd/, 'diskIOPS 0 removes the limit');
-    t.match(after.config[key], /backup=0/);
-    t.match(after.config[key], /mbps_rd=40,mbps_wr=40/);
-    t.equal(/wwn=(0x[0-9a-f]+)/.exec(after.config[key]!)![1], /wwn=(0x[0-9a-f]+)/.exec(before.config[key]!)![1], 'same WWN: the node keeps finding the disk');
-    t.same((await publish(id, v.volumeContext!)).publishContext, pub.publishContext, 'publish stays idempotent');
-    await unpublish(id);
-    await publish(id, v.volumeContext!);
-    const again = Object.values((await vm('talos-worker-1')).config).find((l) => l.startsWith('local-lvm:vm-9999-pvc-vac-att,'))!;
-    t.match(again, /mbps_rd=40/, 'a reattached disk keeps the change');
-    t.notMatch(again, /iops_rd/);
-    await unpublish(id);
-    await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
-  });
+  await t.test(
+    'attached: the drive line changes in place, same slot and WWN, nothing pending; reattach keeps it',
+    async (t) => {
+      const v = (await c.createVolume(create('pvc-vac-att'), ctx())).volume!;
+      const id = v.volumeId!;
+      const pub = await publish(id, v.volumeContext!);
+      const before = await vm('talos-worker-1');
+      const key = `scsi${pub.publishContext!.lun}`;
+      t.match(before.config[key], /iops_rd=100/);
+      await modify(id, { diskIOPS: '0', diskMBps: '40', backup: 'false' });
+      const after = await vm('talos-worker-1');
+      t.notOk(after.pending[key], 'applied, not pending');
+      t.match(after.config[key], /^local-lvm:vm-9999-pvc-vac-att,/);
+      t.notMatch(after.config[key], /iops_rd/, 'diskIOPS 0 removes the limit');
+      t.match(after.config[key], /backup=0/);
+      t.match(after.config[key], /mbps_rd=40,mbps_wr=40/);
+      t.equal(
+        /wwn=(0x[0-9a-f]+)/.exec(after.config[key]!)![1],
+        /wwn=(0x[0-9a-f]+)/.exec(before.config[key]!)![1],
+        'same WWN: the node keeps finding the disk',
+      );
+      t.same((await publish(id, v.volumeContext!)).publishContext, pub.publishContext, 'publish stays idempotent');
+      await unpublish(id);
+      await publish(id, v.volumeContext!);
+      const again = Object.values((await vm('talos-worker-1')).config).find((l) =>
+        l.startsWith('local-lvm:vm-9999-pvc-vac-att,'),
+      )!;
+      t.match(again, /mbps_rd=40/, 'a reattached disk keeps the change');
+      t.notMatch(again, /iops_rd/);
+      await unpublish(id);
+      await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
+    },
+  );
 });

@@ -12,7 +12,11 @@ import { createProxmoxController } from '../../../src/proxmox/controller/control
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(30_000) });
-const MOUNT: T.VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'mount' };
+const MOUNT: T.VolumeCapability = {
+  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
+  accessMode: { mode: 'SINGLE_NODE_WRITER' },
+  accessType: 'mount',
+};
 const BOOT = 'homelab/hyper1/local-lvm/vm-101-disk-0';
 
 async function kind(p: Promise<unknown>): Promise<string> {
@@ -24,21 +28,61 @@ async function kind(p: Promise<unknown>): Promise<string> {
   }
 }
 
-t.test('a VM\'s own disk is neither published to nor unpublished from that VM', async (t) => {
-  const sim = await startSimulator({ backend: 'none', faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 1000 } });
+t.test("a VM's own disk is neither published to nor unpublished from that VM", async (t) => {
+  const sim = await startSimulator({
+    backend: 'none',
+    faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 1000 },
+  });
   t.teardown(() => sim.close());
   const c = createProxmoxController({
-    config: { clusters: [{ url: sim.url, insecure: false, caFile: sim.caFile, tokenId: sim.tokenId, tokenSecret: sim.tokenSecret, region: 'homelab' }], controllerVmId: 9999 },
-    log: pino({ level: 'silent' }), queryTimeoutMs: 10_000, tuning: { queue: { confirmTimeoutMs: 1500 } },
+    config: {
+      clusters: [
+        {
+          url: sim.url,
+          insecure: false,
+          caFile: sim.caFile,
+          tokenId: sim.tokenId,
+          tokenSecret: sim.tokenSecret,
+          region: 'homelab',
+        },
+      ],
+      controllerVmId: 9999,
+    },
+    log: pino({ level: 'silent' }),
+    queryTimeoutMs: 10_000,
+    tuning: { queue: { confirmTimeoutMs: 1500 } },
   });
   t.teardown(() => c.close());
   const admin = new SimulatorAdmin(sim.adminUrl);
-  const vm101 = async () => ((await admin.state()) as { vms: { vmid: number; digest: string; pendingDelete: string[] }[] }).vms.find((v) => v.vmid === 101)!;
+  const vm101 = async () =>
+    ((await admin.state()) as { vms: { vmid: number; digest: string; pendingDelete: string[] }[] }).vms.find(
+      (v) => v.vmid === 101,
+    )!;
   const before = await vm101();
 
-  t.equal(await kind(c.controllerPublishVolume!({ volumeId: BOOT, nodeId: 'talos-cp-1', volumeCapability: MOUNT, readonly: false, secrets: {}, volumeContext: {} }, ctx())), 'FailedPrecondition', 'publish to its own VM is refused');
-  t.equal(await kind(c.controllerUnpublishVolume!({ volumeId: BOOT, nodeId: 'talos-cp-1', secrets: {} }, ctx())), 'FailedPrecondition', 'unpublish from its own VM is refused');
+  t.equal(
+    await kind(
+      c.controllerPublishVolume!(
+        {
+          volumeId: BOOT,
+          nodeId: 'talos-cp-1',
+          volumeCapability: MOUNT,
+          readonly: false,
+          secrets: {},
+          volumeContext: {},
+        },
+        ctx(),
+      ),
+    ),
+    'FailedPrecondition',
+    'publish to its own VM is refused',
+  );
+  t.equal(
+    await kind(c.controllerUnpublishVolume!({ volumeId: BOOT, nodeId: 'talos-cp-1', secrets: {} }, ctx())),
+    'FailedPrecondition',
+    'unpublish from its own VM is refused',
+  );
   const after = await vm101();
   t.same(after.pendingDelete, [], 'no pending delete of the boot disk');
-  t.equal(after.digest, before.digest, 'VM 101\'s config is unchanged');
+  t.equal(after.digest, before.digest, "VM 101's config is unchanged");
 });

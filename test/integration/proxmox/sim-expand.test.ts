@@ -14,42 +14,106 @@ import { helperWwnForSlot } from '../../../src/proxmox/contract.js';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(60_000) });
-const MOUNT: T.VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'mount' };
+const MOUNT: T.VolumeCapability = {
+  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
+  accessMode: { mode: 'SINGLE_NODE_WRITER' },
+  accessType: 'mount',
+};
 const RESIZE = 'PUT /nodes/{node}/qemu/{vmid}/resize';
 const UNLINK = 'PUT /nodes/{node}/qemu/{vmid}/unlink';
 
-interface VmState { vmid: number; name: string; config: Record<string, string>; pending: Record<string, string>; pendingDelete: string[]; loopDevices?: Record<string, string> }
-interface State { vms: VmState[]; nodes: Array<{ name: string; storages: Array<{ volumes: Array<{ volid: string; size: number; file: string | null }> }> }> }
+interface VmState {
+  vmid: number;
+  name: string;
+  config: Record<string, string>;
+  pending: Record<string, string>;
+  pendingDelete: string[];
+  loopDevices?: Record<string, string>;
+}
+interface State {
+  vms: VmState[];
+  nodes: Array<{
+    name: string;
+    storages: Array<{ volumes: Array<{ volid: string; size: number; file: string | null }> }>;
+  }>;
+}
 
-async function start(t: { teardown(fn: () => unknown): void }, backend: 'none' | 'loop', helpers: { kubernetesNodes?: string[]; expansionHelpers?: string[] } = {}) {
-  const sim = await startSimulator({ backend, faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 1000 } });
+async function start(
+  t: { teardown(fn: () => unknown): void },
+  backend: 'none' | 'loop',
+  helpers: { kubernetesNodes?: string[]; expansionHelpers?: string[] } = {},
+) {
+  const sim = await startSimulator({
+    backend,
+    faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 1000 },
+  });
   t.teardown(() => sim.close());
   const c = createProxmoxController({
     config: {
-      clusters: [{
-        url: sim.url, insecure: false, caFile: sim.caFile, tokenId: sim.tokenId, tokenSecret: sim.tokenSecret, region: 'homelab',
-        ...(helpers.expansionHelpers && { expansionHelpers: helpers.expansionHelpers }),
-      }],
+      clusters: [
+        {
+          url: sim.url,
+          insecure: false,
+          caFile: sim.caFile,
+          tokenId: sim.tokenId,
+          tokenSecret: sim.tokenSecret,
+          region: 'homelab',
+          ...(helpers.expansionHelpers && { expansionHelpers: helpers.expansionHelpers }),
+        },
+      ],
       controllerVmId: 9999,
     },
-    log: pino({ level: 'silent' }), queryTimeoutMs: 10_000, tuning: { queue: { confirmTimeoutMs: 1500 }, cacheTtlMs: 0 },
+    log: pino({ level: 'silent' }),
+    queryTimeoutMs: 10_000,
+    tuning: { queue: { confirmTimeoutMs: 1500 }, cacheTtlMs: 0 },
     ...(helpers.kubernetesNodes && { kubernetesNodes: async () => new Set(helpers.kubernetesNodes) }),
   });
   t.teardown(() => c.close());
   const admin = new SimulatorAdmin(sim.adminUrl);
   const state = async () => (await admin.state()) as State;
   /** Keys of every VM config/pending entry that mention the disk. */
-  const mentions = async (disk: string) => (await state()).vms.flatMap((vm) =>
-    [...Object.entries(vm.config), ...Object.entries(vm.pending)].filter(([, v]) => v.includes(disk)).map(([k]) => `${vm.vmid}:${k}`)
-      .concat(vm.pendingDelete.length ? [`${vm.vmid}:pendingDelete`] : []));
-  const create = async (name: string) => (await c.createVolume({
-    name, capacityRange: { requiredBytes: String(GiB), limitBytes: '0' }, volumeCapabilities: [MOUNT], parameters: { storage: 'local-lvm' },
-    secrets: {}, volumeContentSource: null, mutableParameters: {},
-    accessibilityRequirements: { requisite: [], preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }] },
-  }, ctx())).volume!.volumeId!;
+  const mentions = async (disk: string) =>
+    (await state()).vms.flatMap((vm) =>
+      [...Object.entries(vm.config), ...Object.entries(vm.pending)]
+        .filter(([, v]) => v.includes(disk))
+        .map(([k]) => `${vm.vmid}:${k}`)
+        .concat(vm.pendingDelete.length ? [`${vm.vmid}:pendingDelete`] : []),
+    );
+  const create = async (name: string) =>
+    (
+      await c.createVolume(
+        {
+          name,
+          capacityRange: { requiredBytes: String(GiB), limitBytes: '0' },
+          volumeCapabilities: [MOUNT],
+          parameters: { storage: 'local-lvm' },
+          secrets: {},
+          volumeContentSource: null,
+          mutableParameters: {},
+          accessibilityRequirements: {
+            requisite: [],
+            preferred: [
+              { segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } },
+            ],
+          },
+        },
+        ctx(),
+      )
+    ).volume!.volumeId!;
   const expand = (volumeId: string, bytes: number) =>
-    c.controllerExpandVolume!({ volumeId, capacityRange: { requiredBytes: String(bytes), limitBytes: '0' }, secrets: {}, volumeCapability: MOUNT }, ctx());
-  const resizedThrough = async () => (await admin.requests()).entries.filter((e) => e.route === RESIZE && e.status === 200).map((e) => /\/qemu\/(\d+)\//.exec(e.path)?.[1]);
+    c.controllerExpandVolume!(
+      {
+        volumeId,
+        capacityRange: { requiredBytes: String(bytes), limitBytes: '0' },
+        secrets: {},
+        volumeCapability: MOUNT,
+      },
+      ctx(),
+    );
+  const resizedThrough = async () =>
+    (await admin.requests()).entries
+      .filter((e) => e.route === RESIZE && e.status === 200)
+      .map((e) => /\/qemu\/(\d+)\//.exec(e.path)?.[1]);
   return { sim, admin, c, state, mentions, create, expand, resizedThrough };
 }
 
@@ -61,7 +125,11 @@ t.test('offline expansion over HTTPS: stopped VM first, else running; nothing le
   t.same(await expand(id, 2 * GiB), { capacityBytes: String(2 * GiB), nodeExpansionRequired: true });
   t.same(await resizedThrough(), ['111'], 'resized through the stopped talos-worker-1 (111), not talos-cp-1 (101)');
   const set = (await admin.requests()).entries.find((e) => e.route === 'POST /nodes/{node}/qemu/{vmid}/config');
-  t.match(set?.params?.scsi1, new RegExp(`^local-lvm:vm-9999-pvc-off,backup=0,wwn=${helperWwnForSlot(1)}$`), 'helper drive string sent');
+  t.match(
+    set?.params?.scsi1,
+    new RegExp(`^local-lvm:vm-9999-pvc-off,backup=0,wwn=${helperWwnForSlot(1)}$`),
+    'helper drive string sent',
+  );
   t.same(await mentions('vm-9999-pvc-off'), [], 'gone from every VM config and pending section');
   t.equal((await c.controllerGetVolume!({ volumeId: id }, ctx())).volume!.capacityBytes, String(2 * GiB));
 
@@ -80,7 +148,10 @@ t.test('a helper attachment stranded by failed unlinks is removed by the next ca
   const { admin, c, mentions, create, expand } = await start(t, 'none');
   const id = await create('pvc-strand');
   await admin.patchFaults({ dropRate: 1, dropPhase: 'before', dropRoutes: [UNLINK] });
-  const failed = await expand(id, 2 * GiB).then(() => 'ok', (e: unknown) => (isCsiError(e) ? e.kind : String(e)));
+  const failed = await expand(id, 2 * GiB).then(
+    () => 'ok',
+    (e: unknown) => (isCsiError(e) ? e.kind : String(e)),
+  );
   t.equal(failed, 'Unavailable', 'the unlink never got through');
   t.same(await mentions('vm-9999-pvc-strand'), ['101:scsi1'], 'the helper attachment is stranded on talos-cp-1');
   const cond = await c.controllerGetVolume!({ volumeId: id }, ctx());
@@ -93,23 +164,39 @@ t.test('a helper attachment stranded by failed unlinks is removed by the next ca
 
 const notRoot = process.getuid?.() !== 0 ? 'needs root (losetup) for the loop backend' : false;
 
-t.test('loop backend: the running helper gets a loop device for the resize, then loses it', { skip: notRoot }, async (t) => {
-  const { sim, state, mentions, create, expand, resizedThrough, c } = await start(t, 'loop');
-  const id = await create('pvc-loop');
-  t.same(await expand(id, 2 * GiB), { capacityBytes: String(2 * GiB), nodeExpansionRequired: true });
-  t.same(await resizedThrough(), ['101'], 'through the running talos-cp-1');
-  const vol = (await state()).nodes.find((n) => n.name === 'hyper1')!.storages[0]!.volumes.find((v) => v.volid === 'local-lvm:vm-9999-pvc-loop')!;
-  t.equal(fs.statSync(vol.file!).size, 2 * GiB, 'the image file grew');
-  t.same(await mentions('vm-9999-pvc-loop'), []);
-  t.same((await state()).vms.flatMap((vm) => Object.keys(vm.loopDevices ?? {})), [], 'no disk plugged into any VM');
-  t.notMatch(execFileSync('losetup', ['-a'], { encoding: 'utf8' }), sim.stateDir, 'no loop device on the image');
-  t.same(fs.readdirSync(sim.loopLinkDir).filter((d) => fs.readdirSync(`${sim.loopLinkDir}/${d}`).length > 0), [], 'no wwn link left');
-  await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
-});
+t.test(
+  'loop backend: the running helper gets a loop device for the resize, then loses it',
+  { skip: notRoot },
+  async (t) => {
+    const { sim, state, mentions, create, expand, resizedThrough, c } = await start(t, 'loop');
+    const id = await create('pvc-loop');
+    t.same(await expand(id, 2 * GiB), { capacityBytes: String(2 * GiB), nodeExpansionRequired: true });
+    t.same(await resizedThrough(), ['101'], 'through the running talos-cp-1');
+    const vol = (await state()).nodes
+      .find((n) => n.name === 'hyper1')!
+      .storages[0]!.volumes.find((v) => v.volid === 'local-lvm:vm-9999-pvc-loop')!;
+    t.equal(fs.statSync(vol.file!).size, 2 * GiB, 'the image file grew');
+    t.same(await mentions('vm-9999-pvc-loop'), []);
+    t.same(
+      (await state()).vms.flatMap((vm) => Object.keys(vm.loopDevices ?? {})),
+      [],
+      'no disk plugged into any VM',
+    );
+    t.notMatch(execFileSync('losetup', ['-a'], { encoding: 'utf8' }), sim.stateDir, 'no loop device on the image');
+    t.same(
+      fs.readdirSync(sim.loopLinkDir).filter((d) => fs.readdirSync(`${sim.loopLinkDir}/${d}`).length > 0),
+      [],
+      'no wwn link left',
+    );
+    await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
+  },
+);
 
-t.test('helpers are only the cluster\'s own node VMs: Kubernetes Node names, or the configured list', async (t) => {
+t.test("helpers are only the cluster's own node VMs: Kubernetes Node names, or the configured list", async (t) => {
   await t.test('a stopped VM that is no Kubernetes node is never borrowed', async (t) => {
-    const { admin, create, expand, resizedThrough, mentions } = await start(t, 'none', { kubernetesNodes: ['talos-cp-1', 'talos-cp-2', 'talos-worker-2'] });
+    const { admin, create, expand, resizedThrough, mentions } = await start(t, 'none', {
+      kubernetesNodes: ['talos-cp-1', 'talos-cp-2', 'talos-worker-2'],
+    });
     const id = await create('pvc-nodes-only');
     await admin.patchVm(111, { status: 'stopped' }); // would be the first choice if any VM would do
     await admin.resetCounters();
@@ -123,12 +210,22 @@ t.test('helpers are only the cluster\'s own node VMs: Kubernetes Node names, or 
     await admin.resetCounters();
     const err = await expand(id, 2 * GiB).catch((e: unknown) => e);
     t.ok(isCsiError(err, 'FailedPrecondition'), 'FailedPrecondition');
-    t.match((err as Error).message, /host hyper1 runs none of the cluster's node VMs \(talos-worker-2\).*expansion_helpers/);
-    t.same((await admin.requests()).entries.filter((e) => e.method !== 'GET').map((e) => e.route), [], 'no change sent to Proxmox');
+    t.match(
+      (err as Error).message,
+      /host hyper1 runs none of the cluster's node VMs \(talos-worker-2\).*expansion_helpers/,
+    );
+    t.same(
+      (await admin.requests()).entries.filter((e) => e.method !== 'GET').map((e) => e.route),
+      [],
+      'no change sent to Proxmox',
+    );
     t.same(await mentions('vm-9999-pvc-no-helper'), []);
   });
   await t.test('expansion_helpers in the config wins over the Kubernetes names', async (t) => {
-    const { create, expand, resizedThrough, admin } = await start(t, 'none', { kubernetesNodes: ['talos-cp-1'], expansionHelpers: ['talos-worker-1'] });
+    const { create, expand, resizedThrough, admin } = await start(t, 'none', {
+      kubernetesNodes: ['talos-cp-1'],
+      expansionHelpers: ['talos-worker-1'],
+    });
     const id = await create('pvc-listed');
     await admin.resetCounters();
     await expand(id, 2 * GiB);

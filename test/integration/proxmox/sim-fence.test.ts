@@ -10,17 +10,41 @@ import { GiB } from '../../../src/proxmox/controller/params.js';
 import { wwnForSlot } from '../../../src/proxmox/contract.js';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 
-const MOUNT: T.VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'mount' };
+const MOUNT: T.VolumeCapability = {
+  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
+  accessMode: { mode: 'SINGLE_NODE_WRITER' },
+  accessType: 'mount',
+};
 const ctx = (ms = 60_000): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(ms) });
-const pubReq = (volumeId: string, nodeId: string): T.ControllerPublishVolumeRequest =>
-  ({ volumeId, nodeId, volumeCapability: MOUNT, readonly: false, secrets: {}, volumeContext: {} });
+const pubReq = (volumeId: string, nodeId: string): T.ControllerPublishVolumeRequest => ({
+  volumeId,
+  nodeId,
+  volumeCapability: MOUNT,
+  readonly: false,
+  secrets: {},
+  volumeContext: {},
+});
 const createReq = (name: string): T.CreateVolumeRequest => ({
-  name, capacityRange: { requiredBytes: String(GiB), limitBytes: '0' }, volumeCapabilities: [MOUNT],
-  parameters: { storage: 'local-lvm' }, secrets: {}, volumeContentSource: null, mutableParameters: {},
-  accessibilityRequirements: { requisite: [], preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }] },
+  name,
+  capacityRange: { requiredBytes: String(GiB), limitBytes: '0' },
+  volumeCapabilities: [MOUNT],
+  parameters: { storage: 'local-lvm' },
+  secrets: {},
+  volumeContentSource: null,
+  mutableParameters: {},
+  accessibilityRequirements: {
+    requisite: [],
+    preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }],
+  },
 });
 
-interface VmState { vmid: number; name: string; config: Record<string, string>; pending: Record<string, string>; pendingDelete: string[] }
+interface VmState {
+  vmid: number;
+  name: string;
+  config: Record<string, string>;
+  pending: Record<string, string>;
+  pendingDelete: string[];
+}
 
 async function kind(p: Promise<unknown>): Promise<{ kind: string; message: string }> {
   try {
@@ -34,19 +58,37 @@ async function kind(p: Promise<unknown>): Promise<{ kind: string; message: strin
 async function start(t: { teardown(fn: () => unknown): void }, startupFenceMs?: number) {
   // lockTimeoutMs: Proxmox's own 10 s (PVE::AbstractConfig::lock_config), so a change can wait
   // for the lock longer than its caller waits for it.
-  const sim = await startSimulator({ backend: 'none', faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 10_000 } });
+  const sim = await startSimulator({
+    backend: 'none',
+    faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 10_000 },
+  });
   t.teardown(() => sim.close());
   const c: ProxmoxController = createProxmoxController({
-    config: { clusters: [{ url: sim.url, insecure: false, caFile: sim.caFile, tokenId: sim.tokenId, tokenSecret: sim.tokenSecret, region: 'homelab' }], controllerVmId: 9999 },
-    log: pino({ level: 'silent' }), queryTimeoutMs: 15_000, tuning: { queue: { confirmTimeoutMs: 1500 }, ...(startupFenceMs !== undefined && { startupFenceMs }) },
+    config: {
+      clusters: [
+        {
+          url: sim.url,
+          insecure: false,
+          caFile: sim.caFile,
+          tokenId: sim.tokenId,
+          tokenSecret: sim.tokenSecret,
+          region: 'homelab',
+        },
+      ],
+      controllerVmId: 9999,
+    },
+    log: pino({ level: 'silent' }),
+    queryTimeoutMs: 15_000,
+    tuning: { queue: { confirmTimeoutMs: 1500 }, ...(startupFenceMs !== undefined && { startupFenceMs }) },
   });
   t.teardown(() => c.close());
   const admin = new SimulatorAdmin(sim.adminUrl);
   const vms = async () => ((await admin.state()) as { vms: VmState[] }).vms;
   /** VMs whose config or pending section references the disk. */
-  const holders = async (disk: string) => (await vms())
-    .filter((v) => [...Object.values(v.config), ...Object.values(v.pending)].some((x) => x.includes(disk)))
-    .map((v) => v.name);
+  const holders = async (disk: string) =>
+    (await vms())
+      .filter((v) => [...Object.values(v.config), ...Object.values(v.pending)].some((x) => x.includes(disk)))
+      .map((v) => v.name);
   return { sim, c, admin, vms, holders };
 }
 
@@ -82,13 +124,20 @@ t.test('class: unpublish given up while the VM lock is held keeps the volume fen
   const id = (await c.createVolume(createReq('pvc-unpub'), ctx())).volume!.volumeId!;
   await c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx());
   await admin.holdLock({ vmid: 111 }, 6000);
-  t.equal((await kind(c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx(2500)))).kind, 'DeadlineExceeded');
+  t.equal(
+    (await kind(c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx(2500)))).kind,
+    'DeadlineExceeded',
+  );
   const other = await kind(c.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx(2500)));
   t.equal(other.kind, 'Aborted', 'publish elsewhere waits for the detach in flight');
   t.match(other.message, /detach of .* from VM talos-worker-1/);
   await sleep(5000);
   t.same(await holders('vm-9999-pvc-unpub'), [], 'the detach ran to its end in the background');
-  t.equal((await c.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx())).publishContext!.lun, '1', 'then the publish elsewhere works');
+  t.equal(
+    (await c.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx())).publishContext!.lun,
+    '1',
+    'then the publish elsewhere works',
+  );
   await c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-cp-1', secrets: {} }, ctx());
 });
 
@@ -97,7 +146,16 @@ t.test('class: online resize given up while the VM lock is held keeps the volume
   const id = (await c.createVolume(createReq('pvc-grow'), ctx())).volume!.volumeId!;
   await c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx());
   await admin.holdLock({ vmid: 111 }, 6000);
-  const expand = (ms: number) => c.controllerExpandVolume!({ volumeId: id, capacityRange: { requiredBytes: String(2 * GiB), limitBytes: '0' }, secrets: {}, volumeCapability: MOUNT }, ctx(ms));
+  const expand = (ms: number) =>
+    c.controllerExpandVolume!(
+      {
+        volumeId: id,
+        capacityRange: { requiredBytes: String(2 * GiB), limitBytes: '0' },
+        secrets: {},
+        volumeCapability: MOUNT,
+      },
+      ctx(ms),
+    );
   t.equal((await kind(expand(2500))).kind, 'DeadlineExceeded');
   const again = await kind(expand(2500));
   t.equal(again.kind, 'Aborted', 'a second expansion waits for the resize in flight');
@@ -115,9 +173,22 @@ t.test('class: offline expansion given up while the helper VM lock is held leave
   const id = (await c.createVolume(createReq('pvc-off'), ctx())).volume!.volumeId!;
   await admin.holdLock({ vmid: 101 }, 6000);
   await admin.holdLock({ vmid: 111 }, 6000);
-  const expand = (ms: number) => c.controllerExpandVolume!({ volumeId: id, capacityRange: { requiredBytes: String(2 * GiB), limitBytes: '0' }, secrets: {}, volumeCapability: MOUNT }, ctx(ms));
+  const expand = (ms: number) =>
+    c.controllerExpandVolume!(
+      {
+        volumeId: id,
+        capacityRange: { requiredBytes: String(2 * GiB), limitBytes: '0' },
+        secrets: {},
+        volumeCapability: MOUNT,
+      },
+      ctx(ms),
+    );
   t.equal((await kind(expand(2500))).kind, 'DeadlineExceeded');
-  t.equal((await kind(c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx(2500)))).kind, 'Aborted', 'publish waits for the helper attach in flight');
+  t.equal(
+    (await kind(c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx(2500)))).kind,
+    'Aborted',
+    'publish waits for the helper attach in flight',
+  );
   // Lock free at 6 s; the helper attach lands, then its unlink (queued behind it) removes it.
   let on: string[] = [];
   for (let i = 0; i < 40; i++) {
@@ -141,10 +212,14 @@ t.test('class: delete given up while the storage lock is held keeps the volume f
   t.match(pub.message, /deletion of/);
   await sleep(5000);
   await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
-  t.match(await kind(c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx())), { kind: 'NotFound' }, 'the free landed');
+  t.match(
+    await kind(c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx())),
+    { kind: 'NotFound' },
+    'the free landed',
+  );
 });
 
-t.test('defect 3: a VM\'s own disk is never published to another VM', async (t) => {
+t.test("defect 3: a VM's own disk is never published to another VM", async (t) => {
   const { c, holders } = await start(t);
   const boot = 'homelab/hyper1/local-lvm/vm-101-disk-0';
   const before = await holders('vm-101-disk-0');
@@ -165,8 +240,19 @@ t.test('re-check after landing: a change of a previous run that lands first wins
   // that waits for the VM lock), then died before it landed.
   await admin.holdLock({ vmid: 111 }, 3000);
   await admin.holdLock({ vmid: 101 }, 6000);
-  const previous = createHttpProxmoxApi({ cluster: { url: sim.url, insecure: false, caFile: sim.caFile, tokenId: sim.tokenId, tokenSecret: sim.tokenSecret, region: 'homelab' } });
-  const upid = await previous.updateVmConfig('hyper1', 111, { set: { scsi1: `local-lvm:vm-9999-pvc-race,backup=1,wwn=${wwnForSlot(1)}` } });
+  const previous = createHttpProxmoxApi({
+    cluster: {
+      url: sim.url,
+      insecure: false,
+      caFile: sim.caFile,
+      tokenId: sim.tokenId,
+      tokenSecret: sim.tokenSecret,
+      region: 'homelab',
+    },
+  });
+  const upid = await previous.updateVmConfig('hyper1', 111, {
+    set: { scsi1: `local-lvm:vm-9999-pvc-race,backup=1,wwn=${wwnForSlot(1)}` },
+  });
   t.match(upid, /^UPID:hyper1:/, 'the change waits for the lock in a task');
   await previous.close();
   // This run cannot see that change yet: its attach to VM 101 waits for 101's lock, and lands after it.

@@ -14,17 +14,44 @@ import { wwnForSlot } from '../../../src/proxmox/contract.js';
 import { GiB, driveString } from '../../../src/proxmox/controller/params.js';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 
-const MOUNT: T.VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'mount' };
-const ctx = (ms = 60_000): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(ms), deadline: Date.now() + ms });
-const pubReq = (volumeId: string, nodeId: string): T.ControllerPublishVolumeRequest =>
-  ({ volumeId, nodeId, volumeCapability: MOUNT, readonly: false, secrets: {}, volumeContext: {} });
+const MOUNT: T.VolumeCapability = {
+  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
+  accessMode: { mode: 'SINGLE_NODE_WRITER' },
+  accessType: 'mount',
+};
+const ctx = (ms = 60_000): T.CallContext => ({
+  log: pino({ level: 'silent' }),
+  signal: AbortSignal.timeout(ms),
+  deadline: Date.now() + ms,
+});
+const pubReq = (volumeId: string, nodeId: string): T.ControllerPublishVolumeRequest => ({
+  volumeId,
+  nodeId,
+  volumeCapability: MOUNT,
+  readonly: false,
+  secrets: {},
+  volumeContext: {},
+});
 const createReq = (name: string): T.CreateVolumeRequest => ({
-  name, capacityRange: { requiredBytes: String(GiB), limitBytes: '0' }, volumeCapabilities: [MOUNT],
-  parameters: { storage: 'local-lvm' }, secrets: {}, volumeContentSource: null, mutableParameters: {},
-  accessibilityRequirements: { requisite: [], preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }] },
+  name,
+  capacityRange: { requiredBytes: String(GiB), limitBytes: '0' },
+  volumeCapabilities: [MOUNT],
+  parameters: { storage: 'local-lvm' },
+  secrets: {},
+  volumeContentSource: null,
+  mutableParameters: {},
+  accessibilityRequirements: {
+    requisite: [],
+    preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }],
+  },
 });
 
-interface VmState { vmid: number; name: string; config: Record<string, string>; pending: Record<string, string> }
+interface VmState {
+  vmid: number;
+  name: string;
+  config: Record<string, string>;
+  pending: Record<string, string>;
+}
 
 async function kind(p: Promise<unknown>): Promise<{ kind: string; message: string }> {
   try {
@@ -39,27 +66,46 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function start(t: { teardown(fn: () => unknown): void }) {
   // lockTimeoutMs: Proxmox's own 10 s, so the dead process's change waits behind the held lock.
-  const sim = await startSimulator({ backend: 'none', faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 10_000 } });
+  const sim = await startSimulator({
+    backend: 'none',
+    faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 10_000 },
+  });
   t.teardown(() => sim.close());
-  const cluster = { url: sim.url, insecure: false, caFile: sim.caFile, tokenId: sim.tokenId, tokenSecret: sim.tokenSecret, region: 'homelab' };
+  const cluster = {
+    url: sim.url,
+    insecure: false,
+    caFile: sim.caFile,
+    tokenId: sim.tokenId,
+    tokenSecret: sim.tokenSecret,
+    region: 'homelab',
+  };
   const controller = (startupFenceMs?: number): ProxmoxController => {
     const c = createProxmoxController({
       config: { clusters: [cluster], controllerVmId: 9999 },
-      log: pino({ level: 'silent' }), queryTimeoutMs: 15_000,
+      log: pino({ level: 'silent' }),
+      queryTimeoutMs: 15_000,
       tuning: { queue: { confirmTimeoutMs: 1500 }, ...(startupFenceMs !== undefined && { startupFenceMs }) },
     });
     t.teardown(() => c.close());
     return c;
   };
   const admin = new SimulatorAdmin(sim.adminUrl);
-  const holders = async (disk: string) => ((await admin.state()) as { vms: VmState[] }).vms
-    .filter((v) => [...Object.values(v.config), ...Object.values(v.pending)].some((x) => x.includes(disk)))
-    .map((v) => v.name);
+  const holders = async (disk: string) =>
+    ((await admin.state()) as { vms: VmState[] }).vms
+      .filter((v) => [...Object.values(v.config), ...Object.values(v.pending)].some((x) => x.includes(disk)))
+      .map((v) => v.name);
   /** What the killed process did last: its attach POST to VM 111 (talos-worker-1), then it died. */
   const deadProcessAttach = async (disk: string): Promise<string> => {
     const api = createHttpProxmoxApi({ cluster });
     const upid = await api.updateVmConfig('hyper1', 111, {
-      set: { scsi1: driveString('local-lvm', disk, { backup: true, iothread: true, ssd: true, readonly: false }, wwnForSlot(1)) },
+      set: {
+        scsi1: driveString(
+          'local-lvm',
+          disk,
+          { backup: true, iothread: true, ssd: true, readonly: false },
+          wwnForSlot(1),
+        ),
+      },
     });
     await api.close();
     return upid ?? '';
@@ -97,21 +143,25 @@ t.test('a lock-waiting attach of a killed process: a fresh controller refuses to
   const released = Date.now() + 6000;
   await admin.holdLock({ vmid: 111 }, 6000);
   const upid = await deadProcessAttach('vm-9999-pvc-crash');
-  t.match(upid, /^UPID:hyper1:[0-9A-F]{8}:[0-9A-F]{8,9}:[0-9A-F]{8}:qmconfig:111:kubernetes-csi@pve!csi:$/, 'the POST is a qmconfig task waiting for the lock');
+  t.match(
+    upid,
+    /^UPID:hyper1:[0-9A-F]{8}:[0-9A-F]{8,9}:[0-9A-F]{8}:qmconfig:111:kubernetes-csi@pve!csi:$/,
+    'the POST is a qmconfig task waiting for the lock',
+  );
   const stop = sampleHolders(holders, 'vm-9999-pvc-crash');
 
   const fresh = controller();
   const first = await kind(fresh.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx(3000)));
-  t.equal(first.kind, 'Aborted', 'ABORTED while the dead process\'s change may still land');
+  t.equal(first.kind, 'Aborted', "ABORTED while the dead process's change may still land");
   t.match(first.message, upid, 'the message names the task');
   // A caller with time to wait sees the task end (the lock is released at 6 s) and the attach land.
   const second = await kind(fresh.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx(15_000)));
-  t.equal(second.kind, 'FailedPrecondition', 'after the dead process\'s attach landed: FAILED_PRECONDITION');
+  t.equal(second.kind, 'FailedPrecondition', "after the dead process's attach landed: FAILED_PRECONDITION");
   t.match(second.message, /talos-worker-1/);
   await sleep(Math.max(0, released + 500 - Date.now()));
   const { max, seen } = await stop();
   t.ok(max <= 1, `the disk was never on two VMs (at most on ${seen.join(', ')})`);
-  t.same(await holders('vm-9999-pvc-crash'), ['talos-worker-1'], 'only the dead process\'s attachment is there');
+  t.same(await holders('vm-9999-pvc-crash'), ['talos-worker-1'], "only the dead process's attachment is there");
 
   // The CO detaches it from the old node; the publish to the new one then works.
   await fresh.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
@@ -120,7 +170,7 @@ t.test('a lock-waiting attach of a killed process: a fresh controller refuses to
   t.same(await holders('vm-9999-pvc-crash'), ['talos-cp-1']);
 });
 
-t.test('a publish that waits for the dead process\'s task: FAILED_PRECONDITION, never two VMs', async (t) => {
+t.test("a publish that waits for the dead process's task: FAILED_PRECONDITION, never two VMs", async (t) => {
   const { admin, controller, holders, deadProcessAttach } = await start(t);
   const old = controller();
   const id = (await old.createVolume(createReq('pvc-crash-wait'), ctx())).volume!.volumeId!;
@@ -149,16 +199,27 @@ t.test('after the start-up window an exclusive publish lists no running tasks be
   const routes = entries.map((e) => e.route);
   // The one task list left is the re-check after landing (disk-index.ts): source=all, after the POST.
   const lists = entries.filter((e) => e.route === 'GET /nodes/{node}/tasks');
-  t.notOk(lists.some((e) => e.params?.source === 'active'), `no running-task list read (${routes.join(', ')})`);
-  t.ok(lists.length <= 1 && lists.every((e) => e.params?.source === 'all'), 'only the re-check after landing lists tasks');
-  t.ok(routes.indexOf('POST /nodes/{node}/qemu/{vmid}/config') < routes.indexOf('GET /nodes/{node}/tasks'), 'and only after the change was sent');
+  t.notOk(
+    lists.some((e) => e.params?.source === 'active'),
+    `no running-task list read (${routes.join(', ')})`,
+  );
+  t.ok(
+    lists.length <= 1 && lists.every((e) => e.params?.source === 'all'),
+    'only the re-check after landing lists tasks',
+  );
+  t.ok(
+    routes.indexOf('POST /nodes/{node}/qemu/{vmid}/config') < routes.indexOf('GET /nodes/{node}/tasks'),
+    'and only after the change was sent',
+  );
   t.same(await holders('vm-9999-pvc-after-window'), ['talos-cp-1']);
 });
 
 t.test('inside the window: one task list read per candidate node, own tasks are not waited for', async (t) => {
   const { admin, controller, holders } = await start(t);
   const c = controller(60_000);
-  const [a, b] = await Promise.all(['a', 'b'].map(async (n) => (await c.createVolume(createReq(`pvc-in-window-${n}`), ctx())).volume!.volumeId!));
+  const [a, b] = await Promise.all(
+    ['a', 'b'].map(async (n) => (await c.createVolume(createReq(`pvc-in-window-${n}`), ctx())).volume!.volumeId!),
+  );
   // Each config task of this process runs 3 s; the second publish lists the first one's task
   // as running and must not wait for it (it is this process's own, its fence covers it).
   await admin.patchFaults({ taskDurationMs: 3000 });
@@ -170,9 +231,14 @@ t.test('inside the window: one task list read per candidate node, own tasks are 
   const took = Date.now() - t0;
   await first;
   // The start-up fence's lists (source=active); the re-check after landing lists with source=all.
-  const lists = (await admin.requests(since)).entries.filter((e) => e.route === 'GET /nodes/{node}/tasks' && e.params?.source === 'active');
+  const lists = (await admin.requests(since)).entries.filter(
+    (e) => e.route === 'GET /nodes/{node}/tasks' && e.params?.source === 'active',
+  );
   t.equal(lists.length, 2, 'one active task list per publish (all candidates on hyper1)');
-  t.ok(lists.every((e) => e.params?.typefilter === 'qmconfig'), 'source=active, typefilter=qmconfig');
+  t.ok(
+    lists.every((e) => e.params?.typefilter === 'qmconfig'),
+    'source=active, typefilter=qmconfig',
+  );
   t.ok(took < 5000, `no wait for the process's own task (second publish took ${took} ms, its own task 3 s)`);
   t.same(await holders('vm-9999-pvc-in-window-a'), ['talos-cp-1']);
   t.same(await holders('vm-9999-pvc-in-window-b'), ['talos-worker-1']);

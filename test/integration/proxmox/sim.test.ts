@@ -13,19 +13,52 @@ import { GiB } from '../../../src/proxmox/controller/params.js';
 import { DEFAULT_CONFIG_PATH, SimulatorAdmin, startSimulator, type RunningSimulator } from '../../../sim/index.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(60_000) });
-const MOUNT: T.VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'mount' };
+const MOUNT: T.VolumeCapability = {
+  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
+  accessMode: { mode: 'SINGLE_NODE_WRITER' },
+  accessType: 'mount',
+};
 const AUDITOR = { id: 'auditor@pve!ro', secret: '11111111-2222-3333-4444-555555555555', role: 'PVEAuditor' };
 
-interface VmState { vmid: number; name: string; config: Record<string, string>; pending: Record<string, string>; pendingDelete: string[] }
+interface VmState {
+  vmid: number;
+  name: string;
+  config: Record<string, string>;
+  pending: Record<string, string>;
+  pendingDelete: string[];
+}
 
-async function start(t: Tap): Promise<{ sim: RunningSimulator; admin: SimulatorAdmin; c: ProxmoxController; vm: (name: string) => Promise<VmState> }> {
+async function start(t: Tap): Promise<{
+  sim: RunningSimulator;
+  admin: SimulatorAdmin;
+  c: ProxmoxController;
+  vm: (name: string) => Promise<VmState>;
+}> {
   const config = parseYaml(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as { tokens: unknown[] };
   config.tokens.push(AUDITOR);
-  const sim = await startSimulator({ backend: 'none', config, faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 1000 } });
+  const sim = await startSimulator({
+    backend: 'none',
+    config,
+    faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 1000 },
+  });
   t.teardown(() => sim.close());
   const c = createProxmoxController({
-    config: { clusters: [{ url: sim.url, insecure: false, caFile: sim.caFile, tokenId: sim.tokenId, tokenSecret: sim.tokenSecret, region: 'homelab' }], controllerVmId: 9999 },
-    log: pino({ level: 'silent' }), queryTimeoutMs: 10_000, tuning: { queue: { confirmTimeoutMs: 1500 } },
+    config: {
+      clusters: [
+        {
+          url: sim.url,
+          insecure: false,
+          caFile: sim.caFile,
+          tokenId: sim.tokenId,
+          tokenSecret: sim.tokenSecret,
+          region: 'homelab',
+        },
+      ],
+      controllerVmId: 9999,
+    },
+    log: pino({ level: 'silent' }),
+    queryTimeoutMs: 10_000,
+    tuning: { queue: { confirmTimeoutMs: 1500 } },
   });
   t.teardown(() => c.close());
   const admin = new SimulatorAdmin(sim.adminUrl);
@@ -36,14 +69,31 @@ type Tap = { teardown(fn: () => unknown): void };
 
 function createReq(name: string, zone = 'hyper1', size = GiB): T.CreateVolumeRequest {
   return {
-    name, capacityRange: { requiredBytes: String(size), limitBytes: '0' }, volumeCapabilities: [MOUNT],
-    parameters: { storage: 'local-lvm', ssd: 'true', backup: 'true', cache: 'writethrough' }, secrets: {}, volumeContentSource: null,
-    accessibilityRequirements: { requisite: [], preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': zone } }] },
+    name,
+    capacityRange: { requiredBytes: String(size), limitBytes: '0' },
+    volumeCapabilities: [MOUNT],
+    parameters: { storage: 'local-lvm', ssd: 'true', backup: 'true', cache: 'writethrough' },
+    secrets: {},
+    volumeContentSource: null,
+    accessibilityRequirements: {
+      requisite: [],
+      preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': zone } }],
+    },
     mutableParameters: {},
   };
 }
-const pubReq = (volumeId: string, nodeId: string, volumeContext: Record<string, string> = {}): T.ControllerPublishVolumeRequest =>
-  ({ volumeId, nodeId, volumeCapability: MOUNT, readonly: false, secrets: {}, volumeContext });
+const pubReq = (
+  volumeId: string,
+  nodeId: string,
+  volumeContext: Record<string, string> = {},
+): T.ControllerPublishVolumeRequest => ({
+  volumeId,
+  nodeId,
+  volumeCapability: MOUNT,
+  readonly: false,
+  secrets: {},
+  volumeContext,
+});
 
 async function kind(p: Promise<unknown>): Promise<{ kind: string; message: string }> {
   try {
@@ -67,50 +117,113 @@ t.test('lifecycle over HTTPS with the CA pinned', async (t) => {
   const pub = await c.controllerPublishVolume!(pubReq(id, 'talos-worker-1', created.volume!.volumeContext), ctx());
   t.same(pub.publishContext, { DevicePath: '/dev/disk/by-id/wwn-0x5056432d49443031', lun: '1' });
   const w1 = await vm('talos-worker-1');
-  t.match(w1.config.scsi1, /^local-lvm:vm-9999-pvc-life,.*wwn=0x5056432d49443031/, 'attached as scsi1 with the PVC-ID WWN');
+  t.match(
+    w1.config.scsi1,
+    /^local-lvm:vm-9999-pvc-life,.*wwn=0x5056432d49443031/,
+    'attached as scsi1 with the PVC-ID WWN',
+  );
   t.match(w1.config.scsi1, /backup=1/);
   t.match(w1.config.scsi1, /ssd=1/);
-  t.same((await c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx())).publishContext, pub.publishContext, 'publish is idempotent');
-  t.match(await kind(c.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx())), { kind: 'FailedPrecondition', message: /talos-worker-1/ });
+  t.same(
+    (await c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx())).publishContext,
+    pub.publishContext,
+    'publish is idempotent',
+  );
+  t.match(await kind(c.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx())), {
+    kind: 'FailedPrecondition',
+    message: /talos-worker-1/,
+  });
   t.match(await kind(c.controllerPublishVolume!(pubReq(id, 'fake-node-id-x'), ctx())), { kind: 'NotFound' });
-  t.match(await kind(c.deleteVolume({ volumeId: id, secrets: {} }, ctx())), { kind: 'FailedPrecondition', message: /talos-worker-1 \(111\)/ });
+  t.match(await kind(c.deleteVolume({ volumeId: id, secrets: {} }, ctx())), {
+    kind: 'FailedPrecondition',
+    message: /talos-worker-1 \(111\)/,
+  });
 
-  const exp = await c.controllerExpandVolume!({ volumeId: id, capacityRange: { requiredBytes: String(2 * GiB), limitBytes: '0' }, secrets: {}, volumeCapability: MOUNT }, ctx());
+  const exp = await c.controllerExpandVolume!(
+    {
+      volumeId: id,
+      capacityRange: { requiredBytes: String(2 * GiB), limitBytes: '0' },
+      secrets: {},
+      volumeCapability: MOUNT,
+    },
+    ctx(),
+  );
   t.same(exp, { capacityBytes: String(2 * GiB), nodeExpansionRequired: true }, 'online expansion through the VM');
   const got = await c.controllerGetVolume!({ volumeId: id }, ctx());
   t.equal(got.volume!.capacityBytes, String(2 * GiB));
   t.same(got.status!.publishedNodeIds, ['talos-worker-1']);
   const list = await c.listVolumes!({ maxEntries: 0, startingToken: '' }, ctx());
-  t.same(list.entries!.map((e) => e.volume!.volumeId), [id]);
+  t.same(
+    list.entries!.map((e) => e.volume!.volumeId),
+    [id],
+  );
 
   await c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
   const after = await vm('talos-worker-1');
   t.notOk(after.config.scsi1, 'detached');
   t.same(after.pendingDelete, [], 'nothing pending');
-  t.same(await c.controllerExpandVolume!({ volumeId: id, capacityRange: { requiredBytes: String(3 * GiB), limitBytes: '0' }, secrets: {}, volumeCapability: MOUNT }, ctx()),
-    { capacityBytes: String(3 * GiB), nodeExpansionRequired: true }, 'offline expansion through a helper VM (sim-expand.test.ts)');
+  t.same(
+    await c.controllerExpandVolume!(
+      {
+        volumeId: id,
+        capacityRange: { requiredBytes: String(3 * GiB), limitBytes: '0' },
+        secrets: {},
+        volumeCapability: MOUNT,
+      },
+      ctx(),
+    ),
+    { capacityBytes: String(3 * GiB), nodeExpansionRequired: true },
+    'offline expansion through a helper VM (sim-expand.test.ts)',
+  );
   await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
   await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
   t.same((await c.listVolumes!({ maxEntries: 0, startingToken: '' }, ctx())).entries, [], 'gone');
-  const cap = await c.getCapacity!({ volumeCapabilities: [], parameters: { storage: 'local-lvm' }, accessibleTopology: { segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } } }, ctx());
+  const cap = await c.getCapacity!(
+    {
+      volumeCapabilities: [],
+      parameters: { storage: 'local-lvm' },
+      accessibleTopology: {
+        segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' },
+      },
+    },
+    ctx(),
+  );
   t.ok(Number(cap.availableCapacity) > 0);
 });
 
 t.test('24 concurrent publishes to one VM', async (t) => {
   const { c, vm, admin } = await start(t);
   await admin.patchFaults({ latencyMs: 5 });
-  const ids = await Promise.all(Array.from({ length: 24 }, async (_, i) => (await c.createVolume(createReq(`pvc-storm-${i}`), ctx())).volume!.volumeId!));
+  const ids = await Promise.all(
+    Array.from(
+      { length: 24 },
+      async (_, i) => (await c.createVolume(createReq(`pvc-storm-${i}`), ctx())).volume!.volumeId!,
+    ),
+  );
   await admin.resetCounters();
   const res = await Promise.all(ids.map((id) => c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx())));
   const luns = res.map((r) => Number(r.publishContext!.lun)).sort((a, b) => a - b);
-  t.same(luns, Array.from({ length: 24 }, (_, i) => i + 1), 'every volume got its own slot');
+  t.same(
+    luns,
+    Array.from({ length: 24 }, (_, i) => i + 1),
+    'every volume got its own slot',
+  );
   const counters = await admin.counters();
-  t.ok((counters.byRoute['POST /nodes/{node}/qemu/{vmid}/config'] ?? 0) <= 3, `config changes: ${counters.byRoute['POST /nodes/{node}/qemu/{vmid}/config']}`);
+  t.ok(
+    (counters.byRoute['POST /nodes/{node}/qemu/{vmid}/config'] ?? 0) <= 3,
+    `config changes: ${counters.byRoute['POST /nodes/{node}/qemu/{vmid}/config']}`,
+  );
   t.same(counters.errorsByRoute, {}, 'no failed Proxmox call (no lock contention)');
   const w1 = await vm('talos-worker-1');
   t.equal(Object.keys(w1.config).filter((k) => /^scsi([1-9]|[12]\d|30)$/.test(k)).length, 24);
-  await Promise.all(ids.map((id) => c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx())));
-  t.equal(Object.keys((await vm('talos-worker-1')).config).filter((k) => /^scsi([1-9]|[12]\d|30)$/.test(k)).length, 0, 'all detached');
+  await Promise.all(
+    ids.map((id) => c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx())),
+  );
+  t.equal(
+    Object.keys((await vm('talos-worker-1')).config).filter((k) => /^scsi([1-9]|[12]\d|30)$/.test(k)).length,
+    0,
+    'all detached',
+  );
 });
 
 t.test('faults: lock held by someone else, failed task, dropped answers, stuck detach', async (t) => {
@@ -123,7 +236,11 @@ t.test('faults: lock held by someone else, failed task, dropped answers, stuck d
   await c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
 
   await admin.patchFaults({ taskFailRate: 1, taskFailPhase: 'before' });
-  t.match(await kind(c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx())), { kind: 'Unavailable', message: /task failed/ }, 'a failed task is an error');
+  t.match(
+    await kind(c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx())),
+    { kind: 'Unavailable', message: /task failed/ },
+    'a failed task is an error',
+  );
   await admin.patchFaults({ taskFailRate: 0 });
   t.notOk((await vm('talos-worker-1')).config.scsi1);
 
@@ -143,13 +260,22 @@ t.test('faults: lock held by someone else, failed task, dropped answers, stuck d
   t.equal(counters.byRoute['POST /nodes/{node}/qemu/{vmid}/config'], 1, 'the config change was sent exactly once');
 
   await admin.patchFaults({ detachPending: 'silent', detachPendingVmids: [111] });
-  t.match(await kind(c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx())), { kind: 'Unavailable', message: /pending delete/ });
+  t.match(await kind(c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx())), {
+    kind: 'Unavailable',
+    message: /pending delete/,
+  });
   t.same((await vm('talos-worker-1')).pendingDelete, ['scsi1'], 'the known gap reproduced: a pending delete');
   const cond = await c.controllerGetVolume!({ volumeId: id }, ctx());
   t.equal(cond.status!.volumeCondition!.abnormal, true, 'reported as abnormal');
   await admin.patchFaults({ detachPending: 'error' });
-  const refused = await kind(c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx()));
-  t.match(refused, { kind: 'Unavailable', message: /pending delete.*hot-unplugging/ }, 'a refused hot-unplug is retried, then reported with its reason');
+  const refused = await kind(
+    c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx()),
+  );
+  t.match(
+    refused,
+    { kind: 'Unavailable', message: /pending delete.*hot-unplugging/ },
+    'a refused hot-unplug is retried, then reported with its reason',
+  );
   await admin.patchFaults({ detachPending: 'off' });
   await c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
   const w1 = await vm('talos-worker-1');
@@ -161,15 +287,25 @@ t.test('faults: lock held by someone else, failed task, dropped answers, stuck d
 
 t.test('errors a person can act on: privileges, authentication', async (t) => {
   const { sim } = await start(t);
-  const mk = (tokenId: string, tokenSecret: string) => createProxmoxController({
-    config: { clusters: [{ url: sim.url, insecure: false, caFile: sim.caFile, tokenId, tokenSecret, region: 'homelab' }], controllerVmId: 9999 },
-    log: pino({ level: 'silent' }),
-  });
+  const mk = (tokenId: string, tokenSecret: string) =>
+    createProxmoxController({
+      config: {
+        clusters: [{ url: sim.url, insecure: false, caFile: sim.caFile, tokenId, tokenSecret, region: 'homelab' }],
+        controllerVmId: 9999,
+      },
+      log: pino({ level: 'silent' }),
+    });
   const auditor = mk(AUDITOR.id, AUDITOR.secret);
   t.teardown(() => auditor.close());
-  t.match(await kind(auditor.createVolume(createReq('pvc-x'), ctx())), { kind: 'FailedPrecondition', message: /lacks Datastore\.AllocateSpace/ });
+  t.match(await kind(auditor.createVolume(createReq('pvc-x'), ctx())), {
+    kind: 'FailedPrecondition',
+    message: /lacks Datastore\.AllocateSpace/,
+  });
   const wrong = mk(sim.tokenId, '00000000-0000-0000-0000-000000000000');
   t.teardown(() => wrong.close());
-  t.match(await kind(wrong.createVolume(createReq('pvc-x'), ctx())), { kind: 'FailedPrecondition', message: /authentication failed/ });
+  t.match(await kind(wrong.createVolume(createReq('pvc-x'), ctx())), {
+    kind: 'FailedPrecondition',
+    message: /authentication failed/,
+  });
   t.equal(await wrong.probe(AbortSignal.timeout(5000)), false);
 });

@@ -14,37 +14,90 @@ import { SimulatorAdmin, startSimulator, type RunningSimulator } from '../../../
 // Short enough to test expiry, long enough that a loaded machine finishes a whole create →
 // publish → delete (and a renewal) inside one ticket's life.
 const LIFETIME_S = 5;
-const sim: RunningSimulator = await startSimulator({ backend: 'none', ticketLifetimeSeconds: LIFETIME_S, faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 1000 } });
+const sim: RunningSimulator = await startSimulator({
+  backend: 'none',
+  ticketLifetimeSeconds: LIFETIME_S,
+  faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 1000 },
+});
 t.teardown(() => sim.close());
 const admin = new SimulatorAdmin(sim.adminUrl);
-const cluster = (password = sim.password!) => ({ url: sim.url, insecure: false, caFile: sim.caFile, username: sim.username!, password, region: 'homelab' });
+const cluster = (password = sim.password!) => ({
+  url: sim.url,
+  insecure: false,
+  caFile: sim.caFile,
+  username: sim.username!,
+  password,
+  region: 'homelab',
+});
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(30_000) });
 
 async function ticketCalls(since: number): Promise<string[]> {
   const { entries } = await admin.requests(since);
-  return entries.map((e) => `${e.method} ${e.path.replace('/api2/json', '')}${e.params?.password ? ` ${e.params.password}` : ''} ${e.status}`);
+  return entries.map(
+    (e) =>
+      `${e.method} ${e.path.replace('/api2/json', '')}${e.params?.password ? ` ${e.params.password}` : ''} ${e.status}`,
+  );
 }
 const lastSeq = async () => (await admin.requests(0)).lastSeq;
 
 t.test('the controller creates, publishes and deletes a volume with ticket login', async (t) => {
-  const c = createProxmoxController({ config: { clusters: [cluster()], controllerVmId: 9999 }, log: pino({ level: 'silent' }), queryTimeoutMs: 10_000 });
+  const c = createProxmoxController({
+    config: { clusters: [cluster()], controllerVmId: 9999 },
+    log: pino({ level: 'silent' }),
+    queryTimeoutMs: 10_000,
+  });
   t.teardown(() => c.close());
-  const mount: T.VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'mount' };
-  const created = await c.createVolume({
-    name: 'pvc-ticket-1', capacityRange: { requiredBytes: String(GiB), limitBytes: '0' }, volumeCapabilities: [mount],
-    parameters: { storage: 'local-lvm' }, secrets: {}, volumeContentSource: null,
-    accessibilityRequirements: { requisite: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }], preferred: [] },
-    mutableParameters: {},
-  }, ctx());
+  const mount: T.VolumeCapability = {
+    mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
+    accessMode: { mode: 'SINGLE_NODE_WRITER' },
+    accessType: 'mount',
+  };
+  const created = await c.createVolume(
+    {
+      name: 'pvc-ticket-1',
+      capacityRange: { requiredBytes: String(GiB), limitBytes: '0' },
+      volumeCapabilities: [mount],
+      parameters: { storage: 'local-lvm' },
+      secrets: {},
+      volumeContentSource: null,
+      accessibilityRequirements: {
+        requisite: [
+          { segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } },
+        ],
+        preferred: [],
+      },
+      mutableParameters: {},
+    },
+    ctx(),
+  );
   const volumeId = created.volume!.volumeId;
-  await c.controllerPublishVolume!({ volumeId, nodeId: 'talos-worker-1', volumeCapability: mount, readonly: false, secrets: {}, volumeContext: {} } as T.ControllerPublishVolumeRequest, ctx());
-  await c.controllerUnpublishVolume!({ volumeId, nodeId: 'talos-worker-1', secrets: {} } as T.ControllerUnpublishVolumeRequest, ctx());
+  await c.controllerPublishVolume!(
+    {
+      volumeId,
+      nodeId: 'talos-worker-1',
+      volumeCapability: mount,
+      readonly: false,
+      secrets: {},
+      volumeContext: {},
+    } as T.ControllerPublishVolumeRequest,
+    ctx(),
+  );
+  await c.controllerUnpublishVolume!(
+    { volumeId, nodeId: 'talos-worker-1', secrets: {} } as T.ControllerUnpublishVolumeRequest,
+    ctx(),
+  );
   await c.deleteVolume({ volumeId, secrets: {} } as T.DeleteVolumeRequest, ctx());
   const { entries } = await admin.requests(0);
   const logins = entries.filter((e) => e.path.endsWith('/access/ticket'));
   t.equal(logins.length, 1, 'one login serves every call');
-  t.ok(entries.some((e) => e.method !== 'GET' && e.status === 200 && e.tokenId === sim.username), 'writes ran as the ticket user (CSRF token accepted)');
-  t.notOk(entries.some((e) => e.status === 401), 'no call was refused');
+  t.ok(
+    entries.some((e) => e.method !== 'GET' && e.status === 200 && e.tokenId === sim.username),
+    'writes ran as the ticket user (CSRF token accepted)',
+  );
+  t.notOk(
+    entries.some((e) => e.status === 401),
+    'no call was refused',
+  );
 });
 
 t.test('a wrong password is FAILED_PRECONDITION naming the cause and what to check', async (t) => {
@@ -52,7 +105,10 @@ t.test('a wrong password is FAILED_PRECONDITION naming the cause and what to che
   t.teardown(() => api.close());
   const err = await api.version().catch((e: unknown) => e);
   t.ok(isCsiError(err));
-  t.match(err, { kind: 'FailedPrecondition', message: /login as kubernetes-csi@pve failed \(authentication failure\); check username and password/ });
+  t.match(err, {
+    kind: 'FailedPrecondition',
+    message: /login as kubernetes-csi@pve failed \(authentication failure\); check username and password/,
+  });
 });
 
 t.test('the ticket is renewed (ticket as password) once it is older than the renewal age', async (t) => {
@@ -64,8 +120,11 @@ t.test('the ticket is renewed (ticket as password) once it is older than the ren
   await api.version();
   await api.version();
   t.same(await ticketCalls(since), [
-    'POST /access/ticket (password) 200', 'GET /version 200',
-    'POST /access/ticket (ticket) 200', 'GET /version 200', 'GET /version 200',
+    'POST /access/ticket (password) 200',
+    'GET /version 200',
+    'POST /access/ticket (ticket) 200',
+    'GET /version 200',
+    'GET /version 200',
   ]);
 });
 
@@ -75,12 +134,20 @@ t.test('an expired ticket is replaced and the call still succeeds, writes includ
   await api.version();
   await new Promise((r) => setTimeout(r, (LIFETIME_S + 1.2) * 1000));
   const since = await lastSeq();
-  const volid = await api.allocDisk('hyper2', 'local-lvm', { vmid: 9999, filename: 'vm-9999-ticket-expired', sizeBytes: GiB });
+  const volid = await api.allocDisk('hyper2', 'local-lvm', {
+    vmid: 9999,
+    filename: 'vm-9999-ticket-expired',
+    sizeBytes: GiB,
+  });
   t.equal(volid, 'local-lvm:vm-9999-ticket-expired');
-  t.same(await ticketCalls(since), [
-    'POST /nodes/hyper2/storage/local-lvm/content 401',
-    'POST /access/ticket (password) 200',
-    'POST /nodes/hyper2/storage/local-lvm/content 200',
-  ], 'refused before it ran, then sent once more with a fresh ticket');
+  t.same(
+    await ticketCalls(since),
+    [
+      'POST /nodes/hyper2/storage/local-lvm/content 401',
+      'POST /access/ticket (password) 200',
+      'POST /nodes/hyper2/storage/local-lvm/content 200',
+    ],
+    'refused before it ran, then sent once more with a fresh ticket',
+  );
   await api.freeDisk('hyper2', 'local-lvm', volid);
 });

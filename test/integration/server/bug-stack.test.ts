@@ -31,7 +31,10 @@ function brokenLookup(volumeId: string): string {
 t.test('a TypeError inside a node call: INTERNAL for the caller, the stack in the log', async (t) => {
   const { log, lines } = capture();
   const driver: Driver = {
-    name: 'bug.csi.example', accessibilityConstraints: false, onlineExpansion: false, probe: async () => true,
+    name: 'bug.csi.example',
+    accessibilityConstraints: false,
+    onlineExpansion: false,
+    probe: async () => true,
     node: {
       capabilities: [],
       nodeGetInfo: async () => ({ nodeId: 'n1' }),
@@ -68,6 +71,9 @@ t.test('only bugs count: typed failures and network TypeErrors are not', async (
   const bug = new RangeError('Invalid array length');
   const wrapped = new Internal('NodeStageVolume v at /p: Invalid array length', { cause: bug });
   t.equal(programmingError(wrapped), bug, 'found in the cause chain');
-  t.same({ ...mapError(wrapped), logged: mapError(wrapped).logged === bug }, { code: status.INTERNAL, message: wrapped.message, unexpected: true, logged: true });
+  t.same(
+    { ...mapError(wrapped), logged: mapError(wrapped).logged === bug },
+    { code: status.INTERNAL, message: wrapped.message, unexpected: true, logged: true },
+  );
   t.equal(mapError(new Error('plain')).unexpected, true, 'anything not typed is unexpected as before');
 });

@@ -12,7 +12,10 @@ import { mapError, MAX_STATUS_MESSAGE } from '../../../src/server/status.js';
 import { csiClient, type VolumeCapability } from '../../helpers/csi-client.js';
 
 const driver: Driver = {
-  name: 'test.csi.example', accessibilityConstraints: false, onlineExpansion: false, probe: async () => true,
+  name: 'test.csi.example',
+  accessibilityConstraints: false,
+  onlineExpansion: false,
+  probe: async () => true,
   controller: {
     capabilities: ['CREATE_DELETE_VOLUME'],
     createVolume: async () => ({ volume: { volumeId: 'v', capacityBytes: 0 } }),
@@ -27,18 +30,29 @@ const driver: Driver = {
 const cap: VolumeCapability = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
 
 t.test('a huge id in an error message is cut, and the connection keeps working', async (t) => {
-  const srv = await startDriverServer({ driver, mode: 'controller', endpoint: 'tcp://127.0.0.1:0', log: pino({ level: 'silent' }), version: '1' });
+  const srv = await startDriverServer({
+    driver,
+    mode: 'controller',
+    endpoint: 'tcp://127.0.0.1:0',
+    log: pino({ level: 'silent' }),
+    version: '1',
+  });
   const c = csiClient(srv.endpoint, 5000);
   t.teardown(async () => {
     c.close();
     await srv.stop(1000);
   });
   const started = Date.now();
-  const err = await c.controller.ValidateVolumeCapabilities({ volumeId: 'huge', volumeCapabilities: [cap] }).catch((e: unknown) => e);
+  const err = await c.controller
+    .ValidateVolumeCapabilities({ volumeId: 'huge', volumeCapabilities: [cap] })
+    .catch((e: unknown) => e);
   t.match(err, { code: status.NOT_FOUND, details: /^volume x+… \(\d+ more characters\) does not exist$|^volume x+…/ });
   t.ok((err as { details: string }).details.length <= MAX_STATUS_MESSAGE + 40, 'the message is bounded');
   t.ok(Date.now() - started < 4000, 'answered at once, not at the deadline');
-  await t.rejects(c.controller.ValidateVolumeCapabilities({ volumeId: 'small', volumeCapabilities: [cap] }), { code: status.NOT_FOUND, details: 'volume small does not exist' });
+  await t.rejects(c.controller.ValidateVolumeCapabilities({ volumeId: 'small', volumeCapabilities: [cap] }), {
+    code: status.NOT_FOUND,
+    details: 'volume small does not exist',
+  });
 });
 
 t.test('mapError keeps short messages as they are and cuts long ones', async (t) => {

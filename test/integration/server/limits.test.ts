@@ -11,7 +11,10 @@ import { csiClient } from '../../helpers/csi-client.js';
 
 let reached = 0;
 const driver: Driver = {
-  name: 'test.csi.example', accessibilityConstraints: false, onlineExpansion: false, probe: async () => true,
+  name: 'test.csi.example',
+  accessibilityConstraints: false,
+  onlineExpansion: false,
+  probe: async () => true,
   controller: {
     capabilities: ['CREATE_DELETE_VOLUME'],
     createVolume: async () => ({ volume: { volumeId: 'v', capacityBytes: 0 } }),
@@ -35,14 +38,26 @@ const driver: Driver = {
 };
 
 t.test('huge ids and paths are refused before a backend sees them', async (t) => {
-  const srv = await startDriverServer({ driver, mode: 'all', endpoint: 'tcp://127.0.0.1:0', log: pino({ level: 'silent' }), version: '1' });
+  const srv = await startDriverServer({
+    driver,
+    mode: 'all',
+    endpoint: 'tcp://127.0.0.1:0',
+    log: pino({ level: 'silent' }),
+    version: '1',
+  });
   const c = csiClient(srv.endpoint, 2000);
   t.teardown(async () => {
     c.close();
     await srv.stop(1000);
   });
-  await t.rejects(c.controller.DeleteVolume({ volumeId: 'x'.repeat(1 << 20) }), { code: status.INVALID_ARGUMENT, details: /volume_id is 1048576 bytes long; at most 4096/ });
-  await t.rejects(c.node.NodeUnpublishVolume({ volumeId: 'v', targetPath: `/var/lib/kubelet/${'a/'.repeat(40_000)}` }), { code: status.INVALID_ARGUMENT, details: /target_path is \d+ bytes long/ });
+  await t.rejects(c.controller.DeleteVolume({ volumeId: 'x'.repeat(1 << 20) }), {
+    code: status.INVALID_ARGUMENT,
+    details: /volume_id is 1048576 bytes long; at most 4096/,
+  });
+  await t.rejects(
+    c.node.NodeUnpublishVolume({ volumeId: 'v', targetPath: `/var/lib/kubelet/${'a/'.repeat(40_000)}` }),
+    { code: status.INVALID_ARGUMENT, details: /target_path is \d+ bytes long/ },
+  );
   t.equal(reached, 0, 'no backend was called');
   await c.controller.DeleteVolume({ volumeId: 'ordinary' });
   t.equal(reached, 1, 'ordinary ids pass');
@@ -50,6 +65,9 @@ t.test('huge ids and paths are refused before a backend sees them', async (t) =>
 
 t.test('limits count bytes, and only ids and paths', async (t) => {
   t.doesNotThrow(() => checkLimits({ targetPath: `/${'a'.repeat(MAX_PATH_BYTES - 1)}` }, 'M'));
-  t.throws(() => checkLimits({ targetPath: `/${'é'.repeat(MAX_PATH_BYTES / 2)}` }, 'M'), /target_path is \d+ bytes long/);
+  t.throws(
+    () => checkLimits({ targetPath: `/${'é'.repeat(MAX_PATH_BYTES / 2)}` }, 'M'),
+    /target_path is \d+ bytes long/,
+  );
   t.doesNotThrow(() => checkLimits({ parameters: { k: 'v'.repeat(10_000) }, other: 'x'.repeat(10_000) }, 'M'));
 });

@@ -13,20 +13,47 @@ t.test('main: serves both endpoints and exits 0 on SIGTERM leaving no socket', a
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const pve = path.join(dir, 'proxmox.sock');
   const nfs = path.join(dir, 'nfs.sock');
-  const child = spawn(process.execPath, ['--import=tsx', path.resolve('src/main.ts'), '--mode', 'node', '--node-id', 'talos-worker-1',
-    '--region', 'homelab', '--zone', 'hyper1', '--proxmox-endpoint', `unix://${pve}`, '--nfs-endpoint', `unix://${nfs}`,
-    '--metrics-address', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [
+      '--import=tsx',
+      path.resolve('src/main.ts'),
+      '--mode',
+      'node',
+      '--node-id',
+      'talos-worker-1',
+      '--region',
+      'homelab',
+      '--zone',
+      'hyper1',
+      '--proxmox-endpoint',
+      `unix://${pve}`,
+      '--nfs-endpoint',
+      `unix://${nfs}`,
+      '--metrics-address',
+      '127.0.0.1:0',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
   let out = '';
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('not ready: ' + out)), 30_000);
     child.stdout.on('data', (d: Buffer) => {
       out += d.toString();
-      if (out.includes('"ready":true')) { clearTimeout(timer); resolve(); }
+      if (out.includes('"ready":true')) {
+        clearTimeout(timer);
+        resolve();
+      }
     });
   });
-  for (const [sock, name] of [[pve, 'csi.proxmox.sinextra.dev'], [nfs, 'nfs.csi.k8s.io']] as const) {
+  for (const [sock, name] of [
+    [pve, 'csi.proxmox.sinextra.dev'],
+    [nfs, 'nfs.csi.k8s.io'],
+  ] as const) {
     const c = csiClient(`unix://${sock}`);
     t.equal((await c.identity.GetPluginInfo()).name, name);
     t.equal((await c.identity.Probe()).ready?.value, true);
@@ -48,29 +75,67 @@ t.test('main: SIGTERM exits within the drain timeout + 2 s while a Proxmox call 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csi-main-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const cfg = path.join(dir, 'config.yaml');
-  fs.writeFileSync(cfg, `clusters:\n  - url: ${sim.url}\n    ca_file: ${sim.caFile}\n    token_id: "${sim.tokenId}"\n    token_secret: "${sim.tokenSecret}"\n    region: homelab\n`);
+  fs.writeFileSync(
+    cfg,
+    `clusters:\n  - url: ${sim.url}\n    ca_file: ${sim.caFile}\n    token_id: "${sim.tokenId}"\n    token_secret: "${sim.tokenSecret}"\n    region: homelab\n`,
+  );
   const sock = path.join(dir, 'ctl.sock');
-  const child = spawn(process.execPath, ['--import=tsx', path.resolve('src/main.ts'), '--mode', 'controller', '--proxmox-config', cfg,
-    '--proxmox-endpoint', `unix://${sock}`, '--drain-timeout', '2s'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [
+      '--import=tsx',
+      path.resolve('src/main.ts'),
+      '--mode',
+      'controller',
+      '--proxmox-config',
+      cfg,
+      '--proxmox-endpoint',
+      `unix://${sock}`,
+      '--drain-timeout',
+      '2s',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
   let out = '';
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('not ready: ' + out)), 30_000);
     child.stdout.on('data', (d: Buffer) => {
       out += d.toString();
-      if (out.includes('"ready":true')) { clearTimeout(timer); resolve(); }
+      if (out.includes('"ready":true')) {
+        clearTimeout(timer);
+        resolve();
+      }
     });
   });
   const c = csiClient(`unix://${sock}`);
   t.teardown(() => c.close());
   const cap: VolumeCapability = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
-  const vol = await c.controller.CreateVolume({ name: 'pvc-hang', volumeCapabilities: [cap], parameters: { storage: 'local-lvm' },
-    accessibilityRequirements: { preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }] } });
+  const vol = await c.controller.CreateVolume({
+    name: 'pvc-hang',
+    volumeCapabilities: [cap],
+    parameters: { storage: 'local-lvm' },
+    accessibilityRequirements: {
+      preferred: [
+        { segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } },
+      ],
+    },
+  });
   // Every VM config read now hangs for 60 s: the publish's VM config batch (which runs on its
   // own, without the caller's deadline) sits in one.
-  await new SimulatorAdmin(sim.adminUrl).patchFaults({ latencyByRoute: { 'GET /nodes/{node}/qemu/{vmid}/pending': 60_000, 'GET /nodes/{node}/qemu/{vmid}/config': 60_000 } });
-  const pending = c.controller.ControllerPublishVolume({ volumeId: present(vol.volume, 'volume').volumeId, nodeId: 'talos-worker-1', volumeCapability: cap }).catch((e: unknown) => e);
+  await new SimulatorAdmin(sim.adminUrl).patchFaults({
+    latencyByRoute: { 'GET /nodes/{node}/qemu/{vmid}/pending': 60_000, 'GET /nodes/{node}/qemu/{vmid}/config': 60_000 },
+  });
+  const pending = c.controller
+    .ControllerPublishVolume({
+      volumeId: present(vol.volume, 'volume').volumeId,
+      nodeId: 'talos-worker-1',
+      volumeCapability: cap,
+    })
+    .catch((e: unknown) => e);
   // Let the call reach the simulator.
   await new Promise((r) => setTimeout(r, 1500));
   const t0 = Date.now();
@@ -93,24 +158,56 @@ t.test('main: unreachable backends leave Probe ready and show in csi_backend_up'
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csi-main-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const cfg = path.join(dir, 'config.yaml');
-  fs.writeFileSync(cfg, `clusters:\n  - url: https://127.0.0.1:${dead}/api2/json\n    insecure: true\n    token_id: "csi@pve!csi"\n    token_secret: "11111111-2222-3333-4444-555555555555"\n    region: homelab\n`);
+  fs.writeFileSync(
+    cfg,
+    `clusters:\n  - url: https://127.0.0.1:${dead}/api2/json\n    insecure: true\n    token_id: "csi@pve!csi"\n    token_secret: "11111111-2222-3333-4444-555555555555"\n    region: homelab\n`,
+  );
   const pve = path.join(dir, 'pve.sock');
   const nfs = path.join(dir, 'nfs.sock');
-  const child = spawn(process.execPath, ['--import=tsx', path.resolve('src/main.ts'), '--mode', 'controller', '--proxmox-config', cfg,
-    '--proxmox-endpoint', `unix://${pve}`, '--nfs-endpoint', `unix://${nfs}`, '--nfs-port', String(dead), '--nfs-mount-port', String(dead),
-    '--nfs-call-timeout', '1s', '--metrics-address', `127.0.0.1:${metricsPort}`], { stdio: ['ignore', 'pipe', 'pipe'] });
-  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+  const child = spawn(
+    process.execPath,
+    [
+      '--import=tsx',
+      path.resolve('src/main.ts'),
+      '--mode',
+      'controller',
+      '--proxmox-config',
+      cfg,
+      '--proxmox-endpoint',
+      `unix://${pve}`,
+      '--nfs-endpoint',
+      `unix://${nfs}`,
+      '--nfs-port',
+      String(dead),
+      '--nfs-mount-port',
+      String(dead),
+      '--nfs-call-timeout',
+      '1s',
+      '--metrics-address',
+      `127.0.0.1:${metricsPort}`,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
   let out = '';
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('not ready: ' + out)), 30_000);
     child.stdout.on('data', (d: Buffer) => {
       out += d.toString();
-      if (out.includes('"ready":true')) { clearTimeout(timer); resolve(); }
+      if (out.includes('"ready":true')) {
+        clearTimeout(timer);
+        resolve();
+      }
     });
   });
   const p = csiClient(`unix://${pve}`);
   const n = csiClient(`unix://${nfs}`);
-  t.teardown(() => { p.close(); n.close(); });
+  t.teardown(() => {
+    p.close();
+    n.close();
+  });
   t.equal((await p.identity.Probe()).ready?.value, true, 'Proxmox: ready although its API does not answer');
   // The legacy form too (server/share/subDir), with a loopback name: only loopback is a target here.
   for (const volumeId of ['127.0.0.1#volume1/k8s#pvc-x##', 'localhost/volume1/k8s/pvc-y']) {
@@ -119,7 +216,15 @@ t.test('main: unreachable backends leave Probe ready and show in csi_backend_up'
   t.equal((await n.identity.Probe()).ready?.value, true, 'NFS: ready after handles named servers that do not answer');
   t.equal((await n.identity.Probe()).ready?.value, true, 'and stays ready');
   const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-  t.match(text, /csi_backend_up\{driver="csi.proxmox.sinextra.dev",kind="proxmox",backend="homelab"\} 0/, 'the Proxmox cluster is down in the metrics');
-  t.match(text, /csi_backend_up\{driver="nfs.csi.k8s.io",kind="nfs",backend="127.0.0.1"\} 0/, 'the NFS server is down in the metrics');
+  t.match(
+    text,
+    /csi_backend_up\{driver="csi.proxmox.sinextra.dev",kind="proxmox",backend="homelab"\} 0/,
+    'the Proxmox cluster is down in the metrics',
+  );
+  t.match(
+    text,
+    /csi_backend_up\{driver="nfs.csi.k8s.io",kind="nfs",backend="127.0.0.1"\} 0/,
+    'the NFS server is down in the metrics',
+  );
   child.kill('SIGTERM');
 });

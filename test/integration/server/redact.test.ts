@@ -21,9 +21,20 @@ t.test('fields marked csi_secret are replaced, at any depth', async (t) => {
 });
 
 t.test('every request type with a secrets field is covered', async (t) => {
-  for (const type of ['CreateVolumeRequest', 'DeleteVolumeRequest', 'ControllerPublishVolumeRequest', 'ControllerUnpublishVolumeRequest',
-    'ValidateVolumeCapabilitiesRequest', 'ControllerExpandVolumeRequest', 'NodePublishVolumeRequest', 'NodeExpandVolumeRequest',
-    'CreateSnapshotRequest', 'DeleteSnapshotRequest', 'ListSnapshotsRequest', 'ControllerModifyVolumeRequest']) {
+  for (const type of [
+    'CreateVolumeRequest',
+    'DeleteVolumeRequest',
+    'ControllerPublishVolumeRequest',
+    'ControllerUnpublishVolumeRequest',
+    'ValidateVolumeCapabilitiesRequest',
+    'ControllerExpandVolumeRequest',
+    'NodePublishVolumeRequest',
+    'NodeExpandVolumeRequest',
+    'CreateSnapshotRequest',
+    'DeleteSnapshotRequest',
+    'ListSnapshotsRequest',
+    'ControllerModifyVolumeRequest',
+  ]) {
     const out = redact(type, { secrets: { password: 'p4ss', other: 'x' } }) as any;
     t.same(out.secrets, { password: REDACTED, other: REDACTED }, type);
   }
@@ -31,10 +42,18 @@ t.test('every request type with a secrets field is covered', async (t) => {
 
 t.test('the debug log of a real call never contains a secret', async (t) => {
   const lines: string[] = [];
-  const sink = new Writable({ write(chunk, _enc, cb) { lines.push(String(chunk)); cb(); } });
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      lines.push(String(chunk));
+      cb();
+    },
+  });
   const log = pino({ level: 'debug' }, sink);
   const driver: Driver = {
-    name: 'redact.test', accessibilityConstraints: false, onlineExpansion: false, probe: async () => true,
+    name: 'redact.test',
+    accessibilityConstraints: false,
+    onlineExpansion: false,
+    probe: async () => true,
     controller: {
       capabilities: ['CREATE_DELETE_VOLUME'],
       createVolume: async (req) => ({ volume: { volumeId: req.name } }),
@@ -44,10 +63,15 @@ t.test('the debug log of a real call never contains a secret', async (t) => {
   };
   const srv = await startDriverServer({ driver, mode: 'all', endpoint: 'tcp://127.0.0.1:0', log, version: '1' });
   const c = csiClient(srv.endpoint);
-  t.teardown(async () => { c.close(); await srv.stop(100); });
+  t.teardown(async () => {
+    c.close();
+    await srv.stop(100);
+  });
   await c.controller.CreateVolume({
     name: 'pvc-1',
-    volumeCapabilities: [{ mount: { mountFlags: ['password=S3CRET-FLAG'] }, accessMode: { mode: 'SINGLE_NODE_WRITER' } }],
+    volumeCapabilities: [
+      { mount: { mountFlags: ['password=S3CRET-FLAG'] }, accessMode: { mode: 'SINGLE_NODE_WRITER' } },
+    ],
     secrets: { token: 'S3CRET-TOKEN' },
     parameters: { storage: 'local-lvm', proxmoxPassword: 'S3CRET-PARAM' },
   });

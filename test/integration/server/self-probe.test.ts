@@ -17,26 +17,45 @@ function driver(name: string, probe: () => Promise<boolean>): Driver {
     accessibilityConstraints: false,
     onlineExpansion: false,
     probe,
-    controller: { capabilities: [], createVolume: async () => ({ volume: { volumeId: 'v', capacityBytes: 0 } }), deleteVolume: async () => ({}), validateVolumeCapabilities: async () => ({}) },
+    controller: {
+      capabilities: [],
+      createVolume: async () => ({ volume: { volumeId: 'v', capacityBytes: 0 } }),
+      deleteVolume: async () => ({}),
+      validateVolumeCapabilities: async () => ({}),
+    },
   };
 }
 
 function get(port: number): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    http.get({ host: '127.0.0.1', port, path: '/healthz' }, (res) => {
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    }).on('error', reject);
+    http
+      .get({ host: '127.0.0.1', port, path: '/healthz' }, (res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      })
+      .on('error', reject);
   });
 }
 
 t.test('/healthz probes each driver socket', async (t) => {
   let nfsReady: boolean | 'hang' = true;
-  const a = await startDriverServer({ driver: driver('a.csi.example', async () => true), mode: 'controller', endpoint: 'tcp://127.0.0.1:0', log: silent, version: 't' });
+  const a = await startDriverServer({
+    driver: driver('a.csi.example', async () => true),
+    mode: 'controller',
+    endpoint: 'tcp://127.0.0.1:0',
+    log: silent,
+    version: 't',
+  });
   const b = await startDriverServer({
-    driver: driver('b.csi.example', () => (nfsReady === 'hang' ? new Promise<boolean>(() => undefined) : Promise.resolve(nfsReady))),
-    mode: 'controller', endpoint: 'tcp://127.0.0.1:0', log: silent, version: 't', probeTimeoutMs: 200,
+    driver: driver('b.csi.example', () =>
+      nfsReady === 'hang' ? new Promise<boolean>(() => undefined) : Promise.resolve(nfsReady),
+    ),
+    mode: 'controller',
+    endpoint: 'tcp://127.0.0.1:0',
+    log: silent,
+    version: 't',
+    probeTimeoutMs: 200,
   });
   t.teardown(() => Promise.all([a.stop(100), b.stop(100)]));
   const metrics = new Metrics(false);
@@ -45,7 +64,13 @@ t.test('/healthz probes each driver socket', async (t) => {
   const port = (server.address() as AddressInfo).port;
 
   t.equal((await get(port)).status, 200, 'before the sockets exist the listener says it is alive');
-  const self = selfProbe(new Map([[a.driver, a.endpoint], [b.driver, b.endpoint]]), 2000);
+  const self = selfProbe(
+    new Map([
+      [a.driver, a.endpoint],
+      [b.driver, b.endpoint],
+    ]),
+    2000,
+  );
   t.teardown(() => self.close());
   metrics.health = () => self.check();
 

@@ -34,14 +34,28 @@ function fakeDriver(opts: { slowMs?: number; probe?: () => Promise<boolean> } = 
     nodePublishVolume: async () => ({}),
     nodeUnpublishVolume: async () => ({}),
   };
-  return { name: 'test.csi.example', accessibilityConstraints: true, onlineExpansion: false, probe: opts.probe ?? (async () => true), controller, node };
+  return {
+    name: 'test.csi.example',
+    accessibilityConstraints: true,
+    onlineExpansion: false,
+    probe: opts.probe ?? (async () => true),
+    controller,
+    node,
+  };
 }
 
 const cap: VolumeCapability = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
 
 t.test('identity, validation, typed errors, unimplemented, metrics', async (t) => {
   const metrics = new Metrics(false);
-  const srv = await startDriverServer({ driver: fakeDriver(), mode: 'all', endpoint: 'tcp://127.0.0.1:0', log: silent, version: '9.9.9', metrics });
+  const srv = await startDriverServer({
+    driver: fakeDriver(),
+    mode: 'all',
+    endpoint: 'tcp://127.0.0.1:0',
+    log: silent,
+    version: '9.9.9',
+    metrics,
+  });
   const c = csiClient(srv.endpoint);
   t.teardown(async () => {
     c.close();
@@ -49,29 +63,62 @@ t.test('identity, validation, typed errors, unimplemented, metrics', async (t) =
   });
   t.same(await c.identity.GetPluginInfo(), { name: 'test.csi.example', vendorVersion: '9.9.9', manifest: {} });
   const caps = await c.identity.GetPluginCapabilities();
-  t.same(caps.capabilities.map((x: any) => x.service?.type), ['CONTROLLER_SERVICE', 'VOLUME_ACCESSIBILITY_CONSTRAINTS']);
+  t.same(
+    caps.capabilities.map((x: any) => x.service?.type),
+    ['CONTROLLER_SERVICE', 'VOLUME_ACCESSIBILITY_CONSTRAINTS'],
+  );
   t.equal((await c.identity.Probe()).ready?.value, true);
 
   const ok = await c.controller.CreateVolume({ name: 'a', volumeCapabilities: [cap] });
   t.equal(present(ok.volume, 'volume').volumeId, 'vol-a');
-  await t.rejects(c.controller.CreateVolume({ volumeCapabilities: [cap] }), { code: status.INVALID_ARGUMENT, details: /name is required/ });
-  await t.rejects(c.controller.CreateVolume({ name: 'a' }), { code: status.INVALID_ARGUMENT, details: /volume_capabilities/ });
-  await t.rejects(c.controller.CreateVolume({ name: 'a', volumeCapabilities: [cap], parameters: { bad: '1' } }), { code: status.INVALID_ARGUMENT, details: /"bad"/ });
-  await t.rejects(c.controller.CreateVolume({ name: 'a', volumeCapabilities: [cap], parameters: { boom: '1' } }), { code: status.INTERNAL, details: /kaboom/ });
-  await t.rejects(c.controller.ValidateVolumeCapabilities({ volumeId: 'x', volumeCapabilities: [cap] }), { code: status.NOT_FOUND });
+  await t.rejects(c.controller.CreateVolume({ volumeCapabilities: [cap] }), {
+    code: status.INVALID_ARGUMENT,
+    details: /name is required/,
+  });
+  await t.rejects(c.controller.CreateVolume({ name: 'a' }), {
+    code: status.INVALID_ARGUMENT,
+    details: /volume_capabilities/,
+  });
+  await t.rejects(c.controller.CreateVolume({ name: 'a', volumeCapabilities: [cap], parameters: { bad: '1' } }), {
+    code: status.INVALID_ARGUMENT,
+    details: /"bad"/,
+  });
+  await t.rejects(c.controller.CreateVolume({ name: 'a', volumeCapabilities: [cap], parameters: { boom: '1' } }), {
+    code: status.INTERNAL,
+    details: /kaboom/,
+  });
+  await t.rejects(c.controller.ValidateVolumeCapabilities({ volumeId: 'x', volumeCapabilities: [cap] }), {
+    code: status.NOT_FOUND,
+  });
   await t.rejects(c.controller.CreateSnapshot({ name: 's', sourceVolumeId: 'x' }), { code: status.UNIMPLEMENTED });
-  await t.rejects(c.controller.ControllerPublishVolume({ volumeId: 'v', nodeId: 'n', volumeCapability: cap }), { code: status.UNIMPLEMENTED });
-  t.same((await c.controller.ControllerGetCapabilities()).capabilities, [{ rpc: { type: 'CREATE_DELETE_VOLUME' }, type: 'rpc' }]);
-  await t.rejects(c.node.NodePublishVolume({ volumeId: 'v', volumeCapability: cap }), { code: status.INVALID_ARGUMENT, details: /target_path/ });
+  await t.rejects(c.controller.ControllerPublishVolume({ volumeId: 'v', nodeId: 'n', volumeCapability: cap }), {
+    code: status.UNIMPLEMENTED,
+  });
+  t.same((await c.controller.ControllerGetCapabilities()).capabilities, [
+    { rpc: { type: 'CREATE_DELETE_VOLUME' }, type: 'rpc' },
+  ]);
+  await t.rejects(c.node.NodePublishVolume({ volumeId: 'v', volumeCapability: cap }), {
+    code: status.INVALID_ARGUMENT,
+    details: /target_path/,
+  });
   t.equal((await c.node.NodeGetInfo()).nodeId, 'n1');
 
   const text = await metrics.registry.metrics();
   t.match(text, /csi_operation_duration_seconds_count\{driver="test.csi.example",method="CreateVolume",code="OK"\} 1/);
-  t.match(text, /csi_operation_errors_total\{driver="test.csi.example",method="CreateVolume",code="INVALID_ARGUMENT"\} 3/);
+  t.match(
+    text,
+    /csi_operation_errors_total\{driver="test.csi.example",method="CreateVolume",code="INVALID_ARGUMENT"\} 3/,
+  );
 });
 
 t.test('a concurrent call on the same name is ABORTED', async (t) => {
-  const srv = await startDriverServer({ driver: fakeDriver({ slowMs: 300 }), mode: 'controller', endpoint: 'tcp://127.0.0.1:0', log: silent, version: '1' });
+  const srv = await startDriverServer({
+    driver: fakeDriver({ slowMs: 300 }),
+    mode: 'controller',
+    endpoint: 'tcp://127.0.0.1:0',
+    log: silent,
+    version: '1',
+  });
   const c = csiClient(srv.endpoint);
   t.teardown(async () => {
     c.close();
@@ -87,8 +134,25 @@ t.test('a concurrent call on the same name is ABORTED', async (t) => {
 });
 
 t.test('probe reports not ready when the backend hangs or throws, without failing', async (t) => {
-  const hang = await startDriverServer({ driver: fakeDriver({ probe: () => new Promise(() => {}) }), mode: 'all', endpoint: 'tcp://127.0.0.1:0', log: silent, version: '1', probeTimeoutMs: 200 });
-  const boom = await startDriverServer({ driver: fakeDriver({ probe: async () => { throw new Error('down'); } }), mode: 'all', endpoint: 'tcp://127.0.0.1:0', log: silent, version: '1' });
+  const hang = await startDriverServer({
+    driver: fakeDriver({ probe: () => new Promise(() => {}) }),
+    mode: 'all',
+    endpoint: 'tcp://127.0.0.1:0',
+    log: silent,
+    version: '1',
+    probeTimeoutMs: 200,
+  });
+  const boom = await startDriverServer({
+    driver: fakeDriver({
+      probe: async () => {
+        throw new Error('down');
+      },
+    }),
+    mode: 'all',
+    endpoint: 'tcp://127.0.0.1:0',
+    log: silent,
+    version: '1',
+  });
   const a = csiClient(hang.endpoint);
   const b = csiClient(boom.endpoint);
   t.teardown(async () => {
@@ -108,7 +172,13 @@ t.test('unix socket: stale file replaced, drain waits for in-flight calls, socke
   // A socket file nobody listens on: what a killed process leaves behind.
   execFileSync('python3', ['-c', `import socket; s=socket.socket(socket.AF_UNIX); s.bind(${JSON.stringify(sock)})`]);
   t.ok(fs.lstatSync(sock).isSocket());
-  const srv = await startDriverServer({ driver: fakeDriver({ slowMs: 400 }), mode: 'all', endpoint: `unix://${sock}`, log: silent, version: '1' });
+  const srv = await startDriverServer({
+    driver: fakeDriver({ slowMs: 400 }),
+    mode: 'all',
+    endpoint: `unix://${sock}`,
+    log: silent,
+    version: '1',
+  });
   await t.rejects(
     startDriverServer({ driver: fakeDriver(), mode: 'all', endpoint: `unix://${sock}`, log: silent, version: '1' }),
     /in use by a running process/,

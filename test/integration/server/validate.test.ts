@@ -41,7 +41,14 @@ function okDriver(calls: string[]): Driver {
     nodeGetVolumeStats: seen('NodeGetVolumeStats'),
     nodeExpandVolume: seen('NodeExpandVolume'),
   };
-  return { name: 'test.csi.example', accessibilityConstraints: false, onlineExpansion: true, probe: async () => true, controller, node };
+  return {
+    name: 'test.csi.example',
+    accessibilityConstraints: false,
+    onlineExpansion: true,
+    probe: async () => true,
+    controller,
+    node,
+  };
 }
 
 const P = '/var/lib/kubelet/pods/x/volumes/v';
@@ -50,22 +57,68 @@ const BAD = ['a\u0000b', 'a\nb', 'tab\there', 'del\u007f', 'c1\u0085'];
 const TABLE: Array<{ svc: 'controller' | 'node'; rpc: string; req: Record<string, unknown>; fields: string[] }> = [
   { svc: 'controller', rpc: 'CreateVolume', req: { name: 'pvc-1', volumeCapabilities: [cap] }, fields: ['name'] },
   { svc: 'controller', rpc: 'DeleteVolume', req: { volumeId: 'v' }, fields: ['volumeId'] },
-  { svc: 'controller', rpc: 'ControllerPublishVolume', req: { volumeId: 'v', nodeId: 'n1', volumeCapability: cap }, fields: ['volumeId', 'nodeId'] },
-  { svc: 'controller', rpc: 'ControllerUnpublishVolume', req: { volumeId: 'v', nodeId: 'n1' }, fields: ['volumeId', 'nodeId'] },
-  { svc: 'controller', rpc: 'ValidateVolumeCapabilities', req: { volumeId: 'v', volumeCapabilities: [cap] }, fields: ['volumeId'] },
-  { svc: 'controller', rpc: 'ControllerExpandVolume', req: { volumeId: 'v', capacityRange: { requiredBytes: '1' } }, fields: ['volumeId'] },
+  {
+    svc: 'controller',
+    rpc: 'ControllerPublishVolume',
+    req: { volumeId: 'v', nodeId: 'n1', volumeCapability: cap },
+    fields: ['volumeId', 'nodeId'],
+  },
+  {
+    svc: 'controller',
+    rpc: 'ControllerUnpublishVolume',
+    req: { volumeId: 'v', nodeId: 'n1' },
+    fields: ['volumeId', 'nodeId'],
+  },
+  {
+    svc: 'controller',
+    rpc: 'ValidateVolumeCapabilities',
+    req: { volumeId: 'v', volumeCapabilities: [cap] },
+    fields: ['volumeId'],
+  },
+  {
+    svc: 'controller',
+    rpc: 'ControllerExpandVolume',
+    req: { volumeId: 'v', capacityRange: { requiredBytes: '1' } },
+    fields: ['volumeId'],
+  },
   { svc: 'controller', rpc: 'ControllerGetVolume', req: { volumeId: 'v' }, fields: ['volumeId'] },
-  { svc: 'node', rpc: 'NodeStageVolume', req: { volumeId: 'v', stagingTargetPath: P, volumeCapability: cap }, fields: ['volumeId', 'stagingTargetPath'] },
-  { svc: 'node', rpc: 'NodeUnstageVolume', req: { volumeId: 'v', stagingTargetPath: P }, fields: ['volumeId', 'stagingTargetPath'] },
-  { svc: 'node', rpc: 'NodePublishVolume', req: { volumeId: 'v', stagingTargetPath: P, targetPath: P + '/t', volumeCapability: cap }, fields: ['volumeId', 'targetPath', 'stagingTargetPath'] },
-  { svc: 'node', rpc: 'NodeUnpublishVolume', req: { volumeId: 'v', targetPath: P }, fields: ['volumeId', 'targetPath'] },
+  {
+    svc: 'node',
+    rpc: 'NodeStageVolume',
+    req: { volumeId: 'v', stagingTargetPath: P, volumeCapability: cap },
+    fields: ['volumeId', 'stagingTargetPath'],
+  },
+  {
+    svc: 'node',
+    rpc: 'NodeUnstageVolume',
+    req: { volumeId: 'v', stagingTargetPath: P },
+    fields: ['volumeId', 'stagingTargetPath'],
+  },
+  {
+    svc: 'node',
+    rpc: 'NodePublishVolume',
+    req: { volumeId: 'v', stagingTargetPath: P, targetPath: P + '/t', volumeCapability: cap },
+    fields: ['volumeId', 'targetPath', 'stagingTargetPath'],
+  },
+  {
+    svc: 'node',
+    rpc: 'NodeUnpublishVolume',
+    req: { volumeId: 'v', targetPath: P },
+    fields: ['volumeId', 'targetPath'],
+  },
   { svc: 'node', rpc: 'NodeGetVolumeStats', req: { volumeId: 'v', volumePath: P }, fields: ['volumeId', 'volumePath'] },
   { svc: 'node', rpc: 'NodeExpandVolume', req: { volumeId: 'v', volumePath: P }, fields: ['volumeId', 'volumePath'] },
 ];
 
 t.test('control characters in names, ids and paths: INVALID_ARGUMENT for every RPC, backend untouched', async (t) => {
   const calls: string[] = [];
-  const srv = await startDriverServer({ driver: okDriver(calls), mode: 'all', endpoint: 'tcp://127.0.0.1:0', log: pino({ level: 'silent' }), version: '0' });
+  const srv = await startDriverServer({
+    driver: okDriver(calls),
+    mode: 'all',
+    endpoint: 'tcp://127.0.0.1:0',
+    log: pino({ level: 'silent' }),
+    version: '0',
+  });
   const c = csiClient(srv.endpoint);
   t.teardown(async () => {
     c.close();
@@ -76,7 +129,11 @@ t.test('control characters in names, ids and paths: INVALID_ARGUMENT for every R
     t.equal(calls.pop(), row.rpc, `${row.rpc}: the valid request reaches the backend`);
     for (const f of row.fields) {
       for (const bad of BAD) {
-        await t.rejects(c.raw(row.svc, row.rpc, { ...row.req, [f]: bad }), { code: status.INVALID_ARGUMENT, details: /control character/ }, `${row.rpc} ${f}=${JSON.stringify(bad)}`);
+        await t.rejects(
+          c.raw(row.svc, row.rpc, { ...row.req, [f]: bad }),
+          { code: status.INVALID_ARGUMENT, details: /control character/ },
+          `${row.rpc} ${f}=${JSON.stringify(bad)}`,
+        );
       }
     }
   }
@@ -86,15 +143,41 @@ t.test('control characters in names, ids and paths: INVALID_ARGUMENT for every R
 // Found by the chaos suite: a NUL in an inline NFS volume's subDir reached mount(8) and came
 // back INTERNAL. String maps (parameters, contexts) and mount flags are checked like names.
 const MAPS: Array<{ svc: 'controller' | 'node'; rpc: string; req: Record<string, unknown>; maps: string[] }> = [
-  { svc: 'controller', rpc: 'CreateVolume', req: { name: 'pvc-1', volumeCapabilities: [cap] }, maps: ['parameters', 'mutableParameters'] },
-  { svc: 'controller', rpc: 'ControllerPublishVolume', req: { volumeId: 'v', nodeId: 'n1', volumeCapability: cap }, maps: ['volumeContext'] },
-  { svc: 'node', rpc: 'NodeStageVolume', req: { volumeId: 'v', stagingTargetPath: P, volumeCapability: cap }, maps: ['volumeContext', 'publishContext'] },
-  { svc: 'node', rpc: 'NodePublishVolume', req: { volumeId: 'v', stagingTargetPath: P, targetPath: P + '/t', volumeCapability: cap }, maps: ['volumeContext', 'publishContext'] },
+  {
+    svc: 'controller',
+    rpc: 'CreateVolume',
+    req: { name: 'pvc-1', volumeCapabilities: [cap] },
+    maps: ['parameters', 'mutableParameters'],
+  },
+  {
+    svc: 'controller',
+    rpc: 'ControllerPublishVolume',
+    req: { volumeId: 'v', nodeId: 'n1', volumeCapability: cap },
+    maps: ['volumeContext'],
+  },
+  {
+    svc: 'node',
+    rpc: 'NodeStageVolume',
+    req: { volumeId: 'v', stagingTargetPath: P, volumeCapability: cap },
+    maps: ['volumeContext', 'publishContext'],
+  },
+  {
+    svc: 'node',
+    rpc: 'NodePublishVolume',
+    req: { volumeId: 'v', stagingTargetPath: P, targetPath: P + '/t', volumeCapability: cap },
+    maps: ['volumeContext', 'publishContext'],
+  },
 ];
 
 t.test('control characters in parameters, contexts and mount flags: INVALID_ARGUMENT, backend untouched', async (t) => {
   const calls: string[] = [];
-  const srv = await startDriverServer({ driver: okDriver(calls), mode: 'all', endpoint: 'tcp://127.0.0.1:0', log: pino({ level: 'silent' }), version: '0' });
+  const srv = await startDriverServer({
+    driver: okDriver(calls),
+    mode: 'all',
+    endpoint: 'tcp://127.0.0.1:0',
+    log: pino({ level: 'silent' }),
+    version: '0',
+  });
   const c = csiClient(srv.endpoint);
   t.teardown(async () => {
     c.close();
@@ -105,33 +188,71 @@ t.test('control characters in parameters, contexts and mount flags: INVALID_ARGU
       await c.raw(row.svc, row.rpc, { ...row.req, [m]: { subDir: 'ns/pvc' } });
       t.equal(calls.pop(), row.rpc, `${row.rpc}: a printable ${m} reaches the backend`);
       for (const bad of BAD) {
-        await t.rejects(c.raw(row.svc, row.rpc, { ...row.req, [m]: { subDir: bad } }), { code: status.INVALID_ARGUMENT, details: /control character/ }, `${row.rpc} ${m} value ${JSON.stringify(bad)}`);
-        await t.rejects(c.raw(row.svc, row.rpc, { ...row.req, [m]: { [bad]: 'x' } }), { code: status.INVALID_ARGUMENT, details: /control character/ }, `${row.rpc} ${m} key ${JSON.stringify(bad)}`);
+        await t.rejects(
+          c.raw(row.svc, row.rpc, { ...row.req, [m]: { subDir: bad } }),
+          { code: status.INVALID_ARGUMENT, details: /control character/ },
+          `${row.rpc} ${m} value ${JSON.stringify(bad)}`,
+        );
+        await t.rejects(
+          c.raw(row.svc, row.rpc, { ...row.req, [m]: { [bad]: 'x' } }),
+          { code: status.INVALID_ARGUMENT, details: /control character/ },
+          `${row.rpc} ${m} key ${JSON.stringify(bad)}`,
+        );
       }
     }
     const capKey = row.rpc === 'CreateVolume' ? 'volumeCapabilities' : 'volumeCapability';
-    const badCap: VolumeCapability = { mount: { mountFlags: ['nfsvers=4.1', 'soft\u0000'] }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
-    await t.rejects(c.raw(row.svc, row.rpc, { ...row.req, [capKey]: capKey === 'volumeCapabilities' ? [badCap] : badCap }), { code: status.INVALID_ARGUMENT, details: /mount_flags\[1\] contains a control character/ }, `${row.rpc} mount flag with NUL`);
+    const badCap: VolumeCapability = {
+      mount: { mountFlags: ['nfsvers=4.1', 'soft\u0000'] },
+      accessMode: { mode: 'SINGLE_NODE_WRITER' },
+    };
+    await t.rejects(
+      c.raw(row.svc, row.rpc, { ...row.req, [capKey]: capKey === 'volumeCapabilities' ? [badCap] : badCap }),
+      { code: status.INVALID_ARGUMENT, details: /mount_flags\[1\] contains a control character/ },
+      `${row.rpc} mount flag with NUL`,
+    );
   }
   t.same(calls, [], 'no bad request reached a backend');
 });
 
 t.test('capacity ranges: one parser, refused alike in the gate and in both drivers', async (t) => {
   const calls: string[] = [];
-  const srv = await startDriverServer({ driver: okDriver(calls), mode: 'all', endpoint: 'tcp://127.0.0.1:0', log: pino({ level: 'silent' }), version: '0' });
+  const srv = await startDriverServer({
+    driver: okDriver(calls),
+    mode: 'all',
+    endpoint: 'tcp://127.0.0.1:0',
+    log: pino({ level: 'silent' }),
+    version: '0',
+  });
   const c = csiClient(srv.endpoint);
   t.teardown(async () => {
     c.close();
     await srv.stop(1000);
   });
   for (const range of [{ requiredBytes: '-1' }, { limitBytes: '-5' }, { requiredBytes: '10', limitBytes: '5' }]) {
-    await t.rejects(c.controller.CreateVolume({ name: 'p', volumeCapabilities: [cap], capacityRange: range }), { code: status.OUT_OF_RANGE }, `CreateVolume ${JSON.stringify(range)}`);
-    await t.rejects(c.controller.ControllerExpandVolume({ volumeId: 'v', capacityRange: range }), { code: status.OUT_OF_RANGE }, `ControllerExpandVolume ${JSON.stringify(range)}`);
+    await t.rejects(
+      c.controller.CreateVolume({ name: 'p', volumeCapabilities: [cap], capacityRange: range }),
+      { code: status.OUT_OF_RANGE },
+      `CreateVolume ${JSON.stringify(range)}`,
+    );
+    await t.rejects(
+      c.controller.ControllerExpandVolume({ volumeId: 'v', capacityRange: range }),
+      { code: status.OUT_OF_RANGE },
+      `ControllerExpandVolume ${JSON.stringify(range)}`,
+    );
   }
   t.same(calls, []);
   t.same(parseCapacityRange({ requiredBytes: '1024', limitBytes: '0' }), { required: 1024, limit: 0 });
   t.same(parseCapacityRange(undefined), { required: 0, limit: 0 });
-  for (const v of ['-1', '1.5', 'abc', '1e3', String(2 ** 63)]) t.throws(() => parseCapacityRange({ requiredBytes: v }), { kind: 'OutOfRange', message: /out of range|below/ }, v);
-  t.throws(() => sizeForCreate({ requiredBytes: '-1' }), { kind: 'OutOfRange', message: /out of range|below/ }, 'Proxmox create');
-  t.throws(() => sizeForExpand({ requiredBytes: '-1' }), { kind: 'OutOfRange', message: /out of range|below/ }, 'Proxmox expand');
+  for (const v of ['-1', '1.5', 'abc', '1e3', String(2 ** 63)])
+    t.throws(() => parseCapacityRange({ requiredBytes: v }), { kind: 'OutOfRange', message: /out of range|below/ }, v);
+  t.throws(
+    () => sizeForCreate({ requiredBytes: '-1' }),
+    { kind: 'OutOfRange', message: /out of range|below/ },
+    'Proxmox create',
+  );
+  t.throws(
+    () => sizeForExpand({ requiredBytes: '-1' }),
+    { kind: 'OutOfRange', message: /out of range|below/ },
+    'Proxmox expand',
+  );
 });

@@ -6,20 +6,20 @@
 // ./staging/src/k8s.io/*) becomes the published module at STAGING_VERSION (k8s.io/api v0.37.2
 // for Kubernetes v1.37.2) when the upstream requires it at the placeholder v0.0.0; other local
 // replaces point at modules the upstream requires at their real versions and are dropped.
-import { readFileSync } from "node:fs";
+import { readFileSync } from 'node:fs';
 
 const [wrapper, module, version, staging] = process.argv.slice(2);
-const up = JSON.parse(readFileSync(0, "utf8"));
+const up = JSON.parse(readFileSync(0, 'utf8'));
 const required = new Map((up.Require ?? []).map((r) => [r.Path, r.Version]));
-const lines = [`module ${wrapper}`, "", `go ${up.Go}`, "", `require ${module} ${version}`, ""];
+const lines = [`module ${wrapper}`, '', `go ${up.Go}`, '', `require ${module} ${version}`, ''];
 for (const r of up.Replace ?? []) {
   const old = r.Old.Version ? `${r.Old.Path} ${r.Old.Version}` : r.Old.Path;
   if (r.New.Version) {
     lines.push(`replace ${old} => ${r.New.Path} ${r.New.Version}`);
-  } else if (required.get(r.Old.Path) === "v0.0.0") {
+  } else if (required.get(r.Old.Path) === 'v0.0.0') {
     if (!staging) throw new Error(`${r.Old.Path} is a local replace at v0.0.0; give STAGING_VERSION`);
     lines.push(`replace ${old} => ${r.Old.Path} ${staging}`);
   }
 }
 for (const e of up.Exclude ?? []) lines.push(`exclude ${e.Path} ${e.Version}`);
-process.stdout.write(lines.join("\n") + "\n");
+process.stdout.write(lines.join('\n') + '\n');

@@ -46,7 +46,19 @@ export async function startCliEnv(): Promise<CliEnv> {
   const pve = await startSimulator({ backend: 'none', config: simConfig, stateDir: path.join(dir, 'pve') });
   const configFile = (id: string, secret: string) => {
     const file = path.join(dir, `proxmox-${id.replace(/\W/g, '_')}.yaml`);
-    fs.writeFileSync(file, ['clusters:', `  - url: ${pve.url}`, '    insecure: false', `    token_id: "${id}"`, `    token_secret: "${secret}"`, `    ca_file: ${pve.caFile}`, '    region: homelab', ''].join('\n'));
+    fs.writeFileSync(
+      file,
+      [
+        'clusters:',
+        `  - url: ${pve.url}`,
+        '    insecure: false',
+        `    token_id: "${id}"`,
+        `    token_secret: "${secret}"`,
+        `    ca_file: ${pve.caFile}`,
+        '    region: homelab',
+        '',
+      ].join('\n'),
+    );
     return file;
   };
   const config = configFile(pve.tokenId, pve.tokenSecret);
@@ -55,27 +67,67 @@ export async function startCliEnv(): Promise<CliEnv> {
   const ganeshaDir = path.join(dir, 'ganesha');
   let nfs: CliEnv['nfs'];
   try {
-    const out = execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'start', '--dir', ganeshaDir, '--nfs-port', String(await freePort()), '--mount-port', String(await freePort())], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+    const out = execFileSync(
+      'bash',
+      [
+        path.join(ROOT, 'scripts/ganesha.sh'),
+        'start',
+        '--dir',
+        ganeshaDir,
+        '--nfs-port',
+        String(await freePort()),
+        '--mount-port',
+        String(await freePort()),
+      ],
+      { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
+    );
     nfs = JSON.parse(out.trim().split('\n').pop() ?? '') as CliEnv['nfs'];
   } catch (e) {
     await pve.close();
     await cluster.stop();
     throw e;
   }
-  const stopGanesha = () => execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'stop', '--dir', ganeshaDir], { stdio: 'ignore' });
+  const stopGanesha = () =>
+    execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'stop', '--dir', ganeshaDir], { stdio: 'ignore' });
   // Even when a test crashes before its teardown: ganesha is a daemon, not our child.
-  process.once('exit', () => { try { stopGanesha(); } catch { /* stopped already */ } });
+  process.once('exit', () => {
+    try {
+      stopGanesha();
+    } catch {
+      /* stopped already */
+    }
+  });
   const [first] = readProxmoxConfig(config).clusters;
   if (!first) throw new Error('no cluster in the config');
   const api = createHttpProxmoxApi({ cluster: first, queryTimeoutMs: 10_000 });
-  const baseArgs = ['--kubeconfig', cluster.adminConfig, '--config', config, '--nfs-port', String(nfs.nfsPort), '--nfs-mount-port', String(nfs.mountPort)];
+  const baseArgs = [
+    '--kubeconfig',
+    cluster.adminConfig,
+    '--config',
+    config,
+    '--nfs-port',
+    String(nfs.nfsPort),
+    '--nfs-mount-port',
+    String(nfs.mountPort),
+  ];
   return {
-    dir, cluster, pve, nfs, api, config, auditorConfig, sim: new SimulatorAdmin(pve.adminUrl),
-    exportDir: nfs.exportDir, nfsServer: nfs.server, nfsShare: nfs.share, baseArgs,
+    dir,
+    cluster,
+    pve,
+    nfs,
+    api,
+    config,
+    auditorConfig,
+    sim: new SimulatorAdmin(pve.adminUrl),
+    exportDir: nfs.exportDir,
+    nfsServer: nfs.server,
+    nfsShare: nfs.share,
+    baseArgs,
     async run(argv) {
       const out: string[] = [];
       const err: string[] = [];
-      const sink = (a: string[]) => ({ write: (s: string | Uint8Array) => (a.push(String(s)), true) }) as unknown as NodeJS.WritableStream;
+      const sink = (a: string[]) =>
+        ({ write: (s: string | Uint8Array) => (a.push(String(s)), true) }) as unknown as NodeJS.WritableStream;
       const code = await runSubcommand(argv, { out: sink(out), err: sink(err), env: { HOME: dir } });
       return { code: code ?? -1, out: out.join(''), err: err.join('') };
     },

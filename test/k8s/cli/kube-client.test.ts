@@ -18,14 +18,20 @@ t.teardown(async () => {
 
 /** The rejection of p (fails the test when p resolves). */
 async function rejection(p: Promise<unknown>): Promise<unknown> {
-  return p.then(() => new Error('resolved, expected a rejection'), (e: unknown) => e);
+  return p.then(
+    () => new Error('resolved, expected a rejection'),
+    (e: unknown) => e,
+  );
 }
 
 const pv = (name: string) => ({
-  apiVersion: 'v1', kind: 'PersistentVolume',
+  apiVersion: 'v1',
+  kind: 'PersistentVolume',
   metadata: { name },
   spec: {
-    capacity: { storage: '1Gi' }, accessModes: ['ReadWriteOnce'], persistentVolumeReclaimPolicy: 'Delete',
+    capacity: { storage: '1Gi' },
+    accessModes: ['ReadWriteOnce'],
+    persistentVolumeReclaimPolicy: 'Delete',
     csi: { driver: 'csi.proxmox.sinextra.dev', volumeHandle: `homelab/hyper1/local-lvm/vm-9999-${name}` },
   },
 });
@@ -44,14 +50,26 @@ t.test('kubeconfig: PVs through their whole life, with preconditions', async (t)
   t.equal(await kube.getPersistentVolume('nope'), undefined, 'a missing object is undefined');
 
   const rv = got?.metadata?.resourceVersion ?? '';
-  const patched = await kube.patchPersistentVolume('pvc-a', annotationsPatch({ 'example.com/step': 'one' }), { resourceVersion: rv });
+  const patched = await kube.patchPersistentVolume('pvc-a', annotationsPatch({ 'example.com/step': 'one' }), {
+    resourceVersion: rv,
+  });
   t.equal(patched.metadata?.annotations?.['example.com/step'], 'one');
-  t.ok(isConflict(await rejection(kube.patchPersistentVolume('pvc-a', annotationsPatch({ 'example.com/step': 'two' }), { resourceVersion: rv }))), 'a stale resourceVersion is refused');
+  t.ok(
+    isConflict(
+      await rejection(
+        kube.patchPersistentVolume('pvc-a', annotationsPatch({ 'example.com/step': 'two' }), { resourceVersion: rv }),
+      ),
+    ),
+    'a stale resourceVersion is refused',
+  );
   const removed = await kube.patchPersistentVolume('pvc-a', annotationsPatch({ 'example.com/step': null }));
   t.notOk(removed.metadata?.annotations?.['example.com/step'], 'null removes an annotation');
   const dry = await kube.patchPersistentVolume('pvc-a', annotationsPatch({ 'example.com/dry': 'x' }), { dryRun: true });
   t.equal(dry.metadata?.annotations?.['example.com/dry'], 'x');
-  t.notOk((await kube.getPersistentVolume('pvc-a'))?.metadata?.annotations?.['example.com/dry'], 'dry run persists nothing');
+  t.notOk(
+    (await kube.getPersistentVolume('pvc-a'))?.metadata?.annotations?.['example.com/dry'],
+    'dry run persists nothing',
+  );
 
   t.ok(isConflict(await rejection(kube.deletePersistentVolume('pvc-a', { uid: 'not-its-uid' }))), 'uid precondition');
   t.equal(await kube.deletePersistentVolume('pvc-a', { uid: created.metadata?.uid ?? '' }), true);
@@ -67,8 +85,14 @@ t.test('kubeconfig: PVs through their whole life, with preconditions', async (t)
 t.test('kubeconfig: PVCs, Secrets, lists', async (t) => {
   const kube = await openKube({ kubeconfig: cluster.adminConfig, env: {} });
   const pvc = await kube.createPersistentVolumeClaim({
-    apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: 'data', namespace: 'default' },
-    spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } }, storageClassName: 'proxmox-local' },
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: { name: 'data', namespace: 'default' },
+    spec: {
+      accessModes: ['ReadWriteOnce'],
+      resources: { requests: { storage: '1Gi' } },
+      storageClassName: 'proxmox-local',
+    },
   });
   t.equal(pvc.metadata?.namespace, 'default');
   t.equal((await kube.listPersistentVolumeClaims()).length, 1);
@@ -77,7 +101,10 @@ t.test('kubeconfig: PVCs, Secrets, lists', async (t) => {
   t.equal((await kube.getPersistentVolumeClaim('default', 'data'))?.metadata?.annotations?.a, 'b');
   t.equal(await kube.getPersistentVolumeClaim('default', 'none'), undefined);
   t.equal(await kube.deletePersistentVolumeClaim('default', 'data'), true);
-  await cluster.kube.create('/api/v1/namespaces/default/secrets', { metadata: { name: 'cfg' }, stringData: { 'config.yaml': 'clusters: []\n' } });
+  await cluster.kube.create('/api/v1/namespaces/default/secrets', {
+    metadata: { name: 'cfg' },
+    stringData: { 'config.yaml': 'clusters: []\n' },
+  });
   const s = await kube.getSecret('default', 'cfg');
   t.equal(Buffer.from(s?.data?.['config.yaml'] ?? '', 'base64').toString(), 'clusters: []\n');
   t.equal(await kube.getSecret('default', 'nope'), undefined);
@@ -89,7 +116,10 @@ t.test('kubeconfig: PVCs, Secrets, lists', async (t) => {
 
 t.test('in-cluster ServiceAccount: RBAC decides, 403 is a typed error', async (t) => {
   await cluster.kube.create('/api/v1/namespaces/default/serviceaccounts', { metadata: { name: 'day2' } });
-  const tr = await cluster.kube.create<{ status: { token: string } }>('/api/v1/namespaces/default/serviceaccounts/day2/token', { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } });
+  const tr = await cluster.kube.create<{ status: { token: string } }>(
+    '/api/v1/namespaces/default/serviceaccounts/day2/token',
+    { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
+  );
   const root = path.join(dir, 'pod');
   const sa = path.join(root, 'var/run/secrets/kubernetes.io/serviceaccount');
   fs.mkdirSync(sa, { recursive: true });
@@ -101,8 +131,15 @@ t.test('in-cluster ServiceAccount: RBAC decides, 403 is a typed error', async (t
   t.match(kube.describe, /in-cluster/);
   const denied = await rejection(kube.listPersistentVolumes());
   t.ok(isKubeError(denied, 403) && /forbidden/i.test(denied.message), `403 without RBAC: ${String(denied)}`);
-  await cluster.kube.create('/apis/rbac.authorization.k8s.io/v1/clusterroles', { metadata: { name: 'day2' }, rules: [{ apiGroups: [''], resources: ['persistentvolumes'], verbs: ['list'] }] });
-  await cluster.kube.create('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', { metadata: { name: 'day2' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'day2' }, subjects: [{ kind: 'ServiceAccount', name: 'day2', namespace: 'default' }] });
+  await cluster.kube.create('/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+    metadata: { name: 'day2' },
+    rules: [{ apiGroups: [''], resources: ['persistentvolumes'], verbs: ['list'] }],
+  });
+  await cluster.kube.create('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+    metadata: { name: 'day2' },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'day2' },
+    subjects: [{ kind: 'ServiceAccount', name: 'day2', namespace: 'default' }],
+  });
   const end = Date.now() + 10_000;
   for (;;) {
     try {
@@ -119,11 +156,21 @@ t.test('credentials: precedence, contexts, and a clear error when there are none
   const empty = fs.mkdtempSync(path.join(dir, 'home-'));
   t.throws(() => loadKubeConfig({ env: { HOME: empty } }), /no Kubernetes credentials/);
   t.throws(() => loadKubeConfig({ kubeconfig: path.join(empty, 'missing'), env: {} }), /does not exist/);
-  t.equal(loadKubeConfig({ env: { KUBECONFIG: cluster.adminConfig, HOME: empty } }).from, cluster.adminConfig, 'KUBECONFIG');
+  t.equal(
+    loadKubeConfig({ env: { KUBECONFIG: cluster.adminConfig, HOME: empty } }).from,
+    cluster.adminConfig,
+    'KUBECONFIG',
+  );
   fs.mkdirSync(path.join(empty, '.kube'));
   fs.copyFileSync(cluster.adminConfig, path.join(empty, '.kube', 'config'));
   t.equal(loadKubeConfig({ env: { HOME: empty } }).from, path.join(empty, '.kube', 'config'), '~/.kube/config');
-  t.throws(() => loadKubeConfig({ kubeconfig: cluster.adminConfig, context: 'other', env: {} }), /no context "other" \(known: local\)/);
-  t.equal(loadKubeConfig({ kubeconfig: cluster.adminConfig, context: 'local', env: {} }).kc.getCurrentContext(), 'local');
+  t.throws(
+    () => loadKubeConfig({ kubeconfig: cluster.adminConfig, context: 'other', env: {} }),
+    /no context "other" \(known: local\)/,
+  );
+  t.equal(
+    loadKubeConfig({ kubeconfig: cluster.adminConfig, context: 'local', env: {} }).kc.getCurrentContext(),
+    'local',
+  );
   t.end();
 });

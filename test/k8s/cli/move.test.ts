@@ -31,12 +31,26 @@ import { ROOT, binaries, startCluster } from '../lib/cluster.js';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k8s-move-'));
 const cluster = await startCluster(dir, binaries(['etcd', 'kube-apiserver', 'kube-controller-manager']));
 const MOVER = {
-  id: 'kubernetes-csi@pve!mover', secret: '22222222-3333-4444-5555-666666666666',
-  privileges: ['VM.Audit', 'VM.Config.Disk', 'Datastore.Allocate', 'Datastore.AllocateSpace', 'Datastore.Audit', 'VM.Allocate', 'VM.Migrate'],
+  id: 'kubernetes-csi@pve!mover',
+  secret: '22222222-3333-4444-5555-666666666666',
+  privileges: [
+    'VM.Audit',
+    'VM.Config.Disk',
+    'Datastore.Allocate',
+    'Datastore.AllocateSpace',
+    'Datastore.Audit',
+    'VM.Allocate',
+    'VM.Migrate',
+  ],
 };
 const simCfg = parseYaml(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as { tokens: unknown[] };
 simCfg.tokens.push(MOVER);
-const sim = await startSimulator({ config: simCfg, backend: 'qmp', qmp: {}, faults: { authFailureDelayMs: 0, taskDurationMs: 20 } });
+const sim = await startSimulator({
+  config: simCfg,
+  backend: 'qmp',
+  qmp: {},
+  faults: { authFailureDelayMs: 0, taskDurationMs: 20 },
+});
 const admin = new SimulatorAdmin(sim.adminUrl);
 t.teardown(async () => {
   await sim.close();
@@ -45,12 +59,19 @@ t.teardown(async () => {
 });
 
 const proxmoxCluster = (token: { id: string; secret: string }) => ({
-  url: sim.url.replace(/\/api2\/json$/, ''), token_id: token.id, token_secret: token.secret, region: 'homelab', ca_file: sim.caFile,
+  url: sim.url.replace(/\/api2\/json$/, ''),
+  token_id: token.id,
+  token_secret: token.secret,
+  region: 'homelab',
+  ca_file: sim.caFile,
 });
 const configFile = path.join(dir, 'config.yaml');
 fs.writeFileSync(configFile, stringify({ clusters: [proxmoxCluster(MOVER)] }));
 const csiConfigFile = path.join(dir, 'config-csi.yaml');
-fs.writeFileSync(csiConfigFile, stringify({ clusters: [proxmoxCluster({ id: sim.tokenId, secret: sim.tokenSecret })] }));
+fs.writeFileSync(
+  csiConfigFile,
+  stringify({ clusters: [proxmoxCluster({ id: sim.tokenId, secret: sim.tokenSecret })] }),
+);
 
 const k = await openKube({ kubeconfig: cluster.adminConfig, env: {} });
 const kube = cluster.kube;
@@ -63,14 +84,23 @@ async function cli(...args: string[]): Promise<{ code: number; out: string; err:
   const chunks = { out: '', err: '' };
   out.on('data', (c: Buffer) => (chunks.out += c.toString()));
   err.on('data', (c: Buffer) => (chunks.err += c.toString()));
-  const code = await move.run([...args, '--kubeconfig', cluster.adminConfig, '--config', configFile], { out, err, env: {} });
+  const code = await move.run([...args, '--kubeconfig', cluster.adminConfig, '--config', configFile], {
+    out,
+    err,
+    env: {},
+  });
   return { code, ...chunks };
 }
 
-interface Vol { volid: string; file: string | null }
+interface Vol {
+  volid: string;
+  file: string | null;
+}
 async function volumes(node: string): Promise<Vol[]> {
   const st = (await admin.state()) as { nodes: Array<{ name: string; storages: Array<{ volumes: Vol[] }> }> };
-  return (st.nodes.find((n) => n.name === node)?.storages ?? []).flatMap((s) => s.volumes).filter((v) => v.volid.includes('pvc-'));
+  return (st.nodes.find((n) => n.name === node)?.storages ?? [])
+    .flatMap((s) => s.volumes)
+    .filter((v) => v.volid.includes('pvc-'));
 }
 async function helperVm(): Promise<unknown> {
   const st = (await admin.state()) as { vms: Array<{ vmid: number }> };
@@ -80,47 +110,101 @@ const pvcPath = (name: string) => `/api/v1/namespaces/${NS}/persistentvolumeclai
 
 let seq = 0;
 /** A bound Proxmox claim on `zone` whose disk holds `data`, made as a static PV is. */
-async function claim(zone = 'hyper1', data = `bytes of claim ${seq}`): Promise<{ name: string; pv: string; disk: string; data: string }> {
+async function claim(
+  zone = 'hyper1',
+  data = `bytes of claim ${seq}`,
+): Promise<{ name: string; pv: string; disk: string; data: string }> {
   const name = `data-${++seq}`;
   const pv = `pvc-0000${seq}-move`;
   const disk = `vm-9999-${pv}`;
-  const api = createHttpProxmoxApi({ cluster: { url: proxmoxCluster(MOVER).url, tokenId: MOVER.id, tokenSecret: MOVER.secret, region: 'homelab', caFile: sim.caFile, insecure: false } });
+  const api = createHttpProxmoxApi({
+    cluster: {
+      url: proxmoxCluster(MOVER).url,
+      tokenId: MOVER.id,
+      tokenSecret: MOVER.secret,
+      region: 'homelab',
+      caFile: sim.caFile,
+      insecure: false,
+    },
+  });
   await api.allocDisk(zone, 'local-lvm', { vmid: 9999, filename: disk, sizeBytes: 16 * 2 ** 20 });
   await api.close();
   const file = (await volumes(zone)).find((v) => v.volid === `local-lvm:${disk}`)?.file;
   if (!file) throw new Error(`no file behind ${disk}`);
   fs.writeFileSync(file, data, { flag: 'r+' });
   await kube.create('/api/v1/persistentvolumes', {
-    apiVersion: 'v1', kind: 'PersistentVolume',
+    apiVersion: 'v1',
+    kind: 'PersistentVolume',
     metadata: { name: pv, annotations: { 'pv.kubernetes.io/provisioned-by': 'csi.proxmox.sinextra.dev' } },
     spec: {
-      capacity: { storage: '16Mi' }, accessModes: ['ReadWriteOnce'], persistentVolumeReclaimPolicy: 'Delete', storageClassName: 'proxmox-local',
-      csi: { driver: 'csi.proxmox.sinextra.dev', volumeHandle: `homelab/${zone}/local-lvm/${disk}`, fsType: 'ext4', volumeAttributes: { storage: 'local-lvm' } },
-      nodeAffinity: { required: { nodeSelectorTerms: [{ matchExpressions: [
-        { key: 'topology.kubernetes.io/region', operator: 'In', values: ['homelab'] },
-        { key: 'topology.kubernetes.io/zone', operator: 'In', values: [zone] },
-      ] }] } },
+      capacity: { storage: '16Mi' },
+      accessModes: ['ReadWriteOnce'],
+      persistentVolumeReclaimPolicy: 'Delete',
+      storageClassName: 'proxmox-local',
+      csi: {
+        driver: 'csi.proxmox.sinextra.dev',
+        volumeHandle: `homelab/${zone}/local-lvm/${disk}`,
+        fsType: 'ext4',
+        volumeAttributes: { storage: 'local-lvm' },
+      },
+      nodeAffinity: {
+        required: {
+          nodeSelectorTerms: [
+            {
+              matchExpressions: [
+                { key: 'topology.kubernetes.io/region', operator: 'In', values: ['homelab'] },
+                { key: 'topology.kubernetes.io/zone', operator: 'In', values: [zone] },
+              ],
+            },
+          ],
+        },
+      },
     },
   });
   await kube.create(`/api/v1/namespaces/${NS}/persistentvolumeclaims`, {
-    apiVersion: 'v1', kind: 'PersistentVolumeClaim',
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
     metadata: { name, namespace: NS, labels: { app: 'sonarr' }, annotations: { 'example.com/keep': 'me' } },
-    spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '16Mi' } }, storageClassName: 'proxmox-local', volumeName: pv },
+    spec: {
+      accessModes: ['ReadWriteOnce'],
+      resources: { requests: { storage: '16Mi' } },
+      storageClassName: 'proxmox-local',
+      volumeName: pv,
+    },
   });
-  await kube.waitFor(pvcPath(name), (o: PersistentVolumeClaim | undefined) => o?.status?.phase === 'Bound', `claim ${name} bound`, 60_000);
+  await kube.waitFor(
+    pvcPath(name),
+    (o: PersistentVolumeClaim | undefined) => o?.status?.phase === 'Bound',
+    `claim ${name} bound`,
+    60_000,
+  );
   return { name, pv, disk, data };
 }
 
 /** What must hold after a finished move of `c` to hyper2. */
 type Tt = Pick<typeof t, 'equal' | 'same' | 'notOk'>;
-async function assertMoved(t: Tt, c: { name: string; pv: string; disk: string; data: string }, from = 'hyper1', to = 'hyper2') {
+async function assertMoved(
+  t: Tt,
+  c: { name: string; pv: string; disk: string; data: string },
+  from = 'hyper1',
+  to = 'hyper2',
+) {
   const pvc = await kube.get<PersistentVolumeClaim>(pvcPath(c.name));
   t.equal(pvc.status?.phase, 'Bound', 'the claim is bound');
   t.equal(pvc.metadata.labels?.app, 'sonarr', 'labels kept');
   t.equal(pvc.metadata.annotations?.['example.com/keep'], 'me', 'annotations kept');
   const newPv = await kube.get<PersistentVolume>(`/api/v1/persistentvolumes/${pvc.spec.volumeName}`);
-  t.equal(newPv.spec.csi?.volumeHandle, `homelab/${to}/local-lvm/${c.disk}`, 'handle names the target host, same disk name');
-  t.same(newPv.spec.nodeAffinity?.required?.nodeSelectorTerms[0]?.matchExpressions?.find((e) => e.key === 'topology.kubernetes.io/zone')?.values, [to]);
+  t.equal(
+    newPv.spec.csi?.volumeHandle,
+    `homelab/${to}/local-lvm/${c.disk}`,
+    'handle names the target host, same disk name',
+  );
+  t.same(
+    newPv.spec.nodeAffinity?.required?.nodeSelectorTerms[0]?.matchExpressions?.find(
+      (e) => e.key === 'topology.kubernetes.io/zone',
+    )?.values,
+    [to],
+  );
   t.equal(newPv.spec.persistentVolumeReclaimPolicy, 'Delete', 'reclaim policy restored');
   t.notOk(newPv.metadata.annotations?.['pve-nfs-csi.io/move'], 'no record left');
   t.equal(newPv.metadata.annotations?.['pve-nfs-csi.io/moved-from'], c.pv);
@@ -129,7 +213,14 @@ async function assertMoved(t: Tt, c: { name: string; pv: string; disk: string; d
   const dst = (await volumes(to)).filter((v) => v.volid.includes(c.pv) || /vm-9999-disk-/.test(v.volid));
   t.same(src, [], 'nothing left on the source host');
   t.equal(dst.length, 1, 'exactly one copy on the target host');
-  t.equal(fs.readFileSync(dst[0]?.file ?? '/nonexistent').subarray(0, c.data.length).toString(), c.data, 'the bytes moved');
+  t.equal(
+    fs
+      .readFileSync(dst[0]?.file ?? '/nonexistent')
+      .subarray(0, c.data.length)
+      .toString(),
+    c.data,
+    'the bytes moved',
+  );
   t.notOk(await helperVm(), 'helper VM gone');
 }
 
@@ -170,18 +261,30 @@ t.test('refusals exit 4 and change nothing', async (t) => {
   t.equal(same.code, 0, 'already there is success');
 
   const va = await kube.create<VolumeAttachment>('/apis/storage.k8s.io/v1/volumeattachments', {
-    apiVersion: 'storage.k8s.io/v1', kind: 'VolumeAttachment', metadata: { name: `csi-move-${seq}` },
+    apiVersion: 'storage.k8s.io/v1',
+    kind: 'VolumeAttachment',
+    metadata: { name: `csi-move-${seq}` },
     spec: { attacher: 'csi.proxmox.sinextra.dev', nodeName: 'talos-worker-1', source: { persistentVolumeName: c.pv } },
   });
   const attached = await cli(`${NS}/${c.name}`, '--to-zone', 'hyper2', '--yes');
   t.equal(attached.code, 4);
-  t.match(attached.err, new RegExp(`is attached to talos-worker-1 \\(VolumeAttachment ${va.metadata.name}\\): scale the workload down`));
+  t.match(
+    attached.err,
+    new RegExp(`is attached to talos-worker-1 \\(VolumeAttachment ${va.metadata.name}\\): scale the workload down`),
+  );
   await kube.delete(`/apis/storage.k8s.io/v1/volumeattachments/${va.metadata.name}`);
-  await kube.patch(`/apis/storage.k8s.io/v1/volumeattachments/${va.metadata.name}`, { metadata: { finalizers: null } }).catch(() => undefined);
+  await kube
+    .patch(`/apis/storage.k8s.io/v1/volumeattachments/${va.metadata.name}`, { metadata: { finalizers: null } })
+    .catch(() => undefined);
 
   await kube.create(`/api/v1/namespaces/${NS}/pods`, {
-    apiVersion: 'v1', kind: 'Pod', metadata: { name: `user-${seq}`, namespace: NS },
-    spec: { containers: [{ name: 'c', image: 'busybox' }], volumes: [{ name: 'd', persistentVolumeClaim: { claimName: c.name } }] },
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: `user-${seq}`, namespace: NS },
+    spec: {
+      containers: [{ name: 'c', image: 'busybox' }],
+      volumes: [{ name: 'd', persistentVolumeClaim: { claimName: c.name } }],
+    },
   });
   const used = await cli(`${NS}/${c.name}`, '--to-zone', 'hyper2', '--yes');
   t.equal(used.code, 4);
@@ -189,7 +292,16 @@ t.test('refusals exit 4 and change nothing', async (t) => {
   await kube.delete(`/api/v1/namespaces/${NS}/pods/user-${seq}`, { gracePeriodSeconds: 0 });
 
   // the disk in a VM config (a stale attachment) is refused too, naming the VM
-  const api = createHttpProxmoxApi({ cluster: { url: proxmoxCluster(MOVER).url, tokenId: MOVER.id, tokenSecret: MOVER.secret, region: 'homelab', caFile: sim.caFile, insecure: false } });
+  const api = createHttpProxmoxApi({
+    cluster: {
+      url: proxmoxCluster(MOVER).url,
+      tokenId: MOVER.id,
+      tokenSecret: MOVER.secret,
+      region: 'homelab',
+      caFile: sim.caFile,
+      insecure: false,
+    },
+  });
   await api.updateVmConfig('hyper1', 111, { set: { scsi5: `local-lvm:${c.disk},backup=0` } });
   const inVm = await cli(`${NS}/${c.name}`, '--to-zone', 'hyper2', '--yes');
   t.equal(inVm.code, 4);
@@ -197,25 +309,59 @@ t.test('refusals exit 4 and change nothing', async (t) => {
   await api.unlinkDisks('hyper1', 111, ['scsi5']);
   await api.close();
 
-  const csi = await move.run([`${NS}/${c.name}`, '--to-zone', 'hyper2', '--yes', '--kubeconfig', cluster.adminConfig, '--config', csiConfigFile], { out: new PassThrough(), err: Object.assign(new PassThrough(), {}), env: {} });
+  const csi = await move.run(
+    [`${NS}/${c.name}`, '--to-zone', 'hyper2', '--yes', '--kubeconfig', cluster.adminConfig, '--config', csiConfigFile],
+    { out: new PassThrough(), err: Object.assign(new PassThrough(), {}), env: {} },
+  );
   t.equal(csi, 4, 'the CSI role alone is refused before anything changes');
 
   await kube.create('/api/v1/persistentvolumes', {
-    apiVersion: 'v1', kind: 'PersistentVolume', metadata: { name: `nfs-${seq}` },
-    spec: { capacity: { storage: '1Gi' }, accessModes: ['ReadWriteMany'], persistentVolumeReclaimPolicy: 'Retain', storageClassName: 'syno-nfs-csi',
-      csi: { driver: 'nfs.csi.k8s.io', volumeHandle: `nas#/volume1/k8s#${NS}/nfs-${seq}##` } },
+    apiVersion: 'v1',
+    kind: 'PersistentVolume',
+    metadata: { name: `nfs-${seq}` },
+    spec: {
+      capacity: { storage: '1Gi' },
+      accessModes: ['ReadWriteMany'],
+      persistentVolumeReclaimPolicy: 'Retain',
+      storageClassName: 'syno-nfs-csi',
+      csi: { driver: 'nfs.csi.k8s.io', volumeHandle: `nas#/volume1/k8s#${NS}/nfs-${seq}##` },
+    },
   });
   await kube.create(`/api/v1/namespaces/${NS}/persistentvolumeclaims`, {
-    apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: `nfs-${seq}`, namespace: NS },
-    spec: { accessModes: ['ReadWriteMany'], resources: { requests: { storage: '1Gi' } }, storageClassName: 'syno-nfs-csi', volumeName: `nfs-${seq}` },
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: { name: `nfs-${seq}`, namespace: NS },
+    spec: {
+      accessModes: ['ReadWriteMany'],
+      resources: { requests: { storage: '1Gi' } },
+      storageClassName: 'syno-nfs-csi',
+      volumeName: `nfs-${seq}`,
+    },
   });
-  await kube.waitFor(pvcPath(`nfs-${seq}`), (o: PersistentVolumeClaim | undefined) => o?.status?.phase === 'Bound', 'nfs claim bound', 60_000);
+  await kube.waitFor(
+    pvcPath(`nfs-${seq}`),
+    (o: PersistentVolumeClaim | undefined) => o?.status?.phase === 'Bound',
+    'nfs claim bound',
+    60_000,
+  );
   const nfs = await cli(`${NS}/nfs-${seq}`, '--to-zone', 'hyper2', '--yes');
   t.equal(nfs.code, 4);
-  t.match(nfs.err, /is an NFS volume \(nfs\.csi\.k8s\.io\): its data is on the NAS and every node can mount it; there is nothing to move/);
+  t.match(
+    nfs.err,
+    /is an NFS volume \(nfs\.csi\.k8s\.io\): its data is on the NAS and every node can mount it; there is nothing to move/,
+  );
 
   const taken = await claim('hyper1', 'x');
-  const api2 = createHttpProxmoxApi({ cluster: { url: proxmoxCluster(MOVER).url, tokenId: MOVER.id, tokenSecret: MOVER.secret, region: 'homelab', caFile: sim.caFile, insecure: false } });
+  const api2 = createHttpProxmoxApi({
+    cluster: {
+      url: proxmoxCluster(MOVER).url,
+      tokenId: MOVER.id,
+      tokenSecret: MOVER.secret,
+      region: 'homelab',
+      caFile: sim.caFile,
+      insecure: false,
+    },
+  });
   await api2.allocDisk('hyper2', 'local-lvm', { vmid: 9999, filename: taken.disk, sizeBytes: 4 * 2 ** 20 });
   const dup = await cli(`${NS}/${taken.name}`, '--to-zone', 'hyper2', '--yes');
   t.equal(dup.code, 4);
@@ -241,7 +387,10 @@ t.test('a failed migration rolls back; one that leaves the source copy frees it 
   t.notOk(pv.metadata.annotations?.['pve-nfs-csi.io/move']);
   t.equal((await kube.get<PersistentVolumeClaim>(pvcPath(c.name))).spec.volumeName, c.pv);
   t.equal((await volumes('hyper1')).filter((v) => v.volid.includes(c.pv)).length, 1);
-  t.same((await volumes('hyper2')).filter((v) => v.volid.includes(c.pv)), []);
+  t.same(
+    (await volumes('hyper2')).filter((v) => v.volid.includes(c.pv)),
+    [],
+  );
   t.notOk(await helperVm());
 
   await admin.patchFaults({ migrateFail: 'cleanup' });
@@ -258,7 +407,8 @@ function freezer(at?: string) {
   const frozen = new Promise<string>((r) => (hit = r));
   const names: string[] = [];
   return {
-    names, frozen,
+    names,
+    frozen,
     checkpoint: async (name: string) => {
       names.push(name);
       if (name === at) {
@@ -270,8 +420,26 @@ function freezer(at?: string) {
 }
 
 function deps(extra: Partial<MoveDeps> = {}): MoveDeps & { close(): Promise<void> } {
-  const api = createHttpProxmoxApi({ cluster: { url: proxmoxCluster(MOVER).url, tokenId: MOVER.id, tokenSecret: MOVER.secret, region: 'homelab', caFile: sim.caFile, insecure: false } });
-  return { kube: moveKube(k), api, region: 'homelab', vmid: 9999, log: () => undefined, bindTimeoutMs: 60_000, ...extra, close: () => api.close() };
+  const api = createHttpProxmoxApi({
+    cluster: {
+      url: proxmoxCluster(MOVER).url,
+      tokenId: MOVER.id,
+      tokenSecret: MOVER.secret,
+      region: 'homelab',
+      caFile: sim.caFile,
+      insecure: false,
+    },
+  });
+  return {
+    kube: moveKube(k),
+    api,
+    region: 'homelab',
+    vmid: 9999,
+    log: () => undefined,
+    bindTimeoutMs: 60_000,
+    ...extra,
+    close: () => api.close(),
+  };
 }
 
 t.test('a crash at every checkpoint, then a fresh run: finished, nothing lost or doubled', async (t) => {
@@ -298,14 +466,17 @@ t.test('a crash at every checkpoint, then a fresh run: finished, nothing lost or
   }
 });
 
-t.test('the VM list still shows the helper on the source after the migration: read again, not rolled back', async (t) => {
-  const c = await claim();
-  await admin.patchFaults({ resourcesLagMs: 2000 });
-  const r = await cli(`${NS}/${c.name}`, '--to-zone', 'hyper2', '--yes');
-  await admin.patchFaults({ resourcesLagMs: 0 });
-  t.equal(r.code, 0, r.out + r.err);
-  await assertMoved(t, c);
-});
+t.test(
+  'the VM list still shows the helper on the source after the migration: read again, not rolled back',
+  async (t) => {
+    const c = await claim();
+    await admin.patchFaults({ resourcesLagMs: 2000 });
+    const r = await cli(`${NS}/${c.name}`, '--to-zone', 'hyper2', '--yes');
+    await admin.patchFaults({ resourcesLagMs: 0 });
+    t.equal(r.code, 0, r.out + r.err);
+    await assertMoved(t, c);
+  },
+);
 
 t.test('two moves of one claim started at once: one begins, the other is refused', async (t) => {
   const c = await claim();
@@ -317,7 +488,10 @@ t.test('two moves of one claim started at once: one begins, the other is refused
   const won = results.filter((r) => r.status === 'fulfilled');
   const lost = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
   t.equal(won.length, 1, 'one run began');
-  t.match(String(lost[0]?.reason), /changed since it was read \(another move of this claim starting\?\)|already records a move of this claim/);
+  t.match(
+    String(lost[0]?.reason),
+    /changed since it was read \(another move of this claim starting\?\)|already records a move of this claim/,
+  );
   if (won[0]?.status === 'fulfilled') await won[0].value.run();
   await d1.close();
   await d2.close();
@@ -360,16 +534,38 @@ t.test('SIGKILL of the CLI process during the migration, then the same command a
   const c = await claim();
   // a slow migration task: the kill lands while Proxmox is still copying
   await admin.patchFaults({ taskDurationMs: 3000 });
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/main.ts'), 'move', `${NS}/${c.name}`, '--to-zone', 'hyper2', '--yes', '--kubeconfig', cluster.adminConfig, '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT });
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      path.join(ROOT, 'src/main.ts'),
+      'move',
+      `${NS}/${c.name}`,
+      '--to-zone',
+      'hyper2',
+      '--yes',
+      '--kubeconfig',
+      cluster.adminConfig,
+      '--config',
+      configFile,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT },
+  );
   let err = '';
   child.stderr.on('data', (b: Buffer) => (err += b.toString()));
   const end = Date.now() + 60_000;
-  while (!/migrate helper VM 9999/.test(err) && Date.now() < end && child.exitCode === null) await new Promise((r) => setTimeout(r, 50));
+  while (!/migrate helper VM 9999/.test(err) && Date.now() < end && child.exitCode === null)
+    await new Promise((r) => setTimeout(r, 50));
   t.match(err, /migrate helper VM 9999/, 'killed while migrating');
   child.kill('SIGKILL');
   await new Promise((r) => child.once('exit', r));
   const pv = await kube.get<PersistentVolume>(`/api/v1/persistentvolumes/${c.pv}`);
-  t.match(pv.metadata.annotations?.['pve-nfs-csi.io/move'], /"step":"(holding|migrating)"/, 'the record says where it stopped');
+  t.match(
+    pv.metadata.annotations?.['pve-nfs-csi.io/move'],
+    /"step":"(holding|migrating)"/,
+    'the record says where it stopped',
+  );
   await admin.patchFaults({ taskDurationMs: 20 });
   const again = await cli(`${NS}/${c.name}`, '--to-zone', 'hyper2', '--yes');
   t.equal(again.code, 0, again.out + again.err);

@@ -24,7 +24,8 @@ const pvcName = () => `pvc-${crypto.randomUUID()}`;
 async function disk(node: string, pv: string): Promise<string> {
   const name = `vm-9999-${pv}`;
   // After an idle pause the first request may meet a keep-alive connection the server closed.
-  await env.api.allocDisk(node, 'local-lvm', { vmid: 9999, filename: name, sizeBytes: GiB })
+  await env.api
+    .allocDisk(node, 'local-lvm', { vmid: 9999, filename: name, sizeBytes: GiB })
     .catch(() => env.api.allocDisk(node, 'local-lvm', { vmid: 9999, filename: name, sizeBytes: GiB }));
   return name;
 }
@@ -37,8 +38,15 @@ async function proxmoxPv(name: string, zone: string, diskName: string) {
   await kube.create('/api/v1/persistentvolumes', {
     metadata: { name },
     spec: {
-      capacity: { storage: '1Gi' }, accessModes: ['ReadWriteOnce'], persistentVolumeReclaimPolicy: 'Delete', storageClassName: 'proxmox-local',
-      csi: { driver: 'csi.proxmox.sinextra.dev', volumeHandle: `${REGION}/${zone}/local-lvm/${diskName}`, fsType: 'ext4' },
+      capacity: { storage: '1Gi' },
+      accessModes: ['ReadWriteOnce'],
+      persistentVolumeReclaimPolicy: 'Delete',
+      storageClassName: 'proxmox-local',
+      csi: {
+        driver: 'csi.proxmox.sinextra.dev',
+        volumeHandle: `${REGION}/${zone}/local-lvm/${diskName}`,
+        fsType: 'ext4',
+      },
     },
   });
 }
@@ -46,14 +54,26 @@ async function nfsPv(name: string, subDir: string) {
   await kube.create('/api/v1/persistentvolumes', {
     metadata: { name },
     spec: {
-      capacity: { storage: '1Gi' }, accessModes: ['ReadWriteMany'], persistentVolumeReclaimPolicy: 'Delete', storageClassName: 'syno-nfs-csi',
-      csi: { driver: 'nfs.csi.k8s.io', volumeHandle: `${env.nfsServer}#${SHARE.replace(/^\//, '')}#${subDir}#${name}#` },
+      capacity: { storage: '1Gi' },
+      accessModes: ['ReadWriteMany'],
+      persistentVolumeReclaimPolicy: 'Delete',
+      storageClassName: 'syno-nfs-csi',
+      csi: {
+        driver: 'nfs.csi.k8s.io',
+        volumeHandle: `${env.nfsServer}#${SHARE.replace(/^\//, '')}#${subDir}#${name}#`,
+      },
     },
   });
 }
 async function attachment(pv: string, node: string) {
   await kube.create('/apis/storage.k8s.io/v1/volumeattachments', {
-    metadata: { name: `csi-${crypto.createHash('sha256').update(pv + node).digest('hex').slice(0, 20)}` },
+    metadata: {
+      name: `csi-${crypto
+        .createHash('sha256')
+        .update(pv + node)
+        .digest('hex')
+        .slice(0, 20)}`,
+    },
     spec: { attacher: 'csi.proxmox.sinextra.dev', nodeName: node, source: { persistentVolumeName: pv } },
   });
 }
@@ -69,13 +89,38 @@ const mkdir = (p: string, files: Record<string, number> = {}) => {
   }
 };
 const report = (...args: string[]) => env.run(['report', ...env.baseArgs, '--grace', `${GRACE_S}s`, ...args]);
-const json = (out: string) => JSON.parse(out) as { ok: boolean; fix: string; findings: Array<{ kind: string; where: string; what: string; detail: string; action?: { type: string }; kept?: string; result?: string; ageMs?: number; sizeBytes?: number }> };
+const json = (out: string) =>
+  JSON.parse(out) as {
+    ok: boolean;
+    fix: string;
+    findings: Array<{
+      kind: string;
+      where: string;
+      what: string;
+      detail: string;
+      action?: { type: string };
+      kept?: string;
+      result?: string;
+      ageMs?: number;
+      sizeBytes?: number;
+    }>;
+  };
 
 // The seed's classes: proxmox-local and the NFS class with <namespace>/<pvc> directories.
-await kube.create('/apis/storage.k8s.io/v1/storageclasses', { metadata: { name: 'proxmox-local' }, provisioner: 'csi.proxmox.sinextra.dev', parameters: { storage: 'local-lvm' } });
 await kube.create('/apis/storage.k8s.io/v1/storageclasses', {
-  metadata: { name: 'syno-nfs-csi' }, provisioner: 'nfs.csi.k8s.io',
-  parameters: { server: env.nfsServer, share: SHARE, subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}', onDelete: 'delete' },
+  metadata: { name: 'proxmox-local' },
+  provisioner: 'csi.proxmox.sinextra.dev',
+  parameters: { storage: 'local-lvm' },
+});
+await kube.create('/apis/storage.k8s.io/v1/storageclasses', {
+  metadata: { name: 'syno-nfs-csi' },
+  provisioner: 'nfs.csi.k8s.io',
+  parameters: {
+    server: env.nfsServer,
+    share: SHARE,
+    subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}',
+    onDelete: 'delete',
+  },
 });
 
 // A healthy volume of each driver: disk + PV + attachment + VolumeAttachment; directory + PV.
@@ -106,7 +151,14 @@ await t.test('--yes without --fix is bad usage; --help documents the exit codes'
 });
 
 // Leftovers that are old enough to be removable, then (after the grace period) fresh ones.
-let orphanDisk: string, stuckDisk: string, strayDisk: string, unusedDisk: string, helperDisk: string, gone: string, notOurs: string, freshDisk: string;
+let orphanDisk: string,
+  stuckDisk: string,
+  strayDisk: string,
+  unusedDisk: string,
+  helperDisk: string,
+  gone: string,
+  notOurs: string,
+  freshDisk: string;
 await t.test('leftovers of every kind are made', async (t) => {
   const orphan = pvcName();
   orphanDisk = await disk('hyper1', orphan);
@@ -131,9 +183,9 @@ await t.test('leftovers of every kind are made', async (t) => {
   gone = pvcName();
   await proxmoxPv(gone, 'hyper2', `vm-9999-${gone}`);
   notOurs = await disk('hyper2', 'scratch'); // vm-9999-scratch: the scheme's prefix, not a provisioned name
-  mkdir('apps/old', { 'f': 100 });
+  mkdir('apps/old', { f: 100 });
   await nfsPv(pvcName(), 'apps/missing');
-  mkdir('archived-apps/x-20250101T000000Z', { 'a': 1000 });
+  mkdir('archived-apps/x-20250101T000000Z', { a: 1000 });
   mkdir('archived-apps/y', { 'sub/b': 2000 });
   await new Promise((r) => setTimeout(r, (GRACE_S + 0.5) * 1000));
   const fresh = pvcName(); // a CreateVolume in flight: disk and directory, no PV yet
@@ -143,7 +195,12 @@ await t.test('leftovers of every kind are made', async (t) => {
 });
 
 await t.test('each leftover kind is detected; --fix without --yes changes nothing', async (t) => {
-  const before = { h1: await disks('hyper1'), h2: await disks('hyper2'), c101: await pending('hyper1', 101), c111: await pending('hyper1', 111) };
+  const before = {
+    h1: await disks('hyper1'),
+    h2: await disks('hyper2'),
+    c101: await pending('hyper1', 101),
+    c111: await pending('hyper1', 111),
+  };
   const r = await report('--fix', '--json');
   t.equal(r.code, 1, r.err);
   const { findings, fix } = json(r.out);
@@ -151,7 +208,11 @@ await t.test('each leftover kind is detected; --fix without --yes changes nothin
   const find = (kind: string, what: RegExp) => findings.find((f) => f.kind === kind && what.test(f.what));
   t.ok(find('orphan-disk', new RegExp(orphanDisk))?.action, 'old orphan: removable');
   t.match(find('orphan-disk', new RegExp(freshDisk))?.kept, /grace period/, 'in-flight disk: kept');
-  t.match(find('orphan-disk', new RegExp(stuckDisk))?.kept, /still referenced: detaching as scsi1 of VM talos-worker-2/, 'pending-delete disk: kept');
+  t.match(
+    find('orphan-disk', new RegExp(stuckDisk))?.kept,
+    /still referenced: detaching as scsi1 of VM talos-worker-2/,
+    'pending-delete disk: kept',
+  );
   t.match(find('orphan-disk', new RegExp(notOurs))?.kept, /not a provisioned name/);
   t.ok(find('pending-delete', new RegExp(stuckDisk)), 'pending delete reported');
   t.match(find('attached-without-attachment', new RegExp(strayDisk))?.where, /talos-worker-3/);
@@ -163,10 +224,19 @@ await t.test('each leftover kind is detected; --fix without --yes changes nothin
   t.match(find('orphan-dir', /^apps\/new$/)?.kept, /grace period/, 'in-flight directory: kept');
   t.ok(find('pv-missing-dir', /PV pvc-/));
   const x = find('archive', /x-20250101T000000Z/);
-  t.ok(x && (x.ageMs ?? 0) > 300 * 86400e3 && x.sizeBytes === 1000, 'our archive: age from its name, size of its files');
+  t.ok(
+    x && (x.ageMs ?? 0) > 300 * 86400e3 && x.sizeBytes === 1000,
+    'our archive: age from its name, size of its files',
+  );
   const y = find('archive', /archived-apps\/y$/);
-  t.ok(y && (y.ageMs ?? Infinity) < 600e3 && y.sizeBytes === 2000, 'upstream-named archive: age from the directory, size');
-  t.notOk(findings.some((f) => f.what.includes(liveDisk) || f.what === 'apps/data'), 'the live volumes are not mentioned');
+  t.ok(
+    y && (y.ageMs ?? Infinity) < 600e3 && y.sizeBytes === 2000,
+    'upstream-named archive: age from the directory, size',
+  );
+  t.notOk(
+    findings.some((f) => f.what.includes(liveDisk) || f.what === 'apps/data'),
+    'the live volumes are not mentioned',
+  );
   t.same(await disks('hyper1'), before.h1, 'no disk changed');
   t.same(await disks('hyper2'), before.h2);
   t.same(await pending('hyper1', 101), before.c101, 'no config changed');
@@ -177,29 +247,38 @@ await t.test('each leftover kind is detected; --fix without --yes changes nothin
   t.match(text.out, /run again with --fix --yes/);
 });
 
-await t.test('a token without the privileges: report says what is missing (exit 3); --fix --yes refuses (exit 4) and changes nothing', async (t) => {
-  const args = env.baseArgs.map((a) => (a === env.config ? env.auditorConfig : a));
-  const before = { h1: await disks('hyper1'), c111: await pending('hyper1', 111) };
-  const r = await env.run(['report', ...args, '--grace', `${GRACE_S}s`]);
-  t.equal(r.code, 3, r.err);
-  t.match(r.out, /proxmox\/homelab: the credentials lack VM\.Config\.Disk on \/vms\/9999/);
-  const fix = await env.run(['report', ...args, '--grace', `${GRACE_S}s`, '--fix', '--yes']);
-  t.equal(fix.code, 4, fix.out + fix.err);
-  t.match(fix.err, /--fix refused: the Proxmox credentials of homelab lack privileges/);
-  t.match(fix.out, /Datastore\.Allocate on \/storage \(free orphaned disks\)/);
-  t.same(await disks('hyper1'), before.h1, 'no disk freed');
-  t.same(await pending('hyper1', 111), before.c111, 'no config changed');
-  t.ok(exists('apps/old'), 'no directory removed');
-});
+await t.test(
+  'a token without the privileges: report says what is missing (exit 3); --fix --yes refuses (exit 4) and changes nothing',
+  async (t) => {
+    const args = env.baseArgs.map((a) => (a === env.config ? env.auditorConfig : a));
+    const before = { h1: await disks('hyper1'), c111: await pending('hyper1', 111) };
+    const r = await env.run(['report', ...args, '--grace', `${GRACE_S}s`]);
+    t.equal(r.code, 3, r.err);
+    t.match(r.out, /proxmox\/homelab: the credentials lack VM\.Config\.Disk on \/vms\/9999/);
+    const fix = await env.run(['report', ...args, '--grace', `${GRACE_S}s`, '--fix', '--yes']);
+    t.equal(fix.code, 4, fix.out + fix.err);
+    t.match(fix.err, /--fix refused: the Proxmox credentials of homelab lack privileges/);
+    t.match(fix.out, /Datastore\.Allocate on \/storage \(free orphaned disks\)/);
+    t.same(await disks('hyper1'), before.h1, 'no disk freed');
+    t.same(await pending('hyper1', 111), before.c111, 'no config changed');
+    t.ok(exists('apps/old'), 'no directory removed');
+  },
+);
 
 await t.test('--fix --yes removes exactly the provable leftovers', async (t) => {
   const r = await report('--fix', '--yes', '--json');
   t.equal(r.code, 1, `findings remain (pending delete, stray attachment, missing disk): ${r.err}`);
   const { findings, fix } = json(r.out);
   t.equal(fix, 'applied');
-  const done = findings.filter((f) => f.result?.startsWith('done')).map((f) => `${f.kind} ${f.what}`).sort();
+  const done = findings
+    .filter((f) => f.result?.startsWith('done'))
+    .map((f) => `${f.kind} ${f.what}`)
+    .sort();
   t.equal(done.length, 4, done.join('\n'));
-  t.notOk(findings.some((f) => f.result?.startsWith('failed')), JSON.stringify(findings.filter((f) => f.result?.startsWith('failed'))));
+  t.notOk(
+    findings.some((f) => f.result?.startsWith('failed')),
+    JSON.stringify(findings.filter((f) => f.result?.startsWith('failed'))),
+  );
   const h1 = await disks('hyper1');
   t.notOk(h1.includes(`local-lvm:${orphanDisk}`), 'the orphan is freed');
   for (const d of [liveDisk, freshDisk, unusedDisk, helperDisk]) t.ok(h1.includes(`local-lvm:${d}`), `${d} survives`);
@@ -209,14 +288,25 @@ await t.test('--fix --yes removes exactly the provable leftovers', async (t) => 
   const c111 = await vmConfig('hyper1', 111);
   t.match(c111.scsi1, liveDisk, 'the live attachment stays');
   t.notOk(c111.scsi2, 'the helper attachment is unlinked');
-  t.notOk(Object.values(await vmConfig('hyper1', 101)).some((v) => v.includes(unusedDisk)), 'the unusedN entry is gone');
-  t.ok((await pending('hyper2', 112)).some((e) => e.key === 'scsi1' && e.pendingDelete), 'the pending delete is untouched');
+  t.notOk(
+    Object.values(await vmConfig('hyper1', 101)).some((v) => v.includes(unusedDisk)),
+    'the unusedN entry is gone',
+  );
+  t.ok(
+    (await pending('hyper2', 112)).some((e) => e.key === 'scsi1' && e.pendingDelete),
+    'the pending delete is untouched',
+  );
   t.match((await vmConfig('hyper3', 113)).scsi1, strayDisk, 'the stray attachment stays');
   t.notOk(exists('apps/old'), 'the orphaned directory is removed');
   t.ok(exists('apps/data/db.sqlite') && exists('apps/new'), 'the live claim and the in-flight directory survive');
-  t.ok(exists('archived-apps/y/sub/b') && exists('archived-apps/x-20250101T000000Z/a'), 'archives are not report\'s to remove');
+  t.ok(
+    exists('archived-apps/y/sub/b') && exists('archived-apps/x-20250101T000000Z/a'),
+    "archives are not report's to remove",
+  );
 
   const again = await report('--fix', '--json');
-  const left = json(again.out).findings.filter((f) => f.action).map((f) => `${f.kind} ${f.what}`);
+  const left = json(again.out)
+    .findings.filter((f) => f.action)
+    .map((f) => `${f.kind} ${f.what}`);
   t.same(left, [], 'nothing removable is left (until the in-flight items pass the grace period)');
 });

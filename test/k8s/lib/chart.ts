@@ -21,7 +21,10 @@ export interface K8sObject {
 export function helmBinary(): string {
   const bin = path.join(ROOT, '.tools/helm');
   if (!fs.existsSync(bin)) {
-    execFileSync('bash', ['-c', 'source scripts/lib/ensure.sh && ensure_helm'], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
+    execFileSync('bash', ['-c', 'source scripts/lib/ensure.sh && ensure_helm'], {
+      cwd: ROOT,
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
   }
   return bin;
 }
@@ -35,11 +38,25 @@ export function render(opts: { values: unknown; namespace: string; kubeVersion: 
     HELM_CONFIG_HOME: path.join(opts.dir, 'helm/config'),
     HELM_DATA_HOME: path.join(opts.dir, 'helm/data'),
   };
-  const out = execFileSync(helmBinary(), ['template', 'pve-nfs-csi', CHART, '--namespace', opts.namespace, '--kube-version', opts.kubeVersion, '--values', valuesFile], {
-    encoding: 'utf8',
-    env,
-    maxBuffer: 64 << 20,
-  });
+  const out = execFileSync(
+    helmBinary(),
+    [
+      'template',
+      'pve-nfs-csi',
+      CHART,
+      '--namespace',
+      opts.namespace,
+      '--kube-version',
+      opts.kubeVersion,
+      '--values',
+      valuesFile,
+    ],
+    {
+      encoding: 'utf8',
+      env,
+      maxBuffer: 64 << 20,
+    },
+  );
   fs.writeFileSync(path.join(opts.dir, 'rendered.yaml'), out);
   return YAML.parseAllDocuments(out)
     .map((d) => d.toJS() as K8sObject | null)
@@ -47,7 +64,22 @@ export function render(opts: { values: unknown; namespace: string; kubeVersion: 
 }
 
 /** Helm's install order, roughly: what others refer to goes first. */
-const ORDER = ['Namespace', 'ServiceAccount', 'Secret', 'ConfigMap', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding', 'CSIDriver', 'StorageClass', 'Service', 'PodDisruptionBudget', 'DaemonSet', 'Deployment'];
+const ORDER = [
+  'Namespace',
+  'ServiceAccount',
+  'Secret',
+  'ConfigMap',
+  'ClusterRole',
+  'ClusterRoleBinding',
+  'Role',
+  'RoleBinding',
+  'CSIDriver',
+  'StorageClass',
+  'Service',
+  'PodDisruptionBudget',
+  'DaemonSet',
+  'Deployment',
+];
 const rank = (k: string) => (ORDER.includes(k) ? ORDER.indexOf(k) : ORDER.length - 2);
 
 /** Hooks (helm.sh/hook) run around an install, not as part of it; the tier leaves them out. */
@@ -63,4 +95,5 @@ export async function applyAll(kube: Kube, objects: K8sObject[], namespace: stri
   }
 }
 
-export const find = (objects: K8sObject[], kind: string, pred: (o: K8sObject) => boolean = () => true) => objects.filter((o) => o.kind === kind && pred(o));
+export const find = (objects: K8sObject[], kind: string, pred: (o: K8sObject) => boolean = () => true) =>
+  objects.filter((o) => o.kind === kind && pred(o));

@@ -12,18 +12,37 @@ import { Kube } from './kube.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
-export type Binaries = Record<'ETCD' | 'KUBE_APISERVER' | 'KUBE_CONTROLLER_MANAGER' | 'CSI_PROVISIONER' | 'CSI_ATTACHER' | 'CSI_RESIZER', string> & { KUBE_SCHEDULER?: string };
+export type Binaries = Record<
+  'ETCD' | 'KUBE_APISERVER' | 'KUBE_CONTROLLER_MANAGER' | 'CSI_PROVISIONER' | 'CSI_ATTACHER' | 'CSI_RESIZER',
+  string
+> & { KUBE_SCHEDULER?: string };
 
 /**
  * What the tier runs. kube-scheduler only with K8S_SCHEDULER=1: its build costs minutes more
  * cold, and without it the tests do its VolumeBinding step themselves (lib/workload.ts).
  */
-export const COMPONENTS = ['etcd', 'csi-provisioner', 'csi-attacher', 'csi-resizer', 'kube-apiserver', 'kube-controller-manager', ...(process.env.K8S_SCHEDULER === '1' ? ['kube-scheduler'] : [])];
+export const COMPONENTS = [
+  'etcd',
+  'csi-provisioner',
+  'csi-attacher',
+  'csi-resizer',
+  'kube-apiserver',
+  'kube-controller-manager',
+  ...(process.env.K8S_SCHEDULER === '1' ? ['kube-scheduler'] : []),
+];
 
 /** Builds (or finds in the cache) every binary the tier runs; the build script prints NAME=path. */
 export function binaries(components: readonly string[] = COMPONENTS): Binaries {
-  const out = execFileSync('bash', [path.join(ROOT, 'scripts/k8s-build.sh'), ...components], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-  const bins = Object.fromEntries(out.trim().split('\n').map((l) => l.split('=', 2) as [string, string]));
+  const out = execFileSync('bash', [path.join(ROOT, 'scripts/k8s-build.sh'), ...components], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const bins = Object.fromEntries(
+    out
+      .trim()
+      .split('\n')
+      .map((l) => l.split('=', 2) as [string, string]),
+  );
   return bins as Binaries;
 }
 
@@ -83,13 +102,15 @@ function kubeconfig(server: string, caFile: string, token: string): string {
 async function until(what: string, fn: () => Promise<boolean>, timeoutMs: number, proc?: Proc): Promise<void> {
   const end = Date.now() + timeoutMs;
   for (;;) {
-    if (proc && proc.child.exitCode !== null) throw new Error(`${proc.name} exited with ${proc.child.exitCode}; see ${proc.logFile}`);
+    if (proc && proc.child.exitCode !== null)
+      throw new Error(`${proc.name} exited with ${proc.child.exitCode}; see ${proc.logFile}`);
     try {
       if (await fn()) return;
     } catch {
       /* not up yet */
     }
-    if (Date.now() > end) throw new Error(`${what} not ready after ${timeoutMs / 1000} s${proc ? `; see ${proc.logFile}` : ''}`);
+    if (Date.now() > end)
+      throw new Error(`${what} not ready after ${timeoutMs / 1000} s${proc ? `; see ${proc.logFile}` : ''}`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }
@@ -101,7 +122,11 @@ export const API_ONLY = ['etcd', 'kube-apiserver'];
  * `controllerManager: false` starts only etcd and kube-apiserver (bins needs only ETCD and
  * KUBE_APISERVER then): enough for tests of an API client, seconds faster, no controllers acting.
  */
-export async function startCluster(dir: string, bins: Binaries, opts: { scheduler?: boolean; controllerManager?: boolean } = {}): Promise<Cluster> {
+export async function startCluster(
+  dir: string,
+  bins: Binaries,
+  opts: { scheduler?: boolean; controllerManager?: boolean } = {},
+): Promise<Cluster> {
   fs.mkdirSync(dir, { recursive: true });
   const procs: Proc[] = [];
   const logs = path.join(dir, 'logs');
@@ -112,8 +137,27 @@ export async function startCluster(dir: string, bins: Binaries, opts: { schedule
   // (what a kubeadm CA is to a pod's ca.crt).
   const caFile = path.join(pki, 'apiserver.crt');
   const keyFile = path.join(pki, 'apiserver.key');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyFile, '-out', caFile, '-days', '2', '-subj', '/CN=kube-apiserver',
-    '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc'], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      keyFile,
+      '-out',
+      caFile,
+      '-days',
+      '2',
+      '-subj',
+      '/CN=kube-apiserver',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc',
+    ],
+    { stdio: 'ignore' },
+  );
   const saKey = path.join(pki, 'sa.key');
   const saPub = path.join(pki, 'sa.pub');
   execFileSync('openssl', ['genrsa', '-out', saKey, '2048'], { stdio: 'ignore' });
@@ -122,26 +166,54 @@ export async function startCluster(dir: string, bins: Binaries, opts: { schedule
   fs.writeFileSync(path.join(pki, 'tokens.csv'), `${adminToken},admin,admin,"system:masters"\n`);
 
   const [etcdPort, etcdPeer, apiPort] = [await freePort(), await freePort(), await freePort()];
-  const etcd = start('etcd', bins.ETCD, [
-    '--data-dir', path.join(dir, 'etcd'),
-    '--listen-client-urls', `http://127.0.0.1:${etcdPort}`, '--advertise-client-urls', `http://127.0.0.1:${etcdPort}`,
-    '--listen-peer-urls', `http://127.0.0.1:${etcdPeer}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${etcdPeer}`,
-    '--initial-cluster', `default=http://127.0.0.1:${etcdPeer}`,
-    '--log-level', 'warn', '--unsafe-no-fsync',
-  ], { logFile: path.join(logs, 'etcd.log') });
+  const etcd = start(
+    'etcd',
+    bins.ETCD,
+    [
+      '--data-dir',
+      path.join(dir, 'etcd'),
+      '--listen-client-urls',
+      `http://127.0.0.1:${etcdPort}`,
+      '--advertise-client-urls',
+      `http://127.0.0.1:${etcdPort}`,
+      '--listen-peer-urls',
+      `http://127.0.0.1:${etcdPeer}`,
+      '--initial-advertise-peer-urls',
+      `http://127.0.0.1:${etcdPeer}`,
+      '--initial-cluster',
+      `default=http://127.0.0.1:${etcdPeer}`,
+      '--log-level',
+      'warn',
+      '--unsafe-no-fsync',
+    ],
+    { logFile: path.join(logs, 'etcd.log') },
+  );
   procs.push(etcd);
   await until('etcd', async () => (await fetch(`http://127.0.0.1:${etcdPort}/health`)).ok, 30_000, etcd);
 
   const server = `https://127.0.0.1:${apiPort}`;
-  const apiserver = start('kube-apiserver', bins.KUBE_APISERVER, [
-    `--etcd-servers=http://127.0.0.1:${etcdPort}`,
-    '--bind-address=127.0.0.1', `--secure-port=${apiPort}`,
-    `--cert-dir=${path.join(dir, 'apiserver-certs')}`, `--tls-cert-file=${caFile}`, `--tls-private-key-file=${keyFile}`,
-    '--service-account-issuer=https://kubernetes.default.svc', `--service-account-key-file=${saPub}`,
-    `--service-account-signing-key-file=${saKey}`, `--token-auth-file=${path.join(pki, 'tokens.csv')}`,
-    '--authorization-mode=Node,RBAC', '--service-cluster-ip-range=10.96.0.0/16', '--allow-privileged=true',
-    '--endpoint-reconciler-type=none', '--v=1',
-  ], { logFile: path.join(logs, 'kube-apiserver.log') });
+  const apiserver = start(
+    'kube-apiserver',
+    bins.KUBE_APISERVER,
+    [
+      `--etcd-servers=http://127.0.0.1:${etcdPort}`,
+      '--bind-address=127.0.0.1',
+      `--secure-port=${apiPort}`,
+      `--cert-dir=${path.join(dir, 'apiserver-certs')}`,
+      `--tls-cert-file=${caFile}`,
+      `--tls-private-key-file=${keyFile}`,
+      '--service-account-issuer=https://kubernetes.default.svc',
+      `--service-account-key-file=${saPub}`,
+      `--service-account-signing-key-file=${saKey}`,
+      `--token-auth-file=${path.join(pki, 'tokens.csv')}`,
+      '--authorization-mode=Node,RBAC',
+      '--service-cluster-ip-range=10.96.0.0/16',
+      '--allow-privileged=true',
+      '--endpoint-reconciler-type=none',
+      '--v=1',
+    ],
+    { logFile: path.join(logs, 'kube-apiserver.log') },
+  );
   procs.push(apiserver);
   const ca = fs.readFileSync(caFile, 'utf8');
   const kube = new Kube(server, adminToken, ca);
@@ -153,26 +225,55 @@ export async function startCluster(dir: string, bins: Binaries, opts: { schedule
     for (const p of [...procs].reverse()) await p.stop('SIGTERM', 5000);
     await kube.close();
   };
-  if (opts.controllerManager === false) return { kube, server, port: apiPort, caFile, ca, scheduler: false, procs, dir, adminConfig, stop };
+  if (opts.controllerManager === false)
+    return { kube, server, port: apiPort, caFile, ca, scheduler: false, procs, dir, adminConfig, stop };
   // Each controller with its own service account and the bootstrap RBAC roles, as kubeadm runs it.
-  const kcm = start('kube-controller-manager', bins.KUBE_CONTROLLER_MANAGER, [
-    `--kubeconfig=${adminConfig}`, '--bind-address=127.0.0.1', '--secure-port=0', '--leader-elect=false',
-    `--controllers=${CONTROLLERS.join(',')}`, `--service-account-private-key-file=${saKey}`,
-    '--use-service-account-credentials=true', `--root-ca-file=${caFile}`, '--v=2',
-  ], { logFile: path.join(logs, 'kube-controller-manager.log') });
+  const kcm = start(
+    'kube-controller-manager',
+    bins.KUBE_CONTROLLER_MANAGER,
+    [
+      `--kubeconfig=${adminConfig}`,
+      '--bind-address=127.0.0.1',
+      '--secure-port=0',
+      '--leader-elect=false',
+      `--controllers=${CONTROLLERS.join(',')}`,
+      `--service-account-private-key-file=${saKey}`,
+      '--use-service-account-credentials=true',
+      `--root-ca-file=${caFile}`,
+      '--v=2',
+    ],
+    { logFile: path.join(logs, 'kube-controller-manager.log') },
+  );
   procs.push(kcm);
   const schedulerBin = (opts.scheduler ?? true) ? bins.KUBE_SCHEDULER : undefined;
   const withScheduler = !!schedulerBin;
   if (schedulerBin) {
-    const sched = start('kube-scheduler', schedulerBin, [
-      `--kubeconfig=${adminConfig}`, '--bind-address=127.0.0.1', '--secure-port=0', '--leader-elect=false', '--v=2',
-    ], { logFile: path.join(logs, 'kube-scheduler.log') });
+    const sched = start(
+      'kube-scheduler',
+      schedulerBin,
+      [`--kubeconfig=${adminConfig}`, '--bind-address=127.0.0.1', '--secure-port=0', '--leader-elect=false', '--v=2'],
+      { logFile: path.join(logs, 'kube-scheduler.log') },
+    );
     procs.push(sched);
   }
   // The serviceaccount controller creating "default" in kube-system shows the manager is syncing.
-  await until('kube-controller-manager', async () => !!(await kube.tryGet('/api/v1/namespaces/kube-system/serviceaccounts/default')), 60_000, kcm);
+  await until(
+    'kube-controller-manager',
+    async () => !!(await kube.tryGet('/api/v1/namespaces/kube-system/serviceaccounts/default')),
+    60_000,
+    kcm,
+  );
 
   return {
-    kube, server, port: apiPort, caFile, ca, scheduler: withScheduler, procs, dir, adminConfig, stop,
+    kube,
+    server,
+    port: apiPort,
+    caFile,
+    ca,
+    scheduler: withScheduler,
+    procs,
+    dir,
+    adminConfig,
+    stop,
   };
 }

@@ -64,10 +64,23 @@ export interface Env {
 }
 
 function startGanesha(dir: string, nfsPort: number, mountPort: number): NfsServer {
-  const out = execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'start', '--dir', dir, '--nfs-port', String(nfsPort), '--mount-port', String(mountPort)], {
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const out = execFileSync(
+    'bash',
+    [
+      path.join(ROOT, 'scripts/ganesha.sh'),
+      'start',
+      '--dir',
+      dir,
+      '--nfs-port',
+      String(nfsPort),
+      '--mount-port',
+      String(mountPort),
+    ],
+    {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   return JSON.parse(out.trim().split('\n').pop()!);
 }
 
@@ -75,7 +88,10 @@ export function images(bins: Binaries): Record<string, ImageCommand> {
   const version = (p: string) => /-(v[\d.]+[^/]*)\//.exec(p)?.[1];
   return {
     'ghcr.io/pve-nfs-csi/pve-nfs-csi': { cmd: [process.execPath, path.join(ROOT, 'dist/src/main.js')] },
-    'registry.k8s.io/sig-storage/csi-provisioner': { cmd: [bins.CSI_PROVISIONER], version: version(bins.CSI_PROVISIONER)! },
+    'registry.k8s.io/sig-storage/csi-provisioner': {
+      cmd: [bins.CSI_PROVISIONER],
+      version: version(bins.CSI_PROVISIONER)!,
+    },
     'registry.k8s.io/sig-storage/csi-attacher': { cmd: [bins.CSI_ATTACHER], version: version(bins.CSI_ATTACHER)! },
     'registry.k8s.io/sig-storage/csi-resizer': { cmd: [bins.CSI_RESIZER], version: version(bins.CSI_RESIZER)! },
   };
@@ -120,7 +136,16 @@ async function nodeStatus(kube: Kube, n: NodeSpec): Promise<void> {
     status: {
       capacity: res,
       allocatable: res,
-      conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'k8s tier: no kubelet, node declared ready', lastHeartbeatTime: now, lastTransitionTime: now }],
+      conditions: [
+        {
+          type: 'Ready',
+          status: 'True',
+          reason: 'KubeletReady',
+          message: 'k8s tier: no kubelet, node declared ready',
+          lastHeartbeatTime: now,
+          lastTransitionTime: now,
+        },
+      ],
     },
   });
 }
@@ -140,7 +165,10 @@ async function startHeartbeats(kube: Kube, nodes: NodeSpec[]): Promise<() => voi
     await kube.create('/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases', {
       apiVersion: 'coordination.k8s.io/v1',
       kind: 'Lease',
-      metadata: { name: n.name, ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: n.name, uid: node.metadata.uid }] },
+      metadata: {
+        name: n.name,
+        ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: n.name, uid: node.metadata.uid }],
+      },
       spec: { holderIdentity: n.name, leaseDurationSeconds: 40, renewTime: microTime() },
     });
   }
@@ -151,16 +179,31 @@ async function startHeartbeats(kube: Kube, nodes: NodeSpec[]): Promise<() => voi
   return () => clearInterval(timer);
 }
 
-async function waitPods(kube: Kube, ns: string, selector: Record<string, string>, count: number, pred: (p: any) => boolean = () => true, timeoutMs = 60_000): Promise<any[]> {
-  const sel = Object.entries(selector).map(([k, v]) => `${k}=${v}`).join(',');
+async function waitPods(
+  kube: Kube,
+  ns: string,
+  selector: Record<string, string>,
+  count: number,
+  pred: (p: any) => boolean = () => true,
+  timeoutMs = 60_000,
+): Promise<any[]> {
+  const sel = Object.entries(selector)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
   const end = Date.now() + timeoutMs;
   for (;;) {
-    const pods = (await kube.list(`/api/v1/namespaces/${ns}/pods?labelSelector=${encodeURIComponent(sel)}`)).filter((p) => !p.metadata.deletionTimestamp && pred(p));
+    const pods = (await kube.list(`/api/v1/namespaces/${ns}/pods?labelSelector=${encodeURIComponent(sel)}`)).filter(
+      (p) => !p.metadata.deletionTimestamp && pred(p),
+    );
     if (pods.length >= count) return pods;
     if (Date.now() > end) {
       // What the workload controllers said about it (FailedCreate and the like).
-      const events = (await kube.list(`/api/v1/namespaces/${ns}/events`)).map((e) => `  ${e.involvedObject?.kind}/${e.involvedObject?.name}: ${e.reason}: ${e.message}`);
-      throw new Error(`timed out waiting for ${count} pods ${sel} in ${ns} (have ${pods.length}); events in ${ns}:\n${events.slice(-20).join('\n') || '  none'}`);
+      const events = (await kube.list(`/api/v1/namespaces/${ns}/events`)).map(
+        (e) => `  ${e.involvedObject?.kind}/${e.involvedObject?.name}: ${e.reason}: ${e.message}`,
+      );
+      throw new Error(
+        `timed out waiting for ${count} pods ${sel} in ${ns} (have ${pods.length}); events in ${ns}:\n${events.slice(-20).join('\n') || '  none'}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 250));
   }
@@ -182,18 +225,28 @@ async function registerNodePlugin(kube: Kube, n: NodeSpec, endpoints: string[]):
       const info = await c.node.NodeGetInfo();
       const segments: Record<string, string> = info.accessibleTopology?.segments ?? {};
       const max = Number(info.maxVolumesPerNode ?? 0);
-      drivers.push({ name, nodeID: info.nodeId, topologyKeys: Object.keys(segments).length ? Object.keys(segments).sort() : null, ...(max > 0 && { allocatable: { count: max } }) });
+      drivers.push({
+        name,
+        nodeID: info.nodeId,
+        topologyKeys: Object.keys(segments).length ? Object.keys(segments).sort() : null,
+        ...(max > 0 && { allocatable: { count: max } }),
+      });
       ids[name] = info.nodeId;
       Object.assign(labels, segments);
     } finally {
       c.close();
     }
   }
-  await kube.patch(`/api/v1/nodes/${n.name}`, { metadata: { labels, annotations: { 'csi.volume.kubernetes.io/nodeid': JSON.stringify(ids) } } });
+  await kube.patch(`/api/v1/nodes/${n.name}`, {
+    metadata: { labels, annotations: { 'csi.volume.kubernetes.io/nodeid': JSON.stringify(ids) } },
+  });
   await kube.create('/apis/storage.k8s.io/v1/csinodes', {
     apiVersion: 'storage.k8s.io/v1',
     kind: 'CSINode',
-    metadata: { name: n.name, ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: n.name, uid: node.metadata.uid }] },
+    metadata: {
+      name: n.name,
+      ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: n.name, uid: node.metadata.uid }],
+    },
     spec: { drivers },
   });
 }
@@ -211,14 +264,18 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
     const cluster = await startCluster(path.join(dir, 'cluster'), bins);
     cleanups.push(() => cluster.stop());
     const kube = cluster.kube;
-    step(`control plane ready at ${cluster.server}${cluster.scheduler ? ' (with kube-scheduler)' : ' (no kube-scheduler: the tests place pods as it would)'}`);
+    step(
+      `control plane ready at ${cluster.server}${cluster.scheduler ? ' (with kube-scheduler)' : ' (no kube-scheduler: the tests place pods as it would)'}`,
+    );
 
     const pve = await startProxmoxBackend(path.join(dir, 'pve'), { backend: 'none' });
     cleanups.push(() => pve.close());
     const sim = new SimulatorAdmin(pve.info.adminUrl!);
     const nfs = startGanesha(path.join(dir, 'ganesha'), await freePort(), await freePort());
     cleanups.push(async () => {
-      execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'stop', '--dir', path.join(dir, 'ganesha')], { stdio: 'ignore' });
+      execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'stop', '--dir', path.join(dir, 'ganesha')], {
+        stdio: 'ignore',
+      });
     });
     step(`simulator ${pve.info.url}, ganesha ${nfs.server}:${nfs.nfsPort}`);
 
@@ -232,8 +289,17 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
       metadata: { name: values.proxmox.existingConfigSecret },
       stringData: { [values.proxmox.existingConfigSecretKey]: fs.readFileSync(pve.info.config!, 'utf8') },
     });
-    await applyAll(kube, rendered.filter((o) => !isHook(o)), NS);
-    step(`chart applied: ${rendered.filter((o) => !isHook(o)).map((o) => o.kind).join(', ')}`);
+    await applyAll(
+      kube,
+      rendered.filter((o) => !isHook(o)),
+      NS,
+    );
+    step(
+      `chart applied: ${rendered
+        .filter((o) => !isHook(o))
+        .map((o) => o.kind)
+        .join(', ')}`,
+    );
 
     for (const n of NODES) {
       await kube.create('/api/v1/nodes', nodeObject(n));
@@ -250,12 +316,25 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
     // runs just long enough to register it as kubelet would.
     const ds = find(rendered, 'DaemonSet')[0]!;
     const targetOf = (p: any): string | undefined =>
-      p.spec.nodeName || p.spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms?.[0]?.matchFields?.find((f: any) => f.key === 'metadata.name')?.values?.[0];
-    let dsPods = await waitPods(kube, NS, ds.spec.selector.matchLabels, NODES.length, (p) => p.metadata.ownerReferences?.some((o: any) => o.kind === 'DaemonSet'), 90_000);
+      p.spec.nodeName ||
+      p.spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms?.[0]?.matchFields?.find(
+        (f: any) => f.key === 'metadata.name',
+      )?.values?.[0];
+    let dsPods = await waitPods(
+      kube,
+      NS,
+      ds.spec.selector.matchLabels,
+      NODES.length,
+      (p) => p.metadata.ownerReferences?.some((o: any) => o.kind === 'DaemonSet'),
+      90_000,
+    );
     if (!cluster.scheduler) {
       for (const p of dsPods.filter((x) => !x.spec.nodeName)) {
         await kube.create(`/api/v1/namespaces/${NS}/pods/${p.metadata.name}/binding`, {
-          apiVersion: 'v1', kind: 'Binding', metadata: { name: p.metadata.name }, target: { apiVersion: 'v1', kind: 'Node', name: targetOf(p) },
+          apiVersion: 'v1',
+          kind: 'Binding',
+          metadata: { name: p.metadata.name },
+          target: { apiVersion: 'v1', kind: 'Node', name: targetOf(p) },
         });
       }
     }
@@ -265,9 +344,19 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
       NODES.map(async (n) => {
         const pod = dsPods.find((p) => p.spec.nodeName === n.name);
         if (!pod) throw new Error(`the DaemonSet controller made no node-plugin pod for ${n.name}`);
-        const run = await runPod({ kube, apiPort: cluster.port, ca: cluster.ca, pod, dir: podsDir, images: imgs, only: ['pve-nfs-csi'] });
+        const run = await runPod({
+          kube,
+          apiPort: cluster.port,
+          ca: cluster.ca,
+          pod,
+          dir: podsDir,
+          images: imgs,
+          only: ['pve-nfs-csi'],
+        });
         try {
-          const ready = await run.procs.get('pve-nfs-csi')!.readyJson<{ endpoints: Record<string, string> }>((j) => j.ready === true, 60_000);
+          const ready = await run.procs
+            .get('pve-nfs-csi')!
+            .readyJson<{ endpoints: Record<string, string> }>((j) => j.ready === true, 60_000);
           await registerNodePlugin(kube, n, Object.values(ready.endpoints));
         } finally {
           await run.stop();
@@ -279,13 +368,19 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
     const deploy = find(rendered, 'Deployment')[0]!;
     const controllerPods: RunningPod[] = [];
     const syncControllerPods = async () => {
-      const want = (await kube.get(`/apis/apps/v1/namespaces/${NS}/deployments/${deploy.metadata.name}`)).spec.replicas as number;
+      const want = (await kube.get(`/apis/apps/v1/namespaces/${NS}/deployments/${deploy.metadata.name}`)).spec
+        .replicas as number;
       const pods = await waitPods(kube, NS, deploy.spec.selector.matchLabels, want);
       const started: RunningPod[] = [];
       for (const pod of pods) {
         if (controllerPods.some((r) => r.name === pod.metadata.name)) continue;
         const run = await runPod({
-          kube, apiPort: cluster.port, ca: cluster.ca, pod, dir: podsDir, images: imgs,
+          kube,
+          apiPort: cluster.port,
+          ca: cluster.ca,
+          pod,
+          dir: podsDir,
+          images: imgs,
           // The one addition: where the test's NFS server listens (a NAS answers on 2049).
           extraEnv: { 'pve-nfs-csi': { NFS_PORT: String(nfs.nfsPort), NFS_MOUNT_PORT: String(nfs.mountPort) } },
         });
@@ -299,7 +394,9 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
     cleanups.push(async () => {
       await Promise.all(controllerPods.map((p) => p.stop()));
     });
-    step(`controller pod ${controllerPods.map((p) => p.name).join(', ')} running (skipped containers without a local binary: ${controllerPods[0]!.skipped.join(', ') || 'none'})`);
+    step(
+      `controller pod ${controllerPods.map((p) => p.name).join(', ')} running (skipped containers without a local binary: ${controllerPods[0]!.skipped.join(', ') || 'none'})`,
+    );
 
     const sidecarErrors = () => {
       const out: string[] = [];
@@ -310,11 +407,24 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
           for (const l of bad) out.push(`  ${p.name}/${c}: ${l.slice(0, 400)}`);
         }
       }
-      return out.length ? `recent errors in the controller pods' logs:\n${out.join('\n')}` : 'no errors in the controller pods\' logs';
+      return out.length
+        ? `recent errors in the controller pods' logs:\n${out.join('\n')}`
+        : "no errors in the controller pods' logs";
     };
 
     return {
-      dir, bins, cluster, kube, pve, sim, nfs, values, rendered, controllerPods, syncControllerPods, sidecarErrors,
+      dir,
+      bins,
+      cluster,
+      kube,
+      pve,
+      sim,
+      nfs,
+      values,
+      rendered,
+      controllerPods,
+      syncControllerPods,
+      sidecarErrors,
       async stop(ok: boolean) {
         for (const c of cleanups.reverse()) await c().catch(() => {});
         // K8S_KEEP_LOGS=1 keeps every component's log after a passing run too.

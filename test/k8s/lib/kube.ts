@@ -4,7 +4,12 @@
 import { Agent, request } from 'undici';
 
 export class KubeError extends Error {
-  constructor(readonly status: number, readonly method: string, readonly path: string, readonly body: any) {
+  constructor(
+    readonly status: number,
+    readonly method: string,
+    readonly path: string,
+    readonly body: any,
+  ) {
     super(`${method} ${path}: HTTP ${status} ${body?.message ?? JSON.stringify(body)?.slice(0, 300)}`);
   }
 }
@@ -21,7 +26,11 @@ export class Kube {
   private readonly agent: Agent;
   private readonly discovery = new Map<string, Promise<Map<string, ResourceInfo>>>();
 
-  constructor(readonly server: string, private readonly token: string, readonly ca: string) {
+  constructor(
+    readonly server: string,
+    private readonly token: string,
+    readonly ca: string,
+  ) {
     this.agent = new Agent({ connect: { ca }, connections: 16 });
   }
 
@@ -72,7 +81,11 @@ export class Kube {
   }
   /** JSON merge patch (or strategic merge for `strategic`). */
   patch<T = any>(path: string, patch: unknown, kind: 'merge' | 'strategic' | 'json' = 'merge'): Promise<T> {
-    const ct = { merge: 'application/merge-patch+json', strategic: 'application/strategic-merge-patch+json', json: 'application/json-patch+json' }[kind];
+    const ct = {
+      merge: 'application/merge-patch+json',
+      strategic: 'application/strategic-merge-patch+json',
+      json: 'application/json-patch+json',
+    }[kind];
     return this.req('PATCH', path, patch, ct);
   }
   async delete(path: string, opts: Record<string, unknown> = {}): Promise<void> {
@@ -84,12 +97,20 @@ export class Kube {
   }
 
   /** Resource path of an object from its apiVersion/kind, found through API discovery. */
-  async pathOf(obj: { apiVersion: string; kind: string; metadata: { name?: string; namespace?: string } }, namespace?: string): Promise<string> {
+  async pathOf(
+    obj: { apiVersion: string; kind: string; metadata: { name?: string; namespace?: string } },
+    namespace?: string,
+  ): Promise<string> {
     const base = obj.apiVersion.includes('/') ? `/apis/${obj.apiVersion}` : `/api/${obj.apiVersion}`;
     let kinds = this.discovery.get(base);
     if (!kinds) {
       kinds = this.get<{ resources: { name: string; kind: string; namespaced: boolean }[] }>(base).then(
-        (d) => new Map(d.resources.filter((r) => !r.name.includes('/')).map((r) => [r.kind, { base, name: r.name, namespaced: r.namespaced }])),
+        (d) =>
+          new Map(
+            d.resources
+              .filter((r) => !r.name.includes('/'))
+              .map((r) => [r.kind, { base, name: r.name, namespaced: r.namespaced }]),
+          ),
       );
       this.discovery.set(base, kinds);
     }
@@ -104,7 +125,10 @@ export class Kube {
   async apply<T = any>(obj: any, namespace?: string, fieldManager = 'k8s-tier'): Promise<T> {
     const path = await this.pathOf(obj, namespace);
     const namespaced = path.includes('/namespaces/');
-    const body = { ...obj, metadata: { ...obj.metadata, ...(namespaced && { namespace: obj.metadata.namespace ?? namespace }) } };
+    const body = {
+      ...obj,
+      metadata: { ...obj.metadata, ...(namespaced && { namespace: obj.metadata.namespace ?? namespace }) },
+    };
     return this.req('PATCH', `${path}?fieldManager=${fieldManager}&force=true`, body, 'application/apply-patch+yaml');
   }
 
@@ -126,7 +150,9 @@ export class Kube {
       if (pred(last)) return last;
       if (Date.now() > end) {
         const extra = explain ? await explain() : '';
-        throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}\n  last state of ${path}: ${JSON.stringify((last as any)?.status ?? last ?? null)}${extra ? `\n${extra}` : ''}`);
+        throw new Error(
+          `timed out after ${timeoutMs / 1000} s waiting for ${what}\n  last state of ${path}: ${JSON.stringify((last as any)?.status ?? last ?? null)}${extra ? `\n${extra}` : ''}`,
+        );
       }
       await new Promise((r) => setTimeout(r, 250));
     }

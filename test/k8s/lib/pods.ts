@@ -90,7 +90,12 @@ export async function runPod(o: PodRunOptions): Promise<RunningPod> {
 
   // hostPath volumes share one tree per pod (its "host"), so nested ones (kubelet dir and a
   // plugin dir inside it) see each other as on a node; the rest get a directory each.
-  const volumes = new Map<string, string>((pod.spec.volumes ?? []).map((v: any) => [v.name, v.hostPath ? path.join(podDir, 'host', v.hostPath.path) : path.join(podDir, 'v', v.name)]));
+  const volumes = new Map<string, string>(
+    (pod.spec.volumes ?? []).map((v: any) => [
+      v.name,
+      v.hostPath ? path.join(podDir, 'host', v.hostPath.path) : path.join(podDir, 'v', v.name),
+    ]),
+  );
   const volumeDir = (v: string) => {
     const d = volumes.get(v);
     if (!d) throw new Error(`pod ${name}: no volume ${v}`);
@@ -101,9 +106,11 @@ export async function runPod(o: PodRunOptions): Promise<RunningPod> {
     fs.mkdirSync(d, { recursive: true });
     if (v.secret) {
       const s = await kube.get(`/api/v1/namespaces/${ns}/secrets/${v.secret.secretName}`);
-      const items: { key: string; path: string }[] = v.secret.items ?? Object.keys(s.data ?? {}).map((k) => ({ key: k, path: k }));
+      const items: { key: string; path: string }[] =
+        v.secret.items ?? Object.keys(s.data ?? {}).map((k) => ({ key: k, path: k }));
       for (const it of items) {
-        if (!(it.key in (s.data ?? {}))) throw new Error(`pod ${name}: Secret ${v.secret.secretName} has no key ${it.key}`);
+        if (!(it.key in (s.data ?? {})))
+          throw new Error(`pod ${name}: Secret ${v.secret.secretName} has no key ${it.key}`);
         fs.writeFileSync(path.join(d, it.path), Buffer.from(s.data[it.key], 'base64'));
       }
     }
@@ -122,7 +129,9 @@ export async function runPod(o: PodRunOptions): Promise<RunningPod> {
       continue;
     }
     if (img.version && tag !== img.version) {
-      throw new Error(`pod ${name}: container ${c.name} wants ${c.image} but the tier built ${repo}:${img.version}; run scripts/k8s-build.sh`);
+      throw new Error(
+        `pod ${name}: container ${c.name} wants ${c.image} but the tier built ${repo}:${img.version}; run scripts/k8s-build.sh`,
+      );
     }
     const env: Record<string, string> = {
       KUBERNETES_SERVICE_HOST: '127.0.0.1',
@@ -133,7 +142,10 @@ export async function runPod(o: PodRunOptions): Promise<RunningPod> {
     for (const e of c.env ?? []) {
       if (e.value !== undefined) env[e.name] = String(e.value);
       else if (e.valueFrom?.fieldRef) env[e.name] = fieldRef(pod, e.valueFrom.fieldRef.fieldPath);
-      else throw new Error(`pod runner: env ${e.name} of ${c.name} uses an unsupported source ${JSON.stringify(e.valueFrom)}`);
+      else
+        throw new Error(
+          `pod runner: env ${e.name} of ${c.name} uses an unsupported source ${JSON.stringify(e.valueFrom)}`,
+        );
     }
     // Longest mountPath first, so /csi/proxmox wins over /csi.
     const mounts = [...(c.volumeMounts ?? [])].sort((a: any, b: any) => b.mountPath.length - a.mountPath.length);
@@ -160,10 +172,15 @@ export async function runPod(o: PodRunOptions): Promise<RunningPod> {
       'hostname "$POD_HOSTNAME"',
       'exec "$@"',
     ].join(' && ');
-    const proc = start(`${name}/${c.name}`, 'unshare', ['--mount', '--uts', '--propagation', 'private', '--', 'sh', '-c', sandbox, 'sh', ...img.cmd, ...args], {
-      logFile: path.join(logs, `${c.name}.log`),
-      env: { ...env, POD_SA_DIR: saDir, POD_HOSTNAME: name },
-    });
+    const proc = start(
+      `${name}/${c.name}`,
+      'unshare',
+      ['--mount', '--uts', '--propagation', 'private', '--', 'sh', '-c', sandbox, 'sh', ...img.cmd, ...args],
+      {
+        logFile: path.join(logs, `${c.name}.log`),
+        env: { ...env, POD_SA_DIR: saDir, POD_HOSTNAME: name },
+      },
+    );
     procs.set(c.name, proc);
   }
   return {

@@ -14,19 +14,36 @@ export function pvc(name: string, storageClassName: string | undefined, size: st
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
     metadata: { name, namespace: APPS },
-    spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: size } }, ...(storageClassName !== undefined && { storageClassName }), ...extra },
+    spec: {
+      accessModes: ['ReadWriteOnce'],
+      resources: { requests: { storage: size } },
+      ...(storageClassName !== undefined && { storageClassName }),
+      ...extra,
+    },
   };
 }
 
 export const pvcPath = (name: string, ns = APPS) => `/api/v1/namespaces/${ns}/persistentvolumeclaims/${name}`;
 export const podPath = (name: string, ns = APPS) => `/api/v1/namespaces/${ns}/pods/${name}`;
 
-export async function createPvc(env: Env, name: string, sc: string | undefined, size = '1Gi', extra: any = {}): Promise<any> {
+export async function createPvc(
+  env: Env,
+  name: string,
+  sc: string | undefined,
+  size = '1Gi',
+  extra: any = {},
+): Promise<any> {
   return env.kube.create(`/api/v1/namespaces/${APPS}/persistentvolumeclaims`, pvc(name, sc, size, extra));
 }
 
 export async function waitBound(env: Env, name: string, timeoutMs = 60_000): Promise<{ pvc: any; pv: any }> {
-  const c = await env.kube.waitFor(pvcPath(name), (o: any) => o?.status?.phase === 'Bound', `PVC ${APPS}/${name} to be Bound`, timeoutMs, env.sidecarErrors);
+  const c = await env.kube.waitFor(
+    pvcPath(name),
+    (o: any) => o?.status?.phase === 'Bound',
+    `PVC ${APPS}/${name} to be Bound`,
+    timeoutMs,
+    env.sidecarErrors,
+  );
   const pv = await env.kube.get(`/api/v1/persistentvolumes/${c.spec.volumeName}`);
   return { pvc: c, pv };
 }
@@ -39,7 +56,13 @@ function podObject(name: string, claims: string[], node?: string): any {
     spec: {
       ...(node && { nodeName: node }),
       terminationGracePeriodSeconds: 0,
-      containers: [{ name: 'app', image: 'registry.k8s.io/pause:3.10', volumeMounts: claims.map((c, i) => ({ name: `v${i}`, mountPath: `/data${i}` })) }],
+      containers: [
+        {
+          name: 'app',
+          image: 'registry.k8s.io/pause:3.10',
+          volumeMounts: claims.map((c, i) => ({ name: `v${i}`, mountPath: `/data${i}` })),
+        },
+      ],
       volumes: claims.map((c, i) => ({ name: `v${i}`, persistentVolumeClaim: { claimName: c } })),
     },
   };
@@ -52,12 +75,24 @@ function podObject(name: string, claims: string[], node?: string): any {
  * scheduler's VolumeBinding plugin does: annotate each unbound WaitForFirstConsumer claim with
  * volume.kubernetes.io/selected-node, wait until it is bound, then bind the pod (spec.nodeName).
  */
-export async function placePod(env: Env, name: string, claims: string[], node: string, timeoutMs = 90_000): Promise<any> {
+export async function placePod(
+  env: Env,
+  name: string,
+  claims: string[],
+  node: string,
+  timeoutMs = 90_000,
+): Promise<any> {
   if (env.cluster.scheduler) {
     const pod = podObject(name, claims);
     pod.spec.nodeSelector = { 'kubernetes.io/hostname': node };
     await env.kube.create(`/api/v1/namespaces/${APPS}/pods`, pod);
-    return env.kube.waitFor(podPath(name), (p: any) => p?.spec?.nodeName === node, `pod ${name} to be scheduled on ${node}`, timeoutMs, env.sidecarErrors);
+    return env.kube.waitFor(
+      podPath(name),
+      (p: any) => p?.spec?.nodeName === node,
+      `pod ${name} to be scheduled on ${node}`,
+      timeoutMs,
+      env.sidecarErrors,
+    );
   }
   await bindClaims(env, claims, node, timeoutMs);
   return env.kube.create(`/api/v1/namespaces/${APPS}/pods`, podObject(name, claims, node));
@@ -96,13 +131,19 @@ export async function attachmentOf(env: Env, pvName: string, node: string): Prom
 export class Pve {
   private readonly agent: Agent;
   private readonly auth: string;
-  constructor(readonly url: string, configFile: string) {
+  constructor(
+    readonly url: string,
+    configFile: string,
+  ) {
     const cfg = YAML.parse(fs.readFileSync(configFile, 'utf8')).clusters[0];
     this.agent = new Agent({ connect: { ca: fs.readFileSync(cfg.ca_file, 'utf8') } });
     this.auth = `PVEAPIToken=${cfg.token_id}=${cfg.token_secret}`;
   }
   async get<T = any>(p: string): Promise<T> {
-    const res = await request(`${this.url.replace(/\/$/, '')}${p}`, { dispatcher: this.agent, headers: { authorization: this.auth } });
+    const res = await request(`${this.url.replace(/\/$/, '')}${p}`, {
+      dispatcher: this.agent,
+      headers: { authorization: this.auth },
+    });
     const j = (await res.body.json()) as { data: T };
     if (res.statusCode !== 200) throw new Error(`Proxmox GET ${p}: ${res.statusCode} ${JSON.stringify(j)}`);
     return j.data;

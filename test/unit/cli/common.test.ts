@@ -1,11 +1,22 @@
 import t from 'tap';
-import { EXIT, formatAge, formatBytes, parseAge, parseFlags, runCommand, table, UsageError, RefusedError } from '../../../src/cli/common.js';
+import {
+  EXIT,
+  formatAge,
+  formatBytes,
+  parseAge,
+  parseFlags,
+  runCommand,
+  table,
+  UsageError,
+  RefusedError,
+} from '../../../src/cli/common.js';
 
 t.test('parseAge: units, sums, and refusals', (t) => {
   t.equal(parseAge('90d', 'older-than'), 90 * 86400e3);
   t.equal(parseAge('1d12h', 'older-than'), 36 * 3600e3);
   t.equal(parseAge('2w', 'x'), 14 * 86400e3);
-  for (const bad of ['', '90', 'd', '90x', '1d 2h', '-1d', '1.5d']) t.throws(() => parseAge(bad, 'older-than'), UsageError, bad);
+  for (const bad of ['', '90', 'd', '90x', '1d 2h', '-1d', '1.5d'])
+    t.throws(() => parseAge(bad, 'older-than'), UsageError, bad);
   t.end();
 });
 
@@ -21,15 +32,38 @@ t.test('formatAge and formatBytes', (t) => {
 });
 
 t.test('table: aligned columns, "-" for empty cells, no trailing padding', (t) => {
-  t.equal(table(['KIND', 'WHAT'], [['orphan', 'local-lvm:vm-9999-pvc-1'], ['x', '']]), 'KIND    WHAT\norphan  local-lvm:vm-9999-pvc-1\nx       -\n');
+  t.equal(
+    table(
+      ['KIND', 'WHAT'],
+      [
+        ['orphan', 'local-lvm:vm-9999-pvc-1'],
+        ['x', ''],
+      ],
+    ),
+    'KIND    WHAT\norphan  local-lvm:vm-9999-pvc-1\nx       -\n',
+  );
   t.end();
 });
 
 t.test('parseFlags: common flags, config secret, bad usage', (t) => {
-  const p = parseFlags('report', ['--json', '--yes', '--config-secret', 'csi-proxmox/proxmox-csi-plugin', '--timeout', '30s', '--fix'], { fix: { type: 'boolean' } });
-  t.same(p.common, { json: true, yes: true, help: false, timeoutMs: 30_000, configSecret: { namespace: 'csi-proxmox', name: 'proxmox-csi-plugin', key: 'config.yaml' } });
+  const p = parseFlags(
+    'report',
+    ['--json', '--yes', '--config-secret', 'csi-proxmox/proxmox-csi-plugin', '--timeout', '30s', '--fix'],
+    { fix: { type: 'boolean' } },
+  );
+  t.same(p.common, {
+    json: true,
+    yes: true,
+    help: false,
+    timeoutMs: 30_000,
+    configSecret: { namespace: 'csi-proxmox', name: 'proxmox-csi-plugin', key: 'config.yaml' },
+  });
   t.equal(p.values.fix, true);
-  t.same(parseFlags('x', ['--config-secret', 'a/b:cfg.yaml']).common.configSecret, { namespace: 'a', name: 'b', key: 'cfg.yaml' });
+  t.same(parseFlags('x', ['--config-secret', 'a/b:cfg.yaml']).common.configSecret, {
+    namespace: 'a',
+    name: 'b',
+    key: 'cfg.yaml',
+  });
   t.throws(() => parseFlags('report', ['--nope']), { message: /see report --help/ });
   t.throws(() => parseFlags('report', ['extra']), UsageError);
   t.throws(() => parseFlags('report', ['--config-secret', 'noslash']), UsageError);
@@ -43,8 +77,23 @@ t.test('runCommand maps errors to the documented exit codes', async (t) => {
   const w = { write: (s: string) => (chunks.push(s), true) } as unknown as NodeJS.WritableStream;
   const io = { out: w, err: w, env: {} };
   t.equal(await runCommand('x', io, () => Promise.resolve(EXIT.FINDINGS)), 1);
-  t.equal(await runCommand('x', io, () => { throw new UsageError('bad'); }), EXIT.USAGE);
-  t.equal(await runCommand('x', io, () => { throw new RefusedError('attached'); }), EXIT.REFUSED);
-  t.equal(await runCommand('x', io, () => { throw new Error('boom'); }), EXIT.FAILED);
+  t.equal(
+    await runCommand('x', io, () => {
+      throw new UsageError('bad');
+    }),
+    EXIT.USAGE,
+  );
+  t.equal(
+    await runCommand('x', io, () => {
+      throw new RefusedError('attached');
+    }),
+    EXIT.REFUSED,
+  );
+  t.equal(
+    await runCommand('x', io, () => {
+      throw new Error('boom');
+    }),
+    EXIT.FAILED,
+  );
   t.match(chunks.join(''), /pve-nfs-csi x: bad\n.*attached\n.*boom\n/s);
 });

@@ -15,13 +15,27 @@ const vm = (vmid: number, name: string) => ({ type: 'qemu' as const, vmid, name,
 const kube = (o: Partial<KubeFacts> = {}): KubeFacts => ({ pvs: [], pvcs: [], attachments: [], classes: [], ...o });
 function facts(o: { disks?: string[]; scan?: ClusterFacts['scan']; createdAt?: number } = {}): ClusterFacts {
   return {
-    region: 'homelab', cluster: null as unknown as Cluster /* findings never touch it */, storages: [{ storage: 'local-lvm', node: 'hyper1', content: 'images', shared: false }],
-    disks: (o.disks ?? [DISK]).map((disk) => ({ node: 'hyper1', storage: 'local-lvm', disk, volid: `local-lvm:${disk}`, size: 1, shared: false, createdAt: o.createdAt ?? NOW - 7200e3 })),
-    unlisted: [], scan: o.scan ?? [],
+    region: 'homelab',
+    cluster: null as unknown as Cluster /* findings never touch it */,
+    storages: [{ storage: 'local-lvm', node: 'hyper1', content: 'images', shared: false }],
+    disks: (o.disks ?? [DISK]).map((disk) => ({
+      node: 'hyper1',
+      storage: 'local-lvm',
+      disk,
+      volid: `local-lvm:${disk}`,
+      size: 1,
+      shared: false,
+      createdAt: o.createdAt ?? NOW - 7200e3,
+    })),
+    unlisted: [],
+    scan: o.scan ?? [],
   };
 }
 function pv(name: string, handle: string, claim?: { namespace: string; name: string }): V1PersistentVolume {
-  return { metadata: { name }, spec: { csi: { driver: 'csi.proxmox.sinextra.dev', volumeHandle: handle }, ...(claim && { claimRef: claim }) } };
+  return {
+    metadata: { name },
+    spec: { csi: { driver: 'csi.proxmox.sinextra.dev', volumeHandle: handle }, ...(claim && { claimRef: claim }) },
+  };
 }
 const byKind = (fs: Finding[], kind: string) => fs.filter((f) => f.kind === kind);
 
@@ -33,25 +47,41 @@ t.test('provisioned names only', (t) => {
   t.end();
 });
 
-t.test('an old unreferenced orphan may go; a young one, one without a creation time, or a referenced one may not', (t) => {
-  t.equal(byKind(proxmoxFindings(facts(), kube(), rules), 'orphan-disk')[0]?.action?.type, 'delete-volume');
-  t.match(byKind(proxmoxFindings(facts({ createdAt: NOW - 60e3 }), kube(), rules), 'orphan-disk')[0]?.kept, /grace period/);
-  const noTime = facts();
-  for (const d of noTime.disks) delete d.createdAt;
-  t.match(byKind(proxmoxFindings(noTime, kube(), rules), 'orphan-disk')[0]?.kept, /no creation time/);
-  const onBoot = facts({ scan: [{ vm: vm(101, 'cp'), entries: [{ key: 'virtio0', value: `local-lvm:${DISK}` }] }] });
-  t.match(byKind(proxmoxFindings(onBoot, kube(), rules), 'orphan-disk')[0]?.kept, /still referenced: virtio0 of VM cp/);
-  const owned = facts({ scan: [{ vm: vm(9999, 'ctl'), entries: [{ key: 'unused0', value: `local-lvm:${DISK}` }] }] });
-  const f = proxmoxFindings(owned, kube(), rules);
-  t.match(byKind(f, 'orphan-disk')[0]?.kept, /unused0 of its owner VM 9999/);
-  t.match(byKind(f, 'unused-entry')[0]?.kept, /owns the disk: deleting the entry would free the disk/);
-  t.notOk(f.some((x) => x.action), 'nothing may be done');
-  t.end();
-});
+t.test(
+  'an old unreferenced orphan may go; a young one, one without a creation time, or a referenced one may not',
+  (t) => {
+    t.equal(byKind(proxmoxFindings(facts(), kube(), rules), 'orphan-disk')[0]?.action?.type, 'delete-volume');
+    t.match(
+      byKind(proxmoxFindings(facts({ createdAt: NOW - 60e3 }), kube(), rules), 'orphan-disk')[0]?.kept,
+      /grace period/,
+    );
+    const noTime = facts();
+    for (const d of noTime.disks) delete d.createdAt;
+    t.match(byKind(proxmoxFindings(noTime, kube(), rules), 'orphan-disk')[0]?.kept, /no creation time/);
+    const onBoot = facts({ scan: [{ vm: vm(101, 'cp'), entries: [{ key: 'virtio0', value: `local-lvm:${DISK}` }] }] });
+    t.match(
+      byKind(proxmoxFindings(onBoot, kube(), rules), 'orphan-disk')[0]?.kept,
+      /still referenced: virtio0 of VM cp/,
+    );
+    const owned = facts({ scan: [{ vm: vm(9999, 'ctl'), entries: [{ key: 'unused0', value: `local-lvm:${DISK}` }] }] });
+    const f = proxmoxFindings(owned, kube(), rules);
+    t.match(byKind(f, 'orphan-disk')[0]?.kept, /unused0 of its owner VM 9999/);
+    t.match(byKind(f, 'unused-entry')[0]?.kept, /owns the disk: deleting the entry would free the disk/);
+    t.notOk(
+      f.some((x) => x.action),
+      'nothing may be done',
+    );
+    t.end();
+  },
+);
 
 t.test('a PV in any phase keeps its disk, its markers belong to it; a marker without its disk is an orphan', (t) => {
   const marker = `${DISK}+vac2-b0-i500`;
-  const f = proxmoxFindings(facts({ disks: [DISK, marker] }), kube({ pvs: [pv('pvc-x', `homelab/hyper1/local-lvm/${DISK}`)] }), rules);
+  const f = proxmoxFindings(
+    facts({ disks: [DISK, marker] }),
+    kube({ pvs: [pv('pvc-x', `homelab/hyper1/local-lvm/${DISK}`)] }),
+    rules,
+  );
   t.same(f, [], 'nothing to say');
   const lone = proxmoxFindings(facts({ disks: [marker] }), kube(), rules);
   t.equal(byKind(lone, 'orphan-disk')[0]?.action?.type, 'free-marker');
@@ -60,26 +90,57 @@ t.test('a PV in any phase keeps its disk, its markers belong to it; a marker wit
 });
 
 t.test('helper attachments: unlinked unless the claim is being resized', (t) => {
-  const scan = [{ vm: vm(111, 'w1'), entries: [{ key: 'scsi3', value: `local-lvm:${DISK},wwn=${helperWwnForSlot(3)}` }] }];
+  const scan = [
+    { vm: vm(111, 'w1'), entries: [{ key: 'scsi3', value: `local-lvm:${DISK},wwn=${helperWwnForSlot(3)}` }] },
+  ];
   const claim = { namespace: 'apps', name: 'data' };
   const pvs = [pv('pvc-x', `homelab/hyper1/local-lvm/${DISK}`, claim)];
-  t.equal(byKind(proxmoxFindings(facts({ scan }), kube({ pvs }), rules), 'helper-attachment')[0]?.action?.type, 'unlink-helpers');
-  const resizing = { metadata: claim, status: { allocatedResourceStatuses: { storage: 'ControllerResizeInProgress' } } } as V1PersistentVolumeClaim;
-  t.match(byKind(proxmoxFindings(facts({ scan }), kube({ pvs, pvcs: [resizing] }), rules), 'helper-attachment')[0]?.kept, /being resized/);
+  t.equal(
+    byKind(proxmoxFindings(facts({ scan }), kube({ pvs }), rules), 'helper-attachment')[0]?.action?.type,
+    'unlink-helpers',
+  );
+  const resizing = {
+    metadata: claim,
+    status: { allocatedResourceStatuses: { storage: 'ControllerResizeInProgress' } },
+  } as V1PersistentVolumeClaim;
+  t.match(
+    byKind(proxmoxFindings(facts({ scan }), kube({ pvs, pvcs: [resizing] }), rules), 'helper-attachment')[0]?.kept,
+    /being resized/,
+  );
   t.end();
 });
 
 t.test('NFS directories: only under onDelete: delete, never when a PV points at, above or below them', (t) => {
   const share = (onDelete?: string): ShareFacts => ({
-    server: 'nas', share: '/v/k8s', store: {} as ShareFacts['store'],
-    classes: [{ name: 'c', server: 'nas', share: '/v/k8s', depth: 2, pattern: /^[^/]+\/[^/]+$/, ...(onDelete && { onDelete }) }],
-    dirs: [{ path: 'apps/old', changedAt: NOW - 7200e3, classes: ['c'] }], archives: [],
+    server: 'nas',
+    share: '/v/k8s',
+    store: {} as ShareFacts['store'],
+    classes: [
+      { name: 'c', server: 'nas', share: '/v/k8s', depth: 2, pattern: /^[^/]+\/[^/]+$/, ...(onDelete && { onDelete }) },
+    ],
+    dirs: [{ path: 'apps/old', changedAt: NOW - 7200e3, classes: ['c'] }],
+    archives: [],
   });
   t.equal(nfsFindings(share('delete'), kube(), rules)[0]?.action?.type, 'remove-dir');
   t.equal(nfsFindings(share('archive'), kube(), rules)[0]?.kind, 'retained-dir');
   t.match(nfsFindings(share(), kube(), rules)[0]?.kept, /driver default, not delete/);
-  const nfsPv = (subDir: string) => ({ metadata: { name: 's' }, spec: { csi: { driver: 'nfs.csi.k8s.io', volumeHandle: 'h', volumeAttributes: { server: 'nas', share: '/v/k8s', subDir } } } }) as V1PersistentVolume;
-  for (const at of ['apps/old', 'apps', 'apps/old/inner', '']) t.same(nfsFindings(share('delete'), kube({ pvs: [nfsPv(at)] }), rules), [], `a PV at "${at}"`);
-  t.equal(nfsFindings(share('delete'), kube({ pvs: [nfsPv('apps/other')] }), rules)[0]?.action?.type, 'remove-dir', 'a sibling\'s PV does not count');
+  const nfsPv = (subDir: string) =>
+    ({
+      metadata: { name: 's' },
+      spec: {
+        csi: {
+          driver: 'nfs.csi.k8s.io',
+          volumeHandle: 'h',
+          volumeAttributes: { server: 'nas', share: '/v/k8s', subDir },
+        },
+      },
+    }) as V1PersistentVolume;
+  for (const at of ['apps/old', 'apps', 'apps/old/inner', ''])
+    t.same(nfsFindings(share('delete'), kube({ pvs: [nfsPv(at)] }), rules), [], `a PV at "${at}"`);
+  t.equal(
+    nfsFindings(share('delete'), kube({ pvs: [nfsPv('apps/other')] }), rules)[0]?.action?.type,
+    'remove-dir',
+    "a sibling's PV does not count",
+  );
   t.end();
 });

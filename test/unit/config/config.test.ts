@@ -12,7 +12,13 @@ const good = `clusters:\n  - url: https://pve.example:8006/api2/json\n    insecu
 t.test('upstream config format parses, with features.controllerVmID', async (t) => {
   const c = parseProxmoxConfig(good + 'features:\n  controllerVmID: 8888\n', 'c.yaml');
   t.equal(c.controllerVmId, 8888);
-  t.strictSame(c.clusters[0], { url: 'https://pve.example:8006/api2/json', insecure: false, tokenId: 'kubernetes-csi@pve!csi', tokenSecret: SECRET, region: 'homelab' });
+  t.strictSame(c.clusters[0], {
+    url: 'https://pve.example:8006/api2/json',
+    insecure: false,
+    tokenId: 'kubernetes-csi@pve!csi',
+    tokenSecret: SECRET,
+    region: 'homelab',
+  });
   t.equal(parseProxmoxConfig(good, 'c.yaml').controllerVmId, 9999, 'default 9999');
 });
 
@@ -21,7 +27,10 @@ t.test('token_id_file / token_secret_file are read', async (t) => {
   t.teardown(() => fs.rmSync(dir, { recursive: true }));
   fs.writeFileSync(path.join(dir, 'id'), 'kubernetes-csi@pve!csi\n');
   fs.writeFileSync(path.join(dir, 'secret'), SECRET + '\n');
-  const c = parseProxmoxConfig(`clusters:\n- url: https://h:8006/api2/json\n  token_id_file: ${dir}/id\n  token_secret_file: ${dir}/secret\n  region: r\n`, 'c.yaml');
+  const c = parseProxmoxConfig(
+    `clusters:\n- url: https://h:8006/api2/json\n  token_id_file: ${dir}/id\n  token_secret_file: ${dir}/secret\n  region: r\n`,
+    'c.yaml',
+  );
   t.equal(c.clusters[0]?.tokenId, 'kubernetes-csi@pve!csi');
   t.equal(c.clusters[0]?.tokenSecret, SECRET);
 });
@@ -41,7 +50,10 @@ t.test('each bad config names its key', async (t) => {
 });
 
 t.test('flags and environment', async (t) => {
-  const r = loadConfig(['--mode', 'node', '--nfs-endpoint', 'unix:///csi/nfs.sock'], { NODE_NAME: 'talos-w-1', CSI_ZONE: 'hyper1' });
+  const r = loadConfig(['--mode', 'node', '--nfs-endpoint', 'unix:///csi/nfs.sock'], {
+    NODE_NAME: 'talos-w-1',
+    CSI_ZONE: 'hyper1',
+  });
   t.equal(r.kind, 'run');
   if (r.kind === 'run') {
     t.equal(r.config.node.nodeId, 'talos-w-1');
@@ -49,11 +61,24 @@ t.test('flags and environment', async (t) => {
     t.equal(r.config.drainTimeoutMs, 30_000);
     t.equal(r.config.nfsDefaultOnDelete, 'delete', "csi-driver-nfs's default");
   }
-  const retain = loadConfig(['--mode', 'node', '--nfs-endpoint', 'unix:///a', '--node-id', 'n'], { NFS_DEFAULT_ONDELETE_POLICY: 'Retain' });
+  const retain = loadConfig(['--mode', 'node', '--nfs-endpoint', 'unix:///a', '--node-id', 'n'], {
+    NFS_DEFAULT_ONDELETE_POLICY: 'Retain',
+  });
   t.equal(retain.kind === 'run' && retain.config.nfsDefaultOnDelete, 'retain', 'env, case-insensitive like upstream');
-  const archive = loadConfig(['--mode', 'node', '--nfs-endpoint', 'unix:///a', '--node-id', 'n', '--default-ondelete-policy', 'archive'], { NFS_DEFAULT_ONDELETE_POLICY: 'retain' });
+  const archive = loadConfig(
+    ['--mode', 'node', '--nfs-endpoint', 'unix:///a', '--node-id', 'n', '--default-ondelete-policy', 'archive'],
+    { NFS_DEFAULT_ONDELETE_POLICY: 'retain' },
+  );
   t.equal(archive.kind === 'run' && archive.config.nfsDefaultOnDelete, 'archive', 'the flag wins');
-  t.throws(() => loadConfig(['--mode', 'node', '--nfs-endpoint', 'unix:///a', '--node-id', 'n', '--default-ondelete-policy', 'retian'], {}), /--default-ondelete-policy: "retian" must be delete, retain or archive/, 'a typo is refused, not a silent delete');
+  t.throws(
+    () =>
+      loadConfig(
+        ['--mode', 'node', '--nfs-endpoint', 'unix:///a', '--node-id', 'n', '--default-ondelete-policy', 'retian'],
+        {},
+      ),
+    /--default-ondelete-policy: "retian" must be delete, retain or archive/,
+    'a typo is refused, not a silent delete',
+  );
   const bad: [string[], RegExp][] = [
     [['--bogus'], /bogus/],
     [['--mode', 'both', '--nfs-endpoint', 'unix:///a'], /--mode/],
@@ -62,8 +87,11 @@ t.test('flags and environment', async (t) => {
     [['--mode', 'controller', '--proxmox-endpoint', 'unix:///a'], /--proxmox-config is required/],
     [['--mode', 'node', '--nfs-endpoint', 'unix:///a'], /--node-id/],
     [['--mode', 'controller', '--nfs-endpoint', 'unix:///a', '--drain-timeout', 'soon'], /--drain-timeout/],
-    [['--mode', 'controller', '--nfs-endpoint', 'unix:///a', '--proxmox-config', '/nonexistent.yaml'], /cannot read \/nonexistent.yaml/],
+    [
+      ['--mode', 'controller', '--nfs-endpoint', 'unix:///a', '--proxmox-config', '/nonexistent.yaml'],
+      /cannot read \/nonexistent.yaml/,
+    ],
   ];
-  for (const [argv, re] of bad) t.throws(() => loadConfig(argv, {}), { constructor: ConfigError, message: re }, argv.join(' '));
+  for (const [argv, re] of bad)
+    t.throws(() => loadConfig(argv, {}), { constructor: ConfigError, message: re }, argv.join(' '));
 });
-

@@ -11,7 +11,11 @@ import { fileURLToPath } from 'node:url';
 const SCRIPT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../image/entrypoint.sh');
 const SH = fs.existsSync('/bin/dash') ? '/bin/dash' : '/bin/sh';
 
-function run(t: { teardown(fn: () => void): void }, files: Record<string, string>, env: Record<string, string> = {}): { nodeOptions: string; argv: string[] } {
+function run(
+  t: { teardown(fn: () => void): void },
+  files: Record<string, string>,
+  env: Record<string, string> = {},
+): { nodeOptions: string; argv: string[] } {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'entrypoint-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const cg = path.join(dir, 'cgroup');
@@ -57,8 +61,12 @@ t.test('a tiny limit still gets a usable heap', async (t) => {
 });
 
 t.test('NODE_OPTIONS is kept; an explicit heap size wins', async (t) => {
-  t.equal(run(t, { 'memory.max': `${128 * MiB}\n` }, { NODE_OPTIONS: '--enable-source-maps' }).nodeOptions,
-    '--max-old-space-size=16 --enable-source-maps');
-  t.equal(run(t, { 'memory.max': `${128 * MiB}\n` }, { NODE_OPTIONS: '--max-old-space-size=50' }).nodeOptions,
-    '--max-old-space-size=50');
+  t.equal(
+    run(t, { 'memory.max': `${128 * MiB}\n` }, { NODE_OPTIONS: '--enable-source-maps' }).nodeOptions,
+    '--max-old-space-size=16 --enable-source-maps',
+  );
+  t.equal(
+    run(t, { 'memory.max': `${128 * MiB}\n` }, { NODE_OPTIONS: '--max-old-space-size=50' }).nodeOptions,
+    '--max-old-space-size=50',
+  );
 });

@@ -14,8 +14,12 @@ t.test('Dockerfile, engines, ensure.sh and this process agree on the Node major'
   const ensure = /^NODE_VERSION="\$\{NODE_VERSION:-(\d+)\.\d+\.\d+\}"/m.exec(read('scripts/lib/ensure.sh'));
   t.ok(ensure, 'ensure.sh pins NODE_VERSION');
   const major = ensure![1]!;
-  t.same(new Set(froms), new Set([major]), 'every FROM uses the tests\' major');
+  t.same(new Set(froms), new Set([major]), "every FROM uses the tests' major");
   const engines = (JSON.parse(read('package.json')) as { engines: { node: string } }).engines.node;
   t.equal(engines, `>=${major} <${Number(major) + 1}`, 'engines names the same major');
-  t.equal(process.versions.node.split('.')[0], major, 'the tests run on that major (scripts/lib/ensure.sh puts it on PATH)');
+  t.equal(
+    process.versions.node.split('.')[0],
+    major,
+    'the tests run on that major (scripts/lib/ensure.sh puts it on PATH)',
+  );
 });

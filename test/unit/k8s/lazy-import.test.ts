@@ -28,7 +28,10 @@ function staticGraph(entry: string): Set<string> {
 t.test('src/main.ts does not statically reach @kubernetes/client-node', (t) => {
   const graph = staticGraph(path.join(ROOT, 'src/main.ts'));
   t.ok(graph.has(path.join(ROOT, 'src/cli/index.ts')), 'the walker follows imports (sanity)');
-  t.notOk([...graph].some((f) => f.startsWith('@kubernetes/')), 'no @kubernetes/* package');
+  t.notOk(
+    [...graph].some((f) => f.startsWith('@kubernetes/')),
+    'no @kubernetes/* package',
+  );
   t.notOk(graph.has(path.join(ROOT, 'src/k8s/client.ts')), 'not src/k8s/client.ts');
   t.end();
 });
@@ -36,6 +39,9 @@ t.test('src/main.ts does not statically reach @kubernetes/client-node', (t) => {
 t.test('the walker would notice a static import of the library', (t) => {
   const graph = staticGraph(path.join(ROOT, 'src/k8s/client.ts'));
   t.ok(graph.has('@kubernetes/client-node'));
-  t.notOk(staticGraph(path.join(ROOT, 'src/k8s/index.ts')).has('@kubernetes/client-node'), 'index.ts loads it only dynamically');
+  t.notOk(
+    staticGraph(path.join(ROOT, 'src/k8s/index.ts')).has('@kubernetes/client-node'),
+    'index.ts loads it only dynamically',
+  );
   t.end();
 });

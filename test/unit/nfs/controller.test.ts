@@ -12,9 +12,17 @@ const SERVER = 'nas.local';
 const SHARE = '/volume1/k8s-volumes/talos';
 
 const cap = (mode = 'MULTI_NODE_MULTI_WRITER'): VolumeCapability =>
-  ({ mount: { fsType: '', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode }, accessType: 'mount' }) as VolumeCapability;
+  ({
+    mount: { fsType: '', mountFlags: [], volumeMountGroup: '' },
+    accessMode: { mode },
+    accessType: 'mount',
+  }) as VolumeCapability;
 
-function req(name: string, parameters: Record<string, string>, extra: Partial<CreateVolumeRequest> = {}): CreateVolumeRequest {
+function req(
+  name: string,
+  parameters: Record<string, string>,
+  extra: Partial<CreateVolumeRequest> = {},
+): CreateVolumeRequest {
   return {
     name,
     capacityRange: { requiredBytes: String(1 << 30), limitBytes: '0' },
@@ -65,15 +73,32 @@ t.test('capabilities advertise only what works', async (t) => {
 
 t.test('CreateVolume makes <namespace>/<pvc> with owner and mode, and the upstream handle', async (t) => {
   const { c, stores } = setup();
-  const res = await c.createVolume(req('pvc-0b1c', seedParams('monitoring', 'grafana', 'pvc-0b1c', { uid: '472', gid: '472', mountPermissions: '0770' })), ctx);
+  const res = await c.createVolume(
+    req(
+      'pvc-0b1c',
+      seedParams('monitoring', 'grafana', 'pvc-0b1c', { uid: '472', gid: '472', mountPermissions: '0770' }),
+    ),
+    ctx,
+  );
   t.equal(res.volume?.volumeId, 'nas.local#volume1/k8s-volumes/talos#monitoring/grafana#pvc-0b1c#archive');
   t.equal(res.volume?.capacityBytes, 1 << 30);
-  t.same(res.volume?.volumeContext, { server: SERVER, share: SHARE, subDir: 'monitoring/grafana', mountPermissions: '0770' });
+  t.same(res.volume?.volumeContext, {
+    server: SERVER,
+    share: SHARE,
+    subDir: 'monitoring/grafana',
+    mountPermissions: '0770',
+  });
   const d = stores.get(SERVER, `${SHARE}/monitoring/grafana`);
   t.match(d, { type: 'dir', mode: 0o770, uid: 472, gid: 472 });
   t.match(stores.get(SERVER, `${SHARE}/monitoring`), { mode: 0o755, uid: 0 }, 'parents are root 0755');
 
-  const again = await c.createVolume(req('pvc-0b1c', seedParams('monitoring', 'grafana', 'pvc-0b1c', { uid: '472', gid: '472', mountPermissions: '0770' })), ctx);
+  const again = await c.createVolume(
+    req(
+      'pvc-0b1c',
+      seedParams('monitoring', 'grafana', 'pvc-0b1c', { uid: '472', gid: '472', mountPermissions: '0770' }),
+    ),
+    ctx,
+  );
   t.same(again, res, 'same name and parameters: same answer');
 });
 
@@ -89,14 +114,35 @@ t.test('a repeated name with another capacity or parameters is AlreadyExists', a
   const { c } = setup();
   await c.createVolume(req('v1', { server: SERVER, share: SHARE }), ctx);
   t.match(
-    await errKind(c.createVolume(req('v1', { server: SERVER, share: SHARE }, { capacityRange: { requiredBytes: String(2 * 2 ** 30), limitBytes: '0' } }), ctx)),
+    await errKind(
+      c.createVolume(
+        req(
+          'v1',
+          { server: SERVER, share: SHARE },
+          { capacityRange: { requiredBytes: String(2 * 2 ** 30), limitBytes: '0' } },
+        ),
+        ctx,
+      ),
+    ),
     /^AlreadyExists: volume "v1"/,
   );
-  t.match(await errKind(c.createVolume(req('v1', { server: SERVER, share: SHARE, onDelete: 'retain' }), ctx)), /^AlreadyExists/);
+  t.match(
+    await errKind(c.createVolume(req('v1', { server: SERVER, share: SHARE, onDelete: 'retain' }), ctx)),
+    /^AlreadyExists/,
+  );
   const del = await c.createVolume(req('v1', { server: SERVER, share: SHARE }), ctx);
   await c.deleteVolume({ volumeId: del.volume!.volumeId as string, secrets: {} }, ctx);
   t.equal(
-    await errKind(c.createVolume(req('v1', { server: SERVER, share: SHARE }, { capacityRange: { requiredBytes: String(2 * 2 ** 30), limitBytes: '0' } }), ctx)),
+    await errKind(
+      c.createVolume(
+        req(
+          'v1',
+          { server: SERVER, share: SHARE },
+          { capacityRange: { requiredBytes: String(2 * 2 ** 30), limitBytes: '0' } },
+        ),
+        ctx,
+      ),
+    ),
     'no error',
     'after DeleteVolume the name is free again',
   );
@@ -105,19 +151,50 @@ t.test('a repeated name with another capacity or parameters is AlreadyExists', a
 t.test('CreateVolume input errors', async (t) => {
   const { c, stores } = setup();
   t.match(await errKind(c.createVolume(req('v', {}), ctx)), /^InvalidArgument: parameter "server" is required/);
-  t.match(await errKind(c.createVolume(req('v', { server: SERVER, foo: 'bar' }), ctx)), /^InvalidArgument: unknown parameter "foo"/);
+  t.match(
+    await errKind(c.createVolume(req('v', { server: SERVER, foo: 'bar' }), ctx)),
+    /^InvalidArgument: unknown parameter "foo"/,
+  );
   t.match(await errKind(c.createVolume(req('v', { server: SERVER, subDir: '../x' }), ctx)), /^InvalidArgument/);
   const block = { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'block' } as VolumeCapability;
-  t.match(await errKind(c.createVolume(req('v', { server: SERVER }, { volumeCapabilities: [block] }), ctx)), /^InvalidArgument: block access type/);
-  t.match(await errKind(c.createVolume(req('v', { server: SERVER }, { volumeCapabilities: [] }), ctx)), /^InvalidArgument: volume capabilities/);
-  t.match(await errKind(c.createVolume(req('v', { server: SERVER }, { volumeCapabilities: [cap('UNKNOWN')] }), ctx)), /^InvalidArgument: access mode UNKNOWN/);
   t.match(
-    await errKind(c.createVolume(req('v', { server: SERVER }, { capacityRange: { requiredBytes: '10', limitBytes: '5' } }), ctx)),
+    await errKind(c.createVolume(req('v', { server: SERVER }, { volumeCapabilities: [block] }), ctx)),
+    /^InvalidArgument: block access type/,
+  );
+  t.match(
+    await errKind(c.createVolume(req('v', { server: SERVER }, { volumeCapabilities: [] }), ctx)),
+    /^InvalidArgument: volume capabilities/,
+  );
+  t.match(
+    await errKind(c.createVolume(req('v', { server: SERVER }, { volumeCapabilities: [cap('UNKNOWN')] }), ctx)),
+    /^InvalidArgument: access mode UNKNOWN/,
+  );
+  t.match(
+    await errKind(
+      c.createVolume(req('v', { server: SERVER }, { capacityRange: { requiredBytes: '10', limitBytes: '5' } }), ctx),
+    ),
     /^OutOfRange/,
   );
   t.equal(stores.calls.filter((x) => x.startsWith('ensureDir')).length, 0, 'nothing touched the NAS');
-  for (const mode of ['SINGLE_NODE_WRITER', 'SINGLE_NODE_READER_ONLY', 'MULTI_NODE_READER_ONLY', 'MULTI_NODE_SINGLE_WRITER', 'MULTI_NODE_MULTI_WRITER', 'SINGLE_NODE_SINGLE_WRITER', 'SINGLE_NODE_MULTI_WRITER']) {
-    t.equal(await errKind(c.createVolume(req(`m-${mode.toLowerCase()}`, { server: SERVER, share: SHARE }, { volumeCapabilities: [cap(mode)] }), ctx)), 'no error', mode);
+  for (const mode of [
+    'SINGLE_NODE_WRITER',
+    'SINGLE_NODE_READER_ONLY',
+    'MULTI_NODE_READER_ONLY',
+    'MULTI_NODE_SINGLE_WRITER',
+    'MULTI_NODE_MULTI_WRITER',
+    'SINGLE_NODE_SINGLE_WRITER',
+    'SINGLE_NODE_MULTI_WRITER',
+  ]) {
+    t.equal(
+      await errKind(
+        c.createVolume(
+          req(`m-${mode.toLowerCase()}`, { server: SERVER, share: SHARE }, { volumeCapabilities: [cap(mode)] }),
+          ctx,
+        ),
+      ),
+      'no error',
+      mode,
+    );
   }
 });
 
@@ -125,7 +202,11 @@ t.test('NAS errors pass through typed', async (t) => {
   const { c, stores } = setup();
   stores.failWith('ensureDir', new Unavailable('NFS server nas.local:2049 did not answer MKDIR within 1000 ms'));
   t.match(await errKind(c.createVolume(req('v', { server: SERVER, share: SHARE }), ctx)), /^Unavailable: NFS server/);
-  t.equal(await errKind(c.createVolume(req('v', { server: SERVER, share: SHARE }), ctx)), 'no error', 'a retry succeeds');
+  t.equal(
+    await errKind(c.createVolume(req('v', { server: SERVER, share: SHARE }), ctx)),
+    'no error',
+    'a retry succeeds',
+  );
 });
 
 t.test('onDelete=delete removes the directory and empty parents below the share only', async (t) => {
@@ -135,7 +216,11 @@ t.test('onDelete=delete removes the directory and empty parents below the share 
   const b = await c.createVolume(req('pv-b', p('b')), ctx);
   stores.put(SERVER, `${SHARE}/apps/a/data/deep`);
   stores.put(SERVER, `${SHARE}/apps/a/file.txt`, 'file');
-  t.equal(a.volume?.volumeId, 'nas.local#volume1/k8s-volumes/talos#apps/a#pv-a#', 'delete is not recorded in the handle');
+  t.equal(
+    a.volume?.volumeId,
+    'nas.local#volume1/k8s-volumes/talos#apps/a#pv-a#',
+    'delete is not recorded in the handle',
+  );
 
   await c.deleteVolume({ volumeId: a.volume!.volumeId as string, secrets: {} }, ctx);
   t.equal(stores.get(SERVER, `${SHARE}/apps/a`), undefined);
@@ -145,7 +230,10 @@ t.test('onDelete=delete removes the directory and empty parents below the share 
   await c.deleteVolume({ volumeId: b.volume!.volumeId as string, secrets: {} }, ctx);
   t.equal(stores.get(SERVER, `${SHARE}/apps`), undefined, 'emptied parent removed');
   t.ok(stores.get(SERVER, SHARE), 'share root never removed');
-  t.notOk(stores.calls.some((x) => x === 'removeDirIfEmpty ' || x.startsWith('removeTree ') && !x.includes('/')), 'never aimed at the share root');
+  t.notOk(
+    stores.calls.some((x) => x === 'removeDirIfEmpty ' || (x.startsWith('removeTree ') && !x.includes('/'))),
+    'never aimed at the share root',
+  );
 
   await c.deleteVolume({ volumeId: b.volume!.volumeId as string, secrets: {} }, ctx);
   t.pass('deleting again succeeds');
@@ -175,7 +263,10 @@ t.test('onDelete=archive renames to archived-<subDir>; a collision gets a unique
   stores.put(SERVER, `${SHARE}/db/data-pg-0/second`, 'file');
   await c.deleteVolume({ volumeId: second.volume!.volumeId as string, secrets: {} }, ctx);
   t.ok(stores.get(SERVER, `${SHARE}/archived-db/data-pg-0/PG_VERSION`), 'first archive not overwritten');
-  t.ok(stores.get(SERVER, `${SHARE}/archived-db/data-pg-0-20260301T120000Z/second`), 'second archive under a suffixed name');
+  t.ok(
+    stores.get(SERVER, `${SHARE}/archived-db/data-pg-0-20260301T120000Z/second`),
+    'second archive under a suffixed name',
+  );
 
   // A third one within the same second.
   const third = await c.createVolume(req('pv-3', seedParams('db', 'data-pg-0', 'pv-3')), ctx);
@@ -197,34 +288,58 @@ t.test('handles of existing PVs work, including the old slash form', async (t) =
   t.ok(stores.get(SERVER, `${SHARE}/archived-ns/claim`), 'an upstream-created archive handle archives');
 });
 
-t.test('legacy handles without onDelete follow the configured default (csi-driver-nfs --default-ondelete-policy)', async (t) => {
-  const legacy = [`${SERVER}/volume1/k8s-volumes/talos/pvc-old`, `${SERVER}#volume1/k8s-volumes/talos#ns/claim#pvc-5678`, `${SERVER}#volume1/k8s-volumes/talos#pvc-4`];
-  const dirs = [`${SHARE}/pvc-old`, `${SHARE}/ns/claim`, `${SHARE}/pvc-4`];
-  for (const policy of ['retain', 'archive', 'delete'] as const) {
-    const stores = new FakeStores();
-    stores.put(SERVER, SHARE);
-    for (const d of dirs) stores.put(SERVER, d);
-    const c = createNfsController({ log: pino({ level: 'silent' }), callTimeoutMs: 1000, stores, defaultOnDelete: policy, now: () => new Date('2026-03-01T12:00:00Z') });
-    for (const id of legacy) await c.deleteVolume({ volumeId: id, secrets: {} }, ctx);
-    const left = dirs.filter((d) => stores.get(SERVER, d));
-    const archived = ['archived-pvc-old', 'archived-ns/claim', 'archived-pvc-4'].filter((d) => stores.get(SERVER, `${SHARE}/${d}`));
-    if (policy === 'retain') t.same(left, dirs, 'retain: every directory kept');
-    if (policy === 'archive') t.same([left, archived.length], [[], 3], 'archive: every directory archived');
-    if (policy === 'delete') t.same([left, archived.length], [[], 0], 'delete: removed');
-    // a handle that records its policy keeps it whatever the default
-    stores.put(SERVER, `${SHARE}/kept`);
-    await c.deleteVolume({ volumeId: `${SERVER}#volume1/k8s-volumes/talos#kept#pv-k#retain`, secrets: {} }, ctx);
-    t.ok(stores.get(SERVER, `${SHARE}/kept`), `${policy}: the handle's own retain wins`);
-    // and a new volume without onDelete records the default in its handle, as upstream does
-    const v = await c.createVolume(req(`pv-new-${policy}`, { server: SERVER, share: SHARE }), ctx);
-    t.equal((v.volume!.volumeId as string).split('#')[4] ?? '', policy === 'delete' ? '' : policy, `${policy}: recorded in new handles`);
-  }
-});
+t.test(
+  'legacy handles without onDelete follow the configured default (csi-driver-nfs --default-ondelete-policy)',
+  async (t) => {
+    const legacy = [
+      `${SERVER}/volume1/k8s-volumes/talos/pvc-old`,
+      `${SERVER}#volume1/k8s-volumes/talos#ns/claim#pvc-5678`,
+      `${SERVER}#volume1/k8s-volumes/talos#pvc-4`,
+    ];
+    const dirs = [`${SHARE}/pvc-old`, `${SHARE}/ns/claim`, `${SHARE}/pvc-4`];
+    for (const policy of ['retain', 'archive', 'delete'] as const) {
+      const stores = new FakeStores();
+      stores.put(SERVER, SHARE);
+      for (const d of dirs) stores.put(SERVER, d);
+      const c = createNfsController({
+        log: pino({ level: 'silent' }),
+        callTimeoutMs: 1000,
+        stores,
+        defaultOnDelete: policy,
+        now: () => new Date('2026-03-01T12:00:00Z'),
+      });
+      for (const id of legacy) await c.deleteVolume({ volumeId: id, secrets: {} }, ctx);
+      const left = dirs.filter((d) => stores.get(SERVER, d));
+      const archived = ['archived-pvc-old', 'archived-ns/claim', 'archived-pvc-4'].filter((d) =>
+        stores.get(SERVER, `${SHARE}/${d}`),
+      );
+      if (policy === 'retain') t.same(left, dirs, 'retain: every directory kept');
+      if (policy === 'archive') t.same([left, archived.length], [[], 3], 'archive: every directory archived');
+      if (policy === 'delete') t.same([left, archived.length], [[], 0], 'delete: removed');
+      // a handle that records its policy keeps it whatever the default
+      stores.put(SERVER, `${SHARE}/kept`);
+      await c.deleteVolume({ volumeId: `${SERVER}#volume1/k8s-volumes/talos#kept#pv-k#retain`, secrets: {} }, ctx);
+      t.ok(stores.get(SERVER, `${SHARE}/kept`), `${policy}: the handle's own retain wins`);
+      // and a new volume without onDelete records the default in its handle, as upstream does
+      const v = await c.createVolume(req(`pv-new-${policy}`, { server: SERVER, share: SHARE }), ctx);
+      t.equal(
+        (v.volume!.volumeId as string).split('#')[4] ?? '',
+        policy === 'delete' ? '' : policy,
+        `${policy}: recorded in new handles`,
+      );
+    }
+  },
+);
 
 t.test('unknown or malformed ids: DeleteVolume succeeds without touching anything', async (t) => {
   const { c, stores } = setup();
   stores.put(SERVER, `${SHARE}/keep`);
-  for (const id of ['some-id', `${SERVER}#volume1/k8s-volumes/talos##`, `${SERVER}#volume1#../talos#`, `${SERVER}#x#y#z#shred`]) {
+  for (const id of [
+    'some-id',
+    `${SERVER}#volume1/k8s-volumes/talos##`,
+    `${SERVER}#volume1#../talos#`,
+    `${SERVER}#x#y#z#shred`,
+  ]) {
     t.equal(await errKind(c.deleteVolume({ volumeId: id, secrets: {} }, ctx)), 'no error', id);
   }
   t.equal(stores.calls.length, 0);
@@ -236,27 +351,76 @@ t.test('ValidateVolumeCapabilities and ControllerExpandVolume', async (t) => {
   const v = await c.createVolume(req('pv-x', { server: SERVER, share: SHARE }), ctx);
   const id = v.volume!.volumeId as string;
   const ok = await c.validateVolumeCapabilities(
-    { volumeId: id, volumeCapabilities: [cap('SINGLE_NODE_WRITER')], volumeContext: {}, parameters: {}, secrets: {}, mutableParameters: {} },
+    {
+      volumeId: id,
+      volumeCapabilities: [cap('SINGLE_NODE_WRITER')],
+      volumeContext: {},
+      parameters: {},
+      secrets: {},
+      mutableParameters: {},
+    },
     ctx,
   );
   t.equal(ok.confirmed?.volumeCapabilities?.length, 1);
   const block = { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'block' } as VolumeCapability;
   const no = await c.validateVolumeCapabilities(
-    { volumeId: id, volumeCapabilities: [block], volumeContext: {}, parameters: {}, secrets: {}, mutableParameters: {} },
+    {
+      volumeId: id,
+      volumeCapabilities: [block],
+      volumeContext: {},
+      parameters: {},
+      secrets: {},
+      mutableParameters: {},
+    },
     ctx,
   );
   t.notOk(no.confirmed);
   t.match(no.message, /block/);
   const missing = (volumeId: string) =>
-    errKind(c.validateVolumeCapabilities({ volumeId, volumeCapabilities: [cap()], volumeContext: {}, parameters: {}, secrets: {}, mutableParameters: {} }, ctx));
+    errKind(
+      c.validateVolumeCapabilities(
+        {
+          volumeId,
+          volumeCapabilities: [cap()],
+          volumeContext: {},
+          parameters: {},
+          secrets: {},
+          mutableParameters: {},
+        },
+        ctx,
+      ),
+    );
   t.match(await missing(`${SERVER}#volume1/k8s-volumes/talos#nope##`), /^NotFound: .*talos\/nope does not exist/);
   t.match(await missing('garbage'), /^NotFound/);
 
-  const grown = await c.controllerExpandVolume!({ volumeId: id, capacityRange: { requiredBytes: String(5 << 30), limitBytes: '0' }, secrets: {}, volumeCapability: null }, ctx);
+  const grown = await c.controllerExpandVolume!(
+    {
+      volumeId: id,
+      capacityRange: { requiredBytes: String(5 << 30), limitBytes: '0' },
+      secrets: {},
+      volumeCapability: null,
+    },
+    ctx,
+  );
   t.same(grown, { capacityBytes: 5 << 30, nodeExpansionRequired: false });
-  t.match(await errKind(c.controllerExpandVolume!({ volumeId: id, capacityRange: null, secrets: {}, volumeCapability: null }, ctx)), /^InvalidArgument/);
   t.match(
-    await errKind(c.controllerExpandVolume!({ volumeId: `${SERVER}#x#gone##`, capacityRange: { requiredBytes: '1', limitBytes: '0' }, secrets: {}, volumeCapability: null }, ctx)),
+    await errKind(
+      c.controllerExpandVolume!({ volumeId: id, capacityRange: null, secrets: {}, volumeCapability: null }, ctx),
+    ),
+    /^InvalidArgument/,
+  );
+  t.match(
+    await errKind(
+      c.controllerExpandVolume!(
+        {
+          volumeId: `${SERVER}#x#gone##`,
+          capacityRange: { requiredBytes: '1', limitBytes: '0' },
+          secrets: {},
+          volumeCapability: null,
+        },
+        ctx,
+      ),
+    ),
     /^NotFound/,
   );
 });
@@ -271,9 +435,23 @@ t.test('probe reflects the NAS', async (t) => {
 t.test('negative or inverted sizes are OUT_OF_RANGE in the NFS driver too (shared parser)', async (t) => {
   const { c } = setup();
   const params = seedParams('default', 'neg', 'pvc-neg');
-  for (const range of [{ requiredBytes: '-1', limitBytes: '0' }, { requiredBytes: '0', limitBytes: '-5' }, { requiredBytes: '10', limitBytes: '5' }]) {
-    await t.rejects(c.createVolume(req('pvc-neg', params, { capacityRange: range }), ctx), { kind: 'OutOfRange', message: /out of range|below/ }, `create ${JSON.stringify(range)}`);
+  for (const range of [
+    { requiredBytes: '-1', limitBytes: '0' },
+    { requiredBytes: '0', limitBytes: '-5' },
+    { requiredBytes: '10', limitBytes: '5' },
+  ]) {
+    await t.rejects(
+      c.createVolume(req('pvc-neg', params, { capacityRange: range }), ctx),
+      { kind: 'OutOfRange', message: /out of range|below/ },
+      `create ${JSON.stringify(range)}`,
+    );
   }
   const id = (await c.createVolume(req('pvc-neg', params), ctx)).volume!.volumeId!;
-  await t.rejects(c.controllerExpandVolume!({ volumeId: id, capacityRange: { requiredBytes: '-1', limitBytes: '0' }, secrets: {}, volumeCapability: null }, ctx), { kind: 'OutOfRange', message: /out of range|below/ });
+  await t.rejects(
+    c.controllerExpandVolume!(
+      { volumeId: id, capacityRange: { requiredBytes: '-1', limitBytes: '0' }, secrets: {}, volumeCapability: null },
+      ctx,
+    ),
+    { kind: 'OutOfRange', message: /out of range|below/ },
+  );
 });

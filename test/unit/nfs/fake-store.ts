@@ -3,7 +3,15 @@
 // makes the next call of an operation throw.
 import type { BackendHealth } from '../../../src/server/health.js';
 import { AlreadyExists, FailedPrecondition, InvalidArgument, NotFound } from '../../../src/errors.js';
-import type { DirAttrs, FsStat, NfsDirEntry, NfsStat, NfsStore, NfsStores, RmdirResult } from '../../../src/nfs/controller/store.js';
+import type {
+  DirAttrs,
+  FsStat,
+  NfsDirEntry,
+  NfsStat,
+  NfsStore,
+  NfsStores,
+  RmdirResult,
+} from '../../../src/nfs/controller/store.js';
 
 interface Node {
   type: 'dir' | 'file' | 'symlink';
@@ -46,7 +54,8 @@ export class FakeStores implements NfsStores {
     let n = this.tree(server);
     parts.forEach((s, i) => {
       let c = n.children.get(s);
-      if (!c) n.children.set(s, (c = i === parts.length - 1 && type === 'file' ? { ...dir(0o644), type: 'file' } : dir()));
+      if (!c)
+        n.children.set(s, (c = i === parts.length - 1 && type === 'file' ? { ...dir(0o644), type: 'file' } : dir()));
       n = c;
     });
   }
@@ -65,7 +74,12 @@ export class FakeStores implements NfsStores {
   }
 
   async health(): Promise<BackendHealth[]> {
-    return this.servers().map((backend) => ({ kind: 'nfs', backend, up: !this.down, ...(this.down && { error: 'server down' }) }));
+    return this.servers().map((backend) => ({
+      kind: 'nfs',
+      backend,
+      up: !this.down,
+      ...(this.down && { error: 'server down' }),
+    }));
   }
 
   servers(): string[] {

@@ -39,7 +39,11 @@ t.test('the seed StorageClass resolves to <namespace>/<pvc> under the share', as
 });
 
 t.test('keys are case-insensitive; uid, gid and mountPermissions parse', async (t) => {
-  const p = parseCreateParams('pv-1', { SERVER: '10.0.0.5', Share: 'export/', MountPermissions: '02775', UID: '1000', gid: '0', OnDelete: 'Retain' }, 'delete');
+  const p = parseCreateParams(
+    'pv-1',
+    { SERVER: '10.0.0.5', Share: 'export/', MountPermissions: '02775', UID: '1000', gid: '0', OnDelete: 'Retain' },
+    'delete',
+  );
   t.equal(p.server, '10.0.0.5');
   t.equal(p.share, '/export');
   t.equal(p.subDir, 'pv-1', 'without subDir the directory is the PV name');
@@ -49,27 +53,69 @@ t.test('keys are case-insensitive; uid, gid and mountPermissions parse', async (
   t.equal(p.gid, 0);
   t.equal(p.onDelete, 'retain');
   t.equal(parseCreateParams('x', { server: 's' }, 'archive').onDelete, 'archive', 'driver default applies');
-  t.equal(parseCreateParams('x', { server: 's', mountPermissions: '0' }, 'delete').mountPermissions, undefined, '0 = no chmod');
+  t.equal(
+    parseCreateParams('x', { server: 's', mountPermissions: '0' }, 'delete').mountPermissions,
+    undefined,
+    '0 = no chmod',
+  );
   t.equal(parseCreateParams('x', { server: 's' }, 'delete').share, '/');
 });
 
 t.test('bad parameters are InvalidArgument naming the key or value', async (t) => {
-  t.match(kind(() => parseCreateParams('v', { server: 's', mountOptions: 'nfsvers=4' }, 'delete')), /^InvalidArgument: unknown parameter "mountOptions"/);
-  t.match(kind(() => parseCreateParams('v', { server: 's', 'csi.storage.k8s.io/fstype': 'ext4' }, 'delete')), /InvalidArgument: unknown parameter "csi.storage.k8s.io\/fstype"/);
-  t.match(kind(() => parseCreateParams('v', {}, 'delete')), /InvalidArgument: parameter "server" is required/);
-  t.match(kind(() => parseCreateParams('v', { share: '/x' }, 'delete')), /"server"/);
-  t.match(kind(() => parseCreateParams('v', { server: 's', onDelete: 'shred' }, 'delete')), /InvalidArgument: .*"onDelete" value "shred"/);
-  t.match(kind(() => parseCreateParams('v', { server: 's', mountPermissions: '0999' }, 'delete')), /InvalidArgument: .*mountPermissions.*"0999"/);
-  t.match(kind(() => parseCreateParams('v', { server: 's', mountPermissions: '17777' }, 'delete')), /InvalidArgument/);
-  t.match(kind(() => parseCreateParams('v', { server: 's', uid: '-1' }, 'delete')), /InvalidArgument: parameter "uid" value "-1"/);
-  t.match(kind(() => parseCreateParams('v', { server: 's', gid: '2147483648' }, 'delete')), /InvalidArgument: parameter "gid"/);
-  t.match(kind(() => parseCreateParams('v', { server: 's', Server: 't' }, 'delete')), /InvalidArgument: parameter "server" is given twice/);
-  t.match(kind(() => parseCreateParams('v', { server: 'a/b' }, 'delete')), /InvalidArgument: parameter "server"/);
+  t.match(
+    kind(() => parseCreateParams('v', { server: 's', mountOptions: 'nfsvers=4' }, 'delete')),
+    /^InvalidArgument: unknown parameter "mountOptions"/,
+  );
+  t.match(
+    kind(() => parseCreateParams('v', { server: 's', 'csi.storage.k8s.io/fstype': 'ext4' }, 'delete')),
+    /InvalidArgument: unknown parameter "csi.storage.k8s.io\/fstype"/,
+  );
+  t.match(
+    kind(() => parseCreateParams('v', {}, 'delete')),
+    /InvalidArgument: parameter "server" is required/,
+  );
+  t.match(
+    kind(() => parseCreateParams('v', { share: '/x' }, 'delete')),
+    /"server"/,
+  );
+  t.match(
+    kind(() => parseCreateParams('v', { server: 's', onDelete: 'shred' }, 'delete')),
+    /InvalidArgument: .*"onDelete" value "shred"/,
+  );
+  t.match(
+    kind(() => parseCreateParams('v', { server: 's', mountPermissions: '0999' }, 'delete')),
+    /InvalidArgument: .*mountPermissions.*"0999"/,
+  );
+  t.match(
+    kind(() => parseCreateParams('v', { server: 's', mountPermissions: '17777' }, 'delete')),
+    /InvalidArgument/,
+  );
+  t.match(
+    kind(() => parseCreateParams('v', { server: 's', uid: '-1' }, 'delete')),
+    /InvalidArgument: parameter "uid" value "-1"/,
+  );
+  t.match(
+    kind(() => parseCreateParams('v', { server: 's', gid: '2147483648' }, 'delete')),
+    /InvalidArgument: parameter "gid"/,
+  );
+  t.match(
+    kind(() => parseCreateParams('v', { server: 's', Server: 't' }, 'delete')),
+    /InvalidArgument: parameter "server" is given twice/,
+  );
+  t.match(
+    kind(() => parseCreateParams('v', { server: 'a/b' }, 'delete')),
+    /InvalidArgument: parameter "server"/,
+  );
 });
 
 t.test('subDir paths are validated after template expansion', async (t) => {
-  const meta = { 'csi.storage.k8s.io/pvc/namespace': 'ns', 'csi.storage.k8s.io/pvc/name': 'data', 'csi.storage.k8s.io/pv/name': 'pvc-1' };
-  const sub = (subDir: string, extra: Record<string, string> = meta) => kind(() => parseCreateParams('pvc-1', { server: 's', subDir, ...extra }, 'delete'));
+  const meta = {
+    'csi.storage.k8s.io/pvc/namespace': 'ns',
+    'csi.storage.k8s.io/pvc/name': 'data',
+    'csi.storage.k8s.io/pv/name': 'pvc-1',
+  };
+  const sub = (subDir: string, extra: Record<string, string> = meta) =>
+    kind(() => parseCreateParams('pvc-1', { server: 's', subDir, ...extra }, 'delete'));
   t.equal(sub('a/${pv.metadata.name}'), 'no error');
   t.match(sub('../escape'), /InvalidArgument: subDir "..\/escape" must not contain ".."/);
   t.match(sub('a/../../b'), /must not contain ".."/);
@@ -81,12 +127,28 @@ t.test('subDir paths are validated after template expansion', async (t) => {
   t.equal(sub('x'.repeat(255)), 'no error');
   t.match(sub('ø'.repeat(128)), /longer than 255 bytes/, 'bytes, not characters');
   t.match(sub('a#b'), /"#"/);
-  t.match(sub('${pvc.metadata.namespace}/${pvc.metadata.name}', {}), /InvalidArgument: .*\$\{pvc.metadata.namespace\}.*csi.storage.k8s.io\/pvc\/namespace.*--extra-create-metadata/);
+  t.match(
+    sub('${pvc.metadata.namespace}/${pvc.metadata.name}', {}),
+    /InvalidArgument: .*\$\{pvc.metadata.namespace\}.*csi.storage.k8s.io\/pvc\/namespace.*--extra-create-metadata/,
+  );
   t.match(sub('${pvc.metadata.labels}'), /unknown template/);
-  t.match(sub('${pvc.metadata.name}', { ...meta, 'csi.storage.k8s.io/pvc/name': '..' }), /must not contain ".."/, 'expanded values are validated too');
-  t.match(kind(() => parseCreateParams('a/b', { server: 's' }, 'delete')), /InvalidArgument: volume name "a\/b"/);
-  t.match(kind(() => parseCreateParams('..', { server: 's' }, 'delete')), /InvalidArgument/);
-  t.match(kind(() => normaliseShare('/a/../b')), /InvalidArgument: share/);
+  t.match(
+    sub('${pvc.metadata.name}', { ...meta, 'csi.storage.k8s.io/pvc/name': '..' }),
+    /must not contain ".."/,
+    'expanded values are validated too',
+  );
+  t.match(
+    kind(() => parseCreateParams('a/b', { server: 's' }, 'delete')),
+    /InvalidArgument: volume name "a\/b"/,
+  );
+  t.match(
+    kind(() => parseCreateParams('..', { server: 's' }, 'delete')),
+    /InvalidArgument/,
+  );
+  t.match(
+    kind(() => normaliseShare('/a/../b')),
+    /InvalidArgument: share/,
+  );
 });
 
 t.test('template expansion', async (t) => {
@@ -109,7 +171,10 @@ t.test('volume handles are composed exactly like upstream', async (t) => {
     composeVolumeId({ ...p, uuid: 'pvc-0b1c' }),
     'nas.local.bigd.no#volume1/k8s-volumes/talos#monitoring/grafana#pvc-0b1c#archive',
   );
-  t.equal(composeVolumeId({ server: 's', share: '/share', subDir: 'pvc-1', uuid: '', onDelete: 'delete' }), 's#share#pvc-1##');
+  t.equal(
+    composeVolumeId({ server: 's', share: '/share', subDir: 'pvc-1', uuid: '', onDelete: 'delete' }),
+    's#share#pvc-1##',
+  );
   t.equal(composeVolumeId({ server: 's', share: '/', subDir: 'd', uuid: 'pv', onDelete: 'retain' }), 's##d#pv#retain');
 });
 
@@ -121,8 +186,18 @@ t.test('handles parse, including the old slash form; junk is null', async (t) =>
     uuid: 'pvc-0b1c',
     onDelete: 'archive',
   });
-  t.same(parseVolumeId('s#share#pvc-1##'), { server: 's', share: '/share', subDir: 'pvc-1', uuid: '', onDelete: undefined });
-  t.same(parseVolumeId('s#share#pvc-1'), { server: 's', share: '/share', subDir: 'pvc-1', uuid: '', onDelete: undefined }, 'three fields');
+  t.same(parseVolumeId('s#share#pvc-1##'), {
+    server: 's',
+    share: '/share',
+    subDir: 'pvc-1',
+    uuid: '',
+    onDelete: undefined,
+  });
+  t.same(
+    parseVolumeId('s#share#pvc-1'),
+    { server: 's', share: '/share', subDir: 'pvc-1', uuid: '', onDelete: undefined },
+    'three fields',
+  );
   t.equal(parseVolumeId('s#share#pvc-1#u#RETAIN')?.onDelete, 'retain');
   t.same(parseVolumeId('nas.local/volume1/k8s-volumes/talos/pvc-42'), {
     server: 'nas.local',
@@ -131,7 +206,17 @@ t.test('handles parse, including the old slash form; junk is null', async (t) =>
     uuid: '',
     onDelete: undefined,
   });
-  for (const bad of ['', 'some-id', 'a#b', 's#share##', 's#share#../x#', 's#share#a/../b#', 's#share#d#u#shred', 's#../x#d#', 'nas/pvc']) {
+  for (const bad of [
+    '',
+    'some-id',
+    'a#b',
+    's#share##',
+    's#share#../x#',
+    's#share#a/../b#',
+    's#share#d#u#shred',
+    's#../x#d#',
+    'nas/pvc',
+  ]) {
     t.equal(parseVolumeId(bad), null, `"${bad}" is not a handle we act on`);
   }
 });

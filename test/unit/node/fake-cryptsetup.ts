@@ -43,7 +43,8 @@ export class FakeCryptsetup implements Cryptsetup {
     this.trip('format');
     const d = this.disks.byDevice(device)!;
     const interrupted = d.probe.fsType === 'crypto_LUKS' && !this.keys.has(device);
-    if ((d.probe.fsType || d.probe.ptType) && !interrupted) throw new Error(`test bug: luksFormat over ${JSON.stringify(d.probe)} on ${device}`);
+    if ((d.probe.fsType || d.probe.ptType) && !interrupted)
+      throw new Error(`test bug: luksFormat over ${JSON.stringify(d.probe)} on ${device}`);
     d.probe = { fsType: 'crypto_LUKS' };
     this.keys.set(device, passphrase);
   }
@@ -51,14 +52,22 @@ export class FakeCryptsetup implements Cryptsetup {
   async open(device: string, name: string, passphrase: string) {
     this.calls.push(`open ${device} ${name}`);
     this.trip('open');
-    if (!this.keys.has(device)) throw new Error('cryptsetup open failed with exit code 1: No usable keyslot is available.');
-    if (this.keys.get(device) !== passphrase) throw new LuksKeyRejected(device, 'No key available with this passphrase.');
+    if (!this.keys.has(device))
+      throw new Error('cryptsetup open failed with exit code 1: No usable keyslot is available.');
+    if (this.keys.get(device) !== passphrase)
+      throw new LuksKeyRejected(device, 'No key available with this passphrase.');
     if (this.mappings.has(name)) throw new LuksBusy(`Device ${name} already exists.`);
     const majMin = `254:${this.minor++}`;
     const dev = `/dev/mapper/${name}`;
     this.mappings.set(name, { device: dev, majMin, backing: device, inUse: false });
     // The mapping is a disk of its own to the BlockDevices port (probe, format, size).
-    this.disks.add(`mapper-${name}`, dev, majMin, { ...this.inner.get(device) }, this.disks.byDevice(device)!.size - (16 << 20));
+    this.disks.add(
+      `mapper-${name}`,
+      dev,
+      majMin,
+      { ...this.inner.get(device) },
+      this.disks.byDevice(device)!.size - (16 << 20),
+    );
     this.spans.delete(name);
     return this.view(name)!;
   }
@@ -84,7 +93,8 @@ export class FakeCryptsetup implements Cryptsetup {
     this.trip('resize');
     const m = this.mappings.get(name)!;
     if (passphrase === undefined) throw new LuksKeyRejected(name, 'No key available with this passphrase.');
-    if (this.keys.get(m.backing) !== passphrase) throw new LuksKeyRejected(name, 'No key available with this passphrase.');
+    if (this.keys.get(m.backing) !== passphrase)
+      throw new LuksKeyRejected(name, 'No key available with this passphrase.');
     this.resizes.push([name, passphrase]);
     this.spans.delete(name);
   }

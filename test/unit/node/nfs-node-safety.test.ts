@@ -16,7 +16,11 @@ import { rejection } from '../../helpers/rejection.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${e}`);
-const cap: VolumeCapability = { mount: { fsType: '', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' }, accessType: 'mount' };
+const cap: VolumeCapability = {
+  mount: { fsType: '', mountFlags: [], volumeMountGroup: '' },
+  accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' },
+  accessType: 'mount',
+};
 const VOL = '127.0.0.1#volume1/k8s-volumes/talos#media/data#pvc-1#archive';
 const SOURCE = '127.0.0.1:/volume1/k8s-volumes/talos/media/data';
 
@@ -29,7 +33,11 @@ function setup(t: { teardown(fn: () => void): void }) {
   fs.mkdirSync(outside);
   const sys = new FakeSystem();
   // Every umount attempt fails the way a dead server or a busy root does, so -f and -l would follow.
-  sys.intercept((cmd, args) => (cmd === 'umount' && !args.includes('-l') ? Promise.reject(fail(cmd, args, 32, `umount: ${args.at(-1)}: target is busy.`)) : undefined));
+  sys.intercept((cmd, args) =>
+    cmd === 'umount' && !args.includes('-l')
+      ? Promise.reject(fail(cmd, args, 32, `umount: ${args.at(-1)}: target is busy.`))
+      : undefined,
+  );
   const node = createNfsNode({
     nodeId: 'talos-w1',
     log: pino({ level: 'silent' }),
@@ -85,14 +93,18 @@ t.test('a made-up volume id over an unrelated mount: no umount, FAILED_PRECONDIT
   t.same(umounts(), [], 'a different export is not force-unmounted');
 });
 
-t.test('this volume\'s mount is unmounted with the -f / -l escalation, a foreign layer below is kept', async (t) => {
+t.test("this volume's mount is unmounted with the -f / -l escalation, a foreign layer below is kept", async (t) => {
   const { node, sys, kubelet, umounts } = setup(t);
   const target = path.join(kubelet, 'pods', 'p3', 'mount');
   fs.mkdirSync(target, { recursive: true });
   sys.addMount({ target, source: 'tmpfs', fstype: 'tmpfs' });
   sys.addMount({ target, source: SOURCE, fstype: 'nfs4' });
   const err = await rejection(node.nodeUnpublishVolume({ volumeId: VOL, targetPath: target }, ctx));
-  t.same(umounts().map((c) => c.at(-2)), ['--no-canonicalize', '-f', '-l'], 'our layer: plain, -f, -l');
+  t.same(
+    umounts().map((c) => c.at(-2)),
+    ['--no-canonicalize', '-f', '-l'],
+    'our layer: plain, -f, -l',
+  );
   t.equal(code(err), 'FailedPrecondition', 'the layer below is not ours');
   t.equal(sys.table.filter((m) => m.target === target).length, 1, 'the tmpfs layer is still mounted');
   t.ok(fs.existsSync(target));
@@ -103,12 +115,18 @@ t.test('a plain file with data or a non-empty dir at the target is never deleted
   const file = path.join(kubelet, 'pods', 'p4', 'mount');
   fs.mkdirSync(path.dirname(file), { recursive: true });
   fs.writeFileSync(file, 'user data');
-  t.equal(code(await rejection(node.nodeUnpublishVolume({ volumeId: VOL, targetPath: file }, ctx))), 'FailedPrecondition');
+  t.equal(
+    code(await rejection(node.nodeUnpublishVolume({ volumeId: VOL, targetPath: file }, ctx))),
+    'FailedPrecondition',
+  );
   t.equal(fs.readFileSync(file, 'utf8'), 'user data');
   const dir = path.join(kubelet, 'pods', 'p5', 'mount');
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'f'), 'x');
-  t.equal(code(await rejection(node.nodeUnpublishVolume({ volumeId: VOL, targetPath: dir }, ctx))), 'FailedPrecondition');
+  t.equal(
+    code(await rejection(node.nodeUnpublishVolume({ volumeId: VOL, targetPath: dir }, ctx))),
+    'FailedPrecondition',
+  );
   t.ok(fs.existsSync(path.join(dir, 'f')));
   const empty = path.join(kubelet, 'pods', 'p6', 'mount');
   fs.mkdirSync(empty, { recursive: true });
@@ -134,13 +152,23 @@ t.test('relative paths, paths outside the kubelet dir and symlink escapes are IN
     path.join(kubelet, 'pods', 'to-outside', 'new'),
   ];
   for (const p of paths) {
-    t.equal(code(await rejection(node.nodeUnpublishVolume({ volumeId: VOL, targetPath: p }, ctx))), 'InvalidArgument', `unpublish ${p}`);
+    t.equal(
+      code(await rejection(node.nodeUnpublishVolume({ volumeId: VOL, targetPath: p }, ctx))),
+      'InvalidArgument',
+      `unpublish ${p}`,
+    );
     t.equal(code(await rejection(node.nodePublishVolume(pub(p), ctx))), 'InvalidArgument', `publish ${p}`);
-    const stats = await rejection(node.nodeGetVolumeStats!({ volumeId: VOL, volumePath: p, stagingTargetPath: '' }, ctx));
+    const stats = await rejection(
+      node.nodeGetVolumeStats!({ volumeId: VOL, volumePath: p, stagingTargetPath: '' }, ctx),
+    );
     t.equal(code(stats), p.startsWith('/') ? 'InvalidArgument' : 'NotFound', `stats ${p}`);
   }
   t.same(umounts(), [], 'nothing unmounted');
-  t.same(sys.commands.filter((c) => c[0] === 'mount'), [], 'nothing mounted');
+  t.same(
+    sys.commands.filter((c) => c[0] === 'mount'),
+    [],
+    'nothing mounted',
+  );
   t.ok(fs.lstatSync(path.join(kubelet, 'pods', 'to-root')).isSymbolicLink(), 'planted symlink kept');
   t.notOk(fs.existsSync(path.join(outside, 'new')), 'nothing created outside');
 });
@@ -150,22 +178,37 @@ t.test('publish over a stale mount of another export does not force-unmount it',
   const target = path.join(kubelet, 'pods', 'p7', 'mount');
   fs.mkdirSync(target, { recursive: true });
   sys.addMount({ target, source: '127.0.0.1:/volume1/k8s-volumes/talos/someone/else', fstype: 'nfs4' });
-  sys.intercept((cmd, args) => (cmd === 'stat' && args.includes(target) ? Promise.reject(fail(cmd, args, 1, 'stat: Stale file handle')) : undefined));
+  sys.intercept((cmd, args) =>
+    cmd === 'stat' && args.includes(target) ? Promise.reject(fail(cmd, args, 1, 'stat: Stale file handle')) : undefined,
+  );
   const err = await rejection(node.nodePublishVolume(pub(target), ctx));
   t.not(code(err), 'not a CsiError: undefined', 'refused');
   t.same(umounts(), [], 'the other export stays mounted');
 });
 
-t.test('the kubelet dir may itself be a symlink; a static PV (handle is only an ID) unmounts its NFS mount', async (t) => {
-  const { root, sys, kubelet, umounts, pub } = setup(t);
-  const link = path.join(root, 'kubelet-link');
-  fs.symlinkSync(kubelet, link);
-  const node = createNfsNode({ nodeId: 'n', log: pino({ level: 'silent' }), mountTimeoutMs: 2000, kubeletDir: link, exec: sys, mounter: createLinuxMounter({ exec: sys }) });
-  const target = path.join(link, 'pods', 'p8', 'mount');
-  sys.interceptors.splice(0);
-  await node.nodePublishVolume(pub(target, { volumeId: 'my-static-share' }), ctx);
-  t.ok(sys.table.some((m) => m.target === path.join(kubelet, 'pods', 'p8', 'mount')), 'mounted at the real path');
-  await node.nodeUnpublishVolume({ volumeId: 'my-static-share', targetPath: target }, ctx);
-  t.equal(umounts().length, 1);
-  t.notOk(fs.existsSync(target));
-});
+t.test(
+  'the kubelet dir may itself be a symlink; a static PV (handle is only an ID) unmounts its NFS mount',
+  async (t) => {
+    const { root, sys, kubelet, umounts, pub } = setup(t);
+    const link = path.join(root, 'kubelet-link');
+    fs.symlinkSync(kubelet, link);
+    const node = createNfsNode({
+      nodeId: 'n',
+      log: pino({ level: 'silent' }),
+      mountTimeoutMs: 2000,
+      kubeletDir: link,
+      exec: sys,
+      mounter: createLinuxMounter({ exec: sys }),
+    });
+    const target = path.join(link, 'pods', 'p8', 'mount');
+    sys.interceptors.splice(0);
+    await node.nodePublishVolume(pub(target, { volumeId: 'my-static-share' }), ctx);
+    t.ok(
+      sys.table.some((m) => m.target === path.join(kubelet, 'pods', 'p8', 'mount')),
+      'mounted at the real path',
+    );
+    await node.nodeUnpublishVolume({ volumeId: 'my-static-share', targetPath: target }, ctx);
+    t.equal(umounts().length, 1);
+    t.notOk(fs.existsSync(target));
+  },
+);

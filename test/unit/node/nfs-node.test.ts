@@ -17,7 +17,12 @@ import { rejection } from '../../helpers/rejection.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${e}`);
-type Mode = 'SINGLE_NODE_WRITER' | 'SINGLE_NODE_SINGLE_WRITER' | 'SINGLE_NODE_MULTI_WRITER' | 'MULTI_NODE_MULTI_WRITER' | 'MULTI_NODE_READER_ONLY';
+type Mode =
+  | 'SINGLE_NODE_WRITER'
+  | 'SINGLE_NODE_SINGLE_WRITER'
+  | 'SINGLE_NODE_MULTI_WRITER'
+  | 'MULTI_NODE_MULTI_WRITER'
+  | 'MULTI_NODE_READER_ONLY';
 const cap = (mountFlags: string[] = [], mode: Mode = 'MULTI_NODE_MULTI_WRITER'): VolumeCapability => ({
   mount: { fsType: '', mountFlags, volumeMountGroup: '' },
   accessMode: { mode },
@@ -67,13 +72,26 @@ t.test('volume context parsing follows csi-driver-nfs', async (t) => {
   t.equal(v.source, 'nas.local:/volume1/k8s-volumes/talos/media/data');
   t.same(v.mountOptions, ['nfsvers=4.1', 'hard', 'nconnect=4']);
   t.equal(v.mountPermissions, 0o775);
-  t.equal(parseNfsContext({ server: 'fd00::5', share: '/export' }, 'v').source, '[fd00::5]:/export', 'IPv6 in brackets');
+  t.equal(
+    parseNfsContext({ server: 'fd00::5', share: '/export' }, 'v').source,
+    '[fd00::5]:/export',
+    'IPv6 in brackets',
+  );
   t.equal(parseNfsContext({ server: 's', share: '/' }, 'v').source, 's:/');
   t.throws(() => parseNfsContext({ share: '/x' }, 'v'), { kind: 'InvalidArgument', message: /"server" is required/ });
   t.throws(() => parseNfsContext({ server: 's' }, 'v'), { kind: 'InvalidArgument', message: /"share" is required/ });
-  t.throws(() => parseNfsContext({ server: 's', share: '/x', subDir: 'a/../../etc' }, 'v'), { kind: 'InvalidArgument', message: /\.\./ });
-  t.throws(() => parseNfsContext({ server: 's', share: '/x', mountPermissions: '0999' }, 'v'), { kind: 'InvalidArgument', message: /octal/ });
-  t.throws(() => parseNfsContext({ server: 's', share: '/x', subDir: '${pv.metadata.name}' }, 'v'), { kind: 'InvalidArgument', message: /template/ });
+  t.throws(() => parseNfsContext({ server: 's', share: '/x', subDir: 'a/../../etc' }, 'v'), {
+    kind: 'InvalidArgument',
+    message: /\.\./,
+  });
+  t.throws(() => parseNfsContext({ server: 's', share: '/x', mountPermissions: '0999' }, 'v'), {
+    kind: 'InvalidArgument',
+    message: /octal/,
+  });
+  t.throws(() => parseNfsContext({ server: 's', share: '/x', subDir: '${pv.metadata.name}' }, 'v'), {
+    kind: 'InvalidArgument',
+    message: /template/,
+  });
   t.ok(sameNfsSource('s:/a//b/', 's:/a/b'));
   t.notOk(sameNfsSource('s:/a/b', 't:/a/b'));
 });
@@ -83,12 +101,28 @@ t.test('publish runs one bounded kernel mount with flags, ro, mountOptions and t
   const r = req({
     volumeCapability: cap(['vers=4.1', 'noatime'], 'MULTI_NODE_READER_ONLY'),
     readonly: true,
-    volumeContext: { server: '127.0.0.1', share: '/volume1/k8s-volumes/talos', subDir: 'media/data', mountOptions: 'nconnect=4,noatime' },
+    volumeContext: {
+      server: '127.0.0.1',
+      share: '/volume1/k8s-volumes/talos',
+      subDir: 'media/data',
+      mountOptions: 'nconnect=4,noatime',
+    },
   });
   await node.nodePublishVolume(r, ctx);
-  t.same(sys.commands.filter((c) => c[0] === 'mount'), [
-    ['mount', '-t', 'nfs', '-o', 'vers=4.1,noatime,ro,nconnect=4,port=20049,mountport=20048', '127.0.0.1:/volume1/k8s-volumes/talos/media/data', r.targetPath],
-  ]);
+  t.same(
+    sys.commands.filter((c) => c[0] === 'mount'),
+    [
+      [
+        'mount',
+        '-t',
+        'nfs',
+        '-o',
+        'vers=4.1,noatime,ro,nconnect=4,port=20049,mountport=20048',
+        '127.0.0.1:/volume1/k8s-volumes/talos/media/data',
+        r.targetPath,
+      ],
+    ],
+  );
   t.equal(sys.calls.find((c) => c.cmd === 'mount')!.timeoutMs, 4321, 'mount runs under mountTimeoutMs');
   t.ok(fs.statSync(r.targetPath).isDirectory(), 'target created');
 
@@ -130,15 +164,19 @@ t.test('a stale handle on the target is unmounted and mounted again', async (t) 
   sys.addMount({ target: r.targetPath, source: '127.0.0.1:/volume1/k8s-volumes/talos/media/data', fstype: 'nfs4' });
   let stale = true;
   sys.intercept((cmd, args) => {
-    if (cmd === 'stat' && stale && args.includes(r.targetPath)) return Promise.reject(fail(cmd, args, 1, `stat: cannot statx '${r.targetPath}': Stale file handle`));
+    if (cmd === 'stat' && stale && args.includes(r.targetPath))
+      return Promise.reject(fail(cmd, args, 1, `stat: cannot statx '${r.targetPath}': Stale file handle`));
     if (cmd === 'umount') stale = false;
     return undefined;
   });
   await node.nodePublishVolume(r, ctx);
-  t.same(sys.commands.filter((c) => c[0] !== 'stat'), [
-    ['umount', '--no-canonicalize', r.targetPath],
-    ['mount', '-t', 'nfs', '127.0.0.1:/volume1/k8s-volumes/talos/media/data', r.targetPath],
-  ]);
+  t.same(
+    sys.commands.filter((c) => c[0] !== 'stat'),
+    [
+      ['umount', '--no-canonicalize', r.targetPath],
+      ['mount', '-t', 'nfs', '127.0.0.1:/volume1/k8s-volumes/talos/media/data', r.targetPath],
+    ],
+  );
   t.equal(sys.table.length, 1);
 });
 
@@ -148,7 +186,10 @@ t.test('an existing mount that hangs is reported, not remounted on top', async (
   sys.addMount({ target: r.targetPath, source: '127.0.0.1:/volume1/k8s-volumes/talos/media/data', fstype: 'nfs4' });
   sys.intercept((cmd, args) => (cmd === 'stat' ? Promise.reject(timeout(cmd, args)) : undefined));
   t.equal(code(await rejection(node.nodePublishVolume(r, ctx))), 'Unavailable');
-  t.same(sys.commands.filter((c) => c[0] === 'mount' || c[0] === 'umount'), []);
+  t.same(
+    sys.commands.filter((c) => c[0] === 'mount' || c[0] === 'umount'),
+    [],
+  );
 });
 
 t.test('target holding something else, or the same share with another ro flag: AlreadyExists', async (t) => {
@@ -158,7 +199,12 @@ t.test('target holding something else, or the same share with another ro flag: A
   sys.addMount({ target: r.targetPath, source: 'other:/export', fstype: 'nfs4' });
   t.equal(code(await rejection(node.nodePublishVolume(r, ctx))), 'AlreadyExists');
   sys.table.splice(0);
-  sys.addMount({ target: r.targetPath, source: '127.0.0.1:/volume1/k8s-volumes/talos/media/data', fstype: 'nfs4', options: ['ro'] });
+  sys.addMount({
+    target: r.targetPath,
+    source: '127.0.0.1:/volume1/k8s-volumes/talos/media/data',
+    fstype: 'nfs4',
+    options: ['ro'],
+  });
   t.equal(code(await rejection(node.nodePublishVolume(r, ctx))), 'AlreadyExists');
 });
 
@@ -176,12 +222,24 @@ t.test('single-node-single-writer: a second target on this node is refused', asy
 t.test('bad requests are InvalidArgument', async (t) => {
   const { node, req } = setup(t);
   const block: VolumeCapability = { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'block' };
-  t.match(await rejection(node.nodePublishVolume(req({ volumeCapability: block }), ctx)), { kind: 'InvalidArgument', message: /mount access type/ });
-  t.match(await rejection(node.nodePublishVolume(req({ volumeContext: { share: '/x' } }), ctx)), { kind: 'InvalidArgument', message: /server/ });
+  t.match(await rejection(node.nodePublishVolume(req({ volumeCapability: block }), ctx)), {
+    kind: 'InvalidArgument',
+    message: /mount access type/,
+  });
+  t.match(await rejection(node.nodePublishVolume(req({ volumeContext: { share: '/x' } }), ctx)), {
+    kind: 'InvalidArgument',
+    message: /server/,
+  });
   // Required fields (target_path and the rest) are checked once, by the Node service before
   // the backend (src/csi/validate.ts, test/unit/server/validate.test.ts).
-  t.throws(() => validate.nodePublishVolume({ ...req({}), targetPath: '' }, false), { kind: 'InvalidArgument', message: /target_path/ });
-  t.match(await rejection(node.nodePublishVolume(req({ volumeCapability: null }), ctx)), { kind: 'InvalidArgument', message: /volume_capability/ });
+  t.throws(() => validate.nodePublishVolume({ ...req({}), targetPath: '' }, false), {
+    kind: 'InvalidArgument',
+    message: /target_path/,
+  });
+  t.match(await rejection(node.nodePublishVolume(req({ volumeCapability: null }), ctx)), {
+    kind: 'InvalidArgument',
+    message: /volume_capability/,
+  });
 });
 
 t.test('mount failures become errors a person can act on', async (t) => {
@@ -224,8 +282,8 @@ t.test('a hanging mount is killed with its children when the timeout passes', as
   });
   const target = path.join(dir, 'target');
   const started = Date.now();
-  const err = await rejection(node
-    .nodePublishVolume(
+  const err = await rejection(
+    node.nodePublishVolume(
       {
         volumeId: 'v',
         publishContext: {},
@@ -237,7 +295,8 @@ t.test('a hanging mount is killed with its children when the timeout passes', as
         volumeContext: { server: '127.0.0.1', share: '/unreachable' },
       },
       ctx,
-    ));
+    ),
+  );
   const elapsed = Date.now() - started;
   t.equal(code(err), 'DeadlineExceeded');
   t.ok(elapsed < 3000, `returned after ${elapsed} ms`);
@@ -262,7 +321,10 @@ t.test('unpublish: unmount, remove the target, idempotent; a dead server gets -f
   await node.nodePublishVolume(r, ctx);
   await node.nodeUnpublishVolume({ volumeId: r.volumeId, targetPath: r.targetPath }, ctx);
   t.notOk(fs.existsSync(r.targetPath), 'target removed');
-  t.same(sys.commands.filter((c) => c[0] === 'umount'), [['umount', '--no-canonicalize', r.targetPath]]);
+  t.same(
+    sys.commands.filter((c) => c[0] === 'umount'),
+    [['umount', '--no-canonicalize', r.targetPath]],
+  );
   await node.nodeUnpublishVolume({ volumeId: r.volumeId, targetPath: r.targetPath }, ctx);
   t.pass('second unpublish is OK');
 
@@ -278,7 +340,10 @@ t.test('unpublish: unmount, remove the target, idempotent; a dead server gets -f
     return Promise.reject(timeout(cmd, args, 700));
   });
   await node.nodeUnpublishVolume({ volumeId: r.volumeId, targetPath: r.targetPath }, ctx);
-  t.same(sys.commands.filter((c) => c[0] === 'umount').map((c) => c[2]), [r.targetPath, '-f', '-l']);
+  t.same(
+    sys.commands.filter((c) => c[0] === 'umount').map((c) => c[2]),
+    [r.targetPath, '-f', '-l'],
+  );
   t.ok(sys.calls.filter((c) => c.cmd === 'umount').every((c) => c.timeoutMs === 700));
   t.notOk(fs.existsSync(r.targetPath));
 });
@@ -287,16 +352,50 @@ t.test('stats via statfs; missing path NotFound; stale mount abnormal', async (t
   const { sys, node, req, dir } = setup(t);
   const r = req();
   await node.nodePublishVolume(r, ctx);
-  const st = await node.nodeGetVolumeStats!({ volumeId: r.volumeId, volumePath: r.targetPath, stagingTargetPath: '' }, ctx);
-  t.same(st.usage!.map((u) => u.unit), ['BYTES', 'INODES']);
+  const st = await node.nodeGetVolumeStats!(
+    { volumeId: r.volumeId, volumePath: r.targetPath, stagingTargetPath: '' },
+    ctx,
+  );
+  t.same(
+    st.usage!.map((u) => u.unit),
+    ['BYTES', 'INODES'],
+  );
   t.ok(Number(st.usage![0]!.total) > 0);
   t.equal(st.volumeCondition?.abnormal, false);
-  t.equal(code(await rejection(node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: 'some/path', stagingTargetPath: '' }, ctx))), 'NotFound', 'relative path: no volume there (csi-sanity)');
-  t.equal(code(await rejection(node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: path.join(dir, 'missing'), stagingTargetPath: '' }, ctx))), 'NotFound');
+  t.equal(
+    code(
+      await rejection(node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: 'some/path', stagingTargetPath: '' }, ctx)),
+    ),
+    'NotFound',
+    'relative path: no volume there (csi-sanity)',
+  );
+  t.equal(
+    code(
+      await rejection(
+        node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: path.join(dir, 'missing'), stagingTargetPath: '' }, ctx),
+      ),
+    ),
+    'NotFound',
+  );
   fs.mkdirSync(path.join(dir, 'plain'));
-  t.equal(code(await rejection(node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: path.join(dir, 'plain'), stagingTargetPath: '' }, ctx))), 'NotFound', 'not mounted');
-  sys.intercept((cmd, args) => (cmd === 'stat' && args.includes(r.targetPath) ? Promise.reject(fail(cmd, args, 1, 'stat: Stale file handle')) : undefined));
-  const stale = await node.nodeGetVolumeStats!({ volumeId: r.volumeId, volumePath: r.targetPath, stagingTargetPath: '' }, ctx);
+  t.equal(
+    code(
+      await rejection(
+        node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: path.join(dir, 'plain'), stagingTargetPath: '' }, ctx),
+      ),
+    ),
+    'NotFound',
+    'not mounted',
+  );
+  sys.intercept((cmd, args) =>
+    cmd === 'stat' && args.includes(r.targetPath)
+      ? Promise.reject(fail(cmd, args, 1, 'stat: Stale file handle'))
+      : undefined,
+  );
+  const stale = await node.nodeGetVolumeStats!(
+    { volumeId: r.volumeId, volumePath: r.targetPath, stagingTargetPath: '' },
+    ctx,
+  );
   t.equal(stale.volumeCondition?.abnormal, true);
   t.match(stale.volumeCondition?.message, /ESTALE/);
 });
@@ -309,29 +408,59 @@ t.test('NodeGetInfo is the node id only; capabilities are what works', async (t)
   t.equal(node.nodeExpandVolume, undefined);
 });
 
-t.test('inline (ephemeral) volume: the pod spec attributes are mounted as they are, nothing else is done', async (t) => {
-  const { node, sys, req } = setup(t);
-  // What kubelet sends for a `csi:` volume in a pod spec (podInfoOnMount off): a generated id,
-  // the pod's volumeAttributes and the ephemeral marker.
-  const inline = req({
-    volumeId: 'csi-5b6d9c0c4a3f1e2d7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f',
-    volumeCapability: cap([], 'SINGLE_NODE_WRITER'),
-    volumeContext: {
-      server: 'nas.local.bigd.no', share: '/volume1/shared-data', subDir: 'media/reelsmith', mountOptions: 'nfsvers=4.1,hard',
-      'csi.storage.k8s.io/ephemeral': 'true',
-    },
-  });
-  await node.nodePublishVolume(inline, ctx);
-  const mount = sys.commands.find((c) => c[0] === 'mount')!;
-  t.same(mount, ['mount', '-t', 'nfs', '-o', 'nfsvers=4.1,hard', 'nas.local.bigd.no:/volume1/shared-data/media/reelsmith', inline.targetPath]);
-  await node.nodePublishVolume(inline, ctx);
-  t.equal(sys.commands.filter((c) => c[0] === 'mount').length, 1, 'a repeated publish mounts nothing more');
-  await node.nodeUnpublishVolume({ volumeId: inline.volumeId, targetPath: inline.targetPath }, ctx);
-  t.equal(sys.table.length, 0, 'unmounted');
-  t.notOk(fs.existsSync(inline.targetPath), 'target removed');
-  t.same(sys.commands.map((c) => c[0]).filter((c) => c !== 'stat'), ['mount', 'umount'], 'only mount and umount ran: no mkdir, chmod or rm on the share');
+t.test(
+  'inline (ephemeral) volume: the pod spec attributes are mounted as they are, nothing else is done',
+  async (t) => {
+    const { node, sys, req } = setup(t);
+    // What kubelet sends for a `csi:` volume in a pod spec (podInfoOnMount off): a generated id,
+    // the pod's volumeAttributes and the ephemeral marker.
+    const inline = req({
+      volumeId: 'csi-5b6d9c0c4a3f1e2d7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f',
+      volumeCapability: cap([], 'SINGLE_NODE_WRITER'),
+      volumeContext: {
+        server: 'nas.local.bigd.no',
+        share: '/volume1/shared-data',
+        subDir: 'media/reelsmith',
+        mountOptions: 'nfsvers=4.1,hard',
+        'csi.storage.k8s.io/ephemeral': 'true',
+      },
+    });
+    await node.nodePublishVolume(inline, ctx);
+    const mount = sys.commands.find((c) => c[0] === 'mount')!;
+    t.same(mount, [
+      'mount',
+      '-t',
+      'nfs',
+      '-o',
+      'nfsvers=4.1,hard',
+      'nas.local.bigd.no:/volume1/shared-data/media/reelsmith',
+      inline.targetPath,
+    ]);
+    await node.nodePublishVolume(inline, ctx);
+    t.equal(sys.commands.filter((c) => c[0] === 'mount').length, 1, 'a repeated publish mounts nothing more');
+    await node.nodeUnpublishVolume({ volumeId: inline.volumeId, targetPath: inline.targetPath }, ctx);
+    t.equal(sys.table.length, 0, 'unmounted');
+    t.notOk(fs.existsSync(inline.targetPath), 'target removed');
+    t.same(
+      sys.commands.map((c) => c[0]).filter((c) => c !== 'stat'),
+      ['mount', 'umount'],
+      'only mount and umount ran: no mkdir, chmod or rm on the share',
+    );
 
-  const templated = await rejection(node.nodePublishVolume(req({ volumeContext: { server: 's', share: '/x', subDir: '${pvc.metadata.name}', 'csi.storage.k8s.io/ephemeral': 'true' } }), ctx));
-  t.equal(code(templated), 'InvalidArgument');
-  t.match(templated.message, /an inline volume has no claim/);
-});
+    const templated = await rejection(
+      node.nodePublishVolume(
+        req({
+          volumeContext: {
+            server: 's',
+            share: '/x',
+            subDir: '${pvc.metadata.name}',
+            'csi.storage.k8s.io/ephemeral': 'true',
+          },
+        }),
+        ctx,
+      ),
+    );
+    t.equal(code(templated), 'InvalidArgument');
+    t.match(templated.message, /an inline volume has no claim/);
+  },
+);

@@ -26,13 +26,23 @@ const VOL = 'homelab/hyper1/local-lvm/vm-9999-pvc-0b1c';
 const PASS = 'correct horse battery staple\n';
 const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${e}`);
 const cap = (mode = 'SINGLE_NODE_WRITER', block = false): VolumeCapability =>
-  (block ? { block: {}, accessMode: { mode } } : { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode } }) as VolumeCapability;
+  (block
+    ? { block: {}, accessMode: { mode } }
+    : { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode } }) as VolumeCapability;
 
 function setup(t: { teardown(fn: () => void): void }) {
   const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'pve-luks-test-')));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const lines: string[] = [];
-  const log = pino({ level: 'debug' }, new Writable({ write(c, _e, cb) { lines.push(String(c)); cb(); } }));
+  const log = pino(
+    { level: 'debug' },
+    new Writable({
+      write(c, _e, cb) {
+        lines.push(String(c));
+        cb();
+      },
+    }),
+  );
   const ctx: CallContext = { log, signal: new AbortController().signal };
   const sys = new FakeSystem();
   const disks = new FakeDisks();
@@ -47,15 +57,30 @@ function setup(t: { teardown(fn: () => void): void }) {
     return Promise.resolve({ stdout: '', stderr: '', exitCode: 0 });
   });
   const node = createProxmoxNode({
-    nodeId: 'talos-w1', log, exec: sys, mounter: createLinuxMounter({ exec: sys }), blockDevices: disks, cryptsetup: luks,
-    nodeLabels: null, deviceWaitMs: 200, kubeletDir: dir,
+    nodeId: 'talos-w1',
+    log,
+    exec: sys,
+    mounter: createLinuxMounter({ exec: sys }),
+    blockDevices: disks,
+    cryptsetup: luks,
+    nodeLabels: null,
+    deviceWaitMs: 200,
+    kubeletDir: dir,
   });
   const staging = path.join(dir, 'staging');
   const stage = (extra: Record<string, unknown> = {}) =>
-    node.nodeStageVolume!({
-      volumeId: VOL, publishContext: { DevicePath: `/dev/disk/by-id/wwn-0x${WWN3}`, lun: '3' }, stagingTargetPath: staging,
-      volumeCapability: cap(), secrets: { 'encryption-passphrase': PASS }, volumeContext: {}, ...extra,
-    }, ctx);
+    node.nodeStageVolume!(
+      {
+        volumeId: VOL,
+        publishContext: { DevicePath: `/dev/disk/by-id/wwn-0x${WWN3}`, lun: '3' },
+        stagingTargetPath: staging,
+        volumeCapability: cap(),
+        secrets: { 'encryption-passphrase': PASS },
+        volumeContext: {},
+        ...extra,
+      },
+      ctx,
+    );
   const unstage = () => node.nodeUnstageVolume!({ volumeId: VOL, stagingTargetPath: staging }, ctx);
   const mountedAtStaging = () => sys.table.filter((m) => m.target === staging);
   return { dir, sys, disks, luks, node, stage, unstage, staging, mountedAtStaging, lines, ctx };
@@ -65,10 +90,22 @@ t.test('what demands encryption: a passphrase, any node-stage secret, or the enc
   t.same(encryptionOf({}, {}, 'v'), { required: false });
   t.same(encryptionOf(undefined, { encrypted: 'false' }, 'v'), { required: false });
   t.same(encryptionOf({ 'encryption-passphrase': 'p' }, {}, 'v'), { required: true, passphrase: 'p' });
-  t.throws(() => encryptionOf({ password: 'x' }, {}, 'v1'), { kind: 'FailedPrecondition', message: /v1 must be LUKS-encrypted.*"password".*no "encryption-passphrase".*Refusing to stage it unencrypted/ });
-  t.throws(() => encryptionOf({}, { encrypted: 'true' }, 'v1'), { kind: 'FailedPrecondition', message: /marked encrypted/ });
-  t.throws(() => encryptionOf({ 'encryption-passphrase': '' }, {}, 'v1'), { kind: 'InvalidArgument', message: /is empty/ });
-  t.throws(() => encryptionOf({}, { encrypted: 'yes' }, 'v1'), { kind: 'InvalidArgument', message: /"true" or "false"/ });
+  t.throws(() => encryptionOf({ password: 'x' }, {}, 'v1'), {
+    kind: 'FailedPrecondition',
+    message: /v1 must be LUKS-encrypted.*"password".*no "encryption-passphrase".*Refusing to stage it unencrypted/,
+  });
+  t.throws(() => encryptionOf({}, { encrypted: 'true' }, 'v1'), {
+    kind: 'FailedPrecondition',
+    message: /marked encrypted/,
+  });
+  t.throws(() => encryptionOf({ 'encryption-passphrase': '' }, {}, 'v1'), {
+    kind: 'InvalidArgument',
+    message: /is empty/,
+  });
+  t.throws(() => encryptionOf({}, { encrypted: 'yes' }, 'v1'), {
+    kind: 'InvalidArgument',
+    message: /"true" or "false"/,
+  });
 });
 
 t.test('the encrypted StorageClass parameter reaches the node through the volume context', async (t) => {
@@ -76,13 +113,21 @@ t.test('the encrypted StorageClass parameter reaches the node through the volume
   t.throws(() => parseCreateParameters({ storage: 'local-lvm', encrypted: 'yes' }), /parameter "encrypted"/);
   const vc = volumeContextOf({ storage: 'local-lvm', encrypted: 'True' });
   t.equal(vc.encrypted, 'True');
-  t.throws(() => encryptionOf({}, vc, 'v1'), { kind: 'FailedPrecondition', message: /marked encrypted/ }, 'and demands a passphrase there');
+  t.throws(
+    () => encryptionOf({}, vc, 'v1'),
+    { kind: 'FailedPrecondition', message: /marked encrypted/ },
+    'and demands a passphrase there',
+  );
   t.same(encryptionOf({}, { encrypted: '0' }, 'v1'), { required: false });
 });
 
 t.test('the request log redacts the passphrase of stage and expand requests', async (t) => {
   for (const type of ['NodeStageVolumeRequest', 'NodeExpandVolumeRequest']) {
-    t.notMatch(JSON.stringify(redact(type, { volumeId: VOL, secrets: { 'encryption-passphrase': PASS } })), /horse/, type);
+    t.notMatch(
+      JSON.stringify(redact(type, { volumeId: VOL, secrets: { 'encryption-passphrase': PASS } })),
+      /horse/,
+      type,
+    );
   }
 });
 
@@ -99,7 +144,10 @@ t.test('first stage: LUKS header on the empty disk, filesystem on the mapping, m
   const name = mapperName(VOL);
   t.same(luks.calls, ['format /dev/sdc', `open /dev/sdc ${name}`]);
   t.same(disks.formats, [[`/dev/mapper/${name}`, 'ext4', {}]], 'mkfs ran on the mapping, never on the disk');
-  t.same(mountedAtStaging().map((m) => m.source), [`/dev/mapper/${name}`]);
+  t.same(
+    mountedAtStaging().map((m) => m.source),
+    [`/dev/mapper/${name}`],
+  );
   await stage();
   t.equal(luks.calls.length, 2, 'a repeated stage changes nothing');
   t.equal(mountedAtStaging().length, 1);
@@ -113,7 +161,11 @@ t.test('unstage closes the mapping; restage opens the header again and keeps the
   t.equal(luks.mappings.size, 0, 'mapping closed');
   await unstage();
   await stage();
-  t.same(luks.calls.filter((c) => c.startsWith('format')), ['format /dev/sdc'], 'formatted once');
+  t.same(
+    luks.calls.filter((c) => c.startsWith('format')),
+    ['format /dev/sdc'],
+    'formatted once',
+  );
   t.equal(disks.formats.length, 1, 'mkfs once');
 });
 
@@ -129,7 +181,13 @@ t.test('a crash between any two steps resumes without formatting twice', async (
   const fresh = setup(t);
   const realFormat = fresh.disks.format.bind(fresh.disks);
   let first = true;
-  fresh.disks.format = async (...a) => { if (first) { first = false; throw new Error('killed before mkfs'); } return realFormat(...a); };
+  fresh.disks.format = async (...a) => {
+    if (first) {
+      first = false;
+      throw new Error('killed before mkfs');
+    }
+    return realFormat(...a);
+  };
   await t.rejects(fresh.stage());
   t.equal(fresh.luks.mappings.size, 1, 'mapping left open by the crash');
   await fresh.stage();
@@ -159,13 +217,20 @@ t.test('a header without a key slot (luksFormat killed during argon2) is formatt
   const roErr = await rejection(ro.stage({ volumeCapability: cap('SINGLE_NODE_READER_ONLY') }));
   t.equal(code(roErr), 'FailedPrecondition', 'read-only: reported, not formatted');
   t.match(roErr.message, /no key slot .* stage it read-write once/);
-  t.same(ro.luks.calls.filter((c) => c.startsWith('format')), []);
+  t.same(
+    ro.luks.calls.filter((c) => c.startsWith('format')),
+    [],
+  );
 
   const keyed = setup(t);
   keyed.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' };
   keyed.luks.keys.set('/dev/sdc', 'other');
   t.equal(code(await rejection(keyed.stage())), 'InvalidArgument');
-  t.same(keyed.luks.calls.filter((c) => c.startsWith('format')), [], 'a header with a key slot is never formatted again');
+  t.same(
+    keyed.luks.calls.filter((c) => c.startsWith('format')),
+    [],
+    'a header with a key slot is never formatted again',
+  );
 });
 
 t.test('stats: abnormal when the disk under an open mapping is gone', async (t) => {
@@ -187,7 +252,10 @@ t.test('wrong passphrase: InvalidArgument saying so, nothing formatted or mounte
   t.equal(code(err), 'InvalidArgument');
   t.match(err.message, /encryption-passphrase" does not open this LUKS volume/);
   t.notMatch(err.message, /wrong|correct horse/, 'the message names no passphrase');
-  t.same(s2.luks.calls.filter((c) => c.startsWith('format')), []);
+  t.same(
+    s2.luks.calls.filter((c) => c.startsWith('format')),
+    [],
+  );
   t.same(s2.disks.formats, []);
   t.equal(s2.mountedAtStaging().length, 0);
   await s2.stage({ secrets: { 'encryption-passphrase': PASS } });
@@ -211,7 +279,10 @@ t.test('never a plain disk when encryption is demanded, never a LUKS disk mounte
   t.equal(noKey.mountedAtStaging().length, 0);
 
   const marker = setup(t);
-  t.equal(code(await rejection(marker.stage({ secrets: {}, volumeContext: { encrypted: 'true' } }))), 'FailedPrecondition');
+  t.equal(
+    code(await rejection(marker.stage({ secrets: {}, volumeContext: { encrypted: 'true' } }))),
+    'FailedPrecondition',
+  );
   t.same(marker.disks.formats, []);
 
   const luksNoSecret = setup(t);
@@ -272,10 +343,18 @@ t.test('expand: disk, then mapping (with the node-expand passphrase), then files
   const s = setup(t);
   await s.stage();
   const grows: string[] = [];
-  s.disks.resizeFs = async (...a: unknown[]) => { grows.push(String(a[0])); };
+  s.disks.resizeFs = async (...a: unknown[]) => {
+    grows.push(String(a[0]));
+  };
   s.luks.spans.set(mapperName(VOL), (1 << 30) - (16 << 20)); // opened before the disk grew
   s.disks.devices.get(WWN3)!.size = 2 ** 31;
-  const req = { volumeId: VOL, volumePath: s.staging, capacityRange: { requiredBytes: String(2 ** 31), limitBytes: '0' }, stagingTargetPath: '', volumeCapability: null };
+  const req = {
+    volumeId: VOL,
+    volumePath: s.staging,
+    capacityRange: { requiredBytes: String(2 ** 31), limitBytes: '0' },
+    stagingTargetPath: '',
+    volumeCapability: null,
+  };
   const r = await s.node.nodeExpandVolume!({ ...req, secrets: { 'encryption-passphrase': PASS } }, s.ctx);
   t.equal(Number(r.capacityBytes), 2 ** 31);
   t.same(s.luks.resizes, [[mapperName(VOL), PASS]]);
@@ -296,8 +375,16 @@ t.test('expand: disk, then mapping (with the node-expand passphrase), then files
 
 t.test('cryptsetup status: data offset and size in bytes', async (t) => {
   const out = [
-    '/dev/mapper/x is active and is in use.', '  type:    LUKS2', '  cipher:  aes-xts-plain64', '  keysize: 512 bits',
-    '  key location: keyring', '  device:  /dev/sda', '  sector size:  512', '  offset:  32768 sectors', '  size:    2064384 sectors', '  mode:    read/write',
+    '/dev/mapper/x is active and is in use.',
+    '  type:    LUKS2',
+    '  cipher:  aes-xts-plain64',
+    '  keysize: 512 bits',
+    '  key location: keyring',
+    '  device:  /dev/sda',
+    '  sector size:  512',
+    '  offset:  32768 sectors',
+    '  size:    2064384 sectors',
+    '  mode:    read/write',
   ].join('\n');
   t.same(parseStatusSpan(out), { offset: 16 << 20, size: 2064384 * 512 });
   t.equal(parseStatusSpan('/dev/mapper/x is inactive.'), undefined);
@@ -309,7 +396,14 @@ class RecordingExec implements Exec {
   exitCode = 0;
   async run(file: string, args: readonly string[], opts: ExecOptions = {}) {
     this.calls.push({ file, args, opts });
-    if (this.exitCode) throw new CommandError({ command: file, args, reason: 'exit', exitCode: this.exitCode, stderr: 'No key available with this passphrase.' });
+    if (this.exitCode)
+      throw new CommandError({
+        command: file,
+        args,
+        reason: 'exit',
+        exitCode: this.exitCode,
+        stderr: 'No key available with this passphrase.',
+      });
     return { stdout: '', stderr: '', exitCode: 0 };
   }
 }
@@ -320,14 +414,28 @@ t.test('adapter: upstream layout, passphrase on stdin only, exit 2 is a rejected
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const c = createLinuxCryptsetup({ exec, sysfsRoot: dir });
   await c.format('/dev/sdc', PASS);
-  t.same(exec.calls[0]!.args, ['luksFormat', '--batch-mode', '--type', 'luks2', '--cipher', 'aes-xts-plain64', '--key-size=512', '--key-file=-', '/dev/sdc']);
+  t.same(exec.calls[0]!.args, [
+    'luksFormat',
+    '--batch-mode',
+    '--type',
+    'luks2',
+    '--cipher',
+    'aes-xts-plain64',
+    '--key-size=512',
+    '--key-file=-',
+    '/dev/sdc',
+  ]);
   t.equal(exec.calls[0]!.opts.input, PASS, 'the passphrase goes to stdin, byte for byte');
   await c.resize('m', PASS);
   t.same(exec.calls[1]!.args, ['resize', '--key-file=-', 'm']);
   await c.resize('m');
   t.same(exec.calls[2]!.args, ['resize', 'm']);
   t.equal(exec.calls[2]!.opts.input, undefined);
-  for (const call of exec.calls) t.notOk(call.args.some((a) => a.includes('horse')), 'never in argv');
+  for (const call of exec.calls)
+    t.notOk(
+      call.args.some((a) => a.includes('horse')),
+      'never in argv',
+    );
   exec.exitCode = 2;
   await t.rejects(c.open('/dev/sdc', 'm', 'bad'), LuksKeyRejected);
   await c.close('not-open'); // nothing in sysfs: success without running cryptsetup
@@ -337,8 +445,14 @@ t.test('adapter: upstream layout, passphrase on stdin only, exit 2 is a rejected
 t.test('adapter: mappings read from sysfs (holders, name, uuid, slaves)', async (t) => {
   const sys = fs.mkdtempSync(path.join(os.tmpdir(), 'pve-luks-sys-'));
   const dev = fs.mkdtempSync(path.join(os.tmpdir(), 'pve-luks-dev-'));
-  t.teardown(() => { fs.rmSync(sys, { recursive: true, force: true }); fs.rmSync(dev, { recursive: true, force: true }); });
-  const mk = (p: string, v?: string) => { fs.mkdirSync(path.dirname(path.join(sys, p)), { recursive: true }); if (v !== undefined) fs.writeFileSync(path.join(sys, p), v); };
+  t.teardown(() => {
+    fs.rmSync(sys, { recursive: true, force: true });
+    fs.rmSync(dev, { recursive: true, force: true });
+  });
+  const mk = (p: string, v?: string) => {
+    fs.mkdirSync(path.dirname(path.join(sys, p)), { recursive: true });
+    if (v !== undefined) fs.writeFileSync(path.join(sys, p), v);
+  };
   mk('block/sdc/dev', '8:32\n');
   fs.mkdirSync(path.join(sys, 'block/sdc/holders'), { recursive: true });
   mk('block/dm-0/dev', '254:0\n');
@@ -355,7 +469,14 @@ t.test('adapter: mappings read from sysfs (holders, name, uuid, slaves)', async 
   fs.symlinkSync('../../block/dm-1', path.join(sys, 'dev/block/254:1'));
   fs.writeFileSync(path.join(dev, 'sdc'), '');
   const c = createLinuxCryptsetup({ exec: new RecordingExec(), sysfsRoot: sys, devRoot: dev });
-  const want = { name: 'vol-encrypted', device: path.join(dev, 'dm-0'), majMin: '254:0', backing: ['8:32'], backingNames: ['sdc'], inUse: false };
+  const want = {
+    name: 'vol-encrypted',
+    device: path.join(dev, 'dm-0'),
+    majMin: '254:0',
+    backing: ['8:32'],
+    backingNames: ['sdc'],
+    inUse: false,
+  };
   t.same(await c.holdersOf(path.join(dev, 'sdc')), [want]);
   t.same(await c.byName('vol-encrypted'), want);
   t.same(await c.byMajMin('254:0'), want);

@@ -16,13 +16,19 @@ import { rejection } from '../../helpers/rejection.js';
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 const WWN3 = '5056432d49443033';
 const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${e}`);
-const cap = (fsType = '', mode: 'SINGLE_NODE_WRITER' | 'SINGLE_NODE_READER_ONLY' = 'SINGLE_NODE_WRITER'): VolumeCapability => ({
+const cap = (
+  fsType = '',
+  mode: 'SINGLE_NODE_WRITER' | 'SINGLE_NODE_READER_ONLY' = 'SINGLE_NODE_WRITER',
+): VolumeCapability => ({
   mount: { fsType, mountFlags: [], volumeMountGroup: '' },
   accessMode: { mode },
   accessType: 'mount',
 });
 
-function setup(t: { teardown(fn: () => void): void }, o: { labels?: Record<string, string>; region?: string; zone?: string } = {}) {
+function setup(
+  t: { teardown(fn: () => void): void },
+  o: { labels?: Record<string, string>; region?: string; zone?: string } = {},
+) {
   const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'pve-node-test-')));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const sys = new FakeSystem();
@@ -52,11 +58,24 @@ function setup(t: { teardown(fn: () => void): void }, o: { labels?: Record<strin
 }
 
 t.test('publish context: DevicePath first, lun as fallback, clear errors otherwise', async (t) => {
-  t.same(diskFromPublishContext({ DevicePath: `/dev/disk/by-id/wwn-0x${WWN3.toUpperCase()}`, lun: '3' }, 'v'), { wwn: WWN3, lun: 3 });
-  t.same(diskFromPublishContext({ devicepath: `/dev/disk/by-id/wwn-0x${WWN3}` }, 'v'), { wwn: WWN3 }, 'keys are case-insensitive');
+  t.same(diskFromPublishContext({ DevicePath: `/dev/disk/by-id/wwn-0x${WWN3.toUpperCase()}`, lun: '3' }, 'v'), {
+    wwn: WWN3,
+    lun: 3,
+  });
+  t.same(
+    diskFromPublishContext({ devicepath: `/dev/disk/by-id/wwn-0x${WWN3}` }, 'v'),
+    { wwn: WWN3 },
+    'keys are case-insensitive',
+  );
   t.same(diskFromPublishContext({ lun: '3' }, 'v'), { wwn: WWN3, lun: 3 }, 'slot → PVC-ID03');
-  t.throws(() => diskFromPublishContext({}, 'vol-1'), { kind: 'InvalidArgument', message: /vol-1.*neither DevicePath nor lun/ });
-  t.throws(() => diskFromPublishContext({ DevicePath: '/dev/sdb' }, 'v'), { kind: 'InvalidArgument', message: /wwn-0x/ });
+  t.throws(() => diskFromPublishContext({}, 'vol-1'), {
+    kind: 'InvalidArgument',
+    message: /vol-1.*neither DevicePath nor lun/,
+  });
+  t.throws(() => diskFromPublishContext({ DevicePath: '/dev/sdb' }, 'v'), {
+    kind: 'InvalidArgument',
+    message: /wwn-0x/,
+  });
   t.throws(() => diskFromPublishContext({ lun: '31' }, 'v'), { kind: 'InvalidArgument', message: /slot 1\.\.30/ });
 });
 
@@ -75,7 +94,9 @@ t.test('NodeGetInfo: topology from labels (Proxmox labels win), slots left', asy
   t.same(info, {
     nodeId: 'talos-w1',
     maxVolumesPerNode: 28,
-    accessibleTopology: { segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } },
+    accessibleTopology: {
+      segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' },
+    },
   });
   disks.foreign = 30;
   t.equal((await node.nodeGetInfo(ctx)).maxVolumesPerNode, 1, 'never 0, which would mean unlimited');
@@ -97,7 +118,12 @@ t.test('stage never formats a disk with a partition table, or a read-only one', 
   t.equal(code(err), 'FailedPrecondition');
   t.match(err.message, /gpt partition table/);
   disks.devices.get(WWN3)!.probe = {};
-  t.equal(code(await rejection(node.nodeStageVolume!(stage({ volumeCapability: cap('ext4', 'SINGLE_NODE_READER_ONLY') }), ctx))), 'FailedPrecondition');
+  t.equal(
+    code(
+      await rejection(node.nodeStageVolume!(stage({ volumeCapability: cap('ext4', 'SINGLE_NODE_READER_ONLY') }), ctx)),
+    ),
+    'FailedPrecondition',
+  );
   t.same(disks.formats, []);
 });
 
@@ -117,7 +143,10 @@ t.test('stage formats with the volume context parameters and the fstype from the
   const { node, disks, stage, sys } = setup(t);
   disks.add(WWN3, '/dev/sdx', '8:16');
   await node.nodeStageVolume!(
-    stage({ volumeCapability: cap(''), volumeContext: { 'csi.storage.k8s.io/fstype': 'xfs', blockSize: '4096', inodeSize: '512' } }),
+    stage({
+      volumeCapability: cap(''),
+      volumeContext: { 'csi.storage.k8s.io/fstype': 'xfs', blockSize: '4096', inodeSize: '512' },
+    }),
     ctx,
   );
   t.same(disks.formats, [['/dev/sdx', 'xfs', { blockSize: 4096, inodeSize: 512 }]]);
@@ -132,12 +161,21 @@ t.test('concurrent stage calls for one volume format once', async (t) => {
   // The fake mount table has no real device numbers; give staged mounts the disk's.
   sys.intercept((cmd, args) => {
     if (cmd === 'mount' && args[0] === '-t') {
-      sys.addMount({ target: args[args.length - 1]!, source: args[args.length - 2]!, fstype: args[1]!, majMin: '8:16' });
+      sys.addMount({
+        target: args[args.length - 1]!,
+        source: args[args.length - 2]!,
+        fstype: args[1]!,
+        majMin: '8:16',
+      });
       return Promise.resolve({ stdout: '', stderr: '', exitCode: 0 });
     }
     return undefined;
   });
-  await Promise.all([node.nodeStageVolume!(stage(), ctx), node.nodeStageVolume!(stage(), ctx), node.nodeStageVolume!(stage(), ctx)]);
+  await Promise.all([
+    node.nodeStageVolume!(stage(), ctx),
+    node.nodeStageVolume!(stage(), ctx),
+    node.nodeStageVolume!(stage(), ctx),
+  ]);
   t.equal(disks.formats.length, 1);
   t.equal(sys.commands.filter((c) => c[0] === 'mount').length, 1, 'mounted once; the others saw it mounted');
 });
@@ -153,38 +191,59 @@ t.test('unstage of a busy staging path says so', async (t) => {
   const { node, sys, stage } = setup(t);
   const staging = stage().stagingTargetPath;
   sys.addMount({ target: staging, source: '/dev/sdx', fstype: 'ext4', majMin: '8:16' });
-  sys.intercept((cmd, args) => (cmd === 'umount' ? Promise.reject(fail(cmd, args, 32, `umount: ${staging}: target is busy.`)) : undefined));
+  sys.intercept((cmd, args) =>
+    cmd === 'umount' ? Promise.reject(fail(cmd, args, 32, `umount: ${staging}: target is busy.`)) : undefined,
+  );
   const err = await rejection(node.nodeUnstageVolume!({ volumeId: 'v', stagingTargetPath: staging }, ctx));
   t.equal(code(err), 'FailedPrecondition');
   t.match(err.message, /still in use/);
 });
 
-t.test('foreign mounts: a disk without a PVC-ID WWN is never unmounted, a foreign NFS mount never stat\'ed', async (t) => {
-  const { node, sys, disks, stage, dir } = setup(t);
-  disks.add('5000c500a1b2c3d4', '/dev/sda', '8:0');
-  const staging = stage().stagingTargetPath;
-  fs.mkdirSync(staging, { recursive: true });
-  sys.addMount({ target: staging, source: '/dev/sda', fstype: 'ext4', majMin: '8:0' });
-  const err = await rejection(node.nodeUnstageVolume!({ volumeId: 'v', stagingTargetPath: staging }, ctx));
-  t.equal(code(err), 'FailedPrecondition');
-  t.match(err.message, /not attached by this driver/);
-  t.same(sys.commands.filter((c) => c[0] === 'umount'), [], 'the host disk stays mounted');
+t.test(
+  "foreign mounts: a disk without a PVC-ID WWN is never unmounted, a foreign NFS mount never stat'ed",
+  async (t) => {
+    const { node, sys, disks, stage, dir } = setup(t);
+    disks.add('5000c500a1b2c3d4', '/dev/sda', '8:0');
+    const staging = stage().stagingTargetPath;
+    fs.mkdirSync(staging, { recursive: true });
+    sys.addMount({ target: staging, source: '/dev/sda', fstype: 'ext4', majMin: '8:0' });
+    const err = await rejection(node.nodeUnstageVolume!({ volumeId: 'v', stagingTargetPath: staging }, ctx));
+    t.equal(code(err), 'FailedPrecondition');
+    t.match(err.message, /not attached by this driver/);
+    t.same(
+      sys.commands.filter((c) => c[0] === 'umount'),
+      [],
+      'the host disk stays mounted',
+    );
 
-  disks.add(WWN3, '/dev/sdc', '8:32');
-  const target = path.join(dir, 'pods', 'p', 'dev');
-  fs.mkdirSync(target, { recursive: true });
-  sys.addMount({ target, source: 'nas:/dead', fstype: 'nfs4' });
-  const statted: string[] = [];
-  const majMinOf = disks.majMinOf.bind(disks);
-  disks.majMinOf = async (p: string) => (statted.push(p), majMinOf(p));
-  const pub = await rejection(node
-    .nodePublishVolume({ ...stage(), targetPath: target, volumeCapability: { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'block' }, readonly: false }, ctx));
-  t.equal(code(pub), 'AlreadyExists');
-  t.notOk(statted.includes(target), 'the dead NFS mount at the target was not stat\'ed');
-  const unpub = await rejection(node.nodeUnpublishVolume({ volumeId: 'v', targetPath: target }, ctx));
-  t.equal(code(unpub), 'FailedPrecondition', 'nor unmounted');
-  t.same(sys.commands.filter((c) => c[0] === 'umount'), []);
-});
+    disks.add(WWN3, '/dev/sdc', '8:32');
+    const target = path.join(dir, 'pods', 'p', 'dev');
+    fs.mkdirSync(target, { recursive: true });
+    sys.addMount({ target, source: 'nas:/dead', fstype: 'nfs4' });
+    const statted: string[] = [];
+    const majMinOf = disks.majMinOf.bind(disks);
+    disks.majMinOf = async (p: string) => (statted.push(p), majMinOf(p));
+    const pub = await rejection(
+      node.nodePublishVolume(
+        {
+          ...stage(),
+          targetPath: target,
+          volumeCapability: { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'block' },
+          readonly: false,
+        },
+        ctx,
+      ),
+    );
+    t.equal(code(pub), 'AlreadyExists');
+    t.notOk(statted.includes(target), "the dead NFS mount at the target was not stat'ed");
+    const unpub = await rejection(node.nodeUnpublishVolume({ volumeId: 'v', targetPath: target }, ctx));
+    t.equal(code(unpub), 'FailedPrecondition', 'nor unmounted');
+    t.same(
+      sys.commands.filter((c) => c[0] === 'umount'),
+      [],
+    );
+  },
+);
 
 t.test('unpublish refuses to delete a target that is not a mount point but has files', async (t) => {
   const { node, dir } = setup(t);
@@ -210,13 +269,22 @@ t.test('stats: abnormal when the disk is gone or the mount broken', async (t) =>
   t.equal(gone.volumeCondition?.abnormal, true);
   t.match(gone.volumeCondition?.message, /no longer attached/);
   t.equal(gone.usage?.length, 1, 'still one usage entry so kubelet keeps the condition');
-  sys.intercept((cmd, args) => (cmd === 'stat' && args.includes(target) ? Promise.reject(fail(cmd, args, 1, `stat: cannot statx '${target}': Input/output error`)) : undefined));
+  sys.intercept((cmd, args) =>
+    cmd === 'stat' && args.includes(target)
+      ? Promise.reject(fail(cmd, args, 1, `stat: cannot statx '${target}': Input/output error`))
+      : undefined,
+  );
   const broken = await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: target, stagingTargetPath: '' }, ctx);
   t.equal(broken.volumeCondition?.abnormal, true);
   t.match(broken.volumeCondition?.message, /EIO/);
   const notMounted = path.join(dir, 'plain');
   fs.mkdirSync(notMounted);
-  t.equal(code(await rejection(node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: notMounted, stagingTargetPath: '' }, ctx))), 'NotFound');
+  t.equal(
+    code(
+      await rejection(node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: notMounted, stagingTargetPath: '' }, ctx)),
+    ),
+    'NotFound',
+  );
 });
 
 t.test('expand waits for the new size, then says it has not arrived', async (t) => {
@@ -225,11 +293,23 @@ t.test('expand waits for the new size, then says it has not arrived', async (t) 
   const target = path.join(dir, 'pub');
   fs.mkdirSync(target);
   sys.addMount({ target, source: '/dev/sdx', fstype: 'ext4', majMin: '8:16' });
-  const req = { volumeId: 'v', volumePath: target, capacityRange: { requiredBytes: String(2 ** 31), limitBytes: '0' }, stagingTargetPath: '', volumeCapability: null, secrets: {} };
+  const req = {
+    volumeId: 'v',
+    volumePath: target,
+    capacityRange: { requiredBytes: String(2 ** 31), limitBytes: '0' },
+    stagingTargetPath: '',
+    volumeCapability: null,
+    secrets: {},
+  };
   setTimeout(() => (disks.devices.get(WWN3)!.size = 2 ** 31), 100);
   t.equal(Number((await node.nodeExpandVolume!(req, ctx)).capacityBytes), 2 ** 31);
-  const err = await rejection(node.nodeExpandVolume!({ ...req, capacityRange: { requiredBytes: String(2 ** 32), limitBytes: '0' } }, ctx));
+  const err = await rejection(
+    node.nodeExpandVolume!({ ...req, capacityRange: { requiredBytes: String(2 ** 32), limitBytes: '0' } }, ctx),
+  );
   t.equal(code(err), 'Unavailable');
   t.match(err.message, /has not reached this VM yet/);
-  t.equal(code(await rejection(node.nodeExpandVolume!({ ...req, volumePath: path.join(dir, 'nope') }, ctx))), 'NotFound');
+  t.equal(
+    code(await rejection(node.nodeExpandVolume!({ ...req, volumePath: path.join(dir, 'nope') }, ctx))),
+    'NotFound',
+  );
 });

@@ -54,9 +54,7 @@ t.test('a timeout kills the command and its children', async (t) => {
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const pidFile = path.join(dir, 'child.pid');
   const started = Date.now();
-  const err = await exec
-    .run('sh', ['-c', `sleep 30 & echo $! > ${pidFile}; wait`], { timeoutMs: 300 })
-    .catch((e) => e);
+  const err = await exec.run('sh', ['-c', `sleep 30 & echo $! > ${pidFile}; wait`], { timeoutMs: 300 }).catch((e) => e);
   const elapsed = Date.now() - started;
   t.ok(isCommandError(err, 'timeout'), 'rejects as a timeout');
   t.match(err.message, /did not finish within 300 ms and was killed/);
@@ -77,7 +75,10 @@ t.test('an aborted signal kills the command', async (t) => {
   t.ok(Date.now() - started < 2500);
   const pre = new AbortController();
   pre.abort();
-  t.ok(isCommandError(await rejection(exec.run('true', [], { signal: pre.signal })), 'aborted'), 'already aborted: not started');
+  t.ok(
+    isCommandError(await rejection(exec.run('true', [], { signal: pre.signal })), 'aborted'),
+    'already aborted: not started',
+  );
 });
 
 t.test('a missing program is a spawn failure, not a crash', async (t) => {

@@ -86,7 +86,8 @@ export class FakeSystem implements Exec {
     if (args[0] === '--bind') {
       const [, source, target] = args as [string, string, string];
       const i = this.top(source);
-      const src = i >= 0 ? this.table[i]! : { source, fstype: 'devtmpfs', options: ['rw'], fsroot: source, majMin: '0:6' };
+      const src =
+        i >= 0 ? this.table[i]! : { source, fstype: 'devtmpfs', options: ['rw'], fsroot: source, majMin: '0:6' };
       this.table.push({ ...src, target, options: [...src.options] });
       return ok();
     }

@@ -19,11 +19,25 @@ t.test('parses findmnt -J output, including bound device nodes', async (t) => {
     JSON.stringify({
       filesystems: [
         { target: '/a', source: '/dev/loop0', fstype: 'ext4', options: 'rw,relatime', fsroot: '/', 'maj:min': '7:0' },
-        { target: '/f', source: 'devtmpfs[/loop0]', fstype: 'devtmpfs', options: 'rw', fsroot: '/loop0', 'maj:min': '0:6' },
+        {
+          target: '/f',
+          source: 'devtmpfs[/loop0]',
+          fstype: 'devtmpfs',
+          options: 'rw',
+          fsroot: '/loop0',
+          'maj:min': '0:6',
+        },
       ],
     }),
   );
-  t.same(entries[0], { target: '/a', source: '/dev/loop0', fstype: 'ext4', options: ['rw', 'relatime'], fsroot: '/', majMin: '7:0' });
+  t.same(entries[0], {
+    target: '/a',
+    source: '/dev/loop0',
+    fstype: 'ext4',
+    options: ['rw', 'relatime'],
+    fsroot: '/',
+    majMin: '7:0',
+  });
   t.equal(entries[1]?.fsroot, '/loop0');
   t.throws(() => parseFindmntJson('not json'), /not JSON/);
   t.same(parseFindmntJson('{}'), []);
@@ -71,7 +85,9 @@ t.test('bindMount: plain bind, then a bind remount for ro and per-mount flags on
 t.test('bindMount undoes the bind when the read-only remount fails', async (t) => {
   const sys = new FakeSystem();
   sys.addMount({ target: '/stage', source: '/dev/sdb', fstype: 'ext4' });
-  sys.intercept((cmd, args) => (cmd === 'mount' && args[1]?.startsWith('remount') ? Promise.reject(fail(cmd, args, 32, 'nope')) : undefined));
+  sys.intercept((cmd, args) =>
+    cmd === 'mount' && args[1]?.startsWith('remount') ? Promise.reject(fail(cmd, args, 32, 'nope')) : undefined,
+  );
   const m = createLinuxMounter({ exec: sys });
   await t.rejects(m.bindMount('/stage', '/pub', { readonly: true }), /nope/);
   t.equal(await m.find('/pub'), undefined, 'no writable bind left behind');
@@ -120,13 +136,18 @@ t.test('forced unmount escalates: plain (timed out) → -f (failed) → -l', asy
     ['umount', '--no-canonicalize', '-f', '/nfs'],
     ['umount', '--no-canonicalize', '-l', '/nfs'],
   ]);
-  t.ok(sys.calls.filter((c) => c.cmd === 'umount').every((c) => c.timeoutMs === 50), 'every step bounded');
+  t.ok(
+    sys.calls.filter((c) => c.cmd === 'umount').every((c) => c.timeoutMs === 50),
+    'every step bounded',
+  );
 });
 
 t.test('without force a busy unmount is reported, never lazily detached', async (t) => {
   const sys = new FakeSystem();
   sys.addMount({ target: '/stage', source: '/dev/sdb', fstype: 'ext4' });
-  sys.intercept((cmd, args) => (cmd === 'umount' ? Promise.reject(fail(cmd, args, 32, 'umount: /stage: target is busy.')) : undefined));
+  sys.intercept((cmd, args) =>
+    cmd === 'umount' ? Promise.reject(fail(cmd, args, 32, 'umount: /stage: target is busy.')) : undefined,
+  );
   const m = createLinuxMounter({ exec: sys });
   const err = await rejection(m.unmount('/stage'));
   t.ok(isCommandError(err, 'exit'));

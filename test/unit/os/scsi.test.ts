@@ -52,8 +52,14 @@ t.test('lists H:C:T:L entries only, with trimmed vendor/wwid and block name', as
   fs.mkdirSync(path.join(s.root, 'bus', 'scsi', 'devices', 'target0:0:1'));
   s.addDisk('0:0:1:1', { vendor: 'QEMU', wwid: `naa.${WWN1}`, block: 'sdb' });
   const list = await listScsiDevices(s.root);
-  t.same(list, [{ hctl: '0:0:1:1', host: 0, channel: 0, target: 1, lun: 1, vendor: 'QEMU', wwid: `naa.${WWN1}`, blockName: 'sdb' }]);
-  t.same(await listScsiDevices(path.join(s.root, 'missing')), [], 'a machine without SCSI has no devices, not an error');
+  t.same(list, [
+    { hctl: '0:0:1:1', host: 0, channel: 0, target: 1, lun: 1, vendor: 'QEMU', wwid: `naa.${WWN1}`, blockName: 'sdb' },
+  ]);
+  t.same(
+    await listScsiDevices(path.join(s.root, 'missing')),
+    [],
+    'a machine without SCSI has no devices, not an error',
+  );
 });
 
 t.test('findByWwn: the QEMU disk with wwid naa.<wwn>, as a /dev node', async (t) => {
@@ -62,7 +68,13 @@ t.test('findByWwn: the QEMU disk with wwid naa.<wwn>, as a /dev node', async (t)
   s.addDisk('0:0:0:0', { vendor: 'QEMU', block: 'loop1' }); // boot disk, no wwid
   s.addDisk('1:0:0:1', { vendor: 'ATA', wwid: `naa.${WWN1}`, block: 'loop1' }); // not a QEMU disk
   s.addDisk('0:0:1:1', { vendor: 'QEMU', wwid: `naa.${WWN1}`, block: 'loop0' });
-  const bd = createLinuxBlockDevices({ exec: new FakeSystem(), driverDisks: PROXMOX_DISKS, sysfsRoot: s.root, devRoot: '/dev', deviceDir: path.join(s.root, 'none') });
+  const bd = createLinuxBlockDevices({
+    exec: new FakeSystem(),
+    driverDisks: PROXMOX_DISKS,
+    sysfsRoot: s.root,
+    devRoot: '/dev',
+    deviceDir: path.join(s.root, 'none'),
+  });
   t.equal(await bd.findByWwn(WWN1, { waitMs: 0 }), '/dev/loop0');
 });
 
@@ -70,21 +82,39 @@ t.test('findByWwn rescans every SCSI host and waits for a late disk', async (t) 
   const s = fakeSysfs(t);
   s.addHost(0);
   s.addHost(2);
-  const bd = createLinuxBlockDevices({ exec: new FakeSystem(), driverDisks: PROXMOX_DISKS, sysfsRoot: s.root, devRoot: '/dev', deviceDir: path.join(s.root, 'none'), pollMs: 50 });
+  const bd = createLinuxBlockDevices({
+    exec: new FakeSystem(),
+    driverDisks: PROXMOX_DISKS,
+    sysfsRoot: s.root,
+    devRoot: '/dev',
+    deviceDir: path.join(s.root, 'none'),
+    pollMs: 50,
+  });
   setTimeout(() => s.addDisk('2:0:0:7', { vendor: 'QEMU', wwid: `naa.${WWN7}`, block: 'loop1' }), 300);
   const started = Date.now();
   const found = await bd.findByWwn(WWN7, { waitMs: 5000 });
   t.equal(found, '/dev/loop1');
   t.ok(Date.now() - started >= 250, 'waited for it');
   for (const h of ['host0', 'host2']) {
-    t.equal(fs.readFileSync(path.join(s.root, 'class', 'scsi_host', h, 'scan'), 'utf8'), '- - -', `${h} asked to scan all`);
+    t.equal(
+      fs.readFileSync(path.join(s.root, 'class', 'scsi_host', h, 'scan'), 'utf8'),
+      '- - -',
+      `${h} asked to scan all`,
+    );
   }
 });
 
 t.test('findByWwn gives up after the bounded wait', async (t) => {
   const s = fakeSysfs(t);
   s.addHost(0);
-  const bd = createLinuxBlockDevices({ exec: new FakeSystem(), driverDisks: PROXMOX_DISKS, sysfsRoot: s.root, devRoot: '/dev', deviceDir: path.join(s.root, 'none'), pollMs: 50 });
+  const bd = createLinuxBlockDevices({
+    exec: new FakeSystem(),
+    driverDisks: PROXMOX_DISKS,
+    sysfsRoot: s.root,
+    devRoot: '/dev',
+    deviceDir: path.join(s.root, 'none'),
+    pollMs: 50,
+  });
   const started = Date.now();
   t.equal(await bd.findByWwn(WWN1, { waitMs: 400 }), undefined);
   const elapsed = Date.now() - started;
@@ -98,9 +128,20 @@ t.test('findByWwn falls back to the wwn-0x link in the device dir', async (t) =>
   fs.symlinkSync('/dev/loop1', path.join(devDir, `wwn-0x${WWN1}`));
   fs.writeFileSync(path.join(s.root, 'plain-file'), '');
   fs.symlinkSync(path.join(s.root, 'plain-file'), path.join(devDir, `wwn-0x${WWN7}`));
-  const bd = createLinuxBlockDevices({ exec: new FakeSystem(), driverDisks: PROXMOX_DISKS, sysfsRoot: s.root, devRoot: '/dev', deviceDir: devDir, pollMs: 20 });
+  const bd = createLinuxBlockDevices({
+    exec: new FakeSystem(),
+    driverDisks: PROXMOX_DISKS,
+    sysfsRoot: s.root,
+    devRoot: '/dev',
+    deviceDir: devDir,
+    pollMs: 20,
+  });
   t.equal(await bd.findByWwn(WWN1, { waitMs: 0 }), '/dev/loop1');
-  t.equal(await bd.findByWwn(WWN7, { waitMs: 0 }), undefined, 'a link to something that is not a block device is ignored');
+  t.equal(
+    await bd.findByWwn(WWN7, { waitMs: 0 }),
+    undefined,
+    'a link to something that is not a block device is ignored',
+  );
 });
 
 t.test('foreign slots: QEMU disks in scsi1..30 that are not ours', async (t) => {
@@ -119,7 +160,12 @@ t.test('deviceByMajMin reads DEVNAME from /sys/dev/block/M:m/uevent', async (t) 
   const dir = path.join(s.root, 'dev', 'block', '8:16');
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'uevent'), 'MAJOR=8\nMINOR=16\nDEVNAME=sdb\nDEVTYPE=disk\n');
-  const bd = createLinuxBlockDevices({ exec: new FakeSystem(), driverDisks: PROXMOX_DISKS, sysfsRoot: s.root, devRoot: '/dev' });
+  const bd = createLinuxBlockDevices({
+    exec: new FakeSystem(),
+    driverDisks: PROXMOX_DISKS,
+    sysfsRoot: s.root,
+    devRoot: '/dev',
+  });
   t.equal(await bd.deviceByMajMin('8:16'), '/dev/sdb');
   t.equal(await bd.deviceByMajMin('8:32'), undefined, 'gone device');
 });

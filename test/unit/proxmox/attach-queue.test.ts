@@ -23,7 +23,12 @@ function setup(confirmTimeoutMs = 300) {
     return `vm-9999-${name}`;
   };
   const req = (name: string, extra: Partial<AttachRequest> = {}): AttachRequest => ({
-    storage: 'local-lvm', disk: disk(name), diskNode: 'hyper1', options: driveOptionsFromContext({}, false), exclusive: true, ...extra,
+    storage: 'local-lvm',
+    disk: disk(name),
+    diskNode: 'hyper1',
+    options: driveOptionsFromContext({}, false),
+    exclusive: true,
+    ...extra,
   });
   const cfg = (vmid = 102) => f.vms.get(vmid)!.config;
   return { f, q, req, cfg, locator };
@@ -74,11 +79,16 @@ t.test('concurrent attaches to one VM are merged and never race for a slot', asy
   const names = Array.from({ length: 24 }, (_, i) => `pvc-${i}`);
   const reqs = names.map((n) => req(n));
   const slots = await Promise.all(reqs.map((r) => q.attach(WORKER1, r)));
-  t.same([...slots].sort((a, b) => a - b), Array.from({ length: 24 }, (_, i) => i + 1), 'slots 1..24, each once');
+  t.same(
+    [...slots].sort((a, b) => a - b),
+    Array.from({ length: 24 }, (_, i) => i + 1),
+    'slots 1..24, each once',
+  );
   t.ok(f.count('updateVmConfig') <= 2, `merged into ${f.count('updateVmConfig')} config change(s)`);
   t.equal(f.slotConflicts, 0, 'no slot was set over another disk');
   t.equal(f.maxConcurrentWriters, 1, 'never two writers on the VM config');
-  for (const [i, r] of reqs.entries()) t.match(cfg().get(`scsi${slots[i]}`), `${r.disk},`, `scsi${slots[i]} holds ${r.disk}`);
+  for (const [i, r] of reqs.entries())
+    t.match(cfg().get(`scsi${slots[i]}`), `${r.disk},`, `scsi${slots[i]} holds ${r.disk}`);
 });
 
 t.test('ResourceExhausted only for what does not fit', async (t) => {
@@ -149,7 +159,10 @@ t.test('single-node volumes are not attached to a second VM', async (t) => {
 t.test('readonly mismatch on the same VM is AlreadyExists', async (t) => {
   const { q, req } = setup();
   await q.attach(WORKER1, req('pvc-a'));
-  t.equal(await kindOf(q.attach(WORKER1, req('pvc-a', { options: driveOptionsFromContext({}, true) }))), 'AlreadyExists');
+  t.equal(
+    await kindOf(q.attach(WORKER1, req('pvc-a', { options: driveOptionsFromContext({}, true) }))),
+    'AlreadyExists',
+  );
 });
 
 t.test('detach: merged, idempotent, VM gone is success', async (t) => {
@@ -160,7 +173,11 @@ t.test('detach: merged, idempotent, VM gone is success', async (t) => {
   f.latencyMs = 10;
   await Promise.all(reqs.map((r) => q.detach(WORKER1, r)));
   t.ok(f.count('unlinkDisks') <= 2, `merged into ${f.count('unlinkDisks')} unlink call(s)`);
-  t.same([...cfg().keys()].filter((k) => /^scsi[1-9]/.test(k)), [], 'all gone');
+  t.same(
+    [...cfg().keys()].filter((k) => /^scsi[1-9]/.test(k)),
+    [],
+    'all gone',
+  );
   f.resetCalls();
   await q.detach(WORKER1, reqs[0]!);
   t.equal(f.count('unlinkDisks'), 0, 'nothing to do the second time');
@@ -225,7 +242,7 @@ t.test('follows a VM that migrated to another node', async (t) => {
   f.vms.get(102)!.node = 'hyper2';
   await q.detach(WORKER1, r);
   t.notOk(f.vms.get(102)!.config.has('scsi1'));
-  t.equal((f.calls.find((c) => c.method === 'unlinkDisks')!.args[0]), 'hyper2', 'unlinked on the new node');
+  t.equal(f.calls.find((c) => c.method === 'unlinkDisks')!.args[0], 'hyper2', 'unlinked on the new node');
 });
 
 t.test('storm: attaches and detaches mixed, with latency and lost answers', async (t) => {
@@ -241,7 +258,14 @@ t.test('storm: attaches and detaches mixed, with latency and lost answers', asyn
     ...reqs.slice(8).map((r) => q.attach(WORKER1, r)),
   ]);
   const disks = [...cfg()].filter(([k]) => /^scsi([1-9]|[12]\d|30)$/.test(k)).map(([, v]) => v.split(',')[0]);
-  t.same(disks.sort(), reqs.slice(8).map((r) => `local-lvm:${r.disk}`).sort(), 'exactly the second half is attached');
+  t.same(
+    disks.sort(),
+    reqs
+      .slice(8)
+      .map((r) => `local-lvm:${r.disk}`)
+      .sort(),
+    'exactly the second half is attached',
+  );
   t.equal(f.slotConflicts, 0);
   t.equal(f.maxConcurrentWriters, 1);
 });
@@ -250,8 +274,12 @@ t.test('helper attachments (offline expansion) and publishes of the same disk ne
   const { f, q, req, cfg } = setup();
   const helper = (name: string) => req(name, { options: HELPER_DRIVE_OPTIONS, exclusive: false, helper: true });
   t.equal(await q.attach(WORKER1, helper('pvc-h')), 1);
-  t.equal(cfg().get('scsi1'), `local-lvm:vm-9999-pvc-h,backup=0,wwn=${helperWwnForSlot(1)}`, 'helper WWN, backup=0, no tuning');
-  t.not(helperWwnForSlot(1), wwnForSlot(1), 'never the node\'s PVC-ID WWN');
+  t.equal(
+    cfg().get('scsi1'),
+    `local-lvm:vm-9999-pvc-h,backup=0,wwn=${helperWwnForSlot(1)}`,
+    'helper WWN, backup=0, no tuning',
+  );
+  t.not(helperWwnForSlot(1), wwnForSlot(1), "never the node's PVC-ID WWN");
   t.ok(isHelperWwn(helperWwnForSlot(30)) && !isHelperWwn(wwnForSlot(1)) && !isHelperWwn(undefined));
   t.equal(await q.attach(WORKER1, helper('pvc-h')), 1, 'helper attach is idempotent');
 
@@ -262,8 +290,16 @@ t.test('helper attachments (offline expansion) and publishes of the same disk ne
 
   f.resetCalls();
   const slot = await q.attach(WORKER1, req('pvc-h'));
-  t.equal(cfg().get(`scsi${slot}`), `local-lvm:vm-9999-pvc-h,backup=0,iothread=1,wwn=${wwnForSlot(slot)}`, 'a publish to the helper VM replaces the helper attachment');
-  t.same([...cfg().keys()].filter((k) => cfg().get(k)!.includes('pvc-h')), [`scsi${slot}`], 'one attachment left');
+  t.equal(
+    cfg().get(`scsi${slot}`),
+    `local-lvm:vm-9999-pvc-h,backup=0,iothread=1,wwn=${wwnForSlot(slot)}`,
+    'a publish to the helper VM replaces the helper attachment',
+  );
+  t.same(
+    [...cfg().keys()].filter((k) => cfg().get(k)!.includes('pvc-h')),
+    [`scsi${slot}`],
+    'one attachment left',
+  );
   t.equal(f.count('unlinkDisks'), 1, 'the helper attachment was unlinked first');
 
   const before = [...cfg()];

@@ -9,23 +9,40 @@ import { GiB } from '../../../src/proxmox/controller/params.js';
 import { FakeProxmox, seedCluster } from './fake-api.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: new AbortController().signal });
-const MOUNT: T.VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'mount' };
+const MOUNT: T.VolumeCapability = {
+  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
+  accessMode: { mode: 'SINGLE_NODE_WRITER' },
+  accessType: 'mount',
+};
 const BLOCK: T.VolumeCapability = { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'block' };
-const zone = (z: string, region = 'homelab'): T.Topology => ({ segments: { 'topology.kubernetes.io/region': region, 'topology.kubernetes.io/zone': z } });
+const zone = (z: string, region = 'homelab'): T.Topology => ({
+  segments: { 'topology.kubernetes.io/region': region, 'topology.kubernetes.io/zone': z },
+});
 
 function createReq(name: string, o: Partial<T.CreateVolumeRequest> = {}): T.CreateVolumeRequest {
   return {
-    name, capacityRange: { requiredBytes: String(GiB), limitBytes: '0' }, volumeCapabilities: [MOUNT],
-    parameters: { storage: 'local-lvm' }, secrets: {}, volumeContentSource: null,
-    accessibilityRequirements: { requisite: [zone('hyper2')], preferred: [zone('hyper2')] }, mutableParameters: {}, ...o,
+    name,
+    capacityRange: { requiredBytes: String(GiB), limitBytes: '0' },
+    volumeCapabilities: [MOUNT],
+    parameters: { storage: 'local-lvm' },
+    secrets: {},
+    volumeContentSource: null,
+    accessibilityRequirements: { requisite: [zone('hyper2')], preferred: [zone('hyper2')] },
+    mutableParameters: {},
+    ...o,
   };
 }
 
 function setup(): { f: FakeProxmox; c: ProxmoxController } {
   const f = seedCluster();
   const c = createProxmoxController({
-    config: { clusters: [{ url: 'https://unused', insecure: false, tokenId: 'a@pve!b', tokenSecret: 'x', region: 'homelab' }], controllerVmId: 9999 },
-    log: pino({ level: 'silent' }), api: () => f, tuning: { queue: { confirmTimeoutMs: 200 } },
+    config: {
+      clusters: [{ url: 'https://unused', insecure: false, tokenId: 'a@pve!b', tokenSecret: 'x', region: 'homelab' }],
+      controllerVmId: 9999,
+    },
+    log: pino({ level: 'silent' }),
+    api: () => f,
+    tuning: { queue: { confirmTimeoutMs: 200 } },
   });
   return { f, c };
 }
@@ -39,43 +56,135 @@ async function err(p: Promise<unknown>): Promise<{ kind: string; message: string
   }
 }
 
-const publishReq = (volumeId: string, nodeId: string, o: Partial<T.ControllerPublishVolumeRequest> = {}): T.ControllerPublishVolumeRequest => ({
-  volumeId, nodeId, volumeCapability: MOUNT, readonly: false, secrets: {}, volumeContext: { storage: 'local-lvm', ssd: 'true' }, ...o,
+const publishReq = (
+  volumeId: string,
+  nodeId: string,
+  o: Partial<T.ControllerPublishVolumeRequest> = {},
+): T.ControllerPublishVolumeRequest => ({
+  volumeId,
+  nodeId,
+  volumeCapability: MOUNT,
+  readonly: false,
+  secrets: {},
+  volumeContext: { storage: 'local-lvm', ssd: 'true' },
+  ...o,
 });
 
 t.test('CreateVolume: placement, handle, topology, idempotency', async (t) => {
   const { f, c } = setup();
-  const r = await c.createVolume(createReq('pvc-1', { parameters: { storage: 'local-lvm', ssd: 'true', 'csi.storage.k8s.io/pvc/name': 'data' } }), ctx());
+  const r = await c.createVolume(
+    createReq('pvc-1', { parameters: { storage: 'local-lvm', ssd: 'true', 'csi.storage.k8s.io/pvc/name': 'data' } }),
+    ctx(),
+  );
   t.same(r.volume, {
-    volumeId: 'homelab/hyper2/local-lvm/vm-9999-pvc-1', capacityBytes: String(GiB),
+    volumeId: 'homelab/hyper2/local-lvm/vm-9999-pvc-1',
+    capacityBytes: String(GiB),
     volumeContext: { storage: 'local-lvm', ssd: 'true' },
     accessibleTopology: [zone('hyper2')],
   });
-  t.equal(f.nodes.get('hyper2')!.get('local-lvm')!.volumes.get('vm-9999-pvc-1'), GiB, 'allocated on the preferred host');
-  t.same((await c.createVolume(createReq('pvc-1'), ctx())).volume!.volumeId, r.volume!.volumeId, 'same name, same size → same answer');
+  t.equal(
+    f.nodes.get('hyper2')!.get('local-lvm')!.volumes.get('vm-9999-pvc-1'),
+    GiB,
+    'allocated on the preferred host',
+  );
+  t.same(
+    (await c.createVolume(createReq('pvc-1'), ctx())).volume!.volumeId,
+    r.volume!.volumeId,
+    'same name, same size → same answer',
+  );
   t.equal(f.count('allocDisk'), 1, 'not allocated twice');
-  const diff = await err(c.createVolume(createReq('pvc-1', { capacityRange: { requiredBytes: String(2 * GiB), limitBytes: String(2 * GiB) } }), ctx()));
+  const diff = await err(
+    c.createVolume(
+      createReq('pvc-1', { capacityRange: { requiredBytes: String(2 * GiB), limitBytes: String(2 * GiB) } }),
+      ctx(),
+    ),
+  );
   t.equal(diff.kind, 'AlreadyExists', 'same name, other size');
 
-  const noTopo = await c.createVolume(createReq('pvc-2', { accessibilityRequirements: null, capacityRange: null }), ctx());
-  t.equal(noTopo.volume!.volumeId, 'homelab/hyper1/local-lvm/vm-9999-pvc-2', 'no topology: first host with the storage');
+  const noTopo = await c.createVolume(
+    createReq('pvc-2', { accessibilityRequirements: null, capacityRange: null }),
+    ctx(),
+  );
+  t.equal(
+    noTopo.volume!.volumeId,
+    'homelab/hyper1/local-lvm/vm-9999-pvc-2',
+    'no topology: first host with the storage',
+  );
   t.equal(noTopo.volume!.capacityBytes, String(10 * GiB), 'default size');
-  const requisiteOnly = await c.createVolume(createReq('pvc-3', { accessibilityRequirements: { requisite: [zone('hyper3')], preferred: [] } }), ctx());
+  const requisiteOnly = await c.createVolume(
+    createReq('pvc-3', { accessibilityRequirements: { requisite: [zone('hyper3')], preferred: [] } }),
+    ctx(),
+  );
   t.match(requisiteOnly.volume!.volumeId, /\/hyper3\//, 'requisite when nothing is preferred');
 });
 
 t.test('CreateVolume: refusals', async (t) => {
   const { f, c } = setup();
-  t.match(await err(c.createVolume(createReq('v', { parameters: { storage: 'nope' } }), ctx())), { kind: 'InvalidArgument', message: /storage "nope" does not exist/ });
-  t.match(await err(c.createVolume(createReq('v', { parameters: { storage: 'local-lvm', fancy: '1' } }), ctx())), { kind: 'InvalidArgument', message: /"fancy"/ });
-  t.match(await err(c.createVolume(createReq('v', { volumeCapabilities: [BLOCK], parameters: { storage: 'local-lvm', 'csi.storage.k8s.io/fstype': 'xfs' } }), ctx())),
-    { kind: 'InvalidArgument', message: /block/ }, 'block + fstype');
-  t.match(await err(c.createVolume(createReq('v', { volumeCapabilities: [{ ...MOUNT, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' } }] }), ctx())), { kind: 'InvalidArgument' });
-  t.match(await err(c.createVolume(createReq('v', { capacityRange: { requiredBytes: String(GiB + 1), limitBytes: String(GiB + 1) } }), ctx())), { kind: 'OutOfRange' });
-  t.match(await err(c.createVolume(createReq('v', { accessibilityRequirements: { requisite: [zone('hyper9')], preferred: [] } }), ctx())), { kind: 'ResourceExhausted', message: /hyper9/ });
-  t.match(await err(c.createVolume(createReq('v', { accessibilityRequirements: { requisite: [zone('hyper1', 'elsewhere')], preferred: [] } }), ctx())), { kind: 'ResourceExhausted', message: /region/ });
+  t.match(await err(c.createVolume(createReq('v', { parameters: { storage: 'nope' } }), ctx())), {
+    kind: 'InvalidArgument',
+    message: /storage "nope" does not exist/,
+  });
+  t.match(await err(c.createVolume(createReq('v', { parameters: { storage: 'local-lvm', fancy: '1' } }), ctx())), {
+    kind: 'InvalidArgument',
+    message: /"fancy"/,
+  });
+  t.match(
+    await err(
+      c.createVolume(
+        createReq('v', {
+          volumeCapabilities: [BLOCK],
+          parameters: { storage: 'local-lvm', 'csi.storage.k8s.io/fstype': 'xfs' },
+        }),
+        ctx(),
+      ),
+    ),
+    { kind: 'InvalidArgument', message: /block/ },
+    'block + fstype',
+  );
+  t.match(
+    await err(
+      c.createVolume(
+        createReq('v', { volumeCapabilities: [{ ...MOUNT, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' } }] }),
+        ctx(),
+      ),
+    ),
+    { kind: 'InvalidArgument' },
+  );
+  t.match(
+    await err(
+      c.createVolume(
+        createReq('v', { capacityRange: { requiredBytes: String(GiB + 1), limitBytes: String(GiB + 1) } }),
+        ctx(),
+      ),
+    ),
+    { kind: 'OutOfRange' },
+  );
+  t.match(
+    await err(
+      c.createVolume(
+        createReq('v', { accessibilityRequirements: { requisite: [zone('hyper9')], preferred: [] } }),
+        ctx(),
+      ),
+    ),
+    { kind: 'ResourceExhausted', message: /hyper9/ },
+  );
+  t.match(
+    await err(
+      c.createVolume(
+        createReq('v', { accessibilityRequirements: { requisite: [zone('hyper1', 'elsewhere')], preferred: [] } }),
+        ctx(),
+      ),
+    ),
+    { kind: 'ResourceExhausted', message: /region/ },
+  );
   f.faults.strictSpace = true;
-  t.match(await err(c.createVolume(createReq('v', { capacityRange: { requiredBytes: String(500 * GiB), limitBytes: '0' } }), ctx())), { kind: 'ResourceExhausted' }, 'storage full');
+  t.match(
+    await err(
+      c.createVolume(createReq('v', { capacityRange: { requiredBytes: String(500 * GiB), limitBytes: '0' } }), ctx()),
+    ),
+    { kind: 'ResourceExhausted' },
+    'storage full',
+  );
   t.equal(f.count('allocDisk'), 1);
 });
 
@@ -92,18 +201,46 @@ t.test('publish / unpublish / delete lifecycle', async (t) => {
   const id = (await c.createVolume(createReq('pvc-1'), ctx())).volume!.volumeId as string;
   const pub = await c.controllerPublishVolume!(publishReq(id, 'talos-worker-2'), ctx());
   t.same(pub.publishContext, { DevicePath: '/dev/disk/by-id/wwn-0x5056432d49443031', lun: '1' });
-  t.match(f.vms.get(104)!.config.get('scsi1'), /^local-lvm:vm-9999-pvc-1,backup=0,discard=on,iothread=1,ssd=1,wwn=0x5056432d49443031$/);
+  t.match(
+    f.vms.get(104)!.config.get('scsi1'),
+    /^local-lvm:vm-9999-pvc-1,backup=0,discard=on,iothread=1,ssd=1,wwn=0x5056432d49443031$/,
+  );
 
-  t.match(await err(c.controllerPublishVolume!(publishReq(id, 'talos-cp-2'), ctx())), { kind: 'FailedPrecondition', message: /talos-worker-2/ }, 'RWO on a second VM');
-  t.match(await err(c.controllerPublishVolume!(publishReq(id, 'talos-worker-1'), ctx())), { kind: 'FailedPrecondition', message: /hyper2.*hyper1/ }, 'VM on another host');
-  t.match(await err(c.controllerPublishVolume!(publishReq(id, 'fake-node-id-1'), ctx())), { kind: 'NotFound', message: /fake-node-id-1/ });
-  t.match(await err(c.controllerPublishVolume!(publishReq('fake-vol-id-1234', 'talos-worker-2'), ctx())), { kind: 'NotFound' }, 'malformed handle: no such volume');
-  t.match(await err(c.controllerPublishVolume!(publishReq('homelab/hyper2/local-lvm/vm-9999-nope', 'talos-worker-2'), ctx())), { kind: 'NotFound' });
+  t.match(
+    await err(c.controllerPublishVolume!(publishReq(id, 'talos-cp-2'), ctx())),
+    { kind: 'FailedPrecondition', message: /talos-worker-2/ },
+    'RWO on a second VM',
+  );
+  t.match(
+    await err(c.controllerPublishVolume!(publishReq(id, 'talos-worker-1'), ctx())),
+    { kind: 'FailedPrecondition', message: /hyper2.*hyper1/ },
+    'VM on another host',
+  );
+  t.match(await err(c.controllerPublishVolume!(publishReq(id, 'fake-node-id-1'), ctx())), {
+    kind: 'NotFound',
+    message: /fake-node-id-1/,
+  });
+  t.match(
+    await err(c.controllerPublishVolume!(publishReq('fake-vol-id-1234', 'talos-worker-2'), ctx())),
+    { kind: 'NotFound' },
+    'malformed handle: no such volume',
+  );
+  t.match(
+    await err(c.controllerPublishVolume!(publishReq('homelab/hyper2/local-lvm/vm-9999-nope', 'talos-worker-2'), ctx())),
+    { kind: 'NotFound' },
+  );
 
   const got = await c.controllerGetVolume!({ volumeId: id }, ctx());
-  t.same(got.status, { publishedNodeIds: ['talos-worker-2'], volumeCondition: { abnormal: false, message: 'disk present on its storage' } });
+  t.same(got.status, {
+    publishedNodeIds: ['talos-worker-2'],
+    volumeCondition: { abnormal: false, message: 'disk present on its storage' },
+  });
 
-  t.match(await err(c.deleteVolume({ volumeId: id, secrets: {} }, ctx())), { kind: 'FailedPrecondition', message: /talos-worker-2 \(104\)/ }, 'delete while attached names the VM');
+  t.match(
+    await err(c.deleteVolume({ volumeId: id, secrets: {} }, ctx())),
+    { kind: 'FailedPrecondition', message: /talos-worker-2 \(104\)/ },
+    'delete while attached names the VM',
+  );
   await c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-2', secrets: {} }, ctx());
   t.notOk(f.vms.get(104)!.config.has('scsi1'));
   await c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-2', secrets: {} }, ctx());
@@ -127,42 +264,91 @@ t.test('unpublish without node id and leftovers; delete cleans foreign unused en
   t.notOk(f.vms.get(103)!.config.has('scsi1'), 'detached from whichever VM had it');
   f.vms.get(104)!.config.set('unused3', 'local-lvm:vm-9999-pvc-1');
   const cond = await c.controllerGetVolume!({ volumeId: id }, ctx());
-  t.match(cond.status!.volumeCondition, { abnormal: true, message: /unused3 of VM talos-worker-2/ }, 'a leftover is an abnormal condition');
+  t.match(
+    cond.status!.volumeCondition,
+    { abnormal: true, message: /unused3 of VM talos-worker-2/ },
+    'a leftover is an abnormal condition',
+  );
   await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
   t.notOk(f.vms.get(104)!.config.has('unused3'), 'leftover removed before the disk is freed');
 });
 
 t.test('delete refuses a disk another VM owns', async (t) => {
   const { c } = setup();
-  t.match(await err(c.deleteVolume({ volumeId: 'homelab/hyper1/local-lvm/vm-101-disk-0', secrets: {} }, ctx())), { kind: 'FailedPrecondition' });
+  t.match(await err(c.deleteVolume({ volumeId: 'homelab/hyper1/local-lvm/vm-101-disk-0', secrets: {} }, ctx())), {
+    kind: 'FailedPrecondition',
+  });
 });
 
-t.test('expand: online through the VM it is attached to, no-op when big enough (offline: expand.test.ts)', async (t) => {
-  const { f, c } = setup();
-  const id = (await c.createVolume(createReq('pvc-1'), ctx())).volume!.volumeId as string;
-  const range = { requiredBytes: String(2 * GiB), limitBytes: '0' };
-  await c.controllerPublishVolume!(publishReq(id, 'talos-worker-2'), ctx());
-  f.resetCalls();
-  const r = await c.controllerExpandVolume!({ volumeId: id, capacityRange: range, secrets: {}, volumeCapability: MOUNT }, ctx());
-  t.same(r, { capacityBytes: String(2 * GiB), nodeExpansionRequired: true });
-  t.same(f.calls.find((x) => x.method === 'resizeDisk')!.args, ['hyper2', 104, 'scsi1', '2048M']);
-  t.equal(f.count('updateVmConfig') + f.count('unlinkDisks'), 0, 'online: no helper attachment');
-  const again = await c.controllerExpandVolume!({ volumeId: id, capacityRange: { requiredBytes: String(GiB), limitBytes: '0' }, secrets: {}, volumeCapability: BLOCK }, ctx());
-  t.same(again, { capacityBytes: String(2 * GiB), nodeExpansionRequired: false }, 'already big enough; block needs no node step');
-  t.equal(f.count('resizeDisk'), 1);
-  f.faults.lockTimeouts = 1;
-  await c.controllerExpandVolume!({ volumeId: id, capacityRange: { requiredBytes: String(3 * GiB), limitBytes: '0' }, secrets: {}, volumeCapability: MOUNT }, ctx());
-  t.equal(f.nodes.get('hyper2')!.get('local-lvm')!.volumes.get('vm-9999-pvc-1'), 3 * GiB, 'resize retried after a lock timeout');
-  t.match(await err(c.controllerExpandVolume!({ volumeId: 'fake', capacityRange: range, secrets: {}, volumeCapability: MOUNT }, ctx())), { kind: 'NotFound' });
-});
+t.test(
+  'expand: online through the VM it is attached to, no-op when big enough (offline: expand.test.ts)',
+  async (t) => {
+    const { f, c } = setup();
+    const id = (await c.createVolume(createReq('pvc-1'), ctx())).volume!.volumeId as string;
+    const range = { requiredBytes: String(2 * GiB), limitBytes: '0' };
+    await c.controllerPublishVolume!(publishReq(id, 'talos-worker-2'), ctx());
+    f.resetCalls();
+    const r = await c.controllerExpandVolume!(
+      { volumeId: id, capacityRange: range, secrets: {}, volumeCapability: MOUNT },
+      ctx(),
+    );
+    t.same(r, { capacityBytes: String(2 * GiB), nodeExpansionRequired: true });
+    t.same(f.calls.find((x) => x.method === 'resizeDisk')!.args, ['hyper2', 104, 'scsi1', '2048M']);
+    t.equal(f.count('updateVmConfig') + f.count('unlinkDisks'), 0, 'online: no helper attachment');
+    const again = await c.controllerExpandVolume!(
+      {
+        volumeId: id,
+        capacityRange: { requiredBytes: String(GiB), limitBytes: '0' },
+        secrets: {},
+        volumeCapability: BLOCK,
+      },
+      ctx(),
+    );
+    t.same(
+      again,
+      { capacityBytes: String(2 * GiB), nodeExpansionRequired: false },
+      'already big enough; block needs no node step',
+    );
+    t.equal(f.count('resizeDisk'), 1);
+    f.faults.lockTimeouts = 1;
+    await c.controllerExpandVolume!(
+      {
+        volumeId: id,
+        capacityRange: { requiredBytes: String(3 * GiB), limitBytes: '0' },
+        secrets: {},
+        volumeCapability: MOUNT,
+      },
+      ctx(),
+    );
+    t.equal(
+      f.nodes.get('hyper2')!.get('local-lvm')!.volumes.get('vm-9999-pvc-1'),
+      3 * GiB,
+      'resize retried after a lock timeout',
+    );
+    t.match(
+      await err(
+        c.controllerExpandVolume!(
+          { volumeId: 'fake', capacityRange: range, secrets: {}, volumeCapability: MOUNT },
+          ctx(),
+        ),
+      ),
+      { kind: 'NotFound' },
+    );
+  },
+);
 
 t.test('ListVolumes: paging with stable tokens', async (t) => {
   const { c } = setup();
   const ids: string[] = [];
-  for (const n of ['a', 'b', 'c', 'd', 'e']) ids.push((await c.createVolume(createReq(`pvc-${n}`), ctx())).volume!.volumeId as string);
+  for (const n of ['a', 'b', 'c', 'd', 'e'])
+    ids.push((await c.createVolume(createReq(`pvc-${n}`), ctx())).volume!.volumeId as string);
   await c.controllerPublishVolume!(publishReq(ids[1]!, 'talos-worker-2'), ctx());
   const all = await c.listVolumes!({ maxEntries: 0, startingToken: '' }, ctx());
-  t.same(all.entries!.map((e) => e.volume!.volumeId), ids, 'only this driver\'s disks, sorted');
+  t.same(
+    all.entries!.map((e) => e.volume!.volumeId),
+    ids,
+    "only this driver's disks, sorted",
+  );
   t.same(all.entries![1]!.status!.publishedNodeIds, ['talos-worker-2']);
   const p1 = await c.listVolumes!({ maxEntries: 2, startingToken: '' }, ctx());
   t.equal(p1.entries!.length, 2);
@@ -171,29 +357,98 @@ t.test('ListVolumes: paging with stable tokens', async (t) => {
   await c.controllerUnpublishVolume!({ volumeId: ids[1]!, nodeId: 'talos-worker-2', secrets: {} }, ctx());
   await c.deleteVolume({ volumeId: ids[1]!, secrets: {} }, ctx());
   const p2 = await c.listVolumes!({ maxEntries: 2, startingToken: p1.nextToken! }, ctx());
-  t.same(p2.entries!.map((e) => e.volume!.volumeId), ids.slice(2, 4), 'the token survives deletion of the page it came from');
+  t.same(
+    p2.entries!.map((e) => e.volume!.volumeId),
+    ids.slice(2, 4),
+    'the token survives deletion of the page it came from',
+  );
   const p3 = await c.listVolumes!({ maxEntries: 2, startingToken: p2.nextToken! }, ctx());
-  t.same(p3.entries!.map((e) => e.volume!.volumeId), ids.slice(4));
+  t.same(
+    p3.entries!.map((e) => e.volume!.volumeId),
+    ids.slice(4),
+  );
   t.equal(p3.nextToken, '', 'last page has no token');
-  t.match(await err(c.listVolumes!({ maxEntries: 0, startingToken: 'invalid-token' }, ctx())), { kind: 'Aborted' }, 'foreign token → ABORTED');
+  t.match(
+    await err(c.listVolumes!({ maxEntries: 0, startingToken: 'invalid-token' }, ctx())),
+    { kind: 'Aborted' },
+    'foreign token → ABORTED',
+  );
 });
 
 t.test('ValidateVolumeCapabilities and GetCapacity', async (t) => {
   const { c } = setup();
   const id = (await c.createVolume(createReq('pvc-1'), ctx())).volume!.volumeId as string;
-  const ok = await c.validateVolumeCapabilities({ volumeId: id, volumeContext: {}, volumeCapabilities: [MOUNT], parameters: {}, secrets: {}, mutableParameters: {} }, ctx());
+  const ok = await c.validateVolumeCapabilities(
+    {
+      volumeId: id,
+      volumeContext: {},
+      volumeCapabilities: [MOUNT],
+      parameters: {},
+      secrets: {},
+      mutableParameters: {},
+    },
+    ctx(),
+  );
   t.ok(ok.confirmed);
-  const no = await c.validateVolumeCapabilities({ volumeId: id, volumeContext: {}, volumeCapabilities: [{ ...MOUNT, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' } }], parameters: {}, secrets: {}, mutableParameters: {} }, ctx());
+  const no = await c.validateVolumeCapabilities(
+    {
+      volumeId: id,
+      volumeContext: {},
+      volumeCapabilities: [{ ...MOUNT, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' } }],
+      parameters: {},
+      secrets: {},
+      mutableParameters: {},
+    },
+    ctx(),
+  );
   t.notOk(no.confirmed);
   t.match(no.message, /MULTI_NODE_MULTI_WRITER/);
-  t.match(await err(c.validateVolumeCapabilities({ volumeId: 'fake-vol-id-1', volumeContext: {}, volumeCapabilities: [MOUNT], parameters: {}, secrets: {}, mutableParameters: {} }, ctx())), { kind: 'NotFound' });
+  t.match(
+    await err(
+      c.validateVolumeCapabilities(
+        {
+          volumeId: 'fake-vol-id-1',
+          volumeContext: {},
+          volumeCapabilities: [MOUNT],
+          parameters: {},
+          secrets: {},
+          mutableParameters: {},
+        },
+        ctx(),
+      ),
+    ),
+    { kind: 'NotFound' },
+  );
 
-  const cap = await c.getCapacity!({ volumeCapabilities: [], parameters: { storage: 'local-lvm' }, accessibleTopology: zone('hyper2') }, ctx());
-  t.equal(cap.availableCapacity, String(200 * GiB - 2 * 32 * GiB - GiB), 'one host: its storage status (two boot disks and the new volume used)');
+  const cap = await c.getCapacity!(
+    { volumeCapabilities: [], parameters: { storage: 'local-lvm' }, accessibleTopology: zone('hyper2') },
+    ctx(),
+  );
+  t.equal(
+    cap.availableCapacity,
+    String(200 * GiB - 2 * 32 * GiB - GiB),
+    'one host: its storage status (two boot disks and the new volume used)',
+  );
   const total = await c.getCapacity!({ volumeCapabilities: [], parameters: {}, accessibleTopology: null }, ctx());
   t.ok(Number(total.availableCapacity) > 3 * 100 * GiB, 'no topology: all hosts');
-  t.equal((await c.getCapacity!({ volumeCapabilities: [], parameters: { storage: 'local-lvm' }, accessibleTopology: zone('hyper1', 'mars') }, ctx())).availableCapacity, '0');
-  t.equal((await c.getCapacity!({ volumeCapabilities: [], parameters: { storage: 'nope' }, accessibleTopology: zone('hyper1') }, ctx())).availableCapacity, '0');
+  t.equal(
+    (
+      await c.getCapacity!(
+        { volumeCapabilities: [], parameters: { storage: 'local-lvm' }, accessibleTopology: zone('hyper1', 'mars') },
+        ctx(),
+      )
+    ).availableCapacity,
+    '0',
+  );
+  t.equal(
+    (
+      await c.getCapacity!(
+        { volumeCapabilities: [], parameters: { storage: 'nope' }, accessibleTopology: zone('hyper1') },
+        ctx(),
+      )
+    ).availableCapacity,
+    '0',
+  );
 });
 
 t.test('probe and capabilities', async (t) => {

@@ -13,13 +13,22 @@ import { helperWwnForSlot, isHelperWwn, wwnForSlot } from '../../../src/proxmox/
 import { type FakeProxmox, seedCluster } from './fake-api.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: new AbortController().signal });
-const MOUNT: T.VolumeCapability = { mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'mount' };
+const MOUNT: T.VolumeCapability = {
+  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
+  accessMode: { mode: 'SINGLE_NODE_WRITER' },
+  accessType: 'mount',
+};
 const BLOCK: T.VolumeCapability = { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'block' };
 
 function controller(api: ProxmoxApi): ProxmoxController {
   return createProxmoxController({
-    config: { clusters: [{ url: 'https://unused', insecure: false, tokenId: 'a@pve!b', tokenSecret: 'x', region: 'homelab' }], controllerVmId: 9999 },
-    log: pino({ level: 'silent' }), api: () => api, tuning: { queue: { confirmTimeoutMs: 200 } },
+    config: {
+      clusters: [{ url: 'https://unused', insecure: false, tokenId: 'a@pve!b', tokenSecret: 'x', region: 'homelab' }],
+      controllerVmId: 9999,
+    },
+    log: pino({ level: 'silent' }),
+    api: () => api,
+    tuning: { queue: { confirmTimeoutMs: 200 } },
   });
 }
 
@@ -32,15 +41,25 @@ function setup(f: FakeProxmox = seedCluster()) {
     return `homelab/${node}/local-lvm/vm-9999-${name}`;
   };
   const expand = (volumeId: string, bytes: number, cap: T.VolumeCapability = MOUNT, cc = c) =>
-    cc.controllerExpandVolume!({ volumeId, capacityRange: { requiredBytes: String(bytes), limitBytes: '0' }, secrets: {}, volumeCapability: cap }, ctx());
+    cc.controllerExpandVolume!(
+      {
+        volumeId,
+        capacityRange: { requiredBytes: String(bytes), limitBytes: '0' },
+        secrets: {},
+        volumeCapability: cap,
+      },
+      ctx(),
+    );
   /** Config and pending keys of a VM that reference the disk. */
   const refs = (vmid: number, name: string) => {
     const vm = f.vms.get(vmid)!;
     return [...vm.config, ...vm.pending].filter(([, v]) => v.includes(`vm-9999-${name}`)).map(([k]) => k);
   };
-  const helperSets = () => f.calls.filter((x) => x.method === 'updateVmConfig')
-    .map((x) => ({ vmid: x.args[1] as number, set: (x.args[2] as { set?: Record<string, string> }).set ?? {} }))
-    .filter((x) => Object.values(x.set).some((v) => isHelperWwn(/wwn=(0x[0-9a-f]+)/.exec(v)?.[1])));
+  const helperSets = () =>
+    f.calls
+      .filter((x) => x.method === 'updateVmConfig')
+      .map((x) => ({ vmid: x.args[1] as number, set: (x.args[2] as { set?: Record<string, string> }).set ?? {} }))
+      .filter((x) => Object.values(x.set).some((v) => isHelperWwn(/wwn=(0x[0-9a-f]+)/.exec(v)?.[1])));
   return { f, c, vols, volume, expand, refs, helperSets };
 }
 
@@ -54,7 +73,12 @@ async function err(p: Promise<unknown>): Promise<{ kind: string; message: string
 }
 
 const publishReq = (volumeId: string, nodeId: string): T.ControllerPublishVolumeRequest => ({
-  volumeId, nodeId, volumeCapability: MOUNT, readonly: false, secrets: {}, volumeContext: { storage: 'local-lvm' },
+  volumeId,
+  nodeId,
+  volumeCapability: MOUNT,
+  readonly: false,
+  secrets: {},
+  volumeContext: { storage: 'local-lvm' },
 });
 
 t.test('offline: through a stopped VM when the host has one, then unlinked', async (t) => {
@@ -62,26 +86,50 @@ t.test('offline: through a stopped VM when the host has one, then unlinked', asy
   f.vms.get(104)!.running = false;
   const id = volume('pvc-a');
   const r = await expand(id, 2 * GiB);
-  t.same(r, { capacityBytes: String(2 * GiB), nodeExpansionRequired: true }, 'exactly the requested size; the filesystem still needs the node');
+  t.same(
+    r,
+    { capacityBytes: String(2 * GiB), nodeExpansionRequired: true },
+    'exactly the requested size; the filesystem still needs the node',
+  );
   t.equal(vols().get('vm-9999-pvc-a'), 2 * GiB, 'disk grown');
   const set = f.calls.find((x) => x.method === 'updateVmConfig')!;
   t.same(set.args.slice(0, 2), ['hyper2', 104], 'the stopped VM, though VM 103 has the lower VMID');
-  t.same((set.args[2] as { set: Record<string, string> }).set, { scsi1: `local-lvm:vm-9999-pvc-a,backup=0,wwn=${helperWwnForSlot(1)}` }, 'helper WWN, backup=0');
+  t.same(
+    (set.args[2] as { set: Record<string, string> }).set,
+    { scsi1: `local-lvm:vm-9999-pvc-a,backup=0,wwn=${helperWwnForSlot(1)}` },
+    'helper WWN, backup=0',
+  );
   t.same(f.calls.find((x) => x.method === 'resizeDisk')!.args, ['hyper2', 104, 'scsi1', '2048M']);
   t.same(refs(104, 'pvc-a'), [], 'gone from the helper VM again');
   t.same([...f.vms.get(104)!.pendingDelete], []);
   t.equal(f.slotConflicts, 0);
 
   f.resetCalls();
-  t.same(await expand(id, 2 * GiB - 5), { capacityBytes: String(2 * GiB), nodeExpansionRequired: true }, 'already big enough: current size');
-  t.equal(f.count('updateVmConfig') + f.count('resizeDisk') + f.count('unlinkDisks'), 0, 'idempotent: nothing attached');
+  t.same(
+    await expand(id, 2 * GiB - 5),
+    { capacityBytes: String(2 * GiB), nodeExpansionRequired: true },
+    'already big enough: current size',
+  );
+  t.equal(
+    f.count('updateVmConfig') + f.count('resizeDisk') + f.count('unlinkDisks'),
+    0,
+    'idempotent: nothing attached',
+  );
 });
 
 t.test('offline: a running VM when none is stopped; never the disk owner; next VM when one is full', async (t) => {
   const { f, vols, volume, expand, refs, helperSets } = setup();
   const id = volume('pvc-b');
-  t.same(await expand(id, 3 * GiB, BLOCK), { capacityBytes: String(3 * GiB), nodeExpansionRequired: false }, 'block: no node step');
-  t.same(helperSets().map((x) => x.vmid), [103], 'running VMs only: the lowest VMID');
+  t.same(
+    await expand(id, 3 * GiB, BLOCK),
+    { capacityBytes: String(3 * GiB), nodeExpansionRequired: false },
+    'block: no node step',
+  );
+  t.same(
+    helperSets().map((x) => x.vmid),
+    [103],
+    'running VMs only: the lowest VMID',
+  );
   t.equal(vols().get('vm-9999-pvc-b'), 3 * GiB);
   t.same(refs(103, 'pvc-b'), []);
 
@@ -89,7 +137,11 @@ t.test('offline: a running VM when none is stopped; never the disk owner; next V
   for (let s = 1; s <= 30; s++) f.vms.get(103)!.config.set(`scsi${s}`, `local-lvm:vm-103-disk-${s},wwn=0x1`);
   f.resetCalls();
   await expand(id, 4 * GiB);
-  t.same(helperSets().map((x) => x.vmid), [104], 'a full VM is skipped');
+  t.same(
+    helperSets().map((x) => x.vmid),
+    [104],
+    'a full VM is skipped',
+  );
   t.equal(vols().get('vm-9999-pvc-b'), 4 * GiB);
   t.same(refs(104, 'pvc-b'), []);
 
@@ -99,7 +151,11 @@ t.test('offline: a running VM when none is stopped; never the disk owner; next V
   f.vms.delete(106);
   vols('hyper3').set('vm-150-data', GiB);
   const owned = await err(expand('homelab/hyper3/local-lvm/vm-150-data', 2 * GiB));
-  t.match(owned, { kind: 'FailedPrecondition', message: /hyper3 has no VM to resize it through/ }, 'the owner is no helper');
+  t.match(
+    owned,
+    { kind: 'FailedPrecondition', message: /hyper3 has no VM to resize it through/ },
+    'the owner is no helper',
+  );
 });
 
 t.test('offline: a host without VMs is refused with what to do', async (t) => {
@@ -109,7 +165,10 @@ t.test('offline: a host without VMs is refused with what to do', async (t) => {
   const e = await err(expand(id, 2 * GiB));
   t.equal(e.kind, 'FailedPrecondition');
   t.match(e.message, /attached to no VM, and host hyper4 has no VM/);
-  t.match(e.message, /create a VM on hyper4 \(a stopped one will do\), or expand the volume while a pod on hyper4 uses it/);
+  t.match(
+    e.message,
+    /create a VM on hyper4 \(a stopped one will do\), or expand the volume while a pod on hyper4 uses it/,
+  );
   t.equal(f.count('updateVmConfig') + f.count('resizeDisk'), 0);
   t.match(await err(expand('homelab/hyper2/local-lvm/vm-9999-nope', 2 * GiB)), { kind: 'NotFound' });
 });
@@ -138,9 +197,16 @@ async function leftover(t: Tap, dieAfter: 'updateVmConfig' | 'resizeDisk') {
   const dying = controller(crashing(s.f, dieAfter));
   // Dead after the attach: it was sent and never confirmed, so the volume stays fenced, no
   // other helper VM is tried (fences.ts) and the answer is ABORTED.
-  t.equal((await err(s.expand(id, 2 * GiB, MOUNT, dying))).kind, dieAfter === 'updateVmConfig' ? 'Aborted' : 'Unavailable', 'the first controller died mid-expansion');
+  t.equal(
+    (await err(s.expand(id, 2 * GiB, MOUNT, dying))).kind,
+    dieAfter === 'updateVmConfig' ? 'Aborted' : 'Unavailable',
+    'the first controller died mid-expansion',
+  );
   t.equal(s.refs(103, 'pvc-x').length, 1, 'its helper attachment is left on VM 103');
-  t.ok(isHelperWwn(/wwn=(0x[0-9a-f]+)/.exec(s.f.vms.get(103)!.config.get(s.refs(103, 'pvc-x')[0]!)!)?.[1]), 'recognisable by its WWN');
+  t.ok(
+    isHelperWwn(/wwn=(0x[0-9a-f]+)/.exec(s.f.vms.get(103)!.config.get(s.refs(103, 'pvc-x')[0]!)!)?.[1]),
+    'recognisable by its WWN',
+  );
   s.f.resetCalls();
   return { ...s, id };
 }
@@ -156,8 +222,15 @@ t.test('crash between attach and unlink: the next expansion cleans up and finish
 
   const afterResize = await leftover(t, 'resizeDisk');
   t.equal(afterResize.vols().get('vm-9999-pvc-x'), 2 * GiB, 'died after the resize');
-  t.same(await afterResize.expand(afterResize.id, 2 * GiB), { capacityBytes: String(2 * GiB), nodeExpansionRequired: true });
-  t.equal(afterResize.f.count('resizeDisk') + afterResize.f.count('updateVmConfig'), 0, 'no second resize, no new attachment');
+  t.same(await afterResize.expand(afterResize.id, 2 * GiB), {
+    capacityBytes: String(2 * GiB),
+    nodeExpansionRequired: true,
+  });
+  t.equal(
+    afterResize.f.count('resizeDisk') + afterResize.f.count('updateVmConfig'),
+    0,
+    'no second resize, no new attachment',
+  );
   t.same(afterResize.refs(103, 'pvc-x'), [], 'the leftover was removed on the no-op path');
 });
 
@@ -168,12 +241,19 @@ t.test('crash leftover: publish, unpublish and delete remove it', async (t) => {
   t.match(got.status!.volumeCondition, { abnormal: true, message: /VM talos-cp-2 \(103\) for an offline expansion/ });
   const pub = await toOther.c.controllerPublishVolume!(publishReq(toOther.id, 'talos-worker-2'), ctx());
   t.same(toOther.refs(103, 'pvc-x'), [], 'publish elsewhere removed the leftover');
-  t.equal(toOther.f.vms.get(104)!.config.get(`scsi${pub.publishContext!.lun}`), `local-lvm:vm-9999-pvc-x,backup=0,iothread=1,wwn=${wwnForSlot(Number(pub.publishContext!.lun))}`);
+  t.equal(
+    toOther.f.vms.get(104)!.config.get(`scsi${pub.publishContext!.lun}`),
+    `local-lvm:vm-9999-pvc-x,backup=0,iothread=1,wwn=${wwnForSlot(Number(pub.publishContext!.lun))}`,
+  );
 
   const toSame = await leftover(t, 'resizeDisk');
   const same = await toSame.c.controllerPublishVolume!(publishReq(toSame.id, 'talos-cp-2'), ctx());
   t.same(toSame.refs(103, 'pvc-x'), [`scsi${same.publishContext!.lun}`], 'publish to the helper VM: one attachment…');
-  t.match(toSame.f.vms.get(103)!.config.get(`scsi${same.publishContext!.lun}`), new RegExp(`wwn=${wwnForSlot(Number(same.publishContext!.lun))}$`), '…with the PVC-ID WWN the node looks for');
+  t.match(
+    toSame.f.vms.get(103)!.config.get(`scsi${same.publishContext!.lun}`),
+    new RegExp(`wwn=${wwnForSlot(Number(same.publishContext!.lun))}$`),
+    '…with the PVC-ID WWN the node looks for',
+  );
 
   const unpub = await leftover(t, 'resizeDisk');
   await unpub.c.controllerUnpublishVolume!({ volumeId: unpub.id, nodeId: 'talos-worker-2', secrets: {} }, ctx());
@@ -191,7 +271,10 @@ t.test('crash leftover: publish, unpublish and delete remove it', async (t) => {
   const { c, volume } = setup();
   const id = volume('pvc-y');
   await c.controllerPublishVolume!(publishReq(id, 'talos-worker-2'), ctx());
-  t.match(await err(c.deleteVolume({ volumeId: id, secrets: {} }, ctx())), { kind: 'FailedPrecondition', message: /talos-worker-2 \(104\)/ });
+  t.match(await err(c.deleteVolume({ volumeId: id, secrets: {} }, ctx())), {
+    kind: 'FailedPrecondition',
+    message: /talos-worker-2 \(104\)/,
+  });
 });
 
 t.test('offline expansion and real publishes to the helper VM at the same time', async (t) => {
@@ -205,7 +288,11 @@ t.test('offline expansion and real publishes to the helper VM at the same time',
   ]);
   t.same(grown, { capacityBytes: String(2 * GiB), nodeExpansionRequired: true });
   t.equal(vols().get('vm-9999-pvc-grow'), 2 * GiB);
-  t.same(helperSets().map((x) => x.vmid), [103], 'the helper was the VM being published to');
+  t.same(
+    helperSets().map((x) => x.vmid),
+    [103],
+    'the helper was the VM being published to',
+  );
   t.equal(f.slotConflicts, 0, 'no slot set over another disk');
   t.ok(f.maxConcurrentWriters <= 1, 'one config writer at a time on the VM');
   const luns = pubs.map((p) => Number(p.publishContext!.lun));

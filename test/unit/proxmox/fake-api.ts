@@ -5,8 +5,22 @@
 import { createHash } from 'node:crypto';
 import { Busy, NotFound, ResourceExhausted, Unavailable, AlreadyExists } from '../../../src/errors.js';
 import type {
-  ActiveTask, AllocRequest, CallOptions, ConfigChange, FreeOptions, ConfigEntry, NodeResource, ProxmoxApi, StorageContentItem,
-  StorageResource, StorageStatus, TaskListItem, TaskQuery, TaskStatus, VmConfig, VmResource,
+  ActiveTask,
+  AllocRequest,
+  CallOptions,
+  ConfigChange,
+  FreeOptions,
+  ConfigEntry,
+  NodeResource,
+  ProxmoxApi,
+  StorageContentItem,
+  StorageResource,
+  StorageStatus,
+  TaskListItem,
+  TaskQuery,
+  TaskStatus,
+  VmConfig,
+  VmResource,
 } from '../../../src/proxmox/api/api.js';
 import { taskError } from '../../../src/proxmox/api/errors.js';
 
@@ -41,7 +55,10 @@ export class FakeProxmox implements ProxmoxApi {
   maxConcurrentWriters = 0;
   private writers = new Map<number, number>();
   private locks = new Map<number, Promise<void>>();
-  private tasks = new Map<string, { node: string; exit: string; doneAt: number; type: string; id: string; user: string; running?: boolean }>();
+  private tasks = new Map<
+    string,
+    { node: string; exit: string; doneAt: number; type: string; id: string; user: string; running?: boolean }
+  >();
   /** The identity this fake answers as (a driver token); other instances' tasks carry it too. */
   readonly tokenUser = 'kubernetes-csi@pve!csi';
   private taskSeq = 0;
@@ -69,20 +86,45 @@ export class FakeProxmox implements ProxmoxApi {
   addNode(name: string, storages: Record<string, Partial<FakeStorage>> = { 'local-lvm': {} }): void {
     const m = new Map<string, FakeStorage>();
     for (const [id, s] of Object.entries(storages)) {
-      m.set(id, { size: s.size ?? 200 * 2 ** 30, shared: s.shared ?? false, content: s.content ?? 'images,rootdir', volumes: s.volumes ?? new Map() });
+      m.set(id, {
+        size: s.size ?? 200 * 2 ** 30,
+        shared: s.shared ?? false,
+        content: s.content ?? 'images,rootdir',
+        volumes: s.volumes ?? new Map(),
+      });
     }
     this.nodes.set(name, m);
   }
 
-  addVm(vm: { vmid: number; name: string; node: string; running?: boolean; template?: boolean; uuid?: string }): FakeVm {
-    const config = new Map([['name', vm.name], ['scsi0', `local-lvm:vm-${vm.vmid}-disk-0,iothread=1,size=32G`], ['scsihw', 'virtio-scsi-single']]);
+  addVm(vm: {
+    vmid: number;
+    name: string;
+    node: string;
+    running?: boolean;
+    template?: boolean;
+    uuid?: string;
+  }): FakeVm {
+    const config = new Map([
+      ['name', vm.name],
+      ['scsi0', `local-lvm:vm-${vm.vmid}-disk-0,iothread=1,size=32G`],
+      ['scsihw', 'virtio-scsi-single'],
+    ]);
     if (vm.uuid) config.set('smbios1', `uuid=${vm.uuid}`);
     const full: FakeVm = {
-      vmid: vm.vmid, name: vm.name, node: vm.node, running: vm.running ?? true, template: vm.template,
-      config, pending: new Map(), pendingDelete: new Set(),
+      vmid: vm.vmid,
+      name: vm.name,
+      node: vm.node,
+      running: vm.running ?? true,
+      template: vm.template,
+      config,
+      pending: new Map(),
+      pendingDelete: new Set(),
     };
     this.vms.set(full.vmid, full);
-    this.nodes.get(full.node)?.get('local-lvm')?.volumes.set(`vm-${full.vmid}-disk-0`, 32 * 2 ** 30);
+    this.nodes
+      .get(full.node)
+      ?.get('local-lvm')
+      ?.volumes.set(`vm-${full.vmid}-disk-0`, 32 * 2 ** 30);
     return full;
   }
 
@@ -115,7 +157,8 @@ export class FakeProxmox implements ProxmoxApi {
 
   private vm(node: string, vmid: number): FakeVm {
     const vm = this.vms.get(vmid);
-    if (!vm || vm.node !== node) throw new NotFound(`Proxmox test: Configuration file 'nodes/${node}/qemu-server/${vmid}.conf' does not exist`);
+    if (!vm || vm.node !== node)
+      throw new NotFound(`Proxmox test: Configuration file 'nodes/${node}/qemu-server/${vmid}.conf' does not exist`);
     return vm;
   }
 
@@ -126,7 +169,9 @@ export class FakeProxmox implements ProxmoxApi {
   }
 
   private digestOf(vm: FakeVm): string {
-    return createHash('sha1').update(JSON.stringify([[...vm.config], [...vm.pending], [...vm.pendingDelete]])).digest('hex');
+    return createHash('sha1')
+      .update(JSON.stringify([[...vm.config], [...vm.pending], [...vm.pendingDelete]]))
+      .digest('hex');
   }
 
   /** Proxmox's per-VM config lock: waits, then fails like `can't lock file … got timeout`. */
@@ -137,7 +182,8 @@ export class FakeProxmox implements ProxmoxApi {
     }
     const deadline = Date.now() + this.lockWaitMs;
     while (this.locks.has(vm.vmid)) {
-      if (Date.now() > deadline) throw new Busy(`Proxmox test: can't lock file '/var/lock/qemu-server/lock-${vm.vmid}.conf' - got timeout`);
+      if (Date.now() > deadline)
+        throw new Busy(`Proxmox test: can't lock file '/var/lock/qemu-server/lock-${vm.vmid}.conf' - got timeout`);
       await Promise.race([this.locks.get(vm.vmid), new Promise((r) => setTimeout(r, 5))]);
     }
     let release!: () => void;
@@ -196,7 +242,14 @@ export class FakeProxmox implements ProxmoxApi {
 
   async vmResources(o?: CallOptions): Promise<VmResource[]> {
     await this.enter('vmResources', [], o);
-    return [...this.vms.values()].map((v) => ({ type: 'qemu', vmid: v.vmid, name: v.name, node: v.node, status: v.running ? 'running' : 'stopped', template: !!v.template }));
+    return [...this.vms.values()].map((v) => ({
+      type: 'qemu',
+      vmid: v.vmid,
+      name: v.name,
+      node: v.node,
+      status: v.running ? 'running' : 'stopped',
+      template: !!v.template,
+    }));
   }
 
   async storageResources(o?: CallOptions): Promise<StorageResource[]> {
@@ -205,7 +258,16 @@ export class FakeProxmox implements ProxmoxApi {
     for (const [node, sts] of this.nodes) {
       for (const [id, s] of sts) {
         const used = [...s.volumes.values()].reduce((a, b) => a + b, 0);
-        rows.push({ storage: id, node, content: s.content, plugintype: 'lvmthin', shared: s.shared, status: 'available', disk: used, maxdisk: s.size });
+        rows.push({
+          storage: id,
+          node,
+          content: s.content,
+          plugintype: 'lvmthin',
+          shared: s.shared,
+          status: 'available',
+          disk: used,
+          maxdisk: s.size,
+        });
       }
     }
     return rows;
@@ -220,22 +282,44 @@ export class FakeProxmox implements ProxmoxApi {
     await this.enter('storageStatus', [node, storage], o);
     const s = this.storage(node, storage);
     const used = [...s.volumes.values()].reduce((a, b) => a + b, 0);
-    return { total: s.size, used, avail: s.size - used, active: true, enabled: true, type: 'lvmthin', shared: s.shared, content: s.content };
+    return {
+      total: s.size,
+      used,
+      avail: s.size - used,
+      active: true,
+      enabled: true,
+      type: 'lvmthin',
+      shared: s.shared,
+      content: s.content,
+    };
   }
 
-  async listContent(node: string, storage: string, vmid: number | undefined, o?: CallOptions): Promise<StorageContentItem[]> {
+  async listContent(
+    node: string,
+    storage: string,
+    vmid: number | undefined,
+    o?: CallOptions,
+  ): Promise<StorageContentItem[]> {
     await this.enter('listContent', [node, storage, vmid], o);
     const s = this.storage(node, storage);
-    return [...s.volumes].map(([disk, size]) => ({ volid: `${storage}:${disk}`, size, vmid: Number(/^vm-(\d+)-/.exec(disk)?.[1]), format: 'raw' }))
+    return [...s.volumes]
+      .map(([disk, size]) => ({
+        volid: `${storage}:${disk}`,
+        size,
+        vmid: Number(/^vm-(\d+)-/.exec(disk)?.[1]),
+        format: 'raw',
+      }))
       .filter((i) => vmid === undefined || i.vmid === vmid);
   }
 
   async allocDisk(node: string, storage: string, req: AllocRequest, o?: CallOptions): Promise<string> {
     await this.enter('allocDisk', [node, storage, req], o);
     const s = this.storage(node, storage);
-    if (s.volumes.has(req.filename)) throw new AlreadyExists(`Proxmox test: volume '${storage}:${req.filename}' already exists`);
+    if (s.volumes.has(req.filename))
+      throw new AlreadyExists(`Proxmox test: volume '${storage}:${req.filename}' already exists`);
     const used = [...s.volumes.values()].reduce((a, b) => a + b, 0);
-    if (this.faults.strictSpace && used + req.sizeBytes > s.size) throw new ResourceExhausted('Proxmox test: not enough free space in thin pool');
+    if (this.faults.strictSpace && used + req.sizeBytes > s.size)
+      throw new ResourceExhausted('Proxmox test: not enough free space in thin pool');
     s.volumes.set(req.filename, req.sizeBytes);
     this.leave('allocDisk');
     return `${storage}:${req.filename}`;
@@ -266,10 +350,14 @@ export class FakeProxmox implements ProxmoxApi {
     const vm = this.vm(node, vmid);
     const keys = new Set([...vm.config.keys(), ...vm.pending.keys(), ...vm.pendingDelete]);
     const entries: ConfigEntry[] = [...keys].map((key) => ({
-      key, value: vm.config.get(key), pending: vm.pending.get(key), pendingDelete: vm.pendingDelete.has(key) || undefined,
+      key,
+      value: vm.config.get(key),
+      pending: vm.pending.get(key),
+      pendingDelete: vm.pendingDelete.has(key) || undefined,
     }));
     // qemu-server leaves a new disk pending with the task OK only when the VM does not hot-plug disks.
-    if (this.faults.stuckAttach.has(vmid) && !keys.has('hotplug')) entries.push({ key: 'hotplug', value: 'network,usb' });
+    if (this.faults.stuckAttach.has(vmid) && !keys.has('hotplug'))
+      entries.push({ key: 'hotplug', value: 'network,usb' });
     return entries;
   }
 
@@ -283,7 +371,8 @@ export class FakeProxmox implements ProxmoxApi {
         throw new Busy('Proxmox test: detected modified configuration - file changed by other user? Try again.');
       }
       for (const [k, v] of Object.entries(change.set ?? {})) {
-        if (/^scsi\d+$/.test(k) && !this.volumeExists(vm.node, v)) throw new NotFound(`Proxmox test: volume '${v.split(',')[0]}' does not exist`);
+        if (/^scsi\d+$/.test(k) && !this.volumeExists(vm.node, v))
+          throw new NotFound(`Proxmox test: volume '${v.split(',')[0]}' does not exist`);
         const held = vm.config.get(k) ?? vm.pending.get(k);
         if (held && held.split(',')[0] !== v.split(',')[0]) this.slotConflicts++;
       }

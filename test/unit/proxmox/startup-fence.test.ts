@@ -9,8 +9,16 @@ import { StartupFence } from '../../../src/proxmox/controller/startup-fence.js';
 
 const ME = 'kubernetes-csi@pve!csi';
 const log = pino({ level: 'silent' });
-const upid = (n: number, type = 'qmconfig', user = ME) => `UPID:hyper1:0000000${String(n)}:00000001:6B0E145F:${type}:111:${user}:`;
-const task = (n: number, type = 'qmconfig', user = ME): ActiveTask => ({ upid: upid(n, type, user), node: 'hyper1', type, id: '111', user, starttime: 0 });
+const upid = (n: number, type = 'qmconfig', user = ME) =>
+  `UPID:hyper1:0000000${String(n)}:00000001:6B0E145F:${type}:111:${user}:`;
+const task = (n: number, type = 'qmconfig', user = ME): ActiveTask => ({
+  upid: upid(n, type, user),
+  node: 'hyper1',
+  type,
+  id: '111',
+  user,
+  starttime: 0,
+});
 
 /** Only the calls the fence makes; `running` is what the task list shows, `endsAfter` when each stops. */
 function fakeApi(running: ActiveTask[], endsAfterMs: Record<string, number> = {}) {
@@ -50,7 +58,10 @@ t.test('waits for a foreign qmconfig task of our identity until it stops', async
 t.test('refuses with ABORTED naming the task when the deadline comes first', async (t) => {
   const { api } = fakeApi([task(1)]);
   const f = new StartupFence(api, { cluster: 'homelab', identity: ME, log });
-  const err = await f.settle(['hyper1'], 'publishing x', { deadline: Date.now() + 800 }).then(() => undefined, (e: unknown) => e);
+  const err = await f.settle(['hyper1'], 'publishing x', { deadline: Date.now() + 800 }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   t.ok(isCsiError(err, 'Aborted'), 'ABORTED');
   t.match((err as Error).message, upid(1));
 });
@@ -71,7 +82,10 @@ t.test("the process's own config changes are not waited for; unknown identity: a
   t.pass('own task ignored');
   const any = fakeApi([task(2, 'qmconfig', 'root@pam')]);
   const g = new StartupFence(any.api, { cluster: 'homelab', log });
-  const err = await g.settle(['hyper1'], 'publishing x', { deadline: Date.now() + 500 }).then(() => undefined, (e: unknown) => e);
+  const err = await g.settle(['hyper1'], 'publishing x', { deadline: Date.now() + 500 }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   t.ok(isCsiError(err, 'Aborted'), 'without a known identity every visible qmconfig task counts');
 });
 

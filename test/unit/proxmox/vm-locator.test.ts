@@ -11,10 +11,22 @@ t.test('by name, provider id and uuid', async (t) => {
   const loc = new VmLocator(f, { cluster: 'homelab' });
   t.same(await loc.resolve('talos-worker-1'), { vmid: 102, node: 'hyper1', name: 'talos-worker-1' });
   t.same(await loc.resolve('proxmox://homelab/105'), { vmid: 105, node: 'hyper3', name: 'talos-cp-3' });
-  t.same(await loc.resolve('proxmox:///104'), { vmid: 104, node: 'hyper2', name: 'talos-worker-2' }, 'empty region in a provider id');
+  t.same(
+    await loc.resolve('proxmox:///104'),
+    { vmid: 104, node: 'hyper2', name: 'talos-worker-2' },
+    'empty region in a provider id',
+  );
   t.equal(await loc.resolve('proxmox://other/105'), undefined, 'provider id of another region');
-  t.same(await loc.resolve('00000000-0000-4000-8000-000000000103'), { vmid: 103, node: 'hyper2', name: 'talos-cp-2' }, 'SMBIOS uuid');
-  t.same(await loc.resolve('00000000-0000-4000-8000-000000000103'.toUpperCase()), { vmid: 103, node: 'hyper2', name: 'talos-cp-2' }, 'uuid case-insensitive');
+  t.same(
+    await loc.resolve('00000000-0000-4000-8000-000000000103'),
+    { vmid: 103, node: 'hyper2', name: 'talos-cp-2' },
+    'SMBIOS uuid',
+  );
+  t.same(
+    await loc.resolve('00000000-0000-4000-8000-000000000103'.toUpperCase()),
+    { vmid: 103, node: 'hyper2', name: 'talos-cp-2' },
+    'uuid case-insensitive',
+  );
   t.equal(await loc.resolve('fake-node-id-123'), undefined);
 });
 
@@ -24,11 +36,19 @@ t.test("every node id form upstream's node plugin registers", async (t) => {
   const loc = new VmLocator(f, { cluster: 'homelab' });
   // NodeGetInfo with `i=<vmid>` in the SMBIOS serial: `<node name>/<vmid>`; the VMID decides
   t.same(await loc.resolve('talos-worker-1/102'), { vmid: 102, node: 'hyper1', name: 'talos-worker-1' });
-  t.same(await loc.resolve('k8s-node-name-differs/104'), { vmid: 104, node: 'hyper2', name: 'talos-worker-2' }, 'as upstream, the VMID wins over the name');
+  t.same(
+    await loc.resolve('k8s-node-name-differs/104'),
+    { vmid: 104, node: 'hyper2', name: 'talos-worker-2' },
+    'as upstream, the VMID wins over the name',
+  );
   t.equal(await loc.resolve('talos-worker-1/999'), undefined, 'a VMID not in this cluster');
   // without `i=`: the bare node name, exact or as the first label of the VM name
   t.same(await loc.resolve('talos-worker-1'), { vmid: 102, node: 'hyper1', name: 'talos-worker-1' });
-  t.same(await loc.resolve('talos-w-7'), { vmid: 210, node: 'hyper3', name: 'talos-w-7.lan.example' }, 'VM named <node>.<domain>');
+  t.same(
+    await loc.resolve('talos-w-7'),
+    { vmid: 210, node: 'hyper3', name: 'talos-w-7.lan.example' },
+    'VM named <node>.<domain>',
+  );
   t.equal(await loc.resolve('talos-w'), undefined, 'a bare prefix is not a label');
   t.equal(await loc.resolve('talos-worker-1/x'), undefined);
 });
@@ -42,7 +62,11 @@ t.test('cache: shared, short-lived, refreshed on a miss', async (t) => {
   await loc.resolve('talos-cp-2');
   t.equal(f.count('vmResources'), 1, 'cached within the TTL');
   f.addVm({ vmid: 200, name: 'talos-worker-9', node: 'hyper2' });
-  t.same(await loc.resolve('talos-worker-9'), { vmid: 200, node: 'hyper2', name: 'talos-worker-9' }, 'a new VM is found at once');
+  t.same(
+    await loc.resolve('talos-worker-9'),
+    { vmid: 200, node: 'hyper2', name: 'talos-worker-9' },
+    'a new VM is found at once',
+  );
   t.equal(f.count('vmResources'), 2, 'the miss re-read the list once');
   f.vms.get(101)!.node = 'hyper2';
   t.equal((await loc.resolve('talos-cp-1'))?.node, 'hyper1', 'stale within the TTL');
@@ -74,27 +98,47 @@ t.test('a uuid scan that cannot read a VM config says why, instead of "no such V
   // The token lacks VM.Audit on VM 103: Proxmox's 403, through the real error mapping.
   f.vmConfig = async (node, vmid, o) => {
     if (vmid === 103) {
-      throw toCsiError(new Error(`GET /api2/json/nodes/${node}/qemu/103/config return Error 403 Permission check failed (/vms/103, VM.Audit)`), {
-        cluster: 'homelab', what: `read config of VM 103 on ${node}`, tokenId: 'kubernetes-csi@pve!csi',
-      });
+      throw toCsiError(
+        new Error(
+          `GET /api2/json/nodes/${node}/qemu/103/config return Error 403 Permission check failed (/vms/103, VM.Audit)`,
+        ),
+        {
+          cluster: 'homelab',
+          what: `read config of VM 103 on ${node}`,
+          tokenId: 'kubernetes-csi@pve!csi',
+        },
+      );
     }
     return read(node, vmid, o);
   };
   const warned: Array<Record<string, unknown>> = [];
-  const log = pino({ level: 'warn' }, { write: (l: string) => void warned.push(JSON.parse(l) as Record<string, unknown>) });
+  const log = pino(
+    { level: 'warn' },
+    { write: (l: string) => void warned.push(JSON.parse(l) as Record<string, unknown>) },
+  );
   const loc = new VmLocator(f, { cluster: 'homelab', log });
   const err: unknown = await loc.resolve('00000000-0000-4000-8000-000000000103').catch((e: unknown) => e);
   t.ok(isCsiError(err, 'FailedPrecondition'), 'the 403 decides the code, not a miss');
-  t.match((err as Error).message, /no readable VM .* config of 1 VM\(s\) could not be read \(103 on hyper2\): .*permission denied.*VM\.Audit/);
+  t.match(
+    (err as Error).message,
+    /no readable VM .* config of 1 VM\(s\) could not be read \(103 on hyper2\): .*permission denied.*VM\.Audit/,
+  );
   t.equal(warned.length, 1, 'logged once');
   t.match(warned[0], { vmid: 103, node: 'hyper2', msg: /cannot read a VM config/ });
-  t.same(await loc.resolve('00000000-0000-4000-8000-000000000104'), { vmid: 104, node: 'hyper2', name: 'talos-worker-2' }, 'a readable VM is still found');
+  t.same(
+    await loc.resolve('00000000-0000-4000-8000-000000000104'),
+    { vmid: 104, node: 'hyper2', name: 'talos-worker-2' },
+    'a readable VM is still found',
+  );
 
   // A VM deleted between the list and the read is no error: the uuid is simply nobody's.
   const g = seedCluster();
   const readG = g.vmConfig.bind(g);
   g.vmConfig = async (node, vmid, o) => {
-    if (vmid === 101) throw new NotFound(`Proxmox homelab: read config of VM 101 on ${node}: Configuration file 'nodes/${node}/qemu-server/101.conf' does not exist`);
+    if (vmid === 101)
+      throw new NotFound(
+        `Proxmox homelab: read config of VM 101 on ${node}: Configuration file 'nodes/${node}/qemu-server/101.conf' does not exist`,
+      );
     return readG(node, vmid, o);
   };
   t.equal(await new VmLocator(g, { cluster: 'homelab' }).resolve('00000000-0000-4000-8000-000000000999'), undefined);

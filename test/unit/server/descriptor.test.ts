@@ -13,25 +13,64 @@ t.test('src/gen/csi-descriptor.json is what scripts/gen-descriptor.ts makes of p
   t.end();
 });
 
-const loaded = protoLoader.loadSync(PROTO_FILE, { keepCase: false, longs: String, enums: String, defaults: true, oneofs: true });
+const loaded = protoLoader.loadSync(PROTO_FILE, {
+  keepCase: false,
+  longs: String,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+});
 
 // Messages that exercise maps, oneofs, enums, int64, wrappers, repeated and nested messages.
 const SAMPLES: ['Identity' | 'Controller' | 'Node', string, object][] = [
-  ['Controller', 'CreateVolume', {
-    name: 'pvc-1', capacityRange: { requiredBytes: '1073741824', limitBytes: '0' },
-    volumeCapabilities: [{ mount: { fsType: 'ext4', mountFlags: ['noatime'], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } },
-      { block: {}, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' } }],
-    parameters: { storage: 'local-lvm' }, secrets: { password: 'x' },
-    accessibilityRequirements: { requisite: [{ segments: { zone: 'a' } }], preferred: [] },
-    volumeContentSource: { snapshot: { snapshotId: 's1' } }, mutableParameters: { backup: 'true' },
-  }],
+  [
+    'Controller',
+    'CreateVolume',
+    {
+      name: 'pvc-1',
+      capacityRange: { requiredBytes: '1073741824', limitBytes: '0' },
+      volumeCapabilities: [
+        {
+          mount: { fsType: 'ext4', mountFlags: ['noatime'], volumeMountGroup: '' },
+          accessMode: { mode: 'SINGLE_NODE_WRITER' },
+        },
+        { block: {}, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' } },
+      ],
+      parameters: { storage: 'local-lvm' },
+      secrets: { password: 'x' },
+      accessibilityRequirements: { requisite: [{ segments: { zone: 'a' } }], preferred: [] },
+      volumeContentSource: { snapshot: { snapshotId: 's1' } },
+      mutableParameters: { backup: 'true' },
+    },
+  ],
   ['Identity', 'Probe', {}],
   ['Node', 'NodeGetVolumeStats', { volumeId: 'v', volumePath: '/p', stagingTargetPath: '' }],
 ];
 const RESPONSES: ['Identity' | 'Controller' | 'Node', string, object][] = [
   ['Identity', 'Probe', { ready: { value: false } }],
-  ['Controller', 'ListVolumes', { entries: [{ volume: { volumeId: 'a', capacityBytes: '9007199254740993', volumeContext: { k: 'v' }, accessibleTopology: [{ segments: { z: '1' } }] }, status: { publishedNodeIds: ['n1'], volumeCondition: { abnormal: true, message: 'm' } } }], nextToken: '2' }],
-  ['Node', 'NodeGetVolumeStats', { usage: [{ available: '1', total: '2', used: '1', unit: 'BYTES' }], volumeCondition: null }],
+  [
+    'Controller',
+    'ListVolumes',
+    {
+      entries: [
+        {
+          volume: {
+            volumeId: 'a',
+            capacityBytes: '9007199254740993',
+            volumeContext: { k: 'v' },
+            accessibleTopology: [{ segments: { z: '1' } }],
+          },
+          status: { publishedNodeIds: ['n1'], volumeCondition: { abnormal: true, message: 'm' } },
+        },
+      ],
+      nextToken: '2',
+    },
+  ],
+  [
+    'Node',
+    'NodeGetVolumeStats',
+    { usage: [{ available: '1', total: '2', used: '1', unit: 'BYTES' }], volumeCondition: null },
+  ],
   ['Node', 'NodeGetCapabilities', { capabilities: [{ rpc: { type: 'STAGE_UNSTAGE_VOLUME' } }] }],
 ];
 
@@ -61,13 +100,21 @@ t.test('service definitions match @grpc/proto-loader: paths, names, bytes on the
     const { mine, theirs } = defOf(s, method);
     const bytes = mine.requestSerialize(value);
     t.same(Buffer.from(bytes), Buffer.from(theirs.requestSerialize(value)), `${s}.${method} request: same bytes`);
-    t.same(mine.requestDeserialize(bytes), theirs.requestDeserialize(bytes), `${s}.${method} request: same decoded object`);
+    t.same(
+      mine.requestDeserialize(bytes),
+      theirs.requestDeserialize(bytes),
+      `${s}.${method} request: same decoded object`,
+    );
   }
   for (const [s, method, value] of RESPONSES) {
     const { mine, theirs } = defOf(s, method);
     const bytes = mine.responseSerialize(value);
     t.same(Buffer.from(bytes), Buffer.from(theirs.responseSerialize(value)), `${s}.${method} response: same bytes`);
-    t.same(mine.responseDeserialize(bytes), theirs.responseDeserialize(bytes), `${s}.${method} response: same decoded object`);
+    t.same(
+      mine.responseDeserialize(bytes),
+      theirs.responseDeserialize(bytes),
+      `${s}.${method} response: same decoded object`,
+    );
   }
   t.end();
 });
