@@ -10,6 +10,7 @@ import { SimulatorAdmin, startSimulator } from '../sim/index.js';
 import { csiClient, type VolumeCapability } from '../test/helpers/csi-client.js';
 import { PROXMOX_CALL_BUDGET, type BudgetedOp } from '../test/helpers/proxmox-call-budget.js';
 import { startProgram } from './lib/program.js';
+import { type Breakdown, breakdown, breakdownRows } from './lib/call-breakdown.js';
 import { printTable, since, type Row } from './lib/table.js';
 
 const { values } = parseArgs({
@@ -59,13 +60,18 @@ try {
   const ops: BudgetedOp[] = ['CreateVolume', 'ControllerPublishVolume', 'ControllerUnpublishVolume', 'DeleteVolume'];
   const ms = new Map<BudgetedOp, number[]>(ops.map((o) => [o, []]));
   const calls = new Map<BudgetedOp, number[]>(ops.map((o) => [o, []]));
+  const parts = new Map<BudgetedOp, Breakdown[]>(ops.map((o) => [o, []]));
   const run = async <R>(op: BudgetedOp, count: boolean, fn: () => Promise<R>): Promise<R> => {
     if (count) await admin.resetCounters();
+    const start = Date.now();
     const t0 = process.hrtime.bigint();
     const r = await fn();
     if (count) {
-      ms.get(op)?.push(since(t0));
+      const total = since(t0);
+      ms.get(op)?.push(total);
       calls.get(op)?.push((await admin.counters()).total);
+      // The counters' reset also emptied the request log: what it holds now is this operation.
+      parts.get(op)?.push(breakdown(start, total, (await admin.requests()).entries, LATENCY));
     }
     return r;
   };
@@ -148,6 +154,11 @@ try {
     rows,
   });
   printTable({ title: 'Proxmox API calls per operation (happy path, caches warm)', unit: 'calls', rows: callRows });
+  printTable({
+    title: `Where the time goes (simulator request log; ms resolution): the injected ${LATENCY} ms per call, the simulator's own work (e.g. waiting for a task), and everything outside the simulator (gRPC, the controller, HTTPS) before the first call, between calls and after the last`,
+    unit: 'ms',
+    rows: ops.flatMap((op) => breakdownRows(op, parts.get(op) ?? [])),
+  });
 } finally {
   c.close();
   await prog.stop();

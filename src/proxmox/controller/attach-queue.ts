@@ -55,7 +55,7 @@ export interface QueueOptions {
   cluster: string;
   locator: VmLocator;
   log: Logger;
-  /** How long a queue waits for company before its first change; default 5 ms. */
+  /** How long a queue waits for company before each change; default 0: the first read is the window (batcher.ts). */
   mergeWindowMs?: number;
   /** Config changes tried per batch (lock timeouts, lost answers); default 8. */
   attempts?: number;
@@ -136,7 +136,7 @@ export class AttachQueues {
     this.fences = o.fences ?? new Fences();
     this.index = o.index ?? new DiskIndex(o.api, o.locator);
     this.content = o.content ?? new ContentCache(o.api, this.maxAgeMs);
-    this.batcher = new Batcher((vmid, jobs) => this.batch(vmid, jobs), { windowMs: o.mergeWindowMs ?? 5 });
+    this.batcher = new Batcher((vmid, jobs) => this.batch(vmid, jobs), { windowMs: o.mergeWindowMs ?? 0 });
   }
 
   /**
@@ -259,9 +259,9 @@ export class AttachQueues {
     try {
       const detaches = jobs.filter((j): j is DetachJob => j.kind === 'detach');
       const attaches = jobs.filter((j): j is AttachJob => j.kind === 'attach');
-      if (detaches.length) await this.detachBatch(vm, detaches);
+      if (detaches.length) await this.detachBatch(vm, detaches, jobs);
       if (attaches.length) {
-        const landed = await this.attachBatch(vm, attaches, true);
+        const landed = await this.attachBatch(vm, attaches, true, jobs);
         await this.recheck(
           vm,
           attaches.filter((j) => !j.done && j.landedSlot !== undefined),
@@ -273,6 +273,18 @@ export class AttachQueues {
     } catch (e) {
       for (const j of jobs) j.reject(e);
     }
+  }
+
+  /**
+   * Jobs of one kind queued for the VM since its batch started, now part of it (batcher.ts
+   * takeLate): the batch's first read is its merge window. Only when nothing else is queued,
+   * so a later detach never overtakes an earlier attach or the other way round.
+   */
+  private late<J extends Job>(vm: VmRef, kind: J['kind'], batch: Job[]): J[] {
+    const late = this.batcher.takeLate(vm.vmid, (j) => j.kind === kind).filter((j): j is J => !j.done);
+    for (const j of late) j.taken = true;
+    batch.push(...late);
+    return late;
   }
 
   /** Config, pending entries and digest in one read; follows a VM that migrated to another node. */
@@ -330,7 +342,8 @@ export class AttachQueues {
     return { node: vm.node, tasks };
   }
 
-  private async detachBatch(vm: VmRef, jobs: DetachJob[]): Promise<void> {
+  /** `batch`: the batch's jobs, when detaches queued during the first read may join (late). */
+  private async detachBatch(vm: VmRef, jobs: DetachJob[], batch?: Job[]): Promise<void> {
     let open = jobs;
     let last: ConfigEntry[] | undefined;
     let unlinks = 0;
@@ -340,9 +353,11 @@ export class AttachQueues {
       try {
         entries = last ?? (await this.readState(vm)).entries;
       } catch (e) {
+        if (batch) open.push(...this.late<DetachJob>(vm, 'detach', batch));
         if (isCsiError(e, 'NotFound')) return open.forEach((j) => j.resolve());
         throw e;
       }
+      if (batch && attempt === 1) open.push(...this.late<DetachJob>(vm, 'detach', batch));
       last = undefined;
       const plan = planDetach(
         vm,
@@ -584,8 +599,12 @@ export class AttachQueues {
     for (const [j, c] of conflicts) if (!j.done) j.reject(c);
   }
 
-  /** Returns what the landed change's task list said (for the re-check), when one was sent. */
-  private async attachBatch(vm: VmRef, jobs: AttachJob[], check: boolean): Promise<Landed | undefined> {
+  /**
+   * Returns what the landed change's task list said (for the re-check), when one was sent.
+   * `batch`: the batch's jobs, when attaches queued during the first read may join (late);
+   * they are added to `jobs` too, which the caller re-checks.
+   */
+  private async attachBatch(vm: VmRef, jobs: AttachJob[], check: boolean, batch?: Job[]): Promise<Landed | undefined> {
     let open = jobs.filter((j) => !j.done);
     let landed: Landed | undefined;
     for (let attempt = 1; open.length > 0; attempt++) {
@@ -593,6 +612,14 @@ export class AttachQueues {
         this.readState(vm),
         check && attempt === 1 ? this.precheck(vm, open) : undefined,
       ]);
+      if (batch && attempt === 1) {
+        const late = this.late<AttachJob>(vm, 'attach', batch);
+        if (late.length) {
+          jobs.push(...late);
+          open.push(...late);
+          if (check) await this.precheck(vm, late);
+        }
+      }
       open = open.filter(isOpen);
       settle(
         vm,
