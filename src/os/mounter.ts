@@ -1,7 +1,9 @@
-// Mounter port and its Linux adapter (util-linux mount/umount/findmnt/stat through Exec).
-// Everything that could block on a dead filesystem runs as a child process under a timeout, so a
-// hung NFS server costs a killed process, never a stuck libuv thread.
+// Mounter port and its Linux adapter (util-linux mount/umount/stat through Exec, the mount table
+// from /proc/self/mountinfo). Everything that could block on a dead filesystem runs as a child
+// process under a timeout, so a hung NFS server costs a killed process, never a stuck libuv thread.
+import { promises as fs } from 'node:fs';
 import { type Exec, isCommandError } from './exec.js';
+import { parseMountinfo } from './mountinfo.js';
 import { canonicalPath } from './paths.js';
 
 export interface MountEntry {
@@ -67,7 +69,9 @@ export interface Mounter {
 export interface LinuxMounterOptions {
   exec: Exec;
   /** Command names, overridable for tests. */
-  bin?: Partial<Record<'mount' | 'umount' | 'findmnt' | 'stat', string>>;
+  bin?: Partial<Record<'mount' | 'umount' | 'stat', string>>;
+  /** The mount table as mountinfo text (proc(5)); default: reads /proc/self/mountinfo. Tests serve their own. */
+  mountinfo?: () => Promise<string>;
   /** Default bound for mount/umount. */
   timeoutMs?: number;
   probeTimeoutMs?: number;
@@ -94,28 +98,6 @@ export const BIND_REMOUNT_FLAGS = new Set([
 
 const MAX_LAYERS = 8;
 
-export function parseFindmntJson(json: string): MountEntry[] {
-  let doc: unknown;
-  try {
-    doc = JSON.parse(json);
-  } catch (e) {
-    throw new Error(`findmnt printed output that is not JSON: ${(e as Error).message}`, { cause: e });
-  }
-  const list = (doc as { filesystems?: unknown }).filesystems;
-  if (!Array.isArray(list)) return [];
-  return list.map((raw: Record<string, unknown>) => {
-    const s = (k: string) => (typeof raw[k] === 'string' ? raw[k] : raw[k] == null ? '' : String(raw[k]));
-    return {
-      target: s('target'),
-      source: s('source'),
-      fstype: s('fstype'),
-      options: s('options').split(',').filter(Boolean),
-      fsroot: s('fsroot') || '/',
-      majMin: s('maj:min'),
-    };
-  });
-}
-
 export function classifyStatError(message: string): PathState {
   if (/No such file or directory|Not a directory/i.test(message)) return { state: 'missing' };
   if (/Stale file handle/i.test(message)) return { state: 'broken', errno: 'ESTALE', message };
@@ -136,17 +118,13 @@ function kindOf(statType: string): 'directory' | 'file' | 'block' | 'symlink' | 
 const notMounted = (e: unknown) => isCommandError(e, 'exit') && /not mounted|no mount point specified/i.test(e.stderr);
 
 export function createLinuxMounter(o: LinuxMounterOptions): Mounter {
-  const bin = { mount: 'mount', umount: 'umount', findmnt: 'findmnt', stat: 'stat', ...o.bin };
+  const bin = { mount: 'mount', umount: 'umount', stat: 'stat', ...o.bin };
+  const mountinfo = o.mountinfo ?? (() => fs.readFile('/proc/self/mountinfo', 'utf8'));
   const timeoutMs = o.timeoutMs ?? 60_000;
   const probeTimeoutMs = o.probeTimeoutMs ?? 5_000;
   const exec = o.exec;
 
-  const list = async (): Promise<MountEntry[]> => {
-    const { stdout } = await exec.run(bin.findmnt, ['-J', '-l', '-o', 'TARGET,SOURCE,FSTYPE,OPTIONS,FSROOT,MAJ:MIN'], {
-      timeoutMs: 15_000,
-    });
-    return parseFindmntJson(stdout);
-  };
+  const list = async (): Promise<MountEntry[]> => parseMountinfo(await mountinfo());
 
   const find = async (target: string): Promise<MountEntry | undefined> => {
     const want = await canonicalPath(target);

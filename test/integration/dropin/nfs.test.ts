@@ -69,7 +69,7 @@ const nodeServer = await startDriverServer({
       mountTimeoutMs: 5000,
       kubeletDir: tmp,
       exec: sys,
-      mounter: createLinuxMounter({ exec: sys }),
+      mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
     }),
   },
   mode: 'node',

@@ -44,7 +44,7 @@ function setup(t: { teardown(fn: () => void): void }) {
     mountTimeoutMs: 2000,
     kubeletDir: kubelet,
     exec: sys,
-    mounter: createLinuxMounter({ exec: sys }),
+    mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
   });
   const umounts = () => sys.commands.filter((c) => c[0] === 'umount');
   const pub = (targetPath: string, extra: Partial<NodePublishVolumeRequest> = {}): NodePublishVolumeRequest => ({
@@ -198,7 +198,7 @@ t.test(
       mountTimeoutMs: 2000,
       kubeletDir: link,
       exec: sys,
-      mounter: createLinuxMounter({ exec: sys }),
+      mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
     });
     const target = path.join(link, 'pods', 'p8', 'mount');
     sys.interceptors.splice(0);

@@ -39,7 +39,7 @@ function setup(t: { teardown(fn: () => void): void }, opts: Partial<NfsNodeOptio
     mountTimeoutMs: 5000,
     kubeletDir: dir,
     exec: sys,
-    mounter: createLinuxMounter({ exec: sys }),
+    mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
     ...opts,
   });
   const req = (extra: Partial<NodePublishVolumeRequest> = {}): NodePublishVolumeRequest => ({

@@ -60,7 +60,7 @@ function setup(t: { teardown(fn: () => void): void }) {
     nodeId: 'talos-w1',
     log,
     exec: sys,
-    mounter: createLinuxMounter({ exec: sys }),
+    mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
     blockDevices: disks,
     cryptsetup: luks,
     nodeLabels: null,

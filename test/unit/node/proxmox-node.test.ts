@@ -39,7 +39,7 @@ function setup(
     zone: o.zone,
     log: pino({ level: 'silent' }),
     exec: sys,
-    mounter: createLinuxMounter({ exec: sys }),
+    mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
     blockDevices: disks,
     nodeLabels: o.labels ? async () => o.labels! : null,
     deviceWaitMs: 300,

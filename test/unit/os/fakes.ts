@@ -1,4 +1,5 @@
-// A fake Exec that plays mount/umount/findmnt against an in-memory mount table, records every
+// A fake Exec that plays mount/umount against an in-memory mount table (served to the mounter as
+// mountinfo text: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo })), records every
 // command, and lets a test intercept any of them (hang, fail, stale). Commands it does not
 // model (stat) go to a real executor, so paths in a temp dir behave as they really would.
 import { CommandError, createExec, type Exec, type ExecOptions, type ExecResult } from '../../../src/os/exec.js';
@@ -29,10 +30,21 @@ export class FakeSystem implements Exec {
   private readonly real = createExec({ defaultTimeoutMs: 10_000 });
   private nextMinor = 100;
 
-  /** Commands other than findmnt (which every operation runs, and is noise in assertions). */
+  /** Every command run. */
   get commands(): string[][] {
-    return this.calls.filter((c) => c.cmd !== 'findmnt').map((c) => [c.cmd, ...c.args]);
+    return this.calls.map((c) => [c.cmd, ...c.args]);
   }
+
+  /** The table as /proc/self/mountinfo prints it (a bound subtree's `[fsroot]` is not part of SOURCE there). */
+  readonly mountinfo = (): Promise<string> => {
+    const esc = (p: string) => p.replace(/[ \t\n\\]/g, (c) => `\\${c.charCodeAt(0).toString(8).padStart(3, '0')}`);
+    const lines = this.table.map((m, i) => {
+      const source =
+        m.fsroot !== '/' && m.source.endsWith(`[${m.fsroot}]`) ? m.source.slice(0, -m.fsroot.length - 2) : m.source;
+      return `${i + 100} 1 ${m.majMin} ${esc(m.fsroot)} ${esc(m.target)} ${m.options.join(',')} shared:1 - ${m.fstype} ${esc(source || 'none')} rw`;
+    });
+    return Promise.resolve(lines.join('\n') + '\n');
+  };
 
   intercept(fn: Interceptor): void {
     this.interceptors.push(fn);
@@ -55,19 +67,6 @@ export class FakeSystem implements Exec {
       if (r) return r;
     }
     switch (cmd) {
-      case 'findmnt':
-        return ok(
-          JSON.stringify({
-            filesystems: this.table.map((m) => ({
-              target: m.target,
-              source: m.source,
-              fstype: m.fstype,
-              options: m.options.join(','),
-              fsroot: m.fsroot,
-              'maj:min': m.majMin,
-            })),
-          }),
-        );
       case 'mount':
         return this.mount(cmd, args);
       case 'umount': {
@@ -86,8 +85,12 @@ export class FakeSystem implements Exec {
     if (args[0] === '--bind') {
       const [, source, target] = args as [string, string, string];
       const i = this.top(source);
+      // A device node bound onto a file: the subtree /<name> of devtmpfs, as the kernel lists it.
+      const name = source.slice(source.lastIndexOf('/'));
       const src =
-        i >= 0 ? this.table[i]! : { source, fstype: 'devtmpfs', options: ['rw'], fsroot: source, majMin: '0:6' };
+        i >= 0
+          ? this.table[i]!
+          : { source: `devtmpfs[${name}]`, fstype: 'devtmpfs', options: ['rw'], fsroot: name, majMin: '0:6' };
       this.table.push({ ...src, target, options: [...src.options] });
       return ok();
     }

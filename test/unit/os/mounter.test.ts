@@ -2,7 +2,8 @@ import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { classifyStatError, createLinuxMounter, parseFindmntJson } from '../../../src/os/mounter.js';
+import { classifyStatError, createLinuxMounter } from '../../../src/os/mounter.js';
+import { parseMountinfo } from '../../../src/os/mountinfo.js';
 import { isCommandError } from '../../../src/os/exec.js';
 import { parseStatFs } from '../../../src/os/statfs.js';
 import { FakeSystem, fail, ok, timeout } from './fakes.js';
@@ -14,33 +15,43 @@ function tmp(t: { teardown(fn: () => void): void }): string {
   return dir;
 }
 
-t.test('parses findmnt -J output, including bound device nodes', async (t) => {
-  const entries = parseFindmntJson(
-    JSON.stringify({
-      filesystems: [
-        { target: '/a', source: '/dev/loop0', fstype: 'ext4', options: 'rw,relatime', fsroot: '/', 'maj:min': '7:0' },
-        {
-          target: '/f',
-          source: 'devtmpfs[/loop0]',
-          fstype: 'devtmpfs',
-          options: 'rw',
-          fsroot: '/loop0',
-          'maj:min': '0:6',
-        },
-      ],
-    }),
-  );
-  t.same(entries[0], {
-    target: '/a',
-    source: '/dev/loop0',
-    fstype: 'ext4',
-    options: ['rw', 'relatime'],
-    fsroot: '/',
-    majMin: '7:0',
-  });
-  t.equal(entries[1]?.fsroot, '/loop0');
-  t.throws(() => parseFindmntJson('not json'), /not JSON/);
-  t.same(parseFindmntJson('{}'), []);
+t.test(
+  'parses mountinfo as findmnt printed it: unescaped paths, [fsroot] on bound subtrees, merged options',
+  async (t) => {
+    const entries = parseMountinfo(
+      [
+        '29 1 252:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw,errors=remount-ro',
+        '40 29 7:0 / /a\\040b rw,relatime shared:9 master:2 - ext4 /dev/loop0 rw',
+        '41 29 0:6 /loop0 /f rw,nosuid - devtmpfs udev rw,size=4k',
+        '42 29 7:0 / /ro ro,relatime - xfs /dev/loop0 rw,nouuid',
+        '43 29 7:1 / /sbro rw - ext4 /dev/loop1 ro',
+        '44 29 0:50 / /n rw - nfs 127.0.0.1:/export/x rw,vers=3',
+        'garbage line',
+        '',
+      ].join('\n'),
+    );
+    t.same(entries[1], {
+      target: '/a b',
+      source: '/dev/loop0',
+      fstype: 'ext4',
+      options: ['rw', 'relatime'],
+      fsroot: '/',
+      majMin: '7:0',
+    });
+    t.equal(entries[2]?.source, 'udev[/loop0]', 'a device node bound onto a file');
+    t.equal(entries[2]?.fsroot, '/loop0');
+    t.same(entries[2]?.options, ['rw', 'nosuid', 'size=4k']);
+    t.same(entries[3]?.options, ['ro', 'relatime', 'nouuid'], 'read-only per mount');
+    t.same(entries[4]?.options, ['ro'], 'read-only superblock');
+    t.equal(entries[5]?.source, '127.0.0.1:/export/x');
+    t.equal(entries.length, 6, 'unreadable lines skipped');
+    t.same(parseMountinfo(''), []);
+  },
+);
+
+t.test('reads the real mount table: / is mounted', async (t) => {
+  const m = createLinuxMounter({ exec: new FakeSystem() });
+  t.ok((await m.list()).some((e) => e.target === '/'));
 });
 
 t.test('find returns the topmost mount at exactly the path, resolving parent symlinks', async (t) => {
@@ -51,14 +62,14 @@ t.test('find returns the topmost mount at exactly the path, resolving parent sym
   sys.addMount({ target: `${dir}/real/m`, source: 'a', fstype: 'ext4' });
   sys.addMount({ target: `${dir}/real/m`, source: 'b', fstype: 'ext4' });
   sys.addMount({ target: `${dir}/real/m/deeper`, source: 'c', fstype: 'ext4' });
-  const m = createLinuxMounter({ exec: sys });
+  const m = createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo });
   t.equal((await m.find(`${dir}/link/m`))?.source, 'b');
   t.equal(await m.find(`${dir}/real/other`), undefined);
 });
 
 t.test('mount runs mount -t TYPE -o OPTS SOURCE TARGET under the given timeout', async (t) => {
   const sys = new FakeSystem();
-  const m = createLinuxMounter({ exec: sys });
+  const m = createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo });
   await m.mount('srv:/export/a', '/t', 'nfs', ['vers=4.1', 'ro'], { timeoutMs: 1234 });
   await m.mount('/dev/sdb', '/s', 'ext4', []);
   t.same(sys.commands, [
@@ -71,7 +82,7 @@ t.test('mount runs mount -t TYPE -o OPTS SOURCE TARGET under the given timeout',
 t.test('bindMount: plain bind, then a bind remount for ro and per-mount flags only', async (t) => {
   const sys = new FakeSystem();
   sys.addMount({ target: '/stage', source: '/dev/sdb', fstype: 'ext4' });
-  const m = createLinuxMounter({ exec: sys });
+  const m = createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo });
   await m.bindMount('/stage', '/pub1', { readonly: false });
   await m.bindMount('/stage', '/pub2', { readonly: true, flags: ['noexec', 'discard', 'ro'] });
   t.same(sys.commands, [
@@ -88,7 +99,7 @@ t.test('bindMount undoes the bind when the read-only remount fails', async (t) =
   sys.intercept((cmd, args) =>
     cmd === 'mount' && args[1]?.startsWith('remount') ? Promise.reject(fail(cmd, args, 32, 'nope')) : undefined,
   );
-  const m = createLinuxMounter({ exec: sys });
+  const m = createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo });
   await t.rejects(m.bindMount('/stage', '/pub', { readonly: true }), /nope/);
   t.equal(await m.find('/pub'), undefined, 'no writable bind left behind');
 });
@@ -97,7 +108,7 @@ t.test('unmount peels every layer and treats "not mounted" as done', async (t) =
   const sys = new FakeSystem();
   sys.addMount({ target: '/t', source: 'a', fstype: 'ext4' });
   sys.addMount({ target: '/t', source: 'b', fstype: 'ext4' });
-  const m = createLinuxMounter({ exec: sys });
+  const m = createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo });
   await m.unmount('/t');
   t.same(sys.commands, [
     ['umount', '--no-canonicalize', '/t'],
@@ -129,7 +140,7 @@ t.test('forced unmount escalates: plain (timed out) → -f (failed) → -l', asy
     if (args.includes('-f')) return Promise.reject(fail(cmd, args, 16, 'umount.nfs4: /nfs: device is busy'));
     return Promise.reject(timeout(cmd, args, 50));
   });
-  const m = createLinuxMounter({ exec: sys });
+  const m = createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo });
   await m.unmount('/nfs', { force: true, timeoutMs: 50 });
   t.same(sys.commands, [
     ['umount', '--no-canonicalize', '/nfs'],
@@ -148,7 +159,7 @@ t.test('without force a busy unmount is reported, never lazily detached', async 
   sys.intercept((cmd, args) =>
     cmd === 'umount' ? Promise.reject(fail(cmd, args, 32, 'umount: /stage: target is busy.')) : undefined,
   );
-  const m = createLinuxMounter({ exec: sys });
+  const m = createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo });
   const err = await rejection(m.unmount('/stage'));
   t.ok(isCommandError(err, 'exit'));
   t.match(err.stderr, /busy/);
@@ -167,7 +178,7 @@ t.test('probe classifies stat outcomes', async (t) => {
     if (p.endsWith('eio')) return Promise.reject(fail(cmd, args, 1, `stat: cannot statx '${p}': Input/output error`));
     return undefined;
   });
-  const m = createLinuxMounter({ exec: sys });
+  const m = createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo });
   t.same(await m.probe(dir), { state: 'ok', kind: 'directory' });
   t.same(await m.probe(path.join(dir, 'file')), { state: 'ok', kind: 'file' });
   t.same(await m.probe('/dev/null'), { state: 'ok', kind: 'other' });
