@@ -1,0 +1,196 @@
+// Proxmox node plugin over gRPC on a real loop device: NodeStageVolume + NodePublishVolume (and
+// NodeUnpublish + NodeUnstage) against the raw commands that do the same work on the same device
+// (mkfs when the disk is empty, mount, mount --bind; umount, umount). The program runs compiled in
+// node mode; the disk is found the way the integration tier finds it (test/integration/node/
+// loop-rig.ts): a wwn-0x<PVC-ID WWN> link in --device-dir pointing at the loop device, so every
+// safety check (WWN scheme, signature probe, first-MiB check, device re-check, mount-table
+// ownership) runs as it does on a node. Raw and driver runs alternate on one device so drift and
+// noise from other processes hit both; the minimum column is the raw p50, the ratio driver p50 /
+// raw p50 (the issue's goal: ≤ 1.1×).
+//   npx tsx bench/node.ts [--n 15] [--md]
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import { parseArgs } from 'node:util';
+import { promisify } from 'node:util';
+import { mkfsCommand, type FsType } from '../src/os/blockdevices.js';
+import { wwnHexForSlot } from '../src/proxmox/contract.js';
+import { canUseLoopDevices, LoopRig } from '../test/integration/node/loop-rig.js';
+import { csiClient, type VolumeCapability } from '../test/helpers/csi-client.js';
+import { startProgram } from './lib/program.js';
+import { pct, printTable, since, type Row } from './lib/table.js';
+
+const { values } = parseArgs({
+  options: {
+    n: { type: 'string', default: '15' },
+    md: { type: 'boolean', default: false },
+  },
+});
+const N = Number(values.n);
+const WARM = 2;
+const MiB = 1024 * 1024;
+const execFileP = promisify(execFile);
+const run = async (cmd: string, args: string[]) => {
+  await execFileP(cmd, args, { encoding: 'utf8' });
+};
+
+const skip = canUseLoopDevices();
+if (skip) {
+  process.stdout.write(`node bench skipped: ${skip}\n\n`);
+  process.exit(0);
+}
+
+const teardown: (() => void)[] = [];
+const rig = new LoopRig({ teardown: (fn) => teardown.push(fn) });
+const onSignal = () => {
+  for (const fn of teardown) fn();
+  process.exit(130);
+};
+process.once('SIGINT', onSignal);
+process.once('SIGTERM', onSignal);
+
+const SLOT = 5;
+const wwn = wwnHexForSlot(SLOT);
+const disk = rig.addDisk(1024 * MiB, wwn); // mkfs.xfs wants ≥ 300 MB
+const ep = `unix://${rig.path('csi.sock')}`;
+const p = await startProgram(
+  [
+    '--mode',
+    'node',
+    '--proxmox-endpoint',
+    ep,
+    '--node-id',
+    'bench-node',
+    '--region',
+    'bench',
+    '--zone',
+    'bench',
+    '--device-dir',
+    rig.devDir,
+    '--kubelet-dir',
+    rig.root,
+    '--log-level',
+    'warn',
+  ],
+  [ep],
+);
+const c = csiClient(ep);
+
+const publishContext = { DevicePath: `/dev/disk/by-id/wwn-0x${wwn}`, lun: String(SLOT) };
+const volumeId = `bench/bench/local-lvm/vm-9999-pvc-node`;
+const staging = rig.path('plugins', 'kubernetes.io', 'csi', 'pv', 'stage');
+const target = rig.path('pods', 'p1', 'volumes', 'kubernetes.io~csi', 'pv', 'mount');
+const rawStaging = rig.path('raw', 'stage');
+const rawTarget = rig.path('raw', 'pod', 'mount');
+fs.mkdirSync(rawStaging, { recursive: true });
+
+/** Empty disk: all zeros again (the loop file's blocks are punched out), as a fresh LV reads. */
+const wipe = () => run('blkdiscard', ['-f', disk.device]);
+
+async function rawUp(fsType: FsType, format: boolean): Promise<number> {
+  const t0 = process.hrtime.bigint();
+  if (format) {
+    const [cmd, args] = mkfsCommand(disk.device, fsType);
+    await run(cmd, args);
+  }
+  await run('mount', ['-t', fsType, disk.device, rawStaging]);
+  fs.mkdirSync(rawTarget, { recursive: true });
+  await run('mount', ['--bind', rawStaging, rawTarget]);
+  return since(t0);
+}
+
+async function rawDown(): Promise<number> {
+  const t0 = process.hrtime.bigint();
+  await run('umount', [rawTarget]);
+  fs.rmdirSync(rawTarget);
+  await run('umount', [rawStaging]);
+  return since(t0);
+}
+
+async function driverUp(fsType: FsType): Promise<number> {
+  const volumeCapability: VolumeCapability = {
+    mount: { fsType, mountFlags: [], volumeMountGroup: '' },
+    accessMode: { mode: 'SINGLE_NODE_WRITER' },
+  };
+  const t0 = process.hrtime.bigint();
+  await c.node.NodeStageVolume({ volumeId, publishContext, stagingTargetPath: staging, volumeCapability });
+  await c.node.NodePublishVolume({
+    volumeId,
+    publishContext,
+    stagingTargetPath: staging,
+    targetPath: target,
+    volumeCapability,
+  });
+  return since(t0);
+}
+
+async function driverDown(): Promise<number> {
+  const t0 = process.hrtime.bigint();
+  await c.node.NodeUnpublishVolume({ volumeId, targetPath: target });
+  await c.node.NodeUnstageVolume({ volumeId, stagingTargetPath: staging });
+  return since(t0);
+}
+
+const fmt = (x: number) => x.toFixed(1);
+const rows: Row[] = [];
+const downRaw: number[] = [];
+const downDriver: number[] = [];
+try {
+  for (const fsType of ['ext4', 'xfs'] as const) {
+    for (const existing of [false, true]) {
+      if (existing) {
+        await wipe();
+        const [cmd, args] = mkfsCommand(disk.device, fsType);
+        await run(cmd, args);
+      }
+      const raw: number[] = [];
+      const drv: number[] = [];
+      for (let i = 0; i < WARM + N; i++) {
+        const keep = i >= WARM;
+        // Alternate which goes first, so neither always runs on a warmer cache.
+        for (const which of i % 2 === 0 ? ['raw', 'driver'] : ['driver', 'raw']) {
+          if (!existing) await wipe();
+          if (which === 'raw') {
+            const up = await rawUp(fsType, !existing);
+            const down = await rawDown();
+            if (keep) {
+              raw.push(up);
+              downRaw.push(down);
+            }
+          } else {
+            const up = await driverUp(fsType);
+            const down = await driverDown();
+            if (keep) {
+              drv.push(up);
+              downDriver.push(down);
+            }
+          }
+        }
+      }
+      const base = pct(raw, 50);
+      const cmds = `${existing ? '' : `mkfs.${fsType} + `}mount + mount --bind`;
+      rows.push({ what: `raw ${cmds}, ${fsType}${existing ? ', has fs' : ', empty'}`, samples: raw });
+      rows.push({
+        what: `NodeStage + NodePublish, ${fsType}${existing ? ', has fs' : ', empty disk'}`,
+        samples: drv,
+        min: base,
+        note: `minimum = raw p50 (raw min ${fmt(Math.min(...raw))} ms)`,
+      });
+    }
+  }
+  rows.push({ what: 'raw umount + umount (all cases)', samples: downRaw });
+  rows.push({
+    what: 'NodeUnpublish + NodeUnstage (all cases)',
+    samples: downDriver,
+    min: pct(downRaw, 50),
+    note: `minimum = raw p50 (raw min ${fmt(Math.min(...downRaw))} ms)`,
+  });
+  printTable({
+    title: `Proxmox node plugin over gRPC (program process, ${disk.device} on a sparse file, 1 GiB; ${N} per row)`,
+    unit: 'ms',
+    rows,
+  });
+} finally {
+  c.close();
+  await p.stop();
+  for (const fn of teardown) fn();
+}
