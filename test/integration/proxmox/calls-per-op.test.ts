@@ -3,67 +3,23 @@
 // each call is needed: test/helpers/proxmox-call-budget.ts. Also: 24 publishes to one VM at once
 // are one config change.
 import t from 'tap';
-import pino from 'pino';
-import type * as T from '../../../src/csi/types.js';
-import { createProxmoxController } from '../../../src/proxmox/controller/controller.js';
-import { GiB } from '../../../src/proxmox/controller/params.js';
-import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
+import { callCtx, createReq as createVolumeReq, publishReq } from '../../helpers/csi-requests.js';
 import { type BudgetedOp, PROXMOX_CALL_BUDGET } from '../../helpers/proxmox-call-budget.js';
+import { startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
 
-const MOUNT: T.VolumeCapability = {
-  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
-  accessMode: { mode: 'SINGLE_NODE_WRITER' },
-  accessType: 'mount',
-};
 const PARAMS = { storage: 'local-lvm', ssd: 'true', backup: 'true' };
 const VM = 'talos-worker-1';
-const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(30_000) });
-const createReq = (name: string): T.CreateVolumeRequest => ({
-  name,
-  capacityRange: { requiredBytes: String(GiB), limitBytes: '0' },
-  volumeCapabilities: [MOUNT],
-  parameters: PARAMS,
-  secrets: {},
-  volumeContentSource: null,
-  mutableParameters: {},
-  accessibilityRequirements: {
-    requisite: [],
-    preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }],
-  },
-});
-const pubReq = (volumeId: string): T.ControllerPublishVolumeRequest => ({
-  volumeId,
-  nodeId: VM,
-  volumeCapability: MOUNT,
-  readonly: false,
-  secrets: {},
-  volumeContext: PARAMS,
-});
+const ctx = () => callCtx(30_000);
+const createReq = (name: string) => createVolumeReq(name, { parameters: PARAMS });
+const pubReq = (volumeId: string) => publishReq(volumeId, VM, PARAMS);
 
 t.test('calls per operation stay at the minimum (happy path, warm caches)', async (t) => {
-  const sim = await startSimulator({ backend: 'none', faults: { authFailureDelayMs: 0, taskDurationMs: 0 } });
-  t.teardown(() => sim.close());
-  const admin = new SimulatorAdmin(sim.adminUrl);
-  const c = createProxmoxController({
-    config: {
-      clusters: [
-        {
-          url: sim.url,
-          insecure: false,
-          caFile: sim.caFile,
-          tokenId: sim.tokenId,
-          tokenSecret: sim.tokenSecret,
-          region: 'homelab',
-        },
-      ],
-      controllerVmId: 9999,
-    },
+  const { admin, c } = await startProxmoxOnSim(t, {
+    sim: { faults: { taskDurationMs: 0 } },
     // Caches stay warm for the whole test: what is counted is the operation, not a refresh. No
     // start-up window (startup-fence.ts): steady state is what is counted.
-    log: pino({ level: 'silent' }),
-    tuning: { cacheTtlMs: 120_000, startupFenceMs: 0 },
+    controller: { tuning: { cacheTtlMs: 120_000, startupFenceMs: 0 } },
   });
-  t.teardown(() => c.close());
   const { controllerPublishVolume, controllerUnpublishVolume } = c;
   if (!controllerPublishVolume || !controllerUnpublishVolume) throw new Error('the Proxmox controller publishes');
   const publish = controllerPublishVolume.bind(c);

@@ -3,10 +3,6 @@
 // over HTTPS — detached (applies at the next publish) and attached (the drive line is rewritten
 // in place through the VM's queue, same slot and WWN, nothing left pending).
 import t from 'tap';
-import pino from 'pino';
-import type * as T from '../../../src/csi/types.js';
-import { isCsiError } from '../../../src/errors.js';
-import { createProxmoxController } from '../../../src/proxmox/controller/controller.js';
 import { driveHasOptions, parseDrive, withDriveOptions } from '../../../src/proxmox/controller/drives.js';
 import {
   applyMutable,
@@ -15,25 +11,11 @@ import {
   parseMarker,
   parseMutableParameters,
 } from '../../../src/proxmox/controller/mutable.js';
-import { GiB } from '../../../src/proxmox/controller/params.js';
 import { diskNameFor } from '../../../src/proxmox/volume-id.js';
-import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
-
-const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(60_000) });
-const MOUNT: T.VolumeCapability = {
-  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
-  accessMode: { mode: 'SINGLE_NODE_WRITER' },
-  accessType: 'mount',
-};
-
-async function kind(p: Promise<unknown>): Promise<{ kind: string; message: string }> {
-  try {
-    await p;
-    return { kind: 'ok', message: '' };
-  } catch (e) {
-    return { kind: isCsiError(e) ? e.kind : 'untyped', message: (e as Error).message };
-  }
-}
+import { callCtx as ctx, createReq, publishReq } from '../../helpers/csi-requests.js';
+import { outcome as kind } from '../../helpers/outcome.js';
+import { startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
+import { vmNamed, volumesOn } from '../../helpers/sim-state.js';
 
 t.test('mutable keys: the three upstream ones, everything else refused by name', async (t) => {
   t.same(parseMutableParameters({ backup: 'false', diskIOPS: '500', diskMBps: '0' }), {
@@ -93,65 +75,16 @@ t.test('drive lines: options replaced in place, defaults understood', async (t) 
 });
 
 t.test('ControllerModifyVolume against the simulator', async (t) => {
-  const sim = await startSimulator({
-    backend: 'none',
-    faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 1000 },
-  });
-  t.teardown(() => sim.close());
-  const c = createProxmoxController({
-    config: {
-      clusters: [
-        {
-          url: sim.url,
-          insecure: false,
-          caFile: sim.caFile,
-          tokenId: sim.tokenId,
-          tokenSecret: sim.tokenSecret,
-          region: 'homelab',
-        },
-      ],
-      controllerVmId: 9999,
-    },
-    log: pino({ level: 'silent' }),
-    queryTimeoutMs: 10_000,
-    tuning: { queue: { confirmTimeoutMs: 1500 } },
-  });
-  t.teardown(() => c.close());
+  const { c, state } = await startProxmoxOnSim(t);
   t.ok(c.capabilities.includes('MODIFY_VOLUME'));
-  const admin = new SimulatorAdmin(sim.adminUrl);
-  type State = {
-    nodes: Array<{ name: string; storages: Array<{ id: string; volumes: Array<{ volid: string }> }> }>;
-    vms: Array<{ name: string; config: Record<string, string>; pending: Record<string, string> }>;
-  };
-  const state = async () => (await admin.state()) as State;
-  const volids = async () =>
-    (await state()).nodes
-      .find((n) => n.name === 'hyper1')!
-      .storages.find((s) => s.id === 'local-lvm')!
-      .volumes.map((v) => v.volid);
-  const vm = async (name: string) => (await state()).vms.find((v) => v.name === name)!;
-  const create = (name: string, mutableParameters: Record<string, string> = {}): T.CreateVolumeRequest => ({
-    name,
-    capacityRange: { requiredBytes: String(GiB), limitBytes: '0' },
-    volumeCapabilities: [MOUNT],
-    parameters: { storage: 'local-lvm', backup: 'true', diskIOPS: '100' },
-    secrets: {},
-    volumeContentSource: null,
-    accessibilityRequirements: {
-      requisite: [],
-      preferred: [
-        { segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } },
-      ],
-    },
-    mutableParameters,
-  });
+  const volids = async () => volumesOn(await state(), 'hyper1', 'local-lvm').map((v) => v.volid);
+  const vm = async (name: string) => vmNamed(await state(), name);
+  const create = (name: string, mutableParameters: Record<string, string> = {}) =>
+    createReq(name, { parameters: { storage: 'local-lvm', backup: 'true', diskIOPS: '100' }, mutableParameters });
   const modify = (volumeId: string, mutableParameters: Record<string, string>) =>
     c.controllerModifyVolume!({ volumeId, mutableParameters, secrets: {} }, ctx());
   const publish = (volumeId: string, volumeContext: Record<string, string>) =>
-    c.controllerPublishVolume!(
-      { volumeId, nodeId: 'talos-worker-1', volumeCapability: MOUNT, readonly: false, secrets: {}, volumeContext },
-      ctx(),
-    );
+    c.controllerPublishVolume!(publishReq(volumeId, 'talos-worker-1', volumeContext), ctx());
   const unpublish = (volumeId: string) =>
     c.controllerUnpublishVolume!({ volumeId, nodeId: 'talos-worker-1', secrets: {} }, ctx());
 

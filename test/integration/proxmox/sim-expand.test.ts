@@ -5,72 +5,29 @@
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import pino from 'pino';
-import type * as T from '../../../src/csi/types.js';
 import { isCsiError } from '../../../src/errors.js';
-import { createProxmoxController } from '../../../src/proxmox/controller/controller.js';
 import { GiB } from '../../../src/proxmox/controller/params.js';
 import { helperWwnForSlot } from '../../../src/proxmox/contract.js';
-import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
+import { callCtx as ctx, createReq, expandReq } from '../../helpers/csi-requests.js';
+import { startProxmoxOnSim, type Teardown } from '../../helpers/proxmox-on-sim.js';
 
-const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(60_000) });
-const MOUNT: T.VolumeCapability = {
-  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
-  accessMode: { mode: 'SINGLE_NODE_WRITER' },
-  accessType: 'mount',
-};
 const RESIZE = 'PUT /nodes/{node}/qemu/{vmid}/resize';
 const UNLINK = 'PUT /nodes/{node}/qemu/{vmid}/unlink';
 
-interface VmState {
-  vmid: number;
-  name: string;
-  config: Record<string, string>;
-  pending: Record<string, string>;
-  pendingDelete: string[];
-  loopDevices?: Record<string, string>;
-}
-interface State {
-  vms: VmState[];
-  nodes: Array<{
-    name: string;
-    storages: Array<{ volumes: Array<{ volid: string; size: number; file: string | null }> }>;
-  }>;
-}
-
 async function start(
-  t: { teardown(fn: () => unknown): void },
+  t: Teardown,
   backend: 'none' | 'loop',
   helpers: { kubernetesNodes?: string[]; expansionHelpers?: string[] } = {},
 ) {
-  const sim = await startSimulator({
-    backend,
-    faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 1000 },
-  });
-  t.teardown(() => sim.close());
-  const c = createProxmoxController({
-    config: {
-      clusters: [
-        {
-          url: sim.url,
-          insecure: false,
-          caFile: sim.caFile,
-          tokenId: sim.tokenId,
-          tokenSecret: sim.tokenSecret,
-          region: 'homelab',
-          ...(helpers.expansionHelpers && { expansionHelpers: helpers.expansionHelpers }),
-        },
-      ],
-      controllerVmId: 9999,
+  const s = await startProxmoxOnSim(t, {
+    sim: { backend },
+    controller: {
+      ...(helpers.expansionHelpers && { cluster: { expansionHelpers: helpers.expansionHelpers } }),
+      tuning: { cacheTtlMs: 0 },
+      ...(helpers.kubernetesNodes && { kubernetesNodes: async () => new Set(helpers.kubernetesNodes) }),
     },
-    log: pino({ level: 'silent' }),
-    queryTimeoutMs: 10_000,
-    tuning: { queue: { confirmTimeoutMs: 1500 }, cacheTtlMs: 0 },
-    ...(helpers.kubernetesNodes && { kubernetesNodes: async () => new Set(helpers.kubernetesNodes) }),
   });
-  t.teardown(() => c.close());
-  const admin = new SimulatorAdmin(sim.adminUrl);
-  const state = async () => (await admin.state()) as State;
+  const { admin, c, state } = s;
   /** Keys of every VM config/pending entry that mention the disk. */
   const mentions = async (disk: string) =>
     (await state()).vms.flatMap((vm) =>
@@ -79,42 +36,13 @@ async function start(
         .map(([k]) => `${vm.vmid}:${k}`)
         .concat(vm.pendingDelete.length ? [`${vm.vmid}:pendingDelete`] : []),
     );
-  const create = async (name: string) =>
-    (
-      await c.createVolume(
-        {
-          name,
-          capacityRange: { requiredBytes: String(GiB), limitBytes: '0' },
-          volumeCapabilities: [MOUNT],
-          parameters: { storage: 'local-lvm' },
-          secrets: {},
-          volumeContentSource: null,
-          mutableParameters: {},
-          accessibilityRequirements: {
-            requisite: [],
-            preferred: [
-              { segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } },
-            ],
-          },
-        },
-        ctx(),
-      )
-    ).volume!.volumeId!;
-  const expand = (volumeId: string, bytes: number) =>
-    c.controllerExpandVolume!(
-      {
-        volumeId,
-        capacityRange: { requiredBytes: String(bytes), limitBytes: '0' },
-        secrets: {},
-        volumeCapability: MOUNT,
-      },
-      ctx(),
-    );
+  const create = async (name: string) => (await c.createVolume(createReq(name), ctx())).volume!.volumeId!;
+  const expand = (volumeId: string, bytes: number) => c.controllerExpandVolume!(expandReq(volumeId, bytes), ctx());
   const resizedThrough = async () =>
     (await admin.requests()).entries
       .filter((e) => e.route === RESIZE && e.status === 200)
       .map((e) => /\/qemu\/(\d+)\//.exec(e.path)?.[1]);
-  return { sim, admin, c, state, mentions, create, expand, resizedThrough };
+  return { ...s, mentions, create, expand, resizedThrough };
 }
 
 t.test('offline expansion over HTTPS: stopped VM first, else running; nothing left behind', async (t) => {

@@ -1,98 +1,26 @@
 // Issue 10, defects 1 and 3, against the simulator with Proxmox's own lock timeout (10 s): a
 // volume is never attached to two VMs, whatever callers give up on and whoever holds locks.
 import t from 'tap';
-import pino from 'pino';
-import type * as T from '../../../src/csi/types.js';
-import { isCsiError } from '../../../src/errors.js';
-import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller/controller.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
 import { GiB } from '../../../src/proxmox/controller/params.js';
 import { wwnForSlot } from '../../../src/proxmox/contract.js';
-import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
+import { callCtx as ctx, createReq, expandReq, publishReq as pubReq } from '../../helpers/csi-requests.js';
+import { outcome as kind } from '../../helpers/outcome.js';
+import { startProxmoxOnSim, type Teardown } from '../../helpers/proxmox-on-sim.js';
+import { holdersOf, vmNamed } from '../../helpers/sim-state.js';
 
-const MOUNT: T.VolumeCapability = {
-  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
-  accessMode: { mode: 'SINGLE_NODE_WRITER' },
-  accessType: 'mount',
-};
-const ctx = (ms = 60_000): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(ms) });
-const pubReq = (volumeId: string, nodeId: string): T.ControllerPublishVolumeRequest => ({
-  volumeId,
-  nodeId,
-  volumeCapability: MOUNT,
-  readonly: false,
-  secrets: {},
-  volumeContext: {},
-});
-const createReq = (name: string): T.CreateVolumeRequest => ({
-  name,
-  capacityRange: { requiredBytes: String(GiB), limitBytes: '0' },
-  volumeCapabilities: [MOUNT],
-  parameters: { storage: 'local-lvm' },
-  secrets: {},
-  volumeContentSource: null,
-  mutableParameters: {},
-  accessibilityRequirements: {
-    requisite: [],
-    preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }],
-  },
-});
-
-interface VmState {
-  vmid: number;
-  name: string;
-  config: Record<string, string>;
-  pending: Record<string, string>;
-  pendingDelete: string[];
-}
-
-async function kind(p: Promise<unknown>): Promise<{ kind: string; message: string }> {
-  try {
-    await p;
-    return { kind: 'ok', message: '' };
-  } catch (e) {
-    return { kind: isCsiError(e) ? e.kind : 'untyped', message: (e as Error).message };
-  }
-}
-
-async function start(t: { teardown(fn: () => unknown): void }, startupFenceMs?: number) {
+async function start(t: Teardown, startupFenceMs?: number) {
   // lockTimeoutMs: Proxmox's own 10 s (PVE::AbstractConfig::lock_config), so a change can wait
   // for the lock longer than its caller waits for it.
-  const sim = await startSimulator({
-    backend: 'none',
-    faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 10_000 },
+  const s = await startProxmoxOnSim(t, {
+    sim: { faults: { lockTimeoutMs: 10_000 } },
+    controller: { queryTimeoutMs: 15_000, tuning: { ...(startupFenceMs !== undefined && { startupFenceMs }) } },
   });
-  t.teardown(() => sim.close());
-  const c: ProxmoxController = createProxmoxController({
-    config: {
-      clusters: [
-        {
-          url: sim.url,
-          insecure: false,
-          caFile: sim.caFile,
-          tokenId: sim.tokenId,
-          tokenSecret: sim.tokenSecret,
-          region: 'homelab',
-        },
-      ],
-      controllerVmId: 9999,
-    },
-    log: pino({ level: 'silent' }),
-    queryTimeoutMs: 15_000,
-    tuning: { queue: { confirmTimeoutMs: 1500 }, ...(startupFenceMs !== undefined && { startupFenceMs }) },
-  });
-  t.teardown(() => c.close());
-  const admin = new SimulatorAdmin(sim.adminUrl);
-  const vms = async () => ((await admin.state()) as { vms: VmState[] }).vms;
   /** VMs whose config or pending section references the disk. */
-  const holders = async (disk: string) =>
-    (await vms())
-      .filter((v) => [...Object.values(v.config), ...Object.values(v.pending)].some((x) => x.includes(disk)))
-      .map((v) => v.name);
-  return { sim, c, admin, vms, holders };
+  const holders = async (disk: string) => holdersOf(await s.state(), disk);
+  return { ...s, holders };
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 t.test('defect 1: a publish given up while the VM lock is held elsewhere keeps the volume fenced', async (t) => {
   const { c, admin, holders } = await start(t);
@@ -142,27 +70,18 @@ t.test('class: unpublish given up while the VM lock is held keeps the volume fen
 });
 
 t.test('class: online resize given up while the VM lock is held keeps the volume fenced', async (t) => {
-  const { c, admin, vms } = await start(t);
+  const { c, admin, state } = await start(t);
   const id = (await c.createVolume(createReq('pvc-grow'), ctx())).volume!.volumeId!;
   await c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx());
   await admin.holdLock({ vmid: 111 }, 6000);
-  const expand = (ms: number) =>
-    c.controllerExpandVolume!(
-      {
-        volumeId: id,
-        capacityRange: { requiredBytes: String(2 * GiB), limitBytes: '0' },
-        secrets: {},
-        volumeCapability: MOUNT,
-      },
-      ctx(ms),
-    );
+  const expand = (ms: number) => c.controllerExpandVolume!(expandReq(id, 2 * GiB), ctx(ms));
   t.equal((await kind(expand(2500))).kind, 'DeadlineExceeded');
   const again = await kind(expand(2500));
   t.equal(again.kind, 'Aborted', 'a second expansion waits for the resize in flight');
   t.match(again.message, /resize of .* through VM talos-worker-1/);
   t.equal((await kind(c.deleteVolume({ volumeId: id, secrets: {} }, ctx(2500)))).kind, 'Aborted', 'so does a delete');
   await sleep(5000);
-  const w1 = (await vms()).find((v) => v.name === 'talos-worker-1')!;
+  const w1 = vmNamed(await state(), 'talos-worker-1');
   t.match(w1.config.scsi1, /size=2G/, 'the resize landed once the lock was free');
   t.same(await expand(10_000), { capacityBytes: String(2 * GiB), nodeExpansionRequired: true });
   await c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
@@ -173,16 +92,7 @@ t.test('class: offline expansion given up while the helper VM lock is held leave
   const id = (await c.createVolume(createReq('pvc-off'), ctx())).volume!.volumeId!;
   await admin.holdLock({ vmid: 101 }, 6000);
   await admin.holdLock({ vmid: 111 }, 6000);
-  const expand = (ms: number) =>
-    c.controllerExpandVolume!(
-      {
-        volumeId: id,
-        capacityRange: { requiredBytes: String(2 * GiB), limitBytes: '0' },
-        secrets: {},
-        volumeCapability: MOUNT,
-      },
-      ctx(ms),
-    );
+  const expand = (ms: number) => c.controllerExpandVolume!(expandReq(id, 2 * GiB), ctx(ms));
   t.equal((await kind(expand(2500))).kind, 'DeadlineExceeded');
   t.equal(
     (await kind(c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx(2500)))).kind,
@@ -202,8 +112,7 @@ t.test('class: offline expansion given up while the helper VM lock is held leave
 });
 
 t.test('class: delete given up while the storage lock is held keeps the volume fenced', async (t) => {
-  const { c, admin, sim } = await start(t);
-  sim;
+  const { c, admin } = await start(t);
   const id = (await c.createVolume(createReq('pvc-del'), ctx())).volume!.volumeId!;
   await admin.holdLock({ node: 'hyper1', storage: 'local-lvm' }, 6000);
   t.equal((await kind(c.deleteVolume({ volumeId: id, secrets: {} }, ctx(2500)))).kind, 'DeadlineExceeded');
@@ -234,22 +143,13 @@ t.test('re-check after landing: a change of a previous run that lands first wins
   // The start-up fence (sim-startup-fence.test.ts) would wait for the previous run's task before
   // attaching; switched off here, the re-check after landing is what must catch it (as it does a
   // disk attached by hand, which no task list shows).
-  const { sim, c, admin, holders } = await start(t, 0);
+  const { cluster, c, admin, holders } = await start(t, 0);
   const id = (await c.createVolume(createReq('pvc-race'), ctx())).volume!.volumeId!;
   // A previous run of the controller sent an attach to VM 111 (POST …/config: a qmconfig task
   // that waits for the VM lock), then died before it landed.
   await admin.holdLock({ vmid: 111 }, 3000);
   await admin.holdLock({ vmid: 101 }, 6000);
-  const previous = createHttpProxmoxApi({
-    cluster: {
-      url: sim.url,
-      insecure: false,
-      caFile: sim.caFile,
-      tokenId: sim.tokenId,
-      tokenSecret: sim.tokenSecret,
-      region: 'homelab',
-    },
-  });
+  const previous = createHttpProxmoxApi({ cluster });
   const upid = await previous.updateVmConfig('hyper1', 111, {
     set: { scsi1: `local-lvm:vm-9999-pvc-race,backup=1,wwn=${wwnForSlot(1)}` },
   });

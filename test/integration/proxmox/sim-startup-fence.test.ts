@@ -5,95 +5,27 @@
 // sending that POST straight to the simulator with the driver's token while another client
 // holds the VM's lock, then dropping the connection.
 import t from 'tap';
-import pino from 'pino';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type * as T from '../../../src/csi/types.js';
-import { isCsiError } from '../../../src/errors.js';
-import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller/controller.js';
 import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
 import { wwnForSlot } from '../../../src/proxmox/contract.js';
-import { GiB, driveString } from '../../../src/proxmox/controller/params.js';
-import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
+import { driveString } from '../../../src/proxmox/controller/params.js';
+import { callCtx, createReq, publishReq as pubReq } from '../../helpers/csi-requests.js';
+import { outcome as kind } from '../../helpers/outcome.js';
+import { proxmoxController, startSimCluster, type Teardown } from '../../helpers/proxmox-on-sim.js';
+import { holdersOf } from '../../helpers/sim-state.js';
 
-const MOUNT: T.VolumeCapability = {
-  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
-  accessMode: { mode: 'SINGLE_NODE_WRITER' },
-  accessType: 'mount',
-};
-const ctx = (ms = 60_000): T.CallContext => ({
-  log: pino({ level: 'silent' }),
-  signal: AbortSignal.timeout(ms),
-  deadline: Date.now() + ms,
-});
-const pubReq = (volumeId: string, nodeId: string): T.ControllerPublishVolumeRequest => ({
-  volumeId,
-  nodeId,
-  volumeCapability: MOUNT,
-  readonly: false,
-  secrets: {},
-  volumeContext: {},
-});
-const createReq = (name: string): T.CreateVolumeRequest => ({
-  name,
-  capacityRange: { requiredBytes: String(GiB), limitBytes: '0' },
-  volumeCapabilities: [MOUNT],
-  parameters: { storage: 'local-lvm' },
-  secrets: {},
-  volumeContentSource: null,
-  mutableParameters: {},
-  accessibilityRequirements: {
-    requisite: [],
-    preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }],
-  },
-});
+const ctx = (ms = 60_000): T.CallContext => ({ ...callCtx(ms), deadline: Date.now() + ms });
 
-interface VmState {
-  vmid: number;
-  name: string;
-  config: Record<string, string>;
-  pending: Record<string, string>;
-}
-
-async function kind(p: Promise<unknown>): Promise<{ kind: string; message: string }> {
-  try {
-    await p;
-    return { kind: 'ok', message: '' };
-  } catch (e) {
-    return { kind: isCsiError(e) ? e.kind : 'untyped', message: (e as Error).message };
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function start(t: { teardown(fn: () => unknown): void }) {
+async function start(t: Teardown) {
   // lockTimeoutMs: Proxmox's own 10 s, so the dead process's change waits behind the held lock.
-  const sim = await startSimulator({
-    backend: 'none',
-    faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 10_000 },
-  });
-  t.teardown(() => sim.close());
-  const cluster = {
-    url: sim.url,
-    insecure: false,
-    caFile: sim.caFile,
-    tokenId: sim.tokenId,
-    tokenSecret: sim.tokenSecret,
-    region: 'homelab',
-  };
-  const controller = (startupFenceMs?: number): ProxmoxController => {
-    const c = createProxmoxController({
-      config: { clusters: [cluster], controllerVmId: 9999 },
-      log: pino({ level: 'silent' }),
+  const { admin, cluster, state } = await startSimCluster(t, { faults: { lockTimeoutMs: 10_000 } });
+  const controller = (startupFenceMs?: number) =>
+    proxmoxController(t, cluster, {
       queryTimeoutMs: 15_000,
-      tuning: { queue: { confirmTimeoutMs: 1500 }, ...(startupFenceMs !== undefined && { startupFenceMs }) },
+      tuning: { ...(startupFenceMs !== undefined && { startupFenceMs }) },
     });
-    t.teardown(() => c.close());
-    return c;
-  };
-  const admin = new SimulatorAdmin(sim.adminUrl);
-  const holders = async (disk: string) =>
-    ((await admin.state()) as { vms: VmState[] }).vms
-      .filter((v) => [...Object.values(v.config), ...Object.values(v.pending)].some((x) => x.includes(disk)))
-      .map((v) => v.name);
+  const holders = async (disk: string) => holdersOf(await state(), disk);
   /** What the killed process did last: its attach POST to VM 111 (talos-worker-1), then it died. */
   const deadProcessAttach = async (disk: string): Promise<string> => {
     const api = createHttpProxmoxApi({ cluster });

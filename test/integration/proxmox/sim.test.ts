@@ -4,105 +4,38 @@
 // pending, missing privileges.
 import t from 'tap';
 import fs from 'node:fs';
-import pino from 'pino';
 import { parse as parseYaml } from 'yaml';
 import type * as T from '../../../src/csi/types.js';
-import { isCsiError } from '../../../src/errors.js';
-import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller/controller.js';
 import { GiB } from '../../../src/proxmox/controller/params.js';
-import { DEFAULT_CONFIG_PATH, SimulatorAdmin, startSimulator, type RunningSimulator } from '../../../sim/index.js';
+import { DEFAULT_CONFIG_PATH } from '../../../sim/index.js';
+import {
+  MOUNT,
+  callCtx as ctx,
+  capacity,
+  createReq as createVolumeReq,
+  preferZone,
+  publishReq as pubReq,
+} from '../../helpers/csi-requests.js';
+import { outcome as kind } from '../../helpers/outcome.js';
+import { proxmoxController, startProxmoxOnSim, type Teardown } from '../../helpers/proxmox-on-sim.js';
+import { vmNamed } from '../../helpers/sim-state.js';
 
-const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: AbortSignal.timeout(60_000) });
-const MOUNT: T.VolumeCapability = {
-  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
-  accessMode: { mode: 'SINGLE_NODE_WRITER' },
-  accessType: 'mount',
-};
 const AUDITOR = { id: 'auditor@pve!ro', secret: '11111111-2222-3333-4444-555555555555', role: 'PVEAuditor' };
 
-interface VmState {
-  vmid: number;
-  name: string;
-  config: Record<string, string>;
-  pending: Record<string, string>;
-  pendingDelete: string[];
-}
-
-async function start(t: Tap): Promise<{
-  sim: RunningSimulator;
-  admin: SimulatorAdmin;
-  c: ProxmoxController;
-  vm: (name: string) => Promise<VmState>;
-}> {
+async function start(t: Teardown) {
   const config = parseYaml(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as { tokens: unknown[] };
   config.tokens.push(AUDITOR);
-  const sim = await startSimulator({
-    backend: 'none',
-    config,
-    faults: { authFailureDelayMs: 0, taskDurationMs: 5, lockTimeoutMs: 1000 },
-  });
-  t.teardown(() => sim.close());
-  const c = createProxmoxController({
-    config: {
-      clusters: [
-        {
-          url: sim.url,
-          insecure: false,
-          caFile: sim.caFile,
-          tokenId: sim.tokenId,
-          tokenSecret: sim.tokenSecret,
-          region: 'homelab',
-        },
-      ],
-      controllerVmId: 9999,
-    },
-    log: pino({ level: 'silent' }),
-    queryTimeoutMs: 10_000,
-    tuning: { queue: { confirmTimeoutMs: 1500 } },
-  });
-  t.teardown(() => c.close());
-  const admin = new SimulatorAdmin(sim.adminUrl);
-  const vm = async (name: string) => ((await admin.state()) as { vms: VmState[] }).vms.find((v) => v.name === name)!;
-  return { sim, admin, c, vm };
+  const s = await startProxmoxOnSim(t, { sim: { config } });
+  const vm = async (name: string) => vmNamed(await s.state(), name);
+  return { ...s, vm };
 }
-type Tap = { teardown(fn: () => unknown): void };
 
-function createReq(name: string, zone = 'hyper1', size = GiB): T.CreateVolumeRequest {
-  return {
-    name,
-    capacityRange: { requiredBytes: String(size), limitBytes: '0' },
-    volumeCapabilities: [MOUNT],
+const createReq = (name: string, zone = 'hyper1', size = GiB): T.CreateVolumeRequest =>
+  createVolumeReq(name, {
+    capacityRange: capacity(size),
     parameters: { storage: 'local-lvm', ssd: 'true', backup: 'true', cache: 'writethrough' },
-    secrets: {},
-    volumeContentSource: null,
-    accessibilityRequirements: {
-      requisite: [],
-      preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': zone } }],
-    },
-    mutableParameters: {},
-  };
-}
-const pubReq = (
-  volumeId: string,
-  nodeId: string,
-  volumeContext: Record<string, string> = {},
-): T.ControllerPublishVolumeRequest => ({
-  volumeId,
-  nodeId,
-  volumeCapability: MOUNT,
-  readonly: false,
-  secrets: {},
-  volumeContext,
-});
-
-async function kind(p: Promise<unknown>): Promise<{ kind: string; message: string }> {
-  try {
-    await p;
-    return { kind: 'ok', message: '' };
-  } catch (e) {
-    return { kind: isCsiError(e) ? e.kind : 'untyped', message: (e as Error).message };
-  }
-}
+    accessibilityRequirements: preferZone(zone),
+  });
 
 t.test('lifecycle over HTTPS with the CA pinned', async (t) => {
   const { c, vm } = await start(t);
@@ -286,23 +219,13 @@ t.test('faults: lock held by someone else, failed task, dropped answers, stuck d
 });
 
 t.test('errors a person can act on: privileges, authentication', async (t) => {
-  const { sim } = await start(t);
-  const mk = (tokenId: string, tokenSecret: string) =>
-    createProxmoxController({
-      config: {
-        clusters: [{ url: sim.url, insecure: false, caFile: sim.caFile, tokenId, tokenSecret, region: 'homelab' }],
-        controllerVmId: 9999,
-      },
-      log: pino({ level: 'silent' }),
-    });
-  const auditor = mk(AUDITOR.id, AUDITOR.secret);
-  t.teardown(() => auditor.close());
+  const { cluster } = await start(t);
+  const auditor = proxmoxController(t, { ...cluster, tokenId: AUDITOR.id, tokenSecret: AUDITOR.secret });
   t.match(await kind(auditor.createVolume(createReq('pvc-x'), ctx())), {
     kind: 'FailedPrecondition',
     message: /lacks Datastore\.AllocateSpace/,
   });
-  const wrong = mk(sim.tokenId, '00000000-0000-0000-0000-000000000000');
-  t.teardown(() => wrong.close());
+  const wrong = proxmoxController(t, { ...cluster, tokenSecret: '00000000-0000-0000-0000-000000000000' });
   t.match(await kind(wrong.createVolume(createReq('pvc-x'), ctx())), {
     kind: 'FailedPrecondition',
     message: /authentication failed/,
