@@ -10,11 +10,7 @@ import {
 } from '../../src/proxmox/controller/controller.js';
 import { SimulatorAdmin, startSimulator, type RunningSimulator, type StartOptions } from '../../sim/index.js';
 import { simState, type SimState } from './sim-state.js';
-
-/** What the fixtures need of a tap test: somewhere to register the clean-up. */
-export interface Teardown {
-  teardown(fn: () => unknown): void;
-}
+import type { Teardown } from './teardown.js';
 
 /** The controller's VM ID: upstream's default, so disks are `vm-9999-<pv>`. */
 export const CONTROLLER_VMID = 9999;

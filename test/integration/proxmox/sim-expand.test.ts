@@ -9,7 +9,8 @@ import { isCsiError } from '../../../src/errors.js';
 import { GiB } from '../../../src/proxmox/controller/params.js';
 import { helperWwnForSlot } from '../../../src/proxmox/contract.js';
 import { callCtx as ctx, createReq, expandReq } from '../../helpers/csi-requests.js';
-import { startProxmoxOnSim, type Teardown } from '../../helpers/proxmox-on-sim.js';
+import { startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
+import type { Teardown } from '../../helpers/teardown.js';
 
 const RESIZE = 'PUT /nodes/{node}/qemu/{vmid}/resize';
 const UNLINK = 'PUT /nodes/{node}/qemu/{vmid}/unlink';

@@ -7,7 +7,8 @@ import { GiB } from '../../../src/proxmox/controller/params.js';
 import { wwnForSlot } from '../../../src/proxmox/contract.js';
 import { callCtx as ctx, createReq, expandReq, publishReq as pubReq } from '../../helpers/csi-requests.js';
 import { outcome as kind } from '../../helpers/outcome.js';
-import { startProxmoxOnSim, type Teardown } from '../../helpers/proxmox-on-sim.js';
+import { startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
+import type { Teardown } from '../../helpers/teardown.js';
 import { holdersOf, vmNamed } from '../../helpers/sim-state.js';
 
 async function start(t: Teardown, startupFenceMs?: number) {

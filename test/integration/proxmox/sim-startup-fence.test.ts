@@ -12,7 +12,8 @@ import { wwnForSlot } from '../../../src/proxmox/contract.js';
 import { driveString } from '../../../src/proxmox/controller/params.js';
 import { callCtx, createReq, publishReq as pubReq } from '../../helpers/csi-requests.js';
 import { outcome as kind } from '../../helpers/outcome.js';
-import { proxmoxController, startSimCluster, type Teardown } from '../../helpers/proxmox-on-sim.js';
+import { proxmoxController, startSimCluster } from '../../helpers/proxmox-on-sim.js';
+import type { Teardown } from '../../helpers/teardown.js';
 import { holdersOf } from '../../helpers/sim-state.js';
 
 const ctx = (ms = 60_000): T.CallContext => ({ ...callCtx(ms), deadline: Date.now() + ms });

@@ -17,7 +17,8 @@ import {
   publishReq as pubReq,
 } from '../../helpers/csi-requests.js';
 import { outcome as kind } from '../../helpers/outcome.js';
-import { proxmoxController, startProxmoxOnSim, type Teardown } from '../../helpers/proxmox-on-sim.js';
+import { proxmoxController, startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
+import type { Teardown } from '../../helpers/teardown.js';
 import { vmNamed } from '../../helpers/sim-state.js';
 
 const AUDITOR = { id: 'auditor@pve!ro', secret: '11111111-2222-3333-4444-555555555555', role: 'PVEAuditor' };

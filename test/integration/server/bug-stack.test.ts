@@ -5,12 +5,11 @@ import t from 'tap';
 import { Writable } from 'node:stream';
 import { status } from '@grpc/grpc-js';
 import { pino } from 'pino';
-import { startDriverServer } from '../../../src/server/driver-server.js';
 import { mapError } from '../../../src/server/status.js';
 import { nodeCall } from '../../../src/node/call.js';
 import { Internal, Unavailable, programmingError } from '../../../src/errors.js';
 import type { Driver } from '../../../src/csi/types.js';
-import { csiClient } from '../../helpers/csi-client.js';
+import { serveDriver } from '../../helpers/driver-server.js';
 
 function capture() {
   const lines: Array<Record<string, unknown>> = [];
@@ -46,12 +45,7 @@ t.test('a TypeError inside a node call: INTERNAL for the caller, the stack in th
         }),
     },
   };
-  const srv = await startDriverServer({ driver, mode: 'node', endpoint: 'tcp://127.0.0.1:0', log, version: '0' });
-  const c = csiClient(srv.endpoint);
-  t.teardown(async () => {
-    c.close();
-    await srv.stop(1000);
-  });
+  const { c } = await serveDriver(t, driver, { mode: 'node', log });
   await t.rejects(c.node.NodeUnpublishVolume({ volumeId: 'v1', targetPath: '/var/lib/kubelet/pods/x' }), {
     code: status.INTERNAL,
     details: /NodeUnpublishVolume v1 at \/var\/lib\/kubelet\/pods\/x: .*path/,

@@ -4,12 +4,11 @@
 // on the same connection (a sidecar has one for every volume) hung as well.
 import t from 'tap';
 import { status } from '@grpc/grpc-js';
-import { pino } from 'pino';
-import { startDriverServer } from '../../../src/server/driver-server.js';
 import type { Driver } from '../../../src/csi/types.js';
 import { NotFound } from '../../../src/errors.js';
 import { mapError, MAX_STATUS_MESSAGE } from '../../../src/server/status.js';
-import { csiClient, type VolumeCapability } from '../../helpers/csi-client.js';
+import type { VolumeCapability } from '../../helpers/csi-client.js';
+import { serveDriver } from '../../helpers/driver-server.js';
 
 const driver: Driver = {
   name: 'test.csi.example',
@@ -30,18 +29,7 @@ const driver: Driver = {
 const cap: VolumeCapability = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
 
 t.test('a huge id in an error message is cut, and the connection keeps working', async (t) => {
-  const srv = await startDriverServer({
-    driver,
-    mode: 'controller',
-    endpoint: 'tcp://127.0.0.1:0',
-    log: pino({ level: 'silent' }),
-    version: '1',
-  });
-  const c = csiClient(srv.endpoint, 5000);
-  t.teardown(async () => {
-    c.close();
-    await srv.stop(1000);
-  });
+  const { c } = await serveDriver(t, driver, { mode: 'controller', clientTimeoutMs: 5000 });
   const started = Date.now();
   const err = await c.controller
     .ValidateVolumeCapabilities({ volumeId: 'huge', volumeCapabilities: [cap] })

@@ -3,11 +3,9 @@
 // 4 KiB and paths over PATH_MAX with INVALID_ARGUMENT before anything else runs.
 import t from 'tap';
 import { status } from '@grpc/grpc-js';
-import { pino } from 'pino';
-import { startDriverServer } from '../../../src/server/driver-server.js';
 import type { Driver } from '../../../src/csi/types.js';
 import { checkLimits, MAX_PATH_BYTES } from '../../../src/server/limits.js';
-import { csiClient } from '../../helpers/csi-client.js';
+import { serveDriver } from '../../helpers/driver-server.js';
 
 let reached = 0;
 const driver: Driver = {
@@ -38,18 +36,7 @@ const driver: Driver = {
 };
 
 t.test('huge ids and paths are refused before a backend sees them', async (t) => {
-  const srv = await startDriverServer({
-    driver,
-    mode: 'all',
-    endpoint: 'tcp://127.0.0.1:0',
-    log: pino({ level: 'silent' }),
-    version: '1',
-  });
-  const c = csiClient(srv.endpoint, 2000);
-  t.teardown(async () => {
-    c.close();
-    await srv.stop(1000);
-  });
+  const { c } = await serveDriver(t, driver, { clientTimeoutMs: 2000 });
   await t.rejects(c.controller.DeleteVolume({ volumeId: 'x'.repeat(1 << 20) }), {
     code: status.INVALID_ARGUMENT,
     details: /volume_id is 1048576 bytes long; at most 4096/,

@@ -2,9 +2,8 @@ import t from 'tap';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { redact, REDACTED } from '../../../src/server/redact.js';
-import { startDriverServer } from '../../../src/server/driver-server.js';
 import type { Driver } from '../../../src/csi/types.js';
-import { csiClient } from '../../helpers/csi-client.js';
+import { serveDriver } from '../../helpers/driver-server.js';
 
 t.test('fields marked csi_secret are replaced, at any depth', async (t) => {
   const out = redact('NodeStageVolumeRequest', {
@@ -61,12 +60,7 @@ t.test('the debug log of a real call never contains a secret', async (t) => {
       validateVolumeCapabilities: async () => ({}),
     },
   };
-  const srv = await startDriverServer({ driver, mode: 'all', endpoint: 'tcp://127.0.0.1:0', log, version: '1' });
-  const c = csiClient(srv.endpoint);
-  t.teardown(async () => {
-    c.close();
-    await srv.stop(100);
-  });
+  const { c } = await serveDriver(t, driver, { log, version: '1', drainMs: 100 });
   await c.controller.CreateVolume({
     name: 'pvc-1',
     volumeCapabilities: [

@@ -10,6 +10,7 @@ import { Metrics } from '../../../src/server/metrics.js';
 import type { ControllerBackend, Driver, NodeBackend } from '../../../src/csi/types.js';
 import { InvalidArgument, NotFound } from '../../../src/errors.js';
 import { csiClient, type VolumeCapability } from '../../helpers/csi-client.js';
+import { serveDriver } from '../../helpers/driver-server.js';
 import { present } from '../../helpers/present.js';
 
 const silent = pino({ level: 'silent' });
@@ -48,19 +49,7 @@ const cap: VolumeCapability = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRIT
 
 t.test('identity, validation, typed errors, unimplemented, metrics', async (t) => {
   const metrics = new Metrics(false);
-  const srv = await startDriverServer({
-    driver: fakeDriver(),
-    mode: 'all',
-    endpoint: 'tcp://127.0.0.1:0',
-    log: silent,
-    version: '9.9.9',
-    metrics,
-  });
-  const c = csiClient(srv.endpoint);
-  t.teardown(async () => {
-    c.close();
-    await srv.stop(1000);
-  });
+  const { c } = await serveDriver(t, fakeDriver(), { version: '9.9.9', metrics });
   t.same(await c.identity.GetPluginInfo(), { name: 'test.csi.example', vendorVersion: '9.9.9', manifest: {} });
   const caps = await c.identity.GetPluginCapabilities();
   t.same(
@@ -112,18 +101,7 @@ t.test('identity, validation, typed errors, unimplemented, metrics', async (t) =
 });
 
 t.test('a concurrent call on the same name is ABORTED', async (t) => {
-  const srv = await startDriverServer({
-    driver: fakeDriver({ slowMs: 300 }),
-    mode: 'controller',
-    endpoint: 'tcp://127.0.0.1:0',
-    log: silent,
-    version: '1',
-  });
-  const c = csiClient(srv.endpoint);
-  t.teardown(async () => {
-    c.close();
-    await srv.stop(1000);
-  });
+  const { c } = await serveDriver(t, fakeDriver({ slowMs: 300 }), { mode: 'controller' });
   const first = c.controller.CreateVolume({ name: 'same', volumeCapabilities: [cap] });
   await new Promise((r) => setTimeout(r, 50));
   await t.rejects(c.controller.CreateVolume({ name: 'same', volumeCapabilities: [cap] }), { code: status.ABORTED });

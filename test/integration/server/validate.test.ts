@@ -4,12 +4,11 @@
 // and in each driver's own code.
 import t from 'tap';
 import { status } from '@grpc/grpc-js';
-import { pino } from 'pino';
-import { startDriverServer } from '../../../src/server/driver-server.js';
 import type { ControllerBackend, Driver, NodeBackend } from '../../../src/csi/types.js';
 import { parseCapacityRange } from '../../../src/csi/capacity.js';
 import { sizeForCreate, sizeForExpand } from '../../../src/proxmox/controller/params.js';
-import { csiClient, type VolumeCapability } from '../../helpers/csi-client.js';
+import type { VolumeCapability } from '../../helpers/csi-client.js';
+import { serveDriver } from '../../helpers/driver-server.js';
 
 const cap: VolumeCapability = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
 
@@ -112,18 +111,7 @@ const TABLE: Array<{ svc: 'controller' | 'node'; rpc: string; req: Record<string
 
 t.test('control characters in names, ids and paths: INVALID_ARGUMENT for every RPC, backend untouched', async (t) => {
   const calls: string[] = [];
-  const srv = await startDriverServer({
-    driver: okDriver(calls),
-    mode: 'all',
-    endpoint: 'tcp://127.0.0.1:0',
-    log: pino({ level: 'silent' }),
-    version: '0',
-  });
-  const c = csiClient(srv.endpoint);
-  t.teardown(async () => {
-    c.close();
-    await srv.stop(1000);
-  });
+  const { c } = await serveDriver(t, okDriver(calls));
   for (const row of TABLE) {
     await c.raw(row.svc, row.rpc, row.req);
     t.equal(calls.pop(), row.rpc, `${row.rpc}: the valid request reaches the backend`);
@@ -171,18 +159,7 @@ const MAPS: Array<{ svc: 'controller' | 'node'; rpc: string; req: Record<string,
 
 t.test('control characters in parameters, contexts and mount flags: INVALID_ARGUMENT, backend untouched', async (t) => {
   const calls: string[] = [];
-  const srv = await startDriverServer({
-    driver: okDriver(calls),
-    mode: 'all',
-    endpoint: 'tcp://127.0.0.1:0',
-    log: pino({ level: 'silent' }),
-    version: '0',
-  });
-  const c = csiClient(srv.endpoint);
-  t.teardown(async () => {
-    c.close();
-    await srv.stop(1000);
-  });
+  const { c } = await serveDriver(t, okDriver(calls));
   for (const row of MAPS) {
     for (const m of row.maps) {
       await c.raw(row.svc, row.rpc, { ...row.req, [m]: { subDir: 'ns/pvc' } });
@@ -216,18 +193,7 @@ t.test('control characters in parameters, contexts and mount flags: INVALID_ARGU
 
 t.test('capacity ranges: one parser, refused alike in the gate and in both drivers', async (t) => {
   const calls: string[] = [];
-  const srv = await startDriverServer({
-    driver: okDriver(calls),
-    mode: 'all',
-    endpoint: 'tcp://127.0.0.1:0',
-    log: pino({ level: 'silent' }),
-    version: '0',
-  });
-  const c = csiClient(srv.endpoint);
-  t.teardown(async () => {
-    c.close();
-    await srv.stop(1000);
-  });
+  const { c } = await serveDriver(t, okDriver(calls));
   for (const range of [{ requiredBytes: '-1' }, { limitBytes: '-5' }, { requiredBytes: '10', limitBytes: '5' }]) {
     await t.rejects(
       c.controller.CreateVolume({ name: 'p', volumeCapabilities: [cap], capacityRange: range }),
