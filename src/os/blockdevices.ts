@@ -281,14 +281,16 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
     async hasData(device, bytes = 1024 * 1024) {
       const handle = await fs.open(device, 'r');
       try {
-        const buf = Buffer.alloc(64 * 1024);
-        for (let off = 0; off < bytes;) {
-          const { bytesRead } = await handle.read(buf, 0, Math.min(buf.length, bytes - off), off);
-          if (bytesRead === 0) return false;
-          for (let i = 0; i < bytesRead; i++) if (buf[i] !== 0) return true;
-          off += bytesRead;
+        // One read and a memcmp against zeros: 16 reads of 64 KiB and a byte loop in JS took
+        // 3-10 ms of every first stage (bench/node.ts).
+        const buf = Buffer.allocUnsafe(bytes);
+        let n = 0;
+        while (n < bytes) {
+          const { bytesRead } = await handle.read(buf, n, bytes - n, n);
+          if (bytesRead === 0) break;
+          n += bytesRead;
         }
-        return false;
+        return !buf.subarray(0, n).equals(Buffer.alloc(n));
       } finally {
         await handle.close();
       }

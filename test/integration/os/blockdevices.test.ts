@@ -36,6 +36,29 @@ t.test('blkid export parsing and device numbers', async (t) => {
   t.equal(majMinFromRdev(0x10300n), '259:0', 'major > 255 (nvme)');
 });
 
+t.test('hasData: any non-zero byte in the window, nothing past it, short files', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bd-hasdata-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const bd = createLinuxBlockDevices({
+    exec: createExec(),
+    driverDisks: { ownsWwn: () => false, minSlot: 1, maxSlot: 30 },
+  });
+  const file = (name: string, size: number, at?: number) => {
+    const f = path.join(dir, name);
+    const b = Buffer.alloc(size);
+    if (at !== undefined) b[at] = 1;
+    fs.writeFileSync(f, b);
+    return f;
+  };
+  const MiB = 1024 * 1024;
+  t.equal(await bd.hasData(file('zeros', 2 * MiB)), false);
+  t.equal(await bd.hasData(file('last', 2 * MiB, MiB - 1)), true, 'last byte of the first MiB');
+  t.equal(await bd.hasData(file('past', 2 * MiB, MiB)), false, 'first byte after it');
+  t.equal(await bd.hasData(file('first', 2 * MiB, 0)), true);
+  t.equal(await bd.hasData(file('short', 4096, 4095)), true, 'shorter than the window');
+  t.equal(await bd.hasData(file('empty', 0)), false);
+});
+
 t.test('probe, format, size and device numbers on a loop device', { skip: canUseLoopDevices() }, async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bd-test-'));
   const file = path.join(dir, 'disk.raw');
