@@ -2,16 +2,16 @@
 // belongs to the integration tier); the parsing is unit-tested in test/unit/config/.
 import t from 'tap';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
+import { spawnProgram } from '../../helpers/program.js';
+import { tempDir } from '../../helpers/temp-dir.js';
 
 const SECRET = '5f9c1d2e-3b4a-4c5d-8e6f-7a8b9c0d1e2f';
 const good = `clusters:\n  - url: https://pve.example:8006/api2/json\n    insecure: false\n    token_id: "kubernetes-csi@pve!csi"\n    token_secret: "${SECRET}"\n    region: homelab\n`;
 
 t.test('the program prints one line and exits 2 on bad flags or config, before opening a socket', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cfg-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true }));
+  const dir = tempDir(t, 'cfg-');
   const cfg = path.join(dir, 'config.yaml');
   fs.writeFileSync(cfg, good.replace('region: homelab', 'regoin: homelab'));
   const sock = path.join(dir, 'p.sock');
@@ -29,41 +29,27 @@ t.test('the program prints one line and exits 2 on bad flags or config, before o
 });
 
 t.test('the program starts (no exit 2) on a config with unknown keys and logs the warning', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cfg-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'cfg-');
   const cfg = path.join(dir, 'config.yaml');
   fs.writeFileSync(
     cfg,
     `clusters:\n  - url: https://127.0.0.1:1/api2/json\n    token_id: "a@pve!b"\n    token_secret: "${SECRET}"\n    region: r\n    colour: blue\n`,
   );
   const sock = path.join(dir, 'p.sock');
-  const child = spawn(
-    process.execPath,
-    [
-      '--import=tsx',
-      path.resolve('src/main.ts'),
-      '--mode',
-      'controller',
-      '--proxmox-endpoint',
-      `unix://${sock}`,
-      '--proxmox-config',
-      cfg,
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+  const child = spawnProgram(t, [
+    '--mode',
+    'controller',
+    '--proxmox-endpoint',
+    `unix://${sock}`,
+    '--proxmox-config',
+    cfg,
+  ]);
+  const first = await child.ready().then(
+    () => 'ready',
+    (e: unknown) => String(e),
   );
-  let out = '';
-  const ready = new Promise<void>((resolve) => {
-    const on = (d: Buffer) => {
-      out += d.toString();
-      if (/"ready":true/.test(out)) resolve();
-    };
-    child.stdout.on('data', on);
-    child.stderr.on('data', on);
-  });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const first = await Promise.race([ready.then(() => 'ready'), exited.then((c) => `exit ${c}`)]);
   t.equal(first, 'ready', 'serves instead of exiting');
-  t.match(out, /clusters\[0\]\.colour is not a key/);
+  t.match(child.output(), /clusters\[0\]\.colour is not a key/);
   child.kill('SIGTERM');
-  await exited;
+  await child.exited;
 });

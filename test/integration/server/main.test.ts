@@ -1,55 +1,34 @@
 import t from 'tap';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
 import { csiClient, type VolumeCapability } from '../../helpers/csi-client.js';
 import { present } from '../../helpers/present.js';
+import { spawnProgram } from '../../helpers/program.js';
+import { tempDir } from '../../helpers/temp-dir.js';
 
 // The real program: both drivers in node mode on unix sockets, Identity answered on each with
 // its own name, then SIGTERM → exit 0 with the sockets removed.
 t.test('main: serves both endpoints and exits 0 on SIGTERM leaving no socket', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csi-main-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'csi-main-');
   const pve = path.join(dir, 'proxmox.sock');
   const nfs = path.join(dir, 'nfs.sock');
-  const child = spawn(
-    process.execPath,
-    [
-      '--import=tsx',
-      path.resolve('src/main.ts'),
-      '--mode',
-      'node',
-      '--node-id',
-      'talos-worker-1',
-      '--region',
-      'homelab',
-      '--zone',
-      'hyper1',
-      '--proxmox-endpoint',
-      `unix://${pve}`,
-      '--nfs-endpoint',
-      `unix://${nfs}`,
-      '--metrics-address',
-      '127.0.0.1:0',
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  t.teardown(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
-  let out = '';
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('not ready: ' + out)), 30_000);
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('"ready":true')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-  });
+  const child = spawnProgram(t, [
+    '--mode',
+    'node',
+    '--node-id',
+    'talos-worker-1',
+    '--region',
+    'homelab',
+    '--zone',
+    'hyper1',
+    '--proxmox-endpoint',
+    `unix://${pve}`,
+    '--nfs-endpoint',
+    `unix://${nfs}`,
+    '--metrics-address',
+    '127.0.0.1:0',
+  ]);
+  await child.ready();
   for (const [sock, name] of [
     [pve, 'csi.proxmox.sinextra.dev'],
     [nfs, 'nfs.csi.k8s.io'],
@@ -61,7 +40,7 @@ t.test('main: serves both endpoints and exits 0 on SIGTERM leaving no socket', a
     c.close();
   }
   child.kill('SIGTERM');
-  t.equal(await exited, 0, 'exit code 0');
+  t.equal(await child.exited, 0, 'exit code 0');
   t.notOk(fs.existsSync(pve), 'proxmox socket removed');
   t.notOk(fs.existsSync(nfs), 'nfs socket removed');
 });
@@ -72,45 +51,24 @@ t.test('main: SIGTERM exits within the drain timeout + 2 s while a Proxmox call 
   const { startSimulator, SimulatorAdmin } = await import('../../../sim/index.js');
   const sim = await startSimulator({ backend: 'none', faults: { authFailureDelayMs: 0 } });
   t.teardown(() => sim.close());
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csi-main-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'csi-main-');
   const cfg = path.join(dir, 'config.yaml');
   fs.writeFileSync(
     cfg,
     `clusters:\n  - url: ${sim.url}\n    ca_file: ${sim.caFile}\n    token_id: "${sim.tokenId}"\n    token_secret: "${sim.tokenSecret}"\n    region: homelab\n`,
   );
   const sock = path.join(dir, 'ctl.sock');
-  const child = spawn(
-    process.execPath,
-    [
-      '--import=tsx',
-      path.resolve('src/main.ts'),
-      '--mode',
-      'controller',
-      '--proxmox-config',
-      cfg,
-      '--proxmox-endpoint',
-      `unix://${sock}`,
-      '--drain-timeout',
-      '2s',
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  t.teardown(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
-  let out = '';
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('not ready: ' + out)), 30_000);
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('"ready":true')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-  });
+  const child = spawnProgram(t, [
+    '--mode',
+    'controller',
+    '--proxmox-config',
+    cfg,
+    '--proxmox-endpoint',
+    `unix://${sock}`,
+    '--drain-timeout',
+    '2s',
+  ]);
+  await child.ready();
   const c = csiClient(`unix://${sock}`);
   t.teardown(() => c.close());
   const cap: VolumeCapability = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
@@ -140,7 +98,7 @@ t.test('main: SIGTERM exits within the drain timeout + 2 s while a Proxmox call 
   await new Promise((r) => setTimeout(r, 1500));
   const t0 = Date.now();
   child.kill('SIGTERM');
-  t.equal(await exited, 0, 'exit code 0');
+  t.equal(await child.exited, 0, 'exit code 0');
   const took = Date.now() - t0;
   t.ok(took <= 4000, `exited ${took} ms after SIGTERM (drain 2 s + at most 2 s)`);
   const answer = await pending;
@@ -155,8 +113,7 @@ t.test('main: unreachable backends leave Probe ready and show in csi_backend_up'
   const { freePort } = await import('../../helpers/free-port.js');
   const dead = await freePort(); // nothing listens here: Proxmox API and NFS both refused
   const metricsPort = await freePort();
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csi-main-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'csi-main-');
   const cfg = path.join(dir, 'config.yaml');
   fs.writeFileSync(
     cfg,
@@ -164,44 +121,25 @@ t.test('main: unreachable backends leave Probe ready and show in csi_backend_up'
   );
   const pve = path.join(dir, 'pve.sock');
   const nfs = path.join(dir, 'nfs.sock');
-  const child = spawn(
-    process.execPath,
-    [
-      '--import=tsx',
-      path.resolve('src/main.ts'),
-      '--mode',
-      'controller',
-      '--proxmox-config',
-      cfg,
-      '--proxmox-endpoint',
-      `unix://${pve}`,
-      '--nfs-endpoint',
-      `unix://${nfs}`,
-      '--nfs-port',
-      String(dead),
-      '--nfs-mount-port',
-      String(dead),
-      '--nfs-call-timeout',
-      '1s',
-      '--metrics-address',
-      `127.0.0.1:${metricsPort}`,
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  t.teardown(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
-  let out = '';
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('not ready: ' + out)), 30_000);
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('"ready":true')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-  });
+  const child = spawnProgram(t, [
+    '--mode',
+    'controller',
+    '--proxmox-config',
+    cfg,
+    '--proxmox-endpoint',
+    `unix://${pve}`,
+    '--nfs-endpoint',
+    `unix://${nfs}`,
+    '--nfs-port',
+    String(dead),
+    '--nfs-mount-port',
+    String(dead),
+    '--nfs-call-timeout',
+    '1s',
+    '--metrics-address',
+    `127.0.0.1:${metricsPort}`,
+  ]);
+  await child.ready();
   const p = csiClient(`unix://${pve}`);
   const n = csiClient(`unix://${nfs}`);
   t.teardown(() => {
