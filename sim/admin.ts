@@ -100,9 +100,11 @@ async function patchVm(ctx: SimContext, vmid: number, body: Record<string, unkno
       throw new HttpError(400, `unknown field '${k}' (status, lock, hotplug)`);
   }
   for (const k of ['lock', 'hotplug'] as const) {
-    if (body[k] === undefined) continue;
-    if (body[k] === null) vm.config.delete(k);
-    else vm.config.set(k, String(body[k]));
+    const v = body[k];
+    if (v === undefined) continue;
+    if (v === null) vm.config.delete(k);
+    else if (typeof v === 'string' || typeof v === 'number') vm.config.set(k, String(v));
+    else throw new HttpError(400, `${k}: expected a string, a number or null`);
   }
   if (body.status !== undefined) {
     if (body.status !== 'running' && body.status !== 'stopped') throw new HttpError(400, 'status: running or stopped');
@@ -118,8 +120,9 @@ async function holdLock(ctx: SimContext, body: Record<string, unknown>): Promise
   let node: string;
   let file: string;
   if (body.vmid !== undefined) {
-    const vm = ctx.state.vms.get(Number(body.vmid));
-    if (!vm) throw new HttpError(404, `VM ${String(body.vmid)} does not exist`);
+    const vmid = Number(body.vmid);
+    const vm = ctx.state.vms.get(vmid);
+    if (!vm) throw new HttpError(404, `VM ${vmid} does not exist`);
     node = vm.node;
     file = vmLockFile(vm.vmid);
   } else if (typeof body.storage === 'string' && typeof body.node === 'string') {

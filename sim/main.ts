@@ -53,9 +53,9 @@ async function main(): Promise<void> {
   }
   const qmp: Record<number, string> = {};
   for (const spec of values.qmp ?? []) {
-    const m = /^(\d+)=(.+)$/.exec(spec);
-    if (!m) fail(`--qmp: expected VMID=SOCKET, got '${spec}'`);
-    qmp[Number(m[1])] = m[2]!;
+    const [, vmid, socket] = /^(\d+)=(.+)$/.exec(spec) ?? [];
+    if (vmid === undefined || socket === undefined) fail(`--qmp: expected VMID=SOCKET, got '${spec}'`);
+    qmp[Number(vmid)] = socket;
   }
   let faults: object | undefined;
   if (values.faults) {

@@ -25,6 +25,7 @@ import { backedDriveKeys } from './ops/vm-apply.js';
 import { RequestLog } from './requestlog.js';
 import { TaskRegistry } from './tasks.js';
 import { generateTls } from './tls.js';
+import { defined } from './defined.js';
 
 export interface StartOptions {
   /** Path of a cluster YAML file, or the parsed object. Default: sim/default-cluster.yaml. */
@@ -200,7 +201,7 @@ export async function startSimulator(opts: StartOptions = {}): Promise<RunningSi
     );
     cleanups.push(() => admin.close());
 
-    const token = cfg.tokens[0]!;
+    const token = defined(cfg.tokens[0], 'the first API token of the cluster config');
     let closed: Promise<void> | undefined;
     return {
       url: `https://127.0.0.1:${api.port}/api2/json`,

@@ -114,15 +114,18 @@ export class TaskRegistry {
     return [...this.tasks.values()];
   }
 
-  /** Waits up to `ms` for a task (the `background_delay`/`delay` parameters). */
-  async waitFor(task: Task, ms: number): Promise<boolean> {
+  /**
+   * Waits up to `ms` for a task (the `background_delay`/`delay` parameters): its exit status, or
+   * undefined while it still runs.
+   */
+  async waitFor(task: Task, ms: number): Promise<string | undefined> {
     let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<false>((r) => {
-      timer = setTimeout(() => r(false), ms);
+    const timeout = new Promise<undefined>((r) => {
+      timer = setTimeout(() => r(undefined), ms);
     });
-    const done = await Promise.race([task.done.then(() => true as const), timeout]);
+    const exitstatus = await Promise.race([task.done.then(() => task.exitstatus), timeout]);
     clearTimeout(timer);
-    return done;
+    return exitstatus;
   }
 
   async drain(): Promise<void> {

@@ -4,6 +4,7 @@
 // as other failed logins.
 import { ApiError } from '../http/errors.js';
 import { sleep } from '../locks.js';
+import { defined } from '../defined.js';
 import type { Route } from '../http/router.js';
 import { assembleCsrfToken, assembleTicket, verifyTicket } from '../http/tickets.js';
 
@@ -34,14 +35,19 @@ export const accessRoutes: Route[] = [
       },
     },
     handler: async ({ sim, params }) => {
-      let username = params.username!;
+      let username = defined(params.username, 'username');
       if (params.realm) username += `@${params.realm}`;
       const state = sim.state;
       const now = sim.nowSec();
       const user = state.users.get(username);
       // "The secret password. This can also be a valid ticket." A ticket renews for its own user
       // (or root@pam's, for anyone).
-      const ticketUser = verifyTicket(state.authKey, params.password!, now, state.ticketLifetimeSec);
+      const ticketUser = verifyTicket(
+        state.authKey,
+        defined(params.password, 'password'),
+        now,
+        state.ticketLifetimeSec,
+      );
       const ok =
         user &&
         ((ticketUser !== undefined && (ticketUser === username || ticketUser === 'root@pam')) ||

@@ -7,6 +7,7 @@ import { storageUsage } from '../ops/storage.js';
 import { type SimContext, loadVm } from '../ops/context.js';
 import { NODE, VMID } from '../http/params.js';
 import type { Route } from '../http/router.js';
+import { defined } from '../defined.js';
 
 const MIB = 1024 * 1024;
 
@@ -172,7 +173,7 @@ export const clusterRoutes: Route[] = [
     schema: { properties: { node: NODE, vmid: VMID } },
     perm: (p, raw) => p.check(`/vms/${raw.vmid}`, ['VM.Audit']),
     handler: ({ sim, params }) => {
-      const vm = loadVm(sim, params.node!, Number(params.vmid));
+      const vm = loadVm(sim, defined(params.node, 'node'), Number(params.vmid));
       const n = vmNumbers(vm, sim.nowSec());
       const out: Record<string, unknown> = {
         vmid: vm.vmid,

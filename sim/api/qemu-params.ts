@@ -59,8 +59,8 @@ const OPTION_CHECK: Record<string, (v: string) => string | undefined> = {
 
 /** PVE::QemuServer::Drive::valid_drive_names, in its order (it shows up in enum errors). */
 export const ALL_DRIVE_NAMES = [
-  ...['ide', 'scsi', 'virtio', 'sata'].flatMap((bus) =>
-    Array.from({ length: DRIVE_BUSES[bus]! }, (_, i) => `${bus}${i}`),
+  ...(['ide', 'scsi', 'virtio', 'sata'] as const).flatMap((bus) =>
+    Array.from({ length: DRIVE_BUSES[bus] }, (_, i) => `${bus}${i}`),
   ),
   'efidisk0',
   'tpmstate0',

@@ -7,6 +7,7 @@ import { configView, pendingView } from '../model/vmconfig.js';
 import { loadVm, withVmLock } from '../ops/context.js';
 import { resizeLocked } from '../ops/resize.js';
 import { NO_LOG, checkDigestAndLock, updateVmLocked } from '../ops/vm-update.js';
+import { defined } from '../defined.js';
 import { statusIsError } from '../tasks.js';
 import { ALL_DRIVE_NAMES, buildUpdateRequest, checkOption, checkUpdatePerms } from './qemu-params.js';
 
@@ -42,7 +43,7 @@ function prepareUpdate(rc: RouteCtx, params: Record<string, string>) {
   const vmid = Number(params.vmid);
   const req = buildUpdateRequest(params);
   checkUpdatePerms(rc.perms, vmid, req);
-  const vm = loadVm(rc.sim, params.node!, vmid);
+  const vm = loadVm(rc.sim, defined(params.node, 'node'), vmid);
   checkDigestAndLock(vm, req.digest, req.skiplock);
   return { vm, req };
 }
@@ -67,7 +68,7 @@ export const qemuRoutes: Route[] = [
     },
     perm: (p, raw) => p.check(`/vms/${raw.vmid}`, ['VM.Audit']),
     handler: ({ sim, params }) => {
-      const vm = loadVm(sim, params.node!, Number(params.vmid));
+      const vm = loadVm(sim, defined(params.node, 'node'), Number(params.vmid));
       if (params.snapshot) {
         if (params.current === '1') {
           throw fail("cannot use 'snapshot' parameter with 'current'");
@@ -82,7 +83,7 @@ export const qemuRoutes: Route[] = [
     template: '/nodes/{node}/qemu/{vmid}/pending',
     schema: { properties: { node: NODE, vmid: VMID } },
     perm: (p, raw) => p.check(`/vms/${raw.vmid}`, ['VM.Audit']),
-    handler: ({ sim, params }) => pendingView(loadVm(sim, params.node!, Number(params.vmid))),
+    handler: ({ sim, params }) => pendingView(loadVm(sim, defined(params.node, 'node'), Number(params.vmid))),
   },
   {
     method: 'PUT',
@@ -103,9 +104,10 @@ export const qemuRoutes: Route[] = [
         withVmLock(sim, vm, () => updateVmLocked(sim, vm, req, log)),
       );
       if (params.background_delay) {
-        if (await sim.tasks.waitFor(task, Number(params.background_delay) * 1000)) {
-          if (!statusIsError(task.exitstatus!)) return null;
-          throw fail(`failed to update VM ${vm.vmid}: ${task.exitstatus}`);
+        const exitstatus = await sim.tasks.waitFor(task, Number(params.background_delay) * 1000);
+        if (exitstatus !== undefined) {
+          if (!statusIsError(exitstatus)) return null;
+          throw fail(`failed to update VM ${vm.vmid}: ${exitstatus}`);
         }
       }
       return task.upid;
@@ -125,7 +127,7 @@ export const qemuRoutes: Route[] = [
     perm: (p, raw) => p.check(`/vms/${raw.vmid}`, ['VM.Config.Disk']),
     handler: (rc) => {
       const { idlist, ...rest } = rc.params;
-      return syncUpdate(rc, { ...rest, delete: idlist! });
+      return syncUpdate(rc, { ...rest, delete: defined(idlist, 'idlist') });
     },
   },
   {
@@ -145,14 +147,14 @@ export const qemuRoutes: Route[] = [
     handler: ({ sim, params, perms, user }) => {
       if (params.skiplock === '1') throw paramError({ skiplock: 'Only root may use this option.' });
       const vmid = Number(params.vmid);
-      const node = params.node!;
+      const node = defined(params.node, 'node');
       const task = sim.tasks.start(node, 'resize', String(vmid), user, async () => {
         // qemu-server checks nothing before forking, so even a missing VM fails inside the task
         const vm = loadVm(sim, node, vmid);
         await withVmLock(sim, vm, () =>
           resizeLocked(sim, vm, {
-            disk: params.disk!,
-            size: params.size!,
+            disk: defined(params.disk, 'disk'),
+            size: defined(params.size, 'size'),
             skiplock: false,
             ...(params.digest ? { digest: params.digest } : {}),
             checkPriv: (path, priv) => perms.check(path, [priv]),

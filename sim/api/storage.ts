@@ -10,6 +10,7 @@ import { parseAllocSizeKiB } from '../model/sizes.js';
 import { type SimContext, getStorage } from '../ops/context.js';
 import { allocVolume, freeVolume, storageUsage } from '../ops/storage.js';
 import { statusIsError } from '../tasks.js';
+import { defined } from '../defined.js';
 
 /** check_volume_access for image volumes: owner VM or Datastore/VM privileges. */
 export function checkVolumeAccess(perms: Perms, storage: string, volname: string, vmid?: number): void {
@@ -65,7 +66,7 @@ export const storageRoutes: Route[] = [
     template: '/nodes/{node}/storage/{storage}/status',
     schema: { properties: { node: NODE, storage: STORAGE } },
     perm: STORAGE_AUDIT,
-    handler: ({ sim, params }) => statusOf(sim, params.node!, params.storage!),
+    handler: ({ sim, params }) => statusOf(sim, defined(params.node, 'node'), defined(params.storage, 'storage')),
   },
   {
     method: 'GET',
@@ -84,7 +85,7 @@ export const storageRoutes: Route[] = [
     },
     perm: STORAGE_AUDIT,
     handler: ({ sim, params, perms }) => {
-      const st = getStorage(sim, params.node!, params.storage!);
+      const st = getStorage(sim, defined(params.node, 'node'), defined(params.storage, 'storage'));
       if (params.content && params.content !== 'images' && params.content !== 'rootdir') return [];
       const vmid = params.vmid ? Number(params.vmid) : undefined;
       const out: unknown[] = [];
@@ -122,15 +123,25 @@ export const storageRoutes: Route[] = [
     },
     perm: (p, raw) => p.check(`/storage/${raw.storage}`, ['Datastore.AllocateSpace']),
     handler: async ({ sim, params }) => {
-      const kib = parseAllocSizeKiB(params.size!);
-      if (kib === undefined) throw paramError({ size: `unable to parse size '${params.size}'` });
+      const size = defined(params.size, 'size');
+      const filename = defined(params.filename, 'filename');
+      const kib = parseAllocSizeKiB(size);
+      if (kib === undefined) throw paramError({ size: `unable to parse size '${size}'` });
       let format = params.format;
-      const m = /\.(raw|qcow2|vmdk)$/.exec(params.filename!);
+      const m = /\.(raw|qcow2|vmdk)$/.exec(filename);
       if (m) {
         if (format && format !== m[1]) throw paramError({ format: `different storage formats (${format} != ${m[1]})` });
         format = m[1];
       }
-      return allocVolume(sim, params.node!, params.storage!, Number(params.vmid), params.filename, kib, format);
+      return allocVolume(
+        sim,
+        defined(params.node, 'node'),
+        defined(params.storage, 'storage'),
+        Number(params.vmid),
+        filename,
+        kib,
+        format,
+      );
     },
   },
   {
@@ -138,8 +149,8 @@ export const storageRoutes: Route[] = [
     template: '/nodes/{node}/storage/{storage}/content/{volume}',
     schema: { properties: { node: NODE, storage: { ...STORAGE, optional: true }, volume: { type: 'string' } } },
     handler: ({ sim, params, perms }) => {
-      const { storage, volname } = realVolumeId(params.storage, params.volume!);
-      const st = getStorage(sim, params.node!, storage);
+      const { storage, volname } = realVolumeId(params.storage, defined(params.volume, 'volume'));
+      const st = getStorage(sim, defined(params.node, 'node'), storage);
       checkVolumeAccess(perms, storage, lvmVolname(volname));
       const v = st.volumes.get(volname);
       if (!v) throw fail(`volume_size_info on '${storage}:${volname}' failed - no format`);
@@ -158,8 +169,8 @@ export const storageRoutes: Route[] = [
       },
     },
     handler: async ({ sim, params, perms, user }) => {
-      const node = params.node!;
-      const { storage, volname } = realVolumeId(params.storage, params.volume!);
+      const node = defined(params.node, 'node');
+      const { storage, volname } = realVolumeId(params.storage, defined(params.volume, 'volume'));
       getStorage(sim, node, storage);
       lvmVolname(volname);
       perms.check(`/storage/${storage}`, ['Datastore.Allocate']);
@@ -176,9 +187,10 @@ export const storageRoutes: Route[] = [
         },
       );
       if (params.delay) {
-        if (await sim.tasks.waitFor(task, Number(params.delay) * 1000)) {
-          if (!statusIsError(task.exitstatus!)) return null;
-          throw fail(task.exitstatus!);
+        const exitstatus = await sim.tasks.waitFor(task, Number(params.delay) * 1000);
+        if (exitstatus !== undefined) {
+          if (!statusIsError(exitstatus)) return null;
+          throw fail(exitstatus);
         }
       }
       return task.upid;

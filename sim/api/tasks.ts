@@ -7,6 +7,7 @@ import { NODE, VMID, splitList } from '../http/params.js';
 import { type Route, WithTotal } from '../http/router.js';
 import { type Task, UPID_RE } from '../tasks.js';
 import type { SimContext } from '../ops/context.js';
+import { defined } from '../defined.js';
 
 function findTask(sim: SimContext, node: string, upid: string, perms: Perms, user: string): Task {
   if (!UPID_RE.test(upid)) throw paramError({ upid: 'unable to parse worker upid' });
@@ -14,6 +15,11 @@ function findTask(sim: SimContext, node: string, upid: string, perms: Perms, use
   if (!task || task.node !== node) throw paramError({ upid: 'no such task' });
   if (!ownTask(owner(task), user)) perms.check(`/nodes/${node}`, ['Sys.Audit']);
   return task;
+}
+
+/** The fields every task listing decodes from the UPID, in Tasks.pm's order. */
+function upidFields(t: Task): Pick<Task, 'upid' | 'node' | 'pid' | 'pstart' | 'starttime' | 'type' | 'id'> {
+  return { upid: t.upid, node: t.node, pid: t.pid, pstart: t.pstart, starttime: t.starttime, type: t.type, id: t.id };
 }
 
 /** Token tasks are reported with the user and the token name split, as Tasks.pm does. */
@@ -89,17 +95,7 @@ function listTasks(sim: SimContext, params: Record<string, string>, perms: Perms
   const out: Record<string, unknown>[] = [];
   if (source === 'active' || source === 'all') {
     for (const t of onNode.filter((x) => x.status === 'running')) {
-      const row = {
-        upid: t.upid,
-        node: t.node,
-        pid: t.pid,
-        pstart: t.pstart,
-        starttime: t.starttime,
-        type: t.type,
-        id: t.id,
-        user: t.user,
-        saved: '0',
-      };
+      const row = { ...upidFields(t), user: t.user, saved: '0' };
       if (skip(row)) continue;
       out.push({ ...row, status: 'RUNNING' });
       limit--;
@@ -108,18 +104,7 @@ function listTasks(sim: SimContext, params: Record<string, string>, perms: Perms
   if (source !== 'active') {
     const finished = onNode.filter((x) => x.status === 'stopped').sort((a, b) => (b.endtime ?? 0) - (a.endtime ?? 0));
     for (const t of finished) {
-      const row = {
-        upid: t.upid,
-        node: t.node,
-        pid: t.pid,
-        pstart: t.pstart,
-        starttime: t.starttime,
-        type: t.type,
-        id: t.id,
-        ...owner(t),
-        endtime: t.endtime,
-        status: t.exitstatus,
-      };
+      const row = { ...upidFields(t), ...owner(t), endtime: t.endtime, status: t.exitstatus };
       if (skip(row)) continue;
       out.push(row);
       limit--;
@@ -158,18 +143,8 @@ export const taskRoutes: Route[] = [
     template: '/nodes/{node}/tasks/{upid}/status',
     schema: { properties: { node: NODE, upid: { type: 'string' } } },
     handler: ({ sim, params, perms, user }) => {
-      const t = findTask(sim, params.node!, params.upid!, perms, user);
-      const out: Record<string, unknown> = {
-        upid: t.upid,
-        node: t.node,
-        pid: t.pid,
-        pstart: t.pstart,
-        starttime: t.starttime,
-        type: t.type,
-        id: t.id,
-        ...owner(t),
-        status: t.status,
-      };
+      const t = findTask(sim, defined(params.node, 'node'), defined(params.upid, 'upid'), perms, user);
+      const out: Record<string, unknown> = { ...upidFields(t), ...owner(t), status: t.status };
       if (t.status === 'stopped') out.exitstatus = t.exitstatus;
       return out;
     },
@@ -187,7 +162,7 @@ export const taskRoutes: Route[] = [
       },
     },
     handler: ({ sim, params, perms, user }) => {
-      const t = findTask(sim, params.node!, params.upid!, perms, user);
+      const t = findTask(sim, defined(params.node, 'node'), defined(params.upid, 'upid'), perms, user);
       const start = Number(params.start ?? 0);
       const limit = Number(params.limit ?? 50);
       const lines = t.lines.length ? t.lines : ['no content'];

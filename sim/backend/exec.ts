@@ -7,10 +7,10 @@ export const hostExec: Exec = (cmd, args) =>
   new Promise((resolve, reject) => {
     execFile(cmd, args, { timeout: 30_000 }, (err, stdout, stderr) => {
       if (err) {
-        const detail = String(stderr).trim() || err.message;
+        const detail = stderr.trim() || err.message;
         reject(new Error(`${cmd} ${args.join(' ')}: ${detail}`));
       } else {
-        resolve(String(stdout));
+        resolve(stdout);
       }
     });
   });

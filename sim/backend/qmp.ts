@@ -64,9 +64,11 @@ export class QmpClient {
 
   private onMessage(msg: Json): void {
     if ('event' in msg) {
-      const i = this.eventWaiters.findIndex((w) => w.match(msg));
-      if (i >= 0) this.eventWaiters.splice(i, 1)[0]!.resolve(msg);
-      else this.events.push(msg);
+      const waiter = this.eventWaiters.find((w) => w.match(msg));
+      if (waiter) {
+        this.eventWaiters.splice(this.eventWaiters.indexOf(waiter), 1);
+        waiter.resolve(msg);
+      } else this.events.push(msg);
       return;
     }
     const waiter = this.pending.shift();

@@ -55,18 +55,18 @@ export function authenticate(state: ClusterState, req: AuthRequest, nowSec: numb
   }
   const apiToken = extractAuthValue(req.authorization, 'PVEAPIToken');
   if (!apiToken) return { ok: false, message: 'No ticket' };
-  const m = /^(.*)=(.*)$/.exec(apiToken);
-  if (!m) return { ok: false, message: 'no tokenid specified' };
-  const tokenId = m[1]!;
-  const secret = m[2]!;
-  const idm = /^(\S+@\S+)!([A-Za-z][A-Za-z0-9.\-_]+)$/.exec(tokenId);
-  if (!idm) return { ok: false, message: `'${tokenId}' is not a valid token ID` };
+  const [, tokenId, secret] = /^(.*)=(.*)$/.exec(apiToken) ?? [];
+  if (tokenId === undefined || secret === undefined) return { ok: false, message: 'no tokenid specified' };
+  const [, tokenUser, tokenName] = /^(\S+@\S+)!([A-Za-z][A-Za-z0-9.\-_]+)$/.exec(tokenId) ?? [];
+  if (tokenUser === undefined || tokenName === undefined) {
+    return { ok: false, message: `'${tokenId}' is not a valid token ID` };
+  }
   const token = state.tokens.get(tokenId);
   if (!token) {
-    const userKnown = [...state.tokens.keys()].some((t) => t.startsWith(`${idm[1]}!`)) || state.users.has(idm[1]!);
+    const userKnown = [...state.tokens.keys()].some((t) => t.startsWith(`${tokenUser}!`)) || state.users.has(tokenUser);
     return {
       ok: false,
-      message: userKnown ? `no such token '${idm[2]}' for user '${idm[1]}'` : `no such user ('${idm[1]}')`,
+      message: userKnown ? `no such token '${tokenName}' for user '${tokenUser}'` : `no such user ('${tokenUser}')`,
     };
   }
   if (token.secret !== secret) return { ok: false, message: 'invalid token value!' };

@@ -29,7 +29,8 @@ export interface Route {
   world?: true;
   /** Permission check run before parameter validation (check_api2_permissions). */
   perm?: (perms: Perms, raw: Record<string, string>) => void;
-  handler: (rc: RouteCtx) => Promise<unknown> | unknown;
+  /** The result, or a Promise of it. */
+  handler: (rc: RouteCtx) => unknown;
 }
 
 export interface Match {
@@ -67,15 +68,13 @@ export class Router {
     for (const { route, parts } of this.compiled) {
       if (route.method !== method || parts.length !== segs.length) continue;
       const pathParams: Record<string, string> = {};
-      let ok = true;
-      for (let i = 0; i < parts.length; i++) {
-        const p = parts[i]!;
-        if (p.startsWith('{')) pathParams[p.slice(1, -1)] = segs[i]!;
-        else if (p !== segs[i]) {
-          ok = false;
-          break;
-        }
-      }
+      const ok = parts.every((p, i) => {
+        const seg = segs[i];
+        if (seg === undefined) return false;
+        if (!p.startsWith('{')) return p === seg;
+        pathParams[p.slice(1, -1)] = seg;
+        return true;
+      });
       if (ok) return { route, pathParams };
     }
     return undefined;

@@ -36,7 +36,7 @@ function send(req: IncomingMessage, res: ServerResponse, status: number, message
   if (body !== undefined) {
     payload = Buffer.from(JSON.stringify(body));
     headers['Content-Type'] = CT_JSON;
-    if (payload.length > 1024 && /gzip/.test(String(req.headers['accept-encoding'] ?? ''))) {
+    if (payload.length > 1024 && /gzip/.test(req.headers['accept-encoding'] ?? '')) {
       payload = gzipSync(payload);
       headers['Content-Encoding'] = 'gzip';
     }
@@ -68,10 +68,7 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
 
 function parseBody(req: IncomingMessage, body: Buffer): Record<string, string> {
   if (body.length === 0) return {};
-  const ct = String(req.headers['content-type'] ?? '')
-    .split(';')[0]!
-    .trim()
-    .toLowerCase();
+  const ct = (req.headers['content-type'] ?? '').replace(/;.*$/s, '').trim().toLowerCase();
   if (ct === '' || ct === 'application/x-www-form-urlencoded') {
     return Object.fromEntries(new URLSearchParams(body.toString('utf8')));
   }
@@ -225,9 +222,10 @@ export async function startApiServer(opts: {
   }
 
   const server = createServer({ cert: opts.cert, key: opts.key, keepAlive: true }, (req, res) => {
-    handle(req, res).catch((e) => {
+    handle(req, res).catch((e: unknown) => {
       // a bug in the pipeline itself: answer something rather than leave the client hanging
-      if (!res.headersSent) send(req, res, 500, `simulator internal error: ${(e as Error).message}`, { data: null });
+      const message = e instanceof Error ? e.message : String(e);
+      if (!res.headersSent) send(req, res, 500, `simulator internal error: ${message}`, { data: null });
     });
   });
   server.keepAliveTimeout = 5000;

@@ -29,9 +29,10 @@ export function assembleTicket(key: Buffer, user: string, nowSec: number): strin
 
 /** The user of a valid, unexpired ticket, or undefined. */
 export function verifyTicket(key: Buffer, ticket: string, nowSec: number, lifetimeSec: number): string | undefined {
-  const m = /^(PVE:(\S+):([0-9A-F]{8}))::(\S+)$/.exec(ticket);
-  if (!m || !sameSig(m[4]!, sign(key, m[1]!))) return undefined;
-  return fresh(m[3]!, nowSec, lifetimeSec) ? m[2] : undefined;
+  const [, plain, user, stamp, sig] = /^(PVE:(\S+):([0-9A-F]{8}))::(\S+)$/.exec(ticket) ?? [];
+  if (plain === undefined || user === undefined || stamp === undefined || sig === undefined) return undefined;
+  if (!sameSig(sig, sign(key, plain))) return undefined;
+  return fresh(stamp, nowSec, lifetimeSec) ? user : undefined;
 }
 
 export function assembleCsrfToken(key: Buffer, user: string, nowSec: number): string {
@@ -46,7 +47,7 @@ export function verifyCsrfToken(
   nowSec: number,
   lifetimeSec: number,
 ): boolean {
-  const m = token ? /^([A-Z0-9]{8}):(\S+)$/.exec(token) : null;
-  if (!m || !sameSig(m[2]!, sign(key, `csrf:${m[1]}:${user}`))) return false;
-  return fresh(m[1]!, nowSec, lifetimeSec);
+  const [, stamp, sig] = (token && /^([A-Z0-9]{8}):(\S+)$/.exec(token)) || [];
+  if (stamp === undefined || sig === undefined || !sameSig(sig, sign(key, `csrf:${stamp}:${user}`))) return false;
+  return fresh(stamp, nowSec, lifetimeSec);
 }

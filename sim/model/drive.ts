@@ -2,6 +2,7 @@
 // qemu-server does: `file` first without its key, other keys sorted, booleans as 0/1, `size` in the
 // largest exact unit. A driver compares these strings, so the normal form matters.
 
+import { defined } from '../defined.js';
 import { formatDiskSize, parseDiskSize } from './sizes.js';
 
 type PropType =
@@ -62,18 +63,31 @@ const SATA_IDE_ONLY: Record<string, PropType> = {
   model: str,
 };
 
-export const DRIVE_BUSES: Record<string, number> = { scsi: 31, virtio: 16, sata: 6, ide: 4 };
+/** Each bus and how many slots it has. */
+export const DRIVE_BUSES = { scsi: 31, virtio: 16, sata: 6, ide: 4 } as const;
+export type DriveBus = keyof typeof DRIVE_BUSES;
 
-export function isDriveKey(key: string): boolean {
-  const m = /^(scsi|virtio|sata|ide)(\d+)$/.exec(key);
-  if (!m) return false;
-  const n = Number(m[2]);
-  return String(n) === m[2] && n < DRIVE_BUSES[m[1]!]!;
+function isDriveBus(s: string): s is DriveBus {
+  return Object.hasOwn(DRIVE_BUSES, s);
 }
 
-export function driveSlot(key: string): { bus: string; index: number } {
-  const m = /^(scsi|virtio|sata|ide)(\d+)$/.exec(key)!;
-  return { bus: m[1]!, index: Number(m[2]) };
+/** `scsi3` → scsi and "3" (the digits as written); undefined for a key of no bus. */
+function splitDriveKey(key: string): { bus: DriveBus; digits: string } | undefined {
+  const [, bus, digits] = /^(scsi|virtio|sata|ide)(\d+)$/.exec(key) ?? [];
+  return bus !== undefined && digits !== undefined && isDriveBus(bus) ? { bus, digits } : undefined;
+}
+
+export function isDriveKey(key: string): boolean {
+  const split = splitDriveKey(key);
+  if (!split) return false;
+  const n = Number(split.digits);
+  return String(n) === split.digits && n < DRIVE_BUSES[split.bus];
+}
+
+/** The bus and index of a key the caller knows to be a drive's. */
+export function driveSlot(key: string): { bus: DriveBus; index: number } {
+  const { bus, digits } = defined(splitDriveKey(key), `the bus of drive key ${key}`);
+  return { bus, index: Number(digits) };
 }
 
 function schemaFor(key: string): Record<string, PropType> {
@@ -131,7 +145,7 @@ export function isNewDiskSpec(file: string): boolean {
 }
 
 export function parseNewDiskSpec(file: string): { storage?: string; sizeGiB: number } {
-  const m = NEW_DISK_RE.exec(file)!;
+  const m = defined(NEW_DISK_RE.exec(file), `new-disk spec ${file}`);
   return m[1] ? { storage: m[1], sizeGiB: Number(m[2]) } : { sizeGiB: Number(m[2]) };
 }
 
@@ -200,8 +214,7 @@ export function parseDrive(key: string, value: string): Drive {
 
 export function printDrive(drive: Drive): string {
   const parts = [drive.file];
-  for (const k of Object.keys(drive.opts).sort()) {
-    const v = drive.opts[k]!;
+  for (const [k, v] of Object.entries(drive.opts).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     parts.push(`${k}=${k === 'size' ? formatDiskSize(Number(v)) : v}`);
   }
   return parts.join(',');
@@ -217,8 +230,8 @@ export function isCdrom(drive: Drive): boolean {
 
 /** `storage:volname` split; undefined for paths and `none`. */
 export function parseVolid(volid: string): { storage: string; volname: string } | undefined {
-  const m = /^([a-z][a-z0-9\-_.]*[a-z0-9]):(.+)$/i.exec(volid);
-  return m ? { storage: m[1]!, volname: m[2]! } : undefined;
+  const [, storage, volname] = /^([a-z][a-z0-9\-_.]*[a-z0-9]):(.+)$/i.exec(volid) ?? [];
+  return storage !== undefined && volname !== undefined ? { storage, volname } : undefined;
 }
 
 /** Owner VMID of an image volume name (`vm-<vmid>-...` or `base-<vmid>-...`). */

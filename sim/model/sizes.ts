@@ -1,14 +1,21 @@
 // Size strings as Proxmox VE parses and prints them. Each API uses its own unit convention, so
 // each gets its own parser instead of one lenient one that would accept what PVE refuses.
 
+import { defined } from '../defined.js';
+
 const KIB = 1024;
 const UNIT: Record<string, number> = { K: KIB, M: KIB ** 2, G: KIB ** 3, T: KIB ** 4 };
+
+/** The factor of a `[KMGT]` suffix group; 1 where there is none. */
+function unitFactor(suffix: string | undefined): number {
+  return suffix ? defined(UNIT[suffix], `size unit ${suffix}`) : 1;
+}
 
 /** `disk-size` property format (drive `size=`): bytes without unit, K/M/G/T suffixes. */
 export function parseDiskSize(value: string): number | undefined {
   const m = /^(\d+(?:\.\d+)?)([KMGT])?$/.exec(value);
   if (!m) return undefined;
-  const n = Number(m[1]) * (m[2] ? UNIT[m[2]]! : 1);
+  const n = Number(m[1]) * unitFactor(m[2]);
   return Math.trunc(n);
 }
 
@@ -43,7 +50,7 @@ export function parseAllocSizeKiB(value: string): number | undefined {
 export function parseResizeSize(value: string, currentBytes: number): number | undefined {
   const m = /^(\+)?(\d+(?:\.\d+)?)([KMGT])?$/.exec(value);
   if (!m) return undefined;
-  let n = Number(m[2]) * (m[3] ? UNIT[m[3]]! : 1);
+  let n = Number(m[2]) * unitFactor(m[3]);
   if (m[1]) n += currentBytes;
   return Math.trunc(n);
 }

@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import { isDriveKey, parseDrive, parseVolid, volumeOwner } from './drive.js';
 import type { VmModel } from './types.js';
+import { defined } from '../defined.js';
 
 const INTEGER_KEYS = new Set(['cores', 'sockets', 'onboot', 'balloon', 'vcpus', 'protection']);
 
@@ -45,7 +46,7 @@ export function configView(vm: VmModel, current: boolean): Record<string, string
     for (const k of vm.pendingDelete.keys()) merged.delete(k);
   }
   const out: Record<string, string | number> = {};
-  for (const k of [...merged.keys()].sort()) out[k] = typed(k, merged.get(k)!);
+  for (const [k, v] of [...merged].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) out[k] = typed(k, v);
   out.digest = configDigest(vm);
   return out;
 }
@@ -64,7 +65,7 @@ export function pendingView(vm: VmModel): PendingItem[] {
   for (const k of keys) {
     const item: PendingItem = { key: k };
     if (k === 'digest') item.value = configDigest(vm);
-    else item.value = typed(k, vm.config.get(k)!);
+    else item.value = typed(k, defined(vm.config.get(k), `config key ${k}`));
     const p = vm.pending.get(k);
     if (p !== undefined) item.pending = typed(k, p);
     if (vm.pendingDelete.has(k)) item.delete = vm.pendingDelete.get(k) ? 2 : 1;
@@ -126,8 +127,8 @@ export function volumeReferenced(vm: VmModel, volid: string, except?: string): b
 /** Boot devices from `boot: order=a;b` (or legacy `bootdisk`), which PVE refuses to unplug. */
 export function bootDevices(vm: VmModel): Set<string> {
   const boot = vm.config.get('boot');
-  const m = boot ? /(?:^|,)order=([^,]+)/.exec(boot) : null;
-  if (m) return new Set(m[1]!.split(';'));
+  const order = boot ? /(?:^|,)order=([^,]+)/.exec(boot)?.[1] : undefined;
+  if (order !== undefined) return new Set(order.split(';'));
   const legacy = vm.config.get('bootdisk');
   return new Set(legacy ? [legacy] : []);
 }

@@ -16,6 +16,7 @@ import { bootDevices, cleanupPending, configDigest, driveVolid, registerUnused }
 import type { TaskLog } from '../tasks.js';
 import { type SimContext, findVolume, getStorage } from './context.js';
 import { allocVolume } from './storage.js';
+import { defined } from '../defined.js';
 import { applyPending, hotplugPending, tryDeallocate } from './vm-apply.js';
 
 export interface UpdateRequest {
@@ -45,16 +46,16 @@ async function createDisk(ctx: SimContext, vm: VmModel, key: string, value: stri
     if (!spec.storage) throw fail(`${key}: no storage ID specified for new disk`);
     const kib = Math.round(spec.sizeGiB * 1024 * 1024);
     const volid = await allocVolume(ctx, vm.node, spec.storage, vm.vmid, undefined, kib, drive.opts.format);
-    log.print(`  Logical volume "${parseVolid(volid)!.volname}" created.`);
+    log.print(`  Logical volume "${defined(parseVolid(volid), `volume id ${volid}`).volname}" created.`);
     drive.file = volid;
-    drive.opts.size = String(findVolume(ctx, vm.node, volid)!.sizeBytes);
+    drive.opts.size = String(defined(findVolume(ctx, vm.node, volid), `volume ${volid}`).sizeBytes);
     delete drive.opts.format;
     return printDrive(drive);
   }
   const current = vm.config.get(key);
   const isNew = !(current !== undefined && parseDrive(key, current).file === drive.file);
   if (isNew) {
-    const ref = parseVolid(drive.file)!;
+    const ref = defined(parseVolid(drive.file), `volume id ${drive.file}`);
     getStorage(ctx, vm.node, ref.storage);
     const vol = findVolume(ctx, vm.node, drive.file);
     if (!vol) throw fail(`volume ${drive.file} does not exist`);
@@ -89,7 +90,8 @@ export async function updateVmLocked(ctx: SimContext, vm: VmModel, req: UpdateRe
   const modified = new Set<string>();
   const deletes = [...req.delete];
   for (const key of req.revert) {
-    if (vm.config.has(key)) req.set.set(key, vm.config.get(key)!);
+    const value = vm.config.get(key);
+    if (value !== undefined) req.set.set(key, value);
     else if (vm.pending.has(key)) deletes.push(key);
   }
 
