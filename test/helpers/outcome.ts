@@ -23,3 +23,27 @@ export async function kindOf(p: Promise<unknown>): Promise<string> {
   const o = await outcome(p);
   return o.kind === 'untyped' ? `untyped: ${o.message}` : o.kind;
 }
+
+/** `no error`, `<Kind>: <message>`, or `not a CsiError: <error>`: one string for a regex to match. */
+export async function outcomeText(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return 'no error';
+  } catch (e) {
+    return describe(e);
+  }
+}
+
+/** outcomeText of a synchronous call. */
+export function outcomeTextSync(fn: () => unknown): string {
+  try {
+    fn();
+    return 'no error';
+  } catch (e) {
+    return describe(e);
+  }
+}
+
+function describe(e: unknown): string {
+  return isCsiError(e) ? `${e.kind}: ${e.message}` : `not a CsiError: ${String(e)}`;
+}

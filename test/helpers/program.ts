@@ -9,11 +9,11 @@ export interface RunningProgram {
   child: ChildProcessByStdio<null, Readable, Readable>;
   /** Its exit code (null when a signal ended it). */
   exited: Promise<number | null>;
-  kill(signal: NodeJS.Signals): void;
+  kill: (signal: NodeJS.Signals) => void;
   /** Everything it wrote so far, stdout and stderr together. */
-  output(): string;
+  output: () => string;
   /** Resolves once it logged `"ready":true`; rejects if it exits first or is not ready in time. */
-  ready(timeoutMs?: number): Promise<void>;
+  ready: (timeoutMs?: number) => Promise<void>;
 }
 
 export function spawnProgram(t: Teardown, args: string[]): RunningProgram {

@@ -17,11 +17,10 @@ import { startDriverServer, type RunningServer } from '../../../src/server/drive
 import { csiClient, type VolumeCapability } from '../../helpers/csi-client.js';
 import { present } from '../../helpers/present.js';
 import { FakeSystem } from '../../unit/os/fakes.js';
-import { startGanesha } from '../nfs/ganesha.js';
+import { startTalosExport } from '../../helpers/ganesha-export.js';
 
 const log = pino({ level: 'silent' });
-const g = await startGanesha();
-t.teardown(() => g.stop());
+const { g } = await startTalosExport(t);
 const tmp = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'dropin-nfs-')));
 t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
 

@@ -3,15 +3,13 @@
 // delete policy's parent clean-up, and handles of volumes upstream created.
 import t from 'tap';
 import fs from 'node:fs/promises';
-import path from 'node:path';
 import { pino } from 'pino';
 import type { CallContext, CreateVolumeRequest, VolumeCapability } from '../../../src/csi/types.js';
 import { isCsiError } from '../../../src/errors.js';
 import { createNfsController } from '../../../src/nfs/controller/controller.js';
-import { startGanesha } from './ganesha.js';
+import { startTalosExport } from '../../helpers/ganesha-export.js';
 
-const g = await startGanesha();
-t.teardown(() => g.stop());
+const { g, onDisk: disk } = await startTalosExport(t);
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 let clock = new Date('2026-05-01T08:00:00Z');
 const c = createNfsController({
@@ -24,7 +22,6 @@ const c = createNfsController({
 t.teardown(() => c.close());
 
 const SHARE = '/volume1/k8s-volumes/talos';
-const disk = (p: string) => path.join(g.exportDir, 'talos', p);
 const cap: VolumeCapability = {
   mount: { fsType: '', mountFlags: [], volumeMountGroup: '' },
   accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' },

@@ -2,10 +2,10 @@
 // TCP chunks, XID multiplexing with out-of-order replies, deadlines, drops and reconnects.
 import t from 'tap';
 import net from 'node:net';
-import { isCsiError } from '../../../src/errors.js';
 import { RpcConnection } from '../../../src/nfs/client/rpc.js';
 import { NFS3ERR, NfsStatusError } from '../../../src/nfs/client/status.js';
 import { XdrReader, XdrWriter } from '../../../src/nfs/client/xdr.js';
+import { outcomeText as kindOf, outcomeTextSync as kindOfSync } from '../../helpers/outcome.js';
 
 interface Call {
   xid: number;
@@ -93,24 +93,6 @@ const echoCall = (conn: RpcConnection, n: number, timeoutMs?: number, signal?: A
   conn
     .call({ prog: 100003, vers: 3, proc: 1, name: 'GETATTR', args: new XdrWriter().u32(n).bytes(), timeoutMs, signal })
     .then((r) => r.u32());
-
-const kindOf = async (p: Promise<unknown>) => {
-  try {
-    await p;
-    return 'no error';
-  } catch (e) {
-    return isCsiError(e) ? `${e.kind}: ${e.message}` : `not a CsiError: ${e}`;
-  }
-};
-
-const kindOfSync = (fn: () => unknown) => {
-  try {
-    fn();
-    return 'no error';
-  } catch (e) {
-    return isCsiError(e) ? `${e.kind}: ${e.message}` : `not a CsiError: ${e}`;
-  }
-};
 
 t.test('concurrent calls are multiplexed by XID; replies arrive out of order in pieces', async (t) => {
   const held: Call[] = [];

@@ -3,31 +3,14 @@
 import t from 'tap';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { isCsiError } from '../../../src/errors.js';
 import { createNfs3Stores } from '../../../src/nfs/controller/nfs3-store.js';
-import { startGanesha } from './ganesha.js';
+import { ownership as own, startTalosExport } from '../../helpers/ganesha-export.js';
+import { outcomeText as kindOf } from '../../helpers/outcome.js';
 
-/** The attributes ensureDir sets (times and size change with every call). */
-const own = (s: { type: string; mode: number; uid: number; gid: number } | null) =>
-  s && { type: s.type, mode: s.mode, uid: s.uid, gid: s.gid };
-
-const g = await startGanesha();
-t.teardown(() => g.stop());
+const { g, talos: TALOS, onDisk, mode } = await startTalosExport(t);
 const stores = createNfs3Stores({ timeoutMs: 3000, nfsPort: g.nfsPort, mountPort: g.mountPort, privilegedPort: true });
 t.teardown(() => stores.close());
-const TALOS = `${g.share}/talos`;
 const store = stores.open(g.server, TALOS);
-const onDisk = (p: string) => path.join(g.exportDir, 'talos', p);
-const mode = async (p: string) => (await fs.lstat(onDisk(p))).mode & 0o7777;
-
-const kindOf = async (p: Promise<unknown>) => {
-  try {
-    await p;
-    return 'no error';
-  } catch (e) {
-    return isCsiError(e) ? `${e.kind}: ${e.message}` : `not a CsiError: ${e}`;
-  }
-};
 
 t.test('ensureDir creates parents and sets mode and owner; repeating it converges', async (t) => {
   const st = await store.ensureDir('ns1/data', { mode: 0o2770, uid: 1000, gid: 2000 });

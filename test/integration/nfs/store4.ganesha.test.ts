@@ -5,29 +5,12 @@
 import t from 'tap';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { isCsiError } from '../../../src/errors.js';
 import { createNfs4Stores } from '../../../src/nfs/controller/nfs4-store.js';
 import { createNfsStores, nfsVersionOf } from '../../../src/nfs/controller/stores.js';
-import { startGanesha } from './ganesha.js';
+import { ownership as own, startTalosExport } from '../../helpers/ganesha-export.js';
+import { outcomeText as kindOf } from '../../helpers/outcome.js';
 
-/** The attributes ensureDir sets (times and size change with every call). */
-const own = (s: { type: string; mode: number; uid: number; gid: number } | null) =>
-  s && { type: s.type, mode: s.mode, uid: s.uid, gid: s.gid };
-
-const g = await startGanesha({ v4only: true });
-t.teardown(() => g.stop());
-const TALOS = `${g.share}/talos`;
-const onDisk = (p: string) => path.join(g.exportDir, 'talos', p);
-const mode = async (p: string) => (await fs.lstat(onDisk(p))).mode & 0o7777;
-const kindOf = async (p: Promise<unknown>) => {
-  try {
-    await p;
-    return 'no error';
-  } catch (e) {
-    return isCsiError(e) ? `${e.kind}: ${e.message}` : `not a CsiError: ${e}`;
-  }
-};
-
+const { g, talos: TALOS, onDisk, mode } = await startTalosExport(t, { v4only: true });
 t.test('mount options choose the version as mount.nfs reads them', async (t) => {
   t.equal(nfsVersionOf([]), undefined);
   t.equal(nfsVersionOf(['hard', 'nfsvers=4.1']), '4.1');
