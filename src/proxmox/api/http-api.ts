@@ -1,38 +1,28 @@
-// ProxmoxApi over HTTPS with the proxmox-api package. We hand the package our own fetch:
-// - TLS: verified against `ca_file` when set, system CAs otherwise, or not at all with
-//   `insecure: true` (as upstream allows); an undici Agent caps connections per host.
-// - A transport failure (refused, reset, TLS, timeout) becomes a synthetic HTTP 599 answer
-//   instead of a thrown error. The package re-sends a request once when fetch throws, which
-//   would silently repeat a POST/PUT/DELETE; with an answer it reports the failure instead and
-//   the caller reads state back. Reads are retried once here, explicitly.
-// - The body is read inside the timeout, so a stalled answer cannot hang a call.
-// - The per-call AbortSignal reaches fetch through AsyncLocalStorage (the package has no
-//   per-call options).
-import { AsyncLocalStorage } from 'node:async_hooks';
+// ProxmoxApi over HTTPS through the proxmox-api package's typed client
+// (`pve.nodes.$(node).qemu.$(vmid).config.$get()`), on our own fetch (transport.ts: TLS, pool,
+// timeouts, cancellation). Each method reads the answer in one place: the package's generated
+// types where they hold on the wire, wire.ts where they do not (said at each use). Failures
+// become typed errors in errors.ts.
 import fs from 'node:fs';
-import { Agent, fetch as undiciFetch, Response, type RequestInit } from 'undici';
-import { ProxmoxEngine } from 'proxmox-api';
+import { ProxmoxEngine, proxmoxApi, type Proxmox } from 'proxmox-api';
 import type { ProxmoxClusterConfig } from '../../config/types.js';
 import { FailedPrecondition, InvalidArgument } from '../../errors.js';
 import type {
   ActiveTask,
-  AllocRequest,
   CallOptions,
-  ConfigChange,
   ConfigEntry,
   NodeResource,
   ProxmoxApi,
   ProxmoxVmLifecycle,
   StorageContentItem,
   StorageResource,
-  StorageStatus,
   TaskListItem,
-  TaskStatus,
-  VmConfig,
   VmResource,
 } from './api.js';
-import { TRANSPORT_MARK, taskError, toCsiError } from './errors.js';
+import { taskError, toCsiError } from './errors.js';
 import { TicketEngine, TicketSession } from './ticket-session.js';
+import { createTransport } from './transport.js';
+import { flag, num, record, rows, text, upidOrNull } from './wire.js';
 
 export interface HttpApiOptions {
   cluster: ProxmoxClusterConfig;
@@ -78,23 +68,18 @@ export function endpointOf(url: string, region: string): { host: string; port: n
   return { host: u.hostname, port, schema };
 }
 
-const seg = (s: string | number): string => String(s).replace(/[/?#%\s]/g, (c) => encodeURIComponent(c));
-const bool = (v: unknown): boolean => v === 1 || v === true || v === '1';
-const num = (v: unknown): number => (typeof v === 'number' ? v : Number(v ?? 0)) || 0;
+/** A path segment as pveproxy expects it (the package's `$()` escapes only `/`). */
+const seg = (s: string): string => s.replace(/[/?#%\s]/g, (c) => encodeURIComponent(c));
+
+type Nodes = Proxmox.Api['nodes'];
+type QemuConfigPost = NonNullable<Parameters<ReturnType<ReturnType<Nodes['$']>['qemu']['$']>['config']['$post']>[0]>;
+type TaskListQuery = NonNullable<Parameters<ReturnType<Nodes['$']>['tasks']['$get']>[0]>;
 
 export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
   const c = opts.cluster;
   const queryTimeoutMs = opts.queryTimeoutMs ?? 30_000;
   const { host, port, schema } = endpointOf(c.url, c.region);
-  const useToken = c.username === undefined;
-  if (useToken && !TOKEN_ID_RE.test(c.tokenId ?? '')) {
-    throw new InvalidArgument(`Proxmox cluster ${c.region}: token_id "${c.tokenId}" must look like USER@REALM!TOKENID`);
-  }
-  if (useToken && !TOKEN_SECRET_RE.test(c.tokenSecret ?? '')) {
-    throw new InvalidArgument(
-      `Proxmox cluster ${c.region}: token_secret must be the token's UUID (lowercase, as Proxmox shows it)`,
-    );
-  }
+  const credentials = credentialsOf(c);
   let ca: Buffer | undefined;
   if (c.caFile && !c.insecure) {
     try {
@@ -105,76 +90,42 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
       );
     }
   }
-  const agent = new Agent({
+  const transport = createTransport({
+    queryTimeoutMs,
     connections: opts.connections ?? 8,
-    keepAliveTimeout: 10_000,
-    connect: c.insecure
-      ? { rejectUnauthorized: false }
-      : ca
-        ? { ca, rejectUnauthorized: true }
-        : { rejectUnauthorized: true },
+    insecure: c.insecure,
+    ca,
   });
-  const callSignal = new AsyncLocalStorage<AbortSignal | undefined>();
 
-  const fetchImpl = async (url: string | URL, init?: RequestInit): Promise<Response> => {
-    const signals = [AbortSignal.timeout(queryTimeoutMs)];
-    if (init?.signal) signals.push(init.signal as AbortSignal);
-    const outer = callSignal.getStore();
-    if (outer) signals.push(outer);
-    const signal = AbortSignal.any(signals);
-    try {
-      const res = await undiciFetch(url, { ...init, dispatcher: agent, signal });
-      const body = await res.text();
-      // An empty body stays empty: a string would make undici add text/plain, and the package
-      // would then throw on the content type instead of seeing a 401 "invalid PVE ticket".
-      return new Response(body === '' ? null : body, {
-        status: res.status,
-        statusText: res.statusText,
-        headers: res.headers,
-      });
-    } catch (e) {
-      const why = outer?.aborted
-        ? 'cancelled by caller'
-        : signal.aborted
-          ? `timed out after ${queryTimeoutMs} ms`
-          : describe(e);
-      return new Response(JSON.stringify({ data: null }), {
-        status: 599,
-        statusText: `${TRANSPORT_MARK} ${why}`.replace(/[^\t\x20-\x7e]/g, ' ').slice(0, 300),
-        headers: { 'content-type': 'application/json;charset=UTF-8' },
-      });
-    }
-  };
+  const common = { host, port, schema, queryTimeout: queryTimeoutMs + 1_000, fetch: transport.fetch };
+  const engine =
+    credentials.kind === 'token'
+      ? new ProxmoxEngine({ ...common, tokenID: credentials.tokenId, tokenSecret: credentials.tokenSecret })
+      : new TicketEngine(
+          { ...common, username: credentials.username, password: credentials.password },
+          new TicketSession({
+            apiBase: `${schema}://${host}:${port}/api2/json`,
+            username: credentials.username,
+            password: credentials.password,
+            region: c.region,
+            fetch: transport.fetch,
+            ...(opts.ticketRenewAfterMs && { renewAfterMs: opts.ticketRenewAfterMs }),
+          }),
+        );
+  const pve = proxmoxApi(engine);
+  const who = credentials.kind === 'token' ? { tokenId: credentials.tokenId } : { username: credentials.username };
 
-  const common = { host, port, schema, queryTimeout: queryTimeoutMs + 1_000, fetch: fetchImpl as never };
-  const engine = useToken
-    ? new ProxmoxEngine({ ...common, tokenID: c.tokenId!, tokenSecret: c.tokenSecret! })
-    : new TicketEngine(
-        { ...common, username: c.username!, password: c.password ?? '' },
-        new TicketSession({
-          apiBase: `${schema}://${host}:${port}/api2/json`,
-          username: c.username!,
-          password: c.password ?? '',
-          region: c.region,
-          fetch: fetchImpl as never,
-          ...(opts.ticketRenewAfterMs && { renewAfterMs: opts.ticketRenewAfterMs }),
-        }),
-      );
-  const who = useToken ? { tokenId: c.tokenId } : { username: c.username };
-
+  /** One Proxmox call: the caller's signal, typed errors, and one retry of a read. */
   async function call<T>(
     method: 'GET' | 'POST' | 'PUT' | 'DELETE',
-    path: string,
-    params: Record<string, unknown> | undefined,
     what: string,
-    o?: CallOptions,
+    o: CallOptions | undefined,
+    request: () => Promise<T>,
   ): Promise<T> {
     const attempts = method === 'GET' ? 2 : 1;
     for (let i = 1; ; i++) {
       try {
-        return (await callSignal.run(o?.signal, () =>
-          engine.doRequest(method, `/api2/json${path}`, path, params ? { ...params } : undefined),
-        )) as T;
+        return await transport.withSignal(o?.signal, request);
       } catch (e) {
         const err = toCsiError(e, {
           cluster: c.region,
@@ -189,320 +140,271 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
     }
   }
 
-  const vmPath = (node: string, vmid: number) => `/nodes/${seg(node)}/qemu/${seg(vmid)}`;
-  const storagePath = (node: string, storage: string) => `/nodes/${seg(node)}/storage/${seg(storage)}`;
+  const nodeOf = (node: string) => pve.nodes.$(seg(node));
+  const vm = (node: string, vmid: number) => nodeOf(node).qemu.$(vmid);
+  const storageOf = (node: string, storage: string) => nodeOf(node).storage.$(seg(storage));
 
   const api: HttpProxmoxApi = {
     async version(o) {
-      const r = await call<{ version?: string; release?: string }>('GET', '/version', undefined, 'read version', o);
-      return { version: String(r?.version ?? ''), release: r?.release };
+      const r = await call('GET', 'read version', o, () => pve.version.$get());
+      return { version: r.version, release: r.release };
     },
     async vmResources(o) {
-      const rows = await call<Record<string, unknown>[]>('GET', '/cluster/resources', { type: 'vm' }, 'list VMs', o);
-      return (rows ?? [])
-        .filter((r) => r.type === 'qemu' || r.type === 'lxc')
-        .map((r): VmResource => ({
-          type: r.type as 'qemu' | 'lxc',
-          vmid: num(r.vmid),
-          name: String(r.name ?? ''),
-          node: String(r.node ?? ''),
-          status: r.status as string | undefined,
-          template: bool(r.template),
-        }));
+      const list = await call('GET', 'list VMs', o, () => pve.cluster.resources.$get({ type: 'vm' }));
+      // vmid may be a string on the wire, template is 0/1 and not in the generated type (wire.ts).
+      return rows(list).flatMap((r): VmResource[] =>
+        r.type === 'qemu' || r.type === 'lxc'
+          ? [
+              {
+                type: r.type,
+                vmid: num(r.vmid) ?? 0,
+                name: r.name ?? '',
+                node: r.node ?? '',
+                status: r.status,
+                template: flag(r.template),
+              },
+            ]
+          : [],
+      );
     },
     async storageResources(o) {
-      const rows = await call<Record<string, unknown>[]>(
-        'GET',
-        '/cluster/resources',
-        { type: 'storage' },
-        'list storages',
-        o,
-      );
-      return (rows ?? [])
+      const list = await call('GET', 'list storages', o, () => pve.cluster.resources.$get({ type: 'storage' }));
+      // shared is 0/1 and not in the generated type; disk sizes may be strings (wire.ts).
+      return rows(list)
         .filter((r) => r.type === 'storage')
         .map((r): StorageResource => ({
-          storage: String(r.storage ?? ''),
-          node: String(r.node ?? ''),
-          content: String(r.content ?? ''),
-          plugintype: r.plugintype as string | undefined,
-          shared: bool(r.shared),
-          status: r.status as string | undefined,
-          disk: num(r.disk),
-          maxdisk: num(r.maxdisk),
+          storage: r.storage ?? '',
+          node: r.node ?? '',
+          content: r.content ?? '',
+          plugintype: r.plugintype,
+          shared: flag(r.shared),
+          status: r.status,
+          disk: num(r.disk) ?? 0,
+          maxdisk: num(r.maxdisk) ?? 0,
         }));
     },
     async nodeResources(o) {
-      const rows = await call<Record<string, unknown>[]>(
-        'GET',
-        '/cluster/resources',
-        { type: 'node' },
-        'list nodes',
-        o,
-      );
-      return (rows ?? [])
+      const list = await call('GET', 'list nodes', o, () => pve.cluster.resources.$get({ type: 'node' }));
+      return rows(list)
         .filter((r) => r.type === 'node')
-        .map((r): NodeResource => ({ node: String(r.node ?? ''), status: r.status as string | undefined }));
+        .map((r): NodeResource => ({ node: r.node ?? '', status: r.status }));
     },
     async storageStatus(node, storage, o) {
-      const r = await call<Record<string, unknown>>(
-        'GET',
-        `${storagePath(node, storage)}/status`,
-        undefined,
-        `read status of storage ${storage} on ${node}`,
-        o,
+      const r = record(
+        await call('GET', `read status of storage ${storage} on ${node}`, o, () =>
+          storageOf(node, storage).status.$get(),
+        ),
       );
+      // The generated type is `any`: every field is read as pve-storage's status call writes it.
       return {
-        total: num(r.total),
-        used: num(r.used),
-        avail: num(r.avail),
-        active: bool(r.active),
-        enabled: r.enabled === undefined ? true : bool(r.enabled),
-        type: r.type as string | undefined,
-        shared: bool(r.shared),
-        content: String(r.content ?? ''),
-      } satisfies StorageStatus;
+        total: num(r.total) ?? 0,
+        used: num(r.used) ?? 0,
+        avail: num(r.avail) ?? 0,
+        active: flag(r.active),
+        enabled: r.enabled === undefined ? true : flag(r.enabled),
+        type: text(r.type),
+        shared: flag(r.shared),
+        content: text(r.content) ?? '',
+      };
     },
     async listContent(node, storage, vmid, o) {
-      const params: Record<string, unknown> = { content: 'images' };
-      if (vmid !== undefined) params.vmid = vmid;
-      const rows = await call<Record<string, unknown>[]>(
-        'GET',
-        `${storagePath(node, storage)}/content`,
-        params,
-        `list disks on ${storage} of ${node}`,
-        o,
+      const list = await call('GET', `list disks on ${storage} of ${node}`, o, () =>
+        storageOf(node, storage).content.$get(vmid === undefined ? { content: 'images' } : { content: 'images', vmid }),
       );
-      return (rows ?? []).map((r): StorageContentItem => ({
-        volid: String(r.volid ?? ''),
-        size: num(r.size),
-        vmid: r.vmid === undefined ? undefined : num(r.vmid),
-        format: r.format as string | undefined,
-        content: r.content as string | undefined,
-        ...(r.ctime !== undefined && Number.isFinite(Number(r.ctime)) && { ctime: Number(r.ctime) }),
-      }));
+      // size, vmid and ctime may be strings on the wire; content is not in the generated type.
+      return rows(list).map((r): StorageContentItem => {
+        const ctime = num(r.ctime);
+        return {
+          volid: r.volid,
+          size: num(r.size) ?? 0,
+          vmid: num(r.vmid),
+          format: r.format,
+          content: text(r.content),
+          ...(ctime !== undefined && { ctime }),
+        };
+      });
     },
-    async allocDisk(node, storage, req: AllocRequest, o) {
-      const r = await call<string>(
-        'POST',
-        `${storagePath(node, storage)}/content`,
-        {
+    async allocDisk(node, storage, req, o) {
+      const r: unknown = await call('POST', `allocate ${req.filename} on ${storage} of ${node}`, o, () =>
+        storageOf(node, storage).content.$post({
           vmid: req.vmid,
           filename: req.filename,
           size: String(Math.ceil(req.sizeBytes / 1024)),
           format: req.format ?? 'raw',
-        },
-        `allocate ${req.filename} on ${storage} of ${node}`,
-        o,
+        }),
       );
       return typeof r === 'string' && r !== '' ? r : `${storage}:${req.filename}`;
     },
     async freeDisk(node, storage, volid, o) {
-      const r = await call<unknown>(
-        'DELETE',
-        `${storagePath(node, storage)}/content/${seg(volid)}`,
-        o?.waitSeconds ? { delay: o.waitSeconds } : undefined,
-        `free ${volid} on ${node}`,
-        o,
+      const wait = o?.waitSeconds;
+      const r = await call('DELETE', `free ${volid} on ${node}`, o, () =>
+        storageOf(node, storage)
+          .content.$(seg(volid))
+          .$delete(wait ? { delay: wait } : undefined),
       );
-      return typeof r === 'string' && r.startsWith('UPID:') ? r : null;
+      return upidOrNull(r);
     },
     async vmConfig(node, vmid, o) {
-      const r = await call<Record<string, unknown>>(
-        'GET',
-        `${vmPath(node, vmid)}/config`,
-        undefined,
-        `read config of VM ${vmid} on ${node}`,
-        o,
-      );
+      const r = await call('GET', `read config of VM ${vmid} on ${node}`, o, () => vm(node, vmid).config.$get());
+      // The generated type calls many keys boolean or number; the driver reads every value as the
+      // text of the config file line, which is what Proxmox sends (0/1, numbers, strings).
       const values: Record<string, string> = {};
-      for (const [k, v] of Object.entries(r ?? {}))
-        if (k !== 'digest' && v !== null && v !== undefined) values[k] = String(v);
-      return { digest: String(r?.digest ?? ''), values } satisfies VmConfig;
+      for (const [k, v] of Object.entries(record(r))) {
+        const s = text(v);
+        if (k !== 'digest' && s !== undefined) values[k] = s;
+      }
+      return { digest: text(record(r).digest) ?? '', values };
     },
     async vmPending(node, vmid, o) {
-      const rows = await call<Record<string, unknown>[]>(
-        'GET',
-        `${vmPath(node, vmid)}/pending`,
-        undefined,
-        `read pending changes of VM ${vmid} on ${node}`,
-        o,
+      const list = await call('GET', `read pending changes of VM ${vmid} on ${node}`, o, () =>
+        vm(node, vmid).pending.$get(),
       );
-      return (rows ?? []).map((r): ConfigEntry => ({
-        key: String(r.key),
-        value: r.value === undefined || r.value === null ? undefined : String(r.value),
-        pending: r.pending === undefined || r.pending === null ? undefined : String(r.pending),
-        pendingDelete: r.delete !== undefined && num(r.delete) > 0,
+      // value/pending are typed string but carry the config's numbers as numbers (wire.ts).
+      return rows(list).map((r): ConfigEntry => ({
+        key: r.key,
+        value: text(r.value),
+        pending: text(r.pending),
+        pendingDelete: (num(r.delete) ?? 0) > 0,
       }));
     },
-    async updateVmConfig(node, vmid, change: ConfigChange, o) {
-      const params: Record<string, unknown> = { ...(change.set ?? {}) };
+    async updateVmConfig(node, vmid, change, o) {
+      const params: Record<string, string | number> = { ...(change.set ?? {}) };
       if (change.delete?.length) params.delete = change.delete.join(',');
       if (change.digest) params.digest = change.digest;
       if (change.waitSeconds) params.background_delay = change.waitSeconds;
       const what = `change config of VM ${vmid} on ${node}`;
       let r: unknown;
       try {
-        r = await call<unknown>('POST', `${vmPath(node, vmid)}/config`, params, what, o);
+        // The generated parameter type lists only scsi0..3 (qemu-server takes scsi0..30) and types
+        // each key; the driver sends drive strings, delete, digest and background_delay.
+        r = await call('POST', what, o, () => vm(node, vmid).config.$post(params as QemuConfigPost));
       } catch (e) {
         // qemu-server's background_delay: the task ended within the wait with this exit status.
         const exit = change.waitSeconds ? /failed to update VM \d+: (.+)$/s.exec((e as Error).message)?.[1] : undefined;
         if (exit) throw taskError(exit.trim(), { cluster: c.region, what });
         throw e;
       }
-      return typeof r === 'string' && r.startsWith('UPID:') ? r : null;
+      return upidOrNull(r);
     },
     async unlinkDisks(node, vmid, keys, o) {
-      await call<unknown>(
-        'PUT',
-        `${vmPath(node, vmid)}/unlink`,
-        { idlist: keys.join(',') },
-        `detach ${keys.join(',')} from VM ${vmid} on ${node}`,
-        o,
+      await call('PUT', `detach ${keys.join(',')} from VM ${vmid} on ${node}`, o, () =>
+        vm(node, vmid).unlink.$put({ idlist: keys.join(',') }),
       );
     },
     async resizeDisk(node, vmid, disk, size, o) {
-      const r = await call<unknown>(
-        'PUT',
-        `${vmPath(node, vmid)}/resize`,
-        { disk, size },
-        `resize ${disk} of VM ${vmid} on ${node} to ${size}`,
-        o,
+      const r = await call('PUT', `resize ${disk} of VM ${vmid} on ${node} to ${size}`, o, () =>
+        // The disk key comes from the VM's own config, so it is one of the generated union's keys.
+        vm(node, vmid).resize.$put({ disk: disk as Proxmox.Tdisk_1, size }),
       );
-      return typeof r === 'string' && r.startsWith('UPID:') ? r : null;
+      return upidOrNull(r);
     },
     async taskStatus(node, upid, o) {
-      const r = await call<Record<string, unknown>>(
-        'GET',
-        `/nodes/${seg(node)}/tasks/${seg(upid)}/status`,
-        undefined,
-        `read task ${upid}`,
-        o,
-      );
-      return {
-        status: r?.status === 'stopped' ? 'stopped' : 'running',
-        exitstatus: r?.exitstatus as string | undefined,
-      } satisfies TaskStatus;
+      const r = await call('GET', `read task ${upid}`, o, () => nodeOf(node).tasks.$(seg(upid)).status.$get());
+      return { status: r.status === 'stopped' ? 'stopped' : 'running', exitstatus: r.exitstatus };
     },
     async activeTasks(node, filter, o) {
       // pve-manager's Tasks.pm: the active list leaves a token's id whole in `user`; the archive
       // splits it into `user` and `tokenid`. Both forms are read. The default limit is 50.
-      const params: Record<string, unknown> = { source: 'active', limit: 1000 };
-      if (filter.type) params.typefilter = filter.type;
-      if (filter.vmid !== undefined) params.vmid = filter.vmid;
-      const rows = await call<Record<string, unknown>[]>(
-        'GET',
-        `/nodes/${seg(node)}/tasks`,
-        params,
-        `list running tasks on ${node}`,
-        o,
-      );
-      return (rows ?? []).map((r): ActiveTask => ({
-        upid: String(r.upid ?? ''),
-        node: String(r.node ?? node),
-        type: String(r.type ?? ''),
-        id: String(r.id ?? ''),
-        user: r.tokenid ? `${String(r.user ?? '')}!${String(r.tokenid)}` : String(r.user ?? ''),
-        starttime: num(r.starttime),
-      }));
+      const q: TaskListQuery = { source: 'active', limit: 1000 };
+      if (filter.type) q.typefilter = filter.type;
+      if (filter.vmid !== undefined) q.vmid = filter.vmid;
+      const list = await call('GET', `list running tasks on ${node}`, o, () => nodeOf(node).tasks.$get(q));
+      // tokenid is not in the generated type; starttime may be a string (wire.ts).
+      return rows(list).map((r): ActiveTask => {
+        const tokenid = text(r.tokenid);
+        return {
+          upid: r.upid,
+          node: r.node,
+          type: r.type,
+          id: r.id,
+          user: tokenid ? `${r.user}!${tokenid}` : r.user,
+          starttime: num(r.starttime) ?? 0,
+        };
+      });
+    },
+    async nodeTasks(node, query, o) {
+      const q: TaskListQuery = {};
+      if (query.typefilter !== undefined) q.typefilter = query.typefilter;
+      if (query.vmid !== undefined) q.vmid = query.vmid;
+      if (query.since !== undefined) q.since = query.since;
+      if (query.source !== undefined) q.source = query.source;
+      if (query.limit !== undefined) q.limit = query.limit;
+      const list = await call('GET', `list tasks on ${node}`, o, () => nodeOf(node).tasks.$get(q));
+      // id is the VMID as a number for qemu tasks; tokenid is not in the generated type (wire.ts).
+      return rows(list).map((r): TaskListItem => {
+        const endtime = num(r.endtime);
+        return {
+          upid: text(r.upid) ?? '',
+          node: text(r.node) ?? node,
+          type: text(r.type) ?? '',
+          id: text(r.id) ?? '',
+          user: text(r.user) ?? '',
+          tokenid: text(r.tokenid),
+          starttime: num(r.starttime) ?? 0,
+          endtime,
+          status: text(r.status),
+        };
+      });
     },
     async createVm(node, vmid, options, o) {
-      return upidOf(
-        await call<unknown>(
-          'POST',
-          `/nodes/${seg(node)}/qemu`,
-          { vmid, ...options },
-          `create VM ${vmid} on ${node}`,
-          o,
-        ),
-        `create VM ${vmid}`,
+      const r: unknown = await call('POST', `create VM ${vmid} on ${node}`, o, () =>
+        nodeOf(node).qemu.$post({ vmid, ...options }),
       );
+      return upidOf(r, `create VM ${vmid}`);
     },
     async destroyVm(node, vmid, o) {
-      return upidOf(
-        await call<unknown>('DELETE', vmPath(node, vmid), undefined, `destroy VM ${vmid} on ${node}`, o),
-        `destroy VM ${vmid}`,
-      );
+      const r: unknown = await call('DELETE', `destroy VM ${vmid} on ${node}`, o, () => vm(node, vmid).$delete());
+      return upidOf(r, `destroy VM ${vmid}`);
     },
     async migrateVm(node, vmid, target, o) {
-      return upidOf(
-        await call<unknown>(
-          'POST',
-          `${vmPath(node, vmid)}/migrate`,
-          { target },
-          `migrate VM ${vmid} from ${node} to ${target}`,
-          o,
-        ),
-        `migrate VM ${vmid}`,
+      const r: unknown = await call('POST', `migrate VM ${vmid} from ${node} to ${target}`, o, () =>
+        vm(node, vmid).migrate.$post({ target }),
       );
+      return upidOf(r, `migrate VM ${vmid}`);
     },
     async taskLog(node, upid, o) {
-      const rows = await call<Array<{ t?: unknown }>>(
-        'GET',
-        `/nodes/${seg(node)}/tasks/${seg(upid)}/log`,
-        { limit: 5000 },
-        `read log of task ${upid}`,
-        o,
+      const list = await call('GET', `read log of task ${upid}`, o, () =>
+        nodeOf(node).tasks.$(seg(upid)).log.$get({ limit: 5000 }),
       );
-      return (rows ?? []).map((r) => String(r.t ?? ''));
-    },
-    async nodeTasks(node, q, o) {
-      const params: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(q)) if (v !== undefined) params[k] = v;
-      const rows = await call<Record<string, unknown>[] | null>(
-        'GET',
-        `/nodes/${seg(node)}/tasks`,
-        params,
-        `list tasks on ${node}`,
-        o,
-      );
-      const text = (v: unknown): string | undefined =>
-        typeof v === 'string' ? v : typeof v === 'number' ? String(v) : undefined;
-      return (rows ?? []).map((r): TaskListItem => ({
-        upid: text(r.upid) ?? '',
-        node: text(r.node) ?? node,
-        type: text(r.type) ?? '',
-        id: text(r.id) ?? '',
-        user: text(r.user) ?? '',
-        tokenid: text(r.tokenid),
-        starttime: num(r.starttime),
-        endtime: r.endtime === undefined ? undefined : num(r.endtime),
-        status: text(r.status),
-      }));
+      return rows(list).map((r) => text(r.t) ?? '');
     },
     async permissions(o) {
-      return (
-        (await call<Record<string, Record<string, number>>>(
-          'GET',
-          '/access/permissions',
-          undefined,
-          'read own permissions',
-          o,
-        )) ?? {}
-      );
+      const r: unknown = await call('GET', 'read own permissions', o, () => pve.access.permissions.$get());
+      // The generated type is `any`: ACL path -> privilege -> 1 (propagate) or 0.
+      const out: Record<string, Record<string, number>> = {};
+      for (const [path, privs] of Object.entries(record(r))) {
+        const p: Record<string, number> = {};
+        for (const [name, v] of Object.entries(record(privs))) p[name] = num(v) ?? 0;
+        out[path] = p;
+      }
+      return out;
     },
-    async close() {
-      // destroy, not close: close waits for requests in flight (a VM config batch runs without
-      // its caller's deadline), and shutdown must not. What was sent may still land; the next
-      // start reconciles from Proxmox's state, as after kill -9.
-      await agent.destroy();
-    },
+    close: () => transport.close(),
   };
   return api;
 }
 
-function describe(e: unknown): string {
-  const parts: string[] = [];
-  let cur: unknown = e;
-  for (let i = 0; cur && i < 4; i++) {
-    const msg = cur instanceof Error ? cur.message : String(cur);
-    const code = (cur as { code?: string }).code;
-    if (msg && msg !== 'fetch failed') parts.push(code && !msg.includes(code) ? `${msg} (${code})` : msg);
-    cur = (cur as { cause?: unknown }).cause;
+type Credentials =
+  { kind: 'token'; tokenId: string; tokenSecret: string } | { kind: 'ticket'; username: string; password: string };
+
+/** API token (the default) or ticket login; the token's shape is checked with a clear message. */
+function credentialsOf(c: ProxmoxClusterConfig): Credentials {
+  if (c.username !== undefined) return { kind: 'ticket', username: c.username, password: c.password ?? '' };
+  const tokenId = c.tokenId ?? '';
+  const tokenSecret = c.tokenSecret ?? '';
+  if (!TOKEN_ID_RE.test(tokenId)) {
+    throw new InvalidArgument(`Proxmox cluster ${c.region}: token_id "${tokenId}" must look like USER@REALM!TOKENID`);
   }
-  return parts.join(': ') || 'connection failed';
+  if (!TOKEN_SECRET_RE.test(tokenSecret)) {
+    throw new InvalidArgument(
+      `Proxmox cluster ${c.region}: token_secret must be the token's UUID (lowercase, as Proxmox shows it)`,
+    );
+  }
+  return { kind: 'token', tokenId, tokenSecret };
 }
 
 function upidOf(r: unknown, what: string): string {
-  if (typeof r === 'string' && r.startsWith('UPID:')) return r;
+  const upid = upidOrNull(r);
+  if (upid) return upid;
   throw new Error(`${what}: Proxmox answered ${JSON.stringify(r)} instead of a task id`);
 }

@@ -1,0 +1,100 @@
+// The fetch the proxmox-api package is given: our TLS, connection pool, timeouts and
+// cancellation, and no thrown transport errors.
+// - TLS: verified against `ca_file` when set, system CAs otherwise, or not at all with
+//   `insecure: true` (as upstream allows); an undici Agent caps connections per host.
+// - A transport failure (refused, reset, TLS, timeout) becomes a synthetic HTTP 599 answer
+//   instead of a thrown error. The package re-sends a request once when fetch throws, which
+//   would silently repeat a POST/PUT/DELETE; with an answer it reports the failure instead and
+//   the caller reads state back.
+// - The body is read inside the timeout, so a stalled answer cannot hang a call.
+// - The per-call AbortSignal reaches fetch through AsyncLocalStorage (the package has no
+//   per-call options).
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { Agent, fetch as undiciFetch, Response, type RequestInit } from 'undici';
+import { TRANSPORT_MARK } from './errors.js';
+
+export interface TransportOptions {
+  /** Upper bound for one HTTP exchange, body included. */
+  queryTimeoutMs: number;
+  /** Connections per Proxmox host. */
+  connections: number;
+  /** TLS: skip verification. */
+  insecure: boolean;
+  /** TLS: the CA to verify against (system CAs when absent). */
+  ca?: Buffer | undefined;
+}
+
+export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
+
+export interface Transport {
+  fetch: FetchLike;
+  /** Runs fn with `signal` as the cancellation of every request fn makes. */
+  withSignal<T>(signal: AbortSignal | undefined, fn: () => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+export function createTransport(o: TransportOptions): Transport {
+  const agent = new Agent({
+    connections: o.connections,
+    keepAliveTimeout: 10_000,
+    connect: o.insecure
+      ? { rejectUnauthorized: false }
+      : o.ca
+        ? { ca: o.ca, rejectUnauthorized: true }
+        : { rejectUnauthorized: true },
+  });
+  const callSignal = new AsyncLocalStorage<AbortSignal | undefined>();
+
+  const fetch: FetchLike = async (url, init) => {
+    const signals = [AbortSignal.timeout(o.queryTimeoutMs)];
+    if (init?.signal) signals.push(init.signal);
+    const outer = callSignal.getStore();
+    if (outer) signals.push(outer);
+    const signal = AbortSignal.any(signals);
+    try {
+      const res = await undiciFetch(url, { ...init, dispatcher: agent, signal });
+      const body = await res.text();
+      // An empty body stays empty: a string would make undici add text/plain, and the package
+      // would then throw on the content type instead of seeing a 401 "invalid PVE ticket".
+      return new Response(body === '' ? null : body, {
+        status: res.status,
+        statusText: res.statusText,
+        headers: res.headers,
+      });
+    } catch (e) {
+      const why = outer?.aborted
+        ? 'cancelled by caller'
+        : signal.aborted
+          ? `timed out after ${o.queryTimeoutMs} ms`
+          : describe(e);
+      return new Response(JSON.stringify({ data: null }), {
+        status: 599,
+        statusText: `${TRANSPORT_MARK} ${why}`.replace(/[^\t\x20-\x7e]/g, ' ').slice(0, 300),
+        headers: { 'content-type': 'application/json;charset=UTF-8' },
+      });
+    }
+  };
+
+  return {
+    fetch,
+    withSignal: (signal, fn) => callSignal.run(signal, fn),
+    // destroy, not close: close waits for requests in flight (a VM config batch runs without
+    // its caller's deadline), and shutdown must not. What was sent may still land; the next
+    // start reconciles from Proxmox's state, as after kill -9.
+    close: () => agent.destroy(),
+  };
+}
+
+/** The error chain of a failed fetch as one line, with the system error codes. */
+function describe(e: unknown): string {
+  const parts: string[] = [];
+  let cur: unknown = e;
+  for (let i = 0; cur instanceof Error && i < 4; i++) {
+    const code = (cur as { code?: unknown }).code;
+    const msg = cur.message;
+    if (msg && msg !== 'fetch failed')
+      parts.push(typeof code === 'string' && !msg.includes(code) ? `${msg} (${code})` : msg);
+    cur = cur.cause;
+  }
+  return parts.join(': ') || 'connection failed';
+}
