@@ -30,4 +30,4 @@ if [ -n "$limit" ] && [ ${#limit} -le 13 ] && [ "$limit" -le 1099511627776 ]; th
       ;;
   esac
 fi
-exec node "${PVE_NFS_CSI_MAIN:-/app/dist/src/main.js}" "$@"
+exec node "${PVE_NFS_CSI_MAIN:-/app/dist/bundle/main.js}" "$@"

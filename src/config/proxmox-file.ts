@@ -12,9 +12,15 @@ import { ConfigError } from './errors.js';
 import type { ProxmoxClusterConfig, ProxmoxConfig } from './types.js';
 
 // The YAML parser (~20 ms to load) only when there is a Proxmox config file to read: an NFS-only
-// or node process never loads it. require keeps readProxmoxConfig synchronous.
-const require = createRequire(import.meta.url);
-const parse = (text: string): unknown => (require('yaml') as typeof import('yaml')).parse(text);
+// or node process never loads it. require keeps readProxmoxConfig synchronous. In the image's
+// bundle (scripts/bundle.ts) `require` exists and esbuild links this call to its own copy of yaml
+// (initialised at the first call); compiled or under tsx, ESM has no `require`, so one is made.
+const loadYaml = (): typeof import('yaml') =>
+  typeof require === 'function'
+    ? // eslint-disable-next-line @typescript-eslint/no-require-imports -- esbuild bundles only a call of the free `require`
+      (require('yaml') as typeof import('yaml'))
+    : (createRequire(import.meta.url)('yaml') as typeof import('yaml'));
+const parse = (text: string): unknown => loadYaml().parse(text);
 
 const CLUSTER_KEYS = new Set([
   'url',

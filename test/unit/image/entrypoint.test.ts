@@ -41,7 +41,7 @@ const MiB = 1024 * 1024;
 t.test('cgroup v2 limit sizes the old space: (limit - 96 MiB) / 2', async (t) => {
   t.same(run(t, { 'memory.max': `${192 * MiB}\n` }), {
     nodeOptions: '--max-old-space-size=48',
-    argv: ['/app/dist/src/main.js', '--mode', 'controller'],
+    argv: ['/app/dist/bundle/main.js', '--mode', 'controller'],
   });
   t.equal(run(t, { 'memory.max': `${512 * MiB}\n` }).nodeOptions, '--max-old-space-size=208');
 });
