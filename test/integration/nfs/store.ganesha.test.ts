@@ -6,6 +6,7 @@ import path from 'node:path';
 import { createNfs3Stores } from '../../../src/nfs/controller/nfs3-store.js';
 import { ownership as own, startTalosExport } from '../../helpers/ganesha-export.js';
 import { outcomeText as kindOf } from '../../helpers/outcome.js';
+import { startRpcCounter } from '../../helpers/rpc-counter.js';
 
 const { g, talos: TALOS, onDisk, mode } = await startTalosExport(t);
 const stores = createNfs3Stores({ timeoutMs: 3000, nfsPort: g.nfsPort, mountPort: g.mountPort, privilegedPort: true });
@@ -103,6 +104,42 @@ t.test('removeTree deletes a deep tree (paged listings) and never follows symlin
 
   await fs.writeFile(onDisk('ns2/plainfile'), 'x');
   t.equal(await store.removeTree('ns2/plainfile'), true, 'a file is removed too');
+});
+
+t.test('round trips on the wire: create 2, delete of an empty claim 2, never through a symlink', async (t) => {
+  const relay = await startRpcCounter(g.nfsPort);
+  t.teardown(() => relay.close());
+  const counted = createNfs3Stores({
+    timeoutMs: 3000,
+    nfsPort: relay.port,
+    mountPort: g.mountPort,
+    privilegedPort: true,
+  });
+  t.teardown(() => counted.close());
+  const cs = counted.open(g.server, TALOS);
+  await cs.ensureDir('rt', { mode: 0o755 });
+  const ops = () => {
+    const r = Object.fromEntries(relay.counts());
+    relay.reset();
+    return r;
+  };
+  ops();
+  await cs.ensureDir('rt/vol', { mode: 0o770, uid: 1000, gid: 1000 });
+  t.same(ops(), { LOOKUP: 1, MKDIR: 1 }, 'create: LOOKUP the parent, MKDIR with mode and owner');
+  t.equal(await cs.removeTree('rt/vol'), true);
+  t.same(ops(), { LOOKUP: 1, RMDIR: 1 }, 'empty claim: LOOKUP the parent, RMDIR');
+  await t.rejects(fs.lstat(onDisk('rt/vol')), { code: 'ENOENT' });
+
+  await fs.mkdir(onDisk('rt/full/sub'), { recursive: true });
+  t.equal(await cs.removeTree('rt/full'), true, 'not empty: walked after RMDIR says so');
+  await t.rejects(fs.lstat(onDisk('rt/full')), { code: 'ENOENT' });
+
+  const outside = onDisk('rt-outside');
+  await fs.mkdir(outside, { recursive: true });
+  await fs.symlink(outside, onDisk('rt/link'));
+  t.equal(await cs.removeTree('rt/link'), true, 'a symlink to an empty directory is removed as a link');
+  await t.rejects(fs.lstat(onDisk('rt/link')), { code: 'ENOENT' });
+  t.ok((await fs.stat(outside)).isDirectory(), 'its target stays');
 });
 
 t.test('removeDirIfEmpty and rename without replacing', async (t) => {
