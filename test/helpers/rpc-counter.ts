@@ -46,7 +46,7 @@ export async function startRpcCounter(targetPort: number, host = '127.0.0.1'): P
     const upstream = net.connect(targetPort, host);
     sockets.add(client).add(upstream);
     for (const s of [client, upstream]) s.on('close', () => sockets.delete(s));
-    let buf = Buffer.alloc(0);
+    let buf: Buffer = Buffer.alloc(0);
     let first: Buffer | undefined; // the first fragment of the record being read
     client.on('data', (d: Buffer) => {
       buf = buf.length ? Buffer.concat([buf, d]) : d;
