@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { inClusterNodeLabels, nodeLabelsFromApi, resolveTopology } from '../../../src/proxmox/node/topology.js';
+import { selfSigned } from '../../helpers/self-signed.js';
 
 t.test('labels: Proxmox CCM labels win over the generic ones, flags fill gaps', async (t) => {
   const labels = (l: Record<string, string>) => async () => l;
@@ -57,35 +58,6 @@ t.test('not in a cluster without KUBERNETES_SERVICE_HOST or a token', async (t) 
     undefined,
   );
 });
-
-function selfSigned(dir: string, name: string): { key: string; cert: string; certPath: string } {
-  const keyPath = path.join(dir, `${name}.key`);
-  const certPath = path.join(dir, `${name}.crt`);
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      keyPath,
-      '-out',
-      certPath,
-      '-days',
-      '1',
-      '-subj',
-      '/CN=127.0.0.1',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
-  return { key: fs.readFileSync(keyPath, 'utf8'), cert: fs.readFileSync(certPath, 'utf8'), certPath };
-}
 
 const haveOpenssl = (() => {
   try {

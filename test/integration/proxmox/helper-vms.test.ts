@@ -1,7 +1,6 @@
 // Which VMs an offline expansion may borrow: the cluster's own node VMs by name, from the config
 // list or the Kubernetes Nodes (listed in-cluster, verified TLS, cached); stopped ones first.
 import t from 'tap';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -10,6 +9,7 @@ import path from 'node:path';
 import type { VmResource } from '../../../src/proxmox/api/api.js';
 import { helperCandidates } from '../../../src/proxmox/controller/expand.js';
 import { configuredHelpers, kubernetesNodeNames } from '../../../src/proxmox/controller/helper-vms.js';
+import { selfSigned } from '../../helpers/self-signed.js';
 
 const vm = (vmid: number, name: string, node: string, status: string): VmResource => ({
   type: 'qemu',
@@ -45,39 +45,10 @@ t.test("only allowed names on the disk's host, never its owner; stopped first", 
   t.same([...(await configuredHelpers(['a', 'b'])())!], ['a', 'b']);
 });
 
-function selfSigned(dir: string): { key: string; cert: string; certPath: string } {
-  const keyPath = path.join(dir, 'k.key');
-  const certPath = path.join(dir, 'k.crt');
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      keyPath,
-      '-out',
-      certPath,
-      '-days',
-      '1',
-      '-subj',
-      '/CN=127.0.0.1',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
-  return { key: fs.readFileSync(keyPath, 'utf8'), cert: fs.readFileSync(certPath, 'utf8'), certPath };
-}
-
 t.test('Kubernetes Node names in-cluster: token, CA, cache, clear errors', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'helper-vms-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const tls = selfSigned(dir);
+  const tls = selfSigned(dir, 'k');
   const tokenPath = path.join(dir, 'token');
   fs.writeFileSync(tokenPath, 'tok\n');
   let calls = 0;

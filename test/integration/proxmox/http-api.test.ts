@@ -7,11 +7,11 @@ import http from 'node:http';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
 import { isCsiError } from '../../../src/errors.js';
 import { createHttpProxmoxApi, endpointOf } from '../../../src/proxmox/api/http-api.js';
 import type { ProxmoxClusterConfig } from '../../../src/config/types.js';
+import { selfSigned } from '../../helpers/self-signed.js';
 
 const TOKEN = { tokenId: 'kubernetes-csi@pve!csi', tokenSecret: '12345678-1234-1234-1234-1234567890ab' };
 const JSON_CT = 'application/json;charset=UTF-8';
@@ -26,7 +26,7 @@ function reply(res: http.ServerResponse, status: number, reason: string, body: u
 async function serve(
   t: { teardown(fn: () => unknown): void },
   handler: Handler,
-  tls?: { key: Buffer; cert: Buffer },
+  tls?: { key: string; cert: string },
 ): Promise<string> {
   const onReq = (req: http.IncomingMessage, res: http.ServerResponse) => {
     let body = '';
@@ -279,35 +279,13 @@ t.test('connection refused', async (t) => {
 t.test('TLS: pinned CA, unknown CA, insecure', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pve-tls-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const key = path.join(dir, 'key.pem');
-  const cert = path.join(dir, 'cert.pem');
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '1',
-      '-subj',
-      '/CN=127.0.0.1',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
+  const { key, cert, certPath } = selfSigned(dir, 'server', { keyType: 'rsa' });
   const url = await serve(t, (_req, res) => reply(res, 200, 'OK', { data: { version: '8.2.4' } }), {
-    key: fs.readFileSync(key),
-    cert: fs.readFileSync(cert),
+    key,
+    cert,
   });
 
-  const pinned = createHttpProxmoxApi({ cluster: cluster(url, { caFile: cert }) });
+  const pinned = createHttpProxmoxApi({ cluster: cluster(url, { caFile: certPath }) });
   const unpinned = createHttpProxmoxApi({ cluster: cluster(url) });
   const insecure = createHttpProxmoxApi({ cluster: cluster(url, { insecure: true }) });
   t.teardown(() => Promise.all([pinned.close(), unpinned.close(), insecure.close()]));

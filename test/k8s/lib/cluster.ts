@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { start, type Proc } from '../../../scripts/lib/procs.js';
 import { freePort } from '../../helpers/free-port.js';
+import { selfSigned } from '../../helpers/self-signed.js';
 import { Kube } from './kube.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -135,29 +136,12 @@ export async function startCluster(
   fs.mkdirSync(pki, { recursive: true });
   // One self-signed serving certificate for 127.0.0.1, which is also the CA everybody trusts
   // (what a kubeadm CA is to a pod's ca.crt).
-  const caFile = path.join(pki, 'apiserver.crt');
-  const keyFile = path.join(pki, 'apiserver.key');
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-keyout',
-      keyFile,
-      '-out',
-      caFile,
-      '-days',
-      '2',
-      '-subj',
-      '/CN=kube-apiserver',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc',
-    ],
-    { stdio: 'ignore' },
-  );
+  const { certPath: caFile, keyPath: keyFile } = selfSigned(pki, 'apiserver', {
+    keyType: 'rsa',
+    commonName: 'kube-apiserver',
+    subjectAltName: 'IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc',
+    days: 2,
+  });
   const saKey = path.join(pki, 'sa.key');
   const saPub = path.join(pki, 'sa.pub');
   execFileSync('openssl', ['genrsa', '-out', saKey, '2048'], { stdio: 'ignore' });
