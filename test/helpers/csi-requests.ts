@@ -73,3 +73,16 @@ export const expandReq = (volumeId: string, bytes: number): T.ControllerExpandVo
   secrets: {},
   volumeCapability: MOUNT,
 });
+
+/** A NodePublishVolume request: read-write, no secrets, no volume context unless given. */
+export const nodePublishReq = (
+  o: Pick<T.NodePublishVolumeRequest, 'volumeId' | 'targetPath' | 'volumeCapability'> &
+    Partial<T.NodePublishVolumeRequest>,
+): T.NodePublishVolumeRequest => ({
+  publishContext: {},
+  stagingTargetPath: '',
+  readonly: false,
+  secrets: {},
+  volumeContext: {},
+  ...o,
+});

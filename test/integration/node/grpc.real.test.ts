@@ -4,13 +4,14 @@ import t from 'tap';
 import fs from 'node:fs';
 import { status } from '@grpc/grpc-js';
 import { pino } from 'pino';
-import { startDriverServer } from '../../../src/server/driver-server.js';
 import { createProxmoxNode } from '../../../src/proxmox/node/node.js';
 import { createNfsNode } from '../../../src/nfs/node/node.js';
 import { wwnHexForSlot as wwnForSlot } from '../../../src/proxmox/contract.js';
-import { csiClient, type VolumeCapability } from '../../helpers/csi-client.js';
+import type { VolumeCapability } from '../../helpers/csi-client.js';
+import { serveDriver } from '../../helpers/driver-server.js';
 import { canUseLoopDevices, LoopRig } from './loop-rig.js';
 import { rejection } from '../../helpers/rejection.js';
+import { stageAndPublish } from '../../helpers/stage-publish.js';
 
 const log = pino({ level: 'silent' });
 const MiB = 1024 * 1024;
@@ -28,22 +29,17 @@ t.test('Proxmox node over gRPC on a loop disk', { skip: canUseLoopDevices() }, a
     nodeLabels: null,
     deviceWaitMs: 500,
   });
-  const server = await startDriverServer({
-    driver: {
+  const { c } = await serveDriver(
+    t,
+    {
       name: 'csi.proxmox.sinextra.dev',
       accessibilityConstraints: true,
       onlineExpansion: true,
       probe: async () => true,
       node,
     },
-    mode: 'node',
-    endpoint: 'tcp://127.0.0.1:0',
-    log,
-    version: 'test',
-  });
-  t.teardown(() => server.stop(1000));
-  const c = csiClient(server.endpoint);
-  t.teardown(() => c.close());
+    { mode: 'node', log, version: 'test' },
+  );
 
   const caps = await c.node.NodeGetCapabilities();
   t.same(
@@ -63,8 +59,7 @@ t.test('Proxmox node over gRPC on a loop disk', { skip: canUseLoopDevices() }, a
   const volumeCapability: VolumeCapability = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
   const staging = rig.path('stage');
   const target = rig.path('target');
-  await c.node.NodeStageVolume({ volumeId, publishContext, stagingTargetPath: staging, volumeCapability });
-  await c.node.NodePublishVolume({
+  await stageAndPublish(c, {
     volumeId,
     publishContext,
     stagingTargetPath: staging,
@@ -93,22 +88,17 @@ t.test('Proxmox node over gRPC on a loop disk', { skip: canUseLoopDevices() }, a
 
 t.test('NFS node over gRPC: info, capabilities, block refused', async (t) => {
   const node = createNfsNode({ nodeId: 'talos-w1', log, mountTimeoutMs: 1000, kubeletDir: '/tmp' });
-  const server = await startDriverServer({
-    driver: {
+  const { c } = await serveDriver(
+    t,
+    {
       name: 'nfs.csi.k8s.io',
       accessibilityConstraints: false,
       onlineExpansion: false,
       probe: async () => true,
       node,
     },
-    mode: 'node',
-    endpoint: 'tcp://127.0.0.1:0',
-    log,
-    version: 'test',
-  });
-  t.teardown(() => server.stop(1000));
-  const c = csiClient(server.endpoint);
-  t.teardown(() => c.close());
+    { mode: 'node', log, version: 'test' },
+  );
   const info = await c.node.NodeGetInfo();
   t.equal(info.nodeId, 'talos-w1');
   t.equal(info.accessibleTopology, null);

@@ -14,6 +14,7 @@ import { isCsiError } from '../../../src/errors.js';
 import type { CallContext, NodeBackend, VolumeCapability } from '../../../src/csi/types.js';
 import { wwnHexForSlot as wwnForSlot } from '../../../src/proxmox/contract.js';
 import { canUseLoopDevices, LoopRig } from './loop-rig.js';
+import { nodePublishReq } from '../../helpers/csi-requests.js';
 import { rejection } from '../../helpers/rejection.js';
 
 const skip = canUseLoopDevices() || (inPrivateMountNs() ? false : 'needs a private mount namespace (unshare -m)');
@@ -148,30 +149,24 @@ t.test(
           ),
         'NodePublishVolume target': () =>
           node.nodePublishVolume(
-            {
+            nodePublishReq({
               volumeId,
               publishContext: publishCtx(2),
               stagingTargetPath: goodStaging,
               targetPath: p,
               volumeCapability: blockCap,
-              readonly: false,
-              secrets: {},
-              volumeContext: {},
-            },
+            }),
             ctx,
           ),
         'NodePublishVolume staging': () =>
           node.nodePublishVolume(
-            {
+            nodePublishReq({
               volumeId,
               publishContext: publishCtx(2),
               stagingTargetPath: p,
               targetPath: good,
               volumeCapability: mountCap,
-              readonly: false,
-              secrets: {},
-              volumeContext: {},
-            },
+            }),
             ctx,
           ),
         NodeExpandVolume: () =>
@@ -229,16 +224,13 @@ t.test('a symlink inside the kubelet dir cannot lead a call outside it', { skip 
     t.equal(code(err), 'InvalidArgument', `unpublish ${p}`);
     const pub = await rejection(
       node.nodePublishVolume(
-        {
+        nodePublishReq({
           volumeId,
           publishContext: publishCtx(3),
           stagingTargetPath: path.join(kubelet, 'staging', 's'),
           targetPath: p,
           volumeCapability: blockCap,
-          readonly: false,
-          secrets: {},
-          volumeContext: {},
-        },
+        }),
         ctx,
       ),
     );
@@ -353,30 +345,24 @@ t.test(
       ctx,
     );
     await node.nodePublishVolume(
-      {
+      nodePublishReq({
         volumeId,
         publishContext: publishCtx(5),
         stagingTargetPath: path.join(kubelet, 'staging', 'ok'),
         targetPath: target,
         volumeCapability: mountCap,
-        readonly: false,
-        secrets: {},
-        volumeContext: {},
-      },
+      }),
       ctx,
     );
     fs.writeFileSync(path.join(target, 'data'), 'x');
     await node.nodePublishVolume(
-      {
+      nodePublishReq({
         volumeId,
         publishContext: publishCtx(5),
         stagingTargetPath: path.join(kubelet, 'staging', 'blk'),
         targetPath: blockTarget,
         volumeCapability: blockCap,
-        readonly: false,
-        secrets: {},
-        volumeContext: {},
-      },
+      }),
       ctx,
     );
     // Unpublish proves the mount is a disk of this driver, whatever the volume id says.

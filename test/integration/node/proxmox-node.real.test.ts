@@ -9,6 +9,7 @@ import { isCsiError } from '../../../src/errors.js';
 import type { CallContext, NodeBackend, VolumeCapability } from '../../../src/csi/types.js';
 import { wwnHexForSlot as wwnForSlot } from '../../../src/proxmox/contract.js';
 import { canUseLoopDevices, LoopRig } from './loop-rig.js';
+import { nodePublishReq } from '../../helpers/csi-requests.js';
 import { rejection } from '../../helpers/rejection.js';
 
 const skip = canUseLoopDevices();
@@ -33,20 +34,25 @@ function recordingExec(): Exec & { cmds: string[][] } {
   return { cmds, run: (c, a, o) => (cmds.push([c, ...a]), real.run(c, a, o)) };
 }
 
-function setup(t: { teardown(fn: () => void): void }) {
-  const rig = new LoopRig(t);
-  const exec = recordingExec();
-  const node: NodeBackend = createProxmoxNode({
+/** One plugin process of node talos-w1 (zone hyper1) on the rig's devices and kubelet directory. */
+function plugin(rig: LoopRig, exec?: Exec): NodeBackend {
+  return createProxmoxNode({
     nodeId: 'talos-w1',
     region: 'homelab',
     zone: 'hyper1',
     deviceDir: rig.devDir,
     kubeletDir: rig.root,
     log: pino({ level: 'silent' }),
-    exec,
+    ...(exec && { exec }),
     nodeLabels: null,
     deviceWaitMs: 1500,
   });
+}
+
+function setup(t: { teardown(fn: () => void): void }) {
+  const rig = new LoopRig(t);
+  const exec = recordingExec();
+  const node = plugin(rig, exec);
   const mkfsCount = () => exec.cmds.filter((c) => c[0]!.startsWith('mkfs')).length;
   return { rig, exec, node, mkfsCount };
 }
@@ -205,16 +211,13 @@ t.test('xfs volume with blockSize/inodeSize, nouuid, online grow', { skip }, asy
   t.match(sh('xfs_info', [staging]), /bsize=4096/, 'block size applied');
   t.match(sh('findmnt', ['-n', '-o', 'OPTIONS', staging]), /nouuid/, 'mounted with nouuid');
   await node.nodePublishVolume(
-    {
+    nodePublishReq({
       volumeId,
       publishContext: publishCtx(4),
       stagingTargetPath: staging,
       targetPath: target,
       volumeCapability: mountCap('xfs'),
-      readonly: false,
-      secrets: {},
-      volumeContext: {},
-    },
+    }),
     ctx,
   );
   rig.grow(disk, 1024 * MiB);
@@ -342,17 +345,22 @@ t.test(
     };
     t.ok(node.capabilities.includes('SINGLE_NODE_MULTI_WRITER'), 'advertised');
     /** A fresh plugin process on the same host: no memory of earlier calls. */
-    const restart = () =>
-      createProxmoxNode({
-        nodeId: 'talos-w1',
-        region: 'homelab',
-        zone: 'hyper1',
-        deviceDir: rig.devDir,
-        kubeletDir: rig.root,
-        log: pino({ level: 'silent' }),
-        nodeLabels: null,
-        deviceWaitMs: 1500,
-      });
+    const restart = () => plugin(rig);
+
+    /** Publishes the volume staged at `stagingTargetPath` from `slot` to a target, through a plugin process. */
+    const publisher =
+      (volumeId: string, slot: number, stagingTargetPath: string) =>
+      (targetPath: string, volumeCapability: VolumeCapability, n = node) =>
+        n.nodePublishVolume(
+          nodePublishReq({
+            volumeId,
+            publishContext: publishCtx(slot),
+            stagingTargetPath,
+            targetPath,
+            volumeCapability,
+          }),
+          ctx,
+        );
 
     // Filesystem volume on slot 11.
     const volumeId = 'homelab/hyper1/local-lvm/vm-9999-pvc-rwop';
@@ -366,20 +374,7 @@ t.test(
       volumeContext: {},
     };
     await node.nodeStageVolume!(stage, ctx);
-    const pub = (target: string, cap: VolumeCapability, n = node) =>
-      n.nodePublishVolume(
-        {
-          volumeId,
-          publishContext: publishCtx(11),
-          stagingTargetPath: staging,
-          targetPath: target,
-          volumeCapability: cap,
-          readonly: false,
-          secrets: {},
-          volumeContext: {},
-        },
-        ctx,
-      );
+    const pub = publisher(volumeId, 11, staging);
     const a = rig.path('pods', 'a', 'mount');
     const b = rig.path('pods', 'b', 'mount');
     await pub(a, modes.single);
@@ -405,16 +400,13 @@ t.test(
       ctx,
     );
     await node.nodePublishVolume(
-      {
+      nodePublishReq({
         volumeId: other,
         publishContext: publishCtx(12),
         stagingTargetPath: otherStaging,
         targetPath: b,
         volumeCapability: modes.single,
-        readonly: false,
-        secrets: {},
-        volumeContext: {},
-      },
+      }),
       ctx,
     );
     t.pass('a single-writer volume next to another one publishes');
@@ -458,20 +450,7 @@ t.test(
       },
       ctx,
     );
-    const bpub = (target: string, cap: VolumeCapability, n = node) =>
-      n.nodePublishVolume(
-        {
-          volumeId: blockId,
-          publishContext: publishCtx(13),
-          stagingTargetPath: bStaging,
-          targetPath: target,
-          volumeCapability: cap,
-          readonly: false,
-          secrets: {},
-          volumeContext: {},
-        },
-        ctx,
-      );
+    const bpub = publisher(blockId, 13, bStaging);
     const ba = rig.path('pods', 'a', 'dev');
     const bb = rig.path('pods', 'b', 'dev');
     await bpub(ba, modes.blockSingle);
