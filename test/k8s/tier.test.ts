@@ -8,8 +8,20 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { wwnHexForSlot } from '../../src/proxmox/contract.js';
-import { find } from './lib/chart.js';
+import { present } from '../helpers/present.js';
+import { rejection } from '../helpers/rejection.js';
+import { find, only } from './lib/chart.js';
 import { NFS_DRIVER, NODES, NS, PROXMOX_DRIVER, REGION, startEnv, type Env } from './lib/env.js';
+import type {
+  CSIDriver,
+  CSINode,
+  CSIStorageCapacity,
+  Lease,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  StorageClass,
+  VolumeAttachment,
+} from './lib/objects.js';
 import {
   APPS,
   GiB,
@@ -26,7 +38,10 @@ import {
 const started = Date.now();
 const env: Env = await startEnv({ log: (s) => t.comment(s) });
 const kube = env.kube;
-const pve = new Pve(env.pve.info.url!, env.pve.info.config!);
+const pve = new Pve(
+  present(env.pve.info.url, 'the simulator URL'),
+  present(env.pve.info.config, "the simulator's driver config"),
+);
 t.teardown(async () => {
   await pve.close();
   await env.stop(t.passing());
@@ -35,19 +50,31 @@ t.teardown(async () => {
 await kube.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: APPS } });
 await kube.waitFor(
   `/api/v1/namespaces/${APPS}/serviceaccounts/default`,
-  (o) => !!o,
+  () => true,
   'the default ServiceAccount of apps',
   30_000,
 );
 
-const nodeOf = (name: string) => NODES.find((n) => n.name === name)!;
-const volid = (pv: any) => {
-  // homelab/hyper2/local-lvm/vm-9999-pvc-… -> local-lvm:vm-9999-pvc-…
-  const [, , storage, disk] = String(pv.spec.csi.volumeHandle).split('/');
+const nodeOf = (name: string) =>
+  present(
+    NODES.find((n) => n.name === name),
+    `node ${name} in NODES`,
+  );
+const csiOf = (pv: PersistentVolume) => present(pv.spec.csi, `PV ${pv.metadata.name}: spec.csi`);
+/** The parts of a Proxmox volume handle: homelab/hyper2/local-lvm/vm-9999-pvc-… */
+const handleOf = (pv: PersistentVolume) => {
+  const handle = csiOf(pv).volumeHandle;
+  const m = present(/^([^/]+)\/([^/]+)\/([^/]+)\/([^/]+)$/.exec(handle), `a Proxmox volume handle: ${handle}`);
+  const [, region = '', zone = '', storage = '', disk = ''] = m;
+  return { region, zone, storage, disk };
+};
+/** The Proxmox volume id of a PV: local-lvm:vm-9999-pvc-… */
+const volid = (pv: PersistentVolume) => {
+  const { storage, disk } = handleOf(pv);
   return `${storage}:${disk}`;
 };
 /** The scsiN of a VM whose drive is `id`, or undefined. */
-const slotOf = (cfg: Record<string, string>, id: string) =>
+const slotOf = (cfg: Record<string, string | number>, id: string) =>
   Object.keys(cfg).find((k) => /^scsi\d+$/.test(k) && String(cfg[k]).split(',')[0] === id);
 const bytes = (q: string): number => {
   const m = /^(\d+(?:\.\d+)?)([KMGTPE]i?|[mkMGTPE])?$/.exec(q);
@@ -66,48 +93,54 @@ const bytes = (q: string): number => {
   return Number(m[1]) * (mult[m[2] ?? ''] ?? NaN);
 };
 const leases = async () =>
-  (await kube.list(`/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`)).map((l) => ({
-    name: l.metadata.name as string,
-    holder: (l.spec.holderIdentity ?? '') as string,
+  (await kube.list<Lease>(`/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`)).map((l) => ({
+    name: l.metadata.name,
+    holder: l.spec.holderIdentity ?? '',
   }));
+/** The first controller pod (the one the environment started with). */
+const firstPod = () => present(env.controllerPods[0], 'a controller pod');
 const logOf = (pod: string, container: string) => {
-  const p = env.controllerPods.find((r) => r.name === pod)!;
-  return fs.readFileSync(p.procs.get(container)!.logFile, 'utf8');
+  const p = present(
+    env.controllerPods.find((r) => r.name === pod),
+    `controller pod ${pod}`,
+  );
+  return fs.readFileSync(present(p.procs.get(container), `container ${container} of ${pod}`).logFile, 'utf8');
 };
 /** Containers of the controller pod that take part in leader election. */
 const sidecars = () =>
-  find(env.rendered, 'Deployment')[0]!
-    .spec.template.spec.containers.filter((c: any) => (c.args ?? []).includes('--leader-election'))
-    .map((c: any) => c.name as string);
+  present(only(env.rendered, 'Deployment').spec.template.spec, 'the Deployment pod template spec')
+    .containers.filter((c) => (c.args ?? []).includes('--leader-election'))
+    .map((c) => c.name);
 
 t.test('the chart applied: drivers, classes, CSINodes from NodeGetInfo, every sidecar leading', async (t) => {
-  const drivers = (await kube.list('/apis/storage.k8s.io/v1/csidrivers')).map((d) => d.metadata.name).sort();
+  const drivers = (await kube.list<CSIDriver>('/apis/storage.k8s.io/v1/csidrivers')).map((d) => d.metadata.name).sort();
   t.same(drivers, [NFS_DRIVER, PROXMOX_DRIVER].sort());
-  const classes = await kube.list('/apis/storage.k8s.io/v1/storageclasses');
+  const classes = await kube.list<StorageClass>('/apis/storage.k8s.io/v1/storageclasses');
   t.same(classes.map((c) => c.metadata.name).sort(), ['proxmox-local', 'syno-nfs-csi']);
   const local = classes.find((c) => c.metadata.name === 'proxmox-local');
   t.equal(
-    local.metadata.annotations?.['storageclass.kubernetes.io/is-default-class'],
+    local?.metadata.annotations?.['storageclass.kubernetes.io/is-default-class'],
     'true',
     'proxmox-local is the default class, as in the seed',
   );
   for (const n of NODES) {
-    const csinode = await kube.get(`/apis/storage.k8s.io/v1/csinodes/${n.name}`);
-    const p = csinode.spec.drivers.find((d: any) => d.name === PROXMOX_DRIVER);
+    const csinode = await kube.get<CSINode>(`/apis/storage.k8s.io/v1/csinodes/${n.name}`);
+    const p = csinode.spec.drivers.find((d) => d.name === PROXMOX_DRIVER);
     t.equal(p?.nodeID, n.name, `${n.name}: Proxmox node id is the VM name`);
     t.same(
       p?.topologyKeys,
       ['topology.kubernetes.io/region', 'topology.kubernetes.io/zone'],
       `${n.name}: topology keys`,
     );
-    t.ok(p?.allocatable?.count > 24, `${n.name}: allocatable ${p?.allocatable?.count} volumes`);
+    const count = p?.allocatable?.count ?? 0;
+    t.ok(count > 24, `${n.name}: allocatable ${count} volumes`);
     t.ok(
-      csinode.spec.drivers.some((d: any) => d.name === NFS_DRIVER && d.nodeID === n.name),
+      csinode.spec.drivers.some((d) => d.name === NFS_DRIVER && d.nodeID === n.name),
       `${n.name}: NFS driver registered`,
     );
   }
   // One lease per leader-electing sidecar, all held by the one controller pod.
-  const pod = env.controllerPods[0]!.name;
+  const pod = firstPod().name;
   const want = sidecars().length;
   const end = Date.now() + 60_000;
   let l = await leases();
@@ -127,9 +160,9 @@ t.test('CSIStorageCapacity per zone from GetCapacity', async (t) => {
   const caps = await (async () => {
     const end = Date.now() + 90_000;
     for (;;) {
-      const c = (await kube.list(`/apis/storage.k8s.io/v1/namespaces/${NS}/csistoragecapacities`)).filter(
-        (x) => x.storageClassName === 'proxmox-local',
-      );
+      const c = (
+        await kube.list<CSIStorageCapacity>(`/apis/storage.k8s.io/v1/namespaces/${NS}/csistoragecapacities`)
+      ).filter((x) => x.storageClassName === 'proxmox-local');
       if (c.length >= zones.length || Date.now() > end) return c;
       await new Promise((r) => setTimeout(r, 500));
     }
@@ -140,10 +173,15 @@ t.test('CSIStorageCapacity per zone from GetCapacity', async (t) => {
     `one object per zone\n${env.sidecarErrors()}`,
   );
   for (const c of caps) {
-    const zone = c.nodeTopology.matchLabels['topology.kubernetes.io/zone'];
-    t.equal(c.nodeTopology.matchLabels['topology.kubernetes.io/region'], REGION);
+    const labels = present(c.nodeTopology?.matchLabels, `${c.metadata.name}: nodeTopology.matchLabels`);
+    const zone = present(labels['topology.kubernetes.io/zone'], `${c.metadata.name}: its zone label`);
+    t.equal(labels['topology.kubernetes.io/region'], REGION);
     const status = await pve.get<{ avail: number }>(`/nodes/${zone}/storage/local-lvm/status`);
-    t.equal(bytes(c.capacity), Number(status.avail), `${zone}: capacity = the storage's free space`);
+    t.equal(
+      bytes(present(c.capacity, `${c.metadata.name}: capacity`)),
+      status.avail,
+      `${zone}: capacity = the storage's free space`,
+    );
     t.equal(
       c.metadata.ownerReferences?.[0]?.kind,
       'Deployment',
@@ -152,13 +190,13 @@ t.test('CSIStorageCapacity per zone from GetCapacity', async (t) => {
   }
 });
 
-let localPv: any;
+let localPv: PersistentVolume | undefined;
 t.test('proxmox-local: binds once a pod selects a node; attach, resize, detach', async (t) => {
   const node = nodeOf('talos-worker-2');
   await createPvc(env, 'data-one', undefined);
   await new Promise((r) => setTimeout(r, 2000));
   t.equal(
-    (await kube.get(pvcPath('data-one'))).status.phase,
+    (await kube.get<PersistentVolumeClaim>(pvcPath('data-one'))).status?.phase,
     'Pending',
     'WaitForFirstConsumer: no volume before a pod',
   );
@@ -167,13 +205,15 @@ t.test('proxmox-local: binds once a pod selects a node; attach, resize, detach',
   localPv = pv;
   t.equal(pv.spec.storageClassName, 'proxmox-local', 'the default class');
   t.match(
-    pv.spec.csi.volumeHandle,
+    csiOf(pv).volumeHandle,
     new RegExp(`^${REGION}/${node.zone}/local-lvm/vm-9999-pvc-`),
     'handle names region, zone, storage and disk',
   );
-  const terms = pv.spec.nodeAffinity.required.nodeSelectorTerms.flatMap((x: any) => x.matchExpressions);
+  const terms = present(pv.spec.nodeAffinity?.required, 'the PV nodeAffinity').nodeSelectorTerms.flatMap(
+    (x) => x.matchExpressions ?? [],
+  );
   t.same(
-    Object.fromEntries(terms.map((e: any) => [e.key, e.values])),
+    Object.fromEntries(terms.map((e) => [e.key, e.values])),
     { 'topology.kubernetes.io/region': [REGION], 'topology.kubernetes.io/zone': [node.zone] },
     'nodeAffinity names region and zone',
   );
@@ -188,33 +228,32 @@ t.test('proxmox-local: binds once a pod selects a node; attach, resize, detach',
       await new Promise((r) => setTimeout(r, 250));
     }
   })();
-  t.equal(attached?.spec?.attacher, PROXMOX_DRIVER, `a VolumeAttachment for ${node.name}\n${env.sidecarErrors()}`);
+  t.equal(attached?.spec.attacher, PROXMOX_DRIVER, `a VolumeAttachment for ${node.name}\n${env.sidecarErrors()}`);
   t.equal(attached?.status?.attached, true, 'attached');
   const cfg = await pve.vmConfig(node.zone, node.vmid);
-  const slot = slotOf(cfg, volid(pv));
-  t.ok(slot, `the disk is on VM ${node.vmid}: ${JSON.stringify(cfg)}`);
-  const n = Number(slot!.slice(4));
-  t.match(cfg[slot!], new RegExp(`wwn=0x${wwnHexForSlot(n)}`, 'i'), 'with the PVC-ID WWN of its slot');
+  const slot = present(slotOf(cfg, volid(pv)), `the disk on VM ${node.vmid}: ${JSON.stringify(cfg)}`);
+  const n = Number(slot.slice(4));
+  t.match(String(cfg[slot]), new RegExp(`wwn=0x${wwnHexForSlot(n)}`, 'i'), 'with the PVC-ID WWN of its slot');
 
   // Online expansion: ControllerExpandVolume through the VM, then the filesystem is the kubelet's job.
   await kube.patch(pvcPath('data-one'), { spec: { resources: { requests: { storage: '2Gi' } } } });
   const resized = await kube.waitFor(
     `/api/v1/persistentvolumes/${pv.metadata.name}`,
-    (o: any) => o?.spec?.capacity?.storage === '2Gi',
+    (o: PersistentVolume) => o.spec.capacity?.storage === '2Gi',
     'the PV to grow to 2Gi',
     60_000,
     env.sidecarErrors,
   );
-  t.equal(resized.spec.capacity.storage, '2Gi', 'PV capacity updated');
+  t.equal(resized.spec.capacity?.storage, '2Gi', 'PV capacity updated');
   const claim = await kube.waitFor(
     pvcPath('data-one'),
-    (o: any) => (o?.status?.conditions ?? []).some((c: any) => c.type === 'FileSystemResizePending'),
+    (o: PersistentVolumeClaim) => (o.status?.conditions ?? []).some((c) => c.type === 'FileSystemResizePending'),
     'FileSystemResizePending on the PVC',
     30_000,
     env.sidecarErrors,
   );
   t.ok(
-    claim.status.conditions.some((c: any) => c.type === 'FileSystemResizePending' && c.status === 'True'),
+    (claim.status?.conditions ?? []).some((c) => c.type === 'FileSystemResizePending' && c.status === 'True'),
     'FileSystemResizePending: the node finishes the resize',
   );
   t.equal((await pve.disks(node.zone)).get(volid(pv)), 2 * GiB, 'the disk is 2 GiB on Proxmox');
@@ -233,28 +272,27 @@ t.test('proxmox-local: binds once a pod selects a node; attach, resize, detach',
 t.test('syno-nfs-csi: binds at once into <namespace>/<pvc>, grows, archives on delete', async (t) => {
   await createPvc(env, 'shared', 'syno-nfs-csi', '1Gi', { accessModes: ['ReadWriteMany'] });
   const { pv } = await waitBound(env, 'shared', 60_000);
-  t.equal(pv.spec.csi.driver, NFS_DRIVER);
+  t.equal(csiOf(pv).driver, NFS_DRIVER);
   const dir = path.join(env.nfs.exportDir, 'talos', APPS, 'shared');
   const st = fs.statSync(dir);
   t.ok(st.isDirectory(), `${dir} exists`);
-  const params = env.values.nfs.storageClasses[0].parameters;
+  const params = present(env.values.nfs.storageClasses[0], "the seed's NFS class").parameters;
   // The seed's class sets no owner: a fresh directory belongs to root (the seed's docs say so).
   t.same([st.uid, st.gid], [Number(params.uid ?? 0), Number(params.gid ?? 0)], 'owned as the class configures');
 
   await kube.patch(pvcPath('shared'), { spec: { resources: { requests: { storage: '3Gi' } } } });
   const claim = await kube.waitFor(
     pvcPath('shared'),
-    (o: any) => o?.status?.capacity?.storage === '3Gi',
+    (o: PersistentVolumeClaim) => o.status?.capacity?.storage === '3Gi',
     'the NFS PVC to report 3Gi',
     60_000,
     env.sidecarErrors,
   );
-  t.equal(claim.status.capacity.storage, '3Gi', 'no node step for NFS: the claim shows the new size at once');
+  t.equal(claim.status?.capacity?.storage, '3Gi', 'no node step for NFS: the claim shows the new size at once');
 
   await kube.delete(pvcPath('shared'));
-  await kube.waitFor(
+  await kube.waitGone(
     `/api/v1/persistentvolumes/${pv.metadata.name}`,
-    (o) => o === undefined,
     'the NFS PV to be deleted',
     60_000,
     env.sidecarErrors,
@@ -270,14 +308,13 @@ t.test('proxmox-local: PVC deleted -> disk freed, PV gone', async (t) => {
   t.ok(localPv, 'the volume of the first scenario');
   if (!localPv) return;
   await kube.delete(pvcPath('data-one'));
-  await kube.waitFor(
+  await kube.waitGone(
     `/api/v1/persistentvolumes/${localPv.metadata.name}`,
-    (o) => o === undefined,
     'the Proxmox PV to be deleted',
     60_000,
     env.sidecarErrors,
   );
-  const zone = localPv.spec.csi.volumeHandle.split('/')[1];
+  const { zone } = handleOf(localPv);
   t.notOk((await pve.disks(zone)).has(volid(localPv)), 'the disk is gone from the storage');
 });
 
@@ -309,15 +346,15 @@ t.test("a static NFS PV of the seed's shape binds and is never touched (Retain)"
   await kube.delete(pvcPath('etcd-backup'));
   const released = await kube.waitFor(
     '/api/v1/persistentvolumes/etcd-backup',
-    (o: any) => o?.status?.phase === 'Released',
+    (o: PersistentVolume) => o.status?.phase === 'Released',
     'the static PV to be Released',
     30_000,
   );
-  t.equal(released.status.phase, 'Released', 'Released, not deleted');
+  t.equal(released.status?.phase, 'Released', 'Released, not deleted');
   await new Promise((r) => setTimeout(r, 3000));
   t.ok(await kube.tryGet('/api/v1/persistentvolumes/etcd-backup'), 'the PV stays');
   t.equal(fs.readFileSync(path.join(dir, 'snapshot.db'), 'utf8'), 'keep me', 'the data stays');
-  const driverLog = logOf(env.controllerPods[0]!.name, 'pve-nfs-csi');
+  const driverLog = logOf(firstPod().name, 'pve-nfs-csi');
   t.notMatch(driverLog, /backups\/etcd[^\n]*DeleteVolume|DeleteVolume[^\n]*backups\/etcd/, 'no DeleteVolume for it');
   await kube.delete('/api/v1/persistentvolumes/etcd-backup');
 });
@@ -334,14 +371,14 @@ t.test('24 pods with one PVC each on one node at once', async (t) => {
   await Promise.all(names.map((n) => placePod(env, n, [n], node.name, 180_000)));
   const pvs = await Promise.all(names.map(async (n) => (await waitBound(env, n)).pv));
   const end = Date.now() + 180_000;
-  let attached = 0;
-  for (;;) {
-    const vas = (await kube.list('/apis/storage.k8s.io/v1/volumeattachments')).filter(
-      (v) => v.spec.nodeName === node.name && v.status?.attached,
-    );
-    attached = vas.length;
-    if (attached >= N || Date.now() > end) break;
+  const attachedOnNode = async () =>
+    (await kube.list<VolumeAttachment>('/apis/storage.k8s.io/v1/volumeattachments')).filter(
+      (v) => v.spec.nodeName === node.name && v.status?.attached === true,
+    ).length;
+  let attached = await attachedOnNode();
+  while (attached < N && Date.now() <= end) {
     await new Promise((r) => setTimeout(r, 500));
+    attached = await attachedOnNode();
   }
   t.equal(attached, N, `all ${N} attached (${((Date.now() - t0) / 1000).toFixed(1)} s)\n${env.sidecarErrors()}`);
   const cfg = await pve.vmConfig(node.zone, node.vmid);
@@ -369,9 +406,8 @@ t.test('24 pods with one PVC each on one node at once', async (t) => {
   await Promise.all(names.map((n) => deletePod(env, n)));
   await Promise.all(names.map((n) => kube.delete(pvcPath(n))));
   for (const pv of pvs) {
-    await kube.waitFor(
+    await kube.waitGone(
       `/api/v1/persistentvolumes/${pv.metadata.name}`,
-      (o) => o === undefined,
       `PV ${pv.metadata.name} to be deleted`,
       180_000,
       env.sidecarErrors,
@@ -382,11 +418,10 @@ t.test('24 pods with one PVC each on one node at once', async (t) => {
 });
 
 t.test('two controller replicas: one leader per sidecar; killing it moves the work', async (t) => {
-  const deploy = find(env.rendered, 'Deployment')[0]!;
+  const deploy = only(env.rendered, 'Deployment');
   await kube.patch(`/apis/apps/v1/namespaces/${NS}/deployments/${deploy.metadata.name}`, { spec: { replicas: 2 } });
-  const [second] = await env.syncControllerPods();
-  t.ok(second, 'a second controller pod');
-  const first = env.controllerPods[0]!;
+  const second = present((await env.syncControllerPods())[0], 'a second controller pod');
+  const first = firstPod();
   await new Promise((r) => setTimeout(r, 8000));
   const before = await leases();
   t.ok(
@@ -394,19 +429,19 @@ t.test('two controller replicas: one leader per sidecar; killing it moves the wo
     `every lease still held by ${first.name}: ${JSON.stringify(before)}`,
   );
   for (const c of sidecars()) {
-    t.notMatch(logOf(second!.name, c), /successfully acquired lease/, `${c} of ${second!.name} is not leading`);
+    t.notMatch(logOf(second.name, c), /successfully acquired lease/, `${c} of ${second.name} is not leading`);
   }
 
   await first.stop('SIGKILL');
   const end = Date.now() + 90_000;
   let after = await leases();
-  while (!after.every((l) => l.holder.startsWith(second!.name)) && Date.now() < end) {
+  while (!after.every((l) => l.holder.startsWith(second.name)) && Date.now() < end) {
     await new Promise((r) => setTimeout(r, 1000));
     after = await leases();
   }
   t.ok(
-    after.every((l) => l.holder.startsWith(second!.name)),
-    `every lease moved to ${second!.name}: ${JSON.stringify(after)}`,
+    after.every((l) => l.holder.startsWith(second.name)),
+    `every lease moved to ${second.name}: ${JSON.stringify(after)}`,
   );
   // The work moved too: provisioning (both drivers) and attaching.
   await createPvc(env, 'after-failover', 'syno-nfs-csi', '1Gi');
@@ -464,9 +499,9 @@ t.test('csi-attacher finalizer removals fail only on optimistic-concurrency race
   }
   t.comment(`finalizer removals retried after a race: ${raced}`);
   t.same(other, [], 'no other reason');
-  const stuck = (await kube.list('/api/v1/persistentvolumes')).filter(
+  const stuck = (await kube.list<PersistentVolume>('/api/v1/persistentvolumes')).filter(
     (pv) =>
-      (pv.metadata.finalizers ?? []).some((f: string) => f.startsWith('external-attacher/')) &&
+      (pv.metadata.finalizers ?? []).some((f) => f.startsWith('external-attacher/')) &&
       pv.metadata.deletionTimestamp !== undefined,
   );
   t.same(
@@ -479,36 +514,37 @@ t.test('csi-attacher finalizer removals fail only on optimistic-concurrency race
 t.test('a chart missing one RBAC rule fails the resize scenario, naming the rule', async (t) => {
   // A rendered copy with one rule dropped: the resizer may no longer patch PVC status.
   const role = structuredClone(
-    find(env.rendered, 'ClusterRole', (o) => o.metadata.name.endsWith('external-resizer'))[0]!,
+    present(
+      find(env.rendered, 'ClusterRole', (o) => o.metadata.name.endsWith('external-resizer'))[0],
+      "the external-resizer's ClusterRole",
+    ),
   );
   const original = structuredClone(role);
-  role.rules = role.rules.filter((r: any) => !(r.resources ?? []).includes('persistentvolumeclaims/status'));
-  t.equal(role.rules.length, original.rules.length - 1, 'one rule removed');
+  const rules = original.rules ?? [];
+  role.rules = rules.filter((r) => !(r.resources ?? []).includes('persistentvolumeclaims/status'));
+  t.equal(role.rules.length, rules.length - 1, 'one rule removed');
   await kube.apply(role, NS);
   try {
     await createPvc(env, 'broken', 'syno-nfs-csi', '1Gi');
     await waitBound(env, 'broken', 60_000);
     await kube.patch(pvcPath('broken'), { spec: { resources: { requests: { storage: '2Gi' } } } });
-    const err = await kube
-      .waitFor(
+    // The resize scenario fails (rejection() fails the test if it does not)...
+    const err = await rejection(
+      kube.waitFor(
         pvcPath('broken'),
-        (o: any) => o?.status?.capacity?.storage === '2Gi',
+        (o: PersistentVolumeClaim) => o.status?.capacity?.storage === '2Gi',
         'the NFS PVC to report 2Gi',
         20_000,
         env.sidecarErrors,
-      )
-      .then(
-        () => undefined,
-        (e: Error) => e,
-      );
-    t.ok(err, 'the resize scenario fails');
-    // klog quotes the error inside a structured field, so the quotes may be escaped.
+      ),
+    );
+    // ... and says why. klog quotes the error inside a structured field, so the quotes may be escaped.
     t.match(
-      err?.message ?? '',
+      err.message,
       /cannot patch resource \\?"persistentvolumeclaims\/status\\?"/,
       'and its message names the missing permission',
     );
-    t.comment((err?.message ?? '').split('\n').find((l) => /forbidden/.test(l)) ?? '');
+    t.comment(err.message.split('\n').find((l) => /forbidden/.test(l)) ?? '');
   } finally {
     await kube.apply(original, NS);
     await kube.delete(pvcPath('broken'));

@@ -174,7 +174,7 @@ async function claim(
   });
   await kube.waitFor(
     pvcPath(name),
-    (o: PersistentVolumeClaim | undefined) => o?.status?.phase === 'Bound',
+    (o: PersistentVolumeClaim) => o.status?.phase === 'Bound',
     `claim ${name} bound`,
     60_000,
   );
@@ -340,7 +340,7 @@ t.test('refusals exit 4 and change nothing', async (t) => {
   });
   await kube.waitFor(
     pvcPath(`nfs-${seq}`),
-    (o: PersistentVolumeClaim | undefined) => o?.status?.phase === 'Bound',
+    (o: PersistentVolumeClaim) => o.status?.phase === 'Bound',
     'nfs claim bound',
     60_000,
   );

@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process';
 import YAML from 'yaml';
 import { ROOT } from './cluster.js';
 import type { Kube } from './kube.js';
+import type { RenderedKinds } from './objects.js';
 
 export const CHART = path.join(ROOT, 'charts/pve-nfs-csi');
 export const SEED_VALUES = path.join(ROOT, 'test/helm/seed-values.yaml');
@@ -14,7 +15,7 @@ export interface K8sObject {
   apiVersion: string;
   kind: string;
   metadata: { name: string; namespace?: string; annotations?: Record<string, string>; [k: string]: unknown };
-  [k: string]: any;
+  [k: string]: unknown;
 }
 
 /** helm from .tools/ (scripts/lib/ensure.sh ensure_helm puts it there). */
@@ -95,5 +96,21 @@ export async function applyAll(kube: Kube, objects: K8sObject[], namespace: stri
   }
 }
 
-export const find = (objects: K8sObject[], kind: string, pred: (o: K8sObject) => boolean = () => true) =>
-  objects.filter((o) => o.kind === kind && pred(o));
+/** The rendered objects of one kind (typed by RenderedKinds), those `pred` accepts. */
+export const find = <K extends keyof RenderedKinds>(
+  objects: K8sObject[],
+  kind: K,
+  pred: (o: RenderedKinds[K]) => boolean = () => true,
+): RenderedKinds[K][] =>
+  objects
+    .filter((o) => o.kind === kind)
+    .map((o) => o as RenderedKinds[K])
+    .filter(pred);
+
+/** The one rendered object of a kind (the chart has one Deployment, one DaemonSet). */
+export function only<K extends keyof RenderedKinds>(objects: K8sObject[], kind: K): RenderedKinds[K] {
+  const [o, ...more] = find(objects, kind);
+  if (!o || more.length)
+    throw new Error(`the chart rendered ${more.length + (o ? 1 : 0)} ${kind} objects, expected one`);
+  return o;
+}

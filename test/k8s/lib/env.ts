@@ -5,14 +5,18 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
+import type * as Lib from '@kubernetes/client-node';
 import YAML from 'yaml';
 import { startProxmoxBackend, type Backends } from '../../../scripts/lib/backends.js';
 import { SimulatorAdmin } from '../../../sim/index.js';
+import type { Plain } from '../../../src/k8s/api.js';
 import { csiClient } from '../../helpers/csi-client.js';
 import { freePort } from '../../helpers/free-port.js';
-import { applyAll, find, isHook, render, SEED_VALUES, type K8sObject } from './chart.js';
+import { present } from '../../helpers/present.js';
+import { applyAll, isHook, only, render, SEED_VALUES, type K8sObject } from './chart.js';
 import { binaries, ROOT, startCluster, type Binaries, type Cluster } from './cluster.js';
 import type { Kube } from './kube.js';
+import type { Deployment, Event, Node, Pod } from './objects.js';
 import { runPod, type ImageCommand, type RunningPod } from './pods.js';
 
 /** The seed's release namespace (the ExternalSecret keeps the Proxmox config Secret there). */
@@ -45,6 +49,13 @@ export interface NfsServer {
   exportDir: string;
 }
 
+/** The parts of the chart values (test/helm/seed-values.yaml) the tier reads or changes. */
+export interface TierValues {
+  proxmox: { existingConfigSecret: string; existingConfigSecretKey: string };
+  nfs: { storageClasses: { parameters: Record<string, string | number | undefined> }[] };
+  [key: string]: unknown;
+}
+
 export interface Env {
   dir: string;
   bins: Binaries;
@@ -53,13 +64,13 @@ export interface Env {
   pve: Backends;
   sim: SimulatorAdmin;
   nfs: NfsServer;
-  values: any;
+  values: TierValues;
   rendered: K8sObject[];
   controllerPods: RunningPod[];
   /** Runs the processes of controller pods not running yet (after a scale-up). */
   syncControllerPods(): Promise<RunningPod[]>;
   /** Recent error lines of every sidecar and the driver, for failure messages. */
-  sidecarErrors(): string;
+  sidecarErrors: () => string;
   stop(ok: boolean): Promise<void>;
 }
 
@@ -81,25 +92,26 @@ function startGanesha(dir: string, nfsPort: number, mountPort: number): NfsServe
       stdio: ['ignore', 'pipe', 'inherit'],
     },
   );
-  return JSON.parse(out.trim().split('\n').pop()!);
+  // The last line is the server's description (scripts/ganesha.sh prints it as JSON).
+  return JSON.parse(present(out.trim().split('\n').pop(), 'ganesha.sh start output')) as NfsServer;
 }
 
 export function images(bins: Binaries): Record<string, ImageCommand> {
-  const version = (p: string) => /-(v[\d.]+[^/]*)\//.exec(p)?.[1];
+  const version = (p: string) => present(/-(v[\d.]+[^/]*)\//.exec(p)?.[1], `the version in the path ${p}`);
   return {
     'ghcr.io/pve-nfs-csi/pve-nfs-csi': { cmd: [process.execPath, path.join(ROOT, 'dist/src/main.js')] },
     'registry.k8s.io/sig-storage/csi-provisioner': {
       cmd: [bins.CSI_PROVISIONER],
-      version: version(bins.CSI_PROVISIONER)!,
+      version: version(bins.CSI_PROVISIONER),
     },
-    'registry.k8s.io/sig-storage/csi-attacher': { cmd: [bins.CSI_ATTACHER], version: version(bins.CSI_ATTACHER)! },
-    'registry.k8s.io/sig-storage/csi-resizer': { cmd: [bins.CSI_RESIZER], version: version(bins.CSI_RESIZER)! },
+    'registry.k8s.io/sig-storage/csi-attacher': { cmd: [bins.CSI_ATTACHER], version: version(bins.CSI_ATTACHER) },
+    'registry.k8s.io/sig-storage/csi-resizer': { cmd: [bins.CSI_RESIZER], version: version(bins.CSI_RESIZER) },
   };
 }
 
 /** The seed's values, with the NAS replaced by the test's ganesha (the one change). */
-export function tierValues(nfs: NfsServer): any {
-  const values = YAML.parse(fs.readFileSync(SEED_VALUES, 'utf8'));
+export function tierValues(nfs: NfsServer): TierValues {
+  const values = YAML.parse(fs.readFileSync(SEED_VALUES, 'utf8')) as TierValues;
   for (const sc of values.nfs.storageClasses) {
     sc.parameters.server = nfs.server;
     sc.parameters.share = `${nfs.share}/talos`;
@@ -107,7 +119,7 @@ export function tierValues(nfs: NfsServer): any {
   return values;
 }
 
-function nodeObject(n: NodeSpec): any {
+function nodeObject(n: NodeSpec): Plain<Lib.V1Node> {
   return {
     apiVersion: 'v1',
     kind: 'Node',
@@ -150,6 +162,9 @@ async function nodeStatus(kube: Kube, n: NodeSpec): Promise<void> {
   });
 }
 
+/** The driver's ready line (`{"ready":true,"endpoints":{...}}` on stdout). */
+const isReady = (j: { ready?: unknown }) => j.ready === true;
+
 /** A metav1.MicroTime: RFC 3339 with exactly six fractional digits. */
 const microTime = () => new Date().toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 
@@ -161,7 +176,7 @@ const microTime = () => new Date().toISOString().replace(/\.(\d{3})Z$/, '.$1000Z
 async function startHeartbeats(kube: Kube, nodes: NodeSpec[]): Promise<() => void> {
   const path = (n: string) => `/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${n}`;
   for (const n of nodes) {
-    const node = await kube.get(`/api/v1/nodes/${n.name}`);
+    const node = await kube.get<Node>(`/api/v1/nodes/${n.name}`);
     await kube.create('/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases', {
       apiVersion: 'coordination.k8s.io/v1',
       kind: 'Lease',
@@ -184,22 +199,23 @@ async function waitPods(
   ns: string,
   selector: Record<string, string>,
   count: number,
-  pred: (p: any) => boolean = () => true,
+  pred: (p: Pod) => boolean = () => true,
   timeoutMs = 60_000,
-): Promise<any[]> {
+): Promise<Pod[]> {
   const sel = Object.entries(selector)
     .map(([k, v]) => `${k}=${v}`)
     .join(',');
   const end = Date.now() + timeoutMs;
   for (;;) {
-    const pods = (await kube.list(`/api/v1/namespaces/${ns}/pods?labelSelector=${encodeURIComponent(sel)}`)).filter(
-      (p) => !p.metadata.deletionTimestamp && pred(p),
-    );
+    const pods = (
+      await kube.list<Pod>(`/api/v1/namespaces/${ns}/pods?labelSelector=${encodeURIComponent(sel)}`)
+    ).filter((p) => !p.metadata.deletionTimestamp && pred(p));
     if (pods.length >= count) return pods;
     if (Date.now() > end) {
       // What the workload controllers said about it (FailedCreate and the like).
-      const events = (await kube.list(`/api/v1/namespaces/${ns}/events`)).map(
-        (e) => `  ${e.involvedObject?.kind}/${e.involvedObject?.name}: ${e.reason}: ${e.message}`,
+      const events = (await kube.list<Event>(`/api/v1/namespaces/${ns}/events`)).map(
+        (e) =>
+          `  ${e.involvedObject.kind ?? '?'}/${e.involvedObject.name ?? '?'}: ${e.reason ?? '?'}: ${e.message ?? ''}`,
       );
       throw new Error(
         `timed out waiting for ${count} pods ${sel} in ${ns} (have ${pods.length}); events in ${ns}:\n${events.slice(-20).join('\n') || '  none'}`,
@@ -214,8 +230,8 @@ async function waitPods(
  * entry from GetPluginInfo + NodeGetInfo, the node id annotation, and the topology labels.
  */
 async function registerNodePlugin(kube: Kube, n: NodeSpec, endpoints: string[]): Promise<void> {
-  const node = await kube.get(`/api/v1/nodes/${n.name}`);
-  const drivers: any[] = [];
+  const node = await kube.get<Node>(`/api/v1/nodes/${n.name}`);
+  const drivers: Plain<Lib.V1CSINodeDriver>[] = [];
   const ids: Record<string, string> = {};
   const labels: Record<string, string> = {};
   for (const ep of endpoints) {
@@ -224,11 +240,12 @@ async function registerNodePlugin(kube: Kube, n: NodeSpec, endpoints: string[]):
       const { name } = await c.identity.GetPluginInfo();
       const info = await c.node.NodeGetInfo();
       const segments: Record<string, string> = info.accessibleTopology?.segments ?? {};
-      const max = Number(info.maxVolumesPerNode ?? 0);
+      const max = Number(info.maxVolumesPerNode);
       drivers.push({
         name,
         nodeID: info.nodeId,
-        topologyKeys: Object.keys(segments).length ? Object.keys(segments).sort() : null,
+        // kubelet leaves the keys out (nil) when the driver reports no topology.
+        ...(Object.keys(segments).length > 0 && { topologyKeys: Object.keys(segments).sort() }),
         ...(max > 0 && { allocatable: { count: max } }),
       });
       ids[name] = info.nodeId;
@@ -270,7 +287,7 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
 
     const pve = await startProxmoxBackend(path.join(dir, 'pve'), { backend: 'none' });
     cleanups.push(() => pve.close());
-    const sim = new SimulatorAdmin(pve.info.adminUrl!);
+    const sim = new SimulatorAdmin(present(pve.info.adminUrl, 'the simulator admin URL'));
     const nfs = startGanesha(path.join(dir, 'ganesha'), await freePort(), await freePort());
     cleanups.push(async () => {
       execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'stop', '--dir', path.join(dir, 'ganesha')], {
@@ -287,7 +304,12 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
       apiVersion: 'v1',
       kind: 'Secret',
       metadata: { name: values.proxmox.existingConfigSecret },
-      stringData: { [values.proxmox.existingConfigSecretKey]: fs.readFileSync(pve.info.config!, 'utf8') },
+      stringData: {
+        [values.proxmox.existingConfigSecretKey]: fs.readFileSync(
+          present(pve.info.config, "the simulator's driver config"),
+          'utf8',
+        ),
+      },
     });
     await applyAll(
       kube,
@@ -314,18 +336,23 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
     // a live heartbeat: the kubelet's part above. Without a scheduler the test binds each pod to
     // the node its affinity names, as kube-scheduler would; then each pod's driver container
     // runs just long enough to register it as kubelet would.
-    const ds = find(rendered, 'DaemonSet')[0]!;
-    const targetOf = (p: any): string | undefined =>
-      p.spec.nodeName ||
-      p.spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms?.[0]?.matchFields?.find(
-        (f: any) => f.key === 'metadata.name',
-      )?.values?.[0];
+    const ds = only(rendered, 'DaemonSet');
+    const dsLabels = present(ds.spec.selector.matchLabels, 'the DaemonSet selector matchLabels');
+    // The node the DaemonSet controller meant the pod for (its affinity's metadata.name field).
+    const targetOf = (p: Pod): string =>
+      present(
+        p.spec.nodeName ??
+          p.spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms[0]?.matchFields?.find(
+            (f) => f.key === 'metadata.name',
+          )?.values?.[0],
+        `the node of DaemonSet pod ${p.metadata.name}`,
+      );
     let dsPods = await waitPods(
       kube,
       NS,
-      ds.spec.selector.matchLabels,
+      dsLabels,
       NODES.length,
-      (p) => p.metadata.ownerReferences?.some((o: any) => o.kind === 'DaemonSet'),
+      (p) => p.metadata.ownerReferences?.some((o) => o.kind === 'DaemonSet') ?? false,
       90_000,
     );
     if (!cluster.scheduler) {
@@ -338,7 +365,7 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
         });
       }
     }
-    dsPods = await waitPods(kube, NS, ds.spec.selector.matchLabels, NODES.length, (p) => !!p.spec.nodeName, 60_000);
+    dsPods = await waitPods(kube, NS, dsLabels, NODES.length, (p) => !!p.spec.nodeName, 60_000);
     const imgs = images(bins);
     await Promise.all(
       NODES.map(async (n) => {
@@ -354,9 +381,9 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
           only: ['pve-nfs-csi'],
         });
         try {
-          const ready = await run.procs
-            .get('pve-nfs-csi')!
-            .readyJson<{ endpoints: Record<string, string> }>((j) => j.ready === true, 60_000);
+          const ready = await present(run.procs.get('pve-nfs-csi'), `the driver of ${run.name}`).readyJson<{
+            endpoints: Record<string, string>;
+          }>(isReady, 60_000);
           await registerNodePlugin(kube, n, Object.values(ready.endpoints));
         } finally {
           await run.stop();
@@ -365,12 +392,13 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
     );
     step(`nodes registered: ${NODES.map((n) => n.name).join(', ')}`);
 
-    const deploy = find(rendered, 'Deployment')[0]!;
+    const deploy = only(rendered, 'Deployment');
+    const deployLabels = present(deploy.spec.selector.matchLabels, 'the Deployment selector matchLabels');
     const controllerPods: RunningPod[] = [];
     const syncControllerPods = async () => {
-      const want = (await kube.get(`/apis/apps/v1/namespaces/${NS}/deployments/${deploy.metadata.name}`)).spec
-        .replicas as number;
-      const pods = await waitPods(kube, NS, deploy.spec.selector.matchLabels, want);
+      const live = await kube.get<Deployment>(`/apis/apps/v1/namespaces/${NS}/deployments/${deploy.metadata.name}`);
+      const want = present(live.spec.replicas, 'the Deployment spec.replicas (defaulted by the API server)');
+      const pods = await waitPods(kube, NS, deployLabels, want);
       const started: RunningPod[] = [];
       for (const pod of pods) {
         if (controllerPods.some((r) => r.name === pod.metadata.name)) continue;
@@ -386,7 +414,7 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
         });
         controllerPods.push(run);
         started.push(run);
-        await run.procs.get('pve-nfs-csi')!.readyJson((j) => j.ready === true, 60_000);
+        await present(run.procs.get('pve-nfs-csi'), `the driver of ${run.name}`).readyJson(isReady, 60_000);
       }
       return started;
     };
@@ -395,7 +423,7 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
       await Promise.all(controllerPods.map((p) => p.stop()));
     });
     step(
-      `controller pod ${controllerPods.map((p) => p.name).join(', ')} running (skipped containers without a local binary: ${controllerPods[0]!.skipped.join(', ') || 'none'})`,
+      `controller pod ${controllerPods.map((p) => p.name).join(', ')} running (skipped containers without a local binary: ${[...new Set(controllerPods.flatMap((p) => p.skipped))].join(', ') || 'none'})`,
     );
 
     const sidecarErrors = () => {

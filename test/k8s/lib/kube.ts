@@ -3,15 +3,29 @@
 // everything else (binding, attaching, resizing) is done by the real components.
 import { Agent, request } from 'undici';
 
+/** What an error answer says: a Status object's message, else the start of the body. */
+function describeBody(body: unknown): string {
+  if (typeof body === 'object' && body !== null && 'message' in body && typeof body.message === 'string')
+    return body.message;
+  return body === undefined ? '(no body)' : JSON.stringify(body).slice(0, 300);
+}
+
 export class KubeError extends Error {
   constructor(
     readonly status: number,
     readonly method: string,
     readonly path: string,
-    readonly body: any,
+    readonly body: unknown,
   ) {
-    super(`${method} ${path}: HTTP ${status} ${body?.message ?? JSON.stringify(body)?.slice(0, 300)}`);
+    super(`${method} ${path}: HTTP ${status} ${describeBody(body)}`);
   }
+}
+
+/** What server-side apply and discovery need of an object. */
+export interface KubeObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name?: string; namespace?: string };
 }
 
 export interface ResourceInfo {
@@ -39,7 +53,8 @@ export class Kube {
     return new Kube(this.server, token, this.ca);
   }
 
-  async req<T = any>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
+  /** The answer's JSON as T: the caller names the type the API documents for `path`. */
+  async req<T = unknown>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
     const res = await request(this.server + path, {
       method: method as never,
       dispatcher: this.agent,
@@ -51,7 +66,7 @@ export class Kube {
       ...(body !== undefined && { body: typeof body === 'string' ? body : JSON.stringify(body) }),
     });
     const text = await res.body.text();
-    let json: any;
+    let json: unknown;
     try {
       json = text ? JSON.parse(text) : undefined;
     } catch {
@@ -61,11 +76,11 @@ export class Kube {
     return json as T;
   }
 
-  get<T = any>(path: string): Promise<T> {
-    return this.req('GET', path);
+  get<T = unknown>(path: string): Promise<T> {
+    return this.req<T>('GET', path);
   }
   /** undefined when the object does not exist. */
-  async tryGet<T = any>(path: string): Promise<T | undefined> {
+  async tryGet<T = unknown>(path: string): Promise<T | undefined> {
     try {
       return await this.get<T>(path);
     } catch (e) {
@@ -73,20 +88,20 @@ export class Kube {
       throw e;
     }
   }
-  async list<T = any>(path: string): Promise<T[]> {
+  async list<T = unknown>(path: string): Promise<T[]> {
     return (await this.get<{ items: T[] }>(path)).items;
   }
-  create<T = any>(path: string, obj: unknown): Promise<T> {
-    return this.req('POST', path, obj);
+  create<T = unknown>(path: string, obj: unknown): Promise<T> {
+    return this.req<T>('POST', path, obj);
   }
   /** JSON merge patch (or strategic merge for `strategic`). */
-  patch<T = any>(path: string, patch: unknown, kind: 'merge' | 'strategic' | 'json' = 'merge'): Promise<T> {
+  patch<T = unknown>(path: string, patch: unknown, kind: 'merge' | 'strategic' | 'json' = 'merge'): Promise<T> {
     const ct = {
       merge: 'application/merge-patch+json',
       strategic: 'application/strategic-merge-patch+json',
       json: 'application/json-patch+json',
     }[kind];
-    return this.req('PATCH', path, patch, ct);
+    return this.req<T>('PATCH', path, patch, ct);
   }
   async delete(path: string, opts: Record<string, unknown> = {}): Promise<void> {
     try {
@@ -97,10 +112,7 @@ export class Kube {
   }
 
   /** Resource path of an object from its apiVersion/kind, found through API discovery. */
-  async pathOf(
-    obj: { apiVersion: string; kind: string; metadata: { name?: string; namespace?: string } },
-    namespace?: string,
-  ): Promise<string> {
+  async pathOf(obj: KubeObject, namespace?: string): Promise<string> {
     const base = obj.apiVersion.includes('/') ? `/apis/${obj.apiVersion}` : `/api/${obj.apiVersion}`;
     let kinds = this.discovery.get(base);
     if (!kinds) {
@@ -122,36 +134,62 @@ export class Kube {
   }
 
   /** Server-side apply, as `kubectl apply --server-side` does it. */
-  async apply<T = any>(obj: any, namespace?: string, fieldManager = 'k8s-tier'): Promise<T> {
+  async apply<T = unknown>(obj: KubeObject, namespace?: string, fieldManager = 'k8s-tier'): Promise<T> {
     const path = await this.pathOf(obj, namespace);
     const namespaced = path.includes('/namespaces/');
     const body = {
       ...obj,
       metadata: { ...obj.metadata, ...(namespaced && { namespace: obj.metadata.namespace ?? namespace }) },
     };
-    return this.req('PATCH', `${path}?fieldManager=${fieldManager}&force=true`, body, 'application/apply-patch+yaml');
+    return this.req<T>(
+      'PATCH',
+      `${path}?fieldManager=${fieldManager}&force=true`,
+      body,
+      'application/apply-patch+yaml',
+    );
   }
 
   /**
-   * Polls `path` until `pred` holds; returns the object. On timeout the error says what was
-   * awaited, the object's last state, and whatever `explain` adds (e.g. recent sidecar errors).
+   * Polls `path` until the object exists and `pred` holds; returns the object. On timeout the
+   * error says what was awaited, the object's last state, and whatever `explain` adds (e.g.
+   * recent sidecar errors).
    */
-  async waitFor<T = any>(
+  async waitFor<T = unknown>(
     path: string,
-    pred: (obj: T | undefined) => boolean,
+    pred: (obj: T) => boolean,
     what: string,
     timeoutMs = 60_000,
     explain?: () => Promise<string> | string,
-  ): Promise<T | undefined> {
+  ): Promise<T> {
+    return this.poll(path, (o: T | undefined): o is T => o !== undefined && pred(o), what, timeoutMs, explain);
+  }
+
+  /** Polls `path` until the object is gone (as waitFor, for a deletion). */
+  async waitGone(
+    path: string,
+    what: string,
+    timeoutMs = 60_000,
+    explain?: () => Promise<string> | string,
+  ): Promise<void> {
+    await this.poll(path, (o: unknown): o is undefined => o === undefined, what, timeoutMs, explain);
+  }
+
+  /** Reads `path` until `done` accepts what it reads (the object, or undefined while there is none). */
+  private async poll<T, U extends T | undefined>(
+    path: string,
+    done: (obj: T | undefined) => obj is U,
+    what: string,
+    timeoutMs: number,
+    explain?: () => Promise<string> | string,
+  ): Promise<U> {
     const end = Date.now() + timeoutMs;
-    let last: T | undefined;
     for (;;) {
-      last = await this.tryGet<T>(path);
-      if (pred(last)) return last;
+      const last = await this.tryGet<T>(path);
+      if (done(last)) return last;
       if (Date.now() > end) {
         const extra = explain ? await explain() : '';
         throw new Error(
-          `timed out after ${timeoutMs / 1000} s waiting for ${what}\n  last state of ${path}: ${JSON.stringify((last as any)?.status ?? last ?? null)}${extra ? `\n${extra}` : ''}`,
+          `timed out after ${timeoutMs / 1000} s waiting for ${what}\n  last state of ${path}: ${JSON.stringify(statusOf(last))}${extra ? `\n${extra}` : ''}`,
         );
       }
       await new Promise((r) => setTimeout(r, 250));
@@ -161,4 +199,10 @@ export class Kube {
   close(): Promise<void> {
     return this.agent.close();
   }
+}
+
+/** An object's status when it has one (the part a wait is usually about), else the object. */
+function statusOf(obj: unknown): unknown {
+  if (typeof obj === 'object' && obj !== null && 'status' in obj) return obj.status;
+  return obj ?? null;
 }

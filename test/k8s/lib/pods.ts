@@ -16,7 +16,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { start, type Proc } from '../../../scripts/lib/procs.js';
 import { freePort } from '../../helpers/free-port.js';
+import { present } from '../../helpers/present.js';
 import type { Kube } from './kube.js';
+import type { Pod, Secret, TokenRequest } from './objects.js';
 
 export interface ImageCommand {
   /** Command line that stands for the image's entry point. */
@@ -30,7 +32,7 @@ export interface PodRunOptions {
   apiPort: number;
   ca: string;
   /** Pod object as read from the API. */
-  pod: any;
+  pod: Pod;
   dir: string;
   /** Image repository (without tag) -> how to run it; containers of other images are skipped. */
   images: Record<string, ImageCommand>;
@@ -51,7 +53,7 @@ export interface RunningPod {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-function fieldRef(pod: any, fieldPath: string): string {
+function fieldRef(pod: Pod, fieldPath: string): string {
   const v: Record<string, string | undefined> = {
     'metadata.name': pod.metadata.name,
     'metadata.namespace': pod.metadata.namespace,
@@ -68,22 +70,23 @@ function fieldRef(pod: any, fieldPath: string): string {
 
 export async function runPod(o: PodRunOptions): Promise<RunningPod> {
   const { pod, kube } = o;
-  const name = pod.metadata.name as string;
-  const ns = pod.metadata.namespace as string;
+  const name = pod.metadata.name;
+  const ns = present(pod.metadata.namespace, `pod ${name}: metadata.namespace`);
   // Short (unix socket paths end up under here and must stay below 108 bytes) and unique.
-  const podDir = path.join(o.dir, String(pod.metadata.uid).slice(0, 8));
+  const podDir = path.join(o.dir, pod.metadata.uid.slice(0, 8));
   fs.mkdirSync(podDir, { recursive: true });
 
   // The projected service-account volume, as kubelet writes it.
   const saDir = path.join(podDir, 'serviceaccount');
   fs.mkdirSync(saDir, { recursive: true });
   if (pod.spec.automountServiceAccountToken !== false) {
-    const tr = await kube.create(`/api/v1/namespaces/${ns}/serviceaccounts/${pod.spec.serviceAccountName}/token`, {
+    const sa = present(pod.spec.serviceAccountName, `pod ${name}: spec.serviceAccountName`);
+    const tr = await kube.create<TokenRequest>(`/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`, {
       apiVersion: 'authentication.k8s.io/v1',
       kind: 'TokenRequest',
       spec: { expirationSeconds: 3600, boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name, uid: pod.metadata.uid } },
     });
-    fs.writeFileSync(path.join(saDir, 'token'), tr.status.token);
+    fs.writeFileSync(path.join(saDir, 'token'), present(tr.status?.token, 'TokenRequest status.token'));
     fs.writeFileSync(path.join(saDir, 'ca.crt'), o.ca);
     fs.writeFileSync(path.join(saDir, 'namespace'), ns);
   }
@@ -91,7 +94,7 @@ export async function runPod(o: PodRunOptions): Promise<RunningPod> {
   // hostPath volumes share one tree per pod (its "host"), so nested ones (kubelet dir and a
   // plugin dir inside it) see each other as on a node; the rest get a directory each.
   const volumes = new Map<string, string>(
-    (pod.spec.volumes ?? []).map((v: any) => [
+    (pod.spec.volumes ?? []).map((v) => [
       v.name,
       v.hostPath ? path.join(podDir, 'host', v.hostPath.path) : path.join(podDir, 'v', v.name),
     ]),
@@ -105,13 +108,13 @@ export async function runPod(o: PodRunOptions): Promise<RunningPod> {
     const d = volumeDir(v.name);
     fs.mkdirSync(d, { recursive: true });
     if (v.secret) {
-      const s = await kube.get(`/api/v1/namespaces/${ns}/secrets/${v.secret.secretName}`);
-      const items: { key: string; path: string }[] =
-        v.secret.items ?? Object.keys(s.data ?? {}).map((k) => ({ key: k, path: k }));
+      const secretName = present(v.secret.secretName, `pod ${name}: volume ${v.name} secret.secretName`);
+      const data = (await kube.get<Secret>(`/api/v1/namespaces/${ns}/secrets/${secretName}`)).data ?? {};
+      const items = v.secret.items ?? Object.keys(data).map((k) => ({ key: k, path: k }));
       for (const it of items) {
-        if (!(it.key in (s.data ?? {})))
-          throw new Error(`pod ${name}: Secret ${v.secret.secretName} has no key ${it.key}`);
-        fs.writeFileSync(path.join(d, it.path), Buffer.from(s.data[it.key], 'base64'));
+        const value = data[it.key];
+        if (value === undefined) throw new Error(`pod ${name}: Secret ${secretName} has no key ${it.key}`);
+        fs.writeFileSync(path.join(d, it.path), Buffer.from(value, 'base64'));
       }
     }
   }
@@ -122,15 +125,16 @@ export async function runPod(o: PodRunOptions): Promise<RunningPod> {
   fs.mkdirSync(logs, { recursive: true });
   for (const c of pod.spec.containers) {
     if (o.only && !o.only.includes(c.name)) continue;
-    const [repo, tag] = String(c.image).split(/:(?=[^:/]+$)/);
-    const img = o.images[repo!];
+    const image = present(c.image, `pod ${name}: container ${c.name} image`);
+    const [repo = image, tag] = image.split(/:(?=[^:/]+$)/);
+    const img = o.images[repo];
     if (!img) {
       skipped.push(c.name);
       continue;
     }
     if (img.version && tag !== img.version) {
       throw new Error(
-        `pod ${name}: container ${c.name} wants ${c.image} but the tier built ${repo}:${img.version}; run scripts/k8s-build.sh`,
+        `pod ${name}: container ${c.name} wants ${image} but the tier built ${repo}:${img.version}; run scripts/k8s-build.sh`,
       );
     }
     const env: Record<string, string> = {
@@ -140,7 +144,7 @@ export async function runPod(o: PodRunOptions): Promise<RunningPod> {
       ...o.extraEnv?.[c.name],
     };
     for (const e of c.env ?? []) {
-      if (e.value !== undefined) env[e.name] = String(e.value);
+      if (e.value !== undefined) env[e.name] = e.value;
       else if (e.valueFrom?.fieldRef) env[e.name] = fieldRef(pod, e.valueFrom.fieldRef.fieldPath);
       else
         throw new Error(
@@ -148,9 +152,9 @@ export async function runPod(o: PodRunOptions): Promise<RunningPod> {
         );
     }
     // Longest mountPath first, so /csi/proxmox wins over /csi.
-    const mounts = [...(c.volumeMounts ?? [])].sort((a: any, b: any) => b.mountPath.length - a.mountPath.length);
+    const mounts = [...(c.volumeMounts ?? [])].sort((a, b) => b.mountPath.length - a.mountPath.length);
     const args: string[] = [];
-    for (const raw of [...(c.command ?? []), ...(c.args ?? [])] as string[]) {
+    for (const raw of [...(c.command ?? []), ...(c.args ?? [])]) {
       // $(VAR) references are expanded from the container's env, as kubelet does.
       let a = raw.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, n: string) => env[n] ?? m);
       for (const m of mounts) {

@@ -2,14 +2,26 @@
 // component does here because there is no kubelet (or no scheduler): placing a pod on a node
 // and finishing a pod's deletion.
 import fs from 'node:fs';
-import YAML from 'yaml';
+import type * as Lib from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
+import { readProxmoxConfig } from '../../../src/config/proxmox-file.js';
+import type { Plain } from '../../../src/k8s/api.js';
+import { present } from '../../helpers/present.js';
 import type { Env } from './env.js';
+import type { PersistentVolume, PersistentVolumeClaim, Pod, VolumeAttachment } from './objects.js';
 
 export const APPS = 'apps';
 export const GiB = 2 ** 30;
 
-export function pvc(name: string, storageClassName: string | undefined, size: string, extra: any = {}): any {
+/** Fields of a claim's spec beyond class and size (e.g. accessModes). */
+export type ClaimSpec = Plain<Lib.V1PersistentVolumeClaimSpec>;
+
+export function pvc(
+  name: string,
+  storageClassName: string | undefined,
+  size: string,
+  extra: ClaimSpec = {},
+): Plain<Lib.V1PersistentVolumeClaim> {
   return {
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
@@ -31,30 +43,43 @@ export async function createPvc(
   name: string,
   sc: string | undefined,
   size = '1Gi',
-  extra: any = {},
-): Promise<any> {
-  return env.kube.create(`/api/v1/namespaces/${APPS}/persistentvolumeclaims`, pvc(name, sc, size, extra));
+  extra: ClaimSpec = {},
+): Promise<PersistentVolumeClaim> {
+  return env.kube.create<PersistentVolumeClaim>(
+    `/api/v1/namespaces/${APPS}/persistentvolumeclaims`,
+    pvc(name, sc, size, extra),
+  );
 }
 
-export async function waitBound(env: Env, name: string, timeoutMs = 60_000): Promise<{ pvc: any; pv: any }> {
+export async function waitBound(
+  env: Env,
+  name: string,
+  timeoutMs = 60_000,
+): Promise<{ pvc: PersistentVolumeClaim; pv: PersistentVolume }> {
   const c = await env.kube.waitFor(
     pvcPath(name),
-    (o: any) => o?.status?.phase === 'Bound',
+    (o: PersistentVolumeClaim) => o.status?.phase === 'Bound',
     `PVC ${APPS}/${name} to be Bound`,
     timeoutMs,
     env.sidecarErrors,
   );
-  const pv = await env.kube.get(`/api/v1/persistentvolumes/${c.spec.volumeName}`);
+  const volumeName = present(c.spec.volumeName, `bound PVC ${APPS}/${name}: spec.volumeName`);
+  const pv = await env.kube.get<PersistentVolume>(`/api/v1/persistentvolumes/${volumeName}`);
   return { pvc: c, pv };
 }
 
-function podObject(name: string, claims: string[], node?: string): any {
+/** A pod using `claims`; `placement` binds it to a node (nodeName) or asks the scheduler (nodeSelector). */
+function podObject(
+  name: string,
+  claims: string[],
+  placement: { nodeName: string } | { nodeSelector: Record<string, string> },
+): Plain<Lib.V1Pod> {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: { name, namespace: APPS },
     spec: {
-      ...(node && { nodeName: node }),
+      ...placement,
       terminationGracePeriodSeconds: 0,
       containers: [
         {
@@ -81,28 +106,27 @@ export async function placePod(
   claims: string[],
   node: string,
   timeoutMs = 90_000,
-): Promise<any> {
+): Promise<Pod> {
   if (env.cluster.scheduler) {
-    const pod = podObject(name, claims);
-    pod.spec.nodeSelector = { 'kubernetes.io/hostname': node };
+    const pod = podObject(name, claims, { nodeSelector: { 'kubernetes.io/hostname': node } });
     await env.kube.create(`/api/v1/namespaces/${APPS}/pods`, pod);
     return env.kube.waitFor(
       podPath(name),
-      (p: any) => p?.spec?.nodeName === node,
+      (p: Pod) => p.spec.nodeName === node,
       `pod ${name} to be scheduled on ${node}`,
       timeoutMs,
       env.sidecarErrors,
     );
   }
   await bindClaims(env, claims, node, timeoutMs);
-  return env.kube.create(`/api/v1/namespaces/${APPS}/pods`, podObject(name, claims, node));
+  return env.kube.create<Pod>(`/api/v1/namespaces/${APPS}/pods`, podObject(name, claims, { nodeName: node }));
 }
 
 /** The scheduler's VolumeBinding step for claims of a pod bound to `node` (no scheduler running). */
 export async function bindClaims(env: Env, claims: string[], node: string, timeoutMs = 90_000): Promise<void> {
   await Promise.all(
     claims.map(async (c) => {
-      const claim = await env.kube.get(pvcPath(c));
+      const claim = await env.kube.get<PersistentVolumeClaim>(pvcPath(c));
       if (claim.status?.phase !== 'Bound' && !claim.metadata.annotations?.['volume.kubernetes.io/selected-node']) {
         await env.kube.patch(pvcPath(c), { metadata: { annotations: { 'volume.kubernetes.io/selected-node': node } } });
       }
@@ -118,12 +142,12 @@ export async function bindClaims(env: Env, claims: string[], node: string, timeo
  */
 export async function deletePod(env: Env, name: string): Promise<void> {
   await env.kube.delete(podPath(name), { gracePeriodSeconds: 0 });
-  await env.kube.waitFor(podPath(name), (p) => p === undefined, `pod ${name} to be gone`, 30_000);
+  await env.kube.waitGone(podPath(name), `pod ${name} to be gone`, 30_000);
 }
 
 /** The VolumeAttachment of a PV on a node, as the attach/detach controller names it (any name). */
-export async function attachmentOf(env: Env, pvName: string, node: string): Promise<any | undefined> {
-  const vas = await env.kube.list('/apis/storage.k8s.io/v1/volumeattachments');
+export async function attachmentOf(env: Env, pvName: string, node: string): Promise<VolumeAttachment | undefined> {
+  const vas = await env.kube.list<VolumeAttachment>('/apis/storage.k8s.io/v1/volumeattachments');
   return vas.find((v) => v.spec.source.persistentVolumeName === pvName && v.spec.nodeName === node);
 }
 
@@ -135,11 +159,13 @@ export class Pve {
     readonly url: string,
     configFile: string,
   ) {
-    const cfg = YAML.parse(fs.readFileSync(configFile, 'utf8')).clusters[0];
-    this.agent = new Agent({ connect: { ca: fs.readFileSync(cfg.ca_file, 'utf8') } });
-    this.auth = `PVEAPIToken=${cfg.token_id}=${cfg.token_secret}`;
+    const cfg = present(readProxmoxConfig(configFile).clusters[0], `a cluster in ${configFile}`);
+    const ca = present(cfg.caFile, `ca_file in ${configFile}`);
+    this.agent = new Agent({ connect: { ca: fs.readFileSync(ca, 'utf8') } });
+    this.auth = `PVEAPIToken=${present(cfg.tokenId, `token_id in ${configFile}`)}=${present(cfg.tokenSecret, `token_secret in ${configFile}`)}`;
   }
-  async get<T = any>(p: string): Promise<T> {
+  /** The answer's `data` as T: the caller names the type the Proxmox API documents for `p`. */
+  async get<T>(p: string): Promise<T> {
     const res = await request(`${this.url.replace(/\/$/, '')}${p}`, {
       dispatcher: this.agent,
       headers: { authorization: this.auth },
@@ -151,11 +177,11 @@ export class Pve {
   /** Disks on a host's storage: volid -> size in bytes. */
   async disks(host: string, storage = 'local-lvm'): Promise<Map<string, number>> {
     const list = await this.get<{ volid: string; size: number }[]>(`/nodes/${host}/storage/${storage}/content`);
-    return new Map(list.map((e) => [e.volid, Number(e.size)]));
+    return new Map(list.map((e) => [e.volid, e.size]));
   }
-  /** A VM's config: scsiN -> drive string. */
-  async vmConfig(host: string, vmid: number): Promise<Record<string, string>> {
-    return this.get(`/nodes/${host}/qemu/${vmid}/config`);
+  /** A VM's config: scsiN -> drive string (and the numeric keys: memory, cores, ...). */
+  async vmConfig(host: string, vmid: number): Promise<Record<string, string | number>> {
+    return this.get<Record<string, string | number>>(`/nodes/${host}/qemu/${vmid}/config`);
   }
   close(): Promise<void> {
     return this.agent.close();
