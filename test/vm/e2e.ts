@@ -4,8 +4,9 @@
 // stuck on a second delete of a same-named claim. Run by scripts/vm-tier.ts inside vm.sh.
 import { guestExec } from './qga.js';
 import { GUEST_KUBELET_DIR } from './guest-paths.js';
-import { csiClient, type VolumeCapability } from '../helpers/csi-client.js';
+import { csiClient, type CreatedVolume, type VolumeCapability } from '../helpers/csi-client.js';
 import { present } from '../helpers/present.js';
+import { vmEnv } from './vm-env.js';
 import type { Controller } from '../../scripts/vm-tier.js';
 
 interface Deps {
@@ -24,7 +25,7 @@ function check(cond: unknown, what: string): void {
 }
 
 async function sh(script: string): Promise<string> {
-  const r = await guestExec(process.env.VM_QGA_SOCKET!, ['/bin/sh', '-c', script], { timeoutMs: 60_000 });
+  const r = await guestExec(vmEnv('VM_QGA_SOCKET'), ['/bin/sh', '-c', script], { timeoutMs: 60_000 });
   if (r.code !== 0) throw new Error(`guest: ${script}: exit ${r.code}: ${r.stderr.toString().trim()}`);
   return r.stdout.toString().trim();
 }
@@ -32,7 +33,7 @@ async function sh(script: string): Promise<string> {
 async function proxmox(deps: Deps): Promise<void> {
   const ctrl = await deps.startController('proxmox', deps.freshDir('vm-e2e-proxmox'));
   const c = csiClient(ctrl.endpoint, 120_000);
-  const n = csiClient(process.env.VM_PROXMOX_ENDPOINT!, 120_000);
+  const n = csiClient(vmEnv('VM_PROXMOX_ENDPOINT'), 120_000);
   const cap: VolumeCapability = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
   const staging = `${GUEST_KUBELET_DIR}/e2e/pve-staging`;
   const target = `${GUEST_KUBELET_DIR}/e2e/pve-target`;
@@ -54,7 +55,7 @@ async function proxmox(deps: Deps): Promise<void> {
       created.push(v.volumeId);
       return v;
     };
-    const publish = async (v: any) => {
+    const publish = async (v: CreatedVolume) => {
       const r = await c.controller.ControllerPublishVolume({
         volumeId: v.volumeId,
         nodeId: NODE,
@@ -62,9 +63,9 @@ async function proxmox(deps: Deps): Promise<void> {
         volumeContext: v.volumeContext,
       });
       published.add(v.volumeId);
-      return r.publishContext as Record<string, string>;
+      return r.publishContext;
     };
-    const mount = async (v: any, pc: Record<string, string>) => {
+    const mount = async (v: CreatedVolume, pc: Record<string, string>) => {
       await n.node.NodeStageVolume({
         volumeId: v.volumeId,
         publishContext: pc,
@@ -81,11 +82,11 @@ async function proxmox(deps: Deps): Promise<void> {
         volumeContext: v.volumeContext,
       });
     };
-    const unmount = async (v: any) => {
+    const unmount = async (v: CreatedVolume) => {
       await n.node.NodeUnpublishVolume({ volumeId: v.volumeId, targetPath: target });
       await n.node.NodeUnstageVolume({ volumeId: v.volumeId, stagingTargetPath: staging });
     };
-    const unpublish = async (v: any) => {
+    const unpublish = async (v: CreatedVolume) => {
       await c.controller.ControllerUnpublishVolume({ volumeId: v.volumeId, nodeId: NODE });
       published.delete(v.volumeId);
     };
@@ -148,7 +149,7 @@ async function proxmox(deps: Deps): Promise<void> {
     for (const id of published)
       await c.controller.ControllerUnpublishVolume({ volumeId: id, nodeId: NODE }).catch(() => undefined);
     for (const id of created)
-      await c.controller.DeleteVolume({ volumeId: id }).catch((e: Error) => say(`cleanup of ${id}: ${e.message}`));
+      await c.controller.DeleteVolume({ volumeId: id }).catch((e: unknown) => say(`cleanup of ${id}: ${String(e)}`));
     c.close();
     n.close();
     await ctrl.stop();
@@ -158,14 +159,14 @@ async function proxmox(deps: Deps): Promise<void> {
 async function nfs(deps: Deps): Promise<void> {
   const ctrl = await deps.startController('nfs', deps.freshDir('vm-e2e-nfs'));
   const c = csiClient(ctrl.endpoint, 120_000);
-  const n = csiClient(process.env.VM_NFS_ENDPOINT!, 120_000);
+  const n = csiClient(vmEnv('VM_NFS_ENDPOINT'), 120_000);
   const cap: VolumeCapability = {
     mount: { mountFlags: ['soft', 'timeo=30', 'retrans=3'] },
     accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' },
   };
-  const share = process.env.VM_NFS_SHARE!;
+  const share = vmEnv('VM_NFS_SHARE');
   const params = {
-    server: process.env.VM_NFS_SERVER!,
+    server: vmEnv('VM_NFS_SERVER'),
     share,
     subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}',
     onDelete: 'archive',
@@ -205,7 +206,10 @@ async function nfs(deps: Deps): Promise<void> {
     await cycle('second claim');
     const entries = (await sh(`ls ${archived}`)).split(/\s+/).filter(Boolean);
     check(entries.length === 2, `a second delete of the same claim archived beside the first: ${entries.join(', ')}`);
-    const second = entries.find((e) => e !== 'claim')!;
+    const second = present(
+      entries.find((e) => e !== 'claim'),
+      'the second archive',
+    );
     check(
       (await sh(`cat ${archived}/${second}/file.txt`)) === 'second claim',
       'the second archive holds the second claim data',

@@ -21,8 +21,8 @@ async function main(): Promise<number> {
   const args = process.argv.slice(2);
   let input = false;
   let timeoutS = 60;
-  while (args.length > 0 && args[0]?.startsWith('-')) {
-    const a = args.shift()!;
+  while (args[0]?.startsWith('-')) {
+    const a = args.shift() ?? '';
     if (a === '--') break;
     if (a === '-i') input = true;
     else if (a === '-t') {

@@ -309,7 +309,9 @@ class GuestImpl implements Guest {
   async sh(script: string, opts?: ExecOptions): Promise<string> {
     const r = await this.exec(['/bin/bash', '-c', script], opts);
     if (r.code !== 0) {
-      throw new Error(`guest command failed (exit ${r.code}, signal ${r.signal}): ${script}\n${r.stdout}${r.stderr}`);
+      throw new Error(
+        `guest command failed (exit ${r.code}, signal ${r.signal}): ${script}\n${r.stdout.toString()}${r.stderr.toString()}`,
+      );
     }
     return r.stdout.toString();
   }
@@ -330,12 +332,13 @@ class GuestImpl implements Guest {
       // Clean: PID 1 of the guest stops the run script, unmounts and powers off. Before the
       // guest's services are up there is no agent to ask.
       const agentUp = fs.existsSync(path.join(this.dir, 'base-ready'));
+      let gone = false;
       if (agentUp) {
         // The agent may die with the guest before it reports; the wait below tells.
         await guestExec(this.qgaSocket, ['kill', '-TERM', '1'], { timeoutMs: 5_000 }).catch(() => {});
-        await this.waitExit(30_000);
+        gone = await this.waitExit(30_000);
       }
-      if (!this.hasExited) {
+      if (!gone) {
         this.log('vm: guest did not power off; quitting QEMU');
         try {
           const q = await Qmp.connect(this.ctlSocket, 3_000);
@@ -344,9 +347,9 @@ class GuestImpl implements Guest {
         } catch {
           // QMP unreachable: the kill below covers it.
         }
-        await this.waitExit(5_000);
+        gone = await this.waitExit(5_000);
       }
-      if (!this.hasExited) {
+      if (!gone) {
         this.child.stdin?.write('kill\n');
         this.killQemuNow();
         await this.waitExit(10_000);
@@ -360,11 +363,13 @@ class GuestImpl implements Guest {
     if (this.child) this.log(`vm: stopped in ${((Date.now() - t) / 1000).toFixed(1)}s`);
   }
 
-  private async waitExit(ms: number): Promise<void> {
-    if (this.hasExited) return;
+  /** Waits up to `ms` for QEMU to exit; whether it has. */
+  private async waitExit(ms: number): Promise<boolean> {
+    if (this.hasExited) return true;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.exited, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
     clearTimeout(timer);
+    return this.hasExited;
   }
 
   /** Synchronous, for the process 'exit' hook. */

@@ -6,6 +6,8 @@
 import { guestExec } from './qga.js';
 import { GUEST_KUBELET_DIR } from './guest-paths.js';
 import { csiClient, type VolumeCapability } from '../helpers/csi-client.js';
+import { rejection } from '../helpers/rejection.js';
+import { vmEnv } from './vm-env.js';
 
 let t0 = Date.now();
 const say = (msg: string) => console.log(`[inline-nfs ${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
@@ -16,7 +18,7 @@ function check(cond: unknown, what: string): void {
 }
 
 async function sh(script: string): Promise<string> {
-  const r = await guestExec(process.env.VM_QGA_SOCKET!, ['/bin/sh', '-c', script], { timeoutMs: 60_000 });
+  const r = await guestExec(vmEnv('VM_QGA_SOCKET'), ['/bin/sh', '-c', script], { timeoutMs: 60_000 });
   if (r.code !== 0) throw new Error(`guest: ${script}: exit ${r.code}: ${r.stderr.toString().trim()}`);
   return r.stdout.toString().trim();
 }
@@ -26,8 +28,9 @@ const tree = (share: string) => sh(`cd ${share} && find . | sort`);
 
 export async function runInlineNfs(): Promise<number> {
   t0 = Date.now();
-  const n = csiClient(process.env.VM_NFS_ENDPOINT!, 120_000);
-  const share = process.env.VM_NFS_SHARE!;
+  const n = csiClient(vmEnv('VM_NFS_ENDPOINT'), 120_000);
+  const share = vmEnv('VM_NFS_SHARE');
+  const server = vmEnv('VM_NFS_SERVER');
   const pod = `${GUEST_KUBELET_DIR}/pods/8f1c2a4e-0000-4000-8000-reelsmith0001/volumes/kubernetes.io~csi`;
   const target = `${pod}/offsite-backups/mount`;
   const roTarget = `${pod}/media-ro/mount`;
@@ -35,7 +38,7 @@ export async function runInlineNfs(): Promise<number> {
   const cap: VolumeCapability = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
   // The pod spec's volumeAttributes, plus what kubelet adds for an inline volume.
   const context = (subDir: string) => ({
-    server: process.env.VM_NFS_SERVER!,
+    server,
     share,
     subDir,
     mountOptions: 'nfsvers=4.1,soft,timeo=30,retrans=3',
@@ -61,9 +64,7 @@ export async function runInlineNfs(): Promise<number> {
     await publish(target, 'media/reelsmith');
     const m = (await sh(`awk '$2 == "${target}" {print $1, $3, $4}' /proc/mounts`)).split(' ');
     check(
-      m[0] === `${process.env.VM_NFS_SERVER}:${share}/media/reelsmith` &&
-        m[1] === 'nfs4' &&
-        /vers=4\.1/.test(m[2] ?? ''),
+      m[0] === `${server}:${share}/media/reelsmith` && m[1] === 'nfs4' && /vers=4\.1/.test(m[2] ?? ''),
       `kernel NFS mount of the folder with the pod's mountOptions (${m.join(' ')})`,
     );
     check((await sh(`cat ${target}/existing.txt`)) === 'on the NAS', 'the pod sees the folder as it is on the NAS');
@@ -75,7 +76,7 @@ export async function runInlineNfs(): Promise<number> {
     );
 
     await publish(roTarget, 'media', true, `${volumeId.slice(0, -1)}b`);
-    const ro = await guestExec(process.env.VM_QGA_SOCKET!, ['/bin/sh', '-c', `echo x > ${roTarget}/nope.txt`]);
+    const ro = await guestExec(vmEnv('VM_QGA_SOCKET'), ['/bin/sh', '-c', `echo x > ${roTarget}/nope.txt`]);
     check(
       ro.code !== 0 && /read-only/i.test(ro.stderr.toString()),
       'readOnly: true in the pod spec gives a read-only mount',
@@ -96,13 +97,10 @@ export async function runInlineNfs(): Promise<number> {
       'nothing on the export was created or removed by the driver',
     );
 
-    const missing = await publish(`${pod}/missing/mount`, 'media/does-not-exist').then(
-      () => undefined,
-      (e: any) => e,
-    );
+    const missing = await rejection(publish(`${pod}/missing/mount`, 'media/does-not-exist'));
     check(
-      missing?.code === 5,
-      `a folder that does not exist is NOT_FOUND: "${String(missing?.details).slice(0, 140)}"`,
+      missing.code === 5,
+      `a folder that does not exist is NOT_FOUND: "${(missing.details ?? missing.message).slice(0, 140)}"`,
     );
     check(
       (await sh(`test -e ${share}/media/does-not-exist && echo created || echo absent`)) === 'absent',

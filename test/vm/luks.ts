@@ -7,8 +7,10 @@
 // Run by scripts/vm-tier.ts inside vm.sh.
 import { guestExec } from './qga.js';
 import { GUEST_KUBELET_DIR } from './guest-paths.js';
-import { csiClient, type VolumeCapability } from '../helpers/csi-client.js';
+import { csiClient, type CreatedVolume, type VolumeCapability } from '../helpers/csi-client.js';
 import { present } from '../helpers/present.js';
+import { rejection } from '../helpers/rejection.js';
+import { vmEnv } from './vm-env.js';
 import { parseStatusSpan } from '../../src/os/cryptsetup.js';
 import type { Controller } from '../../scripts/vm-tier.js';
 
@@ -29,7 +31,7 @@ function check(cond: unknown, what: string): void {
 }
 
 async function sh(script: string, input?: string): Promise<string> {
-  const r = await guestExec(process.env.VM_QGA_SOCKET!, ['/bin/sh', '-c', script], {
+  const r = await guestExec(vmEnv('VM_QGA_SOCKET'), ['/bin/sh', '-c', script], {
     timeoutMs: 180_000,
     ...(input !== undefined ? { input } : {}),
   });
@@ -49,7 +51,7 @@ export async function runLuks(deps: Deps): Promise<number> {
   t0 = Date.now();
   const ctrl = await deps.startController('proxmox', deps.freshDir('vm-luks'));
   const c = csiClient(ctrl.endpoint, 300_000);
-  const n = csiClient(process.env.VM_PROXMOX_ENDPOINT!, 300_000);
+  const n = csiClient(vmEnv('VM_PROXMOX_ENDPOINT'), 300_000);
   const cap: VolumeCapability = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
   const secrets = { 'encryption-passphrase': PASS };
   const staging = `${GUEST_KUBELET_DIR}/luks/staging`;
@@ -77,10 +79,11 @@ export async function runLuks(deps: Deps): Promise<number> {
         volumeContext: v.volumeContext,
       });
       published.add(v.volumeId);
-      const dev = await sh(`readlink -f ${r.publishContext.DevicePath}`);
-      return { v, pc: r.publishContext as Record<string, string>, dev };
+      const dev = await sh(`readlink -f ${present(r.publishContext.DevicePath, 'publishContext.DevicePath')}`);
+      return { v, pc: r.publishContext, dev };
     };
-    const stageReq = (x: { v: any; pc: Record<string, string> }, s: Record<string, string> = secrets) => ({
+    type Published = { v: CreatedVolume; pc: Record<string, string> };
+    const stageReq = (x: Published, s: Record<string, string> = secrets) => ({
       volumeId: x.v.volumeId,
       publishContext: x.pc,
       stagingTargetPath: staging,
@@ -88,7 +91,7 @@ export async function runLuks(deps: Deps): Promise<number> {
       volumeContext: x.v.volumeContext,
       secrets: s,
     });
-    const mount = async (x: { v: any; pc: Record<string, string> }) => {
+    const mount = async (x: Published) => {
       await n.node.NodeStageVolume(stageReq(x));
       await n.node.NodePublishVolume({
         volumeId: x.v.volumeId,
@@ -99,7 +102,7 @@ export async function runLuks(deps: Deps): Promise<number> {
         volumeContext: x.v.volumeContext,
       });
     };
-    const unmount = async (x: { v: any }) => {
+    const unmount = async (x: { v: CreatedVolume }) => {
       await n.node.NodeUnpublishVolume({ volumeId: x.v.volumeId, targetPath: target });
       await n.node.NodeUnstageVolume({ volumeId: x.v.volumeId, stagingTargetPath: staging });
     };
@@ -154,7 +157,7 @@ export async function runLuks(deps: Deps): Promise<number> {
       `online growth through the mapping: ${(before / GiB).toFixed(2)} → ${(after / GiB).toFixed(2)} GiB`,
     );
     check((await sh(`cat ${target}/data.txt`)) === 'secret data', 'data intact after growing');
-    const mapper = (await stagedSource()).split('/').pop()!;
+    const mapper = present((await stagedSource()).split('/').pop(), 'the staged mapping');
     const span = parseStatusSpan(await sh(`cryptsetup status ${mapper}`));
     check(
       span && span.offset + span.size === 2 * GiB,
@@ -162,24 +165,20 @@ export async function runLuks(deps: Deps): Promise<number> {
     );
     await unmount(a);
 
-    const wrong = await n.node.NodeStageVolume(stageReq(a, { 'encryption-passphrase': 'not-the-passphrase' })).then(
-      () => undefined,
-      (e: any) => e,
+    const wrong = await rejection(
+      n.node.NodeStageVolume(stageReq(a, { 'encryption-passphrase': 'not-the-passphrase' })),
     );
     check(
-      wrong?.code === 3 && /does not open this LUKS volume/.test(wrong.details),
-      `wrong passphrase: INVALID_ARGUMENT "${wrong?.details?.slice(0, 120)}…"`,
+      wrong.code === 3 && /does not open this LUKS volume/.test(wrong.details ?? ''),
+      `wrong passphrase: INVALID_ARGUMENT "${(wrong.details ?? wrong.message).slice(0, 120)}…"`,
     );
     check(
       !(await stagedSource()) && (await cryptMappings()).length === 0,
       'nothing mounted or left open after the wrong passphrase',
     );
-    const none = await n.node.NodeStageVolume(stageReq(a, {})).then(
-      () => undefined,
-      (e: any) => e,
-    );
+    const none = await rejection(n.node.NodeStageVolume(stageReq(a, {})));
     check(
-      none?.code === 9 && /LUKS-encrypted/.test(none.details),
+      none.code === 9 && /LUKS-encrypted/.test(none.details ?? ''),
       'no secret for a LUKS disk: FAILED_PRECONDITION, nothing mounted',
     );
     check(!(await stagedSource()), 'still nothing mounted');
@@ -217,7 +216,7 @@ export async function runLuks(deps: Deps): Promise<number> {
     for (const id of published)
       await c.controller.ControllerUnpublishVolume({ volumeId: id, nodeId: NODE }).catch(() => undefined);
     for (const id of created)
-      await c.controller.DeleteVolume({ volumeId: id }).catch((e: Error) => say(`cleanup of ${id}: ${e.message}`));
+      await c.controller.DeleteVolume({ volumeId: id }).catch((e: unknown) => say(`cleanup of ${id}: ${String(e)}`));
     c.close();
     n.close();
     await ctrl.stop();

@@ -14,6 +14,7 @@ import { guestExec } from './qga.js';
 import { GUEST_KUBELET_DIR } from './guest-paths.js';
 import { csiClient, type VolumeCapability } from '../helpers/csi-client.js';
 import { present } from '../helpers/present.js';
+import { vmEnv } from './vm-env.js';
 import { createHttpProxmoxApi } from '../../src/proxmox/api/http-api.js';
 import { HelperVm } from '../../src/proxmox/move/helper-vm.js';
 import { parseVolumeId, formatVolumeId } from '../../src/proxmox/volume-id.js';
@@ -33,14 +34,8 @@ function check(cond: unknown, what: string): void {
   say(`ok: ${what}`);
 }
 
-function env(name: string): string {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set: run through scripts/vm.sh run`);
-  return v;
-}
-
 async function sh(script: string): Promise<string> {
-  const r = await guestExec(env('VM_QGA_SOCKET'), ['/bin/sh', '-c', script], { timeoutMs: 180_000 });
+  const r = await guestExec(vmEnv('VM_QGA_SOCKET'), ['/bin/sh', '-c', script], { timeoutMs: 180_000 });
   if (r.code !== 0) throw new Error(`guest: ${script}: exit ${r.code}: ${r.stderr.toString().trim()}`);
   return r.stdout.toString().trim();
 }
@@ -51,7 +46,7 @@ export async function runMove(deps: Deps): Promise<number> {
   // the same guest is VM 111 (hyper1) and VM 112 (hyper2): one QEMU, one QMP socket
   const ctrl = await deps.startController('proxmox', runDir, { alsoPlays: [112] });
   const c = csiClient(ctrl.endpoint, 300_000);
-  const n = csiClient(env('VM_PROXMOX_ENDPOINT'), 300_000);
+  const n = csiClient(vmEnv('VM_PROXMOX_ENDPOINT'), 300_000);
   const cap: VolumeCapability = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
   const staging = `${GUEST_KUBELET_DIR}/move/staging`;
   const target = `${GUEST_KUBELET_DIR}/move/target`;

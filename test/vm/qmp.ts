@@ -68,12 +68,10 @@ export class Qmp {
       if (typeof msg.event === 'string') {
         const ev = { event: msg.event, data: msg.data as Record<string, unknown> | undefined };
         this.events.push(ev);
-        for (let i = this.eventWaiters.length - 1; i >= 0; i--) {
-          const w = this.eventWaiters[i]!;
-          if (w.match(ev)) {
-            this.eventWaiters.splice(i, 1);
-            w.resolve(ev);
-          }
+        // Every waiter this event satisfies is dropped and resolved; the others keep waiting.
+        for (const w of this.eventWaiters.filter((x) => x.match(ev))) {
+          this.eventWaiters.splice(this.eventWaiters.indexOf(w), 1);
+          w.resolve(ev);
         }
         continue;
       }

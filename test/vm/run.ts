@@ -123,16 +123,17 @@ async function main(): Promise<number> {
     for (const [k, v] of Object.entries(env)) log(`vm: ${k}=${v}`);
     const t = Date.now();
     // Tethered, so the command doesn't outlive a harness that is SIGKILLed.
-    child = spawn('bash', [path.join(repoRoot, 'test/vm/tether.sh'), '3', '-', ...argv], {
+    const running = spawn('bash', [path.join(repoRoot, 'test/vm/tether.sh'), '3', '-', ...argv], {
       stdio: ['inherit', 'inherit', 'inherit', 'pipe'],
       env: { ...process.env, ...env },
     });
+    child = running;
     const code = await new Promise<number>((resolve) => {
-      child!.on('error', (e) => {
-        log(`vm: cannot run ${argv[0]}: ${e.message}`);
+      running.on('error', (e) => {
+        log(`vm: cannot run ${argv[0] ?? ''}: ${e.message}`);
         resolve(127);
       });
-      child!.on('exit', (c, s) => resolve(c ?? 128 + (s ? os.constants.signals[s] : 0)));
+      running.on('exit', (c, s) => resolve(c ?? 128 + (s ? os.constants.signals[s] : 0)));
     });
     log(`vm: command exited with ${code} after ${((Date.now() - t) / 1000).toFixed(1)}s`);
     const ended = guest.runExitCode();
