@@ -7,6 +7,7 @@ import {
   container,
   flag,
   mountAt,
+  mountedVolume,
   podSpec,
   render,
   rules,
@@ -15,6 +16,7 @@ import {
   type K8sObject,
   type PodSpec,
 } from './helm.js';
+import { present } from '../helpers/present.js';
 import { FSTYPE_KEY, PROXMOX_DRIVER_NAME } from '../../src/proxmox/contract.js';
 import { NFS_DRIVER_NAME } from '../../src/nfs/contract.js';
 
@@ -23,8 +25,8 @@ const NFS = NFS_DRIVER_NAME;
 const defaults = render();
 const seed = render({ valuesFiles: [SEED_VALUES], namespace: 'csi-proxmox', release: 'pve-nfs-csi' });
 
-const controllerOf = (r = defaults) => podSpec(r.all('Deployment')[0]!);
-const nodeOf = (r = defaults) => podSpec(r.all('DaemonSet')[0]!);
+const controllerOf = (r = defaults) => podSpec(r.one('Deployment'));
+const nodeOf = (r = defaults) => podSpec(r.one('DaemonSet'));
 
 t.test('CSIDriver objects keep the upstream names and specs', async (t) => {
   const proxmox = defaults.get('CSIDriver', PROXMOX).spec as Record<string, unknown>;
@@ -74,7 +76,7 @@ t.test('controller: one driver process, each driver with its own sidecars', asyn
   t.equal(flag(plugin.args, '--proxmox-config'), '/etc/proxmox/config.yaml');
   t.equal(flag(plugin.args, '--metrics-address'), '0.0.0.0:9810');
   t.equal(mountAt(plugin, '/etc/proxmox')?.readOnly, true);
-  t.same(volume(spec, mountAt(plugin, '/etc/proxmox')!.name).secret, {
+  t.same(mountedVolume(spec, plugin, '/etc/proxmox').secret, {
     secretName: 'proxmox-csi-plugin',
     items: [{ key: 'config.yaml', path: 'config.yaml' }],
   });
@@ -90,26 +92,26 @@ t.test('controller: one driver process, each driver with its own sidecars', asyn
     t.ok(w.emptyDir, `${s} socket volume is an emptyDir`);
     t.equal(w.endpoint, w.socketInVolume, `${endpoint} is the socket ${s} reaches`);
   }
-  t.equal(spec.volumes!.filter((v) => v.hostPath).length, 0, 'no host paths in the controller');
+  t.equal((spec.volumes ?? []).filter((v) => v.hostPath).length, 0, 'no host paths in the controller');
 });
 
 t.test('controller sidecar arguments', async (t) => {
   const spec = controllerOf();
   for (const s of spec.containers.filter((c) => /-(provisioner|attacher|resizer)$/.test(c.name))) {
-    t.ok(s.args!.includes('--leader-election'), `${s.name} elects a leader`);
+    t.ok(s.args?.includes('--leader-election'), `${s.name} elects a leader`);
     t.match(flag(s.args, '--timeout'), /^\d+m$/, `${s.name} has a timeout`);
   }
   const pp = container(spec, 'proxmox-provisioner');
-  t.ok(pp.args!.includes('--extra-create-metadata'));
-  t.ok(pp.args!.includes('--enable-capacity'));
+  t.ok(pp.args?.includes('--extra-create-metadata'));
+  t.ok(pp.args?.includes('--enable-capacity'));
   t.equal(flag(pp.args, '--capacity-ownerref-level'), '2');
   t.equal(flag(pp.args, '--default-fstype'), 'ext4');
   const env = (c: Container, name: string) => c.env?.find((e) => e.name === name)?.valueFrom?.fieldRef?.fieldPath;
   t.equal(env(pp, 'NAMESPACE'), 'metadata.namespace', 'capacity tracking knows its namespace');
   t.equal(env(pp, 'POD_NAME'), 'metadata.name', 'capacity tracking knows its pod');
   const np = container(spec, 'nfs-provisioner');
-  t.ok(np.args!.includes('--extra-create-metadata'), 'NFS subDir templates need the PVC name and namespace');
-  t.notOk(np.args!.includes('--enable-capacity'), 'no capacity for NFS');
+  t.ok(np.args?.includes('--extra-create-metadata'), 'NFS subDir templates need the PVC name and namespace');
+  t.notOk(np.args?.includes('--enable-capacity'), 'no capacity for NFS');
   t.equal(flag(np.args, '--default-fstype'), undefined, 'no filesystem type for NFS volumes');
   t.equal(flag(container(spec, 'proxmox-resizer').args, '--handle-volume-inuse-error'), 'false');
   // The driver probes both of its sockets itself (/healthz): a livenessprobe sidecar could watch
@@ -157,11 +159,10 @@ t.test('node: privileged plugin, kubelet dir, /dev, /sys, one registrar per driv
   t.equal(plugin.env?.find((e) => e.name === 'NODE_NAME')?.valueFrom?.fieldRef?.fieldPath, 'spec.nodeName');
   const kubelet = mountAt(plugin, '/var/lib/kubelet');
   t.equal(kubelet?.mountPropagation, 'Bidirectional');
-  t.equal(volume(spec, kubelet!.name).hostPath?.path, '/var/lib/kubelet');
+  t.equal(mountedVolume(spec, plugin, '/var/lib/kubelet').hostPath?.path, '/var/lib/kubelet');
   t.equal(flag(plugin.args, '--kubelet-dir'), '/var/lib/kubelet', 'node calls confined to the kubelet dir it mounts');
   for (const dir of ['/dev', '/sys']) {
-    const m = mountAt(plugin, dir);
-    t.equal(volume(spec, m!.name).hostPath?.path, dir, `${dir} from the host`);
+    t.equal(mountedVolume(spec, plugin, dir).hostPath?.path, dir, `${dir} from the host`);
   }
   for (const [name, driver, endpoint] of [
     ['proxmox-registrar', PROXMOX, '--proxmox-endpoint'],
@@ -171,12 +172,12 @@ t.test('node: privileged plugin, kubelet dir, /dev, /sys, one registrar per driv
     const hostDir = `/var/lib/kubelet/plugins/${driver}`;
     t.equal(flag(r.args, '--csi-address'), '/csi/csi.sock');
     t.equal(flag(r.args, '--kubelet-registration-path'), `${hostDir}/csi.sock`);
-    t.same(volume(spec, mountAt(r, '/csi')!.name).hostPath, { path: hostDir, type: 'DirectoryOrCreate' });
-    t.equal(volume(spec, mountAt(r, '/registration')!.name).hostPath?.path, '/var/lib/kubelet/plugins_registry');
+    t.same(mountedVolume(spec, r, '/csi').hostPath, { path: hostDir, type: 'DirectoryOrCreate' });
+    t.equal(mountedVolume(spec, r, '/registration').hostPath?.path, '/var/lib/kubelet/plugins_registry');
     // The driver sees the host's kubelet dir at the same path, so the host path is its socket.
     t.equal(flag(plugin.args, endpoint), `unix://${hostDir}/csi.sock`);
     t.equal(r.livenessProbe?.httpGet?.host, '127.0.0.1', `${name} health stays on loopback`);
-    t.equal(String(r.livenessProbe?.httpGet?.port), flag(r.args, '--http-endpoint')!.split(':')[1]);
+    t.equal(String(r.livenessProbe?.httpGet?.port), flag(r.args, '--http-endpoint')?.split(':')[1]);
     t.equal(r.securityContext?.privileged, undefined, `${name} not privileged`);
     t.equal(r.securityContext?.allowPrivilegeEscalation, false);
     t.ok(r.securityContext?.capabilities?.drop?.includes('ALL'));
@@ -367,23 +368,23 @@ t.test('metrics Services select the pods that serve the port', async (t) => {
       selector: Record<string, string>;
       ports: { port: number; targetPort: string }[];
     };
-    const workload = reachable.objects.find(
-      (o) => ['Deployment', 'DaemonSet'].includes(o.kind) && o.metadata.name.endsWith(component),
-    )!;
+    const workload = present(
+      reachable.objects.find(
+        (o) => ['Deployment', 'DaemonSet'].includes(o.kind) && o.metadata.name.endsWith(component),
+      ),
+      `the ${component} workload`,
+    );
     const labels = (workload.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata
       .labels;
     for (const [k, v] of Object.entries(svc.selector)) t.equal(labels[k], v, `${component} selector ${k}`);
-    t.equal(svc.ports[0]!.port, port);
-    t.ok(
-      container(spec, 'pve-nfs-csi').ports?.some(
-        (p) => p.name === svc.ports[0]!.targetPort && p.containerPort === port,
-      ),
-    );
+    const svcPort = present(svc.ports[0], `the ${component} metrics Service port`);
+    t.equal(svcPort.port, port);
+    t.ok(container(spec, 'pve-nfs-csi').ports?.some((p) => p.name === svcPort.targetPort && p.containerPort === port));
   }
 });
 
 t.test('two controller replicas: a PodDisruptionBudget and a soft spread over nodes and zones', async (t) => {
-  const dep = defaults.all('Deployment')[0]!;
+  const dep = defaults.one('Deployment');
   t.equal((dep.spec as { replicas: number }).replicas, 2);
   const spec = podSpec(dep) as PodSpec & {
     affinity?: {
@@ -429,7 +430,7 @@ t.test('two controller replicas: a PodDisruptionBudget and a soft spread over no
   const one = render({ set: ['controller.replicas=1'] });
   t.equal(one.all('PodDisruptionBudget').length, 0, 'one replica: no budget (it would block every drain)');
   t.equal(
-    (podSpec(one.all('Deployment')[0]!) as { topologySpreadConstraints?: unknown }).topologySpreadConstraints,
+    (podSpec(one.one('Deployment')) as { topologySpreadConstraints?: unknown }).topologySpreadConstraints,
     undefined,
   );
   const own = render({
@@ -438,7 +439,7 @@ t.test('two controller replicas: a PodDisruptionBudget and a soft spread over no
       'controller.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists',
     ],
   });
-  const ownAffinity = (podSpec(own.all('Deployment')[0]!) as { affinity?: Record<string, unknown> }).affinity;
+  const ownAffinity = (podSpec(own.one('Deployment')) as { affinity?: Record<string, unknown> }).affinity;
   t.same(
     Object.keys(ownAffinity ?? {}),
     ['nodeAffinity'],
@@ -481,8 +482,8 @@ t.test('each driver socket is watched, whichever drivers are on; metrics off kee
     const r = render({ set });
     for (const spec of [controllerOf(r), nodeOf(r)]) {
       const plugin = container(spec, 'pve-nfs-csi');
-      t.equal(plugin.livenessProbe?.httpGet?.path, '/healthz', `${set}: driver container probed`);
-      t.ok(flag(plugin.args, '--metrics-address'), `${set}: the health port is served`);
+      t.equal(plugin.livenessProbe?.httpGet?.path, '/healthz', `${set.join(' ')}: driver container probed`);
+      t.ok(flag(plugin.args, '--metrics-address'), `${set.join(' ')}: the health port is served`);
     }
   }
   t.equal(render({ set: ['metrics.enabled=false'] }).all('Service').length, 0, 'metrics off: no Services');

@@ -92,6 +92,8 @@ export interface Rendered {
   get(kind: string, name: string): K8sObject;
   find(kind: string, name: string): K8sObject | undefined;
   all(kind: string): K8sObject[];
+  /** The one object of that kind (the Deployment, the DaemonSet); throws when there are none or several. */
+  one(kind: string): K8sObject;
 }
 
 export function helmBinary(): string {
@@ -158,6 +160,12 @@ export function render(o: RenderOptions = {}): Rendered {
     objects,
     find,
     all: (kind) => objects.filter((x) => x.kind === kind),
+    one(kind) {
+      const [found, ...more] = objects.filter((x) => x.kind === kind);
+      if (!found || more.length > 0)
+        throw new Error(`${more.length + (found ? 1 : 0)} ${kind} objects rendered, expected one`);
+      return found;
+    },
     get(kind, name) {
       const found = find(kind, name);
       if (!found)
@@ -195,8 +203,7 @@ export function volume(spec: PodSpec, name: string): Volume {
 /** The value of a flag written either as `--flag=value` or as `--flag value`. */
 export function flag(args: string[] | undefined, name: string): string | undefined {
   const list = args ?? [];
-  for (let i = 0; i < list.length; i++) {
-    const a = list[i]!;
+  for (const [i, a] of list.entries()) {
     if (a.startsWith(`${name}=`)) return a.slice(name.length + 1);
     if (a === name) return list[i + 1];
   }
@@ -205,6 +212,13 @@ export function flag(args: string[] | undefined, name: string): string | undefin
 
 export function mountAt(c: Container, mountPath: string): VolumeMount | undefined {
   return (c.volumeMounts ?? []).find((m) => m.mountPath === mountPath);
+}
+
+/** The volume mounted at `mountPath` in a container; throws when nothing is mounted there. */
+export function mountedVolume(spec: PodSpec, c: Container, mountPath: string): Volume {
+  const m = mountAt(c, mountPath);
+  if (!m) throw new Error(`container ${c.name}: nothing mounted at ${mountPath}`);
+  return volume(spec, m.name);
 }
 
 export function rules(o: K8sObject): PolicyRule[] {

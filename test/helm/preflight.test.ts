@@ -4,10 +4,13 @@
 import t from 'tap';
 import { parse } from 'yaml';
 import { classesFromValues } from '../../src/cli/preflight.js';
+import { present } from '../helpers/present.js';
 import { container, render, renderError, SEED_VALUES, type K8sObject } from './helm.js';
 
-const pod = (objs: K8sObject[]) => objs.find((o) => o.kind === 'Pod' && o.metadata.name.endsWith('-preflight'))!;
-const cm = (objs: K8sObject[]) => objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name.endsWith('-preflight'))!;
+const preflight = (objs: K8sObject[], kind: string) =>
+  objs.find((o) => o.kind === kind && o.metadata.name.endsWith('-preflight'));
+const pod = (objs: K8sObject[]) => present(preflight(objs, 'Pod'), 'the preflight Pod');
+const cm = (objs: K8sObject[]) => present(preflight(objs, 'ConfigMap'), 'the preflight ConfigMap');
 const args = (p: K8sObject) => container(p.spec as never, 'preflight').args ?? [];
 
 t.test('a helm test Pod by default, with the config Secret and the values it reads', async (t) => {
@@ -21,10 +24,8 @@ t.test('a helm test Pod by default, with the config Secret and the values it rea
     '--config',
     '/etc/proxmox/config.yaml',
   ]);
-  const values = parse((cm(r.objects) as unknown as { data: Record<string, string> }).data['values.yaml']!) as Record<
-    string,
-    unknown
-  >;
+  const data = (cm(r.objects) as unknown as { data: Record<string, string | undefined> }).data;
+  const values = parse(present(data['values.yaml'], 'values.yaml in the ConfigMap')) as Record<string, unknown>;
   t.same(Object.keys(values).sort(), ['controller', 'nfs', 'proxmox']);
   const fromPreflight = classesFromValues(values)
     .map((c) => [c.name, c.parameters])
@@ -54,6 +55,6 @@ t.test('never the credentials; pre-install hook and the old policy on request', 
     'pre-install,pre-upgrade',
   );
   t.match(args(p).join(' '), /--previous-default-ondelete-policy retain/);
-  t.equal(pod(render({ set: ['preflight.enabled=false'] }).objects), undefined, 'off');
+  t.equal(preflight(render({ set: ['preflight.enabled=false'] }).objects, 'Pod'), undefined, 'off');
   t.match(renderError({ set: ['preflight.hook=sometimes'] }), /hook/);
 });

@@ -15,6 +15,7 @@ import { parseCreateParams } from '../../src/nfs/controller/params.js';
 import { isCsiError } from '../../src/errors.js';
 import { FSTYPE_KEY, PROXMOX_DRIVER_NAME } from '../../src/proxmox/contract.js';
 import { NFS_DRIVER_NAME } from '../../src/nfs/contract.js';
+import { present } from '../helpers/present.js';
 import { render, renderError } from './helm.js';
 
 /** One valid value per key; a key added to a driver without one here fails the test. */
@@ -82,7 +83,7 @@ for (const [driver, defs, examples, def, accepts] of [
 ] as const) {
   t.test(`${driver}: driver keys = schema keys, each accepted by both`, async (t) => {
     t.same(
-      Object.keys(schema.definitions[def]!.properties).sort(),
+      Object.keys(present(schema.definitions[def], `definitions.${def} in the schema`).properties).sort(),
       Object.keys(defs).sort(),
       'the schema lists exactly the driver keys',
     );

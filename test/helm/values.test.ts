@@ -2,7 +2,18 @@
 // defaults and overrides, and values that values.schema.json or the templates must refuse.
 import t from 'tap';
 import { parse } from 'yaml';
-import { container, flag, mountAt, podSpec, render, renderError, volume, type K8sObject } from './helm.js';
+import { present } from '../helpers/present.js';
+import {
+  container,
+  flag,
+  mountAt,
+  mountedVolume,
+  podSpec,
+  render,
+  renderError,
+  volume,
+  type K8sObject,
+} from './helm.js';
 import { PROXMOX_DRIVER_NAME } from '../../src/proxmox/contract.js';
 import { NFS_DRIVER_NAME } from '../../src/nfs/contract.js';
 
@@ -23,11 +34,11 @@ t.test('NFS driver off: nothing of it is rendered', async (t) => {
   const r = render({ set: ['nfs.enabled=false', ...nfsClass(0, 'ignored')] });
   t.strictSame(names(r.all('CSIDriver')), [PROXMOX]);
   t.strictSame(names(r.all('StorageClass')), ['proxmox-local']);
-  const ctl = r.all('Deployment')[0]!;
+  const ctl = r.one('Deployment');
   t.strictSame(containers(ctl), ['proxmox-attacher', 'proxmox-provisioner', 'proxmox-resizer', 'pve-nfs-csi']);
   t.equal(flag(container(podSpec(ctl), 'pve-nfs-csi').args, '--nfs-endpoint'), undefined);
   t.equal(podSpec(ctl).securityContext?.sysctls, undefined, 'no low source ports without NFS');
-  const node = r.all('DaemonSet')[0]!;
+  const node = r.one('DaemonSet');
   t.strictSame(containers(node), ['proxmox-registrar', 'pve-nfs-csi']);
   t.equal(flag(container(podSpec(node), 'pve-nfs-csi').args, '--nfs-endpoint'), undefined);
   t.notOk(JSON.stringify(r.objects).includes(NFS), 'the NFS driver name appears nowhere');
@@ -37,18 +48,18 @@ t.test('Proxmox driver off: no attacher, capacity, config or hot-plug RBAC', asy
   const r = render({ set: ['proxmox.enabled=false', ...nfsClass(0, 'nfs')] });
   t.strictSame(names(r.all('CSIDriver')), [NFS]);
   t.strictSame(names(r.all('StorageClass')), ['nfs']);
-  const ctl = podSpec(r.all('Deployment')[0]!);
-  t.strictSame(containers(r.all('Deployment')[0]!), ['nfs-provisioner', 'nfs-resizer', 'pve-nfs-csi']);
+  const ctl = podSpec(r.one('Deployment'));
+  t.strictSame(containers(r.one('Deployment')), ['nfs-provisioner', 'nfs-resizer', 'pve-nfs-csi']);
   const plugin = container(ctl, 'pve-nfs-csi');
   t.equal(flag(plugin.args, '--proxmox-endpoint'), undefined);
   t.equal(flag(plugin.args, '--proxmox-config'), undefined);
   t.equal(mountAt(plugin, '/etc/proxmox'), undefined);
   t.equal(r.find('ClusterRole', 'pve-pve-nfs-csi-external-attacher'), undefined);
   t.equal(r.find('Role', 'pve-pve-nfs-csi-capacity'), undefined);
-  const node = podSpec(r.all('DaemonSet')[0]!);
-  t.strictSame(containers(r.all('DaemonSet')[0]!), ['nfs-registrar', 'pve-nfs-csi']);
+  const node = podSpec(r.one('DaemonSet'));
+  t.strictSame(containers(r.one('DaemonSet')), ['nfs-registrar', 'pve-nfs-csi']);
   t.equal(
-    volume(node, mountAt(container(node, 'nfs-registrar'), '/csi')!.name).hostPath?.path,
+    mountedVolume(node, container(node, 'nfs-registrar'), '/csi').hostPath?.path,
     `/var/lib/kubelet/plugins/${NFS}`,
   );
   t.notOk(JSON.stringify(r.objects).includes(PROXMOX), 'the Proxmox driver name appears nowhere');
@@ -61,8 +72,8 @@ t.test('both drivers off is refused', async (t) => {
 t.test('capacity tracking off also turns off storageCapacity in the CSIDriver', async (t) => {
   const r = render({ set: ['proxmox.capacity.enabled=false'] });
   t.equal((r.get('CSIDriver', PROXMOX).spec as { storageCapacity: boolean }).storageCapacity, false);
-  const prov = container(podSpec(r.all('Deployment')[0]!), 'proxmox-provisioner');
-  t.notOk(prov.args!.includes('--enable-capacity'));
+  const prov = container(podSpec(r.one('Deployment')), 'proxmox-provisioner');
+  t.notOk(prov.args?.includes('--enable-capacity'));
   t.equal(r.find('Role', 'pve-pve-nfs-csi-capacity'), undefined);
 });
 
@@ -78,14 +89,16 @@ t.test('inline Proxmox config becomes a Secret the controller mounts', async (t)
   ];
   const r = render({ set });
   const secret = r.get('Secret', 'pve-pve-nfs-csi-proxmox-config');
-  const config = parse((secret.stringData as Record<string, string>)['config.yaml']!) as {
+  const config = parse(
+    present((secret.stringData as Record<string, string | undefined>)['config.yaml'], 'config.yaml in the Secret'),
+  ) as {
     clusters: Record<string, unknown>[];
     features: { controllerVmID: number };
   };
-  t.equal(config.clusters[0]!.region, 'homelab');
-  t.equal(config.clusters[0]!.token_id, 'kubernetes-csi@pve!csi');
+  t.equal(config.clusters[0]?.region, 'homelab');
+  t.equal(config.clusters[0]?.token_id, 'kubernetes-csi@pve!csi');
   t.equal(config.features.controllerVmID, 9999);
-  const ctl = r.all('Deployment')[0]!;
+  const ctl = r.one('Deployment');
   t.same(volume(podSpec(ctl), 'proxmox-config').secret, {
     secretName: 'pve-pve-nfs-csi-proxmox-config',
     items: [{ key: 'config.yaml', path: 'config.yaml' }],
@@ -94,7 +107,7 @@ t.test('inline Proxmox config becomes a Secret the controller mounts', async (t)
     .metadata.annotations;
   const before = annotations?.['checksum/proxmox-config'];
   t.match(before, /^[0-9a-f]{64}$/, 'a config change rolls the controller');
-  const changed = render({ set: [...set, 'proxmox.config.clusters[0].region=other'] }).all('Deployment')[0]!;
+  const changed = render({ set: [...set, 'proxmox.config.clusters[0].region=other'] }).one('Deployment');
   const after = (changed.spec as { template: { metadata: { annotations?: Record<string, string> } } }).template.metadata
     .annotations;
   t.not(after?.['checksum/proxmox-config'], before);
@@ -103,7 +116,7 @@ t.test('inline Proxmox config becomes a Secret the controller mounts', async (t)
 
 t.test('existing Secret under another key', async (t) => {
   const r = render({ set: ['proxmox.existingConfigSecret=pve-creds', 'proxmox.existingConfigSecretKey=cloud.yaml'] });
-  t.same(volume(podSpec(r.all('Deployment')[0]!), 'proxmox-config').secret, {
+  t.same(volume(podSpec(r.one('Deployment')), 'proxmox-config').secret, {
     secretName: 'pve-creds',
     items: [{ key: 'cloud.yaml', path: 'config.yaml' }],
   });
@@ -202,7 +215,7 @@ t.test('values.schema.json refuses bad values', async (t) => {
 
 t.test('kubelet directory and host network are followed everywhere', async (t) => {
   const r = render({ set: ['node.kubeletDir=/var/lib/k0s/kubelet', 'node.hostNetwork=false'] });
-  const node = podSpec(r.all('DaemonSet')[0]!);
+  const node = podSpec(r.one('DaemonSet'));
   const plugin = container(node, 'pve-nfs-csi');
   t.equal(flag(plugin.args, '--proxmox-endpoint'), `unix:///var/lib/k0s/kubelet/plugins/${PROXMOX}/csi.sock`);
   t.equal(mountAt(plugin, '/var/lib/k0s/kubelet')?.mountPropagation, 'Bidirectional');
@@ -217,7 +230,7 @@ t.test('kubelet directory and host network are followed everywhere', async (t) =
 });
 
 t.test('image tag defaults to the chart appVersion', async (t) => {
-  const img = (set: string[]) => container(podSpec(render({ set }).all('DaemonSet')[0]!), 'pve-nfs-csi').image;
+  const img = (set: string[]) => container(podSpec(render({ set }).one('DaemonSet')), 'pve-nfs-csi').image;
   t.equal(img([]), 'ghcr.io/pve-nfs-csi/pve-nfs-csi:0.1.0');
   t.equal(img(['image.repository=registry.lan/csi', 'image.tag=dev']), 'registry.lan/csi:dev');
 });
@@ -244,7 +257,7 @@ t.test('inline NFS volumes are opt-in: the CSIDriver lists Ephemeral only when e
 t.test("controller.defaultOnDeletePolicy (csi-driver-nfs's name) reaches the NFS controller", async (t) => {
   const arg = (set: string[]) =>
     flag(
-      container(podSpec(render({ set: [...set, ...nfsClass(0, 'nfs')] }).all('Deployment')[0]!), 'pve-nfs-csi').args,
+      container(podSpec(render({ set: [...set, ...nfsClass(0, 'nfs')] }).one('Deployment')), 'pve-nfs-csi').args,
       '--default-ondelete-policy',
     );
   t.equal(arg([]), 'delete', "upstream's default");
@@ -254,6 +267,6 @@ t.test("controller.defaultOnDeletePolicy (csi-driver-nfs's name) reaches the NFS
     /defaultOnDeletePolicy/,
     'a typo is refused by the schema',
   );
-  const off = container(podSpec(render({ set: ['nfs.enabled=false'] }).all('Deployment')[0]!), 'pve-nfs-csi').args;
+  const off = container(podSpec(render({ set: ['nfs.enabled=false'] }).one('Deployment')), 'pve-nfs-csi').args;
   t.equal(flag(off, '--default-ondelete-policy'), undefined, 'not passed without the NFS driver');
 });

@@ -14,7 +14,7 @@ import { canUseLoopDevices, LoopRig } from '../integration/node/loop-rig.js';
 import { wwnHexForSlot as wwnForSlot } from '../../src/proxmox/contract.js';
 import { HOST_NODE, startProxmoxBackend } from '../../scripts/lib/backends.js';
 
-const IMAGE = process.env.IMAGE;
+const IMAGE = process.env.IMAGE ?? '';
 if (!IMAGE || !process.env.CONTAINERS_STORAGE_CONF)
   throw new Error('run through scripts/image.sh (IMAGE and CONTAINERS_* unset)');
 /** The image's size budget (bytes, as podman reports it); see docs/image.md for what is in it.
@@ -46,7 +46,7 @@ function startContainer(
   args: string[],
   cmd: string[],
 ): string {
-  const id = podman(...RUN, '-d', '--name', `${name}-${process.pid}`, ...args, IMAGE!, ...cmd);
+  const id = podman(...RUN, '-d', '--name', `${name}-${process.pid}`, ...args, IMAGE, ...cmd);
   t.teardown(() => {
     try {
       podman('rm', '-f', '-t', '0', id);
@@ -205,7 +205,9 @@ t.test(
     t.equal(podman('exec', id, 'id', '-u'), '65532', 'the image user is 65532');
     // (256 MiB - 96 MiB) / 2: image/entrypoint.sh read the container's cgroup limit.
     t.equal(node.env, '--max-old-space-size=80', 'heap sized from the 256 MiB memory limit');
-    const write = await podmanP('exec', id, 'sh', '-c', 'touch /app/x /tmp/x 2>&1; echo rc=$?').catch((e) => String(e));
+    const write = await podmanP('exec', id, 'sh', '-c', 'touch /app/x /tmp/x 2>&1; echo rc=$?').catch((e: unknown) =>
+      String(e),
+    );
     t.match(write, /Read-only file system/, 'the root filesystem is read-only');
 
     // A double fork: the grandchild is orphaned inside the container, reparented to PID 1, and
@@ -232,7 +234,7 @@ t.test(
 t.test('privileged node plugin stages and publishes a loop-device volume', { skip: canUseLoopDevices() }, async (t) => {
   const rig = new LoopRig(t);
   const wwn = wwnForSlot(3);
-  rig.addDisk(512 * MiB, wwn); // mkfs.xfs wants 300 MB at least
+  const disk = rig.addDisk(512 * MiB, wwn); // mkfs.xfs wants 300 MB at least
   const kubelet = rig.path('kubelet');
   fs.mkdirSync(kubelet);
   // Mounts stay in the container's mount namespace (private bind): the checks look from inside,
@@ -276,7 +278,7 @@ t.test('privileged node plugin stages and publishes a loop-device volume', { ski
     volumeCapability,
   });
   const mounted = podman('exec', id, 'findmnt', '-n', '-o', 'SOURCE,FSTYPE', target);
-  t.match(mounted, new RegExp(`^${rig.disks[0]!.device}\\s+xfs$`), `target mounted from the loop disk: ${mounted}`);
+  t.match(mounted, new RegExp(`^${disk.device}\\s+xfs$`), `target mounted from the loop disk: ${mounted}`);
   podman('exec', id, 'sh', '-c', `echo hello >${target}/f && sync`);
   t.equal(podman('exec', id, 'cat', `${staging}/f`), 'hello', 'written through the target, visible in staging');
   await c.node.NodeUnpublishVolume({ volumeId, targetPath: target });
@@ -291,7 +293,7 @@ t.test('privileged node plugin stages and publishes a loop-device volume', { ski
     logs: podman('logs', id).split('\n').slice(-8),
   });
   t.equal(
-    execFileSync('blkid', ['-p', '-o', 'value', '-s', 'TYPE', rig.disks[0]!.device], { encoding: 'utf8' }).trim(),
+    execFileSync('blkid', ['-p', '-o', 'value', '-s', 'TYPE', disk.device], { encoding: 'utf8' }).trim(),
     'xfs',
     'the disk holds the xfs the container made',
   );
