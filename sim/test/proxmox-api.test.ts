@@ -36,11 +36,12 @@ async function waitTask(node: string, upid: string): Promise<{ status: string; e
 t.test('a full CSI volume lifecycle through proxmox-api', async (t) => {
   t.match(await api.version.$get(), { version: '8.2.4' });
   const vms = await api.cluster.resources.$get({ type: 'vm' });
-  const worker = vms.find((v) => v.name === 'talos-worker-1')!;
+  const worker = vms.find((v) => v.name === 'talos-worker-1');
   t.match(worker, { vmid: 111, node: 'hyper1', status: 'running' });
   const hyper1 = api.nodes.$('hyper1');
 
-  const st = await hyper1.storage.$('local-lvm').status.$get();
+  // proxmox-api types this answer as any; the fields are the API's (GET .../storage/{storage}/status).
+  const st = (await hyper1.storage.$('local-lvm').status.$get()) as { total: number };
   t.equal(st.total, 200 * 1024 ** 3);
   const volid = await hyper1.storage
     .$('local-lvm')

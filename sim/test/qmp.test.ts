@@ -43,7 +43,7 @@ class FakeQmp {
           if (cmd.execute === 'device_del' && !this.skipDeviceDeleted) {
             send({
               event: 'DEVICE_DELETED',
-              data: { device: cmd.arguments!.id, path: `/machine/peripheral/${String(cmd.arguments!.id)}` },
+              data: { device: cmd.arguments?.id, path: `/machine/peripheral/${String(cmd.arguments?.id)}` },
               timestamp: { seconds: 2, microseconds: 0 },
             });
           }
@@ -102,7 +102,7 @@ t.test('QmpHotplug sends the qemu-server sequence', async (t) => {
   fake.commands = [];
   await hp.unplug(vm, 'scsi1');
   t.same(fake.names(), ['qmp_capabilities', 'device_del', 'blockdev-del']);
-  t.same(fake.commands[2]!.arguments, { 'node-name': 'drive-scsi1' });
+  t.same(fake.commands[2]?.arguments, { 'node-name': 'drive-scsi1' });
   fake.commands = [];
   await hp.plug({ ...vm, vmid: 999 }, { slot: 'scsi1', bus: 'scsi', index: 1, filePath: '/x' });
   t.same(fake.commands, [], 'a VM without a QMP socket is state only');
@@ -139,21 +139,25 @@ t.test('through the API: attach, grow, detach, and a refused hot-plug staying pe
   t.teardown(() => ts.close());
   const { call } = ts;
   const volid = (
-    await call('POST', '/nodes/hyper1/storage/local-lvm/content', { vmid: 9999, filename: 'vm-9999-pvc-q', size: '1G' })
-  ).body!.data as string;
+    await call('POST', '/nodes/hyper1/storage/local-lvm/content', {
+      vmid: 9999,
+      filename: 'vm-9999-pvc-q',
+      size: '1G',
+    })
+  ).body?.data as string;
   const file = join(ts.sim.stateDir, 'images', 'hyper1', 'local-lvm', 'vm-9999-pvc-q.raw');
   t.equal(statSync(file).size, 1024 ** 3, 'a sparse file backs the volume');
   fake.commands = [];
   t.equal((await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi2: `${volid},wwn=${wwnForSlot(2)}` })).status, 200);
-  t.same(fake.commands[1]!.arguments, {
+  t.same(fake.commands[1]?.arguments, {
     driver: 'raw',
     'node-name': 'drive-scsi2',
     file: { driver: 'file', filename: file },
   });
-  t.match(fake.commands[2]!.arguments, { id: 'scsi2', 'scsi-id': 2, lun: 2, wwn: '0x5056432d49443032' });
+  t.match(fake.commands[2]?.arguments, { id: 'scsi2', 'scsi-id': 2, lun: 2, wwn: '0x5056432d49443032' });
   fake.commands = [];
   const up = await call('PUT', '/nodes/hyper1/qemu/101/resize', { disk: 'scsi2', size: '2G' });
-  t.equal((await ts.waitTask('hyper1', up.body!.data as string)).exitstatus, 'OK');
+  t.equal((await ts.waitTask('hyper1', up.body?.data as string)).exitstatus, 'OK');
   t.same(fake.commands[1], { execute: 'block_resize', arguments: { 'node-name': 'drive-scsi2', size: 2 * 1024 ** 3 } });
   t.equal(statSync(file).size, 2 * 1024 ** 3);
   fake.commands = [];
@@ -167,10 +171,10 @@ t.test('through the API: attach, grow, detach, and a refused hot-plug staying pe
   const r = await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi3: volid });
   fake.failDeviceAdd = undefined;
   t.equal(r.status, 400);
-  t.same(r.body!.errors, {
+  t.same(r.body?.errors, {
     scsi3: "hotplug problem - VM 101 qmp command 'device_add' failed - Bus scsihw0.0 does not support hotplugging",
   });
-  const pend = (await call('GET', '/nodes/hyper1/qemu/101/pending')).body!.data as Array<Record<string, unknown>>;
+  const pend = (await call('GET', '/nodes/hyper1/qemu/101/pending')).body?.data as Array<Record<string, unknown>>;
   t.match(
     pend.find((i) => i.key === 'scsi3'),
     { pending: `${volid},size=2G` },
@@ -183,11 +187,15 @@ t.test('option changes of an attached disk: throttle live, backup config-only, c
   t.teardown(() => ts.close());
   const { call } = ts;
   const volid = (
-    await call('POST', '/nodes/hyper1/storage/local-lvm/content', { vmid: 9999, filename: 'vm-9999-pvc-t', size: '1G' })
-  ).body!.data as string;
+    await call('POST', '/nodes/hyper1/storage/local-lvm/content', {
+      vmid: 9999,
+      filename: 'vm-9999-pvc-t',
+      size: '1G',
+    })
+  ).body?.data as string;
   const line = (extra: string) => `${volid},backup=0,iothread=1${extra},wwn=${wwnForSlot(4)}`;
   const current = async () =>
-    ((await call('GET', '/nodes/hyper1/qemu/101/pending')).body!.data as Array<Record<string, unknown>>).find(
+    ((await call('GET', '/nodes/hyper1/qemu/101/pending')).body?.data as Array<Record<string, unknown>>).find(
       (i) => i.key === 'scsi4',
     );
   fake.commands = [];
@@ -232,7 +240,7 @@ t.test('option changes of an attached disk: throttle live, backup config-only, c
     'new limits go to QEMU, no replug',
   );
   t.match(await current(), { value: /backup=1.*mbps_rd=40/ }, 'applied, not pending');
-  t.notOk((await current())!.pending);
+  t.notOk((await current())?.pending);
 
   fake.commands = [];
   t.equal((await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi4: line(',mbps_rd=40,mbps_wr=40') })).status, 200);

@@ -23,6 +23,11 @@ async function resize(params: Record<string, string>) {
   const upid = r.body?.data as string;
   return { http: r, upid, st: await waitTask('hyper2', upid) };
 }
+/** The task of a resize the API accepted; a refused one fails the test with the answer. */
+function upidOf(res: Awaited<ReturnType<typeof resize>>): string {
+  if (!res.upid) throw new Error(`resize answered ${res.http.status}: ${res.http.text}`);
+  return res.upid;
+}
 const volSize = async () =>
   (
     (await call('GET', '/nodes/hyper2/storage/local-lvm/content/local-lvm:vm-9999-pvc-r')).body?.data as {
@@ -52,7 +57,7 @@ t.test('grow absolute and relative; config records the requested size', async (t
 t.test('errors end up in the task', async (t) => {
   const shrink = await resize({ disk: 'scsi1', size: '1G' });
   t.equal(shrink.st?.exitstatus, 'shrinking disks is not supported');
-  const log = (await call('GET', `/nodes/hyper2/tasks/${encodeURIComponent(shrink.upid!)}/log`)).body?.data as Array<{
+  const log = (await call('GET', `/nodes/hyper2/tasks/${encodeURIComponent(upidOf(shrink))}/log`)).body?.data as Array<{
     t: string;
   }>;
   t.equal(log.at(-1)?.t, 'TASK ERROR: shrinking disks is not supported');
@@ -87,7 +92,7 @@ t.test("another user's task needs Sys.Audit", async (t) => {
   const other = await callAs(
     `PVEAPIToken=${AUDITOR.id}=${AUDITOR.secret}`,
     'GET',
-    `/nodes/hyper2/tasks/${encodeURIComponent(r.upid!)}/status`,
+    `/nodes/hyper2/tasks/${encodeURIComponent(upidOf(r))}/status`,
   );
   t.equal(other.status, 200, 'the auditor role has Sys.Audit');
   const cfg2 = defaultConfig();

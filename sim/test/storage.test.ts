@@ -5,7 +5,11 @@ import { defaultConfig, startTestSim } from './fixtures/helpers.js';
 
 const cfg = defaultConfig();
 // hyper3's pool refuses over-provisioning so capacity errors can be tested
-(cfg.nodes[2]?.storages as Array<Record<string, unknown>>)[0]!.overcommit = false;
+const hyper3Pool = (
+  cfg.nodes.find((n) => n.name === 'hyper3')?.storages as Array<Record<string, unknown>> | undefined
+)?.[0];
+if (!hyper3Pool) throw new Error('the default cluster has no storage on hyper3');
+hyper3Pool.overcommit = false;
 const ts = await startTestSim({ config: cfg, faults: { lockTimeoutMs: 300 } });
 t.teardown(() => ts.close());
 const { call, waitTask } = ts;
@@ -134,8 +138,8 @@ t.test('status reports thin pool usage', async (t) => {
     used: 24 * 1024 ** 3,
     content: 'images,rootdir',
   });
-  const d = r.body?.data as Record<string, number>;
-  t.equal(d.avail, d.total! - d.used!);
+  const d = r.body?.data as { avail: number; total: number; used: number };
+  t.equal(d.avail, d.total - d.used);
   const none = await call('GET', '/nodes/hyper1/storage/zfs/status');
   t.equal(none.statusText, "storage 'zfs' does not exist");
 });

@@ -37,8 +37,8 @@ t.test('a config POST waiting for the VM lock is a running qmconfig task in the 
   t.type(row?.pid, 'number');
   t.type(row?.pstart, 'number');
   t.type(row?.starttime, 'number');
-  t.notOk('tokenid' in row!, 'the active list is decoded from the UPID only: the token id stays whole');
-  t.notOk('endtime' in row!);
+  t.notOk(row && 'tokenid' in row, 'the active list is decoded from the UPID only: the token id stays whole');
+  t.notOk(row && 'endtime' in row);
   t.same(
     rows(await call('GET', '/nodes/hyper2/tasks', { source: 'active' })),
     [],
