@@ -1,9 +1,7 @@
-// The one place where failures of Proxmox calls become the project's typed errors.
-// The proxmox-api package throws plain Errors whose message carries method, URL, HTTP status,
-// Proxmox's reason (sent as the status text) and the JSON body; task failures carry only the
+// The one place where failures of Proxmox calls become the project's typed errors. What the
+// proxmox-api package's messages say is read by package-errors.ts; task failures carry only the
 // exit status text. Both are classified by the same rules so a lock timeout is Busy wherever
 // it shows up.
-import { defined } from '../../defined.js';
 import {
   AlreadyExists,
   Busy,
@@ -17,97 +15,9 @@ import {
   Unimplemented,
   isCsiError,
 } from '../../errors.js';
+import { parseFailure } from './package-errors.js';
 
 export const CSI_ROLE_PRIVILEGES = 'VM.Audit VM.Config.Disk Datastore.Allocate Datastore.AllocateSpace Datastore.Audit';
-
-export interface ParsedFailure {
-  method?: string | undefined;
-  url?: string | undefined;
-  status?: number | undefined;
-  /** Proxmox's reason (status text), or the transport error. */
-  reason: string;
-  /** `errors` of a 400 answer: parameter → message. */
-  paramErrors?: Record<string, string> | undefined;
-  /** No HTTP answer was received: the request may or may not have reached Proxmox. */
-  transport: boolean;
-}
-
-/** Status text prefix of the synthetic answer http-api.ts gives when no HTTP answer came. */
-export const TRANSPORT_MARK = 'no answer from Proxmox:';
-
-const HTTP_RE = /^(GET|POST|PUT|DELETE) (\S+) (?:return Error|connection failed with) (\d{3}) ([\s\S]*)$/;
-const TRANSPORT_RE = /^FaILED to call (GET|POST|PUT|DELETE) (\S+)(?: cause by:([\s\S]*))?$/;
-const CONTENT_TYPE_RE = /^(GET|POST|PUT|DELETE) (\S+) unexpected contentType "([^"]*)" status Line:(\d+)/;
-
-function splitBody(rest: string): { reason: string; body?: unknown } {
-  for (const sep of [': {"', ' return: {"']) {
-    const at = rest.indexOf(sep);
-    if (at >= 0) {
-      const json = rest.slice(at + sep.length - 2);
-      try {
-        return { reason: rest.slice(0, at).trim(), body: JSON.parse(json) };
-      } catch {
-        return { reason: rest.slice(0, at).trim() };
-      }
-    }
-  }
-  return { reason: rest.trim() };
-}
-
-function paramErrorsOf(body: unknown): Record<string, string> | undefined {
-  const errors = (body as { errors?: unknown } | undefined)?.errors;
-  if (!errors || typeof errors !== 'object') return undefined;
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(errors as Record<string, unknown>)) out[k] = String(v).trim();
-  return Object.keys(out).length > 0 ? out : undefined;
-}
-
-/** Reads what the proxmox-api package put into its error message. */
-export function parseFailure(err: unknown): ParsedFailure {
-  const message = err instanceof Error ? err.message : String(err);
-  let m = HTTP_RE.exec(message);
-  if (m) {
-    const { reason, body } = splitBody(defined(m[4], 'body of the HTTP error pattern'));
-    const bodyMessage = (body as { message?: unknown } | undefined)?.message;
-    if (m[3] === '599' && reason.startsWith(TRANSPORT_MARK)) {
-      return { method: m[1], url: m[2], reason: reason.slice(TRANSPORT_MARK.length).trim(), transport: true };
-    }
-    return {
-      method: m[1],
-      url: m[2],
-      status: Number(m[3]),
-      reason: reason || (typeof bodyMessage === 'string' ? bodyMessage.trim() : '') || `HTTP ${m[3]}`,
-      paramErrors: paramErrorsOf(body),
-      transport: false,
-    };
-  }
-  m = TRANSPORT_RE.exec(message);
-  if (m) {
-    const cause = m[3]?.trim() || causeMessage(err) || 'connection failed';
-    return { method: m[1], url: m[2], reason: cause, transport: true };
-  }
-  m = CONTENT_TYPE_RE.exec(message);
-  if (m) {
-    return {
-      method: m[1],
-      url: m[2],
-      status: Number(m[4]),
-      reason: `unexpected content type "${m[3]}" (not a Proxmox API answer)`,
-      transport: false,
-    };
-  }
-  return { reason: message, transport: /fetch|socket|ECONN|EPIPE|ETIMEDOUT|aborted/i.test(message) };
-}
-
-function causeMessage(err: unknown): string | undefined {
-  let c = (err as { cause?: unknown } | undefined)?.cause;
-  for (let depth = 0; c && depth < 4; depth++) {
-    const next = (c as { cause?: unknown }).cause;
-    if (!next) return c instanceof Error ? c.message : String(c);
-    c = next;
-  }
-  return undefined;
-}
 
 type Ctor = new (message: string, options?: { cause?: unknown }) => CsiError;
 

@@ -20,6 +20,7 @@ import type {
   VmResource,
 } from './api.js';
 import { taskError, toCsiError } from './errors.js';
+import { backgroundTaskExit } from './package-errors.js';
 import { TicketEngine, TicketSession } from './ticket-session.js';
 import { createTransport } from './transport.js';
 import { flag, num, record, rows, text, upidOrNull } from './wire.js';
@@ -279,8 +280,8 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
         // each key; the driver sends drive strings, delete, digest and background_delay.
         r = await call('POST', what, o, () => vm(node, vmid).config.$post(params as QemuConfigPost));
       } catch (e) {
-        // qemu-server's background_delay: the task ended within the wait with this exit status.
-        const exit = change.waitSeconds ? /failed to update VM \d+: (.+)$/s.exec((e as Error).message)?.[1] : undefined;
+        // background_delay: the task ended within the wait with this exit status.
+        const exit = change.waitSeconds && e instanceof Error ? backgroundTaskExit(e.cause) : undefined;
         if (exit) throw taskError(exit.trim(), { cluster: c.region, what });
         throw e;
       }

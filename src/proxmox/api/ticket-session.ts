@@ -8,7 +8,7 @@
 import type { Response, RequestInit } from 'undici';
 import { ProxmoxEngine } from 'proxmox-api';
 import { FailedPrecondition, Unavailable } from '../../errors.js';
-import { TRANSPORT_MARK } from './errors.js';
+import { TRANSPORT_MARK } from './package-errors.js';
 
 /** PVE::AccessControl's `$ticket_lifetime`. */
 export const PVE_TICKET_LIFETIME_MS = 2 * 3600_000;

@@ -11,7 +11,7 @@
 //   per-call options).
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { Agent, fetch as undiciFetch, Response, type RequestInit } from 'undici';
-import { TRANSPORT_MARK } from './errors.js';
+import { TRANSPORT_MARK } from './package-errors.js';
 
 export interface TransportOptions {
   /** Upper bound for one HTTP exchange, body included. */
@@ -53,10 +53,11 @@ export function createTransport(o: TransportOptions): Transport {
     const signal = AbortSignal.any(signals);
     try {
       const res = await undiciFetch(url, { ...init, dispatcher: agent, signal });
-      const body = await res.text();
-      // An empty body stays empty: a string would make undici add text/plain, and the package
-      // would then throw on the content type instead of seeing a 401 "invalid PVE ticket".
-      return new Response(body === '' ? null : body, {
+      // Bytes, not a string: a string body makes undici add `text/plain`, and the package would
+      // then throw on the content type instead of reading pveproxy's answers that have none (a
+      // 401 "invalid PVE ticket", a bare "proxy loop detected", 595/596 from proxying).
+      const body = new Uint8Array(await res.arrayBuffer());
+      return new Response(body.length === 0 ? null : body, {
         status: res.status,
         statusText: res.statusText,
         headers: res.headers,
