@@ -8,6 +8,8 @@ import { AttachQueues, HelperLeftovers, type AttachRequest } from '../../../src/
 import { driveOptionsFromContext, GiB, HELPER_DRIVE_OPTIONS } from '../../../src/proxmox/controller/params.js';
 import { helperWwnForSlot, isHelperWwn, wwnForSlot } from '../../../src/proxmox/contract.js';
 import { VmLocator } from '../../../src/proxmox/controller/vm-locator.js';
+import { present } from '../../helpers/present.js';
+import { rejection } from '../../helpers/rejection.js';
 import { seedCluster } from './fake-api.js';
 
 const WORKER1 = { vmid: 102, node: 'hyper1', name: 'talos-worker-1' };
@@ -17,7 +19,7 @@ function setup(confirmTimeoutMs = 300) {
   const f = seedCluster();
   const locator = new VmLocator(f, { cluster: 'homelab' });
   const q = new AttachQueues({ api: f, cluster: 'homelab', locator, log: pino({ level: 'silent' }), confirmTimeoutMs });
-  const vols = f.nodes.get('hyper1')!.get('local-lvm')!.volumes;
+  const vols = f.storageOf('hyper1', 'local-lvm').volumes;
   const disk = (name: string): string => {
     vols.set(`vm-9999-${name}`, GiB);
     return `vm-9999-${name}`;
@@ -30,7 +32,7 @@ function setup(confirmTimeoutMs = 300) {
     exclusive: true,
     ...extra,
   });
-  const cfg = (vmid = 102) => f.vms.get(vmid)!.config;
+  const cfg = (vmid = 102) => f.vmOf(vmid).config;
   return { f, q, req, cfg, locator };
 }
 
@@ -57,7 +59,7 @@ t.test('one attach: first free slot, WWN of the slot, confirmed, idempotent', as
 
 t.test('slot allocation honours current, pending and pending-delete entries, and cleans leftovers', async (t) => {
   const { f, q, req, cfg } = setup();
-  const vm = f.vms.get(102)!;
+  const vm = f.vmOf(102);
   req('other-1');
   req('other-2');
   req('other-3');
@@ -93,7 +95,7 @@ t.test('concurrent attaches to one VM are merged and never race for a slot', asy
 
 t.test('ResourceExhausted only for what does not fit', async (t) => {
   const { f, q, req } = setup();
-  const vm = f.vms.get(102)!;
+  const vm = f.vmOf(102);
   for (let s = 1; s <= 29; s++) vm.config.set(`scsi${s}`, `local-lvm:vm-9999-fill-${s}`);
   const results = await Promise.all([kindOf(q.attach(WORKER1, req('pvc-x'))), kindOf(q.attach(WORKER1, req('pvc-y')))]);
   t.same(results.sort(), ['ResourceExhausted', 'ok'], 'one gets scsi30, the other is refused');
@@ -113,7 +115,7 @@ t.test('a task that ends in error is an error', async (t) => {
   f.faults.taskExits.push('hotplug problem - unable to add device');
   const p = q.attach(WORKER1, req('pvc-a'));
   t.equal(await kindOf(p), 'Unavailable');
-  await p.catch((e) => t.match((e as Error).message, /task failed: hotplug problem/));
+  t.match((await rejection(p)).message, /task failed: hotplug problem/);
   t.notOk(cfg().has('scsi1'));
   t.equal(f.count('updateVmConfig'), 1, 'not blindly repeated');
   t.equal(await q.attach(WORKER1, req('pvc-a')), 1, 'the CO retry succeeds');
@@ -125,7 +127,7 @@ t.test('one bad disk in a merged change does not fail the others', async (t) => 
   const { f, q, req } = setup();
   const good = [req('pvc-a'), req('pvc-b')];
   const bad = req('pvc-gone');
-  f.nodes.get('hyper1')!.get('local-lvm')!.volumes.delete(bad.disk);
+  f.storageOf('hyper1', 'local-lvm').volumes.delete(bad.disk);
   const res = await Promise.all([...good, bad].map((r) => kindOf(q.attach(WORKER1, { ...r, exclusive: false }))));
   t.same(res, ['ok', 'ok', 'NotFound'], 'the missing disk is refused by the existence check');
   t.equal(f.slotConflicts, 0);
@@ -151,8 +153,8 @@ t.test('single-node volumes are not attached to a second VM', async (t) => {
   await q.attach(CP1, req('pvc-a'));
   const p = q.attach(WORKER1, req('pvc-a'));
   t.equal(await kindOf(p), 'FailedPrecondition');
-  await p.catch((e) => t.match((e as Error).message, /scsi1 of VM talos-cp-1 \(101\)/, 'names the VM that has it'));
-  t.notOk(f.vms.get(102)!.config.has('scsi1'));
+  t.match((await rejection(p)).message, /scsi1 of VM talos-cp-1 \(101\)/, 'names the VM that has it');
+  t.notOk(f.vmOf(102).config.has('scsi1'));
   t.equal(await q.attach(WORKER1, req('pvc-a', { exclusive: false })), 1, 'multi-node modes may');
 });
 
@@ -179,9 +181,10 @@ t.test('detach: merged, idempotent, VM gone is success', async (t) => {
     'all gone',
   );
   f.resetCalls();
-  await q.detach(WORKER1, reqs[0]!);
+  const first = present(reqs[0], 'the first request');
+  await q.detach(WORKER1, first);
   t.equal(f.count('unlinkDisks'), 0, 'nothing to do the second time');
-  await q.detach({ vmid: 999, node: 'hyper1', name: 'gone' }, reqs[0]!);
+  await q.detach({ vmid: 999, node: 'hyper1', name: 'gone' }, first);
   t.pass('a VM that no longer exists has nothing attached');
 });
 
@@ -192,18 +195,18 @@ t.test('detach that stays pending: retried, reported, then cleaned up', async (t
   f.faults.stuckDetach.add(102);
   const p = q.detach(WORKER1, r);
   t.equal(await kindOf(p), 'Unavailable');
-  await p.catch((e) => t.match((e as Error).message, /pending delete/));
+  t.match((await rejection(p)).message, /pending delete/);
   t.ok(f.count('unlinkDisks') > 1, 'the unlink was re-issued to re-trigger the hot-unplug');
-  t.ok(f.vms.get(102)!.pendingDelete.has('scsi1'), 'still pending (the seed known gap)');
+  t.ok(f.vmOf(102).pendingDelete.has('scsi1'), 'still pending (the seed known gap)');
   f.faults.stuckDetach.delete(102);
   await q.detach(WORKER1, r);
   t.notOk(cfg().has('scsi1'), 'the next unpublish completes it');
-  t.equal(f.vms.get(102)!.pendingDelete.size, 0, 'no pending delete left to break backups');
+  t.equal(f.vmOf(102).pendingDelete.size, 0, 'no pending delete left to break backups');
 });
 
 t.test('detach removes leftover unused and pending entries of the disk only', async (t) => {
   const { f, q, req, cfg } = setup();
-  const vm = f.vms.get(102)!;
+  const vm = f.vmOf(102);
   const r = req('pvc-a');
   req('pvc-b');
   vm.config.set('unused0', 'local-lvm:vm-9999-pvc-a');
@@ -217,7 +220,7 @@ t.test('detach removes leftover unused and pending entries of the disk only', as
 
 t.test('never drops an unused entry the VM owns (that would free the disk)', async (t) => {
   const { f, q, cfg } = setup();
-  f.vms.get(102)!.config.set('unused0', 'local-lvm:vm-102-disk-1');
+  f.vmOf(102).config.set('unused0', 'local-lvm:vm-102-disk-1');
   await q.detach(WORKER1, { storage: 'local-lvm', disk: 'vm-102-disk-1' });
   t.ok(cfg().has('unused0'));
   t.equal(f.count('unlinkDisks'), 0);
@@ -226,7 +229,7 @@ t.test('never drops an unused entry the VM owns (that would free the disk)', asy
 t.test('attach over a pending delete of the same disk finishes the detach first', async (t) => {
   const { f, q, req } = setup();
   const r = req('pvc-a');
-  const vm = f.vms.get(102)!;
+  const vm = f.vmOf(102);
   vm.config.set('scsi7', `local-lvm:${r.disk},wwn=${wwnForSlot(7)}`);
   vm.pendingDelete.add('scsi7');
   const slot = await q.attach(WORKER1, r);
@@ -239,10 +242,10 @@ t.test('follows a VM that migrated to another node', async (t) => {
   const { f, q, req } = setup();
   const r = req('pvc-a');
   await q.attach(WORKER1, r);
-  f.vms.get(102)!.node = 'hyper2';
+  f.vmOf(102).node = 'hyper2';
   await q.detach(WORKER1, r);
-  t.notOk(f.vms.get(102)!.config.has('scsi1'));
-  t.equal(f.calls.find((c) => c.method === 'unlinkDisks')!.args[0], 'hyper2', 'unlinked on the new node');
+  t.notOk(f.vmOf(102).config.has('scsi1'));
+  t.equal(f.calls.find((c) => c.method === 'unlinkDisks')?.args[0], 'hyper2', 'unlinked on the new node');
 });
 
 t.test('storm: attaches and detaches mixed, with latency and lost answers', async (t) => {
@@ -296,7 +299,7 @@ t.test('helper attachments (offline expansion) and publishes of the same disk ne
     'a publish to the helper VM replaces the helper attachment',
   );
   t.same(
-    [...cfg().keys()].filter((k) => cfg().get(k)!.includes('pvc-h')),
+    [...cfg().keys()].filter((k) => cfg().get(k)?.includes('pvc-h')),
     [`scsi${slot}`],
     'one attachment left',
   );

@@ -22,6 +22,7 @@ import {
   volumeContextOf,
 } from '../../../src/proxmox/controller/params.js';
 import { publishContextForSlot, wwnForSlot } from '../../../src/proxmox/contract.js';
+import { present } from '../../helpers/present.js';
 
 const kind = (fn: () => unknown): string => {
   try {
@@ -41,7 +42,7 @@ t.test('volume handle codec', async (t) => {
     storage: 'local-lvm',
     disk: 'vm-9999-pvc-0b1c2d3e-1111-2222-3333-444455556666',
   });
-  t.equal(formatVolumeId(ref!), id, 'round trip');
+  t.equal(formatVolumeId(present(ref, 'the parsed volume id')), id, 'round trip');
   t.same(
     parseVolumeId('homelab//ceph-rbd/vm-9999-pvc-x'),
     { region: 'homelab', zone: '', storage: 'ceph-rbd', disk: 'vm-9999-pvc-x' },

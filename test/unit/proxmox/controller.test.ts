@@ -6,6 +6,8 @@ import type * as T from '../../../src/csi/types.js';
 import { isCsiError } from '../../../src/errors.js';
 import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller/controller.js';
 import { GiB } from '../../../src/proxmox/controller/params.js';
+import { CONTROLLER_METHODS, implemented } from '../../helpers/implemented.js';
+import { present } from '../../helpers/present.js';
 import { FakeProxmox, seedCluster } from './fake-api.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: new AbortController().signal });
@@ -33,9 +35,9 @@ function createReq(name: string, o: Partial<T.CreateVolumeRequest> = {}): T.Crea
   };
 }
 
-function setup(): { f: FakeProxmox; c: ProxmoxController } {
+function setup(): { f: FakeProxmox; c: Required<ProxmoxController> } {
   const f = seedCluster();
-  const c = createProxmoxController({
+  const backend = createProxmoxController({
     config: {
       clusters: [{ url: 'https://unused', insecure: false, tokenId: 'a@pve!b', tokenSecret: 'x', region: 'homelab' }],
       controllerVmId: 9999,
@@ -44,7 +46,7 @@ function setup(): { f: FakeProxmox; c: ProxmoxController } {
     api: () => f,
     tuning: { queue: { confirmTimeoutMs: 200 } },
   });
-  return { f, c };
+  return { f, c: implemented(backend, CONTROLLER_METHODS) };
 }
 
 async function err(p: Promise<unknown>): Promise<{ kind: string; message: string }> {
@@ -82,14 +84,10 @@ t.test('CreateVolume: placement, handle, topology, idempotency', async (t) => {
     volumeContext: { storage: 'local-lvm', ssd: 'true' },
     accessibleTopology: [zone('hyper2')],
   });
-  t.equal(
-    f.nodes.get('hyper2')!.get('local-lvm')!.volumes.get('vm-9999-pvc-1'),
-    GiB,
-    'allocated on the preferred host',
-  );
+  t.equal(f.storageOf('hyper2', 'local-lvm').volumes.get('vm-9999-pvc-1'), GiB, 'allocated on the preferred host');
   t.same(
-    (await c.createVolume(createReq('pvc-1'), ctx())).volume!.volumeId,
-    r.volume!.volumeId,
+    present((await c.createVolume(createReq('pvc-1'), ctx())).volume?.volumeId, 'CreateVolume: volume id'),
+    r.volume?.volumeId,
     'same name, same size → same answer',
   );
   t.equal(f.count('allocDisk'), 1, 'not allocated twice');
@@ -106,16 +104,16 @@ t.test('CreateVolume: placement, handle, topology, idempotency', async (t) => {
     ctx(),
   );
   t.equal(
-    noTopo.volume!.volumeId,
+    noTopo.volume?.volumeId,
     'homelab/hyper1/local-lvm/vm-9999-pvc-2',
     'no topology: first host with the storage',
   );
-  t.equal(noTopo.volume!.capacityBytes, String(10 * GiB), 'default size');
+  t.equal(noTopo.volume?.capacityBytes, String(10 * GiB), 'default size');
   const requisiteOnly = await c.createVolume(
     createReq('pvc-3', { accessibilityRequirements: { requisite: [zone('hyper3')], preferred: [] } }),
     ctx(),
   );
-  t.match(requisiteOnly.volume!.volumeId, /\/hyper3\//, 'requisite when nothing is preferred');
+  t.match(requisiteOnly.volume?.volumeId, /\/hyper3\//, 'requisite when nothing is preferred');
 });
 
 t.test('CreateVolume: refusals', async (t) => {
@@ -192,45 +190,45 @@ t.test('CreateVolume: an allocation whose answer was lost is found, not repeated
   const { f, c } = setup();
   f.faults.dropAfter.set('allocDisk', 1);
   const r = await c.createVolume(createReq('pvc-lost'), ctx());
-  t.equal(r.volume!.volumeId, 'homelab/hyper2/local-lvm/vm-9999-pvc-lost');
+  t.equal(r.volume?.volumeId, 'homelab/hyper2/local-lvm/vm-9999-pvc-lost');
   t.equal(f.count('allocDisk'), 1);
 });
 
 t.test('publish / unpublish / delete lifecycle', async (t) => {
   const { f, c } = setup();
-  const id = (await c.createVolume(createReq('pvc-1'), ctx())).volume!.volumeId as string;
-  const pub = await c.controllerPublishVolume!(publishReq(id, 'talos-worker-2'), ctx());
+  const id = present((await c.createVolume(createReq('pvc-1'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
+  const pub = await c.controllerPublishVolume(publishReq(id, 'talos-worker-2'), ctx());
   t.same(pub.publishContext, { DevicePath: '/dev/disk/by-id/wwn-0x5056432d49443031', lun: '1' });
   t.match(
-    f.vms.get(104)!.config.get('scsi1'),
+    f.vmOf(104).config.get('scsi1'),
     /^local-lvm:vm-9999-pvc-1,backup=0,discard=on,iothread=1,ssd=1,wwn=0x5056432d49443031$/,
   );
 
   t.match(
-    await err(c.controllerPublishVolume!(publishReq(id, 'talos-cp-2'), ctx())),
+    await err(c.controllerPublishVolume(publishReq(id, 'talos-cp-2'), ctx())),
     { kind: 'FailedPrecondition', message: /talos-worker-2/ },
     'RWO on a second VM',
   );
   t.match(
-    await err(c.controllerPublishVolume!(publishReq(id, 'talos-worker-1'), ctx())),
+    await err(c.controllerPublishVolume(publishReq(id, 'talos-worker-1'), ctx())),
     { kind: 'FailedPrecondition', message: /hyper2.*hyper1/ },
     'VM on another host',
   );
-  t.match(await err(c.controllerPublishVolume!(publishReq(id, 'fake-node-id-1'), ctx())), {
+  t.match(await err(c.controllerPublishVolume(publishReq(id, 'fake-node-id-1'), ctx())), {
     kind: 'NotFound',
     message: /fake-node-id-1/,
   });
   t.match(
-    await err(c.controllerPublishVolume!(publishReq('fake-vol-id-1234', 'talos-worker-2'), ctx())),
+    await err(c.controllerPublishVolume(publishReq('fake-vol-id-1234', 'talos-worker-2'), ctx())),
     { kind: 'NotFound' },
     'malformed handle: no such volume',
   );
   t.match(
-    await err(c.controllerPublishVolume!(publishReq('homelab/hyper2/local-lvm/vm-9999-nope', 'talos-worker-2'), ctx())),
+    await err(c.controllerPublishVolume(publishReq('homelab/hyper2/local-lvm/vm-9999-nope', 'talos-worker-2'), ctx())),
     { kind: 'NotFound' },
   );
 
-  const got = await c.controllerGetVolume!({ volumeId: id }, ctx());
+  const got = await c.controllerGetVolume({ volumeId: id }, ctx());
   t.same(got.status, {
     publishedNodeIds: ['talos-worker-2'],
     volumeCondition: { abnormal: false, message: 'disk present on its storage' },
@@ -241,15 +239,15 @@ t.test('publish / unpublish / delete lifecycle', async (t) => {
     { kind: 'FailedPrecondition', message: /talos-worker-2 \(104\)/ },
     'delete while attached names the VM',
   );
-  await c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-2', secrets: {} }, ctx());
-  t.notOk(f.vms.get(104)!.config.has('scsi1'));
-  await c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-2', secrets: {} }, ctx());
-  await c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'no-such-vm', secrets: {} }, ctx());
-  await c.controllerUnpublishVolume!({ volumeId: 'garbage', nodeId: 'talos-worker-2', secrets: {} }, ctx());
+  await c.controllerUnpublishVolume({ volumeId: id, nodeId: 'talos-worker-2', secrets: {} }, ctx());
+  t.notOk(f.vmOf(104).config.has('scsi1'));
+  await c.controllerUnpublishVolume({ volumeId: id, nodeId: 'talos-worker-2', secrets: {} }, ctx());
+  await c.controllerUnpublishVolume({ volumeId: id, nodeId: 'no-such-vm', secrets: {} }, ctx());
+  await c.controllerUnpublishVolume({ volumeId: 'garbage', nodeId: 'talos-worker-2', secrets: {} }, ctx());
   t.pass('unpublish of what is not attached succeeds');
 
   await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
-  t.notOk(f.nodes.get('hyper2')!.get('local-lvm')!.volumes.has('vm-9999-pvc-1'), 'disk freed');
+  t.notOk(f.storageOf('hyper2', 'local-lvm').volumes.has('vm-9999-pvc-1'), 'disk freed');
   await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
   await c.deleteVolume({ volumeId: 'fake-vol-id', secrets: {} }, ctx());
   await c.deleteVolume({ volumeId: 'otherregion/hyper1/local-lvm/vm-9999-x', secrets: {} }, ctx());
@@ -258,19 +256,19 @@ t.test('publish / unpublish / delete lifecycle', async (t) => {
 
 t.test('unpublish without node id and leftovers; delete cleans foreign unused entries', async (t) => {
   const { f, c } = setup();
-  const id = (await c.createVolume(createReq('pvc-1'), ctx())).volume!.volumeId as string;
-  await c.controllerPublishVolume!(publishReq(id, 'talos-cp-2'), ctx());
-  await c.controllerUnpublishVolume!({ volumeId: id, nodeId: '', secrets: {} }, ctx());
-  t.notOk(f.vms.get(103)!.config.has('scsi1'), 'detached from whichever VM had it');
-  f.vms.get(104)!.config.set('unused3', 'local-lvm:vm-9999-pvc-1');
-  const cond = await c.controllerGetVolume!({ volumeId: id }, ctx());
+  const id = present((await c.createVolume(createReq('pvc-1'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
+  await c.controllerPublishVolume(publishReq(id, 'talos-cp-2'), ctx());
+  await c.controllerUnpublishVolume({ volumeId: id, nodeId: '', secrets: {} }, ctx());
+  t.notOk(f.vmOf(103).config.has('scsi1'), 'detached from whichever VM had it');
+  f.vmOf(104).config.set('unused3', 'local-lvm:vm-9999-pvc-1');
+  const cond = await c.controllerGetVolume({ volumeId: id }, ctx());
   t.match(
-    cond.status!.volumeCondition,
+    cond.status?.volumeCondition,
     { abnormal: true, message: /unused3 of VM talos-worker-2/ },
     'a leftover is an abnormal condition',
   );
   await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
-  t.notOk(f.vms.get(104)!.config.has('unused3'), 'leftover removed before the disk is freed');
+  t.notOk(f.vmOf(104).config.has('unused3'), 'leftover removed before the disk is freed');
 });
 
 t.test('delete refuses a disk another VM owns', async (t) => {
@@ -284,18 +282,18 @@ t.test(
   'expand: online through the VM it is attached to, no-op when big enough (offline: expand.test.ts)',
   async (t) => {
     const { f, c } = setup();
-    const id = (await c.createVolume(createReq('pvc-1'), ctx())).volume!.volumeId as string;
+    const id = present((await c.createVolume(createReq('pvc-1'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
     const range = { requiredBytes: String(2 * GiB), limitBytes: '0' };
-    await c.controllerPublishVolume!(publishReq(id, 'talos-worker-2'), ctx());
+    await c.controllerPublishVolume(publishReq(id, 'talos-worker-2'), ctx());
     f.resetCalls();
-    const r = await c.controllerExpandVolume!(
+    const r = await c.controllerExpandVolume(
       { volumeId: id, capacityRange: range, secrets: {}, volumeCapability: MOUNT },
       ctx(),
     );
     t.same(r, { capacityBytes: String(2 * GiB), nodeExpansionRequired: true });
-    t.same(f.calls.find((x) => x.method === 'resizeDisk')!.args, ['hyper2', 104, 'scsi1', '2048M']);
+    t.same(f.calls.find((x) => x.method === 'resizeDisk')?.args, ['hyper2', 104, 'scsi1', '2048M']);
     t.equal(f.count('updateVmConfig') + f.count('unlinkDisks'), 0, 'online: no helper attachment');
-    const again = await c.controllerExpandVolume!(
+    const again = await c.controllerExpandVolume(
       {
         volumeId: id,
         capacityRange: { requiredBytes: String(GiB), limitBytes: '0' },
@@ -311,7 +309,7 @@ t.test(
     );
     t.equal(f.count('resizeDisk'), 1);
     f.faults.lockTimeouts = 1;
-    await c.controllerExpandVolume!(
+    await c.controllerExpandVolume(
       {
         volumeId: id,
         capacityRange: { requiredBytes: String(3 * GiB), limitBytes: '0' },
@@ -321,13 +319,13 @@ t.test(
       ctx(),
     );
     t.equal(
-      f.nodes.get('hyper2')!.get('local-lvm')!.volumes.get('vm-9999-pvc-1'),
+      f.storageOf('hyper2', 'local-lvm').volumes.get('vm-9999-pvc-1'),
       3 * GiB,
       'resize retried after a lock timeout',
     );
     t.match(
       await err(
-        c.controllerExpandVolume!(
+        c.controllerExpandVolume(
           { volumeId: 'fake', capacityRange: range, secrets: {}, volumeCapability: MOUNT },
           ctx(),
         ),
@@ -341,35 +339,43 @@ t.test('ListVolumes: paging with stable tokens', async (t) => {
   const { c } = setup();
   const ids: string[] = [];
   for (const n of ['a', 'b', 'c', 'd', 'e'])
-    ids.push((await c.createVolume(createReq(`pvc-${n}`), ctx())).volume!.volumeId as string);
-  await c.controllerPublishVolume!(publishReq(ids[1]!, 'talos-worker-2'), ctx());
-  const all = await c.listVolumes!({ maxEntries: 0, startingToken: '' }, ctx());
+    ids.push(present((await c.createVolume(createReq(`pvc-${n}`), ctx())).volume?.volumeId, 'CreateVolume: volume id'));
+  const first = present(ids[0], 'the first volume');
+  const second = present(ids[1], 'the second volume');
+  await c.controllerPublishVolume(publishReq(second, 'talos-worker-2'), ctx());
+  const all = await c.listVolumes({ maxEntries: 0, startingToken: '' }, ctx());
   t.same(
-    all.entries!.map((e) => e.volume!.volumeId),
+    all.entries?.map((e) => e.volume?.volumeId),
     ids,
     "only this driver's disks, sorted",
   );
-  t.same(all.entries![1]!.status!.publishedNodeIds, ['talos-worker-2']);
-  const p1 = await c.listVolumes!({ maxEntries: 2, startingToken: '' }, ctx());
-  t.equal(p1.entries!.length, 2);
+  t.same(all.entries?.[1]?.status?.publishedNodeIds, ['talos-worker-2']);
+  const p1 = await c.listVolumes({ maxEntries: 2, startingToken: '' }, ctx());
+  t.equal(p1.entries?.length, 2);
   t.ok(p1.nextToken);
-  await c.deleteVolume({ volumeId: ids[0]!, secrets: {} }, ctx());
-  await c.controllerUnpublishVolume!({ volumeId: ids[1]!, nodeId: 'talos-worker-2', secrets: {} }, ctx());
-  await c.deleteVolume({ volumeId: ids[1]!, secrets: {} }, ctx());
-  const p2 = await c.listVolumes!({ maxEntries: 2, startingToken: p1.nextToken! }, ctx());
+  await c.deleteVolume({ volumeId: first, secrets: {} }, ctx());
+  await c.controllerUnpublishVolume({ volumeId: second, nodeId: 'talos-worker-2', secrets: {} }, ctx());
+  await c.deleteVolume({ volumeId: second, secrets: {} }, ctx());
+  const p2 = await c.listVolumes(
+    { maxEntries: 2, startingToken: present(p1.nextToken, 'the first page token') },
+    ctx(),
+  );
   t.same(
-    p2.entries!.map((e) => e.volume!.volumeId),
+    p2.entries?.map((e) => e.volume?.volumeId),
     ids.slice(2, 4),
     'the token survives deletion of the page it came from',
   );
-  const p3 = await c.listVolumes!({ maxEntries: 2, startingToken: p2.nextToken! }, ctx());
+  const p3 = await c.listVolumes(
+    { maxEntries: 2, startingToken: present(p2.nextToken, 'the second page token') },
+    ctx(),
+  );
   t.same(
-    p3.entries!.map((e) => e.volume!.volumeId),
+    p3.entries?.map((e) => e.volume?.volumeId),
     ids.slice(4),
   );
   t.equal(p3.nextToken, '', 'last page has no token');
   t.match(
-    await err(c.listVolumes!({ maxEntries: 0, startingToken: 'invalid-token' }, ctx())),
+    await err(c.listVolumes({ maxEntries: 0, startingToken: 'invalid-token' }, ctx())),
     { kind: 'Aborted' },
     'foreign token → ABORTED',
   );
@@ -377,7 +383,7 @@ t.test('ListVolumes: paging with stable tokens', async (t) => {
 
 t.test('ValidateVolumeCapabilities and GetCapacity', async (t) => {
   const { c } = setup();
-  const id = (await c.createVolume(createReq('pvc-1'), ctx())).volume!.volumeId as string;
+  const id = present((await c.createVolume(createReq('pvc-1'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
   const ok = await c.validateVolumeCapabilities(
     {
       volumeId: id,
@@ -420,7 +426,7 @@ t.test('ValidateVolumeCapabilities and GetCapacity', async (t) => {
     { kind: 'NotFound' },
   );
 
-  const cap = await c.getCapacity!(
+  const cap = await c.getCapacity(
     { volumeCapabilities: [], parameters: { storage: 'local-lvm' }, accessibleTopology: zone('hyper2') },
     ctx(),
   );
@@ -429,11 +435,11 @@ t.test('ValidateVolumeCapabilities and GetCapacity', async (t) => {
     String(200 * GiB - 2 * 32 * GiB - GiB),
     'one host: its storage status (two boot disks and the new volume used)',
   );
-  const total = await c.getCapacity!({ volumeCapabilities: [], parameters: {}, accessibleTopology: null }, ctx());
+  const total = await c.getCapacity({ volumeCapabilities: [], parameters: {}, accessibleTopology: null }, ctx());
   t.ok(Number(total.availableCapacity) > 3 * 100 * GiB, 'no topology: all hosts');
   t.equal(
     (
-      await c.getCapacity!(
+      await c.getCapacity(
         { volumeCapabilities: [], parameters: { storage: 'local-lvm' }, accessibleTopology: zone('hyper1', 'mars') },
         ctx(),
       )
@@ -442,7 +448,7 @@ t.test('ValidateVolumeCapabilities and GetCapacity', async (t) => {
   );
   t.equal(
     (
-      await c.getCapacity!(
+      await c.getCapacity(
         { volumeCapabilities: [], parameters: { storage: 'nope' }, accessibleTopology: zone('hyper1') },
         ctx(),
       )

@@ -10,6 +10,8 @@ import type { ProxmoxApi } from '../../../src/proxmox/api/api.js';
 import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller/controller.js';
 import { GiB } from '../../../src/proxmox/controller/params.js';
 import { helperWwnForSlot, isHelperWwn, wwnForSlot } from '../../../src/proxmox/contract.js';
+import { CONTROLLER_METHODS, implemented } from '../../helpers/implemented.js';
+import { present } from '../../helpers/present.js';
 import { type FakeProxmox, seedCluster } from './fake-api.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: new AbortController().signal });
@@ -20,8 +22,8 @@ const MOUNT: T.VolumeCapability = {
 };
 const BLOCK: T.VolumeCapability = { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'block' };
 
-function controller(api: ProxmoxApi): ProxmoxController {
-  return createProxmoxController({
+function controller(api: ProxmoxApi): Required<ProxmoxController> {
+  const backend = createProxmoxController({
     config: {
       clusters: [{ url: 'https://unused', insecure: false, tokenId: 'a@pve!b', tokenSecret: 'x', region: 'homelab' }],
       controllerVmId: 9999,
@@ -30,18 +32,19 @@ function controller(api: ProxmoxApi): ProxmoxController {
     api: () => api,
     tuning: { queue: { confirmTimeoutMs: 200 } },
   });
+  return implemented(backend, CONTROLLER_METHODS);
 }
 
 function setup(f: FakeProxmox = seedCluster()) {
   const c = controller(f);
-  const vols = (node = 'hyper2') => f.nodes.get(node)!.get('local-lvm')!.volumes;
+  const vols = (node = 'hyper2') => f.storageOf(node, 'local-lvm').volumes;
   /** A volume of this driver on a host (hyper2 holds VMs 103 talos-cp-2 and 104 talos-worker-2). */
   const volume = (name: string, node = 'hyper2'): string => {
     vols(node).set(`vm-9999-${name}`, GiB);
     return `homelab/${node}/local-lvm/vm-9999-${name}`;
   };
   const expand = (volumeId: string, bytes: number, cap: T.VolumeCapability = MOUNT, cc = c) =>
-    cc.controllerExpandVolume!(
+    cc.controllerExpandVolume(
       {
         volumeId,
         capacityRange: { requiredBytes: String(bytes), limitBytes: '0' },
@@ -52,7 +55,7 @@ function setup(f: FakeProxmox = seedCluster()) {
     );
   /** Config and pending keys of a VM that reference the disk. */
   const refs = (vmid: number, name: string) => {
-    const vm = f.vms.get(vmid)!;
+    const vm = f.vmOf(vmid);
     return [...vm.config, ...vm.pending].filter(([, v]) => v.includes(`vm-9999-${name}`)).map(([k]) => k);
   };
   const helperSets = () =>
@@ -83,7 +86,7 @@ const publishReq = (volumeId: string, nodeId: string): T.ControllerPublishVolume
 
 t.test('offline: through a stopped VM when the host has one, then unlinked', async (t) => {
   const { f, vols, volume, expand, refs } = setup();
-  f.vms.get(104)!.running = false;
+  f.vmOf(104).running = false;
   const id = volume('pvc-a');
   const r = await expand(id, 2 * GiB);
   t.same(
@@ -92,16 +95,19 @@ t.test('offline: through a stopped VM when the host has one, then unlinked', asy
     'exactly the requested size; the filesystem still needs the node',
   );
   t.equal(vols().get('vm-9999-pvc-a'), 2 * GiB, 'disk grown');
-  const set = f.calls.find((x) => x.method === 'updateVmConfig')!;
+  const set = present(
+    f.calls.find((x) => x.method === 'updateVmConfig'),
+    'an updateVmConfig call',
+  );
   t.same(set.args.slice(0, 2), ['hyper2', 104], 'the stopped VM, though VM 103 has the lower VMID');
   t.same(
     (set.args[2] as { set: Record<string, string> }).set,
     { scsi1: `local-lvm:vm-9999-pvc-a,backup=0,wwn=${helperWwnForSlot(1)}` },
     'helper WWN, backup=0',
   );
-  t.same(f.calls.find((x) => x.method === 'resizeDisk')!.args, ['hyper2', 104, 'scsi1', '2048M']);
+  t.same(f.calls.find((x) => x.method === 'resizeDisk')?.args, ['hyper2', 104, 'scsi1', '2048M']);
   t.same(refs(104, 'pvc-a'), [], 'gone from the helper VM again');
-  t.same([...f.vms.get(104)!.pendingDelete], []);
+  t.same([...f.vmOf(104).pendingDelete], []);
   t.equal(f.slotConflicts, 0);
 
   f.resetCalls();
@@ -134,7 +140,7 @@ t.test('offline: a running VM when none is stopped; never the disk owner; next V
   t.same(refs(103, 'pvc-b'), []);
 
   // VM 103 has every slot taken: the expansion moves on to VM 104.
-  for (let s = 1; s <= 30; s++) f.vms.get(103)!.config.set(`scsi${s}`, `local-lvm:vm-103-disk-${s},wwn=0x1`);
+  for (let s = 1; s <= 30; s++) f.vmOf(103).config.set(`scsi${s}`, `local-lvm:vm-103-disk-${s},wwn=0x1`);
   f.resetCalls();
   await expand(id, 4 * GiB);
   t.same(
@@ -204,7 +210,11 @@ async function leftover(t: Tap, dieAfter: 'updateVmConfig' | 'resizeDisk') {
   );
   t.equal(s.refs(103, 'pvc-x').length, 1, 'its helper attachment is left on VM 103');
   t.ok(
-    isHelperWwn(/wwn=(0x[0-9a-f]+)/.exec(s.f.vms.get(103)!.config.get(s.refs(103, 'pvc-x')[0]!)!)?.[1]),
+    isHelperWwn(
+      /wwn=(0x[0-9a-f]+)/.exec(
+        s.f.vmOf(103).config.get(present(s.refs(103, 'pvc-x')[0], 'the helper attachment')) ?? '',
+      )?.[1],
+    ),
     'recognisable by its WWN',
   );
   s.f.resetCalls();
@@ -236,30 +246,30 @@ t.test('crash between attach and unlink: the next expansion cleans up and finish
 
 t.test('crash leftover: publish, unpublish and delete remove it', async (t) => {
   const toOther = await leftover(t, 'resizeDisk');
-  const got = await toOther.c.controllerGetVolume!({ volumeId: toOther.id }, ctx());
-  t.same(got.status!.publishedNodeIds, [], 'a helper attachment is not a publish');
-  t.match(got.status!.volumeCondition, { abnormal: true, message: /VM talos-cp-2 \(103\) for an offline expansion/ });
-  const pub = await toOther.c.controllerPublishVolume!(publishReq(toOther.id, 'talos-worker-2'), ctx());
+  const got = await toOther.c.controllerGetVolume({ volumeId: toOther.id }, ctx());
+  t.same(got.status?.publishedNodeIds, [], 'a helper attachment is not a publish');
+  t.match(got.status?.volumeCondition, { abnormal: true, message: /VM talos-cp-2 \(103\) for an offline expansion/ });
+  const pub = await toOther.c.controllerPublishVolume(publishReq(toOther.id, 'talos-worker-2'), ctx());
   t.same(toOther.refs(103, 'pvc-x'), [], 'publish elsewhere removed the leftover');
   t.equal(
-    toOther.f.vms.get(104)!.config.get(`scsi${pub.publishContext!.lun}`),
-    `local-lvm:vm-9999-pvc-x,backup=0,iothread=1,wwn=${wwnForSlot(Number(pub.publishContext!.lun))}`,
+    toOther.f.vmOf(104).config.get(`scsi${pub.publishContext?.lun}`),
+    `local-lvm:vm-9999-pvc-x,backup=0,iothread=1,wwn=${wwnForSlot(Number(pub.publishContext?.lun))}`,
   );
 
   const toSame = await leftover(t, 'resizeDisk');
-  const same = await toSame.c.controllerPublishVolume!(publishReq(toSame.id, 'talos-cp-2'), ctx());
-  t.same(toSame.refs(103, 'pvc-x'), [`scsi${same.publishContext!.lun}`], 'publish to the helper VM: one attachment…');
+  const same = await toSame.c.controllerPublishVolume(publishReq(toSame.id, 'talos-cp-2'), ctx());
+  t.same(toSame.refs(103, 'pvc-x'), [`scsi${same.publishContext?.lun}`], 'publish to the helper VM: one attachment…');
   t.match(
-    toSame.f.vms.get(103)!.config.get(`scsi${same.publishContext!.lun}`),
-    new RegExp(`wwn=${wwnForSlot(Number(same.publishContext!.lun))}$`),
+    toSame.f.vmOf(103).config.get(`scsi${same.publishContext?.lun}`),
+    new RegExp(`wwn=${wwnForSlot(Number(same.publishContext?.lun))}$`),
     '…with the PVC-ID WWN the node looks for',
   );
 
   const unpub = await leftover(t, 'resizeDisk');
-  await unpub.c.controllerUnpublishVolume!({ volumeId: unpub.id, nodeId: 'talos-worker-2', secrets: {} }, ctx());
+  await unpub.c.controllerUnpublishVolume({ volumeId: unpub.id, nodeId: 'talos-worker-2', secrets: {} }, ctx());
   t.same(unpub.refs(103, 'pvc-x'), [], 'unpublish from another node removed the leftover');
   const unpubAll = await leftover(t, 'resizeDisk');
-  await unpubAll.c.controllerUnpublishVolume!({ volumeId: unpubAll.id, nodeId: '', secrets: {} }, ctx());
+  await unpubAll.c.controllerUnpublishVolume({ volumeId: unpubAll.id, nodeId: '', secrets: {} }, ctx());
   t.same(unpubAll.refs(103, 'pvc-x'), [], 'unpublish without a node removed it');
 
   const del = await leftover(t, 'resizeDisk');
@@ -270,7 +280,7 @@ t.test('crash leftover: publish, unpublish and delete remove it', async (t) => {
   // A real publish still blocks delete.
   const { c, volume } = setup();
   const id = volume('pvc-y');
-  await c.controllerPublishVolume!(publishReq(id, 'talos-worker-2'), ctx());
+  await c.controllerPublishVolume(publishReq(id, 'talos-worker-2'), ctx());
   t.match(await err(c.deleteVolume({ volumeId: id, secrets: {} }, ctx())), {
     kind: 'FailedPrecondition',
     message: /talos-worker-2 \(104\)/,
@@ -284,7 +294,7 @@ t.test('offline expansion and real publishes to the helper VM at the same time',
   const others = ['pvc-p1', 'pvc-p2', 'pvc-p3'].map((n) => volume(n));
   const [grown, ...pubs] = await Promise.all([
     expand(a, 2 * GiB),
-    ...others.map((id) => c.controllerPublishVolume!(publishReq(id, 'talos-cp-2'), ctx())),
+    ...others.map((id) => c.controllerPublishVolume(publishReq(id, 'talos-cp-2'), ctx())),
   ]);
   t.same(grown, { capacityBytes: String(2 * GiB), nodeExpansionRequired: true });
   t.equal(vols().get('vm-9999-pvc-grow'), 2 * GiB);
@@ -295,12 +305,13 @@ t.test('offline expansion and real publishes to the helper VM at the same time',
   );
   t.equal(f.slotConflicts, 0, 'no slot set over another disk');
   t.ok(f.maxConcurrentWriters <= 1, 'one config writer at a time on the VM');
-  const luns = pubs.map((p) => Number(p.publishContext!.lun));
+  const luns = pubs.map((p) => Number(p.publishContext?.lun));
   t.equal(new Set(luns).size, 3, 'distinct slots');
   for (const [i, id] of others.entries()) {
-    const name = id.split('/').pop()!.slice('vm-9999-'.length);
-    t.same(refs(103, name), [`scsi${luns[i]}`], `${name} stays attached`);
-    t.match(f.vms.get(103)!.config.get(`scsi${luns[i]}`), new RegExp(`wwn=${wwnForSlot(luns[i]!)}$`));
+    const name = id.slice(id.lastIndexOf('/') + 1 + 'vm-9999-'.length);
+    const lun = present(luns[i], `the lun of ${name}`);
+    t.same(refs(103, name), [`scsi${lun}`], `${name} stays attached`);
+    t.match(f.vmOf(103).config.get(`scsi${lun}`), new RegExp(`wwn=${wwnForSlot(lun)}$`));
   }
   t.same(refs(103, 'pvc-grow'), [], 'the helper attachment is gone');
 });

@@ -90,7 +90,7 @@ export class FakeProxmox implements ProxmoxApi {
         size: s.size ?? 200 * 2 ** 30,
         shared: s.shared ?? false,
         content: s.content ?? 'images,rootdir',
-        volumes: s.volumes ?? new Map(),
+        volumes: s.volumes ?? new Map<string, number>(),
       });
     }
     this.nodes.set(name, m);
@@ -153,6 +153,20 @@ export class FakeProxmox implements ProxmoxApi {
       this.faults.dropAfter.set(method, after - 1);
       throw new Unavailable(`Proxmox test: ${method}: cannot reach the API: socket hang up`);
     }
+  }
+
+  /** A VM of the fake cluster, for a test to look at or change (fails the test when there is none). */
+  vmOf(vmid: number): FakeVm {
+    const vm = this.vms.get(vmid);
+    if (!vm) throw new Error(`fake cluster: no VM ${vmid}`);
+    return vm;
+  }
+
+  /** A storage of a node of the fake cluster (fails the test when there is none). */
+  storageOf(node: string, storage: string): FakeStorage {
+    const s = this.nodes.get(node)?.get(storage);
+    if (!s) throw new Error(`fake cluster: no storage ${storage} on ${node}`);
+    return s;
   }
 
   private vm(node: string, vmid: number): FakeVm {
@@ -228,8 +242,7 @@ export class FakeProxmox implements ProxmoxApi {
   }
 
   private volumeExists(node: string, value: string): boolean {
-    const file = value.split(',')[0]!;
-    const [st, disk] = file.split(':') as [string, string];
+    const [st, disk] = driveDisk(value);
     return this.nodes.get(node)?.get(st)?.volumes.has(disk) ?? false;
   }
 
@@ -339,10 +352,10 @@ export class FakeProxmox implements ProxmoxApi {
   async vmConfig(node: string, vmid: number, o?: CallOptions): Promise<VmConfig> {
     await this.enter('vmConfig', [node, vmid], o);
     const vm = this.vm(node, vmid);
-    const values = Object.fromEntries(vm.config);
-    for (const [k, v] of vm.pending) values[k] = v;
-    for (const k of vm.pendingDelete) delete values[k];
-    return { digest: this.digestOf(vm), values };
+    const values = new Map(vm.config);
+    for (const [k, v] of vm.pending) values.set(k, v);
+    for (const k of vm.pendingDelete) values.delete(k);
+    return { digest: this.digestOf(vm), values: Object.fromEntries(values) };
   }
 
   async vmPending(node: string, vmid: number, o?: CallOptions): Promise<ConfigEntry[]> {
@@ -421,7 +434,7 @@ export class FakeProxmox implements ProxmoxApi {
     const upid = await this.withLock(vm, () => {
       const value = vm.config.get(disk);
       if (!value) throw new NotFound(`Proxmox test: disk '${disk}' does not exist`);
-      const [st, name] = value.split(',')[0]!.split(':') as [string, string];
+      const [st, name] = driveDisk(value);
       const m = /^(\d+)M$/.exec(size);
       if (!m) throw new Error(`fake: unexpected size ${size}`);
       this.storage(vm.node, st).volumes.set(name, Number(m[1]) * 2 ** 20);
@@ -460,6 +473,13 @@ export class FakeProxmox implements ProxmoxApi {
 }
 
 /** Three hosts with local-lvm and two VMs each, like the seed cluster. */
+/** The storage and disk of a drive value (`local-lvm:vm-9999-pvc-1,backup=0`). */
+function driveDisk(value: string): [storage: string, disk: string] {
+  const m = /^([^:,]+):([^,]+)/.exec(value);
+  if (!m) throw new Error(`fake: not a drive value: ${value}`);
+  return [m[1] ?? '', m[2] ?? ''];
+}
+
 export function seedCluster(): FakeProxmox {
   const f = new FakeProxmox();
   let vmid = 101;

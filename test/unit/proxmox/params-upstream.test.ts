@@ -12,6 +12,7 @@ import {
 } from '../../../src/proxmox/controller/params.js';
 import { wwnForSlot } from '../../../src/proxmox/contract.js';
 import { PROXMOX_PARAMETERS } from '../../../src/proxmox/param-keys.js';
+import { present } from '../../helpers/present.js';
 
 const UPSTREAM_KEYS = [
   'storage',
@@ -127,12 +128,15 @@ function upstreamContext(sc: Record<string, string>): Record<string, string> {
   const b = (v: string | undefined, d: boolean) =>
     (v === undefined ? d : ['1', 't', 'T', 'true', 'TRUE', 'True'].includes(v)) ? '1' : '0';
   const out: Record<string, string> = {
-    storage: sc.storage!,
+    storage: present(sc.storage, 'the storage parameter'),
     backup: b(sc.backup, false),
     iothread: b(sc.iothread, true),
     replicate: b(sc.replicate, false),
   };
-  for (const k of ['storageFormat', 'aio', 'cache', 'replicateSchedule', 'replicateZones']) if (sc[k]) out[k] = sc[k]!;
+  for (const k of ['storageFormat', 'aio', 'cache', 'replicateSchedule', 'replicateZones']) {
+    const v = sc[k];
+    if (v) out[k] = v;
+  }
   if (sc.ssd !== undefined) out.ssd = b(sc.ssd, false);
   for (const k of ['diskIOPS', 'diskMBps', 'blockSize', 'inodeSize'])
     if (sc[k] && sc[k] !== '0') out[k] = String(Number(sc[k]));

@@ -68,7 +68,7 @@ t.test('cache: shared, short-lived, refreshed on a miss', async (t) => {
     'a new VM is found at once',
   );
   t.equal(f.count('vmResources'), 2, 'the miss re-read the list once');
-  f.vms.get(101)!.node = 'hyper2';
+  f.vmOf(101).node = 'hyper2';
   t.equal((await loc.resolve('talos-cp-1'))?.node, 'hyper1', 'stale within the TTL');
   t.equal((await loc.byVmid(101))?.node, 'hyper2', 'byVmid reads fresh (after a config read found the VM gone)');
   now = 5000;
