@@ -1,7 +1,7 @@
 // A CSI backend's optional methods (controllerPublishVolume?, nodeStageVolume?, ...) as a test
 // calls them: the ones the backend under test is meant to implement are checked present once,
 // and the result types them as present, so each call needs no non-null assertion.
-import type { ControllerBackend } from '../../src/csi/types.js';
+import type { ControllerBackend, NodeBackend } from '../../src/csi/types.js';
 
 export function implemented<B extends object, K extends keyof B>(
   backend: B,
@@ -22,3 +22,11 @@ export const CONTROLLER_METHODS = [
   'controllerGetVolume',
   'controllerModifyVolume',
 ] as const satisfies readonly (keyof ControllerBackend)[];
+
+/** Every optional method of a node backend (the Proxmox node implements them all). */
+export const NODE_METHODS = [
+  'nodeStageVolume',
+  'nodeUnstageVolume',
+  'nodeGetVolumeStats',
+  'nodeExpandVolume',
+] as const satisfies readonly (keyof NodeBackend)[];

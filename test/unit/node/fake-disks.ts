@@ -17,13 +17,25 @@ export class FakeDisks implements BlockDevices {
   async findByWwn(wwn: string) {
     return this.devices.get(wwn)?.device;
   }
+  /** The disk with this WWN (mappings: `mapper-<name>`); fails the test when there is none. */
+  disk(wwn: string) {
+    const d = this.devices.get(wwn);
+    if (!d) throw new Error(`fake disks: no disk with WWN ${wwn}`);
+    return d;
+  }
+  /** The disk at this device path; fails the test when there is none. */
+  diskAt(device: string) {
+    const d = this.byDevice(device);
+    if (!d) throw new Error(`fake disks: no disk at ${device}`);
+    return d;
+  }
   async probe(device: string) {
-    return { ...this.byDevice(device)!.probe };
+    return { ...this.diskAt(device).probe };
   }
   async format(device: string, fsType: FsType, opts: object = {}) {
     await new Promise((r) => setTimeout(r, this.formatDelayMs));
     this.formats.push([device, fsType, opts]);
-    this.byDevice(device)!.probe = { fsType };
+    this.diskAt(device).probe = { fsType };
   }
   async size(device: string) {
     return this.byDevice(device)?.size ?? 0;

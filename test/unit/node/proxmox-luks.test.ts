@@ -16,15 +16,17 @@ import { createLinuxMounter } from '../../../src/os/mounter.js';
 import { createLinuxCryptsetup, LuksKeyRejected, parseStatusSpan } from '../../../src/os/cryptsetup.js';
 import { CommandError, type Exec, type ExecOptions } from '../../../src/os/exec.js';
 import type { CallContext, VolumeCapability } from '../../../src/csi/types.js';
-import { FakeSystem } from '../os/fakes.js';
+import { FakeSystem, parseMount } from '../os/fakes.js';
 import { FakeDisks } from './fake-disks.js';
 import { FakeCryptsetup } from './fake-cryptsetup.js';
 import { rejection } from '../../helpers/rejection.js';
+import { NODE_METHODS, implemented } from '../../helpers/implemented.js';
+import { present } from '../../helpers/present.js';
 
 const WWN3 = '5056432d49443033';
 const VOL = 'homelab/hyper1/local-lvm/vm-9999-pvc-0b1c';
 const PASS = 'correct horse battery staple\n';
-const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${e}`);
+const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${String(e)}`);
 const cap = (mode = 'SINGLE_NODE_WRITER', block = false): VolumeCapability =>
   (block
     ? { block: {}, accessMode: { mode } }
@@ -51,25 +53,29 @@ function setup(t: { teardown(fn: () => void): void }) {
   // Mounts get the device number of what was mounted, as the kernel would show them.
   sys.intercept((cmd, args) => {
     if (cmd !== 'mount' || args[0] !== '-t') return undefined;
-    const source = args[args.length - 2]!;
-    const d = disks.byDevice(source);
-    sys.addMount({ target: args[args.length - 1]!, source, fstype: args[1]!, majMin: d ? d.majMin : '0:1' });
+    const m = parseMount(args);
+    if (!m) return undefined;
+    const d = disks.byDevice(m.source);
+    sys.addMount({ target: m.target, source: m.source, fstype: m.fstype, majMin: d ? d.majMin : '0:1' });
     return Promise.resolve({ stdout: '', stderr: '', exitCode: 0 });
   });
-  const node = createProxmoxNode({
-    nodeId: 'talos-w1',
-    log,
-    exec: sys,
-    mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
-    blockDevices: disks,
-    cryptsetup: luks,
-    nodeLabels: null,
-    deviceWaitMs: 200,
-    kubeletDir: dir,
-  });
+  const node = implemented(
+    createProxmoxNode({
+      nodeId: 'talos-w1',
+      log,
+      exec: sys,
+      mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
+      blockDevices: disks,
+      cryptsetup: luks,
+      nodeLabels: null,
+      deviceWaitMs: 200,
+      kubeletDir: dir,
+    }),
+    NODE_METHODS,
+  );
   const staging = path.join(dir, 'staging');
   const stage = (extra: Record<string, unknown> = {}) =>
-    node.nodeStageVolume!(
+    node.nodeStageVolume(
       {
         volumeId: VOL,
         publishContext: { DevicePath: `/dev/disk/by-id/wwn-0x${WWN3}`, lun: '3' },
@@ -81,7 +87,7 @@ function setup(t: { teardown(fn: () => void): void }) {
       },
       ctx,
     );
-  const unstage = () => node.nodeUnstageVolume!({ volumeId: VOL, stagingTargetPath: staging }, ctx);
+  const unstage = () => node.nodeUnstageVolume({ volumeId: VOL, stagingTargetPath: staging }, ctx);
   const mountedAtStaging = () => sys.table.filter((m) => m.target === staging);
   return { dir, sys, disks, luks, node, stage, unstage, staging, mountedAtStaging, lines, ctx };
 }
@@ -207,13 +213,13 @@ t.test('a crash between any two steps resumes without formatting twice', async (
 
 t.test('a header without a key slot (luksFormat killed during argon2) is formatted again', async (t) => {
   const s = setup(t);
-  s.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' }; // header written, no key slot yet
+  s.disks.disk(WWN3).probe = { fsType: 'crypto_LUKS' }; // header written, no key slot yet
   await s.stage();
   t.same(s.luks.calls, ['open /dev/sdc ' + mapperName(VOL), 'format /dev/sdc', 'open /dev/sdc ' + mapperName(VOL)]);
   t.equal(s.mountedAtStaging().length, 1);
 
   const ro = setup(t);
-  ro.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' };
+  ro.disks.disk(WWN3).probe = { fsType: 'crypto_LUKS' };
   const roErr = await rejection(ro.stage({ volumeCapability: cap('SINGLE_NODE_READER_ONLY') }));
   t.equal(code(roErr), 'FailedPrecondition', 'read-only: reported, not formatted');
   t.match(roErr.message, /no key slot .* stage it read-write once/);
@@ -223,7 +229,7 @@ t.test('a header without a key slot (luksFormat killed during argon2) is formatt
   );
 
   const keyed = setup(t);
-  keyed.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' };
+  keyed.disks.disk(WWN3).probe = { fsType: 'crypto_LUKS' };
   keyed.luks.keys.set('/dev/sdc', 'other');
   t.equal(code(await rejection(keyed.stage())), 'InvalidArgument');
   t.same(
@@ -237,16 +243,16 @@ t.test('stats: abnormal when the disk under an open mapping is gone', async (t) 
   const s = setup(t);
   await s.stage();
   const req = { volumeId: VOL, volumePath: s.staging, stagingTargetPath: '' };
-  t.equal((await s.node.nodeGetVolumeStats!(req, s.ctx)).volumeCondition?.abnormal, false);
+  t.equal((await s.node.nodeGetVolumeStats(req, s.ctx)).volumeCondition?.abnormal, false);
   s.disks.gone.add('8:32');
-  const r = await s.node.nodeGetVolumeStats!(req, s.ctx);
+  const r = await s.node.nodeGetVolumeStats(req, s.ctx);
   t.equal(r.volumeCondition?.abnormal, true);
   t.match(r.volumeCondition?.message, /disk under the LUKS mapping .* no longer attached/);
 });
 
 t.test('wrong passphrase: InvalidArgument saying so, nothing formatted or mounted', async (t) => {
   const s2 = setup(t);
-  s2.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' };
+  s2.disks.disk(WWN3).probe = { fsType: 'crypto_LUKS' };
   s2.luks.keys.set('/dev/sdc', PASS);
   const err = await rejection(s2.stage({ secrets: { 'encryption-passphrase': 'wrong' } }));
   t.equal(code(err), 'InvalidArgument');
@@ -265,7 +271,7 @@ t.test('wrong passphrase: InvalidArgument saying so, nothing formatted or mounte
 
 t.test('never a plain disk when encryption is demanded, never a LUKS disk mounted without its key', async (t) => {
   const plain = setup(t);
-  plain.disks.devices.get(WWN3)!.probe = { fsType: 'ext4' };
+  plain.disks.disk(WWN3).probe = { fsType: 'ext4' };
   const e1 = await rejection(plain.stage());
   t.equal(code(e1), 'FailedPrecondition');
   t.match(e1.message, /plain ext4 filesystem; existing data is never encrypted in place/);
@@ -286,7 +292,7 @@ t.test('never a plain disk when encryption is demanded, never a LUKS disk mounte
   t.same(marker.disks.formats, []);
 
   const luksNoSecret = setup(t);
-  luksNoSecret.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' };
+  luksNoSecret.disks.disk(WWN3).probe = { fsType: 'crypto_LUKS' };
   const e3 = await rejection(luksNoSecret.stage({ secrets: {} }));
   t.equal(code(e3), 'FailedPrecondition');
   t.match(e3.message, /LUKS-encrypted, but the request carries no node-stage secret/);
@@ -308,7 +314,7 @@ t.test('a leftover mapping of this volume on a vanished disk is closed; one in u
   s.luks.keys.set('/dev/sdb', PASS);
   await s.luks.open('/dev/sdb', mapperName(VOL), PASS);
   s.disks.devices.delete('old');
-  s.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' };
+  s.disks.disk(WWN3).probe = { fsType: 'crypto_LUKS' };
   s.luks.keys.set('/dev/sdc', PASS);
   await s.stage();
   t.same(s.luks.calls.slice(-2), [`close ${mapperName(VOL)}`, `open /dev/sdc ${mapperName(VOL)}`]);
@@ -317,8 +323,8 @@ t.test('a leftover mapping of this volume on a vanished disk is closed; one in u
   busy.disks.add('old', '/dev/sdb', '8:16', { fsType: 'crypto_LUKS' });
   busy.luks.keys.set('/dev/sdb', PASS);
   await busy.luks.open('/dev/sdb', mapperName(VOL), PASS);
-  busy.luks.mappings.get(mapperName(VOL))!.inUse = true;
-  busy.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' };
+  present(busy.luks.mappings.get(mapperName(VOL)), 'the mapping').inUse = true;
+  busy.disks.disk(WWN3).probe = { fsType: 'crypto_LUKS' };
   busy.luks.keys.set('/dev/sdc', PASS);
   const err = await rejection(busy.stage());
   t.equal(code(err), 'FailedPrecondition');
@@ -327,7 +333,7 @@ t.test('a leftover mapping of this volume on a vanished disk is closed; one in u
 
 t.test('upstream-named mapping (sdc-encrypted) mounted at staging: stage accepts it, unstage closes it', async (t) => {
   const s = setup(t);
-  s.disks.devices.get(WWN3)!.probe = { fsType: 'crypto_LUKS' };
+  s.disks.disk(WWN3).probe = { fsType: 'crypto_LUKS' };
   s.luks.keys.set('/dev/sdc', PASS);
   s.luks.inner.set('/dev/sdc', { fsType: 'ext4' });
   const m = await s.luks.open('/dev/sdc', 'sdc-encrypted', PASS);
@@ -347,7 +353,7 @@ t.test('expand: disk, then mapping (with the node-expand passphrase), then files
     grows.push(String(a[0]));
   };
   s.luks.spans.set(mapperName(VOL), (1 << 30) - (16 << 20)); // opened before the disk grew
-  s.disks.devices.get(WWN3)!.size = 2 ** 31;
+  s.disks.disk(WWN3).size = 2 ** 31;
   const req = {
     volumeId: VOL,
     volumePath: s.staging,
@@ -355,12 +361,12 @@ t.test('expand: disk, then mapping (with the node-expand passphrase), then files
     stagingTargetPath: '',
     volumeCapability: null,
   };
-  const r = await s.node.nodeExpandVolume!({ ...req, secrets: { 'encryption-passphrase': PASS } }, s.ctx);
+  const r = await s.node.nodeExpandVolume({ ...req, secrets: { 'encryption-passphrase': PASS } }, s.ctx);
   t.equal(Number(r.capacityBytes), 2 ** 31);
   t.same(s.luks.resizes, [[mapperName(VOL), PASS]]);
   t.same(grows, [`/dev/mapper/${mapperName(VOL)}`]);
   s.luks.spans.set(mapperName(VOL), (1 << 30) - (16 << 20));
-  const err = await rejection(s.node.nodeExpandVolume!({ ...req, secrets: {} }, s.ctx));
+  const err = await rejection(s.node.nodeExpandVolume({ ...req, secrets: {} }, s.ctx));
   t.equal(code(err), 'FailedPrecondition');
   t.match(err.message, /node-expand-secret-name/);
 
@@ -368,7 +374,7 @@ t.test('expand: disk, then mapping (with the node-expand passphrase), then files
   // kubelet's NodeExpandVolume then needs no passphrase.
   s.luks.spans.delete(mapperName(VOL));
   grows.length = 0;
-  await s.node.nodeExpandVolume!({ ...req, secrets: {} }, s.ctx);
+  await s.node.nodeExpandVolume({ ...req, secrets: {} }, s.ctx);
   t.equal(s.luks.resizes.length, 1, 'no cryptsetup resize');
   t.same(grows, [`/dev/mapper/${mapperName(VOL)}`], 'the filesystem still grows');
 });
@@ -414,7 +420,7 @@ t.test('adapter: upstream layout, passphrase on stdin only, exit 2 is a rejected
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const c = createLinuxCryptsetup({ exec, sysfsRoot: dir });
   await c.format('/dev/sdc', PASS);
-  t.same(exec.calls[0]!.args, [
+  t.same(exec.calls[0]?.args, [
     'luksFormat',
     '--batch-mode',
     '--type',
@@ -425,12 +431,12 @@ t.test('adapter: upstream layout, passphrase on stdin only, exit 2 is a rejected
     '--key-file=-',
     '/dev/sdc',
   ]);
-  t.equal(exec.calls[0]!.opts.input, PASS, 'the passphrase goes to stdin, byte for byte');
+  t.equal(exec.calls[0]?.opts.input, PASS, 'the passphrase goes to stdin, byte for byte');
   await c.resize('m', PASS);
-  t.same(exec.calls[1]!.args, ['resize', '--key-file=-', 'm']);
+  t.same(exec.calls[1]?.args, ['resize', '--key-file=-', 'm']);
   await c.resize('m');
-  t.same(exec.calls[2]!.args, ['resize', 'm']);
-  t.equal(exec.calls[2]!.opts.input, undefined);
+  t.same(exec.calls[2]?.args, ['resize', 'm']);
+  t.equal(exec.calls[2]?.opts.input, undefined);
   for (const call of exec.calls)
     t.notOk(
       call.args.some((a) => a.includes('horse')),

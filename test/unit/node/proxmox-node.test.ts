@@ -9,13 +9,15 @@ import { diskFromPublishContext } from '../../../src/proxmox/node/wwn.js';
 import { isCsiError } from '../../../src/errors.js';
 import { createLinuxMounter } from '../../../src/os/mounter.js';
 import type { CallContext, VolumeCapability } from '../../../src/csi/types.js';
-import { FakeSystem, fail } from '../os/fakes.js';
+import { FakeSystem, fail, parseMount } from '../os/fakes.js';
 import { FakeDisks } from './fake-disks.js';
 import { rejection } from '../../helpers/rejection.js';
+import { NODE_METHODS, implemented } from '../../helpers/implemented.js';
+import { present } from '../../helpers/present.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 const WWN3 = '5056432d49443033';
-const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${e}`);
+const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${String(e)}`);
 const cap = (
   fsType = '',
   mode: 'SINGLE_NODE_WRITER' | 'SINGLE_NODE_READER_ONLY' = 'SINGLE_NODE_WRITER',
@@ -33,18 +35,21 @@ function setup(
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const sys = new FakeSystem();
   const disks = new FakeDisks();
-  const node = createProxmoxNode({
-    nodeId: 'talos-w1',
-    region: o.region,
-    zone: o.zone,
-    log: pino({ level: 'silent' }),
-    exec: sys,
-    mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
-    blockDevices: disks,
-    nodeLabels: o.labels ? async () => o.labels! : null,
-    deviceWaitMs: 300,
-    kubeletDir: dir,
-  });
+  const node = implemented(
+    createProxmoxNode({
+      nodeId: 'talos-w1',
+      region: o.region,
+      zone: o.zone,
+      log: pino({ level: 'silent' }),
+      exec: sys,
+      mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
+      blockDevices: disks,
+      nodeLabels: o.labels ? async () => o.labels ?? {} : null,
+      deviceWaitMs: 300,
+      kubeletDir: dir,
+    }),
+    NODE_METHODS,
+  );
   const stage = (extra: Record<string, unknown> = {}) => ({
     volumeId: 'homelab/hyper1/local-lvm/vm-9999-pvc-1',
     publishContext: { DevicePath: `/dev/disk/by-id/wwn-0x${WWN3}`, lun: '3' },
@@ -114,13 +119,13 @@ t.test('NodeGetInfo without any topology is a clear FailedPrecondition', async (
 t.test('stage never formats a disk with a partition table, or a read-only one', async (t) => {
   const { node, disks, stage } = setup(t);
   disks.add(WWN3, '/dev/sdx', '8:16', { ptType: 'gpt' });
-  const err = await rejection(node.nodeStageVolume!(stage(), ctx));
+  const err = await rejection(node.nodeStageVolume(stage(), ctx));
   t.equal(code(err), 'FailedPrecondition');
   t.match(err.message, /gpt partition table/);
-  disks.devices.get(WWN3)!.probe = {};
+  disks.disk(WWN3).probe = {};
   t.equal(
     code(
-      await rejection(node.nodeStageVolume!(stage({ volumeCapability: cap('ext4', 'SINGLE_NODE_READER_ONLY') }), ctx)),
+      await rejection(node.nodeStageVolume(stage({ volumeCapability: cap('ext4', 'SINGLE_NODE_READER_ONLY') }), ctx)),
     ),
     'FailedPrecondition',
   );
@@ -130,10 +135,10 @@ t.test('stage never formats a disk with a partition table, or a read-only one', 
 t.test('stage validates fsType and format parameters before touching the disk', async (t) => {
   const { node, disks, stage } = setup(t);
   disks.add(WWN3, '/dev/sdx', '8:16');
-  const bad = await rejection(node.nodeStageVolume!(stage({ volumeCapability: cap('btrfs') }), ctx));
+  const bad = await rejection(node.nodeStageVolume(stage({ volumeCapability: cap('btrfs') }), ctx));
   t.equal(code(bad), 'InvalidArgument');
   t.match(bad.message, /btrfs.*ext4 or xfs/);
-  const bs = await rejection(node.nodeStageVolume!(stage({ volumeContext: { blockSize: '3000' } }), ctx));
+  const bs = await rejection(node.nodeStageVolume(stage({ volumeContext: { blockSize: '3000' } }), ctx));
   t.equal(code(bs), 'InvalidArgument');
   t.match(bs.message, /blockSize="3000"/);
   t.same(disks.formats, []);
@@ -142,7 +147,7 @@ t.test('stage validates fsType and format parameters before touching the disk', 
 t.test('stage formats with the volume context parameters and the fstype from the context', async (t) => {
   const { node, disks, stage, sys } = setup(t);
   disks.add(WWN3, '/dev/sdx', '8:16');
-  await node.nodeStageVolume!(
+  await node.nodeStageVolume(
     stage({
       volumeCapability: cap(''),
       volumeContext: { 'csi.storage.k8s.io/fstype': 'xfs', blockSize: '4096', inodeSize: '512' },
@@ -150,8 +155,7 @@ t.test('stage formats with the volume context parameters and the fstype from the
     ctx,
   );
   t.same(disks.formats, [['/dev/sdx', 'xfs', { blockSize: 4096, inodeSize: 512 }]]);
-  const mountCmd = sys.commands.find((c) => c[0] === 'mount')!;
-  t.same(mountCmd.slice(0, 5), ['mount', '-t', 'xfs', '-o', 'nouuid']);
+  t.same(sys.commands.find((c) => c[0] === 'mount')?.slice(0, 5), ['mount', '-t', 'xfs', '-o', 'nouuid']);
 });
 
 t.test('concurrent stage calls for one volume format once', async (t) => {
@@ -161,20 +165,16 @@ t.test('concurrent stage calls for one volume format once', async (t) => {
   // The fake mount table has no real device numbers; give staged mounts the disk's.
   sys.intercept((cmd, args) => {
     if (cmd === 'mount' && args[0] === '-t') {
-      sys.addMount({
-        target: args[args.length - 1]!,
-        source: args[args.length - 2]!,
-        fstype: args[1]!,
-        majMin: '8:16',
-      });
+      const m = present(parseMount(args), `mount ${args.join(' ')}`);
+      sys.addMount({ target: m.target, source: m.source, fstype: m.fstype, majMin: '8:16' });
       return Promise.resolve({ stdout: '', stderr: '', exitCode: 0 });
     }
     return undefined;
   });
   await Promise.all([
-    node.nodeStageVolume!(stage(), ctx),
-    node.nodeStageVolume!(stage(), ctx),
-    node.nodeStageVolume!(stage(), ctx),
+    node.nodeStageVolume(stage(), ctx),
+    node.nodeStageVolume(stage(), ctx),
+    node.nodeStageVolume(stage(), ctx),
   ]);
   t.equal(disks.formats.length, 1);
   t.equal(sys.commands.filter((c) => c[0] === 'mount').length, 1, 'mounted once; the others saw it mounted');
@@ -182,7 +182,7 @@ t.test('concurrent stage calls for one volume format once', async (t) => {
 
 t.test('a disk that never shows up is NotFound naming WWN, slot and where we looked', async (t) => {
   const { node, stage } = setup(t);
-  const err = await rejection(node.nodeStageVolume!(stage(), ctx));
+  const err = await rejection(node.nodeStageVolume(stage(), ctx));
   t.equal(code(err), 'NotFound');
   t.match(err.message, /WWN 0x5056432d49443033 \(scsi3\).*\/sys\/bus\/scsi\/devices.*wwn-0x5056432d49443033/);
 });
@@ -194,7 +194,7 @@ t.test('unstage of a busy staging path says so', async (t) => {
   sys.intercept((cmd, args) =>
     cmd === 'umount' ? Promise.reject(fail(cmd, args, 32, `umount: ${staging}: target is busy.`)) : undefined,
   );
-  const err = await rejection(node.nodeUnstageVolume!({ volumeId: 'v', stagingTargetPath: staging }, ctx));
+  const err = await rejection(node.nodeUnstageVolume({ volumeId: 'v', stagingTargetPath: staging }, ctx));
   t.equal(code(err), 'FailedPrecondition');
   t.match(err.message, /still in use/);
 });
@@ -207,7 +207,7 @@ t.test(
     const staging = stage().stagingTargetPath;
     fs.mkdirSync(staging, { recursive: true });
     sys.addMount({ target: staging, source: '/dev/sda', fstype: 'ext4', majMin: '8:0' });
-    const err = await rejection(node.nodeUnstageVolume!({ volumeId: 'v', stagingTargetPath: staging }, ctx));
+    const err = await rejection(node.nodeUnstageVolume({ volumeId: 'v', stagingTargetPath: staging }, ctx));
     t.equal(code(err), 'FailedPrecondition');
     t.match(err.message, /not attached by this driver/);
     t.same(
@@ -261,11 +261,11 @@ t.test('stats: abnormal when the disk is gone or the mount broken', async (t) =>
   const target = path.join(dir, 'pub');
   fs.mkdirSync(target);
   sys.addMount({ target, source: '/dev/sdx', fstype: 'ext4', majMin: '8:16' });
-  const ok = await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: target, stagingTargetPath: '' }, ctx);
+  const ok = await node.nodeGetVolumeStats({ volumeId: 'v', volumePath: target, stagingTargetPath: '' }, ctx);
   t.equal(ok.volumeCondition?.abnormal, false);
   t.equal(ok.usage?.length, 2);
   disks.gone.add('8:16');
-  const gone = await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: target, stagingTargetPath: '' }, ctx);
+  const gone = await node.nodeGetVolumeStats({ volumeId: 'v', volumePath: target, stagingTargetPath: '' }, ctx);
   t.equal(gone.volumeCondition?.abnormal, true);
   t.match(gone.volumeCondition?.message, /no longer attached/);
   t.equal(gone.usage?.length, 1, 'still one usage entry so kubelet keeps the condition');
@@ -274,14 +274,14 @@ t.test('stats: abnormal when the disk is gone or the mount broken', async (t) =>
       ? Promise.reject(fail(cmd, args, 1, `stat: cannot statx '${target}': Input/output error`))
       : undefined,
   );
-  const broken = await node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: target, stagingTargetPath: '' }, ctx);
+  const broken = await node.nodeGetVolumeStats({ volumeId: 'v', volumePath: target, stagingTargetPath: '' }, ctx);
   t.equal(broken.volumeCondition?.abnormal, true);
   t.match(broken.volumeCondition?.message, /EIO/);
   const notMounted = path.join(dir, 'plain');
   fs.mkdirSync(notMounted);
   t.equal(
     code(
-      await rejection(node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: notMounted, stagingTargetPath: '' }, ctx)),
+      await rejection(node.nodeGetVolumeStats({ volumeId: 'v', volumePath: notMounted, stagingTargetPath: '' }, ctx)),
     ),
     'NotFound',
   );
@@ -301,15 +301,15 @@ t.test('expand waits for the new size, then says it has not arrived', async (t) 
     volumeCapability: null,
     secrets: {},
   };
-  setTimeout(() => (disks.devices.get(WWN3)!.size = 2 ** 31), 100);
-  t.equal(Number((await node.nodeExpandVolume!(req, ctx)).capacityBytes), 2 ** 31);
+  setTimeout(() => (disks.disk(WWN3).size = 2 ** 31), 100);
+  t.equal(Number((await node.nodeExpandVolume(req, ctx)).capacityBytes), 2 ** 31);
   const err = await rejection(
-    node.nodeExpandVolume!({ ...req, capacityRange: { requiredBytes: String(2 ** 32), limitBytes: '0' } }, ctx),
+    node.nodeExpandVolume({ ...req, capacityRange: { requiredBytes: String(2 ** 32), limitBytes: '0' } }, ctx),
   );
   t.equal(code(err), 'Unavailable');
   t.match(err.message, /has not reached this VM yet/);
   t.equal(
-    code(await rejection(node.nodeExpandVolume!({ ...req, volumePath: path.join(dir, 'nope') }, ctx))),
+    code(await rejection(node.nodeExpandVolume({ ...req, volumePath: path.join(dir, 'nope') }, ctx))),
     'NotFound',
   );
 });

@@ -23,6 +23,17 @@ export function timeout(cmd: string, args: string[], ms = 1): CommandError {
   return new CommandError({ command: cmd, args, reason: 'timeout', detail: `within ${ms} ms` });
 }
 
+/** The parts of `mount -t TYPE [-o OPTS] SOURCE TARGET`; undefined for any other form. */
+export function parseMount(
+  args: readonly string[],
+): { fstype: string; options: string[]; source: string; target: string } | undefined {
+  if (args[0] !== '-t') return undefined;
+  const hasOpts = args[2] === '-o';
+  const [fstype, source, target] = [args[1], ...args.slice(hasOpts ? 4 : 2)];
+  if (fstype === undefined || source === undefined || target === undefined) return undefined;
+  return { fstype, options: hasOpts ? (args[3] ?? '').split(',') : [], source, target };
+}
+
 export class FakeSystem implements Exec {
   readonly calls: Call[] = [];
   readonly table: MountEntry[] = [];
@@ -55,8 +66,7 @@ export class FakeSystem implements Exec {
   }
 
   private top(target: string): number {
-    for (let i = this.table.length - 1; i >= 0; i--) if (this.table[i]!.target === target) return i;
-    return -1;
+    return this.table.findLastIndex((e) => e.target === target);
   }
 
   async run(cmd: string, argsIn: readonly string[], opts: ExecOptions = {}): Promise<ExecResult> {
@@ -70,7 +80,7 @@ export class FakeSystem implements Exec {
       case 'mount':
         return this.mount(cmd, args);
       case 'umount': {
-        const target = args[args.length - 1]!;
+        const target = args.at(-1) ?? '';
         const i = this.top(target);
         if (i < 0) throw fail(cmd, args, 32, `umount: ${target}: not mounted.`);
         this.table.splice(i, 1);
@@ -84,32 +94,31 @@ export class FakeSystem implements Exec {
   private mount(cmd: string, args: string[]): ExecResult {
     if (args[0] === '--bind') {
       const [, source, target] = args as [string, string, string];
-      const i = this.top(source);
       // A device node bound onto a file: the subtree /<name> of devtmpfs, as the kernel lists it.
       const name = source.slice(source.lastIndexOf('/'));
-      const src =
-        i >= 0
-          ? this.table[i]!
-          : { source: `devtmpfs[${name}]`, fstype: 'devtmpfs', options: ['rw'], fsroot: name, majMin: '0:6' };
+      const src = this.table[this.top(source)] ?? {
+        source: `devtmpfs[${name}]`,
+        fstype: 'devtmpfs',
+        options: ['rw'],
+        fsroot: name,
+        majMin: '0:6',
+      };
       this.table.push({ ...src, target, options: [...src.options] });
       return ok();
     }
-    if (args[0] === '-o' && args[1]!.startsWith('remount')) {
-      const target = args[2]!;
-      const i = this.top(target);
-      if (i < 0) throw fail(cmd, args, 32, `mount: ${target}: not mounted.`);
-      const flags = args[1]!.split(',').filter((f) => f !== 'remount' && f !== 'bind');
-      const entry = this.table[i]!;
+    const [first, opts = '', remountTarget = ''] = args;
+    if (first === '-o' && opts.startsWith('remount')) {
+      const entry = this.table[this.top(remountTarget)];
+      if (!entry) throw fail(cmd, args, 32, `mount: ${remountTarget}: not mounted.`);
+      const flags = opts.split(',').filter((f) => f !== 'remount' && f !== 'bind');
       entry.options = [...flags, ...entry.options.filter((o) => o !== 'rw' && o !== 'ro' && !flags.includes(o))];
       if (!entry.options.includes('ro')) entry.options.unshift('rw');
       return ok();
     }
-    // mount -t TYPE [-o OPTS] SOURCE TARGET
-    const fstype = args[1]!;
-    const hasOpts = args[2] === '-o';
-    const options = hasOpts ? args[3]!.split(',') : [];
-    const [source, target] = args.slice(hasOpts ? 4 : 2) as [string, string];
-    this.addMount({ target, source, fstype, options: options.includes('ro') ? options : ['rw', ...options] });
+    const m = parseMount(args);
+    if (!m) throw fail(cmd, args, 1, `fake mount: unexpected arguments ${args.join(' ')}`);
+    const { options } = m;
+    this.addMount({ ...m, options: options.includes('ro') ? options : ['rw', ...options] });
     return ok();
   }
 }
