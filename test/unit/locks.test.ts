@@ -2,6 +2,7 @@
 import t from 'tap';
 import { KeyedLock } from '../../src/locks.js';
 import { isCsiError } from '../../src/errors.js';
+import { rejection } from '../helpers/rejection.js';
 
 const tick = () => new Promise((r) => setImmediate(r));
 
@@ -49,7 +50,13 @@ t.test('run: overlapping key sets in opposite orders do not deadlock', async (t)
 t.test('run: more than 1000 waiters on one key (async-lock caps at 1000 by default)', async (t) => {
   const lock = new KeyedLock();
   let n = 0;
-  await Promise.all(Array.from({ length: 1500 }, () => lock.run('v', async () => void n++)));
+  await Promise.all(
+    Array.from({ length: 1500 }, () =>
+      lock.run('v', async () => {
+        n++;
+      }),
+    ),
+  );
   t.equal(n, 1500);
 });
 
@@ -57,9 +64,9 @@ t.test('tryRun: a held key is refused at once with Busy (ABORTED), free keys run
   const lock = new KeyedLock();
   let release!: () => void;
   const held = lock.tryRun(['csi/v1', 'csi/name:x'], () => new Promise<void>((r) => (release = r)));
-  const refused = await lock.tryRun(['csi/other', 'csi/v1'], async () => 'ran').catch((e: unknown) => e);
+  const refused = await rejection(lock.tryRun(['csi/other', 'csi/v1'], async () => 'ran'));
   t.ok(isCsiError(refused) && refused.kind === 'Aborted', 'Busy: ABORTED');
-  t.match(String((refused as Error).message), /csi\/v1 is already in progress/);
+  t.match(refused.message, /csi\/v1 is already in progress/);
   t.notOk(lock.busy('csi/other'), 'a refused call takes none of its keys');
   t.equal(await lock.tryRun(['csi/v2'], async () => 'ran'), 'ran');
   t.equal(await lock.tryRun([], async () => 'no keys'), 'no keys');

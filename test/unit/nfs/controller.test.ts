@@ -5,6 +5,8 @@ import { pino } from 'pino';
 import type { CallContext, CreateVolumeRequest, VolumeCapability } from '../../../src/csi/types.js';
 import { isCsiError, Unavailable } from '../../../src/errors.js';
 import { createNfsController } from '../../../src/nfs/controller/controller.js';
+import { implemented } from '../../helpers/implemented.js';
+import { present } from '../../helpers/present.js';
 import { FakeStores } from './fake-store.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
@@ -52,14 +54,17 @@ async function errKind(p: Promise<unknown>): Promise<string> {
     await p;
     return 'no error';
   } catch (e) {
-    return isCsiError(e) ? `${e.kind}: ${e.message}` : `not a CsiError: ${e}`;
+    return isCsiError(e) ? `${e.kind}: ${e.message}` : `not a CsiError: ${String(e)}`;
   }
 }
 
 function setup(now = new Date('2026-03-01T12:00:00Z')) {
   const stores = new FakeStores();
   stores.put(SERVER, SHARE);
-  const c = createNfsController({ log: pino({ level: 'silent' }), callTimeoutMs: 1000, stores, now: () => now });
+  const c = implemented(
+    createNfsController({ log: pino({ level: 'silent' }), callTimeoutMs: 1000, stores, now: () => now }),
+    ['controllerExpandVolume'],
+  );
   return { stores, c };
 }
 
@@ -131,7 +136,7 @@ t.test('a repeated name with another capacity or parameters is AlreadyExists', a
     /^AlreadyExists/,
   );
   const del = await c.createVolume(req('v1', { server: SERVER, share: SHARE }), ctx);
-  await c.deleteVolume({ volumeId: del.volume!.volumeId as string, secrets: {} }, ctx);
+  await c.deleteVolume({ volumeId: present(del.volume?.volumeId, 'CreateVolume: volume id'), secrets: {} }, ctx);
   t.equal(
     await errKind(
       c.createVolume(
@@ -222,12 +227,12 @@ t.test('onDelete=delete removes the directory and empty parents below the share 
     'delete is not recorded in the handle',
   );
 
-  await c.deleteVolume({ volumeId: a.volume!.volumeId as string, secrets: {} }, ctx);
+  await c.deleteVolume({ volumeId: present(a.volume?.volumeId, 'CreateVolume: volume id'), secrets: {} }, ctx);
   t.equal(stores.get(SERVER, `${SHARE}/apps/a`), undefined);
   t.ok(stores.get(SERVER, `${SHARE}/apps/b`), 'sibling claim untouched');
   t.ok(stores.get(SERVER, `${SHARE}/apps`), 'non-empty parent kept');
 
-  await c.deleteVolume({ volumeId: b.volume!.volumeId as string, secrets: {} }, ctx);
+  await c.deleteVolume({ volumeId: present(b.volume?.volumeId, 'CreateVolume: volume id'), secrets: {} }, ctx);
   t.equal(stores.get(SERVER, `${SHARE}/apps`), undefined, 'emptied parent removed');
   t.ok(stores.get(SERVER, SHARE), 'share root never removed');
   t.notOk(
@@ -235,7 +240,7 @@ t.test('onDelete=delete removes the directory and empty parents below the share 
     'never aimed at the share root',
   );
 
-  await c.deleteVolume({ volumeId: b.volume!.volumeId as string, secrets: {} }, ctx);
+  await c.deleteVolume({ volumeId: present(b.volume?.volumeId, 'CreateVolume: volume id'), secrets: {} }, ctx);
   t.pass('deleting again succeeds');
 });
 
@@ -244,7 +249,7 @@ t.test('onDelete=retain keeps everything', async (t) => {
   const v = await c.createVolume(req('pv-r', seedParams('ns', 'keep', 'pv-r', { onDelete: 'retain' })), ctx);
   t.match(v.volume?.volumeId, /#retain$/);
   const before = stores.calls.length;
-  await c.deleteVolume({ volumeId: v.volume!.volumeId as string, secrets: {} }, ctx);
+  await c.deleteVolume({ volumeId: present(v.volume?.volumeId, 'CreateVolume: volume id'), secrets: {} }, ctx);
   t.ok(stores.get(SERVER, `${SHARE}/ns/keep`));
   t.equal(stores.calls.length, before, 'no NAS call at all');
 });
@@ -254,14 +259,14 @@ t.test('onDelete=archive renames to archived-<subDir>; a collision gets a unique
   const { c, stores } = setup(now);
   const first = await c.createVolume(req('pv-1', seedParams('db', 'data-pg-0', 'pv-1')), ctx);
   stores.put(SERVER, `${SHARE}/db/data-pg-0/PG_VERSION`, 'file');
-  await c.deleteVolume({ volumeId: first.volume!.volumeId as string, secrets: {} }, ctx);
+  await c.deleteVolume({ volumeId: present(first.volume?.volumeId, 'CreateVolume: volume id'), secrets: {} }, ctx);
   t.equal(stores.get(SERVER, `${SHARE}/db/data-pg-0`), undefined);
   t.ok(stores.get(SERVER, `${SHARE}/archived-db/data-pg-0/PG_VERSION`), 'archived with its data');
 
   // The same claim is created again and deleted again: the seed's stuck delete.
   const second = await c.createVolume(req('pv-2', seedParams('db', 'data-pg-0', 'pv-2')), ctx);
   stores.put(SERVER, `${SHARE}/db/data-pg-0/second`, 'file');
-  await c.deleteVolume({ volumeId: second.volume!.volumeId as string, secrets: {} }, ctx);
+  await c.deleteVolume({ volumeId: present(second.volume?.volumeId, 'CreateVolume: volume id'), secrets: {} }, ctx);
   t.ok(stores.get(SERVER, `${SHARE}/archived-db/data-pg-0/PG_VERSION`), 'first archive not overwritten');
   t.ok(
     stores.get(SERVER, `${SHARE}/archived-db/data-pg-0-20260301T120000Z/second`),
@@ -270,10 +275,10 @@ t.test('onDelete=archive renames to archived-<subDir>; a collision gets a unique
 
   // A third one within the same second.
   const third = await c.createVolume(req('pv-3', seedParams('db', 'data-pg-0', 'pv-3')), ctx);
-  await c.deleteVolume({ volumeId: third.volume!.volumeId as string, secrets: {} }, ctx);
+  await c.deleteVolume({ volumeId: present(third.volume?.volumeId, 'CreateVolume: volume id'), secrets: {} }, ctx);
   t.ok(stores.get(SERVER, `${SHARE}/archived-db/data-pg-0-20260301T120000Z-2`));
 
-  await c.deleteVolume({ volumeId: third.volume!.volumeId as string, secrets: {} }, ctx);
+  await c.deleteVolume({ volumeId: present(third.volume?.volumeId, 'CreateVolume: volume id'), secrets: {} }, ctx);
   t.pass('a retried archive delete succeeds with nothing left to move');
 });
 
@@ -323,7 +328,7 @@ t.test(
       // and a new volume without onDelete records the default in its handle, as upstream does
       const v = await c.createVolume(req(`pv-new-${policy}`, { server: SERVER, share: SHARE }), ctx);
       t.equal(
-        (v.volume!.volumeId as string).split('#')[4] ?? '',
+        (v.volume?.volumeId ?? '').split('#')[4] ?? '',
         policy === 'delete' ? '' : policy,
         `${policy}: recorded in new handles`,
       );
@@ -349,7 +354,7 @@ t.test('unknown or malformed ids: DeleteVolume succeeds without touching anythin
 t.test('ValidateVolumeCapabilities and ControllerExpandVolume', async (t) => {
   const { c } = setup();
   const v = await c.createVolume(req('pv-x', { server: SERVER, share: SHARE }), ctx);
-  const id = v.volume!.volumeId as string;
+  const id = present(v.volume?.volumeId, 'CreateVolume: volume id');
   const ok = await c.validateVolumeCapabilities(
     {
       volumeId: id,
@@ -393,7 +398,7 @@ t.test('ValidateVolumeCapabilities and ControllerExpandVolume', async (t) => {
   t.match(await missing(`${SERVER}#volume1/k8s-volumes/talos#nope##`), /^NotFound: .*talos\/nope does not exist/);
   t.match(await missing('garbage'), /^NotFound/);
 
-  const grown = await c.controllerExpandVolume!(
+  const grown = await c.controllerExpandVolume(
     {
       volumeId: id,
       capacityRange: { requiredBytes: String(5 << 30), limitBytes: '0' },
@@ -405,13 +410,13 @@ t.test('ValidateVolumeCapabilities and ControllerExpandVolume', async (t) => {
   t.same(grown, { capacityBytes: 5 << 30, nodeExpansionRequired: false });
   t.match(
     await errKind(
-      c.controllerExpandVolume!({ volumeId: id, capacityRange: null, secrets: {}, volumeCapability: null }, ctx),
+      c.controllerExpandVolume({ volumeId: id, capacityRange: null, secrets: {}, volumeCapability: null }, ctx),
     ),
     /^InvalidArgument/,
   );
   t.match(
     await errKind(
-      c.controllerExpandVolume!(
+      c.controllerExpandVolume(
         {
           volumeId: `${SERVER}#x#gone##`,
           capacityRange: { requiredBytes: '1', limitBytes: '0' },
@@ -446,9 +451,9 @@ t.test('negative or inverted sizes are OUT_OF_RANGE in the NFS driver too (share
       `create ${JSON.stringify(range)}`,
     );
   }
-  const id = (await c.createVolume(req('pvc-neg', params), ctx)).volume!.volumeId!;
+  const id = present((await c.createVolume(req('pvc-neg', params), ctx)).volume?.volumeId, 'CreateVolume: volume id');
   await t.rejects(
-    c.controllerExpandVolume!(
+    c.controllerExpandVolume(
       { volumeId: id, capacityRange: { requiredBytes: '-1', limitBytes: '0' }, secrets: {}, volumeCapability: null },
       ctx,
     ),

@@ -181,7 +181,8 @@ class FakeStore implements NfsStore {
     const dst = this.find(to);
     if (dst.node) throw new AlreadyExists(to);
     src.parent.children.delete(src.name);
-    dst.parent!.children.set(dst.name, src.node);
+    if (!dst.parent) throw new NotFound(to);
+    dst.parent.children.set(dst.name, src.node);
   }
 
   async statfs(): Promise<FsStat> {

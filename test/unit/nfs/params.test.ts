@@ -10,7 +10,7 @@ const kind = (fn: () => unknown) => {
     fn();
     return 'no error';
   } catch (e) {
-    return isCsiError(e) ? `${e.kind}: ${e.message}` : `not a CsiError: ${e}`;
+    return isCsiError(e) ? `${e.kind}: ${e.message}` : `not a CsiError: ${String(e)}`;
   }
 };
 

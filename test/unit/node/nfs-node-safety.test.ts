@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
+import { implemented } from '../../helpers/implemented.js';
 import { createNfsNode } from '../../../src/nfs/node/node.js';
 import { isCsiError } from '../../../src/errors.js';
 import { createLinuxMounter } from '../../../src/os/mounter.js';
@@ -15,7 +16,7 @@ import { FakeSystem, fail } from '../os/fakes.js';
 import { rejection } from '../../helpers/rejection.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
-const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${e}`);
+const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${String(e)}`);
 const cap: VolumeCapability = {
   mount: { fsType: '', mountFlags: [], volumeMountGroup: '' },
   accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' },
@@ -38,14 +39,17 @@ function setup(t: { teardown(fn: () => void): void }) {
       ? Promise.reject(fail(cmd, args, 32, `umount: ${args.at(-1)}: target is busy.`))
       : undefined,
   );
-  const node = createNfsNode({
-    nodeId: 'talos-w1',
-    log: pino({ level: 'silent' }),
-    mountTimeoutMs: 2000,
-    kubeletDir: kubelet,
-    exec: sys,
-    mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
-  });
+  const node = implemented(
+    createNfsNode({
+      nodeId: 'talos-w1',
+      log: pino({ level: 'silent' }),
+      mountTimeoutMs: 2000,
+      kubeletDir: kubelet,
+      exec: sys,
+      mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
+    }),
+    ['nodeGetVolumeStats'],
+  );
   const umounts = () => sys.commands.filter((c) => c[0] === 'umount');
   const pub = (targetPath: string, extra: Partial<NodePublishVolumeRequest> = {}): NodePublishVolumeRequest => ({
     volumeId: VOL,
@@ -159,7 +163,7 @@ t.test('relative paths, paths outside the kubelet dir and symlink escapes are IN
     );
     t.equal(code(await rejection(node.nodePublishVolume(pub(p), ctx))), 'InvalidArgument', `publish ${p}`);
     const stats = await rejection(
-      node.nodeGetVolumeStats!({ volumeId: VOL, volumePath: p, stagingTargetPath: '' }, ctx),
+      node.nodeGetVolumeStats({ volumeId: VOL, volumePath: p, stagingTargetPath: '' }, ctx),
     );
     t.equal(code(stats), p.startsWith('/') ? 'InvalidArgument' : 'NotFound', `stats ${p}`);
   }

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
+import { implemented } from '../../helpers/implemented.js';
 import { createNfsNode, type NfsNodeOptions } from '../../../src/nfs/node/node.js';
 import { parseNfsContext, sameNfsSource } from '../../../src/nfs/node/context.js';
 import { isCsiError } from '../../../src/errors.js';
@@ -16,7 +17,7 @@ import { FakeSystem, fail, timeout } from '../os/fakes.js';
 import { rejection } from '../../helpers/rejection.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
-const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${e}`);
+const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${String(e)}`);
 type Mode =
   | 'SINGLE_NODE_WRITER'
   | 'SINGLE_NODE_SINGLE_WRITER'
@@ -33,15 +34,18 @@ function setup(t: { teardown(fn: () => void): void }, opts: Partial<NfsNodeOptio
   const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'nfs-node-test-')));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const sys = new FakeSystem();
-  const node = createNfsNode({
-    nodeId: 'talos-w1',
-    log: pino({ level: 'silent' }),
-    mountTimeoutMs: 5000,
-    kubeletDir: dir,
-    exec: sys,
-    mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
-    ...opts,
-  });
+  const node = implemented(
+    createNfsNode({
+      nodeId: 'talos-w1',
+      log: pino({ level: 'silent' }),
+      mountTimeoutMs: 5000,
+      kubeletDir: dir,
+      exec: sys,
+      mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
+      ...opts,
+    }),
+    ['nodeGetVolumeStats'],
+  );
   const req = (extra: Partial<NodePublishVolumeRequest> = {}): NodePublishVolumeRequest => ({
     volumeId: '127.0.0.1#volume1/k8s-volumes/talos#media/data#pvc-1#archive',
     publishContext: {},
@@ -123,7 +127,7 @@ t.test('publish runs one bounded kernel mount with flags, ro, mountOptions and t
       ],
     ],
   );
-  t.equal(sys.calls.find((c) => c.cmd === 'mount')!.timeoutMs, 4321, 'mount runs under mountTimeoutMs');
+  t.equal(sys.calls.find((c) => c.cmd === 'mount')?.timeoutMs, 4321, 'mount runs under mountTimeoutMs');
   t.ok(fs.statSync(r.targetPath).isDirectory(), 'target created');
 
   await node.nodePublishVolume(r, ctx);
@@ -131,13 +135,13 @@ t.test('publish runs one bounded kernel mount with flags, ro, mountOptions and t
 
   const { sys: sys2, node: node2, req: req2 } = setup(t, { nfsPort: 20049 });
   await node2.nodePublishVolume(req2({ volumeContext: { server: 's', share: '/x', mountOptions: 'port=2049' } }), ctx);
-  t.match(sys2.commands.find((c) => c[0] === 'mount')![4], /^port=2049$/, 'an explicit port wins over the test port');
+  t.match(sys2.commands.find((c) => c[0] === 'mount')?.[4], /^port=2049$/, 'an explicit port wins over the test port');
 });
 
 t.test('static PVs: volumeAttributes without subDir mount the share itself', async (t) => {
   const { sys, node, req } = setup(t);
   await node.nodePublishVolume(req({ volumeContext: { server: 'nas.local', share: '/volume1/media' } }), ctx);
-  t.equal(sys.commands.find((c) => c[0] === 'mount')![3], 'nas.local:/volume1/media');
+  t.equal(sys.commands.find((c) => c[0] === 'mount')?.[3], 'nas.local:/volume1/media');
 });
 
 t.test('mountPermissions: chmod after mount, only when non-zero and not read-only', async (t) => {
@@ -352,19 +356,19 @@ t.test('stats via statfs; missing path NotFound; stale mount abnormal', async (t
   const { sys, node, req, dir } = setup(t);
   const r = req();
   await node.nodePublishVolume(r, ctx);
-  const st = await node.nodeGetVolumeStats!(
+  const st = await node.nodeGetVolumeStats(
     { volumeId: r.volumeId, volumePath: r.targetPath, stagingTargetPath: '' },
     ctx,
   );
   t.same(
-    st.usage!.map((u) => u.unit),
+    st.usage?.map((u) => u.unit),
     ['BYTES', 'INODES'],
   );
-  t.ok(Number(st.usage![0]!.total) > 0);
+  t.ok(Number(st.usage?.[0]?.total) > 0);
   t.equal(st.volumeCondition?.abnormal, false);
   t.equal(
     code(
-      await rejection(node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: 'some/path', stagingTargetPath: '' }, ctx)),
+      await rejection(node.nodeGetVolumeStats({ volumeId: 'v', volumePath: 'some/path', stagingTargetPath: '' }, ctx)),
     ),
     'NotFound',
     'relative path: no volume there (csi-sanity)',
@@ -372,7 +376,7 @@ t.test('stats via statfs; missing path NotFound; stale mount abnormal', async (t
   t.equal(
     code(
       await rejection(
-        node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: path.join(dir, 'missing'), stagingTargetPath: '' }, ctx),
+        node.nodeGetVolumeStats({ volumeId: 'v', volumePath: path.join(dir, 'missing'), stagingTargetPath: '' }, ctx),
       ),
     ),
     'NotFound',
@@ -381,7 +385,7 @@ t.test('stats via statfs; missing path NotFound; stale mount abnormal', async (t
   t.equal(
     code(
       await rejection(
-        node.nodeGetVolumeStats!({ volumeId: 'v', volumePath: path.join(dir, 'plain'), stagingTargetPath: '' }, ctx),
+        node.nodeGetVolumeStats({ volumeId: 'v', volumePath: path.join(dir, 'plain'), stagingTargetPath: '' }, ctx),
       ),
     ),
     'NotFound',
@@ -392,7 +396,7 @@ t.test('stats via statfs; missing path NotFound; stale mount abnormal', async (t
       ? Promise.reject(fail(cmd, args, 1, 'stat: Stale file handle'))
       : undefined,
   );
-  const stale = await node.nodeGetVolumeStats!(
+  const stale = await node.nodeGetVolumeStats(
     { volumeId: r.volumeId, volumePath: r.targetPath, stagingTargetPath: '' },
     ctx,
   );
@@ -426,7 +430,7 @@ t.test(
       },
     });
     await node.nodePublishVolume(inline, ctx);
-    const mount = sys.commands.find((c) => c[0] === 'mount')!;
+    const mount = sys.commands.find((c) => c[0] === 'mount');
     t.same(mount, [
       'mount',
       '-t',

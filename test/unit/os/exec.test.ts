@@ -30,9 +30,9 @@ t.test('returns stdout and stderr of a successful command', async (t) => {
 });
 
 t.test('a failing command rejects with its exit code and stderr', async (t) => {
-  const err = await exec.run('sh', ['-c', 'echo "it broke" >&2; exit 3']).catch((e) => e);
+  const err = await rejection(exec.run('sh', ['-c', 'echo "it broke" >&2; exit 3']));
   t.ok(isCommandError(err, 'exit'));
-  t.equal(err.exitCode, 3);
+  t.equal(isCommandError(err) && err.exitCode, 3);
   t.equal(err.stderr, 'it broke');
   t.match(err.message, /sh -c .* failed with exit code 3: it broke/);
 });
@@ -54,7 +54,7 @@ t.test('a timeout kills the command and its children', async (t) => {
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const pidFile = path.join(dir, 'child.pid');
   const started = Date.now();
-  const err = await exec.run('sh', ['-c', `sleep 30 & echo $! > ${pidFile}; wait`], { timeoutMs: 300 }).catch((e) => e);
+  const err = await rejection(exec.run('sh', ['-c', `sleep 30 & echo $! > ${pidFile}; wait`], { timeoutMs: 300 }));
   const elapsed = Date.now() - started;
   t.ok(isCommandError(err, 'timeout'), 'rejects as a timeout');
   t.match(err.message, /did not finish within 300 ms and was killed/);

@@ -172,7 +172,7 @@ t.test('probe classifies stat outcomes', async (t) => {
   const sys = new FakeSystem();
   sys.intercept((cmd, args) => {
     if (cmd !== 'stat') return undefined;
-    const p = args[args.length - 1]!;
+    const p = args.at(-1) ?? '';
     if (p.endsWith('stale')) return Promise.reject(fail(cmd, args, 1, `stat: cannot statx '${p}': Stale file handle`));
     if (p.endsWith('hung')) return Promise.reject(timeout(cmd, args));
     if (p.endsWith('eio')) return Promise.reject(fail(cmd, args, 1, `stat: cannot statx '${p}': Input/output error`));
