@@ -16,6 +16,7 @@ import { LoopHotplug } from './backend/loop.js';
 import { buildCluster, loadSimConfig } from './config.js';
 import { type Faults, FaultState, parseFaults } from './faults.js';
 import { Router } from './http/router.js';
+import type { ConnectionStats } from './http/keep-alive.js';
 import { type ApiServer, startApiServer } from './http/server.js';
 import { KeyedLocks, settleWithin } from './locks.js';
 import { isDriveKey } from './model/drive.js';
@@ -68,6 +69,8 @@ export interface RunningSimulator {
   stateDir: string;
   loopLinkDir: string;
   backend: BackendKind;
+  /** API connections opened and who closed them (the simulator closes idle ones as pveproxy does). */
+  connections: ConnectionStats;
   close(): Promise<void>;
 }
 
@@ -217,6 +220,7 @@ export async function startSimulator(opts: StartOptions = {}): Promise<RunningSi
       stateDir,
       loopLinkDir,
       backend: kind,
+      connections: api.connections,
       close: () => (closed ??= runCleanups()),
     };
   } catch (e) {

@@ -13,6 +13,7 @@ import type { RequestLog, RequestLogEntry } from '../requestlog.js';
 import { Perms, authenticate } from './auth.js';
 import { ApiError, BareError, paramError } from './errors.js';
 import { validateParams } from './params.js';
+import { type ConnectionStats, pveproxyKeepAlive } from './keep-alive.js';
 import { type Router, WithTotal, routeKey } from './router.js';
 
 const CT_JSON = 'application/json;charset=UTF-8';
@@ -94,6 +95,8 @@ function parseBody(req: IncomingMessage, body: Buffer): Record<string, string> {
 export interface ApiServer {
   server: Server;
   port: number;
+  /** Connections opened and who closed them (pveproxy's keep-alive, keep-alive.ts). */
+  connections: ConnectionStats;
   close(): Promise<void>;
 }
 
@@ -228,7 +231,7 @@ export async function startApiServer(opts: {
       if (!res.headersSent) send(req, res, 500, `simulator internal error: ${message}`, { data: null });
     });
   });
-  server.keepAliveTimeout = 5000;
+  const { stats } = pveproxyKeepAlive(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port, '127.0.0.1', () => resolve());
@@ -237,6 +240,7 @@ export async function startApiServer(opts: {
   return {
     server,
     port,
+    connections: stats,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

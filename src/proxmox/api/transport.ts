@@ -33,10 +33,20 @@ export interface Transport {
   close(): Promise<void>;
 }
 
+/**
+ * How long an idle pooled connection is kept. pveproxy closes a keep-alive connection after 5 s
+ * without activity (pve-http-server's handle timeout) and does not announce it in a Keep-Alive
+ * header; a request sent as it does so meets a reset. Its clock starts when it writes the
+ * answer, ours after we read it, so ours must be shorter by a margin for latency and a busy loop.
+ */
+export const IDLE_SOCKET_TIMEOUT_MS = 2_500;
+
 export function createTransport(o: TransportOptions): Transport {
   const agent = new Agent({
     connections: o.connections,
-    keepAliveTimeout: 10_000,
+    keepAliveTimeout: IDLE_SOCKET_TIMEOUT_MS,
+    // a server's Keep-Alive hint may shorten it, never lengthen it
+    keepAliveMaxTimeout: IDLE_SOCKET_TIMEOUT_MS,
     connect: o.insecure
       ? { rejectUnauthorized: false }
       : o.ca
