@@ -67,11 +67,15 @@ export const unpublishReq = (volumeId: string, nodeId: string): T.ControllerUnpu
   secrets: {},
 });
 
-export const expandReq = (volumeId: string, bytes: number): T.ControllerExpandVolumeRequest => ({
+export const expandReq = (
+  volumeId: string,
+  bytes: number,
+  volumeCapability: T.VolumeCapability = MOUNT,
+): T.ControllerExpandVolumeRequest => ({
   volumeId,
   capacityRange: capacity(bytes),
   secrets: {},
-  volumeCapability: MOUNT,
+  volumeCapability,
 });
 
 /** A NodePublishVolume request: read-write, no secrets, no volume context unless given. */

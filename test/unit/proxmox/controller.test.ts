@@ -3,23 +3,15 @@
 import t from 'tap';
 import pino from 'pino';
 import type * as T from '../../../src/csi/types.js';
-import { isCsiError } from '../../../src/errors.js';
 import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller/controller.js';
 import { GiB } from '../../../src/proxmox/controller/params.js';
 import { CONTROLLER_METHODS, implemented } from '../../helpers/implemented.js';
 import { present } from '../../helpers/present.js';
 import { FakeProxmox, seedCluster } from './fake-api.js';
+import { BLOCK, MOUNT, expandReq, publishReq as controllerPublishReq, zone } from '../../helpers/csi-requests.js';
+import { outcome as err } from '../../helpers/outcome.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: new AbortController().signal });
-const MOUNT: T.VolumeCapability = {
-  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
-  accessMode: { mode: 'SINGLE_NODE_WRITER' },
-  accessType: 'mount',
-};
-const BLOCK: T.VolumeCapability = { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'block' };
-const zone = (z: string, region = 'homelab'): T.Topology => ({
-  segments: { 'topology.kubernetes.io/region': region, 'topology.kubernetes.io/zone': z },
-});
 
 function createReq(name: string, o: Partial<T.CreateVolumeRequest> = {}): T.CreateVolumeRequest {
   return {
@@ -49,27 +41,21 @@ function setup(): { f: FakeProxmox; c: Required<ProxmoxController> } {
   return { f, c: implemented(backend, CONTROLLER_METHODS) };
 }
 
-async function err(p: Promise<unknown>): Promise<{ kind: string; message: string }> {
-  try {
-    await p;
-    return { kind: 'ok', message: '' };
-  } catch (e) {
-    return { kind: isCsiError(e) ? e.kind : 'untyped', message: (e as Error).message };
-  }
-}
-
 const publishReq = (
   volumeId: string,
   nodeId: string,
   o: Partial<T.ControllerPublishVolumeRequest> = {},
 ): T.ControllerPublishVolumeRequest => ({
-  volumeId,
-  nodeId,
-  volumeCapability: MOUNT,
-  readonly: false,
-  secrets: {},
-  volumeContext: { storage: 'local-lvm', ssd: 'true' },
+  ...controllerPublishReq(volumeId, nodeId, { storage: 'local-lvm', ssd: 'true' }),
   ...o,
+});
+const validateReq = (volumeId: string, capability: T.VolumeCapability): T.ValidateVolumeCapabilitiesRequest => ({
+  volumeId,
+  volumeContext: {},
+  volumeCapabilities: [capability],
+  parameters: {},
+  secrets: {},
+  mutableParameters: {},
 });
 
 t.test('CreateVolume: placement, handle, topology, idempotency', async (t) => {
@@ -283,25 +269,13 @@ t.test(
   async (t) => {
     const { f, c } = setup();
     const id = present((await c.createVolume(createReq('pvc-1'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
-    const range = { requiredBytes: String(2 * GiB), limitBytes: '0' };
     await c.controllerPublishVolume(publishReq(id, 'talos-worker-2'), ctx());
     f.resetCalls();
-    const r = await c.controllerExpandVolume(
-      { volumeId: id, capacityRange: range, secrets: {}, volumeCapability: MOUNT },
-      ctx(),
-    );
+    const r = await c.controllerExpandVolume(expandReq(id, 2 * GiB), ctx());
     t.same(r, { capacityBytes: String(2 * GiB), nodeExpansionRequired: true });
     t.same(f.calls.find((x) => x.method === 'resizeDisk')?.args, ['hyper2', 104, 'scsi1', '2048M']);
     t.equal(f.count('updateVmConfig') + f.count('unlinkDisks'), 0, 'online: no helper attachment');
-    const again = await c.controllerExpandVolume(
-      {
-        volumeId: id,
-        capacityRange: { requiredBytes: String(GiB), limitBytes: '0' },
-        secrets: {},
-        volumeCapability: BLOCK,
-      },
-      ctx(),
-    );
+    const again = await c.controllerExpandVolume(expandReq(id, GiB, BLOCK), ctx());
     t.same(
       again,
       { capacityBytes: String(2 * GiB), nodeExpansionRequired: false },
@@ -309,29 +283,13 @@ t.test(
     );
     t.equal(f.count('resizeDisk'), 1);
     f.faults.lockTimeouts = 1;
-    await c.controllerExpandVolume(
-      {
-        volumeId: id,
-        capacityRange: { requiredBytes: String(3 * GiB), limitBytes: '0' },
-        secrets: {},
-        volumeCapability: MOUNT,
-      },
-      ctx(),
-    );
+    await c.controllerExpandVolume(expandReq(id, 3 * GiB), ctx());
     t.equal(
       f.storageOf('hyper2', 'local-lvm').volumes.get('vm-9999-pvc-1'),
       3 * GiB,
       'resize retried after a lock timeout',
     );
-    t.match(
-      await err(
-        c.controllerExpandVolume(
-          { volumeId: 'fake', capacityRange: range, secrets: {}, volumeCapability: MOUNT },
-          ctx(),
-        ),
-      ),
-      { kind: 'NotFound' },
-    );
+    t.match(await err(c.controllerExpandVolume(expandReq('fake', 2 * GiB), ctx())), { kind: 'NotFound' });
   },
 );
 
@@ -384,47 +342,15 @@ t.test('ListVolumes: paging with stable tokens', async (t) => {
 t.test('ValidateVolumeCapabilities and GetCapacity', async (t) => {
   const { c } = setup();
   const id = present((await c.createVolume(createReq('pvc-1'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
-  const ok = await c.validateVolumeCapabilities(
-    {
-      volumeId: id,
-      volumeContext: {},
-      volumeCapabilities: [MOUNT],
-      parameters: {},
-      secrets: {},
-      mutableParameters: {},
-    },
-    ctx(),
-  );
+  const ok = await c.validateVolumeCapabilities(validateReq(id, MOUNT), ctx());
   t.ok(ok.confirmed);
   const no = await c.validateVolumeCapabilities(
-    {
-      volumeId: id,
-      volumeContext: {},
-      volumeCapabilities: [{ ...MOUNT, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' } }],
-      parameters: {},
-      secrets: {},
-      mutableParameters: {},
-    },
+    validateReq(id, { ...MOUNT, accessMode: { mode: 'MULTI_NODE_MULTI_WRITER' } }),
     ctx(),
   );
   t.notOk(no.confirmed);
   t.match(no.message, /MULTI_NODE_MULTI_WRITER/);
-  t.match(
-    await err(
-      c.validateVolumeCapabilities(
-        {
-          volumeId: 'fake-vol-id-1',
-          volumeContext: {},
-          volumeCapabilities: [MOUNT],
-          parameters: {},
-          secrets: {},
-          mutableParameters: {},
-        },
-        ctx(),
-      ),
-    ),
-    { kind: 'NotFound' },
-  );
+  t.match(await err(c.validateVolumeCapabilities(validateReq('fake-vol-id-1', MOUNT), ctx())), { kind: 'NotFound' });
 
   const cap = await c.getCapacity(
     { volumeCapabilities: [], parameters: { storage: 'local-lvm' }, accessibleTopology: zone('hyper2') },

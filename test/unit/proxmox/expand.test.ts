@@ -5,7 +5,7 @@
 import t from 'tap';
 import pino from 'pino';
 import type * as T from '../../../src/csi/types.js';
-import { Unavailable, isCsiError } from '../../../src/errors.js';
+import { Unavailable } from '../../../src/errors.js';
 import type { ProxmoxApi } from '../../../src/proxmox/api/api.js';
 import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller/controller.js';
 import { GiB } from '../../../src/proxmox/controller/params.js';
@@ -13,14 +13,10 @@ import { helperWwnForSlot, isHelperWwn, wwnForSlot } from '../../../src/proxmox/
 import { CONTROLLER_METHODS, implemented } from '../../helpers/implemented.js';
 import { present } from '../../helpers/present.js';
 import { type FakeProxmox, seedCluster } from './fake-api.js';
+import { BLOCK, MOUNT, expandReq, publishReq as controllerPublishReq } from '../../helpers/csi-requests.js';
+import { outcome as err } from '../../helpers/outcome.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: new AbortController().signal });
-const MOUNT: T.VolumeCapability = {
-  mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
-  accessMode: { mode: 'SINGLE_NODE_WRITER' },
-  accessType: 'mount',
-};
-const BLOCK: T.VolumeCapability = { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'block' };
 
 function controller(api: ProxmoxApi): Required<ProxmoxController> {
   const backend = createProxmoxController({
@@ -44,15 +40,7 @@ function setup(f: FakeProxmox = seedCluster()) {
     return `homelab/${node}/local-lvm/vm-9999-${name}`;
   };
   const expand = (volumeId: string, bytes: number, cap: T.VolumeCapability = MOUNT, cc = c) =>
-    cc.controllerExpandVolume(
-      {
-        volumeId,
-        capacityRange: { requiredBytes: String(bytes), limitBytes: '0' },
-        secrets: {},
-        volumeCapability: cap,
-      },
-      ctx(),
-    );
+    cc.controllerExpandVolume(expandReq(volumeId, bytes, cap), ctx());
   /** Config and pending keys of a VM that reference the disk. */
   const refs = (vmid: number, name: string) => {
     const vm = f.vmOf(vmid);
@@ -66,23 +54,8 @@ function setup(f: FakeProxmox = seedCluster()) {
   return { f, c, vols, volume, expand, refs, helperSets };
 }
 
-async function err(p: Promise<unknown>): Promise<{ kind: string; message: string }> {
-  try {
-    await p;
-    return { kind: 'ok', message: '' };
-  } catch (e) {
-    return { kind: isCsiError(e) ? e.kind : 'untyped', message: (e as Error).message };
-  }
-}
-
-const publishReq = (volumeId: string, nodeId: string): T.ControllerPublishVolumeRequest => ({
-  volumeId,
-  nodeId,
-  volumeCapability: MOUNT,
-  readonly: false,
-  secrets: {},
-  volumeContext: { storage: 'local-lvm' },
-});
+const publishReq = (volumeId: string, nodeId: string) =>
+  controllerPublishReq(volumeId, nodeId, { storage: 'local-lvm' });
 
 t.test('offline: through a stopped VM when the host has one, then unlinked', async (t) => {
   const { f, vols, volume, expand, refs } = setup();
