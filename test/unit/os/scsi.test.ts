@@ -34,6 +34,16 @@ function fakeSysfs(t: { teardown(fn: () => void): void }) {
   return { root, addDisk, addHost };
 }
 
+/** The Linux block-device adapter on a fake sysfs (s.root), devices named under /dev. */
+const blockDevices = (s: { root: string }, o: Partial<Parameters<typeof createLinuxBlockDevices>[0]> = {}) =>
+  createLinuxBlockDevices({
+    exec: new FakeSystem(),
+    driverDisks: PROXMOX_DISKS,
+    sysfsRoot: s.root,
+    devRoot: '/dev',
+    ...o,
+  });
+
 t.test('WWN helpers: the adapter reads WWNs, the driver says which are its own', async (t) => {
   t.equal(normalizeWwn('0x5056432D49443031'), WWN1);
   t.equal(normalizeWwn('0x1234'), undefined);
@@ -68,13 +78,7 @@ t.test('findByWwn: the QEMU disk with wwid naa.<wwn>, as a /dev node', async (t)
   s.addDisk('0:0:0:0', { vendor: 'QEMU', block: 'loop1' }); // boot disk, no wwid
   s.addDisk('1:0:0:1', { vendor: 'ATA', wwid: `naa.${WWN1}`, block: 'loop1' }); // not a QEMU disk
   s.addDisk('0:0:1:1', { vendor: 'QEMU', wwid: `naa.${WWN1}`, block: 'loop0' });
-  const bd = createLinuxBlockDevices({
-    exec: new FakeSystem(),
-    driverDisks: PROXMOX_DISKS,
-    sysfsRoot: s.root,
-    devRoot: '/dev',
-    deviceDir: path.join(s.root, 'none'),
-  });
+  const bd = blockDevices(s, { deviceDir: path.join(s.root, 'none') });
   t.equal(await bd.findByWwn(WWN1, { waitMs: 0 }), '/dev/loop0');
 });
 
@@ -82,14 +86,7 @@ t.test('findByWwn rescans every SCSI host and waits for a late disk', async (t) 
   const s = fakeSysfs(t);
   s.addHost(0);
   s.addHost(2);
-  const bd = createLinuxBlockDevices({
-    exec: new FakeSystem(),
-    driverDisks: PROXMOX_DISKS,
-    sysfsRoot: s.root,
-    devRoot: '/dev',
-    deviceDir: path.join(s.root, 'none'),
-    pollMs: 50,
-  });
+  const bd = blockDevices(s, { deviceDir: path.join(s.root, 'none'), pollMs: 50 });
   setTimeout(() => s.addDisk('2:0:0:7', { vendor: 'QEMU', wwid: `naa.${WWN7}`, block: 'loop1' }), 300);
   const started = Date.now();
   const found = await bd.findByWwn(WWN7, { waitMs: 5000 });
@@ -107,14 +104,7 @@ t.test('findByWwn rescans every SCSI host and waits for a late disk', async (t) 
 t.test('findByWwn gives up after the bounded wait', async (t) => {
   const s = fakeSysfs(t);
   s.addHost(0);
-  const bd = createLinuxBlockDevices({
-    exec: new FakeSystem(),
-    driverDisks: PROXMOX_DISKS,
-    sysfsRoot: s.root,
-    devRoot: '/dev',
-    deviceDir: path.join(s.root, 'none'),
-    pollMs: 50,
-  });
+  const bd = blockDevices(s, { deviceDir: path.join(s.root, 'none'), pollMs: 50 });
   const started = Date.now();
   t.equal(await bd.findByWwn(WWN1, { waitMs: 400 }), undefined);
   const elapsed = Date.now() - started;
@@ -128,14 +118,7 @@ t.test('findByWwn falls back to the wwn-0x link in the device dir', async (t) =>
   fs.symlinkSync('/dev/loop1', path.join(devDir, `wwn-0x${WWN1}`));
   fs.writeFileSync(path.join(s.root, 'plain-file'), '');
   fs.symlinkSync(path.join(s.root, 'plain-file'), path.join(devDir, `wwn-0x${WWN7}`));
-  const bd = createLinuxBlockDevices({
-    exec: new FakeSystem(),
-    driverDisks: PROXMOX_DISKS,
-    sysfsRoot: s.root,
-    devRoot: '/dev',
-    deviceDir: devDir,
-    pollMs: 20,
-  });
+  const bd = blockDevices(s, { deviceDir: devDir, pollMs: 20 });
   t.equal(await bd.findByWwn(WWN1, { waitMs: 0 }), '/dev/loop1');
   t.equal(
     await bd.findByWwn(WWN7, { waitMs: 0 }),
@@ -160,12 +143,7 @@ t.test('deviceByMajMin reads DEVNAME from /sys/dev/block/M:m/uevent', async (t) 
   const dir = path.join(s.root, 'dev', 'block', '8:16');
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'uevent'), 'MAJOR=8\nMINOR=16\nDEVNAME=sdb\nDEVTYPE=disk\n');
-  const bd = createLinuxBlockDevices({
-    exec: new FakeSystem(),
-    driverDisks: PROXMOX_DISKS,
-    sysfsRoot: s.root,
-    devRoot: '/dev',
-  });
+  const bd = blockDevices(s);
   t.equal(await bd.deviceByMajMin('8:16'), '/dev/sdb');
   t.equal(await bd.deviceByMajMin('8:32'), undefined, 'gone device');
 });
