@@ -9,15 +9,15 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
-import { loadConfig } from '../../../src/config/load.js';
-import { buildDrivers, NFS_DRIVER } from '../../../src/drivers.js';
+import { NFS_DRIVER } from '../../../src/drivers.js';
 import { createNfsNode } from '../../../src/nfs/node/node.js';
 import { createLinuxMounter } from '../../../src/os/mounter.js';
-import { startDriverServer, type RunningServer } from '../../../src/server/driver-server.js';
+import { startDriverServer } from '../../../src/server/driver-server.js';
 import { csiClient, type VolumeCapability } from '../../helpers/csi-client.js';
 import { present } from '../../helpers/present.js';
 import { FakeSystem } from '../../unit/os/fakes.js';
 import { startTalosExport } from '../../helpers/ganesha-export.js';
+import { composeProgram } from '../../helpers/composed-program.js';
 
 const log = pino({ level: 'silent' });
 const { g } = await startTalosExport(t);
@@ -25,34 +25,18 @@ const tmp = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'dropin-nfs-')
 t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
 // The controller as main.ts composes it: no mount, the NFS protocol from user space.
-const loaded = loadConfig(
-  [
-    '--mode',
-    'controller',
-    '--nfs-endpoint',
-    'tcp://127.0.0.1:0',
-    '--nfs-port',
-    String(g.nfsPort),
-    '--nfs-mount-port',
-    String(g.mountPort),
-    '--nfs-call-timeout',
-    '5s',
-    '--log-level',
-    'silent',
-  ],
-  {},
-);
-if (loaded.kind !== 'run') throw new Error(`loadConfig answered ${loaded.kind}`);
-const composed = await buildDrivers(loaded.config, log);
-const servers: RunningServer[] = [];
-t.teardown(async () => {
-  await Promise.all(servers.map((s) => s.stop(1000)));
-  await composed.close();
-});
-for (const { driver, endpoint } of composed.drivers)
-  servers.push(await startDriverServer({ driver, endpoint, mode: 'controller', log, version: 'dropin' }));
-const ctl = csiClient(servers[0]!.endpoint);
-t.teardown(() => ctl.close());
+const ctl = await composeProgram(t, [
+  '--mode',
+  'controller',
+  '--nfs-endpoint',
+  'tcp://127.0.0.1:0',
+  '--nfs-port',
+  String(g.nfsPort),
+  '--nfs-mount-port',
+  String(g.mountPort),
+  '--nfs-call-timeout',
+  '5s',
+]);
 
 // The node plugin's NFS backend behind its own server, mounts played by a fake executor.
 const sys = new FakeSystem();

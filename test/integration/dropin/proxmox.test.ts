@@ -9,21 +9,16 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { status } from '@grpc/grpc-js';
-import { pino } from 'pino';
 import { proxmoxApi } from 'proxmox-api';
 import { Agent, fetch } from 'undici';
-import { loadConfig } from '../../../src/config/load.js';
-import { buildDrivers } from '../../../src/drivers.js';
-import { startDriverServer, type RunningServer } from '../../../src/server/driver-server.js';
 import { wwnForSlot as controllerWwn, wwnHexForSlot as nodeWwn } from '../../../src/proxmox/contract.js';
 import { diskFromPublishContext } from '../../../src/proxmox/node/wwn.js';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
-import { csiClient, type CsiClient, type VolumeCapability } from '../../helpers/csi-client.js';
+import type { VolumeCapability } from '../../helpers/csi-client.js';
 import { present } from '../../helpers/present.js';
+import { composeProgram } from '../../helpers/composed-program.js';
 import { mountsUnder, unmountUnder } from '../../helpers/mounts.js';
 
-type Tap = { teardown(fn: () => unknown): void };
-const log = pino({ level: 'silent' });
 const GiB = 1024 ** 3;
 const run = (cmd: string, args: string[]) =>
   execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
@@ -96,24 +91,6 @@ const configWrites = async () => {
   ].reduce((n, k) => n + (c.byRoute[k] ?? 0), 0);
 };
 
-/** The program as main.ts composes it, from its command line (env left empty). */
-async function startProgram(t: Tap, flags: string[]): Promise<CsiClient> {
-  const loaded = loadConfig([...flags, '--log-level', 'silent'], {});
-  if (loaded.kind !== 'run') throw new Error(`loadConfig answered ${loaded.kind}`);
-  const composed = await buildDrivers(loaded.config, log);
-  const servers: RunningServer[] = [];
-  t.teardown(async () => {
-    await Promise.all(servers.map((s) => s.stop(1000)));
-    await composed.close();
-  });
-  for (const { driver, endpoint } of composed.drivers) {
-    servers.push(await startDriverServer({ driver, endpoint, mode: loaded.config.mode, log, version: 'dropin' }));
-  }
-  const c = csiClient(servers[0]!.endpoint);
-  t.teardown(() => c.close());
-  return c;
-}
-
 const url = sim.url; // https://127.0.0.1:PORT/api2/json, as the upstream Secret writes it
 function writeSecret(name: string, text: string): string {
   const file = path.join(tmp, name);
@@ -141,7 +118,7 @@ const controllerFlags = (file: string) => [
   file,
 ];
 const W1_LINKS = path.join(sim.loopLinkDir, 'talos-worker-1');
-const main = await startProgram(t, [
+const main = await composeProgram(t, [
   '--mode',
   'all',
   '--proxmox-endpoint',
@@ -185,7 +162,7 @@ t.test('config Secret: token inline with ca_file, and token_id_file/token_secret
     grpcCode(c.controller.GetCapacity({ parameters: { storage: 'local-lvm' }, accessibleTopology: topo('hyper1') }));
   t.equal(await capacity(main), 'OK', 'inline token, CA pinned by ca_file');
 
-  const noCa = await startProgram(
+  const noCa = await composeProgram(
     t,
     controllerFlags(
       writeSecret('config-no-ca.yaml', fs.readFileSync(configA, 'utf8').replace(/^\s+ca_file:.*\n/m, '')),
@@ -203,7 +180,7 @@ t.test('config Secret: token inline with ca_file, and token_id_file/token_secret
     token_secret_file: ${secret}
     region: homelab
 `;
-  const files = await startProgram(t, controllerFlags(writeSecret('config-files.yaml', filesYaml(secretFile))));
+  const files = await composeProgram(t, controllerFlags(writeSecret('config-files.yaml', filesYaml(secretFile))));
   t.same(
     (await files.identity.Probe()).ready,
     { value: true },
@@ -216,7 +193,7 @@ t.test('config Secret: token inline with ca_file, and token_id_file/token_secret
   t.ok(Number(cap.availableCapacity) > 100 * GiB, `an authenticated call works: ${cap.availableCapacity} bytes free`);
 
   const wrong = writeSecret('token_secret_wrong', '11111111-2222-3333-4444-555555555555\n');
-  const bad = await startProgram(t, controllerFlags(writeSecret('config-wrong.yaml', filesYaml(wrong))));
+  const bad = await composeProgram(t, controllerFlags(writeSecret('config-wrong.yaml', filesYaml(wrong))));
   t.equal(await capacity(bad), 'FAILED_PRECONDITION', 'control: the secret really comes from token_secret_file');
 });
 
