@@ -4,28 +4,21 @@
 // on the same connection (a sidecar has one for every volume) hung as well.
 import t from 'tap';
 import { status } from '@grpc/grpc-js';
-import type { Driver } from '../../../src/csi/types.js';
 import { NotFound } from '../../../src/errors.js';
 import { mapError, MAX_STATUS_MESSAGE } from '../../../src/server/status.js';
 import type { VolumeCapability } from '../../helpers/csi-client.js';
 import { serveDriver } from '../../helpers/driver-server.js';
+import { testDriver } from '../../helpers/test-driver.js';
 
-const driver: Driver = {
-  name: 'test.csi.example',
-  accessibilityConstraints: false,
-  onlineExpansion: false,
-  probe: async () => true,
+const driver = testDriver({
   controller: {
-    capabilities: ['CREATE_DELETE_VOLUME'],
-    createVolume: async () => ({ volume: { volumeId: 'v', capacityBytes: 0 } }),
-    deleteVolume: async () => ({}),
     // Requests cannot carry a megabyte-long id any more (limits.ts); the message grows here
     // instead, as one that repeats a long value or a backend's whole answer would.
     validateVolumeCapabilities: async (req) => {
       throw new NotFound(`volume ${req.volumeId === 'huge' ? 'x'.repeat(1 << 20) : req.volumeId} does not exist`);
     },
   },
-};
+});
 const cap: VolumeCapability = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
 
 t.test('a huge id in an error message is cut, and the connection keeps working', async (t) => {

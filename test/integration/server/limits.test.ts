@@ -3,24 +3,17 @@
 // 4 KiB and paths over PATH_MAX with INVALID_ARGUMENT before anything else runs.
 import t from 'tap';
 import { status } from '@grpc/grpc-js';
-import type { Driver } from '../../../src/csi/types.js';
 import { checkLimits, MAX_PATH_BYTES } from '../../../src/server/limits.js';
 import { serveDriver } from '../../helpers/driver-server.js';
+import { testDriver } from '../../helpers/test-driver.js';
 
 let reached = 0;
-const driver: Driver = {
-  name: 'test.csi.example',
-  accessibilityConstraints: false,
-  onlineExpansion: false,
-  probe: async () => true,
+const driver = testDriver({
   controller: {
-    capabilities: ['CREATE_DELETE_VOLUME'],
-    createVolume: async () => ({ volume: { volumeId: 'v', capacityBytes: 0 } }),
     deleteVolume: async () => {
       reached++;
       return {};
     },
-    validateVolumeCapabilities: async () => ({}),
   },
   node: {
     capabilities: [],
@@ -33,7 +26,7 @@ const driver: Driver = {
       return {};
     },
   },
-};
+});
 
 t.test('huge ids and paths are refused before a backend sees them', async (t) => {
   const { c } = await serveDriver(t, driver, { clientTimeoutMs: 2000 });
