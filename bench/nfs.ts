@@ -6,7 +6,9 @@ import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import type { CallContext, CreateVolumeRequest, VolumeCapability } from '../src/csi/types.js';
 import { createNfsController } from '../src/nfs/controller/controller.js';
+import { defined } from '../src/defined.js';
 import { startGanesha } from '../test/integration/nfs/ganesha.js';
+import { pct, pool, timed } from './lib/table.js';
 
 const { values } = parseArgs({
   options: {
@@ -49,26 +51,6 @@ function req(server: string, share: string, name: string, ns: string): CreateVol
   };
 }
 
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
-};
-
-async function timed(fn: () => Promise<unknown>): Promise<number> {
-  const t0 = process.hrtime.bigint();
-  await fn();
-  return Number(process.hrtime.bigint() - t0) / 1e6;
-}
-
-async function pool<T>(items: T[], limit: number, fn: (x: T) => Promise<unknown>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: limit }, async () => {
-      while (next < items.length) await fn(items[next++]!);
-    }),
-  );
-}
-
 const g = await startGanesha();
 const c = createNfsController({
   log: pino({ level: 'silent' }),
@@ -79,7 +61,9 @@ const c = createNfsController({
 try {
   const share = `${g.share}/talos`;
   const create = (name: string, ns: string) =>
-    c.createVolume(req(g.server, share, name, ns), ctx).then((r) => r.volume!.volumeId as string);
+    c
+      .createVolume(req(g.server, share, name, ns), ctx)
+      .then((r) => defined(r.volume?.volumeId, 'the created volume id'));
   const remove = (volumeId: string) => c.deleteVolume({ volumeId, secrets: {} }, ctx);
 
   for (let i = 0; i < 5; i++) await remove(await create(`warm-${i}`, 'warm')); // connections, root handle

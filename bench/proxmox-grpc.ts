@@ -2,14 +2,11 @@
 // the simulator behind it with 20 ms added to every API call. Per operation p50/p95 latency and
 // Proxmox calls, next to the minimum (test/helpers/proxmox-call-budget.ts), then an attach storm
 // of 24 volumes to one VM. Run: npx tsx bench/proxmox-grpc.ts [--runs N] [--latency MS] [--md]
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { SimulatorAdmin, startSimulator } from '../sim/index.js';
-import { csiClient, type VolumeCapability } from '../test/helpers/csi-client.js';
+import type { VolumeCapability } from '../test/helpers/csi-client.js';
 import { PROXMOX_CALL_BUDGET, type BudgetedOp } from '../test/helpers/proxmox-call-budget.js';
-import { startProgram } from './lib/program.js';
+import { startProxmoxController } from './lib/proxmox-controller.js';
 import { type Breakdown, breakdown, breakdownRows } from './lib/call-breakdown.js';
 import { printTable, since, type Row } from './lib/table.js';
 
@@ -41,18 +38,8 @@ const sim = await startSimulator({
   faults: { latencyMs: LATENCY, taskDurationMs: Number(values.task), authFailureDelayMs: 0 },
 });
 const admin = new SimulatorAdmin(sim.adminUrl);
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-pve-grpc-'));
-const cfg = path.join(dir, 'proxmox.yaml');
-fs.writeFileSync(
-  cfg,
-  `clusters:\n  - url: ${sim.url}\n    ca_file: ${sim.caFile}\n    token_id: "${sim.tokenId}"\n    token_secret: "${sim.tokenSecret}"\n    region: homelab\n`,
-);
-const ep = `unix://${path.join(dir, 'csi.sock')}`;
-const prog = await startProgram(
-  ['--mode', 'controller', '--proxmox-endpoint', ep, '--proxmox-config', cfg, '--log-level', 'warn'],
-  [ep],
-);
-const c = csiClient(ep, 120_000);
+const ctrl = await startProxmoxController(sim, { tmpPrefix: 'bench-pve-grpc-', callTimeoutMs: 120_000 });
+const { c } = ctrl;
 try {
   // Past the start-up window (startup-fence.ts: 12 s after a start, publishes look for a killed
   // predecessor's running tasks): steady state is what is measured.
@@ -133,6 +120,8 @@ try {
   const storm = since(t0);
   const k = await admin.counters();
   const ok = res.filter((r) => r.status === 'fulfilled').length;
+  // Every publish of the storm must get a slot of its own (what bench/proxmox.ts checked in-process).
+  const luns = new Set(res.flatMap((r) => (r.status === 'fulfilled' ? [r.value.publishContext.lun] : [])));
   rows.push({
     what: `attach storm of ${STORM} (${ok} OK)`,
     samples: [storm],
@@ -143,7 +132,7 @@ try {
     what: `attach storm of ${STORM}`,
     samples: [k.total],
     min: PROXMOX_CALL_BUDGET.ControllerPublishVolume,
-    note: `config changes: ${k.byRoute['POST /nodes/{node}/qemu/{vmid}/config'] ?? 0}`,
+    note: `config changes: ${k.byRoute['POST /nodes/{node}/qemu/{vmid}/config'] ?? 0}; distinct slots: ${luns.size}`,
   });
   await Promise.all(ids.map((volumeId) => c.controller.ControllerUnpublishVolume({ volumeId, nodeId: VM })));
   await Promise.all(ids.map((volumeId) => c.controller.DeleteVolume({ volumeId })));
@@ -160,8 +149,6 @@ try {
     rows: ops.flatMap((op) => breakdownRows(op, parts.get(op) ?? [])),
   });
 } finally {
-  c.close();
-  await prog.stop();
+  await ctrl.close();
   await sim.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 }

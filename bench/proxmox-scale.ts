@@ -2,13 +2,10 @@
 // 500 volumes, 20 ms per API call. ListVolumes with paging, GetCapacity, a publish to the last
 // VM (right after a listing, and again once every cache expired), a CreateVolume: calls and
 // time, to see which costs grow with VMs or volumes. Run: npx tsx bench/proxmox-scale.ts [--md]
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { SimulatorAdmin, startSimulator } from '../sim/index.js';
-import { csiClient, type VolumeCapability } from '../test/helpers/csi-client.js';
-import { startProgram } from './lib/program.js';
+import type { VolumeCapability } from '../test/helpers/csi-client.js';
+import { startProxmoxController } from './lib/proxmox-controller.js';
 import { pool, printTable, since, type Row } from './lib/table.js';
 
 const { values } = parseArgs({
@@ -55,18 +52,8 @@ const LAST_VM = `talos-hyper3-${PER_HOST - 1}`;
 
 const sim = await startSimulator({ backend: 'none', config });
 const admin = new SimulatorAdmin(sim.adminUrl);
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-pve-scale-'));
-const cfg = path.join(dir, 'proxmox.yaml');
-fs.writeFileSync(
-  cfg,
-  `clusters:\n  - url: ${sim.url}\n    ca_file: ${sim.caFile}\n    token_id: "${sim.tokenId}"\n    token_secret: "${sim.tokenSecret}"\n    region: homelab\n`,
-);
-const ep = `unix://${path.join(dir, 'csi.sock')}`;
-const prog = await startProgram(
-  ['--mode', 'controller', '--proxmox-endpoint', ep, '--proxmox-config', cfg, '--log-level', 'warn'],
-  [ep],
-);
-const c = csiClient(ep, 300_000);
+const ctrl = await startProxmoxController(sim, { tmpPrefix: 'bench-pve-scale-', callTimeoutMs: 300_000 });
+const { c } = ctrl;
 try {
   // Setup without latency: 500 volumes spread over the hosts.
   await pool(
@@ -154,8 +141,6 @@ try {
     rows,
   });
 } finally {
-  c.close();
-  await prog.stop();
+  await ctrl.close();
   await sim.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 }

@@ -3,9 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/ensure.sh
-ensure_node_modules
-ensure_host_tools
-ensure_apt nfs-ganesha nfs-ganesha-vfs rpcbind
+ensure_host_tier
 # The program under test runs compiled (dist/src/main.js), as the image runs it; the bench
 # harnesses themselves run through tsx.
 npx tsc -p tsconfig.json

@@ -6,7 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/ensure.sh
-ensure_node_modules
-ensure_host_tools
-ensure_apt nfs-ganesha nfs-ganesha-vfs rpcbind
+ensure_host_tier
 exec node --import=tsx scripts/chaos.ts "$@"

@@ -18,10 +18,17 @@ import { badInput } from './lib/chaos/bad-input.js';
 
 const argv = process.argv.slice(2);
 const long = argv.includes('--long');
-const onlyArg = argv.find((a) => a.startsWith('--only'));
-const only = onlyArg
-  ? (onlyArg.includes('=') ? onlyArg.split('=')[1]! : argv[argv.indexOf(onlyArg) + 1]!).split(',')
-  : undefined;
+// --only=a,b or --only a,b
+const onlyAt = argv.findIndex((a) => a.startsWith('--only'));
+const onlyArg = argv[onlyAt];
+const onlyValue =
+  onlyArg === undefined
+    ? undefined
+    : onlyArg.includes('=')
+      ? onlyArg.slice(onlyArg.indexOf('=') + 1)
+      : argv[onlyAt + 1];
+if (onlyArg !== undefined && onlyValue === undefined) throw new Error('--only: expected a list of scenarios');
+const only = onlyValue?.split(',');
 const want = (s: string) => !only || only.includes(s);
 
 const runDir = path.join(ROOT, '.run', 'chaos');

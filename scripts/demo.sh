@@ -3,8 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/ensure.sh
-ensure_node_modules
-ensure_host_tools
-ensure_apt nfs-ganesha nfs-ganesha-vfs rpcbind
+ensure_host_tier
 ensure_build
 exec node --import=tsx scripts/demo.ts "$@"

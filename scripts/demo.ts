@@ -6,7 +6,14 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { start, stopAll } from './lib/procs.js';
-import { HOST_NODE, startNfsBackend, startProxmoxBackend, type Backends } from './lib/backends.js';
+import {
+  HOST_NODE,
+  startNfsBackend,
+  startProxmoxBackend,
+  type Backends,
+  type NfsInfo,
+  type ProxmoxInfo,
+} from './lib/backends.js';
 import { csiClient, type VolumeCapability } from '../test/helpers/csi-client.js';
 import { present } from '../test/helpers/present.js';
 
@@ -22,7 +29,7 @@ async function proxmoxCalls(adminUrl: string): Promise<number> {
   return j.total ?? 0;
 }
 
-async function demo(pve: Backends, nfs: Backends): Promise<void> {
+async function demo(pve: Backends<ProxmoxInfo>, nfs: Backends<NfsInfo>): Promise<void> {
   const pveSock = path.join(runDir, 'proxmox.sock');
   const nfsSock = path.join(runDir, 'nfs.sock');
   const program = start(
@@ -56,9 +63,9 @@ async function demo(pve: Backends, nfs: Backends): Promise<void> {
     console.log('\n--- csi.proxmox.sinextra.dev: a local-lvm disk hot-plugged into the VM', HOST_NODE.name);
     // xfs: growing a mounted ext4 needs CAP_SYS_RESOURCE, which some sandboxes (this CI's included) withhold.
     const mountCap: VolumeCapability = { mount: { fsType: 'xfs' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
-    let calls = await proxmoxCalls(pve.info.adminUrl!);
+    let calls = await proxmoxCalls(pve.info.adminUrl);
     const before = () =>
-      proxmoxCalls(pve.info.adminUrl!).then((c) => {
+      proxmoxCalls(pve.info.adminUrl).then((c) => {
         const d = c - calls;
         calls = c;
         return `${d} Proxmox API calls`;
@@ -173,7 +180,7 @@ async function demo(pve: Backends, nfs: Backends): Promise<void> {
       ).volume,
       'CreateVolume: volume',
     );
-    const exportDir = nfs.info.exportDir!;
+    const exportDir = nfs.info.exportDir;
     const dir = path.join(exportDir, 'talos', 'media', 'library');
     const st = fs.statSync(dir);
     step(
@@ -215,7 +222,7 @@ async function main(): Promise<number> {
   fs.mkdirSync(runDir, { recursive: true });
   step('starting the Proxmox VE simulator (loop-device disks) and ganesha (NFS on 127.0.0.1)');
   const pve = await startProxmoxBackend(path.join(runDir, 'pve'));
-  let nfs: Backends | undefined;
+  let nfs: Backends<NfsInfo> | undefined;
   try {
     nfs = await startNfsBackend(path.join(runDir, 'nfs'));
     step('backends ready', `Proxmox API ${pve.info.url}, NFS 127.0.0.1:${nfs.info.nfsPort}`);

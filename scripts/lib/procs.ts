@@ -3,13 +3,20 @@
 // killed on exit, Ctrl-C or failure so nothing is left running.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import { defined } from '../../src/defined.js';
+
+/** A JSON object line of a child's stdout. */
+export type JsonLine = Record<string, unknown>;
 
 export interface Proc {
   name: string;
   child: ChildProcess;
   logFile: string;
-  /** Resolves with the first stdout line that parses as JSON and satisfies `match`. */
-  readyJson<T = any>(match: (j: any) => boolean, timeoutMs: number): Promise<T>;
+  /**
+   * Resolves with the first stdout line that parses as a JSON object and satisfies `match`; `T`
+   * is the shape the caller's `match` vouches for.
+   */
+  readyJson<T extends JsonLine = JsonLine>(match: (j: JsonLine) => boolean, timeoutMs: number): Promise<T>;
   stop(signal?: NodeJS.Signals, graceMs?: number): Promise<number | null>;
 }
 
@@ -20,11 +27,7 @@ function hookExit(): void {
   hooked = true;
   const killAll = () => {
     for (const p of live) {
-      try {
-        process.kill(-p.child.pid!, 'SIGKILL');
-      } catch {
-        /* already gone */
-      }
+      killGroup(p.child, 'SIGKILL');
     }
   };
   process.on('exit', killAll);
@@ -32,6 +35,16 @@ function hookExit(): void {
     process.on(sig, () => {
       void stopAll().finally(() => process.exit(130));
     });
+  }
+}
+
+/** Signals a child's whole process group; a child that never started, or is gone, is left alone. */
+function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, signal);
+  } catch {
+    /* gone */
   }
 }
 
@@ -54,8 +67,8 @@ export function start(
     stdio: ['ignore', 'pipe', out],
   });
   let buf = '';
-  const waiters: { match: (j: any) => boolean; resolve: (j: any) => void }[] = [];
-  child.stdout!.on('data', (d: Buffer) => {
+  const waiters: { match: (j: JsonLine) => boolean; resolve: (j: JsonLine) => void }[] = [];
+  defined(child.stdout, `${name}'s stdout pipe`).on('data', (d: Buffer) => {
     fs.appendFileSync(opts.logFile, d);
     if (opts.echo) process.stdout.write(d);
     buf += d.toString();
@@ -65,7 +78,9 @@ export function start(
       buf = buf.slice(i + 1);
       if (!line.startsWith('{')) continue;
       try {
-        const j = JSON.parse(line);
+        const parsed: unknown = JSON.parse(line);
+        if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) continue;
+        const j = parsed as JsonLine;
         for (const w of [...waiters])
           if (w.match(j)) {
             waiters.splice(waiters.indexOf(w), 1);
@@ -81,8 +96,8 @@ export function start(
     name,
     child,
     logFile: opts.logFile,
-    readyJson(match, timeoutMs) {
-      return new Promise((resolve, reject) => {
+    readyJson<T extends JsonLine>(match: (j: JsonLine) => boolean, timeoutMs: number) {
+      return new Promise<T>((resolve, reject) => {
         const timer = setTimeout(
           () => reject(new Error(`${name} not ready after ${timeoutMs} ms; see ${opts.logFile}`)),
           timeoutMs,
@@ -94,7 +109,8 @@ export function start(
           match,
           resolve: (j) => {
             clearTimeout(timer);
-            resolve(j);
+            // The caller's `match` vouched for the shape it names as T.
+            resolve(j as T);
           },
         });
       });
@@ -104,18 +120,8 @@ export function start(
         live.delete(proc);
         return child.exitCode;
       }
-      try {
-        process.kill(-child.pid!, signal);
-      } catch {
-        /* gone */
-      }
-      const timer = setTimeout(() => {
-        try {
-          process.kill(-child.pid!, 'SIGKILL');
-        } catch {
-          /* gone */
-        }
-      }, graceMs);
+      killGroup(child, signal);
+      const timer = setTimeout(() => killGroup(child, 'SIGKILL'), graceMs);
       const code = await exited;
       clearTimeout(timer);
       live.delete(proc);

@@ -27,7 +27,7 @@ const HELPER_WWN_RE = /wwn=0x5056432d5850/i;
 
 /** `storage:disk` of a drive value, or undefined (cdrom, none…). */
 export function volidOfDrive(value: string): string | undefined {
-  const first = value.split(',')[0]!;
+  const first = value.replace(/,.*$/s, '');
   const file = first.includes('=') ? /(?:^|,)(?:file|volume)=([^,]+)/.exec(value)?.[1] : first;
   return file && file.includes(':') && file !== 'none' ? file : undefined;
 }
@@ -40,8 +40,8 @@ export function holders(state: SimState): Map<string, Set<number>> {
       if (!DRIVE_RE.test(k)) continue;
       const volid = volidOfDrive(v);
       if (!volid) continue;
-      if (!out.has(volid)) out.set(volid, new Set());
-      out.get(volid)!.add(vm.vmid);
+      const on = out.get(volid) ?? new Set<number>();
+      out.set(volid, on.add(vm.vmid));
     }
   }
   return out;
@@ -76,7 +76,7 @@ export class DoubleAttachSampler {
     this.busy = true;
     try {
       for (const d of doubles((await this.admin.state()) as SimState)) {
-        const volid = d.split(' ')[0]!;
+        const volid = d.replace(/ .*$/s, '');
         if (this.seen.has(volid)) continue;
         this.seen.add(volid);
         this.rec.doubleAttaches++;
@@ -172,7 +172,10 @@ export function mountsUnder(mountinfo: string, root: string): string[] {
     .readFileSync(mountinfo, 'utf8')
     .split('\n')
     .filter(Boolean)
-    .map((l) => l.split(' ')[4]!.replace(/\\040/g, ' '))
+    .flatMap((l) => {
+      const mountPoint = l.split(' ')[4]; // field 5 of a mountinfo line
+      return mountPoint === undefined ? [] : [mountPoint.replace(/\\040/g, ' ')];
+    })
     .filter((m) => m === root || m.startsWith(`${root}/`));
 }
 

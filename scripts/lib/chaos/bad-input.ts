@@ -11,7 +11,7 @@ import path from 'node:path';
 import { auditProxmox, baseline, type SimState } from './audit.js';
 import { GiB, SINGLE_WRITER, topology, type ChaosEnv } from './env.js';
 import { Program, programKnows } from './program.js';
-import { CsiCaller, Recorder, type Service } from './rpc.js';
+import { CsiCaller, Recorder, field, volumeIdOf, type Service } from './rpc.js';
 import { sharedGanesha, type NfsShared } from './nfs.js';
 
 type Driver = 'proxmox' | 'nfs';
@@ -128,8 +128,8 @@ export async function badInput(env: ChaosEnv, shared: NfsShared): Promise<Record
     volumeCapabilities: [SINGLE_WRITER],
   });
   if (pve.code !== 'OK' || nfsVol.code !== 'OK') rec.violate(`setup: CreateVolume answered ${pve.code}/${nfsVol.code}`);
-  const pveId: string = pve.res?.volume.volumeId ?? 'homelab/hyper1/local-lvm/vm-9999-pvc-chaos-input';
-  const nfsId: string = nfsVol.res?.volume.volumeId ?? '127.0.0.1#/volume1/k8s-volumes/talos#pvc-chaos-input##';
+  const pveId = pve.code === 'OK' ? volumeIdOf(pve) : 'homelab/hyper1/local-lvm/vm-9999-pvc-chaos-input';
+  const nfsId = nfsVol.code === 'OK' ? volumeIdOf(nfsVol) : '127.0.0.1#/volume1/k8s-volumes/talos#pvc-chaos-input##';
   const baseState = baseline((await admin.state()) as SimState);
   const exportBefore = fs.readdirSync(talos).sort();
 
@@ -734,7 +734,7 @@ export async function badInput(env: ChaosEnv, shared: NfsShared): Promise<Record
       await csi[r.driver].op(
         'controller',
         'DeleteVolume',
-        { volumeId: a.res.volume.volumeId },
+        { volumeId: volumeIdOf(a) },
         { until: 'ok', budgetMs: 30_000 },
       );
     if (!prog.alive()) {
@@ -747,8 +747,9 @@ export async function badInput(env: ChaosEnv, shared: NfsShared): Promise<Record
   if (prog.alive()) {
     for (const d of ['proxmox', 'nfs'] as Driver[]) {
       const p = await csi[d].once('identity', 'Probe', {});
-      if (p.code !== 'OK' || p.res?.ready?.value === false)
-        rec.violate(`${d}: Probe after the table: ${p.code} ready=${String(p.res?.ready?.value)}`);
+      const ready = field(p.res, 'ready', 'value');
+      if (p.code !== 'OK' || ready === false)
+        rec.violate(`${d}: Probe after the table: ${p.code} ready=${String(ready)}`);
     }
     const after = mountTable();
     const gone = before.filter((m) => !after.includes(m));

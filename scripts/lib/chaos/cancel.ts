@@ -4,11 +4,10 @@
 // moved. A single-writer volume must never end up on both VMs: while A's change may still land,
 // B must get a retryable answer, and a final FAILED_PRECONDITION once it did land. Finally the
 // first caller replays its request and gets OK, and everything is cleaned up.
-import path from 'node:path';
 import { DoubleAttachSampler, auditProxmox, holders, type SimState } from './audit.js';
-import { BASE_FAULTS, GiB, HOSTS, SINGLE_WRITER, topology, type ChaosEnv } from './env.js';
-import { Program } from './program.js';
-import { CsiCaller, Recorder, sleep } from './rpc.js';
+import { BASE_FAULTS, SINGLE_WRITER, singleWriterVolume, vmPair, type ChaosEnv } from './env.js';
+import { startProxmoxController } from './program.js';
+import { Recorder, sleep, volumeIdOf } from './rpc.js';
 
 export async function cancelScenario(env: ChaosEnv): Promise<Recorder> {
   const rec = new Recorder('3 cancelled callers + publish elsewhere');
@@ -16,39 +15,23 @@ export async function cancelScenario(env: ChaosEnv): Promise<Recorder> {
   await admin.reset();
   // PVE's own lock wait (10 s): the change held up behind the lock lands once it is released.
   await admin.setFaults({ ...BASE_FAULTS, lockTimeoutMs: 10_000 });
-  const sock = path.join(env.runDir, 'cancel.sock');
-  const prog = new Program({
-    name: 'cancel-controller',
-    runDir: env.runDir,
-    args: ['--mode', 'controller', '--proxmox-endpoint', `unix://${sock}`, '--proxmox-config', env.proxmoxConfig],
-  });
-  await prog.start();
-  const csi = new CsiCaller(`unix://${sock}`, rec);
+  const { prog, csi } = await startProxmoxController(env, rec, 'cancel');
   const sampler = new DoubleAttachSampler(admin, rec, 50).start();
   const holdMs = 4000;
   const opts = { deadlineMs: 15_000, budgetMs: 60_000 };
 
   const round = async (r: number, hostIdx: number, how: 'deadline' | 'cancel') => {
-    const host = HOSTS[hostIdx]!;
-    const [a, b] = r % 2 ? [host.vms[1]!, host.vms[0]!] : [host.vms[0]!, host.vms[1]!];
-    const name = `pvc-chaos-cancel-${r}-${host.zone}`;
-    const created = await csi.op(
-      'controller',
-      'CreateVolume',
-      {
-        name,
-        parameters: { storage: 'local-lvm' },
-        volumeCapabilities: [SINGLE_WRITER],
-        capacityRange: { requiredBytes: String(GiB) },
-        accessibilityRequirements: topology(host.zone),
-      },
-      { ...opts, deadlineMs: 10_000 },
-    );
+    const { zone, a, b } = vmPair(hostIdx, r % 2 === 1);
+    const name = `pvc-chaos-cancel-${r}-${zone}`;
+    const created = await csi.op('controller', 'CreateVolume', singleWriterVolume(name, zone), {
+      ...opts,
+      deadlineMs: 10_000,
+    });
     if (created.code !== 'OK') {
       rec.violate(`CreateVolume ${name}: ${created.code} ${created.message}`);
       return;
     }
-    const volumeId = created.res.volume.volumeId as string;
+    const volumeId = volumeIdOf(created);
     const volid = `local-lvm:${volumeId.split('/')[3]}`;
     const publish = { volumeId, volumeCapability: SINGLE_WRITER };
 

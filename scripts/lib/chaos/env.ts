@@ -1,8 +1,9 @@
 // What every scenario gets: the run directory, the size of the run, the Proxmox simulator (one
 // per suite run, reset between scenarios) and the config file pointing the program at it.
-import fs from 'node:fs';
 import path from 'node:path';
 import { SimulatorAdmin, startSimulator, type Faults, type RunningSimulator } from '../../../sim/index.js';
+import { defined } from '../../../src/defined.js';
+import { writeProxmoxConfig } from '../backends.js';
 
 export interface ChaosEnv {
   runDir: string;
@@ -19,8 +20,13 @@ export const BASE_FAULTS: Partial<Faults> = { authFailureDelayMs: 0, lockTimeout
 export const SINGLE_WRITER = { accessMode: { mode: 'SINGLE_NODE_WRITER' }, mount: { fsType: 'ext4' } };
 export const GiB = 1024 ** 3;
 
+export interface HostVm {
+  name: string;
+  vmid: number;
+}
+
 /** Hosts of the default cluster and their two VMs each (talos-cp-N, talos-worker-N). */
-export const HOSTS = [
+export const HOSTS: { zone: string; vms: [HostVm, HostVm] }[] = [
   {
     zone: 'hyper1',
     vms: [
@@ -51,18 +57,25 @@ export const topology = (zone: string) => ({
 export async function startEnv(runDir: string, long: boolean): Promise<ChaosEnv> {
   const sim = await startSimulator({ backend: 'none', stateDir: path.join(runDir, 'sim'), faults: BASE_FAULTS });
   const proxmoxConfig = path.join(runDir, 'proxmox-config.yaml');
-  fs.writeFileSync(
-    proxmoxConfig,
-    [
-      'clusters:',
-      `  - url: ${sim.url}`,
-      '    insecure: false',
-      `    token_id: "${sim.tokenId}"`,
-      `    token_secret: "${sim.tokenSecret}"`,
-      `    ca_file: ${sim.caFile}`,
-      '    region: homelab',
-      '',
-    ].join('\n'),
-  );
+  writeProxmoxConfig(proxmoxConfig, sim, 'homelab');
   return { runDir, long, sim, admin: new SimulatorAdmin(sim.adminUrl), proxmoxConfig };
 }
+
+/**
+ * The two VMs of host `hostIdx` (modulo the hosts): `a` gets the volume, `b` is the VM a moved
+ * pod asks for next; `swap` turns the pair round.
+ */
+export function vmPair(hostIdx: number, swap: boolean): { zone: string; a: HostVm; b: HostVm } {
+  const host = defined(HOSTS[hostIdx % HOSTS.length], `host ${hostIdx}`);
+  const [first, second] = host.vms;
+  return swap ? { zone: host.zone, a: second, b: first } : { zone: host.zone, a: first, b: second };
+}
+
+/** A CreateVolume request for a 1 GiB single-writer local-lvm volume on `zone`. */
+export const singleWriterVolume = (name: string, zone: string) => ({
+  name,
+  parameters: { storage: 'local-lvm' },
+  volumeCapabilities: [SINGLE_WRITER],
+  capacityRange: { requiredBytes: String(GiB) },
+  accessibilityRequirements: topology(zone),
+});

@@ -5,11 +5,11 @@
 // VM once, or nowhere; grown; gone. One phase kills the controller while its attaches wait for
 // a VM lock held by someone else, and the restarted one is asked to publish the same volumes to
 // another VM (the pod moved): the dead process's change lands later, so the new one must refuse.
-import path from 'node:path';
+import { defined } from '../../../src/defined.js';
 import { DoubleAttachSampler, auditProxmox, holders, volidOfDrive, type SimState } from './audit.js';
-import { BASE_FAULTS, GiB, SINGLE_WRITER, topology, type ChaosEnv } from './env.js';
-import { Program } from './program.js';
-import { CsiCaller, Recorder, pool, sleep, type Answer } from './rpc.js';
+import { BASE_FAULTS, GiB, SINGLE_WRITER, singleWriterVolume, type ChaosEnv } from './env.js';
+import { startProxmoxController } from './program.js';
+import { Recorder, pool, sleep, volumeIdOf, type Answer } from './rpc.js';
 
 export async function killScenario(env: ChaosEnv): Promise<Recorder> {
   const rec = new Recorder('2 kill -9 controller + replay');
@@ -17,14 +17,7 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
   await admin.reset();
   // Slow enough that a kill lands between a request and its answer.
   await admin.setFaults({ ...BASE_FAULTS, latencyMs: 25 });
-  const sock = path.join(env.runDir, 'kill.sock');
-  const prog = new Program({
-    name: 'kill-controller',
-    runDir: env.runDir,
-    args: ['--mode', 'controller', '--proxmox-endpoint', `unix://${sock}`, '--proxmox-config', env.proxmoxConfig],
-  });
-  await prog.start();
-  const csi = new CsiCaller(`unix://${sock}`, rec);
+  const { prog, csi } = await startProxmoxController(env, rec, 'kill');
   const sampler = new DoubleAttachSampler(admin, rec).start();
   const vm = { name: 'talos-worker-1', vmid: 111 };
   const n = long ? 24 : 10;
@@ -53,19 +46,11 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
   const names = Array.from({ length: n }, (_, i) => `pvc-chaos-kill-${String(i).padStart(2, '0')}`);
   const ids: string[] = [];
   await pool(names, 8, async (name, i) => {
-    const a = await csi.op(
-      'controller',
-      'CreateVolume',
-      {
-        name,
-        parameters: { storage: 'local-lvm' },
-        volumeCapabilities: [SINGLE_WRITER],
-        capacityRange: { requiredBytes: String(GiB) },
-        accessibilityRequirements: topology('hyper1'),
-      },
-      { ...opts, deadlineMs: 10_000 },
-    );
-    if (a.code === 'OK') ids[i] = a.res.volume.volumeId;
+    const a = await csi.op('controller', 'CreateVolume', singleWriterVolume(name, 'hyper1'), {
+      ...opts,
+      deadlineMs: 10_000,
+    });
+    if (a.code === 'OK') ids[i] = volumeIdOf(a);
     else rec.violate(`CreateVolume ${name}: ${a.code} ${a.message}`);
   });
   const volids = ids.map((id) => `local-lvm:${id.split('/')[3]}`);
@@ -88,7 +73,10 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
     );
     let s = await state();
     const h = holders(s);
-    const cfg = s.vms.find((v) => v.vmid === vm.vmid)!;
+    const cfg = defined(
+      s.vms.find((v) => v.vmid === vm.vmid),
+      `VM ${vm.vmid} in the simulator's state`,
+    );
     for (const volid of volids) {
       const on = [...(h.get(volid) ?? [])];
       const slots = Object.entries(cfg.config).filter(
@@ -108,9 +96,8 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
       killAt(r, 80),
     );
     s = await state();
-    for (const volid of volids)
-      if (holders(s).has(volid))
-        rec.violate(`after the detach storm ${volid} is still on VMs ${[...holders(s).get(volid)!].join(',')}`);
+    for (const [volid, on] of holders(s))
+      if (volids.includes(volid)) rec.violate(`after the detach storm ${volid} is still on VMs ${[...on].join(',')}`);
   }
 
   await lockedAttachKill(ids.slice(0, long ? 6 : 3));

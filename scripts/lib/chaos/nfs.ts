@@ -10,7 +10,7 @@ import { startGanesha, type Ganesha } from '../../../test/integration/nfs/ganesh
 import { auditExport } from './audit.js';
 import { SINGLE_WRITER, type ChaosEnv } from './env.js';
 import { Program } from './program.js';
-import { CsiCaller, Recorder, sleep, type Answer } from './rpc.js';
+import { CsiCaller, Recorder, sleep, volumeIdOf, type Answer } from './rpc.js';
 
 /** Each fault must catch at least this share of its batch in flight (sent, not yet answered). */
 const MIN_HIT_SHARE = 0.5;
@@ -125,7 +125,7 @@ export async function nfsScenario(env: ChaosEnv, shared: NfsShared): Promise<Rec
   const ids = new Map<string, string>();
   const remember = (v: (typeof vols)[number]) => async () => {
     const a = await create(v)();
-    if (a.code === 'OK') ids.set(v.name, a.res.volume.volumeId);
+    if (a.code === 'OK') ids.set(v.name, volumeIdOf(a));
     return a;
   };
   await during(freeze, vols.slice(0, per).map(remember), 'CreateVolume while the server was frozen', 2);

@@ -5,7 +5,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
+import { defined } from '../../../src/defined.js';
 import { start, type Proc } from '../procs.js';
+import type { ChaosEnv } from './env.js';
+import { CsiCaller, type Recorder } from './rpc.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
@@ -63,13 +66,13 @@ export class Program {
           'unshare',
           ['-m', '--propagation', 'private', 'sh', '-ec', `${this.o.namespace.setup}\nexec "$@"`, 'sh', ...node],
         ] as const)
-      : ([node[0]!, node.slice(1)] as const);
+      : ([process.execPath, node.slice(1)] as const);
     this.proc = start(this.o.name, cmd, [...args], { cwd: ROOT, logFile });
     await this.proc.readyJson((j) => j.ready === true, 60_000);
   }
 
   get pid(): number {
-    return this.proc!.child.pid!;
+    return defined(this.proc?.child.pid, `${this.o.name}'s pid (started?)`);
   }
 
   alive(): boolean {
@@ -84,4 +87,20 @@ export class Program {
   async stop(): Promise<void> {
     await this.proc?.stop('SIGTERM', 5000);
   }
+}
+
+/** The program as a Proxmox controller on `<name>.sock` in the run dir, and a caller recording into `rec`. */
+export async function startProxmoxController(
+  env: ChaosEnv,
+  rec: Recorder,
+  name: string,
+): Promise<{ prog: Program; csi: CsiCaller }> {
+  const sock = path.join(env.runDir, `${name}.sock`);
+  const prog = new Program({
+    name: `${name}-controller`,
+    runDir: env.runDir,
+    args: ['--mode', 'controller', '--proxmox-endpoint', `unix://${sock}`, '--proxmox-config', env.proxmoxConfig],
+  });
+  await prog.start();
+  return { prog, csi: new CsiCaller(`unix://${sock}`, rec) };
 }

@@ -14,8 +14,23 @@ export type Service = 'identity' | 'controller' | 'node';
 export interface Answer {
   code: string;
   message: string;
-  res?: any;
+  /** The decoded response (a protobufjs plain object) of an OK answer; read it with `field`. */
+  res?: unknown;
   ms: number;
+}
+
+/** A field of a decoded response by its path; undefined where any step of it is absent. */
+export function field(value: unknown, ...path: string[]): unknown {
+  let v = value;
+  for (const k of path) v = typeof v === 'object' && v !== null ? (v as Record<string, unknown>)[k] : undefined;
+  return v;
+}
+
+/** The volume id of an OK CreateVolume answer. */
+export function volumeIdOf(a: Answer): string {
+  const id = field(a.res, 'volume', 'volumeId');
+  if (typeof id !== 'string') throw new Error(`CreateVolume answer without a volume id: ${JSON.stringify(a.res)}`);
+  return id;
 }
 
 /** What one scenario saw; the table is printed from these. */
@@ -123,7 +138,7 @@ export class CsiCaller {
         { deadline: new Date(started + deadlineMs) },
         (err, res) => {
           const a: Answer = err
-            ? { code: codeName(err.code), message: err.details ?? err.message, ms: Date.now() - started }
+            ? { code: codeName(err.code), message: err.details, ms: Date.now() - started }
             : { code: 'OK', message: '', res, ms: Date.now() - started };
           this.rec.inflight--;
           this.rec.answer(method, a, deadlineMs, o.expectDeadline || o.cancelAfterMs !== undefined);
@@ -161,14 +176,11 @@ export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
 /** Runs `fn` over `items` with at most `n` at a time. */
 export async function pool<T, R>(items: T[], n: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(items.length);
+  const out = new Array<R>(items.length);
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(n, items.length) }, async () => {
-      while (next < items.length) {
-        const i = next++;
-        out[i] = await fn(items[i]!, i);
-      }
+      for (let i = next++; i < items.length; i = next++) out[i] = await fn(items[i] as T, i);
     }),
   );
   return out;

@@ -3,12 +3,12 @@
 // under them every moment: 5xx, answers dropped before and after the change took effect, tasks
 // failing before and after, lock contention (another writer holding VM and storage locks),
 // detaches stuck in the pending section (with and without an error), and latency.
-import path from 'node:path';
 import type { Faults } from '../../../sim/index.js';
+import { defined } from '../../../src/defined.js';
 import { DoubleAttachSampler, FaultLedger, auditProxmox } from './audit.js';
-import { BASE_FAULTS, GiB, HOSTS, SINGLE_WRITER, topology, type ChaosEnv } from './env.js';
-import { Program } from './program.js';
-import { CsiCaller, Recorder, pool, sleep } from './rpc.js';
+import { BASE_FAULTS, HOSTS, SINGLE_WRITER, singleWriterVolume, vmPair, type ChaosEnv } from './env.js';
+import { startProxmoxController } from './program.js';
+import { Recorder, pool, sleep, volumeIdOf } from './rpc.js';
 
 const TASK_FAIL = 'chaos task failure';
 
@@ -42,27 +42,21 @@ export async function faultStorm(env: ChaosEnv): Promise<Recorder> {
   const rec = new Recorder('1 fault storm (Proxmox)');
   const { admin, long } = env;
   await admin.reset();
-  const sock = path.join(env.runDir, 'storm.sock');
-  const prog = new Program({
-    name: 'storm-controller',
-    runDir: env.runDir,
-    args: ['--mode', 'controller', '--proxmox-endpoint', `unix://${sock}`, '--proxmox-config', env.proxmoxConfig],
-  });
-  await prog.start();
-  const csi = new CsiCaller(`unix://${sock}`, rec);
+  const { prog, csi } = await startProxmoxController(env, rec, 'storm');
   const ledger = new FaultLedger(admin, env.sim.adminUrl, rec, TASK_FAIL);
   await ledger.begin();
   const sampler = new DoubleAttachSampler(admin, rec).start();
 
-  let storming = true;
+  // An object, so the loop below reads the flag the storm's end sets (TypeScript would narrow a `let`).
+  const state = { storming: true };
   const periodMs = long ? 2000 : 1200;
   const switcher = (async () => {
-    for (let i = 0; storming; i++) {
-      const p = PROFILES[i % PROFILES.length]!;
+    for (let i = 0; state.storming; i++) {
+      const p = defined(PROFILES[i % PROFILES.length], 'a fault profile');
       await ledger.switchTo(p.name);
       await admin.setFaults({ ...BASE_FAULTS, ...p.faults });
       if (p.holdLocks) {
-        const host = HOSTS[i % HOSTS.length]!;
+        const host = defined(HOSTS[i % HOSTS.length], 'a host');
         await Promise.all([
           ...host.vms.map((vm) => admin.holdLock({ vmid: vm.vmid }, 1500)),
           admin.holdLock({ node: host.zone, storage: 'local-lvm' }, 1000),
@@ -80,27 +74,15 @@ export async function faultStorm(env: ChaosEnv): Promise<Recorder> {
   const pub = { deadlineMs: 15_000, budgetMs: 120_000 };
   const prov = { deadlineMs: 10_000, budgetMs: 120_000 };
   await pool(names, long ? 20 : 15, async (name, i) => {
-    const host = HOSTS[i % HOSTS.length]!;
-    const [a, b] = i % 2 ? [host.vms[1]!, host.vms[0]!] : [host.vms[0]!, host.vms[1]!];
+    const { zone, a, b } = vmPair(i, i % 2 === 1);
     const expect = (what: string, got: { code: string; message: string }, want: string) => {
       if (got.code !== want)
         rec.violate(`${name}: ${what} answered ${got.code} (want ${want}): ${got.message.slice(0, 200)}`);
       return got.code === want;
     };
-    const created = await csi.op(
-      'controller',
-      'CreateVolume',
-      {
-        name,
-        parameters: { storage: 'local-lvm' },
-        volumeCapabilities: [SINGLE_WRITER],
-        capacityRange: { requiredBytes: String(GiB) },
-        accessibilityRequirements: topology(host.zone),
-      },
-      prov,
-    );
+    const created = await csi.op('controller', 'CreateVolume', singleWriterVolume(name, zone), prov);
     if (!expect('CreateVolume', created, 'OK')) return;
-    const volumeId = created.res.volume.volumeId as string;
+    const volumeId = volumeIdOf(created);
     const publish = (vm: string) =>
       csi.op('controller', 'ControllerPublishVolume', { volumeId, nodeId: vm, volumeCapability: SINGLE_WRITER }, pub);
     const unpublish = (vm: string) =>
@@ -114,7 +96,7 @@ export async function faultStorm(env: ChaosEnv): Promise<Recorder> {
     await csi.op('controller', 'ControllerUnpublishVolume', { volumeId }, { ...pub, until: 'ok' });
     await csi.op('controller', 'DeleteVolume', { volumeId }, { ...prov, until: 'ok' });
   });
-  storming = false;
+  state.storming = false;
   await switcher;
   await sampler.stop();
   await ledger.collect();
