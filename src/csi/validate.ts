@@ -57,73 +57,98 @@ function capabilities(caps: T.VolumeCapability[] | undefined, method: string): v
   caps.forEach((c, i) => capability(c, `volume_capabilities[${i}]`, method));
 }
 
+/** The keys of R whose values are V (optional ones too). */
+type Fields<R, V> = { [K in keyof R]-?: R[K] extends V ? K : never }[keyof R] & string;
+
+/** A request's field checks, by the fields' names (the messages print the spec's snake_case). */
+interface Rules<R> {
+  /** Present and printable. */
+  need?: Fields<R, unknown>[];
+  /** Printable where present. */
+  printable?: Fields<R, string | null | undefined>[];
+  capability?: Fields<R, T.VolumeCapability | null | undefined>;
+  capabilities?: Fields<R, T.VolumeCapability[] | undefined>;
+  /** String maps: keys and values printable. */
+  maps?: Fields<R, Record<string, string> | null | undefined>[];
+}
+
+const snake = (field: string) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+/**
+ * The validator of one RPC's request: its rules in a fixed order (required fields, printable
+ * ones, capabilities, maps), then `more`. Which error a request with several faults gets
+ * depends on that order.
+ */
+function rules<R extends object>(method: string, c: Rules<R>, more?: (r: R) => void): (r: R) => void {
+  return (r) => {
+    for (const f of c.need ?? []) need(r[f], snake(f), method);
+    for (const f of c.printable ?? []) noControlCharacters(r[f], snake(f), method);
+    // The casts restate what Fields<> guaranteed for each key.
+    if (c.capability) {
+      capability(r[c.capability] as T.VolumeCapability | null | undefined, snake(c.capability), method);
+    }
+    if (c.capabilities) capabilities(r[c.capabilities] as T.VolumeCapability[] | undefined, method);
+    for (const f of c.maps ?? []) noControlInMap(r[f] as Record<string, string> | null | undefined, snake(f), method);
+    more?.(r);
+  };
+}
+
+const nodePublishStaged = rules<T.NodePublishVolumeRequest>('NodePublishVolume', {
+  need: ['volumeId', 'targetPath', 'stagingTargetPath'],
+  capability: 'volumeCapability',
+  maps: ['volumeContext', 'publishContext'],
+});
+const nodePublishUnstaged = rules<T.NodePublishVolumeRequest>('NodePublishVolume', {
+  need: ['volumeId', 'targetPath'],
+  printable: ['stagingTargetPath'],
+  capability: 'volumeCapability',
+  maps: ['volumeContext', 'publishContext'],
+});
+
 export const validate = {
-  createVolume(r: T.CreateVolumeRequest): void {
-    need(r.name, 'name', 'CreateVolume');
-    capabilities(r.volumeCapabilities, 'CreateVolume');
-    noControlInMap(r.parameters, 'parameters', 'CreateVolume');
-    noControlInMap(r.mutableParameters, 'mutable_parameters', 'CreateVolume');
-    parseCapacityRange(r.capacityRange);
-  },
-  deleteVolume(r: T.DeleteVolumeRequest): void {
-    need(r.volumeId, 'volume_id', 'DeleteVolume');
-  },
-  controllerPublishVolume(r: T.ControllerPublishVolumeRequest): void {
-    need(r.volumeId, 'volume_id', 'ControllerPublishVolume');
-    need(r.nodeId, 'node_id', 'ControllerPublishVolume');
-    capability(r.volumeCapability, 'volume_capability', 'ControllerPublishVolume');
-    noControlInMap(r.volumeContext, 'volume_context', 'ControllerPublishVolume');
-  },
-  controllerUnpublishVolume(r: T.ControllerUnpublishVolumeRequest): void {
-    need(r.volumeId, 'volume_id', 'ControllerUnpublishVolume');
-    noControlCharacters(r.nodeId, 'node_id', 'ControllerUnpublishVolume');
-  },
-  validateVolumeCapabilities(r: T.ValidateVolumeCapabilitiesRequest): void {
-    need(r.volumeId, 'volume_id', 'ValidateVolumeCapabilities');
-    capabilities(r.volumeCapabilities, 'ValidateVolumeCapabilities');
-  },
-  controllerExpandVolume(r: T.ControllerExpandVolumeRequest): void {
-    need(r.volumeId, 'volume_id', 'ControllerExpandVolume');
-    need(r.capacityRange, 'capacity_range', 'ControllerExpandVolume');
-    parseCapacityRange(r.capacityRange);
-  },
-  controllerModifyVolume(r: T.ControllerModifyVolumeRequest): void {
-    need(r.volumeId, 'volume_id', 'ControllerModifyVolume');
-    noControlInMap(r.mutableParameters, 'mutable_parameters', 'ControllerModifyVolume');
-  },
-  controllerGetVolume(r: T.ControllerGetVolumeRequest): void {
-    need(r.volumeId, 'volume_id', 'ControllerGetVolume');
-  },
-  nodeStageVolume(r: T.NodeStageVolumeRequest): void {
-    need(r.volumeId, 'volume_id', 'NodeStageVolume');
-    need(r.stagingTargetPath, 'staging_target_path', 'NodeStageVolume');
-    capability(r.volumeCapability, 'volume_capability', 'NodeStageVolume');
-    noControlInMap(r.volumeContext, 'volume_context', 'NodeStageVolume');
-    noControlInMap(r.publishContext, 'publish_context', 'NodeStageVolume');
-  },
-  nodeUnstageVolume(r: T.NodeUnstageVolumeRequest): void {
-    need(r.volumeId, 'volume_id', 'NodeUnstageVolume');
-    need(r.stagingTargetPath, 'staging_target_path', 'NodeUnstageVolume');
-  },
-  nodePublishVolume(r: T.NodePublishVolumeRequest, staged: boolean): void {
-    need(r.volumeId, 'volume_id', 'NodePublishVolume');
-    need(r.targetPath, 'target_path', 'NodePublishVolume');
-    if (staged) need(r.stagingTargetPath, 'staging_target_path', 'NodePublishVolume');
-    else noControlCharacters(r.stagingTargetPath, 'staging_target_path', 'NodePublishVolume');
-    capability(r.volumeCapability, 'volume_capability', 'NodePublishVolume');
-    noControlInMap(r.volumeContext, 'volume_context', 'NodePublishVolume');
-    noControlInMap(r.publishContext, 'publish_context', 'NodePublishVolume');
-  },
-  nodeUnpublishVolume(r: T.NodeUnpublishVolumeRequest): void {
-    need(r.volumeId, 'volume_id', 'NodeUnpublishVolume');
-    need(r.targetPath, 'target_path', 'NodeUnpublishVolume');
-  },
-  nodeGetVolumeStats(r: T.NodeGetVolumeStatsRequest): void {
-    need(r.volumeId, 'volume_id', 'NodeGetVolumeStats');
-    need(r.volumePath, 'volume_path', 'NodeGetVolumeStats');
-  },
-  nodeExpandVolume(r: T.NodeExpandVolumeRequest): void {
-    need(r.volumeId, 'volume_id', 'NodeExpandVolume');
-    need(r.volumePath, 'volume_path', 'NodeExpandVolume');
-  },
+  createVolume: rules<T.CreateVolumeRequest>(
+    'CreateVolume',
+    { need: ['name'], capabilities: 'volumeCapabilities', maps: ['parameters', 'mutableParameters'] },
+    (r) => parseCapacityRange(r.capacityRange),
+  ),
+  deleteVolume: rules<T.DeleteVolumeRequest>('DeleteVolume', { need: ['volumeId'] }),
+  controllerPublishVolume: rules<T.ControllerPublishVolumeRequest>('ControllerPublishVolume', {
+    need: ['volumeId', 'nodeId'],
+    capability: 'volumeCapability',
+    maps: ['volumeContext'],
+  }),
+  controllerUnpublishVolume: rules<T.ControllerUnpublishVolumeRequest>('ControllerUnpublishVolume', {
+    need: ['volumeId'],
+    printable: ['nodeId'],
+  }),
+  validateVolumeCapabilities: rules<T.ValidateVolumeCapabilitiesRequest>('ValidateVolumeCapabilities', {
+    need: ['volumeId'],
+    capabilities: 'volumeCapabilities',
+  }),
+  controllerExpandVolume: rules<T.ControllerExpandVolumeRequest>(
+    'ControllerExpandVolume',
+    { need: ['volumeId', 'capacityRange'] },
+    (r) => parseCapacityRange(r.capacityRange),
+  ),
+  controllerModifyVolume: rules<T.ControllerModifyVolumeRequest>('ControllerModifyVolume', {
+    need: ['volumeId'],
+    maps: ['mutableParameters'],
+  }),
+  controllerGetVolume: rules<T.ControllerGetVolumeRequest>('ControllerGetVolume', { need: ['volumeId'] }),
+  nodeStageVolume: rules<T.NodeStageVolumeRequest>('NodeStageVolume', {
+    need: ['volumeId', 'stagingTargetPath'],
+    capability: 'volumeCapability',
+    maps: ['volumeContext', 'publishContext'],
+  }),
+  nodeUnstageVolume: rules<T.NodeUnstageVolumeRequest>('NodeUnstageVolume', {
+    need: ['volumeId', 'stagingTargetPath'],
+  }),
+  /** `staged`: the driver stages, so staging_target_path is required (else only checked). */
+  nodePublishVolume: (r: T.NodePublishVolumeRequest, staged: boolean): void =>
+    (staged ? nodePublishStaged : nodePublishUnstaged)(r),
+  nodeUnpublishVolume: rules<T.NodeUnpublishVolumeRequest>('NodeUnpublishVolume', {
+    need: ['volumeId', 'targetPath'],
+  }),
+  nodeGetVolumeStats: rules<T.NodeGetVolumeStatsRequest>('NodeGetVolumeStats', { need: ['volumeId', 'volumePath'] }),
+  nodeExpandVolume: rules<T.NodeExpandVolumeRequest>('NodeExpandVolume', { need: ['volumeId', 'volumePath'] }),
 };
