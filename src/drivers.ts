@@ -104,7 +104,12 @@ export async function buildDrivers(config: AppConfig, log: Logger): Promise<Comp
       },
     });
   }
-  return { drivers, close: async () => void (await Promise.all(closers.map((f) => f()))) };
+  return {
+    drivers,
+    close: async () => {
+      await Promise.all(closers.map((f) => f()));
+    },
+  };
 }
 
 /** In a pod: the Kubernetes Node names limit offline-expansion helpers (src/proxmox/controller/helper-vms.ts). */

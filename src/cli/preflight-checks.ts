@@ -294,7 +294,7 @@ export function checkSwap(input: PreflightInput): CheckResult[] {
     .filter((pv) => pv.spec?.csi?.driver === 'nfs.csi.k8s.io')
     .filter((pv) => {
       const ref = parseVolumeId(pv.spec?.csi?.volumeHandle ?? '');
-      return ref !== null && ref !== undefined && ref.onDelete === undefined;
+      return ref !== null && ref.onDelete === undefined;
     })
     .map((pv) => pv.metadata?.name ?? '?');
   const name = 'swap/nfs-legacy-ondelete';

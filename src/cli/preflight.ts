@@ -10,6 +10,7 @@ import { parse as parseYaml } from 'yaml';
 import { ConfigError } from '../config/errors.js';
 import { parseDuration } from '../config/load.js';
 import { readProxmoxConfig } from '../config/proxmox-file.js';
+import { scalarText } from '../config/text.js';
 import type { Subcommand } from './index.js';
 import {
   checkNfs,
@@ -60,10 +61,10 @@ export function classesFromValues(values: Obj): StorageClassSpec[] {
       const merged: Obj = { ...defaults, ...(isObj(c.parameters) ? c.parameters : {}) };
       const parameters = Object.fromEntries(
         Object.entries(merged)
-          .map(([k, v]) => [k, v === null || v === undefined ? '' : String(v)])
+          .map(([k, v]): [string, string] => [k, v === null || v === undefined ? '' : scalarText(v)])
           .filter(([, v]) => v !== ''),
       );
-      out.push({ name: String(c.name ?? '?'), driver, parameters });
+      out.push({ name: scalarText(c.name ?? '?'), driver, parameters });
     }
   }
   return out;
@@ -142,7 +143,7 @@ function inputFrom(argv: string[], env: NodeJS.ProcessEnv): { input: PreflightIn
     input: {
       ...(proxmoxOn && configFile && { proxmox: readProxmoxConfig(configFile) }),
       classes: classesFromValues(chart),
-      defaultOnDelete: String(controller.defaultOnDeletePolicy ?? 'delete'),
+      defaultOnDelete: scalarText(controller.defaultOnDeletePolicy ?? 'delete'),
       ...(previous && { previousDefaultOnDelete: previous }),
       ...(pvsDoc !== undefined && { pvs: (pvsDoc as { items: PreflightInput['pvs'] }).items }),
       ...(nfsPort !== undefined && { nfsPort }),

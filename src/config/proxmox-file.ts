@@ -9,6 +9,7 @@
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import { ConfigError } from './errors.js';
+import { scalarText } from './text.js';
 import type { ProxmoxClusterConfig, ProxmoxConfig } from './types.js';
 
 // The YAML parser (~20 ms to load) only when there is a Proxmox config file to read: an NFS-only
@@ -101,7 +102,7 @@ function cluster(raw: unknown, i: number, file: string, warnings: string[]): Pro
     str(raw, 'token_id', where, false) || idFile || str(raw, 'token_secret', where, false) || secretFile,
   );
   const username = str(raw, 'username', where, false);
-  const password = raw.password === undefined || raw.password === null ? undefined : String(raw.password);
+  const password = raw.password === undefined || raw.password === null ? undefined : scalarText(raw.password);
   if (hasToken && (username || password)) {
     throw new ConfigError(`${file}: ${where}: set either token_id/token_secret or username/password, not both`);
   }
@@ -200,7 +201,7 @@ export function parseProxmoxConfig(text: string, file: string): ProxmoxConfig {
       if (typeof f.provider === 'string' && PROVIDERS.has(f.provider)) provider = f.provider as 'default' | 'capmox';
       else
         warnings.push(
-          `${file}: features.provider "${String(f.provider)}" is neither default nor capmox; treated as default, as upstream does`,
+          `${file}: features.provider "${scalarText(f.provider)}" is neither default nor capmox; treated as default, as upstream does`,
         );
     }
   }

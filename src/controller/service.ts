@@ -9,8 +9,8 @@ import { validate } from '../csi/validate.js';
 const byVolume = (r: { volumeId: string }): string[] => [r.volumeId];
 
 export function controllerService(env: CallEnv, c: ControllerBackend): ControllerHandlers {
+  // A method the backend does not advertise is left undefined: the interceptor answers UNIMPLEMENTED.
   const has = (cap: string) => c.capabilities.includes(cap as never);
-  const notAdvertised = () => undefined;
   return {
     CreateVolume: unary(env, {
       method: 'CreateVolume',
@@ -31,14 +31,14 @@ export function controllerService(env: CallEnv, c: ControllerBackend): Controlle
       requestType: 'ControllerPublishVolumeRequest',
       keys: byVolume,
       validate: validate.controllerPublishVolume,
-      impl: has('PUBLISH_UNPUBLISH_VOLUME') ? c.controllerPublishVolume : notAdvertised(),
+      impl: has('PUBLISH_UNPUBLISH_VOLUME') ? c.controllerPublishVolume : undefined,
     }),
     ControllerUnpublishVolume: unary(env, {
       method: 'ControllerUnpublishVolume',
       requestType: 'ControllerUnpublishVolumeRequest',
       keys: byVolume,
       validate: validate.controllerUnpublishVolume,
-      impl: has('PUBLISH_UNPUBLISH_VOLUME') ? c.controllerUnpublishVolume : notAdvertised(),
+      impl: has('PUBLISH_UNPUBLISH_VOLUME') ? c.controllerUnpublishVolume : undefined,
     }),
     ValidateVolumeCapabilities: unary(env, {
       method: 'ValidateVolumeCapabilities',
@@ -49,12 +49,12 @@ export function controllerService(env: CallEnv, c: ControllerBackend): Controlle
     ListVolumes: unary(env, {
       method: 'ListVolumes',
       requestType: 'ListVolumesRequest',
-      impl: has('LIST_VOLUMES') ? c.listVolumes : notAdvertised(),
+      impl: has('LIST_VOLUMES') ? c.listVolumes : undefined,
     }),
     GetCapacity: unary(env, {
       method: 'GetCapacity',
       requestType: 'GetCapacityRequest',
-      impl: has('GET_CAPACITY') ? c.getCapacity : notAdvertised(),
+      impl: has('GET_CAPACITY') ? c.getCapacity : undefined,
     }),
     ControllerGetCapabilities: unary(env, {
       method: 'ControllerGetCapabilities',
@@ -66,20 +66,20 @@ export function controllerService(env: CallEnv, c: ControllerBackend): Controlle
       requestType: 'ControllerExpandVolumeRequest',
       keys: byVolume,
       validate: validate.controllerExpandVolume,
-      impl: has('EXPAND_VOLUME') ? c.controllerExpandVolume : notAdvertised(),
+      impl: has('EXPAND_VOLUME') ? c.controllerExpandVolume : undefined,
     }),
     ControllerGetVolume: unary(env, {
       method: 'ControllerGetVolume',
       requestType: 'ControllerGetVolumeRequest',
       validate: validate.controllerGetVolume,
-      impl: has('GET_VOLUME') ? c.controllerGetVolume : notAdvertised(),
+      impl: has('GET_VOLUME') ? c.controllerGetVolume : undefined,
     }),
     ControllerModifyVolume: unary(env, {
       method: 'ControllerModifyVolume',
       requestType: 'ControllerModifyVolumeRequest',
       keys: byVolume,
       validate: validate.controllerModifyVolume,
-      impl: has('MODIFY_VOLUME') ? c.controllerModifyVolume : notAdvertised(),
+      impl: has('MODIFY_VOLUME') ? c.controllerModifyVolume : undefined,
     }),
     // Snapshots are not offered by either backend; they answer UNIMPLEMENTED.
     CreateSnapshot: unary(env, { method: 'CreateSnapshot', requestType: 'CreateSnapshotRequest', impl: undefined }),

@@ -135,13 +135,13 @@ export function createExec(options: ExecaExecOptions = {}): Exec {
             args,
             reason: stopped,
             detail: stopped === 'timeout' ? `within ${timeoutMs} ms` : undefined,
-            stdout: outcome === 'gave-up' ? '' : String(outcome.stdout ?? ''),
-            stderr: outcome === 'gave-up' ? '' : String(outcome.stderr ?? ''),
+            stdout: outcome === 'gave-up' ? '' : outcome.stdout,
+            stderr: outcome === 'gave-up' ? '' : outcome.stderr,
           });
         }
         if (outcome === 'gave-up') throw new Error('unreachable');
-        const stdout = String(outcome.stdout ?? '');
-        const stderr = String(outcome.stderr ?? '');
+        // Piped and utf8 (execa's defaults here): strings, '' for a command that never started.
+        const { stdout, stderr } = outcome;
         if (outcome.exitCode === 0) return { stdout, stderr, exitCode: 0 };
         if (outcome.exitCode === undefined) {
           const spawnError = (outcome as { cause?: unknown }).cause;

@@ -36,7 +36,7 @@ function redactMessage(type: protobuf.Type, value: unknown): unknown {
     } else if (field.map && v && typeof v === 'object') {
       out[key] = redactMap(v as Record<string, unknown>);
     } else if (key === 'mountFlags' && Array.isArray(v)) {
-      out[key] = v.map((f) => (typeof f === 'string' ? redactFlag(f) : f));
+      out[key] = v.map((f: unknown) => (typeof f === 'string' ? redactFlag(f) : f));
     } else if (field.resolvedType && 'fields' in field.resolvedType) {
       const sub = field.resolvedType;
       out[key] = Array.isArray(v) ? v.map((x) => redactMessage(sub, x)) : redactMessage(sub, v);

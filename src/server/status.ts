@@ -60,4 +60,5 @@ export function toServiceError(m: MappedError): ServiceError {
   return e;
 }
 
-export const codeName = (code: status): string => status[code] ?? String(code);
+// A code outside the enum (another gRPC version's) prints as its number.
+export const codeName = (code: status): string => (Object.hasOwn(status, code) ? status[code] : String(code));

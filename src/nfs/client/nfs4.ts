@@ -7,6 +7,7 @@ import crypto from 'node:crypto';
 import os from 'node:os';
 import type { Logger } from 'pino';
 import { CsiError, type ErrorKind, FailedPrecondition } from '../../errors.js';
+import { defined } from '../../defined.js';
 import type { FileType, FsStat } from './nfs3.js';
 import type { RpcCall } from './rpc.js';
 import { XdrReader, XdrWriter } from './xdr.js';
@@ -179,7 +180,7 @@ function bitmap(w: XdrWriter, attrs: readonly number[]): void {
   for (const a of attrs) {
     const i = a >> 5;
     while (words.length <= i) words.push(0);
-    words[i] = (words[i]! | (1 << (a & 31))) >>> 0;
+    words[i] = ((words[i] ?? 0) | (1 << (a & 31))) >>> 0;
   }
   w.u32(words.length);
   for (const x of words) w.u32(x);
@@ -449,7 +450,7 @@ export class Nfs4Client {
     for (let attempt = 1; ; attempt++) {
       const s = await this.openSession(signal);
       const slot = await this.acquire(s);
-      const seq = s.slots[slot]! + 1;
+      const seq = defined(s.slots[slot], `sequence id of slot ${slot}`) + 1;
       const sequence: Op4 = {
         code: OP.SEQUENCE,
         name: 'SEQUENCE',
@@ -469,10 +470,11 @@ export class Nfs4Client {
           r.u32();
         },
       };
-      let landed = false;
+      // An object: the callback sets it, which a `let` would hide from TypeScript's narrowing.
+      const reply = { landed: false };
       try {
         const res = await this.send(1, [sequence, ...ops], what, signal, () => {
-          landed = true;
+          reply.landed = true;
         });
         return res.slice(1);
       } catch (e) {
@@ -490,7 +492,7 @@ export class Nfs4Client {
         throw e;
       } finally {
         // A slot whose reply never came is in an unknown state: the session goes with it.
-        if (landed) s.slots[slot] = seq;
+        if (reply.landed) s.slots[slot] = seq;
         else this.dropSession(s);
         this.release(s, slot);
       }
@@ -509,7 +511,8 @@ export class Nfs4Client {
   private acquire(s: Session): Promise<number> {
     const slot = s.free.pop();
     if (slot !== undefined) return Promise.resolve(slot);
-    return new Promise((resolve) => s.waiters.push(() => resolve(s.free.pop()!)));
+    // release() pushes the slot back before it wakes one waiter.
+    return new Promise((resolve) => s.waiters.push(() => resolve(defined(s.free.pop(), 'a released slot'))));
   }
 
   private release(s: Session, slot: number): void {

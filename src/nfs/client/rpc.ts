@@ -42,7 +42,7 @@ class ConnectionDropped extends Unavailable {}
 
 interface Pending {
   resolve: (r: XdrReader) => void;
-  reject: (e: Error) => void;
+  reject: (e: unknown) => void;
   sentAt: number;
 }
 
@@ -78,7 +78,8 @@ class Link {
       this.fragBytes += len;
       this.rx = this.rx.subarray(4 + len);
       if (hdr & LAST_FRAGMENT) {
-        const msg = this.frags.length === 1 ? this.frags[0]! : Buffer.concat(this.frags);
+        const [only] = this.frags;
+        const msg = this.frags.length === 1 && only ? only : Buffer.concat(this.frags);
         this.frags = [];
         this.fragBytes = 0;
         this.onMessage(this, msg);
@@ -194,7 +195,7 @@ export class RpcConnection {
           pending.sentAt = Date.now();
           l.socket.write(this.frame(xid, c));
         },
-        (e: Error) => pending.reject(e),
+        (e: unknown) => pending.reject(e),
       );
     });
   }
@@ -234,7 +235,7 @@ export class RpcConnection {
           else this.link = link;
           return link;
         },
-        (e: Error) => {
+        (e: unknown) => {
           this.connecting = null;
           throw e;
         },
@@ -321,7 +322,7 @@ export class RpcConnection {
       this.checkReply(r);
       p.resolve(r);
     } catch (e) {
-      p.reject(e as Error);
+      p.reject(e);
     }
   }
 

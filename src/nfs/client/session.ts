@@ -155,9 +155,10 @@ export class NfsSession {
       const path = '/' + segs.slice(0, keep).join('/');
       try {
         let fh = await mountPath(mount, this.opts.server, path, signal);
-        for (let i = keep; i < segs.length; i++) {
+        for (const [i, seg] of segs.entries()) {
+          if (i < keep) continue;
           const where = '/' + segs.slice(0, i + 1).join('/');
-          const r = await this.nfs.lookup(fh, segs[i]!, { signal, path: where });
+          const r = await this.nfs.lookup(fh, seg, { signal, path: where });
           fh = r.handle;
         }
         return fh;

@@ -76,7 +76,8 @@ class CreatedVolumes {
   remember(name: string, id: string, required: number, limit: number): void {
     this.byName.delete(name);
     this.byName.set(name, { id, required, limit });
-    if (this.byName.size > this.max) this.byName.delete(this.byName.keys().next().value!);
+    const oldest = this.byName.keys().next();
+    if (this.byName.size > this.max && !oldest.done) this.byName.delete(oldest.value);
   }
 
   forget(id: string): void {
@@ -126,7 +127,7 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
 
     async createVolume(req, ctx) {
       if (!req.name) throw new InvalidArgument('volume name is required');
-      if (!req.volumeCapabilities?.length) throw new InvalidArgument('volume capabilities are required');
+      if (req.volumeCapabilities.length === 0) throw new InvalidArgument('volume capabilities are required');
       const bad = unsupportedCapability(req.volumeCapabilities);
       if (bad) throw new InvalidArgument(bad);
       if (req.volumeContentSource) {
@@ -188,7 +189,7 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
 
     async validateVolumeCapabilities(req, ctx) {
       if (!req.volumeId) throw new InvalidArgument('volume id is required');
-      if (!req.volumeCapabilities?.length) throw new InvalidArgument('volume capabilities are required');
+      if (req.volumeCapabilities.length === 0) throw new InvalidArgument('volume capabilities are required');
       await existingVolume(req.volumeId, ctx);
       const bad = unsupportedCapability(req.volumeCapabilities);
       if (bad) return { message: bad };

@@ -16,6 +16,7 @@ import {
   type NfsStores,
   type OpOptions,
   type RmdirResult,
+  lastOf,
   pathSegments as segments,
   sharePath,
 } from './store.js';
@@ -90,8 +91,8 @@ export class Nfs3Store implements NfsStore {
     o: OpOptions,
   ): Promise<{ handle: Buffer; attrs?: Fattr | undefined }> {
     let cur: { handle: Buffer; attrs?: Fattr | undefined } = { handle: root };
-    for (let i = 0; i < segs.length; i++) {
-      cur = await this.s.nfs.lookup(cur.handle, segs[i]!, { signal: o.signal, path: this.where(segs.slice(0, i + 1)) });
+    for (const [i, seg] of segs.entries()) {
+      cur = await this.s.nfs.lookup(cur.handle, seg, { signal: o.signal, path: this.where(segs.slice(0, i + 1)) });
     }
     return cur;
   }
@@ -100,10 +101,10 @@ export class Nfs3Store implements NfsStore {
     return h.attrs ?? this.s.nfs.getattr(h.handle, { signal: o.signal });
   }
 
-  /** LOOKUP-or-MKDIR of one component; `create` chooses which to try first. */
-  private async dirStep(dir: Buffer, segs: string[], i: number, sa: Sattr, mkdirFirst: boolean, o: OpOptions) {
-    const name = segs[i]!;
-    const opts = { signal: o.signal, path: this.where(segs.slice(0, i + 1)) };
+  /** LOOKUP-or-MKDIR of the last component of `here`; `mkdirFirst` chooses which to try first. */
+  private async dirStep(dir: Buffer, here: string[], sa: Sattr, mkdirFirst: boolean, o: OpOptions) {
+    const { name } = lastOf(here);
+    const opts = { signal: o.signal, path: this.where(here) };
     const look = async () => {
       const r = await this.s.nfs.lookup(dir, name, opts);
       const a = await this.attrsOf(r, o);
@@ -142,7 +143,7 @@ export class Nfs3Store implements NfsStore {
     for (let i = 0; i < segs.length; i++) {
       const isLast = last !== null && i === segs.length - 1;
       const sa: Sattr = isLast ? { ...last, mode: last.mode ?? DEFAULT_DIR_MODE } : { mode: DEFAULT_DIR_MODE };
-      cur = await this.dirStep(cur.handle, segs, i, sa, isLast, o);
+      cur = await this.dirStep(cur.handle, segs.slice(0, i + 1), sa, isLast, o);
     }
     return cur;
   }
@@ -153,7 +154,7 @@ export class Nfs3Store implements NfsStore {
       try {
         return await this.withRoot(o, async (root) => {
           const d = await this.mkdirs(root, segs, attrs, o);
-          const a = d.attrs!;
+          const a = await this.attrsOf(d, o);
           const want: Sattr = {};
           if (attrs.mode !== undefined && a.mode !== attrs.mode) want.mode = attrs.mode;
           if (attrs.uid !== undefined && a.uid !== attrs.uid) want.uid = attrs.uid;
@@ -198,7 +199,7 @@ export class Nfs3Store implements NfsStore {
     const segs = segments(path);
     return this.withRoot(o, async (root) => {
       const parentSegs = segs.slice(0, -1);
-      const name = segs[segs.length - 1]!;
+      const name = lastOf(segs).name;
       const where = { signal: o.signal, path: this.where(segs) };
       let parent: Buffer;
       let target: { handle: Buffer; attrs?: Fattr | undefined };
@@ -235,7 +236,7 @@ export class Nfs3Store implements NfsStore {
     try {
       await this.withRoot(o, async (root) => {
         const parent = await this.walk(root, segs.slice(0, -1), o);
-        await this.s.nfs.rmdir(parent.handle, segs[segs.length - 1]!, { signal: o.signal, path: this.where(segs) });
+        await this.s.nfs.rmdir(parent.handle, lastOf(segs).name, { signal: o.signal, path: this.where(segs) });
       });
       return 'removed';
     } catch (e) {
@@ -252,13 +253,13 @@ export class Nfs3Store implements NfsStore {
       let fromParent: Buffer;
       try {
         fromParent = (await this.walk(root, fs.slice(0, -1), o)).handle;
-        await this.s.nfs.lookup(fromParent, fs[fs.length - 1]!, { signal: o.signal, path: this.where(fs) });
+        await this.s.nfs.lookup(fromParent, lastOf(fs).name, { signal: o.signal, path: this.where(fs) });
       } catch (e) {
         if (notFound(e)) throw new NotFound(`${this.server}:${this.where(fs)} does not exist`);
         throw e;
       }
       const toParent = ts.length > 1 ? (await this.mkdirs(root, ts.slice(0, -1), null, o)).handle : root;
-      const toName = ts[ts.length - 1]!;
+      const toName = lastOf(ts).name;
       try {
         await this.s.nfs.lookup(toParent, toName, { signal: o.signal, path: this.where(ts) });
         throw new AlreadyExists(`${this.server}:${this.where(ts)} already exists`);
@@ -267,7 +268,7 @@ export class Nfs3Store implements NfsStore {
       }
       // RENAME would replace an empty directory at the target; the LOOKUP above makes that a
       // race with another writer only, never a silent overwrite of data.
-      await this.s.nfs.rename(fromParent, fs[fs.length - 1]!, toParent, toName, {
+      await this.s.nfs.rename(fromParent, lastOf(fs).name, toParent, toName, {
         signal: o.signal,
         path: `${this.where(fs)} -> ${this.where(ts)}`,
       });

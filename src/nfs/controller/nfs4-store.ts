@@ -27,6 +27,7 @@ import {
   type NfsStores,
   type OpOptions,
   type RmdirResult,
+  lastOf,
   pathSegments as segments,
   sharePath,
 } from './store.js';
@@ -145,7 +146,7 @@ export class Nfs4Store implements NfsStore {
             : { mode: DEFAULT_DIR_MODE };
           try {
             const r = await this.run(
-              [...this.to(here.slice(0, -1)), op.mkdir(here[here.length - 1]!, create), op.getattr()],
+              [...this.to(here.slice(0, -1)), op.mkdir(lastOf(here).name, create), op.getattr()],
               here,
               o,
             );
@@ -198,7 +199,7 @@ export class Nfs4Store implements NfsStore {
   async removeTree(path: string, o: OpOptions = {}): Promise<boolean> {
     const segs = segments(path);
     const parentSegs = segs.slice(0, -1);
-    const name = segs[segs.length - 1]!;
+    const name = lastOf(segs).name;
     let parent: Buffer;
     let target: Buffer;
     let a: Attrs4;
@@ -219,7 +220,7 @@ export class Nfs4Store implements NfsStore {
 
   async removeDirIfEmpty(path: string, o: OpOptions = {}): Promise<RmdirResult> {
     const segs = segments(path);
-    const name = segs[segs.length - 1]!;
+    const name = lastOf(segs).name;
     try {
       const r = await this.run([...this.to(segs), op.getattr()], segs, o);
       if ((r[r.length - 1] as Attrs4).type !== 'dir') return 'not-empty';
@@ -255,7 +256,7 @@ export class Nfs4Store implements NfsStore {
         ...this.to(fs.slice(0, -1)),
         op.savefh(),
         ...this.to(ts.slice(0, -1)),
-        op.rename(fs[fs.length - 1]!, ts[ts.length - 1]!),
+        op.rename(lastOf(fs).name, lastOf(ts).name),
       ],
       `${this.where(fs)} -> ${this.where(ts)}`,
       o.signal,
@@ -267,7 +268,7 @@ export class Nfs4Store implements NfsStore {
       const here = segs.slice(0, i);
       try {
         await this.run(
-          [...this.to(here.slice(0, -1)), op.mkdir(here[here.length - 1]!, { mode: DEFAULT_DIR_MODE })],
+          [...this.to(here.slice(0, -1)), op.mkdir(lastOf(here).name, { mode: DEFAULT_DIR_MODE })],
           here,
           o,
         );

@@ -130,7 +130,7 @@ export function parseCreateParams(
   defaultOnDelete: OnDelete,
 ): VolumeParams {
   const p: Record<string, string> = {};
-  for (const [key, value] of Object.entries(params ?? {})) {
+  for (const [key, value] of Object.entries(params)) {
     const lower = key.toLowerCase();
     if (!(lower in KEYS)) {
       const allowed = Object.keys(NFS_PARAMETERS).join(', ');
@@ -147,9 +147,10 @@ export function parseCreateParams(
   const server = checkServer(p.server ?? '');
   const share = normaliseShare(p.share ?? '');
   let subDir: string;
-  const fromParam = !!p.subdir;
-  if (fromParam) {
-    subDir = checkRelativePath(expandSubDir(p.subdir!, p), 'subDir');
+  const subdirParam = p.subdir;
+  const fromParam = !!subdirParam;
+  if (subdirParam) {
+    subDir = checkRelativePath(expandSubDir(subdirParam, p), 'subDir');
   } else {
     if (!name) throw new InvalidArgument('volume name is required');
     checkSegment(name, 'volume name', name);

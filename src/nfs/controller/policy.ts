@@ -28,8 +28,8 @@ export function stamp(d: Date): string {
 
 function suffixed(path: string, suffix: string): string {
   const segs = path.split('/');
-  segs[segs.length - 1] = fit(segs[segs.length - 1]!, suffix);
-  return segs.join('/');
+  const last = segs.pop() ?? ''; // split returns at least one segment
+  return [...segs, fit(last, suffix)].join('/');
 }
 
 /**

@@ -21,6 +21,13 @@ export function pathSegments(path: string, allowRoot = false): string[] {
   return segs;
 }
 
+/** The last name of a path's segments and its parent's segments (the share root has neither). */
+export function lastOf(segs: readonly string[]): { parent: string[]; name: string } {
+  const name = segs.at(-1);
+  if (name === undefined) throw new InvalidArgument('refusing to modify the share root itself');
+  return { parent: segs.slice(0, -1), name };
+}
+
 /** The server path of segments below the share, for messages. */
 export function sharePath(share: string, segs: readonly string[]): string {
   return segs.length ? `${share.replace(/\/$/, '')}/${segs.join('/')}` : share;
