@@ -40,8 +40,8 @@ const fmt = (x: number) => x.toFixed(2);
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-nfs-grpc-'));
 const nfs = await startNfsBackend(path.join(dir, 'nfs'));
-const nfsPort = Number(nfs.info['nfsPort']);
-const mountPort = nfs.info['mountPort'] ?? '';
+const nfsPort = Number(nfs.info.nfsPort);
+const { mountPort } = nfs.info;
 const ganeshaPid = Number(fs.readFileSync(path.join(dir, 'nfs', 'ganesha', 'ganesha.pid'), 'utf8'));
 const relay = await startRpcCounter(nfsPort);
 const args = (ep: string, port: number) => [
