@@ -69,8 +69,10 @@ export class TicketSession {
       }
     }
     const fresh = await this.post(this.o.password, true);
+    // post() with explain = true throws instead of answering undefined
+    if (!fresh) throw new Unavailable(`Proxmox ${this.o.region}: login as ${this.o.username}: no ticket`);
     this.logins.password++;
-    return this.keep(fresh!);
+    return this.keep(fresh);
   }
 
   private keep(t: Ticket): Ticket {
