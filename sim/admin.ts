@@ -4,6 +4,7 @@
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type Faults, parseFaults } from './faults.js';
+import { syncSilentDetach } from './ops/detach-fault.js';
 import { lockKey, storageLockFile, vmLockFile } from './locks.js';
 import type { SimContext } from './ops/context.js';
 import { setVmStatus } from './ops/vm-apply.js';
@@ -80,6 +81,7 @@ async function route(h: AdminHooks, req: IncomingMessage, url: URL): Promise<unk
       } catch (e) {
         throw new HttpError(400, (e as Error).message);
       }
+      syncSilentDetach(ctx);
       return ctx.faults.get();
     }
     case 'GET /tasks':

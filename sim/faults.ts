@@ -32,8 +32,9 @@ export interface Faults {
   lockTimeoutMs: number;
   /**
    * Unplugging a disk from a running VM: `error` fails like a guest that holds the device
-   * (400 / task error `hotplug problem - …`), `silent` leaves it pending without error
-   * (as with `hotplug` lacking `disk`). Either way the delete stays in the pending section.
+   * (400 / task error `hotplug problem - …`), `silent` leaves it pending without error, which
+   * Proxmox does only when the VM's `hotplug` option lacks `disk`: so while it applies, the VM's
+   * `hotplug` option says so (ops/detach-fault.ts). Either way the delete stays pending.
    */
   detachPending: DetachPendingMode;
   /** VMIDs the detach fault applies to; empty = all. */

@@ -22,6 +22,7 @@ import { KeyedLocks, settleWithin } from './locks.js';
 import { isDriveKey } from './model/drive.js';
 import { configDigest } from './model/vmconfig.js';
 import { type SimContext, vmRef } from './ops/context.js';
+import { syncSilentDetach } from './ops/detach-fault.js';
 import { backedDriveKeys } from './ops/vm-apply.js';
 import { RequestLog } from './requestlog.js';
 import { TaskRegistry } from './tasks.js';
@@ -146,6 +147,7 @@ export async function startSimulator(opts: StartOptions = {}): Promise<RunningSi
       backend,
       nowSec: () => Math.floor(Date.now() / 1000),
     };
+    syncSilentDetach(ctx);
     const unplugAllAndWipe = async () => {
       for (const vm of ctx.state.vms.values()) {
         if (vm.status !== 'running') continue;
@@ -198,6 +200,7 @@ export async function startSimulator(opts: StartOptions = {}): Promise<RunningSi
           tasks.clear();
           log.reset();
           faultState.set(faults);
+          syncSilentDetach(ctx);
         },
       },
       opts.adminPort ?? 0,

@@ -126,9 +126,8 @@ export async function plugDrive(ctx: SimContext, vm: VmModel, key: string, drive
 
 async function unplugDrive(ctx: SimContext, vm: VmModel, key: string): Promise<void> {
   if (bootDevices(vm).has(key)) throw new Error(`can't unplug bootdisk '${key}'`);
-  const mode = ctx.faults.detachMode(vm.vmid);
-  if (mode === 'silent') throw new Skip();
-  if (mode === 'error') throw new Error(`error on hot-unplugging device '${key}'`);
+  // `silent` acts through the VM's hotplug option (detach-fault.ts), never here.
+  if (ctx.faults.detachMode(vm.vmid) === 'error') throw new Error(`error on hot-unplugging device '${key}'`);
   await ctx.backend.hotplug.unplug(vmRef(vm), key);
 }
 

@@ -127,7 +127,10 @@ t.test("a detach that stays in 'pending' (error mode)", async (t) => {
 t.test("a detach that stays in 'pending' silently, only for chosen VMs", async (t) => {
   const volid = await alloc();
   await call('PUT', `${VM}/config`, { scsi2: volid });
+  const before = (await current()).hotplug;
   await admin.patchFaults({ detachPending: 'silent', detachPendingVmids: [101] });
+  // Proxmox leaves a delete pending without an error only on a VM that does not hot-plug disks.
+  t.equal((await current()).hotplug, 'network,usb', "the VM's hotplug option lacks disk while the fault applies");
   const r = await call('PUT', `${VM}/unlink`, { idlist: 'scsi2' });
   t.equal(r.status, 200, 'no error at all');
   t.ok('scsi2' in (await current()), 'still attached, delete pending');
@@ -139,7 +142,10 @@ t.test("a detach that stays in 'pending' silently, only for chosen VMs", async (
     unknown
   >;
   t.notOk('scsi2' in c111, 'VM 111 is not affected');
+  t.notOk('hotplug' in c111, 'nor is its hotplug option');
   await admin.setFaults({});
+  t.equal((await current()).hotplug, before, 'lifting the fault puts the hotplug option back');
+  t.ok('scsi2' in (await current()), 'the pending delete stays pending');
   await call('PUT', `${VM}/unlink`, { idlist: 'scsi2' });
   t.notOk('scsi2' in (await current()));
 });

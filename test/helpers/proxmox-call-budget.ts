@@ -1,6 +1,6 @@
 // The fewest Proxmox API calls each CSI operation can make on its happy path (steady state,
-// caches warm), shared by the unit test that fails on a regression (test/unit/proxmox/
-// calls-per-op.test.ts) and the bench that prints calls next to them (bench/proxmox-grpc.ts).
+// caches warm), shared by the unit test that fails on a regression (test/integration/
+// proxmox/calls-per-op.test.ts) and the bench that prints calls next to them (bench/proxmox-grpc.ts).
 //
 // - CreateVolume 1: POST …/storage/{storage}/content (allocate). The storage content is read
 //   only when the allocation says the name exists (or its answer was lost).
@@ -9,16 +9,20 @@
 //   change's task status (done, most of the time) and, in the same answer, every config change
 //   another instance of the driver (same token) made on the host since the disk index was read
 //   — exclusivity re-checked after landing without reading every VM.
-// - ControllerUnpublishVolume 3: GET …/pending (which scsiN holds the disk now: PUT …/unlink
-//   carries no digest, so a key is never unlinked from a stale view), PUT …/unlink, GET …/pending
-//   to confirm no pending delete is left. The issue's estimate was 2 (unlink + confirm); the read
-//   before is the guarantee that a VM's own disk or another volume is never unlinked.
+// - ControllerUnpublishVolume 2: GET …/pending (which scsiN holds the disk now, the digest,
+//   whether the VM hot-plugs disks), then the synchronous PUT …/config with `delete` and that
+//   digest (what PUT …/unlink runs, in the form that takes a digest): a slot changed since the
+//   read is refused, never detached. Its 200 is the verification on a VM that hot-plugs disks
+//   (qemu-server unplugs, verifies the device left QEMU and drops the key, or answers 400
+//   `hotplug problem`; attach-plan.ts unlinkVerified); other VMs are read back until the delete
+//   left the pending section. The issue's 2 was "unlink, then read to confirm"; this is "read,
+//   then the unlink that confirms itself" — the read must come first for the digest.
 // - DeleteVolume 2: GET /nodes/{node}/tasks (no other instance attached it since the disk index
 //   was read), DELETE …/content/{volume} with `delay` (answers when the free task ended).
 export const PROXMOX_CALL_BUDGET = {
   CreateVolume: 1,
   ControllerPublishVolume: 3,
-  ControllerUnpublishVolume: 3,
+  ControllerUnpublishVolume: 2,
   DeleteVolume: 2,
 } as const;
 

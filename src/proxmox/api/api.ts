@@ -146,6 +146,16 @@ export interface CallOptions {
   signal?: AbortSignal | undefined;
 }
 
+export interface UnlinkOptions extends CallOptions {
+  /**
+   * Refuse (Busy: `checksum mismatch`) unless the config still has this digest, so a slot
+   * reused since the read is never detached. Sent as the synchronous PUT …/config with `delete`,
+   * the same update (qemu-server's unlink is update_vm with delete = idlist) in the form that
+   * takes a digest.
+   */
+  digest?: string | undefined;
+}
+
 export interface FreeOptions extends CallOptions {
   /** `delay`: Proxmox waits up to this many seconds for the free task (null when it ended OK). */
   waitSeconds?: number | undefined;
@@ -170,8 +180,13 @@ export interface ProxmoxApi {
   vmPending(node: string, vmid: number, o?: CallOptions): Promise<ConfigEntry[]>;
   /** POST …/config: asynchronous on Proxmox; returns the task UPID (null when applied inline). */
   updateVmConfig(node: string, vmid: number, change: ConfigChange, o?: CallOptions): Promise<string | null>;
-  /** PUT …/unlink without force: detaches the drives; a disk owned by another VMID stays on the storage. */
-  unlinkDisks(node: string, vmid: number, keys: string[], o?: CallOptions): Promise<void>;
+  /**
+   * PUT …/unlink without force: detaches the drives; a disk owned by another VMID stays on the
+   * storage. Synchronous: on a running VM whose `hotplug` has `disk`, qemu-server answers only
+   * after the device left QEMU (qemu_devicedelverify) and the key left the config, else 400
+   * `hotplug problem - …` with the key left pending.
+   */
+  unlinkDisks(node: string, vmid: number, keys: string[], o?: UnlinkOptions): Promise<void>;
   /** PUT …/resize; `size` in Proxmox notation (e.g. "11264M"). Returns the task UPID or null. */
   resizeDisk(node: string, vmid: number, disk: string, size: string, o?: CallOptions): Promise<string | null>;
 

@@ -24,7 +24,7 @@ type Ctor = new (message: string, options?: { cause?: unknown }) => CsiError;
 /** Classifies a Proxmox reason text; shared by HTTP errors and task exit statuses. */
 export function kindOfReason(reason: string): Ctor | undefined {
   if (
-    /can't lock file|got timeout|\bis locked\b|detected modified configuration|file changed by other user|digest mismatch/i.test(
+    /can't lock file|got timeout|\bis locked\b|detected modified configuration|file changed? by other user|digest mismatch|checksum mismatch/i.test(
       reason,
     )
   )
@@ -108,6 +108,10 @@ export function toCsiError(err: unknown, ctx: FailureContext): CsiError {
     return new Unimplemented(`${where}: not offered by this Proxmox version (${f.reason})`, { cause: err });
   return new Unavailable(`${where}: ${f.reason}${status ? ` (HTTP ${status})` : ''}`, { cause: err });
 }
+
+/** Refused because the config changed since the digest sent with it was read (nothing done). */
+export const digestRefused = (err: unknown): boolean =>
+  isCsiError(err, 'Aborted') && /checksum mismatch|detected modified configuration/i.test((err as Error).message);
 
 const taskFailures = new WeakSet<object>();
 

@@ -74,6 +74,7 @@ const seg = (s: string): string => s.replace(/[/?#%\s]/g, (c) => encodeURICompon
 
 type Nodes = Proxmox.Api['nodes'];
 type QemuConfigPost = NonNullable<Parameters<ReturnType<ReturnType<Nodes['$']>['qemu']['$']>['config']['$post']>[0]>;
+type QemuConfigPut = NonNullable<Parameters<ReturnType<ReturnType<Nodes['$']>['qemu']['$']>['config']['$put']>[0]>;
 type TaskListQuery = NonNullable<Parameters<ReturnType<Nodes['$']>['tasks']['$get']>[0]>;
 
 export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
@@ -288,9 +289,15 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
       return upidOrNull(r);
     },
     async unlinkDisks(node, vmid, keys, o) {
-      await call('PUT', `detach ${keys.join(',')} from VM ${vmid} on ${node}`, o, () =>
-        vm(node, vmid).unlink.$put({ idlist: keys.join(',') }),
-      );
+      const what = `detach ${keys.join(',')} from VM ${vmid} on ${node}`;
+      const idlist = keys.join(',');
+      if (o?.digest) {
+        // The synchronous update that PUT …/unlink runs, in the form that takes a digest.
+        const params = { delete: idlist, digest: o.digest };
+        await call('PUT', what, o, () => vm(node, vmid).config.$put(params as QemuConfigPut));
+        return;
+      }
+      await call('PUT', what, o, () => vm(node, vmid).unlink.$put({ idlist }));
     },
     async resizeDisk(node, vmid, disk, size, o) {
       const r = await call('PUT', `resize ${disk} of VM ${vmid} on ${node} to ${size}`, o, () =>

@@ -285,6 +285,20 @@ export function detachKeys(vmid: number, entries: readonly ConfigEntry[], req: D
   ];
 }
 
+/**
+ * Whether a successful synchronous unlink of these keys, sent with the digest of these entries,
+ * proves them gone, so no read-back is needed. qemu-server (update_vm_api under the config lock,
+ * digest checked there): an `unusedN` is dropped from the config at once (a disk the VM does not
+ * own is never freed); a drive's delete is applied on a stopped VM, and on a running one
+ * vmconfig_hotplug_pending unplugs it (device_del, then qemu_devicedelverify until QEMU no
+ * longer lists it) and drops the key, or answers 400 `hotplug problem - …`. It skips silently,
+ * leaving the delete pending, only when `hotplug` lacks `disk` or for ide/sata/efidisk/tpmstate:
+ * then the delete is read back.
+ */
+export function unlinkVerified(entries: readonly ConfigEntry[], keys: readonly string[]): boolean {
+  return hotplugsDisks(entries) && keys.every((k) => /^(scsi|virtio|unused)\d+$/.test(k));
+}
+
 export interface DetachPlan {
   /** One unlink for every request still on the VM. */
   unlink: string[];

@@ -15,7 +15,7 @@
 import type { Logger } from 'pino';
 import { Busy, DeadlineExceeded, FailedPrecondition, NotFound, Unavailable, isCsiError } from '../../errors.js';
 import type { ConfigEntry, ProxmoxApi, TaskListItem } from '../api/api.js';
-import { outcomeUncertain, taskError } from '../api/errors.js';
+import { digestRefused, outcomeUncertain, taskError } from '../api/errors.js';
 import { backoffDelay, sleep, waitTask } from '../api/tasks.js';
 import {
   type AttachRequest,
@@ -35,6 +35,7 @@ import {
   planDetach,
   planUpdate,
   settle,
+  unlinkVerified,
   updateLanded,
   updateSites,
   what,
@@ -311,13 +312,13 @@ export class AttachQueues {
     }
   }
 
-  /** Re-reads until `done(entries)` or the confirm timeout; returns the last entries read. */
-  private async poll(vm: VmRef, done: (entries: ConfigEntry[]) => boolean): Promise<ConfigEntry[]> {
+  /** Re-reads until `done(entries)` or the confirm timeout; returns the last state read. */
+  private async poll(vm: VmRef, done: (entries: ConfigEntry[]) => boolean): Promise<VmState> {
     const deadline = Date.now() + this.confirmTimeoutMs;
     let delay = 25;
     for (;;) {
-      const { entries } = await this.readState(vm);
-      if (done(entries) || Date.now() + delay > deadline) return entries;
+      const state = await this.readState(vm);
+      if (done(state.entries) || Date.now() + delay > deadline) return state;
       await sleep(delay);
       delay = Math.min(delay * 2, 1_000);
     }
@@ -345,13 +346,13 @@ export class AttachQueues {
   /** `batch`: the batch's jobs, when detaches queued during the first read may join (late). */
   private async detachBatch(vm: VmRef, jobs: DetachJob[], batch?: Job[]): Promise<void> {
     let open = jobs;
-    let last: ConfigEntry[] | undefined;
+    let last: VmState | undefined;
     let unlinks = 0;
     let lastErr: unknown;
     for (let attempt = 1; attempt <= this.attempts && unlinks < DETACH_UNLINKS; attempt++) {
-      let entries: ConfigEntry[];
+      let state: VmState;
       try {
-        entries = last ?? (await this.readState(vm)).entries;
+        state = last ?? (await this.readState(vm));
       } catch (e) {
         if (batch) open.push(...this.late<DetachJob>(vm, 'detach', batch));
         if (isCsiError(e, 'NotFound')) return open.forEach((j) => j.resolve());
@@ -361,7 +362,7 @@ export class AttachQueues {
       last = undefined;
       const plan = planDetach(
         vm,
-        entries,
+        state.entries,
         open.map((j) => j.req),
       );
       plan.rejects.forEach((err, i) => open[i]?.reject(err));
@@ -370,18 +371,27 @@ export class AttachQueues {
       if (open.length === 0) return;
       try {
         unlinks++;
-        await this.o.api.unlinkDisks(vm.node, vm.vmid, plan.unlink);
+        // With the digest of the read the plan came from: a slot another writer changed since
+        // is refused, never detached (the disk now in it may be another one).
+        await this.o.api.unlinkDisks(vm.node, vm.vmid, plan.unlink, { digest: state.digest });
       } catch (e) {
         if (isCsiError(e, 'Aborted')) {
           unlinks--;
           this.o.log.info({ vmid: vm.vmid, attempt, err: (e as Error).message }, 'VM busy, retrying detach');
-          await sleep(backoffDelay(attempt));
+          // A changed config is read again at once; a lock held elsewhere is waited out.
+          if (!digestRefused(e)) await sleep(backoffDelay(attempt));
           continue;
         }
         // A refused hot-unplug (e.g. `hotplug problem`) leaves a pending delete: read, re-issue.
         if (isCsiError(e, 'FailedPrecondition')) return open.forEach((j) => j.reject(e));
         lastErr = e;
         continue;
+      }
+      if (state.digest && unlinkVerified(state.entries, plan.unlink)) {
+        // The synchronous answer on the config the plan was read from is the verification
+        // (unlinkVerified): no read-back on the happy path.
+        this.index.applied(vm.vmid, {}, plan.unlink);
+        return open.forEach((j) => j.resolve());
       }
       try {
         last = await this.poll(vm, (en) => open.every((j) => detachKeys(vm.vmid, en, j.req).length === 0));
@@ -390,7 +400,7 @@ export class AttachQueues {
         throw e;
       }
     }
-    const entries = last ?? (await this.readState(vm)).entries;
+    const entries = last?.entries ?? (await this.readState(vm)).entries;
     for (const j of open) {
       const keys = detachKeys(vm.vmid, entries, j.req);
       if (keys.length === 0) j.resolve();
@@ -454,7 +464,7 @@ export class AttachQueues {
         )
           return open.forEach((j) => j.reject(e));
       }
-      const entries = await this.poll(vm, (en) => open.every((j) => updateLanded(vm.vmid, en, j.req)));
+      const { entries } = await this.poll(vm, (en) => open.every((j) => updateLanded(vm.vmid, en, j.req)));
       for (const j of open) {
         const sites = updateSites(vm.vmid, entries, j.req);
         if (updateLanded(vm.vmid, entries, j.req)) j.resolve();
@@ -656,7 +666,7 @@ export class AttachQueues {
       let applied: boolean;
       try {
         if (plan.unlink.length) {
-          await this.o.api.unlinkDisks(vm.node, vm.vmid, plan.unlink);
+          await this.o.api.unlinkDisks(vm.node, vm.vmid, plan.unlink, { digest: state.digest });
           await this.poll(vm, (en) => open.every((j) => obstacles(vm.vmid, en, j.req).length === 0));
           continue;
         }
@@ -704,12 +714,14 @@ export class AttachQueues {
             ...state.entries.filter((e) => !(e.key in plan.set) && !plan.delete.includes(e.key)),
             ...Object.entries(plan.set).map(([key, value]) => ({ key, value })),
           ]
-        : await this.poll(vm, (en) =>
-            open.every(
-              (j) =>
-                attachedFor(vm.vmid, en, j.req) || driverSites(en, j.req.storage, j.req.disk, vm.vmid).length === 0,
-            ),
-          );
+        : (
+            await this.poll(vm, (en) =>
+              open.every(
+                (j) =>
+                  attachedFor(vm.vmid, en, j.req) || driverSites(en, j.req.storage, j.req.disk, vm.vmid).length === 0,
+              ),
+            )
+          ).entries;
       for (const j of open) {
         const out = attachOutcome(vm, entries, j.req, assigned.get(j));
         if (out.kind === 'attached' || out.kind === 'reject') this.settleFound(vm, j, out);

@@ -14,6 +14,8 @@ import type { Teardown } from '../../helpers/teardown.js';
 
 const RESIZE = 'PUT /nodes/{node}/qemu/{vmid}/resize';
 const UNLINK = 'PUT /nodes/{node}/qemu/{vmid}/unlink';
+/** The synchronous config update: an unlink sent with a digest (api.ts unlinkDisks). */
+const PUT_CONFIG = 'PUT /nodes/{node}/qemu/{vmid}/config';
 
 async function start(
   t: Teardown,
@@ -76,7 +78,7 @@ t.test('offline expansion over HTTPS: stopped VM first, else running; nothing le
 t.test('a helper attachment stranded by failed unlinks is removed by the next call', async (t) => {
   const { admin, c, mentions, create, expand } = await start(t, 'none');
   const id = await create('pvc-strand');
-  await admin.patchFaults({ dropRate: 1, dropPhase: 'before', dropRoutes: [UNLINK] });
+  await admin.patchFaults({ dropRate: 1, dropPhase: 'before', dropRoutes: [UNLINK, PUT_CONFIG] });
   const failed = await expand(id, 2 * GiB).then(
     () => 'ok',
     (e: unknown) => (isCsiError(e) ? e.kind : String(e)),

@@ -11,6 +11,7 @@ import {
   planDetach,
   planUpdate,
   settle,
+  unlinkVerified,
 } from '../../../src/proxmox/controller/attach-plan.js';
 import { driveOptionsFromContext } from '../../../src/proxmox/controller/params.js';
 import { helperWwnForSlot, wwnForSlot } from '../../../src/proxmox/contract.js';
@@ -203,4 +204,17 @@ t.test('hotplugsDisks: qemu-server defaults and lists', async (t) => {
     [[{ key: 'hotplug', value: 'disk', pending: 'network' }], false],
   ];
   for (const [entries, want] of rows) t.equal(hotplugsDisks(entries), want, JSON.stringify(entries));
+});
+
+t.test('unlinkVerified: when a synchronous unlink answer proves the keys gone', async (t) => {
+  const rows: Array<[ConfigEntry[], string[], boolean, string]> = [
+    [[], ['scsi3'], true, 'default hotplug has disk: unplugged and verified, or 400'],
+    [[], ['scsi3', 'unused0'], true, 'unusedN is dropped from the config at once'],
+    [[], ['virtio2'], true, 'virtio disks hot-unplug too'],
+    [[{ key: 'hotplug', value: 'network,usb' }], ['scsi3'], false, 'no disk hot-plug: stays pending, no error'],
+    [[{ key: 'hotplug', value: '1', pending: '0' }], ['scsi3'], false, 'a pending hotplug change: not trusted'],
+    [[], ['sata1'], false, 'sata/ide are skipped silently by qemu-server'],
+    [[], ['scsi3', 'ide2'], false, 'one skipped key is enough to read back'],
+  ];
+  for (const [entries, keys, want, why] of rows) t.equal(unlinkVerified(entries, keys), want, why);
 });

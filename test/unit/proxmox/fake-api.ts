@@ -19,6 +19,7 @@ import type {
   TaskListItem,
   TaskQuery,
   TaskStatus,
+  UnlinkOptions,
   VmConfig,
   VmResource,
 } from '../../../src/proxmox/api/api.js';
@@ -369,7 +370,8 @@ export class FakeProxmox implements ProxmoxApi {
       pendingDelete: vm.pendingDelete.has(key) || undefined,
     }));
     // qemu-server leaves a new disk pending with the task OK only when the VM does not hot-plug disks.
-    if (this.faults.stuckAttach.has(vmid) && !keys.has('hotplug'))
+    // Likewise a delete (qemu-server raises `hotplug problem` when a disk hot-unplug fails).
+    if ((this.faults.stuckAttach.has(vmid) || this.faults.stuckDetach.has(vmid)) && !keys.has('hotplug'))
       entries.push({ key: 'hotplug', value: 'network,usb' });
     return entries;
   }
@@ -407,10 +409,12 @@ export class FakeProxmox implements ProxmoxApi {
     return this.waited(upid, change.waitSeconds, `change config of VM ${vmid}`);
   }
 
-  async unlinkDisks(node: string, vmid: number, keys: string[], o?: CallOptions): Promise<void> {
-    await this.enter('unlinkDisks', [node, vmid, keys], o);
+  async unlinkDisks(node: string, vmid: number, keys: string[], o?: UnlinkOptions): Promise<void> {
+    await this.enter('unlinkDisks', [node, vmid, keys, o?.digest], o);
     const vm = this.vm(node, vmid);
     await this.withLock(vm, () => {
+      if (o?.digest && o.digest !== this.digestOf(vm))
+        throw new Busy('Proxmox test: checksum mismatch (file change by other user?)');
       for (const k of keys) {
         vm.pending.delete(k);
         if (!vm.config.has(k)) {
