@@ -355,7 +355,10 @@ export class AttachQueues {
         state = last ?? (await this.readState(vm));
       } catch (e) {
         if (batch) open.push(...this.late<DetachJob>(vm, 'detach', batch));
-        if (isCsiError(e, 'NotFound')) return open.forEach((j) => j.resolve());
+        if (isCsiError(e, 'NotFound')) {
+          for (const j of open) j.resolve();
+          return;
+        }
         throw e;
       }
       if (batch && attempt === 1) open.push(...this.late<DetachJob>(vm, 'detach', batch));
@@ -383,7 +386,10 @@ export class AttachQueues {
           continue;
         }
         // A refused hot-unplug (e.g. `hotplug problem`) leaves a pending delete: read, re-issue.
-        if (isCsiError(e, 'FailedPrecondition')) return open.forEach((j) => j.reject(e));
+        if (isCsiError(e, 'FailedPrecondition')) {
+          for (const j of open) j.reject(e);
+          return;
+        }
         lastErr = e;
         continue;
       }
@@ -391,12 +397,16 @@ export class AttachQueues {
         // The synchronous answer on the config the plan was read from is the verification
         // (unlinkVerified): no read-back on the happy path.
         this.index.applied(vm.vmid, {}, plan.unlink);
-        return open.forEach((j) => j.resolve());
+        for (const j of open) j.resolve();
+        return;
       }
       try {
         last = await this.poll(vm, (en) => open.every((j) => detachKeys(vm.vmid, en, j.req).length === 0));
       } catch (e) {
-        if (isCsiError(e, 'NotFound')) return open.forEach((j) => j.resolve());
+        if (isCsiError(e, 'NotFound')) {
+          for (const j of open) j.resolve();
+          return;
+        }
         throw e;
       }
     }
@@ -437,7 +447,8 @@ export class AttachQueues {
         const err = new Unavailable(
           `could not change the config of ${what(vm)} after ${this.attempts} attempts (lock contention or lost answers); retrying later`,
         );
-        return open.forEach((j) => j.reject(err));
+        for (const j of open) j.reject(err);
+        return;
       }
       try {
         const upid = await this.o.api.updateVmConfig(vm.node, vm.vmid, { set: plan.set, digest: state.digest });
@@ -462,7 +473,8 @@ export class AttachQueues {
             (j) => !after.some((en) => en.pending !== undefined && updateSites(vm.vmid, [en], j.req).length > 0),
           )
         )
-          return open.forEach((j) => j.reject(e));
+          for (const j of open) j.reject(e);
+        return;
       }
       const { entries } = await this.poll(vm, (en) => open.every((j) => updateLanded(vm.vmid, en, j.req)));
       for (const j of open) {
