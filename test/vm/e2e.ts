@@ -2,33 +2,17 @@
 // survives unpublish/republish (into another SCSI slot), an online expansion grows the
 // filesystem the guest kernel sees, and NFS archive-on-delete keeps the data and never gets
 // stuck on a second delete of a same-named claim. Run by scripts/vm-tier.ts inside vm.sh.
-import { guestExec } from './qga.js';
 import { GUEST_KUBELET_DIR } from './guest-paths.js';
-import { csiClient, type CreatedVolume, type VolumeCapability } from '../helpers/csi-client.js';
-import { present } from '../helpers/present.js';
+import { GuestVolumes, type GuestVolume } from './guest-volumes.js';
+import { guestShell, scenarioLog, type ScenarioDeps as Deps } from './scenario.js';
 import { vmEnv } from './vm-env.js';
-import type { Controller } from '../../scripts/vm-tier.js';
-
-interface Deps {
-  freshDir(name: string): string;
-  startController(driver: 'proxmox' | 'nfs', runDir: string): Promise<Controller>;
-}
+import { csiClient, type VolumeCapability } from '../helpers/csi-client.js';
+import { present } from '../helpers/present.js';
 
 const GiB = 2 ** 30;
 const NODE = 'talos-worker-1';
-let t0 = Date.now();
-const say = (msg: string) => console.log(`[e2e ${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
-
-function check(cond: unknown, what: string): void {
-  if (!cond) throw new Error(`e2e check failed: ${what}`);
-  say(`ok: ${what}`);
-}
-
-async function sh(script: string): Promise<string> {
-  const r = await guestExec(vmEnv('VM_QGA_SOCKET'), ['/bin/sh', '-c', script], { timeoutMs: 60_000 });
-  if (r.code !== 0) throw new Error(`guest: ${script}: exit ${r.code}: ${r.stderr.toString().trim()}`);
-  return r.stdout.toString().trim();
-}
+const { say, check, restart } = scenarioLog('e2e');
+const sh = guestShell(60_000);
 
 async function proxmox(deps: Deps): Promise<void> {
   const ctrl = await deps.startController('proxmox', deps.freshDir('vm-e2e-proxmox'));
@@ -37,60 +21,22 @@ async function proxmox(deps: Deps): Promise<void> {
   const cap: VolumeCapability = { mount: { fsType: 'ext4' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
   const staging = `${GUEST_KUBELET_DIR}/e2e/pve-staging`;
   const target = `${GUEST_KUBELET_DIR}/e2e/pve-target`;
-  const created: string[] = [];
-  const published = new Set<string>();
+  const vols = new GuestVolumes({
+    c,
+    n,
+    nodeId: NODE,
+    cap,
+    staging,
+    target,
+    parameters: { storage: 'local-lvm', ssd: 'true', backup: 'true' },
+    say,
+  });
+  const create = (name: string) => vols.create(name);
+  const publish = (v: GuestVolume) => vols.publish(v);
+  const mount = (v: GuestVolume, pc: Record<string, string>) => vols.mount(v, pc);
+  const unmount = (v: GuestVolume) => vols.unmount(v);
+  const unpublish = (v: GuestVolume) => vols.unpublish(v);
   try {
-    const create = async (name: string) => {
-      const v = present(
-        (
-          await c.controller.CreateVolume({
-            name,
-            capacityRange: { requiredBytes: GiB },
-            volumeCapabilities: [cap],
-            parameters: { storage: 'local-lvm', ssd: 'true', backup: 'true' },
-          })
-        ).volume,
-        'CreateVolume: volume',
-      );
-      created.push(v.volumeId);
-      return v;
-    };
-    const publish = async (v: CreatedVolume) => {
-      const r = await c.controller.ControllerPublishVolume({
-        volumeId: v.volumeId,
-        nodeId: NODE,
-        volumeCapability: cap,
-        volumeContext: v.volumeContext,
-      });
-      published.add(v.volumeId);
-      return r.publishContext;
-    };
-    const mount = async (v: CreatedVolume, pc: Record<string, string>) => {
-      await n.node.NodeStageVolume({
-        volumeId: v.volumeId,
-        publishContext: pc,
-        stagingTargetPath: staging,
-        volumeCapability: cap,
-        volumeContext: v.volumeContext,
-      });
-      await n.node.NodePublishVolume({
-        volumeId: v.volumeId,
-        publishContext: pc,
-        stagingTargetPath: staging,
-        targetPath: target,
-        volumeCapability: cap,
-        volumeContext: v.volumeContext,
-      });
-    };
-    const unmount = async (v: CreatedVolume) => {
-      await n.node.NodeUnpublishVolume({ volumeId: v.volumeId, targetPath: target });
-      await n.node.NodeUnstageVolume({ volumeId: v.volumeId, stagingTargetPath: staging });
-    };
-    const unpublish = async (v: CreatedVolume) => {
-      await c.controller.ControllerUnpublishVolume({ volumeId: v.volumeId, nodeId: NODE });
-      published.delete(v.volumeId);
-    };
-
     await sh(`mkdir -p ${staging}`);
     const a = await create('pvc-e2e-data');
     const pc1 = await publish(a);
@@ -146,12 +92,7 @@ async function proxmox(deps: Deps): Promise<void> {
     check((await sh(`cat ${target}/data.txt`)) === 'survives republish', 'data intact after growing');
     await unmount(a);
   } finally {
-    for (const id of published)
-      await c.controller.ControllerUnpublishVolume({ volumeId: id, nodeId: NODE }).catch(() => undefined);
-    for (const id of created)
-      await c.controller.DeleteVolume({ volumeId: id }).catch((e: unknown) => say(`cleanup of ${id}: ${String(e)}`));
-    c.close();
-    n.close();
+    await vols.close();
     await ctrl.stop();
   }
 }
@@ -223,7 +164,7 @@ async function nfs(deps: Deps): Promise<void> {
 }
 
 export async function runE2e(deps: Deps): Promise<number> {
-  t0 = Date.now();
+  restart();
   await proxmox(deps);
   await nfs(deps);
   say('end-to-end scenario passed');

@@ -5,29 +5,19 @@
 // missing one is NOT_FOUND and stays missing. Run by scripts/vm-tier.ts inside vm.sh.
 import { guestExec } from './qga.js';
 import { GUEST_KUBELET_DIR } from './guest-paths.js';
+import { guestShell, scenarioLog } from './scenario.js';
 import { csiClient, type VolumeCapability } from '../helpers/csi-client.js';
 import { rejection } from '../helpers/rejection.js';
 import { vmEnv } from './vm-env.js';
 
-let t0 = Date.now();
-const say = (msg: string) => console.log(`[inline-nfs ${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
-
-function check(cond: unknown, what: string): void {
-  if (!cond) throw new Error(`inline-nfs check failed: ${what}`);
-  say(`ok: ${what}`);
-}
-
-async function sh(script: string): Promise<string> {
-  const r = await guestExec(vmEnv('VM_QGA_SOCKET'), ['/bin/sh', '-c', script], { timeoutMs: 60_000 });
-  if (r.code !== 0) throw new Error(`guest: ${script}: exit ${r.code}: ${r.stderr.toString().trim()}`);
-  return r.stdout.toString().trim();
-}
+const { say, check, restart } = scenarioLog('inline-nfs');
+const sh = guestShell(60_000);
 
 /** Everything under the export, to prove the driver changed nothing there but the files we wrote. */
 const tree = (share: string) => sh(`cd ${share} && find . | sort`);
 
 export async function runInlineNfs(): Promise<number> {
-  t0 = Date.now();
+  restart();
   const n = csiClient(vmEnv('VM_NFS_ENDPOINT'), 120_000);
   const share = vmEnv('VM_NFS_SHARE');
   const server = vmEnv('VM_NFS_SERVER');

@@ -5,39 +5,20 @@
 // exact cryptsetup command lines, mapping sdX-encrypted, mkfs.ext4 on the mapping) opens with ours;
 // a header left without key slots by an interrupted format is formatted again.
 // Run by scripts/vm-tier.ts inside vm.sh.
-import { guestExec } from './qga.js';
 import { GUEST_KUBELET_DIR } from './guest-paths.js';
-import { csiClient, type CreatedVolume, type VolumeCapability } from '../helpers/csi-client.js';
+import { GuestVolumes, type GuestVolume } from './guest-volumes.js';
+import { guestShell, scenarioLog, type ScenarioDeps as Deps } from './scenario.js';
+import { vmEnv } from './vm-env.js';
+import { csiClient, type VolumeCapability } from '../helpers/csi-client.js';
 import { present } from '../helpers/present.js';
 import { rejection } from '../helpers/rejection.js';
-import { vmEnv } from './vm-env.js';
 import { parseStatusSpan } from '../../src/os/cryptsetup.js';
-import type { Controller } from '../../scripts/vm-tier.js';
-
-interface Deps {
-  freshDir(name: string): string;
-  startController(driver: 'proxmox' | 'nfs', runDir: string): Promise<Controller>;
-}
 
 const GiB = 2 ** 30;
 const NODE = 'talos-worker-1';
 const PASS = 'e2e-passphrase-0b1c';
-let t0 = Date.now();
-const say = (msg: string) => console.log(`[luks ${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
-
-function check(cond: unknown, what: string): void {
-  if (!cond) throw new Error(`luks check failed: ${what}`);
-  say(`ok: ${what}`);
-}
-
-async function sh(script: string, input?: string): Promise<string> {
-  const r = await guestExec(vmEnv('VM_QGA_SOCKET'), ['/bin/sh', '-c', script], {
-    timeoutMs: 180_000,
-    ...(input !== undefined ? { input } : {}),
-  });
-  if (r.code !== 0) throw new Error(`guest: ${script}: exit ${r.code}: ${r.stderr.toString().trim()}`);
-  return r.stdout.toString().trim();
-}
+const { say, check, restart } = scenarioLog('luks');
+const sh = guestShell(180_000);
 
 /** Names of the open dm-crypt mappings in the guest. */
 async function cryptMappings(): Promise<string[]> {
@@ -48,7 +29,7 @@ async function cryptMappings(): Promise<string[]> {
 }
 
 export async function runLuks(deps: Deps): Promise<number> {
-  t0 = Date.now();
+  restart();
   const ctrl = await deps.startController('proxmox', deps.freshDir('vm-luks'));
   const c = csiClient(ctrl.endpoint, 300_000);
   const n = csiClient(vmEnv('VM_PROXMOX_ENDPOINT'), 300_000);
@@ -56,33 +37,24 @@ export async function runLuks(deps: Deps): Promise<number> {
   const secrets = { 'encryption-passphrase': PASS };
   const staging = `${GUEST_KUBELET_DIR}/luks/staging`;
   const target = `${GUEST_KUBELET_DIR}/luks/target`;
-  const created: string[] = [];
-  const published = new Set<string>();
+  const vols = new GuestVolumes({
+    c,
+    n,
+    nodeId: NODE,
+    cap,
+    staging,
+    target,
+    parameters: { storage: 'local-lvm' },
+    say,
+  });
   try {
     const create = async (name: string) => {
-      const v = present(
-        (
-          await c.controller.CreateVolume({
-            name,
-            capacityRange: { requiredBytes: GiB },
-            volumeCapabilities: [cap],
-            parameters: { storage: 'local-lvm' },
-          })
-        ).volume,
-        'CreateVolume: volume',
-      );
-      created.push(v.volumeId);
-      const r = await c.controller.ControllerPublishVolume({
-        volumeId: v.volumeId,
-        nodeId: NODE,
-        volumeCapability: cap,
-        volumeContext: v.volumeContext,
-      });
-      published.add(v.volumeId);
-      const dev = await sh(`readlink -f ${present(r.publishContext.DevicePath, 'publishContext.DevicePath')}`);
-      return { v, pc: r.publishContext, dev };
+      const v = await vols.create(name);
+      const pc = await vols.publish(v);
+      const dev = await sh(`readlink -f ${present(pc.DevicePath, 'publishContext.DevicePath')}`);
+      return { v, pc, dev };
     };
-    type Published = { v: CreatedVolume; pc: Record<string, string> };
+    type Published = { v: GuestVolume; pc: Record<string, string> };
     const stageReq = (x: Published, s: Record<string, string> = secrets) => ({
       volumeId: x.v.volumeId,
       publishContext: x.pc,
@@ -91,21 +63,8 @@ export async function runLuks(deps: Deps): Promise<number> {
       volumeContext: x.v.volumeContext,
       secrets: s,
     });
-    const mount = async (x: Published) => {
-      await n.node.NodeStageVolume(stageReq(x));
-      await n.node.NodePublishVolume({
-        volumeId: x.v.volumeId,
-        publishContext: x.pc,
-        stagingTargetPath: staging,
-        targetPath: target,
-        volumeCapability: cap,
-        volumeContext: x.v.volumeContext,
-      });
-    };
-    const unmount = async (x: { v: CreatedVolume }) => {
-      await n.node.NodeUnpublishVolume({ volumeId: x.v.volumeId, targetPath: target });
-      await n.node.NodeUnstageVolume({ volumeId: x.v.volumeId, stagingTargetPath: staging });
-    };
+    const mount = (x: Published) => vols.mount(x.v, x.pc, secrets);
+    const unmount = (x: { v: GuestVolume }) => vols.unmount(x.v);
     const stagedSource = () => sh(`awk '$2 == "${staging}" {print $1}' /proc/mounts`);
 
     await sh(`mkdir -p ${staging}`);
@@ -213,12 +172,7 @@ export async function runLuks(deps: Deps): Promise<number> {
     say('LUKS scenario passed');
     return 0;
   } finally {
-    for (const id of published)
-      await c.controller.ControllerUnpublishVolume({ volumeId: id, nodeId: NODE }).catch(() => undefined);
-    for (const id of created)
-      await c.controller.DeleteVolume({ volumeId: id }).catch((e: unknown) => say(`cleanup of ${id}: ${String(e)}`));
-    c.close();
-    n.close();
+    await vols.close();
     await ctrl.stop();
   }
 }

@@ -10,38 +10,22 @@
 // Run by scripts/vm-tier.ts inside vm.sh.
 import fs from 'node:fs';
 import path from 'node:path';
-import { guestExec } from './qga.js';
 import { GUEST_KUBELET_DIR } from './guest-paths.js';
+import { guestShell, scenarioLog, type ScenarioDeps as Deps } from './scenario.js';
+import { vmEnv } from './vm-env.js';
 import { csiClient, type VolumeCapability } from '../helpers/csi-client.js';
 import { present } from '../helpers/present.js';
-import { vmEnv } from './vm-env.js';
+import { stageAndPublish, unpublishAndUnstage } from '../helpers/stage-publish.js';
 import { createHttpProxmoxApi } from '../../src/proxmox/api/http-api.js';
 import { HelperVm } from '../../src/proxmox/move/helper-vm.js';
 import { parseVolumeId, formatVolumeId } from '../../src/proxmox/volume-id.js';
-import type { Controller } from '../../scripts/vm-tier.js';
-
-interface Deps {
-  freshDir(name: string): string;
-  startController(driver: 'proxmox' | 'nfs', runDir: string, o?: { alsoPlays?: number[] }): Promise<Controller>;
-}
 
 const GiB = 2 ** 30;
-let t0 = Date.now();
-const say = (msg: string) => console.log(`[move ${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
-
-function check(cond: unknown, what: string): void {
-  if (!cond) throw new Error(`move check failed: ${what}`);
-  say(`ok: ${what}`);
-}
-
-async function sh(script: string): Promise<string> {
-  const r = await guestExec(vmEnv('VM_QGA_SOCKET'), ['/bin/sh', '-c', script], { timeoutMs: 180_000 });
-  if (r.code !== 0) throw new Error(`guest: ${script}: exit ${r.code}: ${r.stderr.toString().trim()}`);
-  return r.stdout.toString().trim();
-}
+const { say, check, restart } = scenarioLog('move');
+const sh = guestShell(180_000);
 
 export async function runMove(deps: Deps): Promise<number> {
-  t0 = Date.now();
+  restart();
   const runDir = deps.freshDir('vm-move');
   // the same guest is VM 111 (hyper1) and VM 112 (hyper2): one QEMU, one QMP socket
   const ctrl = await deps.startController('proxmox', runDir, { alsoPlays: [112] });
@@ -90,17 +74,9 @@ export async function runMove(deps: Deps): Promise<number> {
         volumeContext: v.volumeContext,
       });
       publishedTo = node;
-      const pc = r.publishContext;
-      await n.node.NodeStageVolume({
+      await stageAndPublish(n, {
         volumeId: id,
-        publishContext: pc,
-        stagingTargetPath: staging,
-        volumeCapability: cap,
-        volumeContext: v.volumeContext,
-      });
-      await n.node.NodePublishVolume({
-        volumeId: id,
-        publishContext: pc,
+        publishContext: r.publishContext,
         stagingTargetPath: staging,
         targetPath: target,
         volumeCapability: cap,
@@ -109,8 +85,7 @@ export async function runMove(deps: Deps): Promise<number> {
       mounted = true;
     };
     const unmountFrom = async (node: string, id: string) => {
-      await n.node.NodeUnpublishVolume({ volumeId: id, targetPath: target });
-      await n.node.NodeUnstageVolume({ volumeId: id, stagingTargetPath: staging });
+      await unpublishAndUnstage(n, { volumeId: id, targetPath: target, stagingTargetPath: staging });
       mounted = false;
       await c.controller.ControllerUnpublishVolume({ volumeId: id, nodeId: node });
       publishedTo = undefined;
