@@ -48,7 +48,7 @@ t.test('Proxmox node over gRPC on a loop disk', { skip: canUseLoopDevices() }, a
   );
   const info = await c.node.NodeGetInfo();
   t.equal(info.nodeId, 'talos-w1');
-  t.equal(String(info.maxVolumesPerNode), '30');
+  t.equal(info.maxVolumesPerNode, '30');
   t.same(info.accessibleTopology?.segments, {
     'topology.kubernetes.io/region': 'homelab',
     'topology.kubernetes.io/zone': 'hyper1',

@@ -9,6 +9,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { pino } from 'pino';
+import { NODE_METHODS, implemented } from '../../helpers/implemented.js';
 import { createProxmoxNode } from '../../../src/proxmox/node/node.js';
 import { isCsiError } from '../../../src/errors.js';
 import type { CallContext, NodeBackend, VolumeCapability } from '../../../src/csi/types.js';
@@ -26,7 +27,7 @@ const mountCap: VolumeCapability = {
   accessType: 'mount',
 };
 const blockCap: VolumeCapability = { block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' }, accessType: 'block' };
-const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${e}`);
+const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${String(e)}`);
 const publishCtx = (slot: number) => ({ DevicePath: `/dev/disk/by-id/wwn-0x${wwnForSlot(slot)}`, lun: String(slot) });
 const run = (cmd: string, args: string[]) =>
   execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
@@ -42,7 +43,7 @@ function setup(t: { teardown(fn: () => void): void }) {
   fs.mkdirSync(path.join(kubelet, 'pods'), { recursive: true });
   const outside = rig.path('outside');
   fs.mkdirSync(outside);
-  const node: NodeBackend = createProxmoxNode({
+  const backend: NodeBackend = createProxmoxNode({
     nodeId: 'talos-w1',
     region: 'homelab',
     zone: 'hyper1',
@@ -52,6 +53,7 @@ function setup(t: { teardown(fn: () => void): void }) {
     nodeLabels: null,
     deviceWaitMs: 300,
   });
+  const node = implemented(backend, NODE_METHODS);
   /** An unrelated filesystem with a file in it, mounted at `at`. */
   const tmpfsAt = (at: string) => {
     fs.mkdirSync(at, { recursive: true });
@@ -71,7 +73,7 @@ t.test('target "/" is refused with INVALID_ARGUMENT and nothing is unmounted', {
     t.equal(code(err), 'InvalidArgument', `unpublish ${targetPath}`);
     t.match(err.message, kubelet, 'the message names the kubelet directory');
   }
-  const unstage = await rejection(node.nodeUnstageVolume!({ volumeId: 'v', stagingTargetPath: '/' }, ctx));
+  const unstage = await rejection(node.nodeUnstageVolume({ volumeId: 'v', stagingTargetPath: '/' }, ctx));
   t.equal(code(unstage), 'InvalidArgument', 'unstage /');
   t.equal(mountTable(), before, 'mount table unchanged');
 });
@@ -97,7 +99,7 @@ t.test('a made-up volume id over an unrelated mount: left mounted, FAILED_PRECON
   );
   tmpfsAt(staging);
   const err2 = await rejection(
-    node.nodeUnstageVolume!({ volumeId: 'made/up/volume/id', stagingTargetPath: staging }, ctx),
+    node.nodeUnstageVolume({ volumeId: 'made/up/volume/id', stagingTargetPath: staging }, ctx),
   );
   t.equal(code(err2), 'FailedPrecondition', 'unstage over an unrelated mount');
   t.ok(isMountPoint(staging), 'staging mount left alone');
@@ -134,9 +136,9 @@ t.test(
     for (const p of paths) {
       const calls: Record<string, () => Promise<unknown>> = {
         NodeUnpublishVolume: () => node.nodeUnpublishVolume({ volumeId, targetPath: p }, ctx),
-        NodeUnstageVolume: () => node.nodeUnstageVolume!({ volumeId, stagingTargetPath: p }, ctx),
+        NodeUnstageVolume: () => node.nodeUnstageVolume({ volumeId, stagingTargetPath: p }, ctx),
         NodeStageVolume: () =>
-          node.nodeStageVolume!(
+          node.nodeStageVolume(
             {
               volumeId,
               publishContext: publishCtx(2),
@@ -170,7 +172,7 @@ t.test(
             ctx,
           ),
         NodeExpandVolume: () =>
-          node.nodeExpandVolume!(
+          node.nodeExpandVolume(
             {
               volumeId,
               volumePath: p,
@@ -181,12 +183,12 @@ t.test(
             },
             ctx,
           ),
-        NodeGetVolumeStats: () => node.nodeGetVolumeStats!({ volumeId, volumePath: p, stagingTargetPath: '' }, ctx),
+        NodeGetVolumeStats: () => node.nodeGetVolumeStats({ volumeId, volumePath: p, stagingTargetPath: '' }, ctx),
       };
       for (const [rpc, call] of Object.entries(calls)) {
         const err = await call().then(
           () => 'OK',
-          (e) => e,
+          (e: unknown) => e,
         );
         // csi-sanity wants NOT_FOUND for stats/expand at "some/path": no volume can be there.
         const want =
@@ -236,7 +238,7 @@ t.test('a symlink inside the kubelet dir cannot lead a call outside it', { skip 
     );
     t.equal(code(pub), 'InvalidArgument', `publish ${p}`);
     const stage = await rejection(
-      node.nodeStageVolume!(
+      node.nodeStageVolume(
         {
           volumeId,
           publishContext: publishCtx(3),
@@ -261,7 +263,7 @@ t.test('stage never formats or mounts a disk that is not one this driver attache
   const foreign = rig.addDisk(64 * MiB, '5000c500a1b2c3d4');
   const staging = path.join(kubelet, 'staging', 'foreign');
   const err = await rejection(
-    node.nodeStageVolume!(
+    node.nodeStageVolume(
       {
         volumeId: 'v',
         publishContext: { DevicePath: '/dev/disk/by-id/wwn-0x5000c500a1b2c3d4' },
@@ -287,7 +289,7 @@ t.test('stage refuses to format a disk that holds data without a filesystem sign
   fs.closeSync(fd);
   const staging = path.join(kubelet, 'staging', 'raw');
   const err = await rejection(
-    node.nodeStageVolume!(
+    node.nodeStageVolume(
       {
         volumeId: 'v4',
         publishContext: publishCtx(4),
@@ -319,21 +321,24 @@ t.test(
     rig.addDisk(64 * MiB, wwnForSlot(5));
     const link = rig.path('kubelet-link');
     fs.symlinkSync(kubelet, link);
-    const viaLink = createProxmoxNode({
-      nodeId: 'talos-w1',
-      region: 'homelab',
-      zone: 'hyper1',
-      deviceDir: rig.devDir,
-      kubeletDir: link,
-      log: pino({ level: 'silent' }),
-      nodeLabels: null,
-      deviceWaitMs: 300,
-    });
+    const viaLink = implemented(
+      createProxmoxNode({
+        nodeId: 'talos-w1',
+        region: 'homelab',
+        zone: 'hyper1',
+        deviceDir: rig.devDir,
+        kubeletDir: link,
+        log: pino({ level: 'silent' }),
+        nodeLabels: null,
+        deviceWaitMs: 300,
+      }),
+      NODE_METHODS,
+    );
     const volumeId = 'homelab/hyper1/local-lvm/vm-9999-pvc-ok';
     const staging = path.join(link, 'staging', 'ok');
     const target = path.join(kubelet, 'pods', 'p9', 'mount');
     const blockTarget = path.join(kubelet, 'pods', 'p9', 'dev');
-    await viaLink.nodeStageVolume!(
+    await viaLink.nodeStageVolume(
       {
         volumeId,
         publishContext: publishCtx(5),
@@ -370,7 +375,7 @@ t.test(
     await node.nodeUnpublishVolume({ volumeId, targetPath: blockTarget }, ctx);
     t.notOk(fs.existsSync(target), 'target removed');
     t.notOk(fs.existsSync(blockTarget), 'the empty bind file the driver made is removed');
-    await viaLink.nodeUnstageVolume!({ volumeId, stagingTargetPath: staging }, ctx);
+    await viaLink.nodeUnstageVolume({ volumeId, stagingTargetPath: staging }, ctx);
     t.notOk(isMountPoint(path.join(kubelet, 'staging', 'ok')), 'unstaged');
   },
 );

@@ -3,6 +3,8 @@ import t from 'tap';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { pino } from 'pino';
+import { present } from '../../helpers/present.js';
+import { NODE_METHODS, implemented } from '../../helpers/implemented.js';
 import { createProxmoxNode } from '../../../src/proxmox/node/node.js';
 import { createExec, type Exec } from '../../../src/os/exec.js';
 import { isCsiError } from '../../../src/errors.js';
@@ -35,8 +37,8 @@ function recordingExec(): Exec & { cmds: string[][] } {
 }
 
 /** One plugin process of node talos-w1 (zone hyper1) on the rig's devices and kubelet directory. */
-function plugin(rig: LoopRig, exec?: Exec): NodeBackend {
-  return createProxmoxNode({
+function plugin(rig: LoopRig, exec?: Exec) {
+  const node: NodeBackend = createProxmoxNode({
     nodeId: 'talos-w1',
     region: 'homelab',
     zone: 'hyper1',
@@ -47,18 +49,19 @@ function plugin(rig: LoopRig, exec?: Exec): NodeBackend {
     nodeLabels: null,
     deviceWaitMs: 1500,
   });
+  return implemented(node, NODE_METHODS);
 }
 
 function setup(t: { teardown(fn: () => void): void }) {
   const rig = new LoopRig(t);
   const exec = recordingExec();
   const node = plugin(rig, exec);
-  const mkfsCount = () => exec.cmds.filter((c) => c[0]!.startsWith('mkfs')).length;
+  const mkfsCount = () => exec.cmds.filter((c) => c[0]?.startsWith('mkfs')).length;
   return { rig, exec, node, mkfsCount };
 }
 
 const publishCtx = (slot: number) => ({ DevicePath: `/dev/disk/by-id/wwn-0x${wwnForSlot(slot)}`, lun: String(slot) });
-const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${e}`);
+const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${String(e)}`);
 
 t.test('filesystem volume: stage, publish, data survives unstage/restage, expand', { skip }, async (t) => {
   const { rig, node, mkfsCount } = setup(t);
@@ -83,10 +86,10 @@ t.test('filesystem volume: stage, publish, data survives unstage/restage, expand
     'topology.kubernetes.io/zone': 'hyper1',
   });
 
-  await node.nodeStageVolume!(stageReq, ctx);
+  await node.nodeStageVolume(stageReq, ctx);
   t.equal(mkfsCount(), 1, 'empty disk formatted once');
   t.ok(rig.mountsUnderRoot().includes(staging), 'staged');
-  await node.nodeStageVolume!(stageReq, ctx);
+  await node.nodeStageVolume(stageReq, ctx);
   t.equal(mkfsCount(), 1, 'second stage is a no-op');
 
   const pubReq = {
@@ -113,20 +116,26 @@ t.test('filesystem volume: stage, publish, data survives unstage/restage, expand
     'same target, other ro flag',
   );
 
-  const stats = await node.nodeGetVolumeStats!({ volumeId, volumePath: target, stagingTargetPath: '' }, ctx);
-  const bytes = stats.usage!.find((u) => u.unit === 'BYTES')!;
-  const inodes = stats.usage!.find((u) => u.unit === 'INODES')!;
-  t.ok(Number(bytes.total) > 400 * MiB && Number(bytes.total) <= 512 * MiB, `bytes total ${bytes.total}`);
+  const stats = await node.nodeGetVolumeStats({ volumeId, volumePath: target, stagingTargetPath: '' }, ctx);
+  const bytes = present(
+    stats.usage?.find((u) => u.unit === 'BYTES'),
+    'BYTES usage',
+  );
+  const inodes = present(
+    stats.usage?.find((u) => u.unit === 'INODES'),
+    'INODES usage',
+  );
+  t.ok(Number(bytes.total) > 400 * MiB && Number(bytes.total) <= 512 * MiB, `bytes total ${String(bytes.total)}`);
   t.ok(Number(inodes.used) > 0 && Number(inodes.total) > Number(inodes.used));
   t.equal(stats.volumeCondition?.abnormal, false);
   t.equal(
     code(
-      await rejection(node.nodeGetVolumeStats!({ volumeId, volumePath: rig.path('nope'), stagingTargetPath: '' }, ctx)),
+      await rejection(node.nodeGetVolumeStats({ volumeId, volumePath: rig.path('nope'), stagingTargetPath: '' }, ctx)),
     ),
     'NotFound',
   );
   t.equal(
-    code(await rejection(node.nodeGetVolumeStats!({ volumeId, volumePath: 'some/path', stagingTargetPath: '' }, ctx))),
+    code(await rejection(node.nodeGetVolumeStats({ volumeId, volumePath: 'some/path', stagingTargetPath: '' }, ctx))),
     'NotFound',
     'a relative path: no volume there (csi-sanity)',
   );
@@ -138,21 +147,21 @@ t.test('filesystem volume: stage, publish, data survives unstage/restage, expand
   await node.nodeUnpublishVolume({ volumeId, targetPath: target }, ctx);
   t.pass('unpublish of a missing target is OK');
 
-  await node.nodeUnstageVolume!({ volumeId, stagingTargetPath: staging }, ctx);
+  await node.nodeUnstageVolume({ volumeId, stagingTargetPath: staging }, ctx);
   t.notOk(rig.mountsUnderRoot().includes(staging), 'unstaged');
-  await node.nodeUnstageVolume!({ volumeId, stagingTargetPath: staging }, ctx);
-  await node.nodeUnstageVolume!({ volumeId, stagingTargetPath: rig.path('never-existed') }, ctx);
+  await node.nodeUnstageVolume({ volumeId, stagingTargetPath: staging }, ctx);
+  await node.nodeUnstageVolume({ volumeId, stagingTargetPath: rig.path('never-existed') }, ctx);
   t.pass('unstage is idempotent');
 
   t.equal(code(await rejection(node.nodePublishVolume(pubReq, ctx))), 'FailedPrecondition', 'publish before stage');
 
-  await node.nodeStageVolume!(stageReq, ctx);
+  await node.nodeStageVolume(stageReq, ctx);
   t.equal(mkfsCount(), 1, 'restage did not reformat');
   await node.nodePublishVolume(pubReq, ctx);
   t.equal(fs.readFileSync(`${target}/hello.txt`, 'utf8'), 'kept across restage', 'data survived');
 
   const mismatch = await rejection(
-    node.nodeStageVolume!(
+    node.nodeStageVolume(
       { ...stageReq, stagingTargetPath: rig.path('staging', 'other'), volumeCapability: mountCap('xfs') },
       ctx,
     ),
@@ -171,21 +180,21 @@ t.test('filesystem volume: stage, publish, data survives unstage/restage, expand
     secrets: {},
   };
   if (hasSysResource()) {
-    const exp = await node.nodeExpandVolume!(expandReq, ctx);
+    const exp = await node.nodeExpandVolume(expandReq, ctx);
     t.equal(Number(exp.capacityBytes), 768 * MiB, 'NodeExpand reports the new size');
-    const after = await node.nodeGetVolumeStats!({ volumeId, volumePath: target, stagingTargetPath: '' }, ctx);
-    t.ok(Number(after.usage!.find((u) => u.unit === 'BYTES')!.total) > 600 * MiB, 'filesystem grew');
+    const after = await node.nodeGetVolumeStats({ volumeId, volumePath: target, stagingTargetPath: '' }, ctx);
+    t.ok(Number(after.usage?.find((u) => u.unit === 'BYTES')?.total) > 600 * MiB, 'filesystem grew');
   } else {
     // This sandbox lacks CAP_SYS_RESOURCE, so the kernel refuses online ext4 growth; the node
     // plugin runs privileged in a cluster. What we can check here is that the error says so.
-    const err = await rejection(node.nodeExpandVolume!(expandReq, ctx));
+    const err = await rejection(node.nodeExpandVolume(expandReq, ctx));
     t.equal(code(err), 'FailedPrecondition');
     t.match(err.message, /CAP_SYS_RESOURCE/);
   }
   t.equal(fs.readFileSync(`${target}/hello.txt`, 'utf8'), 'kept across restage', 'data intact after resize');
 
   await node.nodeUnpublishVolume({ volumeId, targetPath: target }, ctx);
-  await node.nodeUnstageVolume!({ volumeId, stagingTargetPath: staging }, ctx);
+  await node.nodeUnstageVolume({ volumeId, stagingTargetPath: staging }, ctx);
   t.same(rig.mountsUnderRoot(), [], 'nothing left mounted');
 });
 
@@ -195,7 +204,7 @@ t.test('xfs volume with blockSize/inodeSize, nouuid, online grow', { skip }, asy
   const volumeId = 'homelab/hyper1/local-lvm/vm-9999-pvc-x';
   const staging = rig.path('staging', 'vol-x');
   const target = rig.path('pods', 'px', 'mount');
-  await node.nodeStageVolume!(
+  await node.nodeStageVolume(
     {
       volumeId,
       publishContext: publishCtx(4),
@@ -221,7 +230,7 @@ t.test('xfs volume with blockSize/inodeSize, nouuid, online grow', { skip }, asy
     ctx,
   );
   rig.grow(disk, 1024 * MiB);
-  const exp = await node.nodeExpandVolume!(
+  const exp = await node.nodeExpandVolume(
     {
       volumeId,
       volumePath: target,
@@ -233,10 +242,10 @@ t.test('xfs volume with blockSize/inodeSize, nouuid, online grow', { skip }, asy
     ctx,
   );
   t.equal(Number(exp.capacityBytes), 1024 * MiB);
-  const st = await node.nodeGetVolumeStats!({ volumeId, volumePath: target, stagingTargetPath: '' }, ctx);
-  t.ok(Number(st.usage![0]!.total) > 900 * MiB, 'xfs grew');
+  const st = await node.nodeGetVolumeStats({ volumeId, volumePath: target, stagingTargetPath: '' }, ctx);
+  t.ok(Number(st.usage?.[0]?.total) > 900 * MiB, 'xfs grew');
   await node.nodeUnpublishVolume({ volumeId, targetPath: target }, ctx);
-  await node.nodeUnstageVolume!({ volumeId, stagingTargetPath: staging }, ctx);
+  await node.nodeUnstageVolume({ volumeId, stagingTargetPath: staging }, ctx);
 });
 
 t.test('block volume: no filesystem, device bound onto a file, sized, expanded', { skip }, async (t) => {
@@ -253,7 +262,7 @@ t.test('block volume: no filesystem, device bound onto a file, sized, expanded',
     secrets: {},
     volumeContext: {},
   };
-  await node.nodeStageVolume!(base, ctx);
+  await node.nodeStageVolume(base, ctx);
   t.equal(mkfsCount(), 0, 'block volumes are never formatted');
   t.same(rig.mountsUnderRoot(), [], 'stage mounts nothing');
   const pub = { ...base, targetPath: target, readonly: false };
@@ -270,12 +279,12 @@ t.test('block volume: no filesystem, device bound onto a file, sized, expanded',
   fs.closeSync(fd2);
   t.equal(check.toString(), 'raw bytes', 'writes reach the disk');
 
-  const st = await node.nodeGetVolumeStats!({ volumeId, volumePath: target, stagingTargetPath: staging }, ctx);
+  const st = await node.nodeGetVolumeStats({ volumeId, volumePath: target, stagingTargetPath: staging }, ctx);
   t.same(st.usage, [{ unit: 'BYTES', total: 64 * MiB }]);
   t.equal(st.volumeCondition?.abnormal, false);
 
   rig.grow(disk, 96 * MiB);
-  const exp = await node.nodeExpandVolume!(
+  const exp = await node.nodeExpandVolume(
     {
       volumeId,
       volumePath: target,
@@ -297,7 +306,7 @@ t.test('block volume: no filesystem, device bound onto a file, sized, expanded',
 
   await node.nodeUnpublishVolume({ volumeId, targetPath: target }, ctx);
   t.notOk(fs.existsSync(target), 'target file removed');
-  await node.nodeUnstageVolume!({ volumeId, stagingTargetPath: staging }, ctx);
+  await node.nodeUnstageVolume({ volumeId, stagingTargetPath: staging }, ctx);
   t.same(rig.mountsUnderRoot(), []);
 });
 
@@ -314,16 +323,16 @@ t.test('stage refuses a staging path that holds another disk, and a disk that is
     secrets: {},
     volumeContext: {},
   });
-  await node.nodeStageVolume!(req(7), ctx);
-  t.equal(code(await rejection(node.nodeStageVolume!(req(8), ctx))), 'FailedPrecondition');
+  await node.nodeStageVolume(req(7), ctx);
+  t.equal(code(await rejection(node.nodeStageVolume(req(8), ctx))), 'FailedPrecondition');
   const started = Date.now();
   const missing = await rejection(
-    node.nodeStageVolume!({ ...req(9), stagingTargetPath: rig.path('staging', 'm') }, ctx),
+    node.nodeStageVolume({ ...req(9), stagingTargetPath: rig.path('staging', 'm') }, ctx),
   );
   t.equal(code(missing), 'NotFound');
   t.match(missing.message, /WWN 0x5056432d49443039 \(scsi9\)/);
   t.ok(Date.now() - started >= 1400, 'waited the bounded time for the disk');
-  await node.nodeUnstageVolume!({ volumeId: 'v7', stagingTargetPath: staging }, ctx);
+  await node.nodeUnstageVolume({ volumeId: 'v7', stagingTargetPath: staging }, ctx);
 });
 
 t.test(
@@ -373,7 +382,7 @@ t.test(
       secrets: {},
       volumeContext: {},
     };
-    await node.nodeStageVolume!(stage, ctx);
+    await node.nodeStageVolume(stage, ctx);
     const pub = publisher(volumeId, 11, staging);
     const a = rig.path('pods', 'a', 'mount');
     const b = rig.path('pods', 'b', 'mount');
@@ -395,7 +404,7 @@ t.test(
     // Another volume's mounts do not count.
     const other = 'homelab/hyper1/local-lvm/vm-9999-pvc-other';
     const otherStaging = rig.path('staging', 'other');
-    await node.nodeStageVolume!(
+    await node.nodeStageVolume(
       { ...stage, volumeId: other, publishContext: publishCtx(12), stagingTargetPath: otherStaging },
       ctx,
     );
@@ -411,7 +420,7 @@ t.test(
     );
     t.pass('a single-writer volume next to another one publishes');
     await node.nodeUnpublishVolume({ volumeId: other, targetPath: b }, ctx);
-    await node.nodeUnstageVolume!({ volumeId: other, stagingTargetPath: otherStaging }, ctx);
+    await node.nodeUnstageVolume({ volumeId: other, stagingTargetPath: otherStaging }, ctx);
 
     await node.nodeUnpublishVolume({ volumeId, targetPath: a }, ctx);
     await pub(b, modes.single);
@@ -433,13 +442,13 @@ t.test(
     );
     await node.nodeUnpublishVolume({ volumeId, targetPath: a }, ctx);
     await node.nodeUnpublishVolume({ volumeId, targetPath: b }, ctx);
-    await node.nodeUnstageVolume!({ volumeId, stagingTargetPath: staging }, ctx);
+    await node.nodeUnstageVolume({ volumeId, stagingTargetPath: staging }, ctx);
 
     // Raw block volume on a fresh disk.
     const disk = rig.addDisk(64 * MiB, wwnForSlot(13));
     const blockId = 'homelab/hyper1/local-lvm/vm-9999-pvc-rawop';
     const bStaging = rig.path('staging', 'rawop');
-    await node.nodeStageVolume!(
+    await node.nodeStageVolume(
       {
         volumeId: blockId,
         publishContext: publishCtx(13),

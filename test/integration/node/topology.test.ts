@@ -1,4 +1,5 @@
 import t from 'tap';
+import { present } from '../../helpers/present.js';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import https from 'node:https';
@@ -109,22 +110,23 @@ t.test(
     t.teardown(() => new Promise<void>((r) => api.close(() => r())));
     const port = (api.address() as AddressInfo).port;
 
-    const read = await inClusterNodeLabels({
+    const labels = await inClusterNodeLabels({
       env: { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String(port) },
       tokenPath,
       caPath: server.certPath,
     });
-    t.ok(read, 'in a cluster');
-    t.same(await resolveTopology({ nodeId: 'talos-w1', labels: read! }), { region: 'homelab', zone: 'hyper1' });
+    t.ok(labels, 'in a cluster');
+    const read = present(labels, 'the in-cluster label reader');
+    t.same(await resolveTopology({ nodeId: 'talos-w1', labels: read }), { region: 'homelab', zone: 'hyper1' });
     t.same(seen, ['/api/v1/nodes/talos-w1 Bearer sa-token-1']);
 
     fs.writeFileSync(tokenPath, 'sa-token-2\n');
-    await read!('talos-w1');
+    await read('talos-w1');
     t.equal(seen[1], '/api/v1/nodes/talos-w1 Bearer sa-token-2', 'a rotated token is picked up');
 
-    await t.rejects(read!('nobody'), { kind: 'FailedPrecondition', message: /no Node "nobody".*NODE_NAME/ });
-    await t.rejects(read!('locked'), { kind: 'FailedPrecondition', message: /HTTP 403.*"get" on nodes/ });
-    await t.rejects(read!('broken'), { kind: 'Unavailable', message: /HTTP 500/ });
+    await t.rejects(read('nobody'), { kind: 'FailedPrecondition', message: /no Node "nobody".*NODE_NAME/ });
+    await t.rejects(read('locked'), { kind: 'FailedPrecondition', message: /HTTP 403.*"get" on nodes/ });
+    await t.rejects(read('broken'), { kind: 'Unavailable', message: /HTTP 500/ });
 
     const untrusted = nodeLabelsFromApi({
       host: '127.0.0.1',
