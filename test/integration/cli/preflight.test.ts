@@ -1,5 +1,6 @@
 // `pve-nfs-csi preflight` against the Proxmox simulator and a real ganesha: one healthy setup and
 // several broken ones, each reported by name, with the exit code and --json of the real program.
+import { present } from '../../helpers/present.js';
 import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -154,7 +155,7 @@ t.test('unreachable NAS and a missing export', async (t) => {
   t.same(failures(rs), [`nfs/127.0.0.1:${SHARE}/export`]);
   t.match(byName(rs, `nfs/127.0.0.1:${SHARE}/export`)?.message, /127\.0\.0\.1/);
   const other = input();
-  other.classes[1]!.parameters.share = '/volume9/nothing';
+  present(other.classes[1], 'the NFS class').parameters.share = '/volume9/nothing';
   const missing = await runPreflight(other, AbortSignal.timeout(30_000));
   t.same(failures(missing), ['nfs/127.0.0.1:/volume9/nothing/export']);
 });

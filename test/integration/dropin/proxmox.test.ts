@@ -77,11 +77,18 @@ interface SimState {
 const state = async () => (await admin.state()) as SimState;
 /** Volumes the CSI driver owns (VMID 9999) on a host's local-lvm; boot disks left out. */
 const volumesOn = async (node: string) =>
-  (await state()).nodes
-    .find((n) => n.name === node)!
-    .storages.find((s) => s.id === 'local-lvm')!
-    .volumes.filter((v) => v.owner === 9999);
-const vmState = async (vmid: number) => (await state()).vms.find((v) => v.vmid === vmid)!;
+  present(
+    present(
+      (await state()).nodes.find((n) => n.name === node),
+      `simulator node ${node}`,
+    ).storages.find((s) => s.id === 'local-lvm'),
+    `local-lvm on ${node}`,
+  ).volumes.filter((v) => v.owner === 9999);
+const vmState = async (vmid: number) =>
+  present(
+    (await state()).vms.find((v) => v.vmid === vmid),
+    `simulator VM ${vmid}`,
+  );
 const configWrites = async () => {
   const c = await admin.counters();
   return [
@@ -147,7 +154,7 @@ const topo = (zone: string) => ({
 const grpcCode = (p: Promise<unknown>) =>
   p.then(
     () => 'OK',
-    (e: { code?: number }) => status[e.code ?? status.UNKNOWN],
+    (e: unknown) => status[(e as { code?: number }).code ?? status.UNKNOWN],
   );
 
 t.test('config Secret: token inline with ca_file, and token_id_file/token_secret_file', async (t) => {
@@ -218,7 +225,7 @@ t.test('1. StorageClass proxmox-local unchanged: vm-9999-<pv> on the requested h
   const vol = present(created.volume, 'CreateVolume: volume');
   const id = vol.volumeId;
   t.equal(id, `homelab/hyper2/local-lvm/vm-9999-${pv}`);
-  t.equal(String(vol.capacityBytes), String(GiB));
+  t.equal(vol.capacityBytes, String(GiB));
   t.same(vol.accessibleTopology, [topo('hyper2')]);
   t.match(vol.volumeContext, { storage: 'local-lvm', cache: 'writethrough', ssd: 'true', backup: 'true' });
   t.match(
@@ -298,7 +305,7 @@ t.test('2+4. a volume the old driver created and attached', async (t) => {
   t.ok(valid.confirmed, `ValidateVolumeCapabilities confirms the upstream handle ${valid.message}`);
   const got = await main.controller.ControllerGetVolume({ volumeId });
   t.equal(present(got.volume, 'volume').volumeId, volumeId);
-  t.equal(String(present(got.volume, 'volume').capacityBytes), String(GiB));
+  t.equal(present(got.volume, 'volume').capacityBytes, String(GiB));
   t.same(present(got.status, 'status').publishedNodeIds, ['talos-worker-1']);
   t.equal(present(got.status, 'status').volumeCondition?.abnormal, false);
 
@@ -403,16 +410,18 @@ t.test('3. WWN scheme: slot N <-> hex of ASCII "PVC-ID%02d"', async (t) => {
       })
     ).publishContext;
   const check = async (ctx: Record<string, string>, slot: number) => {
-    const wwn = expected[slot]!;
+    const wwn = present(expected[slot], `the WWN of slot ${slot}`);
     t.same(ctx, { DevicePath: `/dev/disk/by-id/wwn-${wwn}`, lun: String(slot) }, `slot ${slot} publish context`);
     t.match((await vmState(vmid)).config[`scsi${slot}`], new RegExp(`,wwn=${wwn}$`), `scsi${slot} carries ${wwn}`);
   };
-  await check(await publish(ids[0]!), 1);
+  const [first, second, third, fourth] = ids;
+  if (!first || !second || !third || !fourth) throw new Error(`four volumes expected, ${ids.length} created`);
+  await check(await publish(first), 1);
   await fill([2, 3, 4, 5, 6, 7, 8]);
-  await check(await publish(ids[1]!), 9);
-  await check(await publish(ids[2]!), 10);
+  await check(await publish(second), 9);
+  await check(await publish(third), 10);
   await fill(Array.from({ length: 19 }, (_, i) => 11 + i));
-  await check(await publish(ids[3]!), 30);
+  await check(await publish(fourth), 30);
   for (const id of ids) {
     await main.controller.ControllerUnpublishVolume({ volumeId: id, nodeId: 'talos-cp-3' });
     await main.controller.DeleteVolume({ volumeId: id });

@@ -1,5 +1,6 @@
 // The RPC transport against an in-process fake server: record marking across fragments and
 // TCP chunks, XID multiplexing with out-of-order replies, deadlines, drops and reconnects.
+import { present } from '../../helpers/present.js';
 import t from 'tap';
 import net from 'node:net';
 import { RpcConnection } from '../../../src/nfs/client/rpc.js';
@@ -199,11 +200,13 @@ t.test('a cancelled call rejects at once and a late reply is ignored', async (t)
   await new Promise((r) => setTimeout(r, 30));
   ac.abort();
   t.match(await p, /^DeadlineExceeded/);
-  held[0]!.sock.write(success(held[0]!.xid, new XdrWriter().u32(9).bytes()));
+  const first = present(held[0], 'the held call');
+  first.sock.write(success(first.xid, new XdrWriter().u32(9).bytes()));
   held.length = 0;
   const q = echoCall(conn, 2);
   await new Promise((r) => setTimeout(r, 30));
-  held[0]!.sock.write(success(held[0]!.xid, new XdrWriter().u32(2).bytes()));
+  const second = present(held[0], 'the second held call');
+  second.sock.write(success(second.xid, new XdrWriter().u32(2).bytes()));
   t.equal(await q, 2, 'the connection is still usable');
 });
 
