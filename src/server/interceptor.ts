@@ -46,10 +46,14 @@ export function unary<Req, Res>(env: CallEnv, spec: CallSpec<Req, Res>): grpc.ha
     call.on('cancelled', () => ac.abort(new Error('call cancelled by client')));
     const deadline = call.getDeadline();
     let deadlineMs: number | undefined;
+    // Cleared in finish(): an armed timer's closure holds the whole call (request, stream, logger)
+    // until the deadline, minutes after the answer went out.
+    let deadlineTimer: NodeJS.Timeout | undefined;
     if (deadline instanceof Date || (typeof deadline === 'number' && Number.isFinite(deadline))) {
       deadlineMs = new Date(deadline).getTime();
       const ms = deadlineMs - Date.now();
-      if (ms > 0 && ms < 2 ** 31) setTimeout(() => ac.abort(new Error('deadline exceeded')), ms).unref();
+      if (ms > 0 && ms < 2 ** 31)
+        deadlineTimer = setTimeout(() => ac.abort(new Error('deadline exceeded')), ms).unref();
       else if (ms >= 2 ** 31) deadlineMs = undefined;
     }
     if (log.isLevelEnabled('debug')) log.debug({ request: redact(spec.requestType, req) }, 'request');
@@ -88,6 +92,7 @@ export function unary<Req, Res>(env: CallEnv, spec: CallSpec<Req, Res>): grpc.ha
     );
 
     function finish(code: string, message?: string): void {
+      clearTimeout(deadlineTimer);
       env.inflight.n--;
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       env.metrics?.observe(env.driver, spec.method, code, seconds);
