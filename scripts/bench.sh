@@ -4,9 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/ensure.sh
 ensure_host_tier
-# The program under test runs compiled (dist/src/main.js), as the image runs it; the bench
-# harnesses themselves run through tsx.
-npx tsc -p tsconfig.json
+# The program under test runs as the image runs it (bench/lib/program.ts): image/entrypoint.sh
+# starting the esbuild bundle, built here from tsc's output; the bench harnesses run through tsx.
+npm run --silent bundle
 for b in bench/*.ts; do
   echo "=== $b"
   node --import=tsx "$b"

@@ -37,11 +37,13 @@ function run(
 }
 
 const MiB = 1024 * 1024;
+/** The image's V8 flags (bench/rss.ts measures each). */
+const V8_FLAGS = ['--max-semi-space-size=1', '--no-opt', '--no-maglev'];
 
 t.test('cgroup v2 limit sizes the old space: (limit - 96 MiB) / 2', async (t) => {
   t.same(run(t, { 'memory.max': `${192 * MiB}\n` }), {
     nodeOptions: '--max-old-space-size=48',
-    argv: ['/app/dist/bundle/main.js', '--mode', 'controller'],
+    argv: [...V8_FLAGS, '/app/dist/bundle/main.js', '--mode', 'controller'],
   });
   t.equal(run(t, { 'memory.max': `${512 * MiB}\n` }).nodeOptions, '--max-old-space-size=208');
 });
@@ -69,4 +71,15 @@ t.test('NODE_OPTIONS is kept; an explicit heap size wins', async (t) => {
     run(t, { 'memory.max': `${128 * MiB}\n` }, { NODE_OPTIONS: '--max-old-space-size=50' }).nodeOptions,
     '--max-old-space-size=50',
   );
+});
+
+t.test('the V8 flags go on the command line; PVE_NFS_CSI_NODE_FLAGS replaces them', async (t) => {
+  t.same(run(t, {}).argv.slice(0, V8_FLAGS.length), V8_FLAGS, 'the image default');
+  t.same(run(t, {}, { PVE_NFS_CSI_NODE_FLAGS: '--max-semi-space-size=4' }).argv, [
+    '--max-semi-space-size=4',
+    '/app/dist/bundle/main.js',
+    '--mode',
+    'controller',
+  ]);
+  t.same(run(t, {}, { PVE_NFS_CSI_NODE_FLAGS: '' }).argv, ['/app/dist/bundle/main.js', '--mode', 'controller'], 'none');
 });
