@@ -51,6 +51,11 @@ interface Report {
   message?: string;
 }
 
+/** The report of a move that has a record on the PV: where it stands, no steps run yet. */
+function recordedReport(claim: string, r: MoveRecord, toZone: string, action: Report['action']): Report {
+  return { claim, toZone, action, oldPv: r.oldPv, newPv: r.newPv, from: r.from, to: r.to, step: r.step, steps: [] };
+}
+
 function planSteps(r: MoveRecord, helperVmid: number): string[] {
   const from = parseVolumeId(r.from);
   if (!from) return [];
@@ -142,17 +147,7 @@ export const move: Subcommand = {
         const deps = { kube, api, region: cluster.region, vmid: cfg.controllerVmId, log, signal };
         if (abort) {
           if (!recorded) throw new RefusedError(`no move of ${claim} is recorded`);
-          const rep: Report = {
-            claim,
-            toZone: recorded.toZone,
-            action: 'plan',
-            oldPv: recorded.oldPv,
-            newPv: recorded.newPv,
-            from: recorded.from,
-            to: recorded.to,
-            step: recorded.step,
-            steps: [],
-          };
+          const rep = recordedReport(claim, recorded, recorded.toZone, 'plan');
           if (!common.yes) {
             rep.message = `would roll back the move at step ${recorded.step} (possible until the disk is copied); --yes to do it`;
             print(io, common.json, rep);
@@ -168,17 +163,7 @@ export const move: Subcommand = {
           return EXIT.OK;
         }
         if (recorded) {
-          const rep: Report = {
-            claim,
-            toZone,
-            action: 'in-progress',
-            oldPv: recorded.oldPv,
-            newPv: recorded.newPv,
-            from: recorded.from,
-            to: recorded.to,
-            step: recorded.step,
-            steps: [],
-          };
+          const rep = recordedReport(claim, recorded, toZone, 'in-progress');
           if (!common.yes) {
             const left = STEPS.slice(STEPS.indexOf(recorded.step) + 1);
             rep.message = `a move is recorded at step ${recorded.step}; --yes continues it (${left.join(', ')})`;

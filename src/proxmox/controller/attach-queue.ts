@@ -108,6 +108,9 @@ type Job = AttachJob | DetachJob | UpdateJob;
 
 const isOpen = (j: AttachJob): boolean => !j.done && j.landedSlot === undefined;
 
+/** A caller's new job: not taken into a batch, not decided, not given up. */
+const NEW_JOB = { done: false, taken: false, abandoned: false } as const;
+
 interface VmState {
   digest?: string | undefined;
   entries: ConfigEntry[];
@@ -154,9 +157,7 @@ export class AttachQueues {
     return this.enqueue(vm, volid, req.helper ? 'helper-attach' : 'attach', signal, (resolve, reject) => ({
       kind: 'attach',
       req,
-      done: false,
-      taken: false,
-      abandoned: false,
+      ...NEW_JOB,
       resolve,
       reject,
     }));
@@ -167,9 +168,7 @@ export class AttachQueues {
     return this.enqueue(vm, volidOf(req.storage, req.disk), 'detach', signal, (resolve, reject) => ({
       kind: 'detach',
       req,
-      done: false,
-      taken: false,
-      abandoned: false,
+      ...NEW_JOB,
       resolve,
       reject,
     }));
@@ -180,9 +179,7 @@ export class AttachQueues {
     return this.enqueue(vm, volidOf(req.storage, req.disk), 'modify', signal, (resolve, reject) => ({
       kind: 'update',
       req,
-      done: false,
-      taken: false,
-      abandoned: false,
+      ...NEW_JOB,
       resolve,
       reject,
     }));
