@@ -193,7 +193,10 @@ export class AttachQueues {
     make: (res: (v: T) => void, rej: (e: unknown) => void) => Job,
   ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      if (signal?.aborted) return reject(new DeadlineExceeded('cancelled before the VM config was changed'));
+      if (signal?.aborted) {
+        reject(new DeadlineExceeded('cancelled before the VM config was changed'));
+        return;
+      }
       // The fence lives as long as the job, not as long as its caller (fences.ts).
       const lift = this.fences.hold(volid, kind, vm);
       let answered = false;
@@ -490,7 +493,10 @@ export class AttachQueues {
   }
 
   private settleFound(vm: VmRef, j: AttachJob, f: Found): void {
-    if (f.kind === 'reject') return j.reject(f.error);
+    if (f.kind === 'reject') {
+      j.reject(f.error);
+      return;
+    }
     if (f.oddWwn)
       this.o.log.warn(
         { vmid: vm.vmid, slot: f.slot, wwn: f.oddWwn },

@@ -21,7 +21,7 @@ export async function controllerPublishVolume(
   const v = requireVolume(core, req.volumeId);
   const problem = capabilityProblem(req.volumeCapability ? [req.volumeCapability] : []);
   if (problem) throw new InvalidArgument(problem);
-  const fromContext = driveOptionsFromContext(req.volumeContext ?? {}, req.readonly);
+  const fromContext = driveOptionsFromContext(req.volumeContext, req.readonly);
   const { cluster, ref } = v;
   const vm = await cluster.locator.resolve(req.nodeId, ctx.signal);
   if (!vm) {

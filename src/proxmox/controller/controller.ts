@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { ProxmoxClusterConfig, ProxmoxConfig } from '../../config/types.js';
 import type { ControllerBackend, ControllerCapability } from '../../csi/types.js';
 import { InvalidArgument } from '../../errors.js';
+import { defined } from '../../defined.js';
 import type { ProxmoxApi } from '../api/api.js';
 import { Cluster, type ClusterTuning } from './cluster.js';
 import { controllerPublishVolume, controllerUnpublishVolume } from './attach.js';
@@ -94,7 +95,7 @@ export function createProxmoxController(opts: ProxmoxControllerOptions): Proxmox
   }
   const core: Core = {
     clusters,
-    defaultRegion: config.clusters[0]!.region,
+    defaultRegion: defined(config.clusters[0], 'the first configured cluster').region,
     controllerVmId: config.controllerVmId,
     log,
     helperVms,

@@ -100,8 +100,10 @@ const SINGLE_NODE = new Set([
 ]);
 
 export function modeOf(cap: T.VolumeCapability | null | undefined): string {
-  const m = cap?.accessMode?.mode;
-  return typeof m === 'string' ? m : String(m ?? 'UNKNOWN');
+  // unknown: protobufjs leaves an enum value this build does not know as its number.
+  const m: unknown = cap?.accessMode?.mode;
+  if (typeof m === 'string') return m;
+  return typeof m === 'number' ? String(m) : 'UNKNOWN';
 }
 
 export const isSingleNode = (cap: T.VolumeCapability | null | undefined): boolean => SINGLE_NODE.has(modeOf(cap));
@@ -122,7 +124,7 @@ export function capabilityProblem(
       continue;
     }
     if (cap.mount) {
-      const fs = (cap.mount.fsType ?? '').toLowerCase();
+      const fs = cap.mount.fsType.toLowerCase();
       if (fs !== '' && !(FS_TYPES as readonly string[]).includes(fs))
         return `fs_type "${cap.mount.fsType}" is not supported (use ${FS_TYPES.join(' or ')})`;
       if (fs !== '' && params?.fsType && fs !== params.fsType)
@@ -146,7 +148,7 @@ export function placementsOf(
   const out: Placement[] = [];
   const seen = new Set<string>();
   for (const t of [...(req?.preferred ?? []), ...(req?.requisite ?? [])]) {
-    const s = t.segments ?? {};
+    const s = t.segments;
     const p: Placement = {
       region: s[TOPOLOGY_REGION_KEY] ?? s[PROXMOX_REGION_LABEL],
       zone: s[TOPOLOGY_ZONE_KEY] ?? s[PROXMOX_NODE_LABEL],

@@ -53,12 +53,13 @@ export async function controllerExpandVolume(
 
     const sites = usesOf(scan, ref.storage, ref.disk).sites.filter((s) => !isHelperSite(s.site));
     const at = sites.find((s) => s.site.placement === 'attached');
+    const pending = sites[0];
     if (at) {
       await resizeThrough(cluster, v, at.vm, at.site.key, size, ctx.signal);
       ctx.log.info({ volid, vmid: at.vm.vmid, key: at.site.key, size }, 'volume expanded online');
-    } else if (sites.length > 0) {
+    } else if (pending) {
       throw new Busy(
-        `volume ${req.volumeId} has a pending change on VM ${sites[0]!.vm.name} (${sites[0]!.vm.vmid}); retry when it settles`,
+        `volume ${req.volumeId} has a pending change on VM ${pending.vm.name} (${pending.vm.vmid}); retry when it settles`,
       );
     } else {
       const allowed = await core.helperVms?.get(cluster.region)?.(ctx.signal);

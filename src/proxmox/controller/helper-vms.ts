@@ -90,7 +90,7 @@ export function kubernetesNodeNames(o: KubeNodesOptions = {}): HelperVmNames | u
     });
     let doc: { items?: Array<{ metadata?: { name?: string } }> };
     try {
-      doc = JSON.parse(body);
+      doc = JSON.parse(body) as typeof doc;
     } catch {
       throw new Unavailable(`Kubernetes API at ${where} returned a Node list that is not JSON`);
     }

@@ -3,6 +3,7 @@
 import type * as T from '../../csi/types.js';
 import type { CallContext } from '../../csi/types.js';
 import { Busy, InvalidArgument, NotFound } from '../../errors.js';
+import { defined } from '../../defined.js';
 import { holdsImages, isAvailable } from './cluster.js';
 import { type Core, findVolume, requireVolume, topologyOf } from './core.js';
 import { isHelperSite } from './drives.js';
@@ -114,7 +115,7 @@ export async function listVolumes(
   req: T.ListVolumesRequest,
   ctx: CallContext,
 ): Promise<T.ListVolumesResponse> {
-  const max = req.maxEntries ?? 0;
+  const max = req.maxEntries;
   if (max < 0) throw new InvalidArgument('max_entries must not be negative');
   let after: string | undefined;
   if (req.startingToken) {
@@ -135,7 +136,7 @@ export async function listVolumes(
       },
       status: statusOf(uses.get(v.volumeId) ?? { sites: [], unused: [], otherBus: [] }),
     })),
-    nextToken: more ? encodeToken(page[page.length - 1]!.volumeId) : '',
+    nextToken: more ? encodeToken(defined(page.at(-1), 'the last entry of a full page').volumeId) : '',
   };
 }
 

@@ -4,6 +4,7 @@
 import type * as T from '../../csi/types.js';
 import type { CallContext } from '../../csi/types.js';
 import { NotFound, isCsiError } from '../../errors.js';
+import { defined } from '../../defined.js';
 import { type Core, type ResolvedVolume, findVolume, requireVolume } from './core.js';
 import { isHelperSite } from './drives.js';
 import { outcomeUncertain } from '../api/errors.js';
@@ -74,7 +75,7 @@ async function storeMarker(
   const newest = existing[0];
   const seq = (newest?.seq ?? 0) + 1;
   const name = markerName(v.ref.disk, seq, values);
-  const owner = diskOwner(v.ref.disk)!;
+  const owner = defined(diskOwner(v.ref.disk), `the owner VMID in disk name ${v.ref.disk}`);
   try {
     await retryBusy(
       () =>
@@ -101,7 +102,7 @@ export async function controllerModifyVolume(
   req: T.ControllerModifyVolumeRequest,
   ctx: CallContext,
 ): Promise<T.ControllerModifyVolumeResponse> {
-  const change = parseMutableParameters(req.mutableParameters ?? {});
+  const change = parseMutableParameters(req.mutableParameters);
   const v = requireVolume(core, req.volumeId);
   const { cluster, ref, volid } = v;
   return cluster.exclusive(volid, async () => {
@@ -110,7 +111,7 @@ export async function controllerModifyVolume(
     if (Object.keys(change).length === 0) return {};
     const markers = await readMarkers(v, found.node, ctx.signal);
     const values = mergeMutable(markers[0]?.values ?? {}, change);
-    const same = markers.length === 1 && JSON.stringify(markers[0]!.values) === JSON.stringify(values);
+    const same = markers.length === 1 && JSON.stringify(markers[0]?.values) === JSON.stringify(values);
     if (!same) await storeMarker(v, found.node, values, markers, ctx.signal);
 
     // The live drive lines: every VM on the volume's host that has it attached.

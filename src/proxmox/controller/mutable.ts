@@ -12,6 +12,7 @@
 // occurs in a Kubernetes object name, so no volume of a PV can look like a marker. ControllerPublish
 // applies the newest marker over the volume context; DeleteVolume removes the markers first.
 import { InvalidArgument } from '../../errors.js';
+import { defined } from '../../defined.js';
 import type { StorageContentItem } from '../api/api.js';
 import { PROXMOX_PARAMETER_KEYS } from '../param-keys.js';
 import { FSTYPE_KEY } from '../contract.js';
@@ -118,14 +119,16 @@ export function parseMarker(
 ): { disk: string; seq: number; values: MutableValues } | undefined {
   const m = MARKER_RE.exec(name);
   if (!m || (disk !== undefined && m[1] !== disk)) return undefined;
+  // All three groups take part in every match (none is optional).
+  const [, owner, seq, parts] = m;
   const values: MutableValues = {};
-  for (const part of m[3]!.split('-').filter(Boolean)) {
+  for (const part of defined(parts, 'the marker values group').split('-').filter(Boolean)) {
     const n = Number(part.slice(1));
     if (part[0] === 'b') values.backup = n === 1;
     else if (part[0] === 'i') values.iops = n;
     else values.mbps = n;
   }
-  return { disk: m[1]!, seq: Number(m[2]), values };
+  return { disk: defined(owner, 'the marker disk group'), seq: Number(seq), values };
 }
 
 export const isMarkerName = (name: string): boolean => parseMarker(name) !== undefined;

@@ -52,8 +52,8 @@ function parseCount(key: string, v: string | undefined): number | undefined {
 
 function parsePow2(key: string, v: string | undefined, min: number, max: number): number | undefined {
   const n = parseCount(key, v);
-  if (n === undefined) return undefined;
-  if (n < min || n > max || (n & (n - 1)) !== 0) throw bad(key, v!, `a power of two between ${min} and ${max}`);
+  if (n === undefined || v === undefined) return undefined; // parseCount gives undefined for an undefined v
+  if (n < min || n > max || (n & (n - 1)) !== 0) throw bad(key, v, `a power of two between ${min} and ${max}`);
   return n;
 }
 

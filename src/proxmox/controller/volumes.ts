@@ -9,6 +9,7 @@ import {
   ResourceExhausted,
   isCsiError,
 } from '../../errors.js';
+import { defined } from '../../defined.js';
 import type { StorageResource } from '../api/api.js';
 import { type Cluster, holdsImages, isAvailable } from './cluster.js';
 import {
@@ -54,14 +55,14 @@ async function placeVolume(
     );
   }
   const region = known[0] ?? core.defaultRegion;
-  const cluster = core.clusters.get(region)!;
+  const cluster = defined(core.clusters.get(region), `the cluster of region ${region}`);
   const rows = await cluster.storageRows(storage, signal);
   if (rows.length === 0)
     throw new InvalidArgument(`parameter "storage": storage "${storage}" does not exist in Proxmox cluster ${region}`);
   const usable = rows.filter((r) => holdsImages(r));
   if (usable.length === 0)
     throw new InvalidArgument(
-      `parameter "storage": storage "${storage}" does not hold disk images (content: ${rows[0]!.content})`,
+      `parameter "storage": storage "${storage}" does not hold disk images (content: ${defined(rows[0], 'the first storage row').content})`,
     );
   const up = usable.filter(isAvailable);
   const shared = usable.some((r) => r.shared);
@@ -121,10 +122,10 @@ export async function createVolume(
       'volume_content_source is not supported: this driver cannot clone volumes or restore snapshots',
     );
   }
-  const params = parseCreateParameters(req.parameters ?? {});
+  const params = parseCreateParameters(req.parameters);
   // A VolumeAttributesClass at creation: its values go into the context like StorageClass ones.
-  const mutable = mutableContext(parseMutableParameters(req.mutableParameters ?? {}));
-  const problem = capabilityProblem(req.volumeCapabilities ?? [], params);
+  const mutable = mutableContext(parseMutableParameters(req.mutableParameters));
+  const problem = capabilityProblem(req.volumeCapabilities, params);
   if (problem) throw new InvalidArgument(problem);
   const size = sizeForCreate(req.capacityRange);
   const disk = diskNameFor(core.controllerVmId, req.name);
@@ -135,7 +136,7 @@ export async function createVolume(
     volume: {
       volumeId: formatVolumeId({ region: cluster.region, zone, storage: params.storage, disk }),
       capacityBytes: String(bytes),
-      volumeContext: { ...volumeContextOf(req.parameters ?? {}), ...mutable },
+      volumeContext: { ...volumeContextOf(req.parameters), ...mutable },
       accessibleTopology: [topologyOf(cluster.region, target.shared ? undefined : zone)],
     },
   });
@@ -304,21 +305,21 @@ export async function validateVolumeCapabilities(
   const v = requireVolume(core, req.volumeId);
   if (!(await findVolume(v, ctx.signal))) throw new NotFound(`volume ${req.volumeId} does not exist`);
   let fsType;
-  if (Object.keys(req.parameters ?? {}).length > 0) {
+  if (Object.keys(req.parameters).length > 0) {
     try {
       fsType = parseCreateParameters(req.parameters).fsType;
     } catch (e) {
       return { message: (e as Error).message };
     }
   }
-  const problem = capabilityProblem(req.volumeCapabilities ?? [], { fsType });
+  const problem = capabilityProblem(req.volumeCapabilities, { fsType });
   if (problem) return { message: problem };
   return {
     confirmed: {
-      volumeContext: req.volumeContext ?? {},
+      volumeContext: req.volumeContext,
       volumeCapabilities: req.volumeCapabilities,
-      parameters: req.parameters ?? {},
-      mutableParameters: req.mutableParameters ?? {},
+      parameters: req.parameters,
+      mutableParameters: req.mutableParameters,
     },
   };
 }
@@ -328,15 +329,16 @@ export async function getCapacity(
   req: T.GetCapacityRequest,
   ctx: CallContext,
 ): Promise<T.GetCapacityResponse> {
-  if (capabilityProblem(req.volumeCapabilities ?? [])) return { availableCapacity: '0' };
+  if (capabilityProblem(req.volumeCapabilities)) return { availableCapacity: '0' };
   const seg = req.accessibleTopology?.segments ?? {};
   const region = seg[TOPOLOGY_REGION_KEY];
   const zone = seg[TOPOLOGY_ZONE_KEY];
-  const storage = req.parameters?.storage || undefined;
+  const storage = req.parameters.storage || undefined;
   const clusters = region ? [core.clusters.get(region)].filter((c): c is Cluster => !!c) : [...core.clusters.values()];
-  if (zone && storage && clusters.length === 1) {
+  const [only] = clusters;
+  if (zone && storage && only && clusters.length === 1) {
     try {
-      const st = await clusters[0]!.api.storageStatus(zone, storage, { signal: ctx.signal });
+      const st = await only.api.storageStatus(zone, storage, { signal: ctx.signal });
       return { availableCapacity: String(st.active ? Math.max(0, st.avail) : 0) };
     } catch (e) {
       if (isCsiError(e, 'NotFound')) return { availableCapacity: '0' };

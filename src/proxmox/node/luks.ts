@@ -25,10 +25,7 @@ export const ENCRYPTION_PASSPHRASE_KEY = 'encryption-passphrase';
 /** blkid's TYPE for a LUKS header. */
 export const LUKS_FS_TYPE = 'crypto_LUKS';
 
-export interface EncryptionRequest {
-  required: boolean;
-  passphrase?: string;
-}
+export type EncryptionRequest = { required: false } | { required: true; passphrase: string };
 
 /** What the request says about encryption; throws when it demands it without a usable key. */
 export function encryptionOf(

@@ -10,6 +10,7 @@ import type {
   NodeUnpublishVolumeResponse,
 } from '../../csi/types.js';
 import { AlreadyExists, FailedPrecondition } from '../../errors.js';
+import { defined } from '../../defined.js';
 import type { MountEntry } from '../../os/mounter.js';
 import {
   accessModeOf,
@@ -94,7 +95,7 @@ export async function nodePublishVolume(
       return {};
     }
 
-    const device = await findDisk(d, disk!, volumeId, ctx);
+    const device = await findDisk(d, defined(disk, "the block volume's disk"), volumeId, ctx);
     const deviceMajMin = await d.blockDevices.majMinOf(device);
     const existing = await d.mounter.find(target);
     if (existing) {

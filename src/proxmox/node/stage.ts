@@ -179,7 +179,7 @@ export async function nodeStageVolume(
       const mapping = await openEncrypted(d, {
         device: disk0,
         volumeId,
-        passphrase: enc.passphrase!,
+        passphrase: enc.passphrase,
         probedType: outer.fsType,
         mayFormat: !readOnly,
         log: ctx.log,

@@ -108,7 +108,7 @@ export function nodeLabelsFromApi(o: {
     });
     let doc: { metadata?: { labels?: Record<string, string> } };
     try {
-      doc = JSON.parse(body);
+      doc = JSON.parse(body) as typeof doc;
     } catch {
       throw new Unavailable(`Kubernetes API at ${where} returned a Node that is not JSON`);
     }

@@ -123,7 +123,7 @@ export async function nodeExpandVolume(
       // A mapping opened after an offline expansion already spans the disk: no passphrase needed.
       const span = await d.cryptsetup.span(mapping.name);
       if (!span || span.offset + span.size < size) {
-        await resizeMapping(d, mapping.name, req.secrets?.[ENCRYPTION_PASSPHRASE_KEY], volumeId);
+        await resizeMapping(d, mapping.name, req.secrets[ENCRYPTION_PASSPHRASE_KEY], volumeId);
       }
       device = mapping.device;
     } else {
