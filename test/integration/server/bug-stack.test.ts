@@ -24,7 +24,7 @@ function capture() {
 
 function brokenLookup(volumeId: string): string {
   const table = new Map<string, { path: string }>();
-  return table.get(volumeId)!.path; // the bug: a missing entry
+  return (table.get(volumeId) as { path: string }).path; // the bug: a missing entry, its absence cast away
 }
 
 t.test('a TypeError inside a node call: INTERNAL for the caller, the stack in the log', async (t) => {

@@ -103,7 +103,7 @@ t.test('main: SIGTERM exits within the drain timeout + 2 s while a Proxmox call 
   t.ok(took <= 4000, `exited ${took} ms after SIGTERM (drain 2 s + at most 2 s)`);
   const answer = await pending;
   t.ok(answer, 'the hanging call got an answer or lost its connection');
-  t.comment(String((answer as Error).message ?? JSON.stringify(answer)));
+  t.comment(answer instanceof Error ? answer.message : JSON.stringify(answer));
 });
 
 // Issue 10: Probe says whether the process can serve. A Proxmox cluster that does not answer,

@@ -2,7 +2,7 @@ import t from 'tap';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { redact, REDACTED } from '../../../src/server/redact.js';
-import type { Driver } from '../../../src/csi/types.js';
+import type { Driver, NodeStageVolumeRequest } from '../../../src/csi/types.js';
 import { serveDriver } from '../../helpers/driver-server.js';
 
 t.test('fields marked csi_secret are replaced, at any depth', async (t) => {
@@ -11,11 +11,11 @@ t.test('fields marked csi_secret are replaced, at any depth', async (t) => {
     secrets: { user: 'admin', 'api-key': 'hunter2' },
     volumeContext: { server: 'nas', token: 'abc123' },
     volumeCapability: { mount: { fsType: 'ext4', mountFlags: ['noatime', 'password=hunter2'] } },
-  }) as any;
+  }) as NodeStageVolumeRequest;
   t.equal(out.volumeId, 'v1');
   t.same(out.secrets, { user: REDACTED, 'api-key': REDACTED });
   t.same(out.volumeContext, { server: 'nas', token: REDACTED });
-  t.same(out.volumeCapability.mount.mountFlags, ['noatime', `password=${REDACTED}`]);
+  t.same(out.volumeCapability?.mount?.mountFlags, ['noatime', `password=${REDACTED}`]);
   t.notMatch(JSON.stringify(out), /hunter2|abc123/);
 });
 
@@ -34,7 +34,7 @@ t.test('every request type with a secrets field is covered', async (t) => {
     'ListSnapshotsRequest',
     'ControllerModifyVolumeRequest',
   ]) {
-    const out = redact(type, { secrets: { password: 'p4ss', other: 'x' } }) as any;
+    const out = redact(type, { secrets: { password: 'p4ss', other: 'x' } }) as { secrets: Record<string, string> };
     t.same(out.secrets, { password: REDACTED, other: REDACTED }, type);
   }
 });

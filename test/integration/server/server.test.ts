@@ -53,7 +53,7 @@ t.test('identity, validation, typed errors, unimplemented, metrics', async (t) =
   t.same(await c.identity.GetPluginInfo(), { name: 'test.csi.example', vendorVersion: '9.9.9', manifest: {} });
   const caps = await c.identity.GetPluginCapabilities();
   t.same(
-    caps.capabilities.map((x: any) => x.service?.type),
+    caps.capabilities.map((x) => x.service?.type),
     ['CONTROLLER_SERVICE', 'VOLUME_ACCESSIBILITY_CONSTRAINTS'],
   );
   t.equal((await c.identity.Probe()).ready?.value, true);
