@@ -9,6 +9,7 @@ import {
   type ProxmoxControllerOptions,
 } from '../../src/proxmox/controller/controller.js';
 import { SimulatorAdmin, startSimulator, type RunningSimulator, type StartOptions } from '../../sim/index.js';
+import { CONTROLLER_METHODS, implemented } from './implemented.js';
 import { simState, type SimState } from './sim-state.js';
 import type { Teardown } from './teardown.js';
 
@@ -52,6 +53,10 @@ export async function startSimCluster(t: Teardown, opts: SimOptions = {}): Promi
   return { sim, admin, cluster, state: () => simState(admin) };
 }
 
+/** The Proxmox controller with every optional CSI method checked present (it implements them all). */
+export type FullProxmoxController = ProxmoxController &
+  Required<Pick<ProxmoxController, (typeof CONTROLLER_METHODS)[number]>>;
+
 export interface ControllerOptions extends Partial<Omit<ProxmoxControllerOptions, 'config' | 'log'>> {
   /** Extra keys of the cluster entry (`expansionHelpers`…). */
   cluster?: Partial<ProxmoxClusterConfig>;
@@ -61,7 +66,11 @@ export interface ControllerOptions extends Partial<Omit<ProxmoxControllerOptions
  * A controller (one driver process) on the cluster. Defaults: 10 s per HTTP exchange and a 1.5 s
  * confirmation wait (the simulator's tasks take milliseconds); `tuning` is merged over that.
  */
-export function proxmoxController(t: Teardown, cluster: ProxmoxClusterConfig, opts: ControllerOptions = {}) {
+export function proxmoxController(
+  t: Teardown,
+  cluster: ProxmoxClusterConfig,
+  opts: ControllerOptions = {},
+): FullProxmoxController {
   const { cluster: extra, tuning, ...rest } = opts;
   const c: ProxmoxController = createProxmoxController({
     config: { clusters: [{ ...cluster, ...extra }], controllerVmId: CONTROLLER_VMID },
@@ -71,11 +80,11 @@ export function proxmoxController(t: Teardown, cluster: ProxmoxClusterConfig, op
     tuning: { queue: { confirmTimeoutMs: 1500 }, ...tuning },
   });
   t.teardown(() => c.close());
-  return c;
+  return implemented(c, CONTROLLER_METHODS);
 }
 
 export interface ProxmoxOnSim extends SimCluster {
-  c: ProxmoxController;
+  c: FullProxmoxController;
 }
 
 /** A simulator and one controller on it. */

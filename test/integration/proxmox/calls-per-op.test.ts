@@ -20,10 +20,8 @@ t.test('calls per operation stay at the minimum (happy path, warm caches)', asyn
     // start-up window (startup-fence.ts): steady state is what is counted.
     controller: { tuning: { cacheTtlMs: 120_000, startupFenceMs: 0 } },
   });
-  const { controllerPublishVolume, controllerUnpublishVolume } = c;
-  if (!controllerPublishVolume || !controllerUnpublishVolume) throw new Error('the Proxmox controller publishes');
-  const publish = controllerPublishVolume.bind(c);
-  const unpublish = controllerUnpublishVolume.bind(c);
+  const publish = c.controllerPublishVolume.bind(c);
+  const unpublish = c.controllerUnpublishVolume.bind(c);
 
   const measured: Array<[BudgetedOp, number, Record<string, number>]> = [];
   const cycle = async (name: string, count: boolean) => {

@@ -10,6 +10,7 @@ import type { VmResource } from '../../../src/proxmox/api/api.js';
 import { helperCandidates } from '../../../src/proxmox/controller/expand.js';
 import { configuredHelpers, kubernetesNodeNames } from '../../../src/proxmox/controller/helper-vms.js';
 import { selfSigned } from '../../helpers/self-signed.js';
+import { present } from '../../helpers/present.js';
 
 const vm = (vmid: number, name: string, node: string, status: string): VmResource => ({
   type: 'qemu',
@@ -42,7 +43,7 @@ t.test("only allowed names on the disk's host, never its owner; stopped first", 
     helperCandidates(vms, 'hyper1', 9999, new Set()).map((v) => v.vmid),
     [],
   );
-  t.same([...(await configuredHelpers(['a', 'b'])())!], ['a', 'b']);
+  t.same([...present(await configuredHelpers(['a', 'b'])(), 'the configured names')], ['a', 'b']);
 });
 
 t.test('Kubernetes Node names in-cluster: token, CA, cache, clear errors', async (t) => {
@@ -75,11 +76,14 @@ t.test('Kubernetes Node names in-cluster: token, CA, cache, clear errors', async
     undefined,
     'no service account token: no source',
   );
-  const names = kubernetesNodeNames({ env, tokenPath, caPath: tls.certPath, ttlMs: 60_000 })!;
-  t.same([...(await names())!].sort(), ['talos-cp-1', 'talos-worker-1']);
+  const names = present(
+    kubernetesNodeNames({ env, tokenPath, caPath: tls.certPath, ttlMs: 60_000 }),
+    'the in-cluster Node source',
+  );
+  t.same([...present(await names(), 'the Node names')].sort(), ['talos-cp-1', 'talos-worker-1']);
   await names();
   t.equal(calls, 1, 'one list serves expansions for a while');
   status = 403;
-  const refused = kubernetesNodeNames({ env, tokenPath, caPath: tls.certPath })!;
+  const refused = present(kubernetesNodeNames({ env, tokenPath, caPath: tls.certPath }), 'the in-cluster Node source');
   await t.rejects(refused(), { kind: 'Unavailable', message: /HTTP 403.*needs "list" on nodes/ });
 });

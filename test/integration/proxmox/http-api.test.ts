@@ -30,7 +30,7 @@ async function serve(
 ): Promise<string> {
   const onReq = (req: http.IncomingMessage, res: http.ServerResponse) => {
     let body = '';
-    req.on('data', (c) => (body += c));
+    req.on('data', (c: Buffer) => (body += c.toString()));
     req.on('end', () => handler(req, res, body));
   };
   const server = tls ? https.createServer(tls, onReq) : http.createServer(onReq);
@@ -38,7 +38,7 @@ async function serve(
   t.teardown(
     () =>
       new Promise<void>((r) => {
-        server.closeAllConnections?.();
+        server.closeAllConnections();
         server.close(() => r());
       }),
   );

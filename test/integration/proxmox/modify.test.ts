@@ -16,6 +16,7 @@ import { callCtx as ctx, createReq, publishReq } from '../../helpers/csi-request
 import { outcome as kind } from '../../helpers/outcome.js';
 import { startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
 import { vmNamed, volumesOn } from '../../helpers/sim-state.js';
+import { present } from '../../helpers/present.js';
 
 t.test('mutable keys: the three upstream ones, everything else refused by name', async (t) => {
   t.same(parseMutableParameters({ backup: 'false', diskIOPS: '500', diskMBps: '0' }), {
@@ -64,14 +65,12 @@ t.test("markers: name round trip, only the disk's own, never a PV's disk name", 
 t.test('drive lines: options replaced in place, defaults understood', async (t) => {
   const line = 'local-lvm:vm-9999-a,backup=1,iops_rd=10,iops_wr=10,iothread=1,wwn=0x5056432d49443031';
   const changed = withDriveOptions(line, driveChanges({ backup: false, iops: 0, mbps: 40 }));
+  const drive = (value: string) => present(parseDrive(value), `drive ${value}`);
   t.equal(changed, 'local-lvm:vm-9999-a,backup=0,iothread=1,wwn=0x5056432d49443031,mbps_rd=40,mbps_wr=40');
-  t.ok(driveHasOptions(parseDrive(changed)!, driveChanges({ backup: false, iops: 0, mbps: 40 })));
-  t.notOk(driveHasOptions(parseDrive(line)!, driveChanges({ iops: 20 })));
-  t.ok(driveHasOptions(parseDrive('local-lvm:vm-9999-a,wwn=0x1')!, { backup: '1' }), 'no backup= means backup on');
-  t.ok(
-    driveHasOptions(parseDrive('local-lvm:vm-9999-a,mbps_rd=40.0')!, { mbps_rd: '40' }),
-    'numbers compare as numbers',
-  );
+  t.ok(driveHasOptions(drive(changed), driveChanges({ backup: false, iops: 0, mbps: 40 })));
+  t.notOk(driveHasOptions(drive(line), driveChanges({ iops: 20 })));
+  t.ok(driveHasOptions(drive('local-lvm:vm-9999-a,wwn=0x1'), { backup: '1' }), 'no backup= means backup on');
+  t.ok(driveHasOptions(drive('local-lvm:vm-9999-a,mbps_rd=40.0'), { mbps_rd: '40' }), 'numbers compare as numbers');
 });
 
 t.test('ControllerModifyVolume against the simulator', async (t) => {
@@ -82,26 +81,27 @@ t.test('ControllerModifyVolume against the simulator', async (t) => {
   const create = (name: string, mutableParameters: Record<string, string> = {}) =>
     createReq(name, { parameters: { storage: 'local-lvm', backup: 'true', diskIOPS: '100' }, mutableParameters });
   const modify = (volumeId: string, mutableParameters: Record<string, string>) =>
-    c.controllerModifyVolume!({ volumeId, mutableParameters, secrets: {} }, ctx());
+    c.controllerModifyVolume({ volumeId, mutableParameters, secrets: {} }, ctx());
   const publish = (volumeId: string, volumeContext: Record<string, string>) =>
-    c.controllerPublishVolume!(publishReq(volumeId, 'talos-worker-1', volumeContext), ctx());
+    c.controllerPublishVolume(publishReq(volumeId, 'talos-worker-1', volumeContext), ctx());
   const unpublish = (volumeId: string) =>
-    c.controllerUnpublishVolume!({ volumeId, nodeId: 'talos-worker-1', secrets: {} }, ctx());
+    c.controllerUnpublishVolume({ volumeId, nodeId: 'talos-worker-1', secrets: {} }, ctx());
 
   await t.test('a VolumeAttributesClass at creation goes into the context; a bad one is refused', async (t) => {
     const v = await c.createVolume(create('pvc-vac-create', { diskMBps: '25', backup: 'false' }), ctx());
-    t.match(v.volume!.volumeContext, { storage: 'local-lvm', diskIOPS: '100', diskMBps: '25', backup: 'false' });
+    t.match(v.volume?.volumeContext, { storage: 'local-lvm', diskIOPS: '100', diskMBps: '25', backup: 'false' });
     t.match(await kind(c.createVolume(create('pvc-vac-bad', { XXX_FakeKey: 'x' }), ctx())), {
       kind: 'InvalidArgument',
       message: /XXX_FakeKey/,
     });
     t.notOk((await volids()).includes('local-lvm:vm-9999-pvc-vac-bad'), 'nothing allocated for a refused class');
-    await c.deleteVolume({ volumeId: v.volume!.volumeId!, secrets: {} }, ctx());
+    await c.deleteVolume({ volumeId: present(v.volume?.volumeId, 'CreateVolume: volume id'), secrets: {} }, ctx());
   });
 
   await t.test('detached: remembered beside the disk, applied at the next publish, hidden from listings', async (t) => {
-    const v = (await c.createVolume(create('pvc-vac-det'), ctx())).volume!;
-    const id = v.volumeId!;
+    const v = present((await c.createVolume(create('pvc-vac-det'), ctx())).volume, 'CreateVolume: volume');
+    const id = present(v.volumeId, 'CreateVolume: volume id');
+    const context = present(v.volumeContext, 'CreateVolume: volume context');
     t.match(await kind(modify(id, { XXX_FakeKey: 'x' })), { kind: 'InvalidArgument' });
     t.match(await kind(modify('homelab/hyper1/local-lvm/vm-9999-pvc-nope', { diskIOPS: '1' })), { kind: 'NotFound' });
     t.match(await kind(modify(id, {})), { kind: 'ok' });
@@ -117,18 +117,19 @@ t.test('ControllerModifyVolume against the simulator', async (t) => {
       ['local-lvm:vm-9999-pvc-vac-det+vac2-b0-i500'],
       'one marker with both changes; a repeat changes nothing',
     );
-    const listed = (await c.listVolumes!({ maxEntries: 0, startingToken: '' }, ctx())).entries!.map(
-      (e) => e.volume!.volumeId,
-    );
+    const listed = present(
+      (await c.listVolumes({ maxEntries: 0, startingToken: '' }, ctx())).entries,
+      'ListVolumes: entries',
+    ).map((e) => present(e.volume?.volumeId, 'ListVolumes: a volume id'));
     t.ok(listed.includes(id));
     t.notOk(
-      listed.some((x) => x!.includes('+')),
+      listed.some((x) => x.includes('+')),
       'ListVolumes never shows a marker',
     );
-    t.match(await kind(c.controllerGetVolume!({ volumeId: `${id}+vac2-b0-i500` }, ctx())), { kind: 'NotFound' });
+    t.match(await kind(c.controllerGetVolume({ volumeId: `${id}+vac2-b0-i500` }, ctx())), { kind: 'NotFound' });
 
-    await publish(id, v.volumeContext!);
-    const line = (await vm('talos-worker-1')).config.scsi1!;
+    await publish(id, context);
+    const line = present((await vm('talos-worker-1')).config.scsi1, 'scsi1 of talos-worker-1');
     t.match(line, /^local-lvm:vm-9999-pvc-vac-det,/);
     t.match(line, /backup=0/, "the modified backup flag, not the context's");
     t.match(line, /iops_rd=500,iops_wr=500/, "the modified IOPS, not the context's 100");
@@ -143,11 +144,14 @@ t.test('ControllerModifyVolume against the simulator', async (t) => {
   await t.test(
     'attached: the drive line changes in place, same slot and WWN, nothing pending; reattach keeps it',
     async (t) => {
-      const v = (await c.createVolume(create('pvc-vac-att'), ctx())).volume!;
-      const id = v.volumeId!;
-      const pub = await publish(id, v.volumeContext!);
+      const v = present((await c.createVolume(create('pvc-vac-att'), ctx())).volume, 'CreateVolume: volume');
+      const id = present(v.volumeId, 'CreateVolume: volume id');
+      const context = present(v.volumeContext, 'CreateVolume: volume context');
+      const pub = await publish(id, context);
       const before = await vm('talos-worker-1');
-      const key = `scsi${pub.publishContext!.lun}`;
+      const key = `scsi${pub.publishContext?.lun}`;
+      const wwnOf = (drive: string | undefined) =>
+        present(/wwn=(0x[0-9a-f]+)/.exec(present(drive, `${key} of talos-worker-1`))?.[1], `the WWN of ${key}`);
       t.match(before.config[key], /iops_rd=100/);
       await modify(id, { diskIOPS: '0', diskMBps: '40', backup: 'false' });
       const after = await vm('talos-worker-1');
@@ -156,17 +160,14 @@ t.test('ControllerModifyVolume against the simulator', async (t) => {
       t.notMatch(after.config[key], /iops_rd/, 'diskIOPS 0 removes the limit');
       t.match(after.config[key], /backup=0/);
       t.match(after.config[key], /mbps_rd=40,mbps_wr=40/);
-      t.equal(
-        /wwn=(0x[0-9a-f]+)/.exec(after.config[key]!)![1],
-        /wwn=(0x[0-9a-f]+)/.exec(before.config[key]!)![1],
-        'same WWN: the node keeps finding the disk',
-      );
-      t.same((await publish(id, v.volumeContext!)).publishContext, pub.publishContext, 'publish stays idempotent');
+      t.equal(wwnOf(after.config[key]), wwnOf(before.config[key]), 'same WWN: the node keeps finding the disk');
+      t.same((await publish(id, context)).publishContext, pub.publishContext, 'publish stays idempotent');
       await unpublish(id);
-      await publish(id, v.volumeContext!);
-      const again = Object.values((await vm('talos-worker-1')).config).find((l) =>
-        l.startsWith('local-lvm:vm-9999-pvc-vac-att,'),
-      )!;
+      await publish(id, context);
+      const again = present(
+        Object.values((await vm('talos-worker-1')).config).find((l) => l.startsWith('local-lvm:vm-9999-pvc-vac-att,')),
+        'the reattached drive',
+      );
       t.match(again, /mbps_rd=40/, 'a reattached disk keeps the change');
       t.notMatch(again, /iops_rd/);
       await unpublish(id);

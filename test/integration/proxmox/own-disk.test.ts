@@ -22,12 +22,12 @@ t.test("a VM's own disk is neither published to nor unpublished from that VM", a
   const before = await vm101();
 
   t.equal(
-    await kind(c.controllerPublishVolume!(publishReq(BOOT, 'talos-cp-1'), ctx())),
+    await kind(c.controllerPublishVolume(publishReq(BOOT, 'talos-cp-1'), ctx())),
     'FailedPrecondition',
     'publish to its own VM is refused',
   );
   t.equal(
-    await kind(c.controllerUnpublishVolume!({ volumeId: BOOT, nodeId: 'talos-cp-1', secrets: {} }, ctx())),
+    await kind(c.controllerUnpublishVolume({ volumeId: BOOT, nodeId: 'talos-cp-1', secrets: {} }, ctx())),
     'FailedPrecondition',
     'unpublish from its own VM is refused',
   );

@@ -11,6 +11,7 @@ import { helperWwnForSlot } from '../../../src/proxmox/contract.js';
 import { callCtx as ctx, createReq, expandReq } from '../../helpers/csi-requests.js';
 import { startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
 import type { Teardown } from '../../helpers/teardown.js';
+import { present } from '../../helpers/present.js';
 
 const RESIZE = 'PUT /nodes/{node}/qemu/{vmid}/resize';
 const UNLINK = 'PUT /nodes/{node}/qemu/{vmid}/unlink';
@@ -39,8 +40,9 @@ async function start(
         .map(([k]) => `${vm.vmid}:${k}`)
         .concat(vm.pendingDelete.length ? [`${vm.vmid}:pendingDelete`] : []),
     );
-  const create = async (name: string) => (await c.createVolume(createReq(name), ctx())).volume!.volumeId!;
-  const expand = (volumeId: string, bytes: number) => c.controllerExpandVolume!(expandReq(volumeId, bytes), ctx());
+  const create = async (name: string) =>
+    present((await c.createVolume(createReq(name), ctx())).volume?.volumeId, 'CreateVolume: volume id');
+  const expand = (volumeId: string, bytes: number) => c.controllerExpandVolume(expandReq(volumeId, bytes), ctx());
   const resizedThrough = async () =>
     (await admin.requests()).entries
       .filter((e) => e.route === RESIZE && e.status === 200)
@@ -62,7 +64,7 @@ t.test('offline expansion over HTTPS: stopped VM first, else running; nothing le
     'helper drive string sent',
   );
   t.same(await mentions('vm-9999-pvc-off'), [], 'gone from every VM config and pending section');
-  t.equal((await c.controllerGetVolume!({ volumeId: id }, ctx())).volume!.capacityBytes, String(2 * GiB));
+  t.equal((await c.controllerGetVolume({ volumeId: id }, ctx())).volume?.capacityBytes, String(2 * GiB));
 
   await admin.patchVm(111, { status: 'running' });
   await admin.resetCounters();
@@ -85,12 +87,12 @@ t.test('a helper attachment stranded by failed unlinks is removed by the next ca
   );
   t.equal(failed, 'Unavailable', 'the unlink never got through');
   t.same(await mentions('vm-9999-pvc-strand'), ['101:scsi1'], 'the helper attachment is stranded on talos-cp-1');
-  const cond = await c.controllerGetVolume!({ volumeId: id }, ctx());
-  t.equal(cond.status!.volumeCondition!.abnormal, true, 'reported');
+  const cond = await c.controllerGetVolume({ volumeId: id }, ctx());
+  t.equal(cond.status?.volumeCondition?.abnormal, true, 'reported');
   await admin.patchFaults({ dropRate: 0 });
   await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
   t.same(await mentions('vm-9999-pvc-strand'), [], 'delete removed it…');
-  t.same((await c.listVolumes!({ maxEntries: 0, startingToken: '' }, ctx())).entries, [], '…and freed the disk');
+  t.same((await c.listVolumes({ maxEntries: 0, startingToken: '' }, ctx())).entries, [], '…and freed the disk');
 });
 
 const notRoot = process.getuid?.() !== 0 ? 'needs root (losetup) for the loop backend' : false;
@@ -103,10 +105,13 @@ t.test(
     const id = await create('pvc-loop');
     t.same(await expand(id, 2 * GiB), { capacityBytes: String(2 * GiB), nodeExpansionRequired: true });
     t.same(await resizedThrough(), ['101'], 'through the running talos-cp-1');
-    const vol = (await state()).nodes
-      .find((n) => n.name === 'hyper1')!
-      .storages[0]!.volumes.find((v) => v.volid === 'local-lvm:vm-9999-pvc-loop')!;
-    t.equal(fs.statSync(vol.file!).size, 2 * GiB, 'the image file grew');
+    const vol = present(
+      (await state()).nodes
+        .find((n) => n.name === 'hyper1')
+        ?.storages[0]?.volumes.find((v) => v.volid === 'local-lvm:vm-9999-pvc-loop'),
+      'local-lvm:vm-9999-pvc-loop in the simulator',
+    );
+    t.equal(fs.statSync(present(vol.file, 'its image file')).size, 2 * GiB, 'the image file grew');
     t.same(await mentions('vm-9999-pvc-loop'), []);
     t.same(
       (await state()).vms.flatMap((vm) => Object.keys(vm.loopDevices ?? {})),

@@ -10,6 +10,7 @@ import { outcome as kind } from '../../helpers/outcome.js';
 import { startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
 import type { Teardown } from '../../helpers/teardown.js';
 import { holdersOf, vmNamed } from '../../helpers/sim-state.js';
+import { present } from '../../helpers/present.js';
 
 async function start(t: Teardown, startupFenceMs?: number) {
   // lockTimeoutMs: Proxmox's own 10 s (PVE::AbstractConfig::lock_config), so a change can wait
@@ -25,11 +26,11 @@ async function start(t: Teardown, startupFenceMs?: number) {
 
 t.test('defect 1: a publish given up while the VM lock is held elsewhere keeps the volume fenced', async (t) => {
   const { c, admin, holders } = await start(t);
-  const id = (await c.createVolume(createReq('pvc-fence'), ctx())).volume!.volumeId!;
+  const id = present((await c.createVolume(createReq('pvc-fence'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
   await admin.holdLock({ vmid: 111 }, 6000);
-  const first = await kind(c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx(2500)));
+  const first = await kind(c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx(2500)));
   t.equal(first.kind, 'DeadlineExceeded', 'the caller gave up while the change waits for the lock');
-  const second = await kind(c.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx(2500)));
+  const second = await kind(c.controllerPublishVolume(pubReq(id, 'talos-cp-1'), ctx(2500)));
   t.not(second.kind, 'ok', 'publish elsewhere is refused while the first attach may still land');
   t.equal(second.kind, 'Aborted', 'ABORTED while the first attach is uncertain');
   t.match(second.message, /talos-worker-1/);
@@ -37,45 +38,45 @@ t.test('defect 1: a publish given up while the VM lock is held elsewhere keeps t
   await sleep(5000);
   const on = await holders('vm-9999-pvc-fence');
   t.ok(on.length <= 1, `the disk is on at most one VM (${on.join(', ')})`);
-  const third = await kind(c.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx()));
+  const third = await kind(c.controllerPublishVolume(pubReq(id, 'talos-cp-1'), ctx()));
   if (on.length === 1) t.equal(third.kind, 'FailedPrecondition', 'after the first attach landed: FAILED_PRECONDITION');
   t.same(await holders('vm-9999-pvc-fence'), on, 'nothing changed');
   // The CO's retry of the first publish finds the attachment.
-  const retry = await c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx());
-  t.equal(retry.publishContext!.lun, '1');
-  await c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
+  const retry = await c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx());
+  t.equal(retry.publishContext?.lun, '1');
+  await c.controllerUnpublishVolume({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
   t.same(await holders('vm-9999-pvc-fence'), []);
 });
 
 // The class: every mutating path whose change may land after its caller gave up.
 t.test('class: unpublish given up while the VM lock is held keeps the volume fenced', async (t) => {
   const { c, admin, holders } = await start(t);
-  const id = (await c.createVolume(createReq('pvc-unpub'), ctx())).volume!.volumeId!;
-  await c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx());
+  const id = present((await c.createVolume(createReq('pvc-unpub'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
+  await c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx());
   await admin.holdLock({ vmid: 111 }, 6000);
   t.equal(
-    (await kind(c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx(2500)))).kind,
+    (await kind(c.controllerUnpublishVolume({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx(2500)))).kind,
     'DeadlineExceeded',
   );
-  const other = await kind(c.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx(2500)));
+  const other = await kind(c.controllerPublishVolume(pubReq(id, 'talos-cp-1'), ctx(2500)));
   t.equal(other.kind, 'Aborted', 'publish elsewhere waits for the detach in flight');
   t.match(other.message, /detach of .* from VM talos-worker-1/);
   await sleep(5000);
   t.same(await holders('vm-9999-pvc-unpub'), [], 'the detach ran to its end in the background');
   t.equal(
-    (await c.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx())).publishContext!.lun,
+    (await c.controllerPublishVolume(pubReq(id, 'talos-cp-1'), ctx())).publishContext?.lun,
     '1',
     'then the publish elsewhere works',
   );
-  await c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-cp-1', secrets: {} }, ctx());
+  await c.controllerUnpublishVolume({ volumeId: id, nodeId: 'talos-cp-1', secrets: {} }, ctx());
 });
 
 t.test('class: online resize given up while the VM lock is held keeps the volume fenced', async (t) => {
   const { c, admin, state } = await start(t);
-  const id = (await c.createVolume(createReq('pvc-grow'), ctx())).volume!.volumeId!;
-  await c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx());
+  const id = present((await c.createVolume(createReq('pvc-grow'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
+  await c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx());
   await admin.holdLock({ vmid: 111 }, 6000);
-  const expand = (ms: number) => c.controllerExpandVolume!(expandReq(id, 2 * GiB), ctx(ms));
+  const expand = (ms: number) => c.controllerExpandVolume(expandReq(id, 2 * GiB), ctx(ms));
   t.equal((await kind(expand(2500))).kind, 'DeadlineExceeded');
   const again = await kind(expand(2500));
   t.equal(again.kind, 'Aborted', 'a second expansion waits for the resize in flight');
@@ -85,18 +86,18 @@ t.test('class: online resize given up while the VM lock is held keeps the volume
   const w1 = vmNamed(await state(), 'talos-worker-1');
   t.match(w1.config.scsi1, /size=2G/, 'the resize landed once the lock was free');
   t.same(await expand(10_000), { capacityBytes: String(2 * GiB), nodeExpansionRequired: true });
-  await c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
+  await c.controllerUnpublishVolume({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
 });
 
 t.test('class: offline expansion given up while the helper VM lock is held leaves nothing attached', async (t) => {
   const { c, admin, holders } = await start(t);
-  const id = (await c.createVolume(createReq('pvc-off'), ctx())).volume!.volumeId!;
+  const id = present((await c.createVolume(createReq('pvc-off'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
   await admin.holdLock({ vmid: 101 }, 6000);
   await admin.holdLock({ vmid: 111 }, 6000);
-  const expand = (ms: number) => c.controllerExpandVolume!(expandReq(id, 2 * GiB), ctx(ms));
+  const expand = (ms: number) => c.controllerExpandVolume(expandReq(id, 2 * GiB), ctx(ms));
   t.equal((await kind(expand(2500))).kind, 'DeadlineExceeded');
   t.equal(
-    (await kind(c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx(2500)))).kind,
+    (await kind(c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx(2500)))).kind,
     'Aborted',
     'publish waits for the helper attach in flight',
   );
@@ -114,16 +115,16 @@ t.test('class: offline expansion given up while the helper VM lock is held leave
 
 t.test('class: delete given up while the storage lock is held keeps the volume fenced', async (t) => {
   const { c, admin } = await start(t);
-  const id = (await c.createVolume(createReq('pvc-del'), ctx())).volume!.volumeId!;
+  const id = present((await c.createVolume(createReq('pvc-del'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
   await admin.holdLock({ node: 'hyper1', storage: 'local-lvm' }, 6000);
   t.equal((await kind(c.deleteVolume({ volumeId: id, secrets: {} }, ctx(2500)))).kind, 'DeadlineExceeded');
-  const pub = await kind(c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx(2500)));
+  const pub = await kind(c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx(2500)));
   t.equal(pub.kind, 'Aborted', 'publish waits for the free in flight');
   t.match(pub.message, /deletion of/);
   await sleep(5000);
   await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
   t.match(
-    await kind(c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx())),
+    await kind(c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx())),
     { kind: 'NotFound' },
     'the free landed',
   );
@@ -134,7 +135,7 @@ t.test("defect 3: a VM's own disk is never published to another VM", async (t) =
   const boot = 'homelab/hyper1/local-lvm/vm-101-disk-0';
   const before = await holders('vm-101-disk-0');
   t.same(before, ['talos-cp-1'], 'the boot disk of running VM 101');
-  const res = await kind(c.controllerPublishVolume!(pubReq(boot, 'talos-worker-1'), ctx()));
+  const res = await kind(c.controllerPublishVolume(pubReq(boot, 'talos-worker-1'), ctx()));
   t.equal(res.kind, 'FailedPrecondition');
   t.match(res.message, /talos-cp-1 \(101\)/);
   t.same(await holders('vm-101-disk-0'), ['talos-cp-1'], 'nothing attached elsewhere');
@@ -145,7 +146,7 @@ t.test('re-check after landing: a change of a previous run that lands first wins
   // attaching; switched off here, the re-check after landing is what must catch it (as it does a
   // disk attached by hand, which no task list shows).
   const { cluster, c, admin, holders } = await start(t, 0);
-  const id = (await c.createVolume(createReq('pvc-race'), ctx())).volume!.volumeId!;
+  const id = present((await c.createVolume(createReq('pvc-race'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
   // A previous run of the controller sent an attach to VM 111 (POST …/config: a qmconfig task
   // that waits for the VM lock), then died before it landed.
   await admin.holdLock({ vmid: 111 }, 3000);
@@ -157,7 +158,7 @@ t.test('re-check after landing: a change of a previous run that lands first wins
   t.match(upid, /^UPID:hyper1:/, 'the change waits for the lock in a task');
   await previous.close();
   // This run cannot see that change yet: its attach to VM 101 waits for 101's lock, and lands after it.
-  const res = await kind(c.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx(15_000)));
+  const res = await kind(c.controllerPublishVolume(pubReq(id, 'talos-cp-1'), ctx(15_000)));
   t.equal(res.kind, 'FailedPrecondition', 'the attach that found a competitor after landing is refused');
   t.match(res.message, /talos-worker-1 \(111\).*withdrawn/);
   t.same(await holders('vm-9999-pvc-race'), ['talos-worker-1'], 'exactly one attachment stays');

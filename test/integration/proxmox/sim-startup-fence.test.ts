@@ -15,6 +15,7 @@ import { outcome as kind } from '../../helpers/outcome.js';
 import { proxmoxController, startSimCluster } from '../../helpers/proxmox-on-sim.js';
 import type { Teardown } from '../../helpers/teardown.js';
 import { holdersOf } from '../../helpers/sim-state.js';
+import { present } from '../../helpers/present.js';
 
 const ctx = (ms = 60_000): T.CallContext => ({ ...callCtx(ms), deadline: Date.now() + ms });
 
@@ -50,9 +51,9 @@ async function start(t: Teardown) {
 function sampleHolders(holders: (d: string) => Promise<string[]>, disk: string) {
   let max = 0;
   let seen: string[] = [];
-  let running = true;
+  const stop = new AbortController();
   const loop = (async () => {
-    while (running) {
+    while (!stop.signal.aborted) {
       const on = await holders(disk);
       if (on.length > max) {
         max = on.length;
@@ -62,7 +63,7 @@ function sampleHolders(holders: (d: string) => Promise<string[]>, disk: string) 
     }
   })();
   return async () => {
-    running = false;
+    stop.abort();
     await loop;
     return { max, seen };
   };
@@ -71,7 +72,10 @@ function sampleHolders(holders: (d: string) => Promise<string[]>, disk: string) 
 t.test('a lock-waiting attach of a killed process: a fresh controller refuses to publish elsewhere', async (t) => {
   const { admin, controller, holders, deadProcessAttach } = await start(t);
   const old = controller();
-  const id = (await old.createVolume(createReq('pvc-crash'), ctx())).volume!.volumeId!;
+  const id = present(
+    (await old.createVolume(createReq('pvc-crash'), ctx())).volume?.volumeId,
+    'CreateVolume: volume id',
+  );
   await old.close();
   const released = Date.now() + 6000;
   await admin.holdLock({ vmid: 111 }, 6000);
@@ -84,11 +88,11 @@ t.test('a lock-waiting attach of a killed process: a fresh controller refuses to
   const stop = sampleHolders(holders, 'vm-9999-pvc-crash');
 
   const fresh = controller();
-  const first = await kind(fresh.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx(3000)));
+  const first = await kind(fresh.controllerPublishVolume(pubReq(id, 'talos-cp-1'), ctx(3000)));
   t.equal(first.kind, 'Aborted', "ABORTED while the dead process's change may still land");
   t.match(first.message, upid, 'the message names the task');
   // A caller with time to wait sees the task end (the lock is released at 6 s) and the attach land.
-  const second = await kind(fresh.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx(15_000)));
+  const second = await kind(fresh.controllerPublishVolume(pubReq(id, 'talos-cp-1'), ctx(15_000)));
   t.equal(second.kind, 'FailedPrecondition', "after the dead process's attach landed: FAILED_PRECONDITION");
   t.match(second.message, /talos-worker-1/);
   await sleep(Math.max(0, released + 500 - Date.now()));
@@ -97,23 +101,26 @@ t.test('a lock-waiting attach of a killed process: a fresh controller refuses to
   t.same(await holders('vm-9999-pvc-crash'), ['talos-worker-1'], "only the dead process's attachment is there");
 
   // The CO detaches it from the old node; the publish to the new one then works.
-  await fresh.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
-  const third = await fresh.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx());
-  t.equal(third.publishContext!.lun, '1');
+  await fresh.controllerUnpublishVolume({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
+  const third = await fresh.controllerPublishVolume(pubReq(id, 'talos-cp-1'), ctx());
+  t.equal(third.publishContext?.lun, '1');
   t.same(await holders('vm-9999-pvc-crash'), ['talos-cp-1']);
 });
 
 t.test("a publish that waits for the dead process's task: FAILED_PRECONDITION, never two VMs", async (t) => {
   const { admin, controller, holders, deadProcessAttach } = await start(t);
   const old = controller();
-  const id = (await old.createVolume(createReq('pvc-crash-wait'), ctx())).volume!.volumeId!;
+  const id = present(
+    (await old.createVolume(createReq('pvc-crash-wait'), ctx())).volume?.volumeId,
+    'CreateVolume: volume id',
+  );
   await old.close();
   const released = Date.now() + 3000;
   await admin.holdLock({ vmid: 111 }, 3000);
   await deadProcessAttach('vm-9999-pvc-crash-wait');
   const stop = sampleHolders(holders, 'vm-9999-pvc-crash-wait');
   const fresh = controller();
-  const r = await kind(fresh.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx(15_000)));
+  const r = await kind(fresh.controllerPublishVolume(pubReq(id, 'talos-cp-1'), ctx(15_000)));
   t.equal(r.kind, 'FailedPrecondition');
   await sleep(Math.max(0, released + 500 - Date.now()));
   const { max } = await stop();
@@ -124,10 +131,13 @@ t.test("a publish that waits for the dead process's task: FAILED_PRECONDITION, n
 t.test('after the start-up window an exclusive publish lists no running tasks before it', async (t) => {
   const { admin, controller, holders } = await start(t);
   const c = controller(300);
-  const id = (await c.createVolume(createReq('pvc-after-window'), ctx())).volume!.volumeId!;
+  const id = present(
+    (await c.createVolume(createReq('pvc-after-window'), ctx())).volume?.volumeId,
+    'CreateVolume: volume id',
+  );
   await sleep(400);
   const since = (await admin.requests()).lastSeq;
-  await c.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx());
+  await c.controllerPublishVolume(pubReq(id, 'talos-cp-1'), ctx());
   const entries = (await admin.requests(since)).entries;
   const routes = entries.map((e) => e.route);
   // The one task list left is the re-check after landing (disk-index.ts): source=all, after the POST.
@@ -151,16 +161,21 @@ t.test('inside the window: one task list read per candidate node, own tasks are 
   const { admin, controller, holders } = await start(t);
   const c = controller(60_000);
   const [a, b] = await Promise.all(
-    ['a', 'b'].map(async (n) => (await c.createVolume(createReq(`pvc-in-window-${n}`), ctx())).volume!.volumeId!),
+    ['a', 'b'].map(async (n) =>
+      present(
+        (await c.createVolume(createReq(`pvc-in-window-${n}`), ctx())).volume?.volumeId,
+        'CreateVolume: volume id',
+      ),
+    ),
   );
   // Each config task of this process runs 3 s; the second publish lists the first one's task
   // as running and must not wait for it (it is this process's own, its fence covers it).
   await admin.patchFaults({ taskDurationMs: 3000 });
   const since = (await admin.requests()).lastSeq;
-  const first = c.controllerPublishVolume!(pubReq(a!, 'talos-cp-1'), ctx());
+  const first = c.controllerPublishVolume(pubReq(present(a, 'the first volume'), 'talos-cp-1'), ctx());
   await sleep(800);
   const t0 = Date.now();
-  await c.controllerPublishVolume!(pubReq(b!, 'talos-worker-1'), ctx());
+  await c.controllerPublishVolume(pubReq(present(b, 'the second volume'), 'talos-worker-1'), ctx());
   const took = Date.now() - t0;
   await first;
   // The start-up fence's lists (source=active); the re-check after landing lists with source=all.

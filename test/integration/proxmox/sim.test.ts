@@ -20,6 +20,7 @@ import { outcome as kind } from '../../helpers/outcome.js';
 import { proxmoxController, startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
 import type { Teardown } from '../../helpers/teardown.js';
 import { vmNamed } from '../../helpers/sim-state.js';
+import { present } from '../../helpers/present.js';
 
 const AUDITOR = { id: 'auditor@pve!ro', secret: '11111111-2222-3333-4444-555555555555', role: 'PVEAuditor' };
 
@@ -42,13 +43,13 @@ t.test('lifecycle over HTTPS with the CA pinned', async (t) => {
   const { c, vm } = await start(t);
   t.equal(await c.probe(AbortSignal.timeout(5000)), true);
   const created = await c.createVolume(createReq('pvc-life'), ctx());
-  const id = created.volume!.volumeId!;
+  const id = present(created.volume?.volumeId, 'CreateVolume: volume id');
   t.equal(id, 'homelab/hyper1/local-lvm/vm-9999-pvc-life');
-  t.equal(created.volume!.capacityBytes, String(GiB));
-  t.equal((await c.createVolume(createReq('pvc-life'), ctx())).volume!.volumeId, id, 'idempotent');
+  t.equal(created.volume?.capacityBytes, String(GiB));
+  t.equal((await c.createVolume(createReq('pvc-life'), ctx())).volume?.volumeId, id, 'idempotent');
   t.equal((await kind(c.createVolume(createReq('pvc-life', 'hyper1', 2 * GiB), ctx()))).kind, 'AlreadyExists');
 
-  const pub = await c.controllerPublishVolume!(pubReq(id, 'talos-worker-1', created.volume!.volumeContext), ctx());
+  const pub = await c.controllerPublishVolume(pubReq(id, 'talos-worker-1', created.volume?.volumeContext), ctx());
   t.same(pub.publishContext, { DevicePath: '/dev/disk/by-id/wwn-0x5056432d49443031', lun: '1' });
   const w1 = await vm('talos-worker-1');
   t.match(
@@ -59,21 +60,21 @@ t.test('lifecycle over HTTPS with the CA pinned', async (t) => {
   t.match(w1.config.scsi1, /backup=1/);
   t.match(w1.config.scsi1, /ssd=1/);
   t.same(
-    (await c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx())).publishContext,
+    (await c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx())).publishContext,
     pub.publishContext,
     'publish is idempotent',
   );
-  t.match(await kind(c.controllerPublishVolume!(pubReq(id, 'talos-cp-1'), ctx())), {
+  t.match(await kind(c.controllerPublishVolume(pubReq(id, 'talos-cp-1'), ctx())), {
     kind: 'FailedPrecondition',
     message: /talos-worker-1/,
   });
-  t.match(await kind(c.controllerPublishVolume!(pubReq(id, 'fake-node-id-x'), ctx())), { kind: 'NotFound' });
+  t.match(await kind(c.controllerPublishVolume(pubReq(id, 'fake-node-id-x'), ctx())), { kind: 'NotFound' });
   t.match(await kind(c.deleteVolume({ volumeId: id, secrets: {} }, ctx())), {
     kind: 'FailedPrecondition',
     message: /talos-worker-1 \(111\)/,
   });
 
-  const exp = await c.controllerExpandVolume!(
+  const exp = await c.controllerExpandVolume(
     {
       volumeId: id,
       capacityRange: { requiredBytes: String(2 * GiB), limitBytes: '0' },
@@ -83,21 +84,21 @@ t.test('lifecycle over HTTPS with the CA pinned', async (t) => {
     ctx(),
   );
   t.same(exp, { capacityBytes: String(2 * GiB), nodeExpansionRequired: true }, 'online expansion through the VM');
-  const got = await c.controllerGetVolume!({ volumeId: id }, ctx());
-  t.equal(got.volume!.capacityBytes, String(2 * GiB));
-  t.same(got.status!.publishedNodeIds, ['talos-worker-1']);
-  const list = await c.listVolumes!({ maxEntries: 0, startingToken: '' }, ctx());
+  const got = await c.controllerGetVolume({ volumeId: id }, ctx());
+  t.equal(got.volume?.capacityBytes, String(2 * GiB));
+  t.same(got.status?.publishedNodeIds, ['talos-worker-1']);
+  const list = await c.listVolumes({ maxEntries: 0, startingToken: '' }, ctx());
   t.same(
-    list.entries!.map((e) => e.volume!.volumeId),
+    list.entries?.map((e) => e.volume?.volumeId),
     [id],
   );
 
-  await c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
+  await c.controllerUnpublishVolume({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
   const after = await vm('talos-worker-1');
   t.notOk(after.config.scsi1, 'detached');
   t.same(after.pendingDelete, [], 'nothing pending');
   t.same(
-    await c.controllerExpandVolume!(
+    await c.controllerExpandVolume(
       {
         volumeId: id,
         capacityRange: { requiredBytes: String(3 * GiB), limitBytes: '0' },
@@ -111,8 +112,8 @@ t.test('lifecycle over HTTPS with the CA pinned', async (t) => {
   );
   await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
   await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
-  t.same((await c.listVolumes!({ maxEntries: 0, startingToken: '' }, ctx())).entries, [], 'gone');
-  const cap = await c.getCapacity!(
+  t.same((await c.listVolumes({ maxEntries: 0, startingToken: '' }, ctx())).entries, [], 'gone');
+  const cap = await c.getCapacity(
     {
       volumeCapabilities: [],
       parameters: { storage: 'local-lvm' },
@@ -129,14 +130,13 @@ t.test('24 concurrent publishes to one VM', async (t) => {
   const { c, vm, admin } = await start(t);
   await admin.patchFaults({ latencyMs: 5 });
   const ids = await Promise.all(
-    Array.from(
-      { length: 24 },
-      async (_, i) => (await c.createVolume(createReq(`pvc-storm-${i}`), ctx())).volume!.volumeId!,
+    Array.from({ length: 24 }, async (_, i) =>
+      present((await c.createVolume(createReq(`pvc-storm-${i}`), ctx())).volume?.volumeId, 'CreateVolume: volume id'),
     ),
   );
   await admin.resetCounters();
-  const res = await Promise.all(ids.map((id) => c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx())));
-  const luns = res.map((r) => Number(r.publishContext!.lun)).sort((a, b) => a - b);
+  const res = await Promise.all(ids.map((id) => c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx())));
+  const luns = res.map((r) => Number(r.publishContext?.lun)).sort((a, b) => a - b);
   t.same(
     luns,
     Array.from({ length: 24 }, (_, i) => i + 1),
@@ -151,7 +151,7 @@ t.test('24 concurrent publishes to one VM', async (t) => {
   const w1 = await vm('talos-worker-1');
   t.equal(Object.keys(w1.config).filter((k) => /^scsi([1-9]|[12]\d|30)$/.test(k)).length, 24);
   await Promise.all(
-    ids.map((id) => c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx())),
+    ids.map((id) => c.controllerUnpublishVolume({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx())),
   );
   t.equal(
     Object.keys((await vm('talos-worker-1')).config).filter((k) => /^scsi([1-9]|[12]\d|30)$/.test(k)).length,
@@ -162,16 +162,16 @@ t.test('24 concurrent publishes to one VM', async (t) => {
 
 t.test('faults: lock held by someone else, failed task, dropped answers, stuck detach', async (t) => {
   const { c, vm, admin } = await start(t);
-  const id = (await c.createVolume(createReq('pvc-f'), ctx())).volume!.volumeId!;
+  const id = present((await c.createVolume(createReq('pvc-f'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
 
   await admin.holdLock({ vmid: 111 }, 1500);
-  const held = await c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx());
-  t.equal(held.publishContext!.lun, '1', 'a lock timeout is retried with backoff until the lock is free');
-  await c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
+  const held = await c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx());
+  t.equal(held.publishContext?.lun, '1', 'a lock timeout is retried with backoff until the lock is free');
+  await c.controllerUnpublishVolume({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
 
   await admin.patchFaults({ taskFailRate: 1, taskFailPhase: 'before' });
   t.match(
-    await kind(c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx())),
+    await kind(c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx())),
     { kind: 'Unavailable', message: /task failed/ },
     'a failed task is an error',
   );
@@ -180,7 +180,7 @@ t.test('faults: lock held by someone else, failed task, dropped answers, stuck d
 
   await admin.resetCounters();
   await admin.patchFaults({ dropRate: 1, dropPhase: 'after', dropRoutes: ['POST /nodes/{node}/qemu/{vmid}/config'] });
-  const dropped = c.controllerPublishVolume!(pubReq(id, 'talos-worker-1'), ctx());
+  const dropped = c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx());
   // Only the first config change loses its answer: the fault goes off once it has fired.
   let fired = false;
   for (let i = 0; i < 200 && !fired; i++) {
@@ -189,21 +189,21 @@ t.test('faults: lock held by someone else, failed task, dropped answers, stuck d
   }
   await admin.patchFaults({ dropRate: 0 });
   t.ok(fired, 'the connection was dropped after the change was made');
-  t.equal((await dropped).publishContext!.lun, '1', 'answer lost, change made: found by reading back');
+  t.equal((await dropped).publishContext?.lun, '1', 'answer lost, change made: found by reading back');
   const counters = await admin.counters();
   t.equal(counters.byRoute['POST /nodes/{node}/qemu/{vmid}/config'], 1, 'the config change was sent exactly once');
 
   await admin.patchFaults({ detachPending: 'silent', detachPendingVmids: [111] });
-  t.match(await kind(c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx())), {
+  t.match(await kind(c.controllerUnpublishVolume({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx())), {
     kind: 'Unavailable',
     message: /pending delete/,
   });
   t.same((await vm('talos-worker-1')).pendingDelete, ['scsi1'], 'the known gap reproduced: a pending delete');
-  const cond = await c.controllerGetVolume!({ volumeId: id }, ctx());
-  t.equal(cond.status!.volumeCondition!.abnormal, true, 'reported as abnormal');
+  const cond = await c.controllerGetVolume({ volumeId: id }, ctx());
+  t.equal(cond.status?.volumeCondition?.abnormal, true, 'reported as abnormal');
   await admin.patchFaults({ detachPending: 'error' });
   const refused = await kind(
-    c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx()),
+    c.controllerUnpublishVolume({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx()),
   );
   t.match(
     refused,
@@ -211,7 +211,7 @@ t.test('faults: lock held by someone else, failed task, dropped answers, stuck d
     'a refused hot-unplug is retried, then reported with its reason',
   );
   await admin.patchFaults({ detachPending: 'off' });
-  await c.controllerUnpublishVolume!({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
+  await c.controllerUnpublishVolume({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
   const w1 = await vm('talos-worker-1');
   t.notOk(w1.config.scsi1);
   t.same(w1.pendingDelete, [], 'the retry cleaned the pending delete: backups stay healthy');

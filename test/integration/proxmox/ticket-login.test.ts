@@ -10,6 +10,8 @@ import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
 import { createProxmoxController } from '../../../src/proxmox/controller/controller.js';
 import { GiB } from '../../../src/proxmox/controller/params.js';
 import { SimulatorAdmin, startSimulator, type RunningSimulator } from '../../../sim/index.js';
+import { CONTROLLER_METHODS, implemented } from '../../helpers/implemented.js';
+import { present } from '../../helpers/present.js';
 
 // Short enough to test expiry, long enough that a loaded machine finishes a whole create →
 // publish → delete (and a renewal) inside one ticket's life.
@@ -21,11 +23,11 @@ const sim: RunningSimulator = await startSimulator({
 });
 t.teardown(() => sim.close());
 const admin = new SimulatorAdmin(sim.adminUrl);
-const cluster = (password = sim.password!) => ({
+const cluster = (password = present(sim.password, 'the simulator password')) => ({
   url: sim.url,
   insecure: false,
   caFile: sim.caFile,
-  username: sim.username!,
+  username: present(sim.username, 'the simulator user name'),
   password,
   region: 'homelab',
 });
@@ -41,11 +43,14 @@ async function ticketCalls(since: number): Promise<string[]> {
 const lastSeq = async () => (await admin.requests(0)).lastSeq;
 
 t.test('the controller creates, publishes and deletes a volume with ticket login', async (t) => {
-  const c = createProxmoxController({
-    config: { clusters: [cluster()], controllerVmId: 9999 },
-    log: pino({ level: 'silent' }),
-    queryTimeoutMs: 10_000,
-  });
+  const c = implemented(
+    createProxmoxController({
+      config: { clusters: [cluster()], controllerVmId: 9999 },
+      log: pino({ level: 'silent' }),
+      queryTimeoutMs: 10_000,
+    }),
+    CONTROLLER_METHODS,
+  );
   t.teardown(() => c.close());
   const mount: T.VolumeCapability = {
     mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
@@ -70,8 +75,8 @@ t.test('the controller creates, publishes and deletes a volume with ticket login
     },
     ctx(),
   );
-  const volumeId = created.volume!.volumeId;
-  await c.controllerPublishVolume!(
+  const volumeId = present(created.volume?.volumeId, 'CreateVolume: volume id');
+  await c.controllerPublishVolume(
     {
       volumeId,
       nodeId: 'talos-worker-1',
@@ -79,14 +84,11 @@ t.test('the controller creates, publishes and deletes a volume with ticket login
       readonly: false,
       secrets: {},
       volumeContext: {},
-    } as T.ControllerPublishVolumeRequest,
+    },
     ctx(),
   );
-  await c.controllerUnpublishVolume!(
-    { volumeId, nodeId: 'talos-worker-1', secrets: {} } as T.ControllerUnpublishVolumeRequest,
-    ctx(),
-  );
-  await c.deleteVolume({ volumeId, secrets: {} } as T.DeleteVolumeRequest, ctx());
+  await c.controllerUnpublishVolume({ volumeId, nodeId: 'talos-worker-1', secrets: {} }, ctx());
+  await c.deleteVolume({ volumeId, secrets: {} }, ctx());
   const { entries } = await admin.requests(0);
   const logins = entries.filter((e) => e.path.endsWith('/access/ticket'));
   t.equal(logins.length, 1, 'one login serves every call');
