@@ -12,6 +12,7 @@ import { callCtx as ctx, createReq, expandReq } from '../../helpers/csi-requests
 import { startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
 import type { Teardown } from '../../helpers/teardown.js';
 import { present } from '../../helpers/present.js';
+import { createdId } from '../../helpers/created.js';
 
 const RESIZE = 'PUT /nodes/{node}/qemu/{vmid}/resize';
 const UNLINK = 'PUT /nodes/{node}/qemu/{vmid}/unlink';
@@ -40,8 +41,7 @@ async function start(
         .map(([k]) => `${vm.vmid}:${k}`)
         .concat(vm.pendingDelete.length ? [`${vm.vmid}:pendingDelete`] : []),
     );
-  const create = async (name: string) =>
-    present((await c.createVolume(createReq(name), ctx())).volume?.volumeId, 'CreateVolume: volume id');
+  const create = async (name: string) => await createdId(c.createVolume(createReq(name), ctx()));
   const expand = (volumeId: string, bytes: number) => c.controllerExpandVolume(expandReq(volumeId, bytes), ctx());
   const resizedThrough = async () =>
     (await admin.requests()).entries

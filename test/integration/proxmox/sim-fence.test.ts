@@ -10,7 +10,7 @@ import { outcome as kind } from '../../helpers/outcome.js';
 import { startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
 import type { Teardown } from '../../helpers/teardown.js';
 import { holdersOf, vmNamed } from '../../helpers/sim-state.js';
-import { present } from '../../helpers/present.js';
+import { createdId } from '../../helpers/created.js';
 
 async function start(t: Teardown, startupFenceMs?: number) {
   // lockTimeoutMs: Proxmox's own 10 s (PVE::AbstractConfig::lock_config), so a change can wait
@@ -26,7 +26,7 @@ async function start(t: Teardown, startupFenceMs?: number) {
 
 t.test('defect 1: a publish given up while the VM lock is held elsewhere keeps the volume fenced', async (t) => {
   const { c, admin, holders } = await start(t);
-  const id = present((await c.createVolume(createReq('pvc-fence'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
+  const id = await createdId(c.createVolume(createReq('pvc-fence'), ctx()));
   await admin.holdLock({ vmid: 111 }, 6000);
   const first = await kind(c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx(2500)));
   t.equal(first.kind, 'DeadlineExceeded', 'the caller gave up while the change waits for the lock');
@@ -51,7 +51,7 @@ t.test('defect 1: a publish given up while the VM lock is held elsewhere keeps t
 // The class: every mutating path whose change may land after its caller gave up.
 t.test('class: unpublish given up while the VM lock is held keeps the volume fenced', async (t) => {
   const { c, admin, holders } = await start(t);
-  const id = present((await c.createVolume(createReq('pvc-unpub'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
+  const id = await createdId(c.createVolume(createReq('pvc-unpub'), ctx()));
   await c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx());
   await admin.holdLock({ vmid: 111 }, 6000);
   t.equal(
@@ -73,7 +73,7 @@ t.test('class: unpublish given up while the VM lock is held keeps the volume fen
 
 t.test('class: online resize given up while the VM lock is held keeps the volume fenced', async (t) => {
   const { c, admin, state } = await start(t);
-  const id = present((await c.createVolume(createReq('pvc-grow'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
+  const id = await createdId(c.createVolume(createReq('pvc-grow'), ctx()));
   await c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx());
   await admin.holdLock({ vmid: 111 }, 6000);
   const expand = (ms: number) => c.controllerExpandVolume(expandReq(id, 2 * GiB), ctx(ms));
@@ -91,7 +91,7 @@ t.test('class: online resize given up while the VM lock is held keeps the volume
 
 t.test('class: offline expansion given up while the helper VM lock is held leaves nothing attached', async (t) => {
   const { c, admin, holders } = await start(t);
-  const id = present((await c.createVolume(createReq('pvc-off'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
+  const id = await createdId(c.createVolume(createReq('pvc-off'), ctx()));
   await admin.holdLock({ vmid: 101 }, 6000);
   await admin.holdLock({ vmid: 111 }, 6000);
   const expand = (ms: number) => c.controllerExpandVolume(expandReq(id, 2 * GiB), ctx(ms));
@@ -115,7 +115,7 @@ t.test('class: offline expansion given up while the helper VM lock is held leave
 
 t.test('class: delete given up while the storage lock is held keeps the volume fenced', async (t) => {
   const { c, admin } = await start(t);
-  const id = present((await c.createVolume(createReq('pvc-del'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
+  const id = await createdId(c.createVolume(createReq('pvc-del'), ctx()));
   await admin.holdLock({ node: 'hyper1', storage: 'local-lvm' }, 6000);
   t.equal((await kind(c.deleteVolume({ volumeId: id, secrets: {} }, ctx(2500)))).kind, 'DeadlineExceeded');
   const pub = await kind(c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx(2500)));
@@ -146,7 +146,7 @@ t.test('re-check after landing: a change of a previous run that lands first wins
   // attaching; switched off here, the re-check after landing is what must catch it (as it does a
   // disk attached by hand, which no task list shows).
   const { cluster, c, admin, holders } = await start(t, 0);
-  const id = present((await c.createVolume(createReq('pvc-race'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
+  const id = await createdId(c.createVolume(createReq('pvc-race'), ctx()));
   // A previous run of the controller sent an attach to VM 111 (POST …/config: a qmconfig task
   // that waits for the VM lock), then died before it landed.
   await admin.holdLock({ vmid: 111 }, 3000);

@@ -16,6 +16,7 @@ import { proxmoxController, startSimCluster } from '../../helpers/proxmox-on-sim
 import type { Teardown } from '../../helpers/teardown.js';
 import { holdersOf } from '../../helpers/sim-state.js';
 import { present } from '../../helpers/present.js';
+import { createdId } from '../../helpers/created.js';
 
 const ctx = (ms = 60_000): T.CallContext => ({ ...callCtx(ms), deadline: Date.now() + ms });
 
@@ -72,10 +73,7 @@ function sampleHolders(holders: (d: string) => Promise<string[]>, disk: string) 
 t.test('a lock-waiting attach of a killed process: a fresh controller refuses to publish elsewhere', async (t) => {
   const { admin, controller, holders, deadProcessAttach } = await start(t);
   const old = controller();
-  const id = present(
-    (await old.createVolume(createReq('pvc-crash'), ctx())).volume?.volumeId,
-    'CreateVolume: volume id',
-  );
+  const id = await createdId(old.createVolume(createReq('pvc-crash'), ctx()));
   await old.close();
   const released = Date.now() + 6000;
   await admin.holdLock({ vmid: 111 }, 6000);
@@ -110,10 +108,7 @@ t.test('a lock-waiting attach of a killed process: a fresh controller refuses to
 t.test("a publish that waits for the dead process's task: FAILED_PRECONDITION, never two VMs", async (t) => {
   const { admin, controller, holders, deadProcessAttach } = await start(t);
   const old = controller();
-  const id = present(
-    (await old.createVolume(createReq('pvc-crash-wait'), ctx())).volume?.volumeId,
-    'CreateVolume: volume id',
-  );
+  const id = await createdId(old.createVolume(createReq('pvc-crash-wait'), ctx()));
   await old.close();
   const released = Date.now() + 3000;
   await admin.holdLock({ vmid: 111 }, 3000);
@@ -131,10 +126,7 @@ t.test("a publish that waits for the dead process's task: FAILED_PRECONDITION, n
 t.test('after the start-up window an exclusive publish lists no running tasks before it', async (t) => {
   const { admin, controller, holders } = await start(t);
   const c = controller(300);
-  const id = present(
-    (await c.createVolume(createReq('pvc-after-window'), ctx())).volume?.volumeId,
-    'CreateVolume: volume id',
-  );
+  const id = await createdId(c.createVolume(createReq('pvc-after-window'), ctx()));
   await sleep(400);
   const since = (await admin.requests()).lastSeq;
   await c.controllerPublishVolume(pubReq(id, 'talos-cp-1'), ctx());
@@ -161,12 +153,7 @@ t.test('inside the window: one task list read per candidate node, own tasks are 
   const { admin, controller, holders } = await start(t);
   const c = controller(60_000);
   const [a, b] = await Promise.all(
-    ['a', 'b'].map(async (n) =>
-      present(
-        (await c.createVolume(createReq(`pvc-in-window-${n}`), ctx())).volume?.volumeId,
-        'CreateVolume: volume id',
-      ),
-    ),
+    ['a', 'b'].map(async (n) => await createdId(c.createVolume(createReq(`pvc-in-window-${n}`), ctx()))),
   );
   // Each config task of this process runs 3 s; the second publish lists the first one's task
   // as running and must not wait for it (it is this process's own, its fence covers it).

@@ -21,6 +21,7 @@ import { proxmoxController, startProxmoxOnSim } from '../../helpers/proxmox-on-s
 import type { Teardown } from '../../helpers/teardown.js';
 import { vmNamed } from '../../helpers/sim-state.js';
 import { present } from '../../helpers/present.js';
+import { createdId } from '../../helpers/created.js';
 
 const AUDITOR = { id: 'auditor@pve!ro', secret: '11111111-2222-3333-4444-555555555555', role: 'PVEAuditor' };
 
@@ -130,9 +131,7 @@ t.test('24 concurrent publishes to one VM', async (t) => {
   const { c, vm, admin } = await start(t);
   await admin.patchFaults({ latencyMs: 5 });
   const ids = await Promise.all(
-    Array.from({ length: 24 }, async (_, i) =>
-      present((await c.createVolume(createReq(`pvc-storm-${i}`), ctx())).volume?.volumeId, 'CreateVolume: volume id'),
-    ),
+    Array.from({ length: 24 }, async (_, i) => await createdId(c.createVolume(createReq(`pvc-storm-${i}`), ctx()))),
   );
   await admin.resetCounters();
   const res = await Promise.all(ids.map((id) => c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx())));
@@ -162,7 +161,7 @@ t.test('24 concurrent publishes to one VM', async (t) => {
 
 t.test('faults: lock held by someone else, failed task, dropped answers, stuck detach', async (t) => {
   const { c, vm, admin } = await start(t);
-  const id = present((await c.createVolume(createReq('pvc-f'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
+  const id = await createdId(c.createVolume(createReq('pvc-f'), ctx()));
 
   await admin.holdLock({ vmid: 111 }, 1500);
   const held = await c.controllerPublishVolume(pubReq(id, 'talos-worker-1'), ctx());

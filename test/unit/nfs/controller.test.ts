@@ -8,6 +8,7 @@ import { createNfsController } from '../../../src/nfs/controller/controller.js';
 import { implemented } from '../../helpers/implemented.js';
 import { present } from '../../helpers/present.js';
 import { FakeStores } from './fake-store.js';
+import { createdId } from '../../helpers/created.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 const SERVER = 'nas.local';
@@ -431,7 +432,7 @@ t.test('negative or inverted sizes are OUT_OF_RANGE in the NFS driver too (share
       `create ${JSON.stringify(range)}`,
     );
   }
-  const id = present((await c.createVolume(req('pvc-neg', params), ctx)).volume?.volumeId, 'CreateVolume: volume id');
+  const id = await createdId(c.createVolume(req('pvc-neg', params), ctx));
   await t.rejects(
     c.controllerExpandVolume(
       { volumeId: id, capacityRange: { requiredBytes: '-1', limitBytes: '0' }, secrets: {}, volumeCapability: null },

@@ -10,6 +10,7 @@ import { present } from '../../helpers/present.js';
 import { FakeProxmox, seedCluster } from './fake-api.js';
 import { BLOCK, MOUNT, expandReq, publishReq as controllerPublishReq, zone } from '../../helpers/csi-requests.js';
 import { outcome as err } from '../../helpers/outcome.js';
+import { createdId } from '../../helpers/created.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: new AbortController().signal });
 
@@ -72,7 +73,7 @@ t.test('CreateVolume: placement, handle, topology, idempotency', async (t) => {
   });
   t.equal(f.storageOf('hyper2', 'local-lvm').volumes.get('vm-9999-pvc-1'), GiB, 'allocated on the preferred host');
   t.same(
-    present((await c.createVolume(createReq('pvc-1'), ctx())).volume?.volumeId, 'CreateVolume: volume id'),
+    await createdId(c.createVolume(createReq('pvc-1'), ctx())),
     r.volume?.volumeId,
     'same name, same size → same answer',
   );
@@ -182,7 +183,7 @@ t.test('CreateVolume: an allocation whose answer was lost is found, not repeated
 
 t.test('publish / unpublish / delete lifecycle', async (t) => {
   const { f, c } = setup();
-  const id = present((await c.createVolume(createReq('pvc-1'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
+  const id = await createdId(c.createVolume(createReq('pvc-1'), ctx()));
   const pub = await c.controllerPublishVolume(publishReq(id, 'talos-worker-2'), ctx());
   t.same(pub.publishContext, { DevicePath: '/dev/disk/by-id/wwn-0x5056432d49443031', lun: '1' });
   t.match(
@@ -242,7 +243,7 @@ t.test('publish / unpublish / delete lifecycle', async (t) => {
 
 t.test('unpublish without node id and leftovers; delete cleans foreign unused entries', async (t) => {
   const { f, c } = setup();
-  const id = present((await c.createVolume(createReq('pvc-1'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
+  const id = await createdId(c.createVolume(createReq('pvc-1'), ctx()));
   await c.controllerPublishVolume(publishReq(id, 'talos-cp-2'), ctx());
   await c.controllerUnpublishVolume({ volumeId: id, nodeId: '', secrets: {} }, ctx());
   t.notOk(f.vmOf(103).config.has('scsi1'), 'detached from whichever VM had it');
@@ -268,7 +269,7 @@ t.test(
   'expand: online through the VM it is attached to, no-op when big enough (offline: expand.test.ts)',
   async (t) => {
     const { f, c } = setup();
-    const id = present((await c.createVolume(createReq('pvc-1'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
+    const id = await createdId(c.createVolume(createReq('pvc-1'), ctx()));
     await c.controllerPublishVolume(publishReq(id, 'talos-worker-2'), ctx());
     f.resetCalls();
     const r = await c.controllerExpandVolume(expandReq(id, 2 * GiB), ctx());
@@ -296,8 +297,7 @@ t.test(
 t.test('ListVolumes: paging with stable tokens', async (t) => {
   const { c } = setup();
   const ids: string[] = [];
-  for (const n of ['a', 'b', 'c', 'd', 'e'])
-    ids.push(present((await c.createVolume(createReq(`pvc-${n}`), ctx())).volume?.volumeId, 'CreateVolume: volume id'));
+  for (const n of ['a', 'b', 'c', 'd', 'e']) ids.push(await createdId(c.createVolume(createReq(`pvc-${n}`), ctx())));
   const first = present(ids[0], 'the first volume');
   const second = present(ids[1], 'the second volume');
   await c.controllerPublishVolume(publishReq(second, 'talos-worker-2'), ctx());
@@ -341,7 +341,7 @@ t.test('ListVolumes: paging with stable tokens', async (t) => {
 
 t.test('ValidateVolumeCapabilities and GetCapacity', async (t) => {
   const { c } = setup();
-  const id = present((await c.createVolume(createReq('pvc-1'), ctx())).volume?.volumeId, 'CreateVolume: volume id');
+  const id = await createdId(c.createVolume(createReq('pvc-1'), ctx()));
   const ok = await c.validateVolumeCapabilities(validateReq(id, MOUNT), ctx());
   t.ok(ok.confirmed);
   const no = await c.validateVolumeCapabilities(
