@@ -6,7 +6,7 @@ import { InvalidArgument } from '../errors.js';
 
 // NUL and the other C0/C1 control characters: no volume name, id, node id or path of either
 // driver contains one, and passing them on would reach logs, handles and system calls.
-// eslint-disable-next-line no-control-regex
+// eslint-disable-next-line no-control-regex -- control characters are exactly what this refuses
 const CONTROL_RE = /[\u0000-\u001f\u007f-\u009f]/;
 
 /** Refuses a string field that holds a control character (one check for both drivers). */

@@ -14,7 +14,7 @@ import { isErrno } from '../os/paths.js';
 
 export const DEFAULT_KUBELET_DIR = '/var/lib/kubelet';
 
-// eslint-disable-next-line no-control-regex
+// eslint-disable-next-line no-control-regex -- control characters are exactly what this refuses
 const CONTROL = /[\x00-\x1f\x7f]/;
 
 /** realpath of the deepest existing ancestor, with the components below it appended as given. */
