@@ -19,7 +19,7 @@ ensure_host_tier libnfs-utils
 ensure_sanity
 echo "=== setup done ($((SECONDS-t0)) s)"
 
-# First: the cheapest phase that finds the most (eslint.config.js; backlog in eslint-suppressions.json).
+# First: the cheapest phase that finds the most (eslint.config.js).
 phase "lint (typescript-eslint, strict type-checked)" npm run --silent lint
 phase "format (prettier --check; npm run format rewrites)" npm run --silent format:check
 phase "typecheck (tsc --noEmit)" npx tsc --noEmit -p tsconfig.json
