@@ -127,6 +127,35 @@ function hint(status: number): string {
 }
 
 /** One operation of a COMPOUND failed; `status` keeps the raw nfsstat4. */
+
+/**
+ * SEQUENCE (RFC 8881 §18.46), the first op of every NFSv4.1 compound: session id, the slot's
+ * sequence id, the slot, the highest slot we use, not cachethis. The reply's fields (session id,
+ * sequence id, slot, highest and target highest slot, status flags) are read past: nothing here
+ * resizes its slot table from them.
+ */
+function sequenceOp(s: Session, seq: number, slot: number): Op4 {
+  return {
+    code: OP.SEQUENCE,
+    name: 'SEQUENCE',
+    args: (w) =>
+      w
+        .fixed(s.id)
+        .u32(seq)
+        .u32(slot)
+        .u32(s.slots.length - 1)
+        .bool(false),
+    read: (r) => {
+      r.fixed(16);
+      r.u32();
+      r.u32();
+      r.u32();
+      r.u32();
+      r.u32();
+    },
+  };
+}
+
 export class Nfs4StatusError extends CsiError {
   constructor(
     readonly status: number,
@@ -451,25 +480,7 @@ export class Nfs4Client {
       const s = await this.openSession(signal);
       const slot = await this.acquire(s);
       const seq = defined(s.slots[slot], `sequence id of slot ${slot}`) + 1;
-      const sequence: Op4 = {
-        code: OP.SEQUENCE,
-        name: 'SEQUENCE',
-        args: (w) =>
-          w
-            .fixed(s.id)
-            .u32(seq)
-            .u32(slot)
-            .u32(s.slots.length - 1)
-            .bool(false),
-        read: (r) => {
-          r.fixed(16);
-          r.u32();
-          r.u32();
-          r.u32();
-          r.u32();
-          r.u32();
-        },
-      };
+      const sequence = sequenceOp(s, seq, slot);
       // An object: the callback sets it, which a `let` would hide from TypeScript's narrowing.
       const reply = { landed: false };
       try {
@@ -619,25 +630,7 @@ export class Nfs4Client {
       waiters: [],
     };
     // Tells the server this client reclaims nothing, so it never holds our operations for a grace period.
-    const reclaim: Op4 = {
-      code: OP.SEQUENCE,
-      name: 'SEQUENCE',
-      args: (w) =>
-        w
-          .fixed(s.id)
-          .u32(1)
-          .u32(0)
-          .u32(n - 1)
-          .bool(false),
-      read: (r) => {
-        r.fixed(16);
-        r.u32();
-        r.u32();
-        r.u32();
-        r.u32();
-        r.u32();
-      },
-    };
+    const reclaim = sequenceOp(s, 1, 0);
     try {
       await this.send(
         1,
