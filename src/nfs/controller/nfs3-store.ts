@@ -3,24 +3,13 @@
 // removed by someone else is never acted on through an old handle. A stale root handle (server
 // restarted with new handles, export re-created) is re-mounted and the operation redone once.
 import type { Logger } from 'pino';
-import { AlreadyExists, FailedPrecondition, NotFound } from '../../errors.js';
+import { FailedPrecondition } from '../../errors.js';
 import type { Fattr, Sattr } from '../client/nfs3.js';
 import { NfsSession, type SessionOptions } from '../client/session.js';
 import { isNfsStatus, isStale, NFS3ERR } from '../client/status.js';
-import {
-  type DirAttrs,
-  type FsStat,
-  type NfsDirEntry,
-  type NfsStat,
-  type NfsStore,
-  type NfsStores,
-  type OpOptions,
-  type RmdirResult,
-  lastOf,
-  pathSegments as segments,
-  sharePath,
-} from './store.js';
-import { TreeWalker } from './tree-walk.js';
+import { ProtocolStore, type RenameSteps, attrsToChange, nullHealth } from './protocol-store.js';
+import type { DirAttrs, FsStat, NfsDirEntry, NfsStat, NfsStore, NfsStores, OpOptions, RmdirResult } from './store.js';
+import { lastOf, pathSegments as segments } from './store.js';
 
 const DEFAULT_DIR_MODE = 0o755;
 const ENSURE_ATTEMPTS = 4;
@@ -37,17 +26,22 @@ const toStat = (a: Fattr): NfsStat => ({
 
 const notFound = (e: unknown) => isNfsStatus(e, NFS3ERR.NOENT);
 
-export class Nfs3Store implements NfsStore {
-  private readonly tree: TreeWalker<Buffer>;
+const STATUS = {
+  missing: notFound,
+  notDir: (e: unknown) => isNfsStatus(e, NFS3ERR.NOTDIR),
+  notEmpty: (e: unknown) => isNfsStatus(e, NFS3ERR.NOTEMPTY, NFS3ERR.EXIST),
+  badCookie: (e: unknown) => isNfsStatus(e, NFS3ERR.BAD_COOKIE),
+};
 
+export class Nfs3Store extends ProtocolStore<Buffer> implements NfsStore {
   constructor(
     private readonly s: NfsSession,
-    readonly server: string,
-    readonly share: string,
+    server: string,
+    share: string,
   ) {
-    this.tree = new TreeWalker<Buffer>({
+    super(server, share, STATUS, {
       readdir: async (dir, cookie, verf, path, signal) => {
-        const page = await this.s.nfs.readdirplus(dir, cookie, verf, { signal, path });
+        const page = await s.nfs.readdirplus(dir, cookie, verf, { signal, path });
         const entries = page.entries.map((e) => ({
           name: e.name,
           cookie: e.cookie,
@@ -57,21 +51,12 @@ export class Nfs3Store implements NfsStore {
         return { entries, eof: page.eof, cookieverf: page.cookieverf };
       },
       lookup: async (dir, name, path, signal) => {
-        const r = await this.s.nfs.lookup(dir, name, { signal, path });
-        return { handle: r.handle, type: (await this.attrsOf(r, { ...(signal && { signal }) })).type };
+        const r = await s.nfs.lookup(dir, name, { signal, path });
+        return { handle: r.handle, type: (r.attrs ?? (await s.nfs.getattr(r.handle, { signal }))).type };
       },
-      removeFile: (dir, name, path, signal) => this.s.nfs.remove(dir, name, { signal, path }),
-      removeDir: (dir, name, path, signal) => this.s.nfs.rmdir(dir, name, { signal, path }),
-      isMissing: notFound,
-      isBadCookie: (e) => isNfsStatus(e, NFS3ERR.BAD_COOKIE),
-      isNotEmpty: (e) => isNfsStatus(e, NFS3ERR.NOTEMPTY, NFS3ERR.EXIST),
-      describe: (segs) => `${this.server}:${this.where(segs)}`,
-      where: (segs) => this.where(segs),
+      removeFile: (dir, name, path, signal) => s.nfs.remove(dir, name, { signal, path }),
+      removeDir: (dir, name, path, signal) => s.nfs.rmdir(dir, name, { signal, path }),
     });
-  }
-
-  private where(segs: readonly string[]): string {
-    return sharePath(this.share, segs);
   }
 
   private async withRoot<T>(o: OpOptions, fn: (root: Buffer) => Promise<T>): Promise<T> {
@@ -154,12 +139,9 @@ export class Nfs3Store implements NfsStore {
       try {
         return await this.withRoot(o, async (root) => {
           const d = await this.mkdirs(root, segs, attrs, o);
-          const a = await this.attrsOf(d, o);
-          const want: Sattr = {};
-          if (attrs.mode !== undefined && a.mode !== attrs.mode) want.mode = attrs.mode;
-          if (attrs.uid !== undefined && a.uid !== attrs.uid) want.uid = attrs.uid;
-          if (attrs.gid !== undefined && a.gid !== attrs.gid) want.gid = attrs.gid;
-          if (Object.keys(want).length === 0) return toStat(a);
+          const have = toStat(await this.attrsOf(d, o));
+          const want = attrsToChange(have, attrs);
+          if (Object.keys(want).length === 0) return have;
           await this.s.nfs.setattr(d.handle, want, { signal: o.signal, path: this.where(segs) });
           return toStat(await this.s.nfs.getattr(d.handle, { signal: o.signal, path: this.where(segs) }));
         });
@@ -177,7 +159,7 @@ export class Nfs3Store implements NfsStore {
     try {
       return await this.withRoot(o, async (root) => toStat(await this.attrsOf(await this.walk(root, segs, o), o)));
     } catch (e) {
-      if (notFound(e) || isNfsStatus(e, NFS3ERR.NOTDIR)) return null;
+      if (this.absent(e)) return null;
       throw e;
     }
   }
@@ -190,8 +172,7 @@ export class Nfs3Store implements NfsStore {
         return this.tree.list(dir.handle, segs, o);
       });
     } catch (e) {
-      if (notFound(e)) throw new NotFound(`${this.server}:${this.where(segs)} does not exist`);
-      throw e;
+      this.notFound(e, segs);
     }
   }
 
@@ -206,7 +187,7 @@ export class Nfs3Store implements NfsStore {
       try {
         parent = (await this.walk(root, parentSegs, o)).handle;
       } catch (e) {
-        if (notFound(e) || isNfsStatus(e, NFS3ERR.NOTDIR)) return false;
+        if (this.absent(e)) return false;
         throw e;
       }
       // An empty directory (a claim never written to) goes with one RMDIR: 2 round trips fewer
@@ -216,13 +197,12 @@ export class Nfs3Store implements NfsStore {
         await this.s.nfs.rmdir(parent, name, where);
         return true;
       } catch (e) {
-        if (notFound(e)) return false;
-        if (!isNfsStatus(e, NFS3ERR.NOTEMPTY, NFS3ERR.EXIST, NFS3ERR.NOTDIR)) throw e;
+        if (this.rmdirOutcome(e) === 'missing') return false;
       }
       try {
         target = await this.s.nfs.lookup(parent, name, where);
       } catch (e) {
-        if (notFound(e) || isNfsStatus(e, NFS3ERR.NOTDIR)) return false;
+        if (this.absent(e)) return false;
         throw e;
       }
       const attrs = await this.attrsOf(target, o);
@@ -240,39 +220,34 @@ export class Nfs3Store implements NfsStore {
       });
       return 'removed';
     } catch (e) {
-      if (notFound(e)) return 'missing';
-      if (isNfsStatus(e, NFS3ERR.NOTEMPTY, NFS3ERR.EXIST, NFS3ERR.NOTDIR)) return 'not-empty';
-      throw e;
+      return this.rmdirOutcome(e);
     }
   }
 
-  async rename(from: string, to: string, o: OpOptions = {}): Promise<void> {
-    const fs = segments(from);
-    const ts = segments(to);
-    await this.withRoot(o, async (root) => {
-      let fromParent: Buffer;
-      try {
-        fromParent = (await this.walk(root, fs.slice(0, -1), o)).handle;
-        await this.s.nfs.lookup(fromParent, lastOf(fs).name, { signal: o.signal, path: this.where(fs) });
-      } catch (e) {
-        if (notFound(e)) throw new NotFound(`${this.server}:${this.where(fs)} does not exist`);
-        throw e;
-      }
-      const toParent = ts.length > 1 ? (await this.mkdirs(root, ts.slice(0, -1), null, o)).handle : root;
-      const toName = lastOf(ts).name;
-      try {
-        await this.s.nfs.lookup(toParent, toName, { signal: o.signal, path: this.where(ts) });
-        throw new AlreadyExists(`${this.server}:${this.where(ts)} already exists`);
-      } catch (e) {
-        if (!notFound(e)) throw e;
-      }
-      // RENAME would replace an empty directory at the target; the LOOKUP above makes that a
-      // race with another writer only, never a silent overwrite of data.
-      await this.s.nfs.rename(fromParent, lastOf(fs).name, toParent, toName, {
-        signal: o.signal,
-        path: `${this.where(fs)} -> ${this.where(ts)}`,
-      });
-    });
+  protected async renameSteps(
+    fs: string[],
+    ts: string[],
+    o: OpOptions,
+    run: <F, T>(steps: RenameSteps<F, T>) => Promise<void>,
+  ): Promise<void> {
+    const { name: fromName } = lastOf(fs);
+    const { name: toName } = lastOf(ts);
+    await this.withRoot(o, (root) =>
+      run({
+        source: async () => {
+          const parent = (await this.walk(root, fs.slice(0, -1), o)).handle;
+          await this.s.nfs.lookup(parent, fromName, { signal: o.signal, path: this.where(fs) });
+          return parent;
+        },
+        parents: async () => (ts.length > 1 ? (await this.mkdirs(root, ts.slice(0, -1), null, o)).handle : root),
+        probe: (toParent) => this.s.nfs.lookup(toParent, toName, { signal: o.signal, path: this.where(ts) }),
+        rename: (fromParent, toParent) =>
+          this.s.nfs.rename(fromParent, fromName, toParent, toName, {
+            signal: o.signal,
+            path: `${this.where(fs)} -> ${this.where(ts)}`,
+          }),
+      }),
+    );
   }
 
   async statfs(o: OpOptions = {}): Promise<FsStat> {
@@ -334,10 +309,7 @@ export function createNfs3Stores(opts: Nfs3StoresOptions): NfsStores {
           // A health check is not use: it must not keep an idle session open.
           const lastUsed = s.lastUsed;
           try {
-            await s.nfs.null({ signal });
-            return { kind: 'nfs', backend: server, up: true };
-          } catch (e) {
-            return { kind: 'nfs', backend: server, up: false, error: (e as Error).message };
+            return await nullHealth(server, () => s.nfs.null({ signal }));
           } finally {
             s.lastUsed = lastUsed;
           }

@@ -3,7 +3,7 @@
 // an operation (except while emptying a tree) and nothing is mounted. The share is the path a
 // kernel client mounts with NFSv4 (e.g. ganesha's Pseudo path, the NAS's share path).
 import type { Logger } from 'pino';
-import { AlreadyExists, FailedPrecondition, NotFound } from '../../errors.js';
+import { FailedPrecondition } from '../../errors.js';
 import {
   type Attrs4,
   FSSTAT_ATTRS,
@@ -18,20 +18,9 @@ import {
   op,
 } from '../client/nfs4.js';
 import { RpcConnection } from '../client/rpc.js';
-import {
-  type DirAttrs,
-  type FsStat,
-  type NfsDirEntry,
-  type NfsStat,
-  type NfsStore,
-  type NfsStores,
-  type OpOptions,
-  type RmdirResult,
-  lastOf,
-  pathSegments as segments,
-  sharePath,
-} from './store.js';
-import { TreeWalker } from './tree-walk.js';
+import { ProtocolStore, type RenameSteps, attrsToChange, nullHealth } from './protocol-store.js';
+import type { DirAttrs, FsStat, NfsDirEntry, NfsStat, NfsStore, NfsStores, OpOptions, RmdirResult } from './store.js';
+import { lastOf, pathSegments as segments } from './store.js';
 
 const DEFAULT_DIR_MODE = 0o755;
 
@@ -57,25 +46,29 @@ const setAttrs = (a: DirAttrs): SetAttrs4 => ({
 
 const missing = (e: unknown) => isNfs4Status(e, NFS4ERR.NOENT);
 
-export class Nfs4Store implements NfsStore {
-  private readonly shareSegs: string[];
+const STATUS = {
+  missing,
+  notDir: (e: unknown) => isNfs4Status(e, NFS4ERR.NOTDIR),
+  notEmpty: (e: unknown) => isNfs4Status(e, NFS4ERR.NOTEMPTY, NFS4ERR.EXIST),
+  badCookie: (e: unknown) => isNfs4Status(e, NFS4ERR.BAD_COOKIE),
+};
 
-  private readonly tree: TreeWalker<Buffer>;
+export class Nfs4Store extends ProtocolStore<Buffer> implements NfsStore {
+  private readonly shareSegs: string[];
 
   constructor(
     private readonly c: Nfs4Client,
-    readonly server: string,
-    readonly share: string,
+    server: string,
+    share: string,
   ) {
-    this.shareSegs = share.split('/').filter(Boolean);
     const remove = async (dir: Buffer, name: string, path: string, signal: AbortSignal | undefined) => {
-      await this.c.compound([op.putfh(dir), op.remove(name)], path, signal);
+      await c.compound([op.putfh(dir), op.remove(name)], path, signal);
     };
-    this.tree = new TreeWalker<Buffer>({
+    super(server, share, STATUS, {
       readdir: async (dir, cookie, verf, path, signal) =>
-        (await this.c.compound([op.putfh(dir), op.readdir(cookie, verf)], path, signal))[1] as ReaddirPage,
+        (await c.compound([op.putfh(dir), op.readdir(cookie, verf)], path, signal))[1] as ReaddirPage,
       lookup: async (dir, name, path, signal) => {
-        const [, , handle, a] = (await this.c.compound(
+        const [, , handle, a] = (await c.compound(
           [op.putfh(dir), op.lookup(name), op.getfh(), op.getattr()],
           path,
           signal,
@@ -85,16 +78,8 @@ export class Nfs4Store implements NfsStore {
       // REMOVE takes files and empty directories alike, and never follows a symlink.
       removeFile: remove,
       removeDir: remove,
-      isMissing: missing,
-      isBadCookie: (e) => isNfs4Status(e, NFS4ERR.BAD_COOKIE),
-      isNotEmpty: (e) => isNfs4Status(e, NFS4ERR.NOTEMPTY, NFS4ERR.EXIST),
-      describe: (segs) => `${this.server}:${this.where(segs)}`,
-      where: (segs) => this.where(segs),
     });
-  }
-
-  private where(segs: readonly string[]): string {
-    return sharePath(this.share, segs);
+    this.shareSegs = share.split('/').filter(Boolean);
   }
 
   /** PUTROOTFH and LOOKUPs down to `segs` below the share. */
@@ -108,11 +93,11 @@ export class Nfs4Store implements NfsStore {
 
   /** The share itself must exist: a missing one is the StorageClass's or PV's mistake. */
   private async shareProblem(e: unknown, o: OpOptions): Promise<never> {
-    if (missing(e) || isNfs4Status(e, NFS4ERR.NOTDIR)) {
+    if (this.absent(e)) {
       try {
         await this.c.compound(this.to([]), this.share, o.signal);
       } catch (e2) {
-        if (missing(e2) || isNfs4Status(e2, NFS4ERR.NOTDIR)) {
+        if (this.absent(e2)) {
           throw new FailedPrecondition(
             `NFS server ${this.server} has no directory ${this.share} in its NFSv4 namespace: ${(e2 as Error).message}`,
             { cause: e2 },
@@ -160,10 +145,7 @@ export class Nfs4Store implements NfsStore {
           throw new FailedPrecondition(`${this.server}:${this.where(here)} exists and is a ${a.type}, not a directory`);
         if (last) {
           const st = toStat(a);
-          const want: DirAttrs = {};
-          if (attrs.mode !== undefined && st.mode !== attrs.mode) want.mode = attrs.mode;
-          if (attrs.uid !== undefined && st.uid !== attrs.uid) want.uid = attrs.uid;
-          if (attrs.gid !== undefined && st.gid !== attrs.gid) want.gid = attrs.gid;
+          const want = attrsToChange(st, attrs);
           if (Object.keys(want).length === 0) return st;
           const r = await this.run([...this.to(here), op.setattr(setAttrs(want)), op.getattr()], here, o);
           return toStat(r[r.length - 1] as Attrs4);
@@ -180,7 +162,7 @@ export class Nfs4Store implements NfsStore {
     try {
       return toStat(await this.getattr(segs, o));
     } catch (e) {
-      if (segs.length && (missing(e) || isNfs4Status(e, NFS4ERR.NOTDIR))) return null;
+      if (segs.length && this.absent(e)) return null;
       return this.shareProblem(e, o);
     }
   }
@@ -191,8 +173,7 @@ export class Nfs4Store implements NfsStore {
       const [fh] = (await this.run([...this.to(segs), op.getfh()], segs, o)).slice(-1) as [Buffer];
       return await this.tree.list(fh, segs, o);
     } catch (e) {
-      if (missing(e)) throw new NotFound(`${this.server}:${this.where(segs)} does not exist`);
-      throw e;
+      this.notFound(e, segs);
     }
   }
 
@@ -211,7 +192,7 @@ export class Nfs4Store implements NfsStore {
       );
       [parent, , target, a] = r.slice(-4) as [Buffer, undefined, Buffer, Attrs4];
     } catch (e) {
-      if (missing(e) || isNfs4Status(e, NFS4ERR.NOTDIR)) return false;
+      if (this.absent(e)) return false;
       throw e;
     }
     await this.tree.removeTree(parent, name, { handle: target, type: toStat(a).type }, segs, o);
@@ -227,40 +208,35 @@ export class Nfs4Store implements NfsStore {
       await this.run([...this.to(segs.slice(0, -1)), op.remove(name)], segs, o);
       return 'removed';
     } catch (e) {
-      if (missing(e)) return 'missing';
-      if (isNfs4Status(e, NFS4ERR.NOTEMPTY, NFS4ERR.EXIST, NFS4ERR.NOTDIR)) return 'not-empty';
-      throw e;
+      return this.rmdirOutcome(e);
     }
   }
 
-  async rename(from: string, to: string, o: OpOptions = {}): Promise<void> {
-    const fs = segments(from);
-    const ts = segments(to);
-    try {
-      await this.getattr(fs, o);
-    } catch (e) {
-      if (missing(e)) throw new NotFound(`${this.server}:${this.where(fs)} does not exist`);
-      throw e;
-    }
-    if (ts.length > 1) await this.ensureParents(ts.slice(0, -1), o);
-    try {
-      await this.getattr(ts, o);
-      throw new AlreadyExists(`${this.server}:${this.where(ts)} already exists`);
-    } catch (e) {
-      if (!missing(e)) throw e;
-    }
-    // RENAME would replace an empty directory at the target; the GETATTR above makes that a
-    // race with another writer only, never a silent overwrite of data.
-    await this.c.compound(
-      [
-        ...this.to(fs.slice(0, -1)),
-        op.savefh(),
-        ...this.to(ts.slice(0, -1)),
-        op.rename(lastOf(fs).name, lastOf(ts).name),
-      ],
-      `${this.where(fs)} -> ${this.where(ts)}`,
-      o.signal,
-    );
+  protected renameSteps(
+    fs: string[],
+    ts: string[],
+    o: OpOptions,
+    run: <F, T>(steps: RenameSteps<F, T>) => Promise<void>,
+  ): Promise<void> {
+    return run({
+      source: () => this.getattr(fs, o),
+      parents: async () => {
+        if (ts.length > 1) await this.ensureParents(ts.slice(0, -1), o);
+      },
+      probe: () => this.getattr(ts, o),
+      rename: async () => {
+        await this.c.compound(
+          [
+            ...this.to(fs.slice(0, -1)),
+            op.savefh(),
+            ...this.to(ts.slice(0, -1)),
+            op.rename(lastOf(fs).name, lastOf(ts).name),
+          ],
+          `${this.where(fs)} -> ${this.where(ts)}`,
+          o.signal,
+        );
+      },
+    });
   }
 
   private async ensureParents(segs: string[], o: OpOptions): Promise<void> {
@@ -319,16 +295,7 @@ export function createNfs4Stores(opts: Nfs4StoresOptions): NfsStores {
       await Promise.all([...clients.values()].map((c) => c.client.null(signal)));
     },
     health: async (signal) =>
-      Promise.all(
-        [...clients.entries()].map(async ([server, c]) => {
-          try {
-            await c.client.null(signal);
-            return { kind: 'nfs', backend: server, up: true };
-          } catch (e) {
-            return { kind: 'nfs', backend: server, up: false, error: (e as Error).message };
-          }
-        }),
-      ),
+      Promise.all([...clients.entries()].map(([server, c]) => nullHealth(server, () => c.client.null(signal)))),
     servers: () => [...clients.keys()],
     close: async () => {
       for (const c of clients.values()) c.conn.close();
