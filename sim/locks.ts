@@ -36,7 +36,7 @@ export class KeyedLocks {
           const i = q.indexOf(waiter);
           if (i >= 0) q.splice(i, 1);
           reject(new LockTimeoutError(`can't lock file '${file}' - got timeout`));
-        }, timeoutMs),
+        }, timeoutMs).unref(), // simulated time (see sleep)
       };
       queue.push(waiter);
       this.waiters.set(key, queue);
@@ -100,8 +100,14 @@ function once(fn: () => void): () => void {
   };
 }
 
+/**
+ * Simulated time (injected latency, task durations, a lock held longer): unref'd, so it never
+ * keeps the process alive by itself. The API server's socket and its clients' connections do;
+ * once the simulator is closed and its clients have gone, a request still "in" its latency must
+ * not hold the process for the rest of it (a test would wait out a 60 s latency at exit).
+ */
 export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
+  return new Promise((r) => setTimeout(r, ms).unref());
 }
 
 /** Waits for `p` at most `ms`, without leaving a timer behind that keeps the process alive. */
