@@ -3,21 +3,8 @@
 
 import { readFile, writeFile } from 'node:fs/promises';
 import t from 'tap';
-import { defaultConfig, startTestSim } from './fixtures/helpers.js';
+import { MOVER, defaultConfig, startTestSim } from './fixtures/helpers.js';
 
-const MOVER = {
-  id: 'kubernetes-csi@pve!mover',
-  secret: '22222222-3333-4444-5555-666666666666',
-  privileges: [
-    'VM.Audit',
-    'VM.Config.Disk',
-    'Datastore.Allocate',
-    'Datastore.AllocateSpace',
-    'Datastore.Audit',
-    'VM.Allocate',
-    'VM.Migrate',
-  ],
-};
 const cfg = defaultConfig();
 cfg.tokens.unshift(MOVER);
 const csi = cfg.tokens[1] as { id: string; secret: string };

@@ -17,8 +17,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import t from 'tap';
-import { parse as parseYaml, stringify } from 'yaml';
-import { DEFAULT_CONFIG_PATH, SimulatorAdmin, startSimulator } from '../../../sim/index.js';
+import { stringify } from 'yaml';
+import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
+import { MOVER, defaultConfig } from '../../../sim/test/fixtures/helpers.js';
 import { move } from '../../../src/cli/move.js';
 import { openKube } from '../../../src/k8s/index.js';
 import { moveKube } from '../../../src/move/kube-adapter.js';
@@ -30,20 +31,7 @@ import { ROOT, binaries, startCluster } from '../lib/cluster.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k8s-move-'));
 const cluster = await startCluster(dir, binaries(['etcd', 'kube-apiserver', 'kube-controller-manager']));
-const MOVER = {
-  id: 'kubernetes-csi@pve!mover',
-  secret: '22222222-3333-4444-5555-666666666666',
-  privileges: [
-    'VM.Audit',
-    'VM.Config.Disk',
-    'Datastore.Allocate',
-    'Datastore.AllocateSpace',
-    'Datastore.Audit',
-    'VM.Allocate',
-    'VM.Migrate',
-  ],
-};
-const simCfg = parseYaml(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as { tokens: unknown[] };
+const simCfg = defaultConfig();
 simCfg.tokens.push(MOVER);
 const sim = await startSimulator({
   config: simCfg,
@@ -65,6 +53,18 @@ const proxmoxCluster = (token: { id: string; secret: string }) => ({
   region: 'homelab',
   ca_file: sim.caFile,
 });
+/** The Proxmox API client as the mover token, the way `move` talks to the cluster. */
+const moverApi = () =>
+  createHttpProxmoxApi({
+    cluster: {
+      url: proxmoxCluster(MOVER).url,
+      tokenId: MOVER.id,
+      tokenSecret: MOVER.secret,
+      region: 'homelab',
+      caFile: sim.caFile,
+      insecure: false,
+    },
+  });
 const configFile = path.join(dir, 'config.yaml');
 fs.writeFileSync(configFile, stringify({ clusters: [proxmoxCluster(MOVER)] }));
 const csiConfigFile = path.join(dir, 'config-csi.yaml');
@@ -117,16 +117,7 @@ async function claim(
   const name = `data-${++seq}`;
   const pv = `pvc-0000${seq}-move`;
   const disk = `vm-9999-${pv}`;
-  const api = createHttpProxmoxApi({
-    cluster: {
-      url: proxmoxCluster(MOVER).url,
-      tokenId: MOVER.id,
-      tokenSecret: MOVER.secret,
-      region: 'homelab',
-      caFile: sim.caFile,
-      insecure: false,
-    },
-  });
+  const api = moverApi();
   await api.allocDisk(zone, 'local-lvm', { vmid: 9999, filename: disk, sizeBytes: 16 * 2 ** 20 });
   await api.close();
   const file = (await volumes(zone)).find((v) => v.volid === `local-lvm:${disk}`)?.file;
@@ -292,16 +283,7 @@ t.test('refusals exit 4 and change nothing', async (t) => {
   await kube.delete(`/api/v1/namespaces/${NS}/pods/user-${seq}`, { gracePeriodSeconds: 0 });
 
   // the disk in a VM config (a stale attachment) is refused too, naming the VM
-  const api = createHttpProxmoxApi({
-    cluster: {
-      url: proxmoxCluster(MOVER).url,
-      tokenId: MOVER.id,
-      tokenSecret: MOVER.secret,
-      region: 'homelab',
-      caFile: sim.caFile,
-      insecure: false,
-    },
-  });
+  const api = moverApi();
   await api.updateVmConfig('hyper1', 111, { set: { scsi5: `local-lvm:${c.disk},backup=0` } });
   const inVm = await cli(`${NS}/${c.name}`, '--to-zone', 'hyper2', '--yes');
   t.equal(inVm.code, 4);
@@ -352,16 +334,7 @@ t.test('refusals exit 4 and change nothing', async (t) => {
   );
 
   const taken = await claim('hyper1', 'x');
-  const api2 = createHttpProxmoxApi({
-    cluster: {
-      url: proxmoxCluster(MOVER).url,
-      tokenId: MOVER.id,
-      tokenSecret: MOVER.secret,
-      region: 'homelab',
-      caFile: sim.caFile,
-      insecure: false,
-    },
-  });
+  const api2 = moverApi();
   await api2.allocDisk('hyper2', 'local-lvm', { vmid: 9999, filename: taken.disk, sizeBytes: 4 * 2 ** 20 });
   const dup = await cli(`${NS}/${taken.name}`, '--to-zone', 'hyper2', '--yes');
   t.equal(dup.code, 4);
@@ -420,16 +393,7 @@ function freezer(at?: string) {
 }
 
 function deps(extra: Partial<MoveDeps> = {}): MoveDeps & { close(): Promise<void> } {
-  const api = createHttpProxmoxApi({
-    cluster: {
-      url: proxmoxCluster(MOVER).url,
-      tokenId: MOVER.id,
-      tokenSecret: MOVER.secret,
-      region: 'homelab',
-      caFile: sim.caFile,
-      insecure: false,
-    },
-  });
+  const api = moverApi();
   return {
     kube: moveKube(k),
     api,
