@@ -12,13 +12,8 @@ import { startCliEnv } from './env.js';
 const env = await startCliEnv();
 t.teardown(() => env.stop(t.passing()));
 const kube = env.cluster.kube;
-const SHARE = `${env.nfsShare}/talos`;
-const TALOS = path.join(env.exportDir, 'talos');
-const exists = (p: string) => fs.existsSync(path.join(TALOS, p));
-const mkdir = (p: string, files: Record<string, number> = {}) => {
-  fs.mkdirSync(path.join(TALOS, p), { recursive: true });
-  for (const [f, size] of Object.entries(files)) fs.writeFileSync(path.join(TALOS, p, f), Buffer.alloc(size, 1));
-};
+const SHARE = env.talos.share;
+const { exists, mkdir } = env;
 const nfsArgs = [
   '--kubeconfig',
   env.cluster.adminConfig,
@@ -48,42 +43,25 @@ const upstream = 'archived-apps/upstream';
 const pinned = 'archived-apps/pinned-20240101T000000Z';
 
 await t.test('setup: an archive-policy class, a live claim, archives of both namings', async (t) => {
-  await kube.create('/apis/storage.k8s.io/v1/storageclasses', {
-    metadata: { name: 'syno-nfs-csi' },
-    provisioner: 'nfs.csi.k8s.io',
-    parameters: {
-      server: env.nfsServer,
-      share: SHARE,
-      subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}',
-      onDelete: 'archive',
-    },
-  });
+  await env.createNfsClass('archive');
   mkdir('apps/data', { db: 10 });
-  await kube.create('/api/v1/persistentvolumes', {
-    metadata: { name: 'pvc-live' },
-    spec: {
-      capacity: { storage: '1Gi' },
-      accessModes: ['ReadWriteMany'],
-      storageClassName: 'syno-nfs-csi',
-      csi: { driver: 'nfs.csi.k8s.io', volumeHandle: `${env.nfsServer}#${SHARE.slice(1)}#apps/data#pvc-live#archive` },
-    },
+  await env.createPv('pvc-live', {
+    accessMode: 'ReadWriteMany',
+    storageClassName: 'syno-nfs-csi',
+    csi: { driver: 'nfs.csi.k8s.io', volumeHandle: `${env.nfsServer}#${SHARE.slice(1)}#apps/data#pvc-live#archive` },
   });
   mkdir(old, { a: 1000, b: 24 });
   mkdir(recent, { a: 5 });
   mkdir(upstream, { a: 7 });
   mkdir(pinned, { a: 1 });
   // A static PV made to read an old archive: prune must keep it.
-  await kube.create('/api/v1/persistentvolumes', {
-    metadata: { name: 'recover' },
-    spec: {
-      capacity: { storage: '1Gi' },
-      accessModes: ['ReadOnlyMany'],
-      storageClassName: '',
-      csi: {
-        driver: 'nfs.csi.k8s.io',
-        volumeHandle: 'recover',
-        volumeAttributes: { server: env.nfsServer, share: SHARE, subDir: pinned },
-      },
+  await env.createPv('recover', {
+    accessMode: 'ReadOnlyMany',
+    storageClassName: '',
+    csi: {
+      driver: 'nfs.csi.k8s.io',
+      volumeHandle: 'recover',
+      volumeAttributes: { server: env.nfsServer, share: SHARE, subDir: pinned },
     },
   });
   t.pass();

@@ -6,16 +6,15 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { parse as parseYaml } from 'yaml';
-import { DEFAULT_CONFIG_PATH, startSimulator, type RunningSimulator } from '../../../sim/index.js';
+import { startSimulator, type RunningSimulator } from '../../../sim/index.js';
+import { AUDITOR, defaultConfig } from '../../../sim/test/fixtures/helpers.js';
+import { writeProxmoxConfig } from '../../../scripts/lib/backends.js';
 import { freePort } from '../../helpers/free-port.js';
 import { SimulatorAdmin } from '../../../sim/index.js';
 import { runSubcommand } from '../../../src/cli/index.js';
 import { readProxmoxConfig } from '../../../src/config/proxmox-file.js';
 import { createHttpProxmoxApi, type HttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
 import { API_ONLY, binaries, ROOT, startCluster, type Cluster } from '../lib/cluster.js';
-
-const AUDITOR = { id: 'auditor@pve!ro', secret: '11111111-2222-3333-4444-555555555555', role: 'PVEAuditor' };
 
 export interface CliEnv {
   dir: string;
@@ -34,31 +33,36 @@ export interface CliEnv {
   /** Flags every run needs: kubeconfig, Proxmox config, ganesha's ports. */
   baseArgs: string[];
   run(argv: string[]): Promise<{ code: number; out: string; err: string }>;
+  /** The share the seed's NFS class provisions under (`<share>/talos`), and its directory here. */
+  talos: { share: string; dir: string };
+  /** Whether `p` (relative to the talos directory) exists. */
+  exists: (p: string) => boolean;
+  /** Makes directory `p` under the talos directory with files of the given sizes (bytes of 1). */
+  mkdir: (p: string, files?: Record<string, number>) => void;
+  /** The seed's NFS StorageClass syno-nfs-csi: <namespace>/<pvc> directories under the talos share. */
+  createNfsClass(onDelete: 'delete' | 'archive'): Promise<void>;
+  /** A 1 GiB CSI PersistentVolume, as the provisioner (or an admin's static PV) makes it. */
+  createPv(name: string, pv: CsiPv): Promise<void>;
   stop(ok: boolean): Promise<void>;
+}
+
+export interface CsiPv {
+  accessMode: 'ReadWriteOnce' | 'ReadWriteMany' | 'ReadOnlyMany';
+  storageClassName: string;
+  reclaimPolicy?: 'Delete';
+  csi: { driver: string; volumeHandle: string; fsType?: string; volumeAttributes?: Record<string, string> };
 }
 
 export async function startCliEnv(): Promise<CliEnv> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k8s-cli-'));
   const cluster = await startCluster(path.join(dir, 'k8s'), binaries(API_ONLY), { controllerManager: false });
   // The seed's homelab, plus a read-only token (PVEAuditor) for the privilege checks.
-  const simConfig = parseYaml(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as { tokens: unknown[] };
+  const simConfig = defaultConfig();
   simConfig.tokens.push(AUDITOR);
   const pve = await startSimulator({ backend: 'none', config: simConfig, stateDir: path.join(dir, 'pve') });
   const configFile = (id: string, secret: string) => {
     const file = path.join(dir, `proxmox-${id.replace(/\W/g, '_')}.yaml`);
-    fs.writeFileSync(
-      file,
-      [
-        'clusters:',
-        `  - url: ${pve.url}`,
-        '    insecure: false',
-        `    token_id: "${id}"`,
-        `    token_secret: "${secret}"`,
-        `    ca_file: ${pve.caFile}`,
-        '    region: homelab',
-        '',
-      ].join('\n'),
-    );
+    writeProxmoxConfig(file, { url: pve.url, caFile: pve.caFile, tokenId: id, tokenSecret: secret });
     return file;
   };
   const config = configFile(pve.tokenId, pve.tokenSecret);
@@ -110,6 +114,7 @@ export async function startCliEnv(): Promise<CliEnv> {
     '--nfs-mount-port',
     String(nfs.mountPort),
   ];
+  const talos = { share: `${nfs.share}/talos`, dir: path.join(nfs.exportDir, 'talos') };
   return {
     dir,
     cluster,
@@ -130,6 +135,39 @@ export async function startCliEnv(): Promise<CliEnv> {
         ({ write: (s: string | Uint8Array) => (a.push(String(s)), true) }) as unknown as NodeJS.WritableStream;
       const code = await runSubcommand(argv, { out: sink(out), err: sink(err), env: { HOME: dir } });
       return { code: code ?? -1, out: out.join(''), err: err.join('') };
+    },
+    talos,
+    exists: (p) => fs.existsSync(path.join(talos.dir, p)),
+    mkdir: (p, files = {}) => {
+      fs.mkdirSync(path.join(talos.dir, p), { recursive: true });
+      for (const [f, size] of Object.entries(files)) {
+        fs.mkdirSync(path.dirname(path.join(talos.dir, p, f)), { recursive: true });
+        fs.writeFileSync(path.join(talos.dir, p, f), Buffer.alloc(size, 1));
+      }
+    },
+    async createNfsClass(onDelete) {
+      await cluster.kube.create('/apis/storage.k8s.io/v1/storageclasses', {
+        metadata: { name: 'syno-nfs-csi' },
+        provisioner: 'nfs.csi.k8s.io',
+        parameters: {
+          server: nfs.server,
+          share: talos.share,
+          subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}',
+          onDelete,
+        },
+      });
+    },
+    async createPv(name, pv) {
+      await cluster.kube.create('/api/v1/persistentvolumes', {
+        metadata: { name },
+        spec: {
+          capacity: { storage: '1Gi' },
+          accessModes: [pv.accessMode],
+          ...(pv.reclaimPolicy && { persistentVolumeReclaimPolicy: pv.reclaimPolicy }),
+          storageClassName: pv.storageClassName,
+          csi: pv.csi,
+        },
+      });
     },
     async stop(ok) {
       await api.close();

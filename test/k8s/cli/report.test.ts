@@ -3,8 +3,6 @@
 // nothing; --fix --yes removes exactly the provable leftovers, and a live claim, an in-flight
 // disk and directory, a disk with a pending change and everything attached survive.
 import crypto from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
 import t from 'tap';
 import { waitTask } from '../../../src/proxmox/api/tasks.js';
 import { helperWwnForSlot, wwnForSlot } from '../../../src/proxmox/contract.js';
@@ -17,8 +15,7 @@ const GiB = 1024 ** 3;
 // Long enough that the in-flight items stay younger than it through every run below on a loaded machine.
 const GRACE_S = 25;
 const REGION = 'homelab';
-const SHARE = `${env.nfsShare}/talos`;
-const TALOS = path.join(env.exportDir, 'talos');
+const SHARE = env.talos.share;
 
 const pvcName = () => `pvc-${crypto.randomUUID()}`;
 async function disk(node: string, pv: string): Promise<string> {
@@ -34,37 +31,24 @@ async function config(node: string, vmid: number, change: { set?: Record<string,
   if (upid) await waitTask(env.api, node, upid, { cluster: REGION, what: 'config' }).catch(() => undefined);
 }
 const drive = (name: string, wwn: string) => `local-lvm:${name},backup=0,iothread=1,wwn=${wwn}`;
-async function proxmoxPv(name: string, zone: string, diskName: string) {
-  await kube.create('/api/v1/persistentvolumes', {
-    metadata: { name },
-    spec: {
-      capacity: { storage: '1Gi' },
-      accessModes: ['ReadWriteOnce'],
-      persistentVolumeReclaimPolicy: 'Delete',
-      storageClassName: 'proxmox-local',
-      csi: {
-        driver: 'csi.proxmox.sinextra.dev',
-        volumeHandle: `${REGION}/${zone}/local-lvm/${diskName}`,
-        fsType: 'ext4',
-      },
+const proxmoxPv = (name: string, zone: string, diskName: string) =>
+  env.createPv(name, {
+    accessMode: 'ReadWriteOnce',
+    reclaimPolicy: 'Delete',
+    storageClassName: 'proxmox-local',
+    csi: {
+      driver: 'csi.proxmox.sinextra.dev',
+      volumeHandle: `${REGION}/${zone}/local-lvm/${diskName}`,
+      fsType: 'ext4',
     },
   });
-}
-async function nfsPv(name: string, subDir: string) {
-  await kube.create('/api/v1/persistentvolumes', {
-    metadata: { name },
-    spec: {
-      capacity: { storage: '1Gi' },
-      accessModes: ['ReadWriteMany'],
-      persistentVolumeReclaimPolicy: 'Delete',
-      storageClassName: 'syno-nfs-csi',
-      csi: {
-        driver: 'nfs.csi.k8s.io',
-        volumeHandle: `${env.nfsServer}#${SHARE.replace(/^\//, '')}#${subDir}#${name}#`,
-      },
-    },
+const nfsPv = (name: string, subDir: string) =>
+  env.createPv(name, {
+    accessMode: 'ReadWriteMany',
+    reclaimPolicy: 'Delete',
+    storageClassName: 'syno-nfs-csi',
+    csi: { driver: 'nfs.csi.k8s.io', volumeHandle: `${env.nfsServer}#${SHARE.replace(/^\//, '')}#${subDir}#${name}#` },
   });
-}
 async function attachment(pv: string, node: string) {
   await kube.create('/apis/storage.k8s.io/v1/volumeattachments', {
     metadata: {
@@ -80,14 +64,7 @@ async function attachment(pv: string, node: string) {
 const disks = async (node: string) => (await env.api.listContent(node, 'local-lvm', 9999)).map((d) => d.volid).sort();
 const vmConfig = async (node: string, vmid: number) => (await env.api.vmConfig(node, vmid)).values;
 const pending = async (node: string, vmid: number) => await env.api.vmPending(node, vmid);
-const exists = (p: string) => fs.existsSync(path.join(TALOS, p));
-const mkdir = (p: string, files: Record<string, number> = {}) => {
-  fs.mkdirSync(path.join(TALOS, p), { recursive: true });
-  for (const [f, size] of Object.entries(files)) {
-    fs.mkdirSync(path.dirname(path.join(TALOS, p, f)), { recursive: true });
-    fs.writeFileSync(path.join(TALOS, p, f), Buffer.alloc(size, 1));
-  }
-};
+const { exists, mkdir } = env;
 const report = (...args: string[]) => env.run(['report', ...env.baseArgs, '--grace', `${GRACE_S}s`, ...args]);
 const json = (out: string) =>
   JSON.parse(out) as {
@@ -112,16 +89,7 @@ await kube.create('/apis/storage.k8s.io/v1/storageclasses', {
   provisioner: 'csi.proxmox.sinextra.dev',
   parameters: { storage: 'local-lvm' },
 });
-await kube.create('/apis/storage.k8s.io/v1/storageclasses', {
-  metadata: { name: 'syno-nfs-csi' },
-  provisioner: 'nfs.csi.k8s.io',
-  parameters: {
-    server: env.nfsServer,
-    share: SHARE,
-    subDir: '${pvc.metadata.namespace}/${pvc.metadata.name}',
-    onDelete: 'delete',
-  },
-});
+await env.createNfsClass('delete');
 
 // A healthy volume of each driver: disk + PV + attachment + VolumeAttachment; directory + PV.
 const live = pvcName();
