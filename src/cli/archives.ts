@@ -19,13 +19,14 @@ import {
   formatBytes,
   parseAge,
   parseFlags,
+  parsePort,
   runCommand,
   table,
   UsageError,
   type Io,
 } from './common.js';
 import type { Subcommand } from './index.js';
-import { nfsClasses, nfsDirOf } from './report/facts.js';
+import { nfsClasses, nfsPvAt } from './report/facts.js';
 import { kubeFrom } from './sources.js';
 
 const USAGE = `Usage: pve-nfs-csi archives list [--older-than DUR] [flags]
@@ -50,14 +51,6 @@ interface Row extends Archive {
   share: string;
   classes: string[];
   result?: string;
-}
-
-function port(v: unknown, flag: string): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 1 || n > 65535)
-    throw new UsageError(`--${flag}: "${typeof v === 'string' ? v : JSON.stringify(v)}" is not a TCP port`);
-  return n;
 }
 
 function format(rows: readonly Row[], now: number, mode: 'list' | 'dry-run' | 'pruned', olderThanMs?: number): string {
@@ -88,16 +81,7 @@ function format(rows: readonly Row[], now: number, mode: 'list' | 'dry-run' | 'p
 
 /** A PV whose directory is the archive, inside it or above it (a static PV made to recover data). */
 function pvAt(pvs: Awaited<ReturnType<KubeApi['listPersistentVolumes']>>, r: Row): string | undefined {
-  const pv = pvs.find((p) => {
-    const d = nfsDirOf(p);
-    return (
-      d &&
-      d.server === r.server &&
-      d.share === r.share &&
-      (d.subDir === '' || d.subDir === r.path || d.subDir.startsWith(r.path + '/') || r.path.startsWith(d.subDir + '/'))
-    );
-  });
-  return pv?.metadata?.name;
+  return nfsPvAt(pvs, r)?.metadata?.name;
 }
 
 /** Right before removing: still an archive, still old enough, no PV points at, into or above it. */
@@ -158,8 +142,8 @@ async function run(argv: string[], io: Io): Promise<number> {
   if (missing.length) throw new UsageError(`--class: no NFS StorageClass ${missing.join(', ')}`);
   const stores = createNfsStores({
     timeoutMs: 30_000,
-    nfsPort: port(values['nfs-port'], 'nfs-port'),
-    mountPort: port(values['nfs-mount-port'], 'nfs-mount-port'),
+    nfsPort: parsePort(values['nfs-port'], 'nfs-port'),
+    mountPort: parsePort(values['nfs-mount-port'], 'nfs-mount-port'),
     privilegedPort: true,
     log,
   });

@@ -125,6 +125,15 @@ export function parseFlags(
   return { common, values, positionals };
 }
 
+/** A --flag's TCP port (1..65535); undefined when the flag is absent, UsageError otherwise. */
+export function parsePort(v: unknown, flag: string): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1 || n > 65535)
+    throw new UsageError(`--${flag}: "${typeof v === 'string' ? v : JSON.stringify(v)}" is not a TCP port`);
+  return n;
+}
+
 const UNITS: Record<string, number> = { s: 1e3, m: 60e3, h: 3600e3, d: 86400e3, w: 7 * 86400e3 };
 
 /** "90d", "12h", "2w", "1d12h" → milliseconds; UsageError otherwise. */

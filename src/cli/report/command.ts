@@ -14,6 +14,7 @@ import {
   formatAge,
   formatBytes,
   parseFlags,
+  parsePort,
   RefusedError,
   runCommand,
   table,
@@ -51,14 +52,6 @@ export interface ReportResult {
   fix: 'off' | 'dry-run' | 'applied';
   findings: Finding[];
   privileges: Array<{ region: string; missing: Need[] }>;
-}
-
-function port(v: unknown, flag: string): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 1 || n > 65535)
-    throw new UsageError(`--${flag}: "${typeof v === 'string' ? v : JSON.stringify(v)}" is not a TCP port`);
-  return n;
 }
 
 export function formatFindings(r: ReportResult): string {
@@ -114,8 +107,8 @@ async function run(argv: string[], io: Parameters<Subcommand['run']>[1]): Promis
   const fix = values.fix === true;
   if (common.yes && !fix) throw new UsageError('--yes only goes with --fix (report alone changes nothing)');
   const graceMs = parseDuration(typeof values.grace === 'string' ? values.grace : '1h', 'grace');
-  const nfsPort = port(values['nfs-port'], 'nfs-port');
-  const mountPort = port(values['nfs-mount-port'], 'nfs-mount-port');
+  const nfsPort = parsePort(values['nfs-port'], 'nfs-port');
+  const mountPort = parsePort(values['nfs-mount-port'], 'nfs-mount-port');
   const signal = AbortSignal.timeout(common.timeoutMs);
   const log = pino({ level: io.env.PVE_NFS_CSI_LOG_LEVEL ?? 'silent' }, destination(2));
 

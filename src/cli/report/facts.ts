@@ -185,6 +185,28 @@ export function nfsDirOf(pv: V1PersistentVolume): { server: string; share: strin
   return ref ? { server: ref.server, share: ref.share, subDir: ref.subDir } : undefined;
 }
 
+/**
+ * The first PV whose NFS directory on `server:share` is `path`, inside it or above it (a PV of
+ * the whole share is above every path): data someone still reaches through a PV.
+ */
+export function nfsPvAt(
+  pvs: readonly V1PersistentVolume[],
+  at: { server: string; share: string; path: string },
+): V1PersistentVolume | undefined {
+  return pvs.find((pv) => {
+    const d = nfsDirOf(pv);
+    return (
+      d !== undefined &&
+      d.server === at.server &&
+      d.share === at.share &&
+      (d.subDir === '' ||
+        d.subDir === at.path ||
+        d.subDir.startsWith(at.path + '/') ||
+        at.path.startsWith(d.subDir + '/'))
+    );
+  });
+}
+
 export async function readShares(
   classes: readonly NfsClass[],
   stores: NfsStores,

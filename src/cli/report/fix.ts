@@ -13,7 +13,7 @@ import type { Core } from '../../proxmox/controller/core.js';
 import { removeHelperLeftovers } from '../../proxmox/controller/leftovers.js';
 import { deleteVolume } from '../../proxmox/controller/volumes.js';
 import { parseVolid, parseVolumeId } from '../../proxmox/volume-id.js';
-import { nfsDirOf, PROXMOX_DRIVER } from './facts.js';
+import { nfsPvAt, PROXMOX_DRIVER } from './facts.js';
 import type { Action } from './findings.js';
 
 export interface FixContext {
@@ -28,19 +28,7 @@ export interface FixContext {
 async function claimedNow(ctx: FixContext, a: Action): Promise<string | undefined> {
   const pvs = await ctx.kube.listPersistentVolumes(ctx.signal);
   if (a.type === 'remove-dir') {
-    const hit = pvs.find((pv) => {
-      const d = nfsDirOf(pv);
-      return (
-        d &&
-        d.server === a.server &&
-        d.share === a.share &&
-        (d.subDir === '' ||
-          d.subDir === a.path ||
-          d.subDir.startsWith(a.path + '/') ||
-          a.path.startsWith(d.subDir + '/'))
-      );
-    });
-    return hit?.metadata?.name;
+    return nfsPvAt(pvs, a)?.metadata?.name;
   }
   if (a.type === 'delete-volume' || a.type === 'free-marker') {
     const target = a.type === 'delete-volume' ? parseVolumeId(a.volumeId) : parseVolid(a.volid);
