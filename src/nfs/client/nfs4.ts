@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import { CsiError, type ErrorKind, FailedPrecondition } from '../../errors.js';
 import { defined } from '../../defined.js';
 import type { FileType, FsStat } from './nfs3.js';
+import { byStatus, NFS_ERROR_HINTS, NFS_ERROR_KINDS } from './status.js';
 import type { RpcCall } from './rpc.js';
 import { XdrReader, XdrWriter } from './xdr.js';
 
@@ -70,61 +71,31 @@ export const NFS4ERR = {
 } as const;
 const NAMES = new Map<number, string>(Object.entries(NFS4ERR).map(([k, v]) => [v, `NFS4ERR_${k}`]));
 
-function kindOf(status: number): ErrorKind {
-  switch (status) {
-    case NFS4ERR.NOENT:
-      return 'NotFound';
-    case NFS4ERR.EXIST:
-      return 'AlreadyExists';
-    case NFS4ERR.NOSPC:
-    case NFS4ERR.DQUOT:
-      return 'ResourceExhausted';
-    case NFS4ERR.NAMETOOLONG:
-      return 'InvalidArgument';
-    case NFS4ERR.PERM:
-    case NFS4ERR.ACCESS:
-    case NFS4ERR.ROFS:
-    case NFS4ERR.NOTDIR:
-    case NFS4ERR.ISDIR:
-    case NFS4ERR.NOTEMPTY:
-    case NFS4ERR.XDEV:
-    case NFS4ERR.BADOWNER:
-    case NFS4ERR.WRONGSEC:
-      return 'FailedPrecondition';
-    case NFS4ERR.STALE:
-    case NFS4ERR.FHEXPIRED:
-    case NFS4ERR.BADHANDLE:
-    case NFS4ERR.DELAY:
-    case NFS4ERR.GRACE:
-    case NFS4ERR.IO:
-    case NFS4ERR.SERVERFAULT:
-    case NFS4ERR.BADSESSION:
-    case NFS4ERR.DEADSESSION:
-    case NFS4ERR.EXPIRED:
-    case NFS4ERR.STALE_CLIENTID:
-      return 'Unavailable';
-    default:
-      return 'Internal';
-  }
-}
-
-function hint(status: number): string {
-  switch (status) {
-    case NFS4ERR.PERM:
-    case NFS4ERR.ACCESS:
-      return ' (permission denied: the export must grant root read-write access without root squash to this client)';
-    case NFS4ERR.ROFS:
-      return ' (the export is read-only)';
-    case NFS4ERR.WRONGSEC:
-      return ' (the export does not allow sec=sys)';
-    case NFS4ERR.GRACE:
-      return ' (the server is in its grace period after a restart; retry shortly)';
-    case NFS4ERR.DELAY:
-      return ' (server busy, retry later)';
-    default:
-      return '';
-  }
-}
+/** The shared NFSv3/v4 tables (status.ts) and the rows of NFSv4's own codes. */
+const KINDS = new Map([
+  ...NFS_ERROR_KINDS,
+  ...byStatus<ErrorKind>([
+    ['FailedPrecondition', [NFS4ERR.BADOWNER, NFS4ERR.WRONGSEC]],
+    [
+      'Unavailable',
+      [
+        NFS4ERR.FHEXPIRED,
+        NFS4ERR.GRACE,
+        NFS4ERR.BADSESSION,
+        NFS4ERR.DEADSESSION,
+        NFS4ERR.EXPIRED,
+        NFS4ERR.STALE_CLIENTID,
+      ],
+    ],
+  ]),
+]);
+const HINTS = new Map([
+  ...NFS_ERROR_HINTS,
+  ...byStatus([
+    [' (the export does not allow sec=sys)', [NFS4ERR.WRONGSEC]],
+    [' (the server is in its grace period after a restart; retry shortly)', [NFS4ERR.GRACE]],
+  ]),
+]);
 
 /** One operation of a COMPOUND failed; `status` keeps the raw nfsstat4. */
 
@@ -163,7 +134,10 @@ export class Nfs4StatusError extends CsiError {
     what: string,
     extra = '',
   ) {
-    super(kindOf(status), `NFSv4 ${op} ${what}: ${NAMES.get(status) ?? `status ${status}`}${extra || hint(status)}`);
+    super(
+      KINDS.get(status) ?? 'Internal',
+      `NFSv4 ${op} ${what}: ${NAMES.get(status) ?? `status ${status}`}${extra || (HINTS.get(status) ?? '')}`,
+    );
   }
 }
 
@@ -195,14 +169,16 @@ const TYPES: Record<number, FileType> = {
   6: 'socket',
   7: 'fifo',
 };
-const U64_ATTRS = new Set<number>([
+export const FSSTAT_ATTRS: readonly number[] = [
   A.FILES_AVAIL,
   A.FILES_FREE,
   A.FILES_TOTAL,
   A.SPACE_AVAIL,
   A.SPACE_FREE,
   A.SPACE_TOTAL,
-]);
+];
+/** The FSSTAT attributes are the uint64 counters the decoder keeps in `u64`. */
+const U64_ATTRS = new Set<number>(FSSTAT_ATTRS);
 
 function bitmap(w: XdrWriter, attrs: readonly number[]): void {
   const words: number[] = [];
@@ -379,14 +355,6 @@ export const STAT_ATTRS: readonly number[] = [
   A.OWNER_GROUP,
   A.TIME_METADATA,
   A.TIME_MODIFY,
-];
-export const FSSTAT_ATTRS: readonly number[] = [
-  A.FILES_AVAIL,
-  A.FILES_FREE,
-  A.FILES_TOTAL,
-  A.SPACE_AVAIL,
-  A.SPACE_FREE,
-  A.SPACE_TOTAL,
 ];
 
 export function fsStatOf(a: Attrs4): FsStat {

@@ -39,49 +39,36 @@ export function statusName(status: number): string {
   return NAMES.get(status) ?? `status ${status}`;
 }
 
-function kindOf(status: number): ErrorKind {
-  switch (status) {
-    case NFS3ERR.NOENT:
-      return 'NotFound';
-    case NFS3ERR.EXIST:
-      return 'AlreadyExists';
-    case NFS3ERR.NOSPC:
-    case NFS3ERR.DQUOT:
-      return 'ResourceExhausted';
-    case NFS3ERR.NAMETOOLONG:
-      return 'InvalidArgument';
-    case NFS3ERR.PERM:
-    case NFS3ERR.ACCES:
-    case NFS3ERR.ROFS:
-    case NFS3ERR.NOTDIR:
-    case NFS3ERR.ISDIR:
-    case NFS3ERR.NOTEMPTY:
-    case NFS3ERR.XDEV:
-      return 'FailedPrecondition';
-    case NFS3ERR.STALE:
-    case NFS3ERR.BADHANDLE:
-    case NFS3ERR.JUKEBOX:
-    case NFS3ERR.IO:
-    case NFS3ERR.SERVERFAULT:
-      return 'Unavailable';
-    default:
-      return 'Internal';
-  }
+/** A lookup table from groups of status codes: `[value, codes]` rows, a later row winning. */
+export function byStatus<V>(rows: ReadonlyArray<readonly [V, readonly number[]]>): ReadonlyMap<number, V> {
+  return new Map(rows.flatMap(([v, codes]) => codes.map((c) => [c, v] as const)));
 }
 
-function hint(status: number): string {
-  switch (status) {
-    case NFS3ERR.PERM:
-    case NFS3ERR.ACCES:
-      return ' (permission denied: the export must grant root read-write access without root squash to this client)';
-    case NFS3ERR.ROFS:
-      return ' (the export is read-only)';
-    case NFS3ERR.JUKEBOX:
-      return ' (server busy, retry later)';
-    default:
-      return '';
-  }
-}
+// NFSv4 keeps NFSv3's numbers for the errors both have (RFC 7530 §13.1), so these two tables
+// serve both protocols; nfs4.ts adds the rows of its own codes.
+
+/** The typed error (and so the gRPC code) of a status; anything else is Internal. */
+export const NFS_ERROR_KINDS = byStatus<ErrorKind>([
+  ['NotFound', [NFS3ERR.NOENT]],
+  ['AlreadyExists', [NFS3ERR.EXIST]],
+  ['ResourceExhausted', [NFS3ERR.NOSPC, NFS3ERR.DQUOT]],
+  ['InvalidArgument', [NFS3ERR.NAMETOOLONG]],
+  [
+    'FailedPrecondition',
+    [NFS3ERR.PERM, NFS3ERR.ACCES, NFS3ERR.ROFS, NFS3ERR.NOTDIR, NFS3ERR.ISDIR, NFS3ERR.NOTEMPTY, NFS3ERR.XDEV],
+  ],
+  ['Unavailable', [NFS3ERR.STALE, NFS3ERR.BADHANDLE, NFS3ERR.JUKEBOX, NFS3ERR.IO, NFS3ERR.SERVERFAULT]],
+]);
+
+/** What the operator can do about a status, appended to the message. */
+export const NFS_ERROR_HINTS = byStatus<string>([
+  [
+    ' (permission denied: the export must grant root read-write access without root squash to this client)',
+    [NFS3ERR.PERM, NFS3ERR.ACCES],
+  ],
+  [' (the export is read-only)', [NFS3ERR.ROFS]],
+  [' (server busy, retry later)', [NFS3ERR.JUKEBOX]],
+]);
 
 /** An NFS or MOUNT procedure answered with a non-OK status. `status` keeps the raw code. */
 export class NfsStatusError extends CsiError {
@@ -90,7 +77,10 @@ export class NfsStatusError extends CsiError {
     readonly proc: string,
     what: string,
   ) {
-    super(kindOf(status), `NFS ${proc} ${what}: ${statusName(status)}${hint(status)}`);
+    super(
+      NFS_ERROR_KINDS.get(status) ?? 'Internal',
+      `NFS ${proc} ${what}: ${statusName(status)}${NFS_ERROR_HINTS.get(status) ?? ''}`,
+    );
   }
 }
 
