@@ -8,9 +8,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import * as grpc from '@grpc/grpc-js';
 import { parse as parseYaml } from 'yaml';
-import { csiGrpc } from '../../src/server/proto.js';
+import { identityClient, probeReady } from '../../src/server/self-probe.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 /** BENCH_MAIN: another build of the program (e.g. an older commit's dist/src/main.js) to compare against. */
@@ -42,23 +41,11 @@ export interface Program {
   stop(): Promise<void>;
 }
 
-type ProbeFn = (
-  req: object,
-  md: grpc.Metadata,
-  o: grpc.CallOptions,
-  cb: (e: grpc.ServiceError | null, r?: { ready?: { value?: boolean } | null }) => void,
-) => void;
-
 /** One Probe on a fresh channel (a failed connect would otherwise back off for a second). */
 export async function probeOnce(endpoint: string, timeoutMs = 1000): Promise<boolean> {
-  const c = new (csiGrpc().csi.v1.Identity)(endpoint, grpc.credentials.createInsecure());
+  const c = identityClient(endpoint);
   try {
-    return await new Promise<boolean>((resolve) => {
-      const probe = (c as unknown as { Probe: ProbeFn }).Probe;
-      probe.call(c, {}, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) =>
-        resolve(!err && res?.ready?.value !== false),
-      );
-    });
+    return (await probeReady(c, timeoutMs)) === undefined;
   } finally {
     c.close();
   }

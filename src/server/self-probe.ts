@@ -19,27 +19,36 @@ type ProbeFn = (
   cb: (e: grpc.ServiceError | null, r?: { ready?: { value?: boolean } | null }) => void,
 ) => void;
 
+/** A CSI Identity client of an endpoint as served (`unix:///path` or `tcp://127.0.0.1:PORT`). */
+export function identityClient(endpoint: string): grpc.Client {
+  const target = endpoint.startsWith('tcp://') ? endpoint.slice('tcp://'.length) : endpoint;
+  return new (csiGrpc().csi.v1.Identity)(target, grpc.credentials.createInsecure());
+}
+
+/** One CSI Probe: undefined when ready, else why not (the call's error, or "not ready"). */
+export function probeReady(c: grpc.Client, timeoutMs: number): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const probe = (c as unknown as { Probe: ProbeFn }).Probe;
+    probe.call(c, {}, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => {
+      if (err) resolve(err.message);
+      // An unset `ready` means ready (CSI spec); false means the backend is not.
+      else if (res?.ready?.value === false) resolve('not ready');
+      else resolve(undefined);
+    });
+  });
+}
+
 /** endpoints: driver name → `unix:///path` or `tcp://127.0.0.1:PORT` as served. */
 export function selfProbe(
   endpoints: ReadonlyMap<string, string>,
   timeoutMs: number,
 ): { check(): Promise<SelfProbeResult>; close(): void } {
-  const Identity = csiGrpc().csi.v1.Identity;
   const clients = new Map<string, grpc.Client>();
-  for (const [driver, endpoint] of endpoints) {
-    const target = endpoint.startsWith('tcp://') ? endpoint.slice('tcp://'.length) : endpoint;
-    clients.set(driver, new Identity(target, grpc.credentials.createInsecure()));
-  }
-  const one = (driver: string, c: grpc.Client) =>
-    new Promise<string | undefined>((resolve) => {
-      const probe = (c as unknown as { Probe: ProbeFn }).Probe;
-      probe.call(c, {}, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => {
-        if (err) resolve(`${driver}: ${err.message}`);
-        // An unset `ready` means ready (CSI spec); false means the backend is not.
-        else if (res?.ready?.value === false) resolve(`${driver}: not ready`);
-        else resolve(undefined);
-      });
-    });
+  for (const [driver, endpoint] of endpoints) clients.set(driver, identityClient(endpoint));
+  const one = async (driver: string, c: grpc.Client) => {
+    const why = await probeReady(c, timeoutMs);
+    return why === undefined ? undefined : `${driver}: ${why}`;
+  };
   return {
     async check() {
       const results = await Promise.all([...clients].map(async ([d, c]) => [d, await one(d, c)] as const));
