@@ -1,116 +1,56 @@
 // Where this node is, for NodeGetInfo: the Kubernetes Node's labels inside a cluster (the
 // in-cluster service account, one plain HTTPS GET; no client library is needed for that), else
 // the --region/--zone flags.
-import { promises as fs } from 'node:fs';
-import https from 'node:https';
 import { FailedPrecondition, Unavailable } from '../../errors.js';
+import {
+  apiServerAt,
+  inClusterApi,
+  type ApiServerAt,
+  type InClusterGet,
+  type InClusterOptions,
+} from '../../k8s/in-cluster.js';
 import { PROXMOX_NODE_LABEL, PROXMOX_REGION_LABEL, TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY } from '../contract.js';
 
 export type NodeLabelSource = (nodeName: string, signal?: AbortSignal) => Promise<Record<string, string>>;
 
-const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
-
-export interface InClusterOptions {
-  env?: NodeJS.ProcessEnv;
-  tokenPath?: string;
-  caPath?: string;
-  timeoutMs?: number;
-}
-
 /** A label reader when running in a pod with a service account; undefined outside Kubernetes. */
 export async function inClusterNodeLabels(o: InClusterOptions = {}): Promise<NodeLabelSource | undefined> {
-  const env = o.env ?? process.env;
-  const host = env.KUBERNETES_SERVICE_HOST;
-  const port = env.KUBERNETES_SERVICE_PORT || '443';
-  const tokenPath = o.tokenPath ?? `${SA_DIR}/token`;
-  const caPath = o.caPath ?? `${SA_DIR}/ca.crt`;
-  if (!host) return undefined;
-  try {
-    await fs.access(tokenPath);
-  } catch {
-    return undefined;
-  }
-  return nodeLabelsFromApi({ host, port: Number(port), tokenPath, caPath, timeoutMs: o.timeoutMs ?? 10_000 });
+  const api = inClusterApi(o);
+  return api && nodeLabelsFrom(api);
 }
 
-export function nodeLabelsFromApi(o: {
-  host: string;
-  port: number;
-  tokenPath: string;
-  caPath: string;
-  timeoutMs: number;
-}): NodeLabelSource {
+export function nodeLabelsFromApi(o: ApiServerAt): NodeLabelSource {
+  return nodeLabelsFrom(apiServerAt(o));
+}
+
+function nodeLabelsFrom(api: InClusterGet): NodeLabelSource {
   return async (nodeName, signal) => {
-    // Re-read both each time: projected service-account tokens are rotated by the kubelet.
-    const [token, ca] = await Promise.all([
-      fs.readFile(o.tokenPath, 'utf8').then((s) => s.trim()),
-      fs.readFile(o.caPath, 'utf8').catch(() => undefined),
-    ]);
-    const where = `https://${o.host.includes(':') ? `[${o.host}]` : o.host}:${o.port}`;
-    const body = await new Promise<string>((resolve, reject) => {
-      const req = https.request(
-        {
-          host: o.host,
-          port: o.port,
-          method: 'GET',
-          path: `/api/v1/nodes/${encodeURIComponent(nodeName)}`,
-          headers: { Authorization: `Bearer ${token}`, Accept: 'application/json' },
-          ...(ca ? { ca } : {}),
-          timeout: o.timeoutMs,
-          signal,
-        },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('error', reject);
-          res.on('end', () => {
-            const text = Buffer.concat(chunks).toString('utf8');
-            const status = res.statusCode ?? 0;
-            if (status === 200) {
-              resolve(text);
-              return;
-            }
-            if (status === 404) {
-              reject(
-                new FailedPrecondition(
-                  `Kubernetes has no Node ${JSON.stringify(nodeName)}; --node-id (NODE_NAME) must be the Node's name`,
-                ),
-              );
-              return;
-            }
-            if (status === 401 || status === 403) {
-              reject(
-                new FailedPrecondition(
-                  `Kubernetes API refused to read Node ${nodeName} (HTTP ${status}); the node plugin's service account needs "get" on nodes`,
-                ),
-              );
-              return;
-            }
-            reject(
-              new Unavailable(
-                `Kubernetes API ${where} answered HTTP ${status} for Node ${nodeName}: ${text.slice(0, 200)}`,
-              ),
-            );
-          });
-        },
+    let r: { status: number; text: string };
+    try {
+      r = await api.get(`/api/v1/nodes/${encodeURIComponent(nodeName)}`, signal);
+    } catch (e) {
+      throw new Unavailable(
+        `cannot read Node ${nodeName} from the Kubernetes API at ${api.where}: ${(e as Error).message}`,
+        { cause: e },
       );
-      req.on('timeout', () => req.destroy(new Error(`no answer within ${o.timeoutMs} ms`)));
-      req.on('error', (e) =>
-        reject(
-          e instanceof FailedPrecondition
-            ? e
-            : new Unavailable(`cannot read Node ${nodeName} from the Kubernetes API at ${where}: ${e.message}`, {
-                cause: e,
-              }),
-        ),
+    }
+    if (r.status === 404)
+      throw new FailedPrecondition(
+        `Kubernetes has no Node ${JSON.stringify(nodeName)}; --node-id (NODE_NAME) must be the Node's name`,
       );
-      req.end();
-    });
+    if (r.status === 401 || r.status === 403)
+      throw new FailedPrecondition(
+        `Kubernetes API refused to read Node ${nodeName} (HTTP ${r.status}); the node plugin's service account needs "get" on nodes`,
+      );
+    if (r.status !== 200)
+      throw new Unavailable(
+        `Kubernetes API ${api.where} answered HTTP ${r.status} for Node ${nodeName}: ${r.text.slice(0, 200)}`,
+      );
     let doc: { metadata?: { labels?: Record<string, string> } };
     try {
-      doc = JSON.parse(body) as typeof doc;
+      doc = JSON.parse(r.text) as typeof doc;
     } catch {
-      throw new Unavailable(`Kubernetes API at ${where} returned a Node that is not JSON`);
+      throw new Unavailable(`Kubernetes API at ${api.where} returned a Node that is not JSON`);
     }
     return doc.metadata?.labels ?? {};
   };

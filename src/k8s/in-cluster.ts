@@ -1,0 +1,88 @@
+// One plain HTTPS GET against the Kubernetes API from inside a pod, with the pod's service
+// account. For what the CSI server itself reads (the node plugin its Node's labels, the
+// controller the Node names for expansion helpers): serving CSI must not load the client library
+// (start time and memory; test/unit/k8s/lazy-import.test.ts), and one GET needs none. Callers
+// turn the status and body into their own errors: what went wrong means something different to each.
+import { existsSync, promises as fs } from 'node:fs';
+import https from 'node:https';
+
+const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+export interface InClusterOptions {
+  env?: NodeJS.ProcessEnv;
+  tokenPath?: string;
+  caPath?: string;
+  timeoutMs?: number;
+}
+
+export interface ApiServerAt {
+  host: string;
+  port: number;
+  tokenPath: string;
+  caPath: string;
+  timeoutMs: number;
+}
+
+export interface InClusterGet {
+  /** `https://host:port`, for messages. */
+  readonly where: string;
+  /**
+   * GETs `path` (e.g. /api/v1/nodes). Resolves with any HTTP answer; rejects only when there was
+   * none (connection refused, TLS, timeout, aborted).
+   */
+  get(path: string, signal?: AbortSignal): Promise<{ status: number; text: string }>;
+}
+
+/** The API server from the pod's environment and service account; undefined outside Kubernetes. */
+export function inClusterApi(o: InClusterOptions = {}): InClusterGet | undefined {
+  const env = o.env ?? process.env;
+  const host = env.KUBERNETES_SERVICE_HOST;
+  const tokenPath = o.tokenPath ?? `${SA_DIR}/token`;
+  if (!host || !existsSync(tokenPath)) return undefined;
+  return apiServerAt({
+    host,
+    port: Number(env.KUBERNETES_SERVICE_PORT || '443'),
+    tokenPath,
+    caPath: o.caPath ?? `${SA_DIR}/ca.crt`,
+    timeoutMs: o.timeoutMs ?? 10_000,
+  });
+}
+
+export function apiServerAt(o: ApiServerAt): InClusterGet {
+  const where = `https://${o.host.includes(':') ? `[${o.host}]` : o.host}:${o.port}`;
+  return {
+    where,
+    get: async (path, signal) => {
+      // Re-read both each time: projected service-account tokens are rotated by the kubelet.
+      const [token, ca] = await Promise.all([
+        fs.readFile(o.tokenPath, 'utf8').then((s) => s.trim()),
+        fs.readFile(o.caPath, 'utf8').catch(() => undefined),
+      ]);
+      return new Promise((resolve, reject) => {
+        const req = https.request(
+          {
+            host: o.host,
+            port: o.port,
+            method: 'GET',
+            path,
+            headers: { Authorization: `Bearer ${token}`, Accept: 'application/json' },
+            ...(ca ? { ca } : {}),
+            timeout: o.timeoutMs,
+            ...(signal ? { signal } : {}),
+          },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (c: Buffer) => chunks.push(c));
+            res.on('error', reject);
+            res.on('end', () => {
+              resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') });
+            });
+          },
+        );
+        req.on('timeout', () => req.destroy(new Error(`no answer within ${o.timeoutMs} ms`)));
+        req.on('error', reject);
+        req.end();
+      });
+    },
+  };
+}
