@@ -7,6 +7,7 @@ import path from 'node:path';
 import { type Exec, isCommandError } from './exec.js';
 import { isErrno } from './paths.js';
 import { type DriverDisks, findScsiByWwn, foreignScsiSlots, isDriverScsiDisk, rescanScsiHosts } from './scsi.js';
+import { classifySignature, HEAD_BYTES, type Signature, TAIL_BYTES } from './signature.js';
 
 export type FsType = 'ext4' | 'xfs';
 
@@ -32,6 +33,11 @@ export interface BlockDevices {
   /** Device node of the disk with this WWN (16 or 32 lowercase hex digits), or undefined. */
   findByWwn(wwn: string, opts?: FindOptions): Promise<string | undefined>;
   probe(device: string): Promise<ProbeResult>;
+  /**
+   * blkid -p's answer decided in-process from the device's first and last blocks when it is
+   * "nothing" or "exactly ext4/xfs" (src/os/signature.ts); 'unknown' means: ask probe().
+   */
+  signature(device: string): Promise<Signature>;
   format(device: string, fsType: FsType, opts?: FormatOptions): Promise<void>;
   /** Size in bytes as the kernel sees it now. */
   size(device: string): Promise<number>;
@@ -90,6 +96,17 @@ async function readOr(file: string): Promise<string> {
     if (isErrno(e, 'ENOENT', 'ENOTDIR', 'EINVAL', 'EIO', 'ENXIO')) return '';
     throw e;
   }
+}
+
+/** Fills `buf` from `position` (fewer bytes only at the end of the device); returns the count. */
+async function readFully(handle: fs.FileHandle, buf: Buffer, position: number): Promise<number> {
+  let n = 0;
+  while (n < buf.length) {
+    const { bytesRead } = await handle.read(buf, n, buf.length - n, position + n);
+    if (bytesRead === 0) break;
+    n += bytesRead;
+  }
+  return n;
 }
 
 export function parseBlkidExport(out: string): ProbeResult {
@@ -182,6 +199,24 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
       } catch (e) {
         if (isCommandError(e, 'exit') && e.exitCode === 2) return {}; // nothing recognised
         throw e;
+      }
+    },
+
+    async signature(device) {
+      const handle = await fs.open(device, 'r');
+      try {
+        const st = await handle.stat({ bigint: true });
+        const sectors = Number(await readOr(path.join(sysfsRoot, 'dev', 'block', majMinFromRdev(st.rdev), 'size')));
+        const size = Number.isSafeInteger(sectors) && sectors > 0 ? sectors * 512 : 0;
+        if (size === 0) return { kind: 'unknown' };
+        const headLen = Math.min(size, HEAD_BYTES);
+        const tailLen = Math.min(size - headLen, TAIL_BYTES);
+        const buf = Buffer.allocUnsafe(headLen + tailLen);
+        await readFully(handle, buf.subarray(0, headLen), 0);
+        await readFully(handle, buf.subarray(headLen), size - tailLen);
+        return classifySignature(buf.subarray(0, headLen), buf.subarray(headLen));
+      } finally {
+        await handle.close();
       }
     },
 
@@ -284,12 +319,7 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
         // One read and a memcmp against zeros: 16 reads of 64 KiB and a byte loop in JS took
         // 3-10 ms of every first stage (bench/node.ts).
         const buf = Buffer.allocUnsafe(bytes);
-        let n = 0;
-        while (n < bytes) {
-          const { bytesRead } = await handle.read(buf, n, bytes - n, n);
-          if (bytesRead === 0) break;
-          n += bytesRead;
-        }
+        const n = await readFully(handle, buf, 0);
         return !buf.subarray(0, n).equals(Buffer.alloc(n));
       } finally {
         await handle.close();

@@ -280,6 +280,35 @@ t.test('stage never formats or mounts a disk that is not one this driver attache
   t.equal(probe.status, 2, `blkid finds nothing on the foreign disk: ${probe.stdout}`);
 });
 
+t.test('stage refuses a disk with a foreign signature: nothing formatted, nothing mounted', { skip }, async (t) => {
+  const { rig, node, kubelet } = setup(t);
+  const swap = rig.addDisk(64 * MiB, wwnForSlot(6));
+  run('mkswap', [swap.device]);
+  const ext4 = rig.addDisk(64 * MiB, wwnForSlot(7));
+  run('mkfs.ext4', ['-q', ext4.device]);
+  const stage = (slot: number, fsType: string) =>
+    node.nodeStageVolume(
+      {
+        volumeId: `v${slot}`,
+        publishContext: publishCtx(slot),
+        stagingTargetPath: path.join(kubelet, 'staging', `s${slot}`),
+        volumeCapability: { ...mountCap, mount: { fsType, mountFlags: [], volumeMountGroup: '' } },
+        secrets: {},
+        volumeContext: {},
+      },
+      ctx,
+    );
+  const onSwap = await rejection(stage(6, 'ext4'));
+  t.equal(code(onSwap), 'FailedPrecondition');
+  t.match(onSwap.message, /already holds a swap filesystem/);
+  const asXfs = await rejection(stage(7, 'xfs'));
+  t.equal(code(asXfs), 'FailedPrecondition');
+  t.match(asXfs.message, /already holds a ext4 filesystem but xfs was requested/);
+  t.same(rig.mountsUnderRoot(), [], 'nothing mounted');
+  t.match(run('blkid', ['-p', '-o', 'export', swap.device]), /TYPE=swap/, 'the swap signature is intact');
+  t.match(run('blkid', ['-p', '-o', 'export', ext4.device]), /TYPE=ext4/, 'the ext4 filesystem is intact');
+});
+
 t.test('stage refuses to format a disk that holds data without a filesystem signature', { skip }, async (t) => {
   const { rig, node, kubelet } = setup(t);
   const disk = rig.addDisk(64 * MiB, wwnForSlot(4));

@@ -1,5 +1,6 @@
 // An in-memory BlockDevices: disks by WWN with a probe result, a size and a device number.
 import type { BlockDevices, FsType, ProbeResult } from '../../../src/os/blockdevices.js';
+import type { Signature } from '../../../src/os/signature.js';
 
 export class FakeDisks implements BlockDevices {
   devices = new Map<string, { device: string; majMin: string; probe: ProbeResult; size: number }>();
@@ -30,12 +31,20 @@ export class FakeDisks implements BlockDevices {
     return d;
   }
   async probe(device: string) {
+    this.probes++;
     return { ...this.diskAt(device).probe };
+  }
+  /** The in-process answer per device; without one: 'unknown' (the stage asks probe(), i.e. blkid). */
+  signatures = new Map<string, Signature>();
+  probes = 0;
+  async signature(device: string): Promise<Signature> {
+    return this.signatures.get(device) ?? { kind: 'unknown' };
   }
   async format(device: string, fsType: FsType, opts: object = {}) {
     await new Promise((r) => setTimeout(r, this.formatDelayMs));
     this.formats.push([device, fsType, opts]);
     this.diskAt(device).probe = { fsType };
+    if (this.signatures.has(device)) this.signatures.set(device, { kind: 'fs', fsType });
   }
   async size(device: string) {
     return this.byDevice(device)?.size ?? 0;

@@ -132,6 +132,48 @@ t.test('stage never formats a disk with a partition table, or a read-only one', 
   t.same(disks.formats, []);
 });
 
+t.test('stage asks blkid nothing when the disk reads as empty or as the filesystem asked for', async (t) => {
+  const { node, disks, stage, sys } = setup(t);
+  disks.add(WWN3, '/dev/sdx', '8:16');
+  disks.signatures.set('/dev/sdx', { kind: 'empty' });
+  await node.nodeStageVolume(stage(), ctx);
+  t.same(disks.formats, [['/dev/sdx', 'ext4', {}]], 'formatted');
+  t.equal(disks.probes, 0, 'no blkid for an empty disk');
+  // Staged again elsewhere (as after a restart of the node): now the disk holds ext4.
+  await node.nodeStageVolume(stage({ stagingTargetPath: `${stage().stagingTargetPath}-2` }), ctx);
+  t.equal(disks.formats.length, 1, 'the filesystem it now holds is mounted, not formatted again');
+  t.equal(disks.probes, 0, 'no blkid for the filesystem asked for');
+  t.same(
+    sys.commands.filter((c) => c[0] === 'mount').map((c) => c.slice(0, 3)),
+    [
+      ['mount', '-t', 'ext4'],
+      ['mount', '-t', 'ext4'],
+    ],
+  );
+});
+
+t.test('a foreign signature is refused: anything but empty or the asked-for filesystem goes to blkid', async (t) => {
+  const { node, disks, stage, sys } = setup(t);
+  disks.add(WWN3, '/dev/sdx', '8:16', { fsType: 'swap' });
+  disks.signatures.set('/dev/sdx', { kind: 'unknown' });
+  const err = await rejection(node.nodeStageVolume(stage(), ctx));
+  t.equal(code(err), 'FailedPrecondition');
+  t.match(err.message, /already holds a swap filesystem but ext4 was requested/);
+  t.equal(disks.probes, 1, 'blkid decided');
+  // The in-process read found xfs but ext4 is asked for: blkid, not the fast path, answers.
+  disks.disk(WWN3).probe = { fsType: 'xfs' };
+  disks.signatures.set('/dev/sdx', { kind: 'fs', fsType: 'xfs' });
+  const other = await rejection(node.nodeStageVolume(stage(), ctx));
+  t.match(other.message, /already holds a xfs filesystem but ext4 was requested/);
+  t.equal(disks.probes, 2, 'blkid decided');
+  t.same(disks.formats, [], 'nothing formatted');
+  t.same(
+    sys.commands.filter((c) => c[0] === 'mount'),
+    [],
+    'nothing mounted',
+  );
+});
+
 t.test('stage validates fsType and format parameters before touching the disk', async (t) => {
   const { node, disks, stage } = setup(t);
   disks.add(WWN3, '/dev/sdx', '8:16');
