@@ -117,28 +117,20 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
   const pve = proxmoxApi(engine);
   const who = credentials.kind === 'token' ? { tokenId: credentials.tokenId } : { username: credentials.username };
 
-  /** One Proxmox call: the caller's signal, typed errors, and one retry of a read. */
+  /**
+   * One Proxmox call: the caller's signal and typed errors. Nothing is sent again here: the
+   * transport re-sends only a GET that met pveproxy's idle close (idle-reset.ts).
+   */
   async function call<T>(
-    method: 'GET' | 'POST' | 'PUT' | 'DELETE',
+    _method: 'GET' | 'POST' | 'PUT' | 'DELETE',
     what: string,
     o: CallOptions | undefined,
     request: () => Promise<T>,
   ): Promise<T> {
-    const attempts = method === 'GET' ? 2 : 1;
-    for (let i = 1; ; i++) {
-      try {
-        return await transport.withSignal(o?.signal, request);
-      } catch (e) {
-        const err = toCsiError(e, {
-          cluster: c.region,
-          what,
-          ...who,
-          aborted: o?.signal?.aborted,
-          timeoutMs: queryTimeoutMs,
-        });
-        if (i < attempts && err.kind === 'Unavailable' && !o?.signal?.aborted) continue;
-        throw err;
-      }
+    try {
+      return await transport.withSignal(o?.signal, request);
+    } catch (e) {
+      throw toCsiError(e, { cluster: c.region, what, ...who, aborted: o?.signal?.aborted, timeoutMs: queryTimeoutMs });
     }
   }
 
