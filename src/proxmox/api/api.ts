@@ -156,6 +156,15 @@ export interface UnlinkOptions extends CallOptions {
   digest?: string | undefined;
 }
 
+export interface ResizeOptions extends CallOptions {
+  /**
+   * Refuse unless the config still has this digest, so a slot another disk took since the read
+   * is never resized. qemu-server checks it inside the resize worker, after taking the VM lock:
+   * the refusal is the task's exit status `checksum mismatch (file change by other user?)`.
+   */
+  digest?: string | undefined;
+}
+
 export interface FreeOptions extends CallOptions {
   /** `delay`: Proxmox waits up to this many seconds for the free task (null when it ended OK). */
   waitSeconds?: number | undefined;
@@ -187,8 +196,11 @@ export interface ProxmoxApi {
    * `hotplug problem - …` with the key left pending.
    */
   unlinkDisks(node: string, vmid: number, keys: string[], o?: UnlinkOptions): Promise<void>;
-  /** PUT …/resize; `size` in Proxmox notation (e.g. "11264M"). Returns the task UPID or null. */
-  resizeDisk(node: string, vmid: number, disk: string, size: string, o?: CallOptions): Promise<string | null>;
+  /**
+   * PUT …/resize; `size` in Proxmox notation (e.g. "11264M"). Returns the task UPID or null.
+   * With `digest`, the resize task fails (`checksum mismatch`) unless the config still has it.
+   */
+  resizeDisk(node: string, vmid: number, disk: string, size: string, o?: ResizeOptions): Promise<string | null>;
 
   taskStatus(node: string, upid: string, o?: CallOptions): Promise<TaskStatus>;
   /** Running tasks on a node that this identity may see (its own; every one with Sys.Audit). */

@@ -294,7 +294,7 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
     async resizeDisk(node, vmid, disk, size, o) {
       const r = await call('PUT', `resize ${disk} of VM ${vmid} on ${node} to ${size}`, o, () =>
         // The disk key comes from the VM's own config, so it is one of the generated union's keys.
-        vm(node, vmid).resize.$put({ disk: disk as Proxmox.Tdisk_1, size }),
+        vm(node, vmid).resize.$put({ disk: disk as Proxmox.Tdisk_1, size, ...(o?.digest && { digest: o.digest }) }),
       );
       return upidOrNull(r);
     },

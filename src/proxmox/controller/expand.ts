@@ -12,11 +12,11 @@
 import type * as T from '../../csi/types.js';
 import type { CallContext } from '../../csi/types.js';
 import { Busy, CsiError, FailedPrecondition, NotFound, isCsiError } from '../../errors.js';
-import type { VmResource } from '../api/api.js';
+import type { ConfigEntry, VmResource } from '../api/api.js';
 import type { Cluster } from './cluster.js';
 import { type Core, type ResolvedVolume, findVolume, requireVolume } from './core.js';
-import { isHelperSite } from './drives.js';
-import { outcomeUncertain } from '../api/errors.js';
+import { isHelperSite, sitesOf } from './drives.js';
+import { digestRefused, outcomeUncertain } from '../api/errors.js';
 import { removeHelperLeftovers } from './leftovers.js';
 import { HELPER_DRIVE_OPTIONS, MiB, sizeForExpand } from './params.js';
 import { usesOf } from './scan.js';
@@ -55,7 +55,8 @@ export async function controllerExpandVolume(
     const at = sites.find((s) => s.site.placement === 'attached');
     const pending = sites[0];
     if (at) {
-      await resizeThrough(cluster, v, at.vm, at.site.key, size, ctx.signal);
+      const read = scan.find((s) => s.vm.vmid === at.vm.vmid)?.entries;
+      await resizeThrough(cluster, v, at.vm, size, ctx.signal, read);
       ctx.log.info({ volid, vmid: at.vm.vmid, key: at.site.key, size }, 'volume expanded online');
     } else if (pending) {
       throw new Busy(
@@ -69,41 +70,61 @@ export async function controllerExpandVolume(
   });
 }
 
-/** Resizes through a VM that has the disk as `key`; the task must end OK. */
+/**
+ * Resizes through a VM that has the disk attached; the task must end OK. Each resize carries the
+ * digest of the config read it was planned on (`read`: the scan's entries of that VM, else a read
+ * now), so a slot that another writer gave to another disk in between is never resized: Proxmox
+ * refuses (`checksum mismatch`, the task's exit status), the VM is read again and the resize
+ * goes to where the disk is now. A disk no longer attached there ends the expansion with ABORTED.
+ */
 async function resizeThrough(
   cluster: Cluster,
   v: ResolvedVolume,
   vm: VmRef,
-  key: string,
   size: number,
   signal: AbortSignal,
+  read?: readonly ConfigEntry[],
 ): Promise<void> {
   const target = `${Math.ceil(size / MiB)}M`;
   const reached = async (s?: AbortSignal) => ((await findVolume(v, s))?.item.size ?? 0) >= size;
+  let planned = read;
   // The resize task runs to its outcome even when the caller gives up; the volume stays fenced
   // until then (fences.ts). A caller's abort stops only the retries that were not sent yet.
-  await retryBusy(
-    () =>
-      cluster.fences.run(
+  const gone = await retryBusy(
+    async () => {
+      const entries = planned ?? (await cluster.index.read(vm, signal)) ?? [];
+      planned = undefined;
+      const key = sitesOf(entries, v.ref.storage, v.ref.disk).find((s) => s.placement === 'attached')?.key;
+      if (!key) return true;
+      const digest = entries.find((e) => e.key === 'digest')?.value || undefined;
+      await cluster.fences.run(
         v.volid,
         'resize',
         vm,
         async () => {
           try {
-            const upid = await cluster.api.resizeDisk(vm.node, vm.vmid, key, target);
+            const upid = await cluster.api.resizeDisk(vm.node, vm.vmid, key, target, { digest });
             if (upid)
               await waitTask(cluster.api, vm.node, upid, {
                 cluster: cluster.region,
                 what: `resize ${v.volid} on VM ${vm.vmid}`,
               });
           } catch (e) {
-            if (!outcomeUncertain(e) || !(await reached())) throw e;
+            // Refused for the digest: nothing was done; read again (retryBusy: it is ABORTED).
+            if (digestRefused(e) || !outcomeUncertain(e) || !(await reached())) throw e;
           }
         },
         signal,
-      ),
+      );
+      return false;
+    },
     { signal },
   );
+  if (gone) {
+    throw new Busy(
+      `expanding ${v.volid}: it is no longer attached to VM ${vm.name} (${vm.vmid}); that VM's config changed since it was read (another writer detached it); retry`,
+    );
+  }
   // The storage may report the new size a moment after the task ends.
   for (let i = 0; i < 10 && !(await reached()); i++) await sleep(100 * (i + 1), signal);
 }
@@ -181,7 +202,8 @@ async function expandOffline(
     }
     ctx.log.info({ volid, vmid: vm.vmid, vm: vm.name, slot }, 'attached to a helper VM for an offline expansion');
     let resizeErr: Error | undefined;
-    await resizeThrough(cluster, v, vm, `scsi${slot}`, size, ctx.signal).catch(
+    // The attach changed the helper's config: its digest comes from a read after it.
+    await resizeThrough(cluster, v, vm, size, ctx.signal).catch(
       (e: unknown) => (resizeErr = e instanceof Error ? e : new Error(`resize failed: ${String(e)}`)),
     );
     try {

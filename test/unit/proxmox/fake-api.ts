@@ -13,6 +13,7 @@ import type {
   ConfigEntry,
   NodeResource,
   ProxmoxApi,
+  ResizeOptions,
   StorageContentItem,
   StorageResource,
   StorageStatus,
@@ -432,10 +433,13 @@ export class FakeProxmox implements ProxmoxApi {
     this.leave('unlinkDisks');
   }
 
-  async resizeDisk(node: string, vmid: number, disk: string, size: string, o?: CallOptions): Promise<string | null> {
+  async resizeDisk(node: string, vmid: number, disk: string, size: string, o?: ResizeOptions): Promise<string | null> {
     await this.enter('resizeDisk', [node, vmid, disk, size], o);
     const vm = this.vm(node, vmid);
     const upid = await this.withLock(vm, () => {
+      // qemu-server checks the digest inside the resize worker: the task fails.
+      if (o?.digest && o.digest !== this.digestOf(vm))
+        return this.task(node, 'checksum mismatch (file change by other user?)', 'resize', String(vmid));
       const value = vm.config.get(disk);
       if (!value) throw new NotFound(`Proxmox test: disk '${disk}' does not exist`);
       const [st, name] = driveDisk(value);
