@@ -6,9 +6,10 @@
 // A local HTTPS server plays pveproxy and closes sockets on cue.
 import t from 'tap';
 import https from 'node:https';
-import type { AddressInfo, Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { isCsiError } from '../../../src/errors.js';
 import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
+import { listenLocal } from '../../helpers/local-server.js';
 import { selfSigned } from '../../helpers/self-signed.js';
 import { tempDir } from '../../helpers/temp-dir.js';
 import type { Teardown } from '../../helpers/teardown.js';
@@ -57,15 +58,7 @@ async function pveproxy(t: Teardown, cue: (s: Seen) => Cue) {
     });
   });
   server.on('secureConnection', () => connections++);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  );
-  const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}/api2/json`;
+  const url = `https://127.0.0.1:${await listenLocal(t, server)}/api2/json`;
   const api = createHttpProxmoxApi({
     cluster: { url, insecure: false, caFile: certPath, region: 'homelab', ...TOKEN },
     queryTimeoutMs: 5_000,

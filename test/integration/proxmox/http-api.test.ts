@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { isCsiError } from '../../../src/errors.js';
 import { createHttpProxmoxApi, endpointOf } from '../../../src/proxmox/api/http-api.js';
 import type { ProxmoxClusterConfig } from '../../../src/config/types.js';
+import { listenLocal } from '../../helpers/local-server.js';
 import { selfSigned } from '../../helpers/self-signed.js';
 
 const TOKEN = { tokenId: 'kubernetes-csi@pve!csi', tokenSecret: '12345678-1234-1234-1234-1234567890ab' };
@@ -35,15 +36,7 @@ async function serve(
     req.on('end', () => handler(req, res, body));
   };
   const server = tls ? https.createServer(tls, onReq) : http.createServer(onReq);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  );
-  const port = (server.address() as AddressInfo).port;
+  const port = await listenLocal(t, server);
   return `${tls ? 'https' : 'http'}://127.0.0.1:${port}/api2/json`;
 }
 

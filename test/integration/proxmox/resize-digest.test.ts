@@ -13,10 +13,10 @@ import { callCtx as ctx, createReq, expandReq, publishReq } from '../../helpers/
 import { createdId } from '../../helpers/created.js';
 import { outcome } from '../../helpers/outcome.js';
 import { startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
+import { swapSlotAfterRead } from '../../helpers/slot-swap.js';
 
 const VM = { name: 'talos-worker-1', vmid: 111, node: 'hyper1' };
 const RESIZE = 'PUT /nodes/{node}/qemu/{vmid}/resize';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 t.test('a slot taken by another disk since the read is never resized', async (t) => {
   const { admin, c, cluster, state } = await startProxmoxOnSim(t, {
@@ -38,15 +38,7 @@ t.test('a slot taken by another disk since the read is never resized', async (t)
   await admin.patchFaults({ latencyByRoute: { [RESIZE]: 600 } });
   const mark = (await admin.requests()).lastSeq;
   const expand = outcome(c.controllerExpandVolume(expandReq(a, 2 * GiB), ctx()));
-  for (let i = 0; i < 400; i++) {
-    const { entries } = await admin.requests(mark);
-    if (entries.some((e) => e.route === 'GET /nodes/{node}/qemu/{vmid}/pending' && e.path.includes(`/${VM.vmid}/`)))
-      break;
-    await sleep(5);
-  }
-  await sleep(100);
-  // Another writer: the volume out of the slot, another disk into it, in one change.
-  await other.updateVmConfig(VM.node, VM.vmid, { set: { [key]: `local-lvm:${diskB}` }, waitSeconds: 5 });
+  await swapSlotAfterRead({ admin, other, vm: VM, since: mark, key, volid: `local-lvm:${diskB}` });
 
   const r = await expand;
   await admin.patchFaults({ latencyByRoute: {} });

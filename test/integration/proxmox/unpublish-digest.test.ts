@@ -12,6 +12,7 @@ import { createProxmoxController } from '../../../src/proxmox/controller/control
 import { GiB } from '../../../src/proxmox/controller/params.js';
 import { parseVolumeId } from '../../../src/proxmox/volume-id.js';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
+import { swapSlotAfterRead } from '../../helpers/slot-swap.js';
 
 const MOUNT: T.VolumeCapability = {
   mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
@@ -34,7 +35,6 @@ const createReq = (name: string): T.CreateVolumeRequest => ({
     preferred: [{ segments: { 'topology.kubernetes.io/region': 'homelab', 'topology.kubernetes.io/zone': 'hyper1' } }],
   },
 });
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 t.test('a slot reused by another disk since the read is never detached', async (t) => {
   const sim = await startSimulator({ backend: 'none', faults: { authFailureDelayMs: 0, taskDurationMs: 5 } });
@@ -76,15 +76,7 @@ t.test('a slot reused by another disk since the read is never detached', async (
   });
   const mark = (await admin.requests()).lastSeq;
   const unpublish = controllerUnpublishVolume.call(c, { volumeId: a, nodeId: VM.name, secrets: {} }, ctx());
-  for (let i = 0; i < 400; i++) {
-    const { entries } = await admin.requests(mark);
-    if (entries.some((e) => e.route === 'GET /nodes/{node}/qemu/{vmid}/pending' && e.path.includes(`/${VM.vmid}/`)))
-      break;
-    await sleep(5);
-  }
-  await sleep(100);
-  // Another writer: the volume out of the slot, another disk into it, in one change.
-  await other.updateVmConfig(VM.node, VM.vmid, { set: { [key]: `local-lvm:${diskB}` }, waitSeconds: 5 });
+  await swapSlotAfterRead({ admin, other, vm: VM, since: mark, key, volid: `local-lvm:${diskB}` });
 
   await unpublish;
   const { vms } = (await admin.state()) as { vms: { vmid: number; config: Record<string, string> }[] };
