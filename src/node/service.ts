@@ -3,62 +3,46 @@
 // through the interceptor (src/server/interceptor.ts).
 import type { NodeHandlers } from '../gen/csi/v1/Node.js';
 import type { NodeBackend } from '../csi/types.js';
-import { unary, type CallEnv } from '../server/interceptor.js';
+import { service, type CallEnv } from '../server/interceptor.js';
 import { validate } from '../csi/validate.js';
 
 export function nodeService(env: CallEnv, n: NodeBackend): NodeHandlers {
   const staged = n.capabilities.includes('STAGE_UNSTAGE_VOLUME');
-  return {
-    NodeStageVolume: unary(env, {
-      method: 'NodeStageVolume',
-      requestType: 'NodeStageVolumeRequest',
+  return service<NodeHandlers>(env, {
+    NodeStageVolume: {
       keys: (r) => [`stage:${r.volumeId}`],
       validate: validate.nodeStageVolume,
       impl: staged ? n.nodeStageVolume : undefined,
-    }),
-    NodeUnstageVolume: unary(env, {
-      method: 'NodeUnstageVolume',
-      requestType: 'NodeUnstageVolumeRequest',
+    },
+    NodeUnstageVolume: {
       keys: (r) => [`stage:${r.volumeId}`],
       validate: validate.nodeUnstageVolume,
       impl: staged ? n.nodeUnstageVolume : undefined,
-    }),
-    NodePublishVolume: unary(env, {
-      method: 'NodePublishVolume',
-      requestType: 'NodePublishVolumeRequest',
+    },
+    NodePublishVolume: {
       keys: (r) => [`publish:${r.volumeId}:${r.targetPath}`],
       validate: (r) => validate.nodePublishVolume(r, staged),
       impl: n.nodePublishVolume,
-    }),
-    NodeUnpublishVolume: unary(env, {
-      method: 'NodeUnpublishVolume',
-      requestType: 'NodeUnpublishVolumeRequest',
+    },
+    NodeUnpublishVolume: {
       keys: (r) => [`publish:${r.volumeId}:${r.targetPath}`],
       validate: validate.nodeUnpublishVolume,
       impl: n.nodeUnpublishVolume,
-    }),
-    NodeGetVolumeStats: unary(env, {
-      method: 'NodeGetVolumeStats',
-      requestType: 'NodeGetVolumeStatsRequest',
+    },
+    NodeGetVolumeStats: {
       validate: validate.nodeGetVolumeStats,
       impl: n.capabilities.includes('GET_VOLUME_STATS') ? n.nodeGetVolumeStats : undefined,
-    }),
-    NodeExpandVolume: unary(env, {
-      method: 'NodeExpandVolume',
-      requestType: 'NodeExpandVolumeRequest',
+    },
+    NodeExpandVolume: {
       keys: (r) => [`stage:${r.volumeId}`],
       validate: validate.nodeExpandVolume,
       impl: n.capabilities.includes('EXPAND_VOLUME') ? n.nodeExpandVolume : undefined,
-    }),
-    NodeGetCapabilities: unary(env, {
-      method: 'NodeGetCapabilities',
-      requestType: 'NodeGetCapabilitiesRequest',
+    },
+    NodeGetCapabilities: {
       impl: async () => ({ capabilities: n.capabilities.map((type) => ({ rpc: { type } })) }),
-    }),
-    NodeGetInfo: unary(env, {
-      method: 'NodeGetInfo',
-      requestType: 'NodeGetInfoRequest',
+    },
+    NodeGetInfo: {
       impl: (_r, ctx) => n.nodeGetInfo(ctx),
-    }),
-  };
+    },
+  });
 }

@@ -2,7 +2,7 @@
 import type { IdentityHandlers } from '../gen/csi/v1/Identity.js';
 import type { PluginCapability } from '../gen/csi/v1/PluginCapability.js';
 import type { Driver } from '../csi/types.js';
-import { unary, type CallEnv } from './interceptor.js';
+import { service, type CallEnv } from './interceptor.js';
 
 export interface IdentityInfo {
   version: string;
@@ -14,20 +14,14 @@ export function identityService(env: CallEnv, driver: Driver, info: IdentityInfo
   const caps: PluginCapability[] = [{ service: { type: 'CONTROLLER_SERVICE' } }];
   if (driver.accessibilityConstraints) caps.push({ service: { type: 'VOLUME_ACCESSIBILITY_CONSTRAINTS' } });
   if (driver.onlineExpansion) caps.push({ volumeExpansion: { type: 'ONLINE' } });
-  return {
-    GetPluginInfo: unary(env, {
-      method: 'GetPluginInfo',
-      requestType: 'GetPluginInfoRequest',
+  return service<IdentityHandlers>(env, {
+    GetPluginInfo: {
       impl: async () => ({ name: driver.name, vendorVersion: info.version }),
-    }),
-    GetPluginCapabilities: unary(env, {
-      method: 'GetPluginCapabilities',
-      requestType: 'GetPluginCapabilitiesRequest',
+    },
+    GetPluginCapabilities: {
       impl: async () => ({ capabilities: caps }),
-    }),
-    Probe: unary(env, {
-      method: 'Probe',
-      requestType: 'ProbeRequest',
+    },
+    Probe: {
       impl: async (_req, ctx) => {
         const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(info.probeTimeoutMs)]);
         const timeout = new Promise<boolean>((resolve) =>
@@ -37,6 +31,6 @@ export function identityService(env: CallEnv, driver: Driver, info: IdentityInfo
         if (!ready) ctx.log.warn('backend did not answer the probe');
         return { ready: { value: ready } };
       },
-    }),
-  };
+    },
+  });
 }

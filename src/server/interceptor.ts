@@ -28,6 +28,25 @@ export interface CallSpec<Req, Res> {
   impl: ((req: Req, ctx: CallContext) => Promise<Res>) | undefined;
 }
 
+/** A CallSpec without the names: a service's method name gives both. */
+type RpcSpec<Req, Res> = Omit<CallSpec<Req, Res>, 'method' | 'requestType'>;
+
+/** A service's RPCs by method name (the generated handler type's methods, not its index signature). */
+export type ServiceSpecs<H> = {
+  [K in keyof H as string extends K ? never : K]: H[K] extends grpc.handleUnaryCall<infer Req, infer Res>
+    ? RpcSpec<Req, Res>
+    : never;
+};
+
+/** unary() for every RPC of a service; each request's message type is `<method>Request`. */
+export function service<H>(env: CallEnv, specs: ServiceSpecs<H>): H {
+  const out: Record<string, grpc.handleUnaryCall<unknown, unknown>> = {};
+  const rpcs: Record<string, RpcSpec<unknown, unknown>> = specs;
+  for (const [method, spec] of Object.entries(rpcs))
+    out[method] = unary(env, { method, requestType: `${method}Request`, ...spec });
+  return out as H;
+}
+
 /** An id for the log line; a hostile megabyte-long one is cut so each line stays a line. */
 const field = (req: unknown, name: string): string | undefined => {
   const v = (req as Record<string, unknown> | null)?.[name];
