@@ -5,7 +5,8 @@
 // was most of the start time and a good part of the idle memory (bench/start.ts, bench/rss.ts).
 import type { Logger } from 'pino';
 import type { AppConfig } from './config/types.js';
-import type { Driver } from './csi/types.js';
+import type { ControllerBackend, Driver, NodeBackend } from './csi/types.js';
+import type { BackendHealth } from './server/health.js';
 import { PROXMOX_DRIVER_NAME } from './proxmox/contract.js';
 import { NFS_DRIVER_NAME } from './nfs/contract.js';
 
@@ -37,31 +38,19 @@ export async function buildDrivers(config: AppConfig, log: Logger): Promise<Comp
             ...(await withKubernetesNodes()),
           })
         : undefined;
-    const createProxmoxNode = node ? (await import('./proxmox/node/node.js')).createProxmoxNode : undefined;
+    const n = node
+      ? (await import('./proxmox/node/node.js')).createProxmoxNode({
+          nodeId: config.node.nodeId,
+          ...(config.node.region && { region: config.node.region }),
+          ...(config.node.zone && { zone: config.node.zone }),
+          deviceDir: config.deviceDir,
+          kubeletDir: config.kubeletDir,
+          log: plog,
+          ...(exec && { exec }),
+        })
+      : undefined;
     if (c) closers.push(() => c.close());
-    drivers.push({
-      endpoint: config.proxmoxEndpoint,
-      driver: {
-        name: PROXMOX_DRIVER,
-        accessibilityConstraints: true,
-        onlineExpansion: true,
-        // Probe: this process serves. Backend health goes to metrics and logs (health.ts).
-        probe: async () => true,
-        ...(c && { health: (signal: AbortSignal) => c.health(signal) }),
-        ...(c && { controller: c }),
-        ...(createProxmoxNode && {
-          node: createProxmoxNode({
-            nodeId: config.node.nodeId,
-            ...(config.node.region && { region: config.node.region }),
-            ...(config.node.zone && { zone: config.node.zone }),
-            deviceDir: config.deviceDir,
-            kubeletDir: config.kubeletDir,
-            log: plog,
-            ...(exec && { exec }),
-          }),
-        }),
-      },
-    });
+    drivers.push({ endpoint: config.proxmoxEndpoint, driver: driverOf(PROXMOX_DRIVER, true, c, n) });
   }
 
   if (config.nfsEndpoint) {
@@ -79,36 +68,42 @@ export async function buildDrivers(config: AppConfig, log: Logger): Promise<Comp
         })
       : undefined;
     if (c) closers.push(() => c.close());
-    const createNfsNode = node ? (await import('./nfs/node/node.js')).createNfsNode : undefined;
-    drivers.push({
-      endpoint: config.nfsEndpoint,
-      driver: {
-        name: NFS_DRIVER,
-        accessibilityConstraints: false,
-        onlineExpansion: true,
-        // Probe: this process serves. Backend health goes to metrics and logs (health.ts).
-        probe: async () => true,
-        ...(c && { health: (signal: AbortSignal) => c.health(signal) }),
-        ...(c && { controller: c }),
-        ...(createNfsNode && {
-          node: createNfsNode({
-            nodeId: config.node.nodeId,
-            log: nlog,
-            mountTimeoutMs: config.nfsMountTimeoutMs,
-            kubeletDir: config.kubeletDir,
-            ...(config.nfsPort && { nfsPort: config.nfsPort }),
-            ...(config.nfsMountPort && { nfsMountPort: config.nfsMountPort }),
-            ...(exec && { exec }),
-          }),
-        }),
-      },
-    });
+    const n = node
+      ? (await import('./nfs/node/node.js')).createNfsNode({
+          nodeId: config.node.nodeId,
+          log: nlog,
+          mountTimeoutMs: config.nfsMountTimeoutMs,
+          kubeletDir: config.kubeletDir,
+          ...(config.nfsPort && { nfsPort: config.nfsPort }),
+          ...(config.nfsMountPort && { nfsMountPort: config.nfsMountPort }),
+          ...(exec && { exec }),
+        })
+      : undefined;
+    drivers.push({ endpoint: config.nfsEndpoint, driver: driverOf(NFS_DRIVER, false, c, n) });
   }
   return {
     drivers,
     close: async () => {
       await Promise.all(closers.map((f) => f()));
     },
+  };
+}
+
+/** A driver with whichever halves this process serves; both drivers expand online. */
+function driverOf(
+  name: string,
+  accessibilityConstraints: boolean,
+  controller: (ControllerBackend & { health(signal: AbortSignal): Promise<BackendHealth[]> }) | undefined,
+  node: NodeBackend | undefined,
+): Driver {
+  return {
+    name,
+    accessibilityConstraints,
+    onlineExpansion: true,
+    // Probe: this process serves. Backend health goes to metrics and logs (health.ts).
+    probe: async () => true,
+    ...(controller && { controller, health: (signal: AbortSignal) => controller.health(signal) }),
+    ...(node && { node }),
   };
 }
 
