@@ -41,6 +41,15 @@ export async function controllerExpandVolume(
   const { cluster, ref, volid } = v;
   return cluster.exclusive(volid, async () => {
     cluster.fences.check(volid, `expanding ${volid}`);
+    // Right after a restart: a previous process's attach of this disk may still be waiting for a
+    // VM lock, in no config and no pending section yet (startup-fence.ts). The scan below decides
+    // online, offline or refused on what it sees, so it must not run before such a change landed
+    // or failed: an offline expansion would put the disk on a helper VM while the attach lands,
+    // and grow it where that VM's guest is never told.
+    if (cluster.startup.open) {
+      const nodes = ref.zone ? [ref.zone] : (await cluster.storageRows(ref.storage, ctx.signal)).map((r) => r.node);
+      await cluster.startup.settle(nodes, `expanding ${volid}`, ctx);
+    }
     // A shared storage's disk may sit on a VM of any node: look at all of them.
     const [found, scan] = await Promise.all([
       findVolume(v, ctx.signal),

@@ -6,7 +6,8 @@
 // can land after that process published the same single-writer disk to another VM.
 // What Proxmox does show is the task: a running `qmconfig` task in the node's active task list
 // (GET /nodes/{node}/tasks?source=active), owned by the token or user that sent it. So for a
-// short window after start, an exclusive publish first waits for such tasks of our own identity
+// short window after start, an exclusive publish and an expansion (expand.ts: online, offline
+// or refused is decided on where the disk is) first wait for such tasks of our own identity
 // that this process did not start, on every node where a VM could receive the disk. After the
 // window it costs nothing: a change sent before this process started has taken the lock by then
 // (its change is written to the pending section first, where the exclusivity check reads it)
@@ -50,7 +51,7 @@ export class StartupFence {
     this.until = Date.now() + this.windowMs;
   }
 
-  /** Whether an exclusive publish must still look for a previous process's changes. */
+  /** Whether an exclusive publish or an expansion must still look for a previous process's changes. */
   get open(): boolean {
     return Date.now() < this.until;
   }
@@ -98,7 +99,7 @@ export class StartupFence {
       const t = waiting[0];
       if (t && o.deadline !== undefined && Date.now() + delay + ANSWER_MARGIN_MS > o.deadline) {
         throw new Busy(
-          `${what}: VM ${t.id} on ${t.node} has a config change still running (task ${t.upid}) that an earlier run of this driver sent before it stopped; it may attach this disk there, so publishing waits until it ended (at most ${Math.round(this.windowMs / 1000)} s); retry`,
+          `${what}: VM ${t.id} on ${t.node} has a config change still running (task ${t.upid}) that an earlier run of this driver sent before it stopped; it may attach this disk there, so this call waits until it ended (at most ${Math.round(this.windowMs / 1000)} s); retry`,
         );
       }
       await sleep(delay, o.signal);

@@ -9,8 +9,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type * as T from '../../../src/csi/types.js';
 import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
 import { wwnForSlot } from '../../../src/proxmox/contract.js';
-import { driveString } from '../../../src/proxmox/controller/params.js';
-import { callCtx, createReq, publishReq as pubReq } from '../../helpers/csi-requests.js';
+import { GiB, driveString } from '../../../src/proxmox/controller/params.js';
+import { callCtx, createReq, expandReq, publishReq as pubReq } from '../../helpers/csi-requests.js';
 import { outcome as kind } from '../../helpers/outcome.js';
 import { proxmoxController, startSimCluster } from '../../helpers/proxmox-on-sim.js';
 import type { Teardown } from '../../helpers/teardown.js';
@@ -177,4 +177,43 @@ t.test('inside the window: one task list read per candidate node, own tasks are 
   t.ok(took < 5000, `no wait for the process's own task (second publish took ${took} ms, its own task 3 s)`);
   t.same(await holders('vm-9999-pvc-in-window-a'), ['talos-cp-1']);
   t.same(await holders('vm-9999-pvc-in-window-b'), ['talos-worker-1']);
+});
+
+// The same rule for ControllerExpandVolume: an unattached volume is expanded offline through a
+// helper VM, and a volume with a pending change is refused; a change the dead process sent that
+// still waits for the lock is in neither place yet. Inside the window the expansion first waits
+// for it (or answers ABORTED naming it), then reads where the disk is: here on talos-worker-1,
+// so it is resized there (online, the guest sees the new size), never through a helper VM while
+// the attach lands.
+t.test("an expansion waits for a killed process's attach of the volume, then resizes through that VM", async (t) => {
+  const { admin, controller, holders, deadProcessAttach } = await start(t);
+  const old = controller();
+  const id = await createdId(old.createVolume(createReq('pvc-crash-expand'), ctx()));
+  await old.close();
+  await admin.holdLock({ vmid: 111 }, 4000);
+  const upid = await deadProcessAttach('vm-9999-pvc-crash-expand');
+  const since = (await admin.requests()).lastSeq;
+  const stop = sampleHolders(holders, 'vm-9999-pvc-crash-expand');
+
+  const fresh = controller();
+  const first = await kind(fresh.controllerExpandVolume(expandReq(id, 2 * GiB), ctx(2000)));
+  t.equal(first.kind, 'Aborted', "ABORTED while the dead process's change may still land");
+  t.match(first.message, upid, 'the message names the task');
+  const second = await kind(fresh.controllerExpandVolume(expandReq(id, 2 * GiB), ctx(15_000)));
+  t.equal(second.kind, 'ok', `expanded once the attach landed (${second.message})`);
+  const { max, seen } = await stop();
+  const entries = (await admin.requests(since)).entries;
+  t.same(
+    entries
+      .filter((e) => e.route === 'PUT /nodes/{node}/qemu/{vmid}/resize' && e.status === 200)
+      .map((e) => /\/qemu\/(\d+)\//.exec(e.path)?.[1]),
+    ['111'],
+    'resized through talos-worker-1 (111), where the disk landed',
+  );
+  t.notOk(
+    entries.some((e) => e.route === 'POST /nodes/{node}/qemu/{vmid}/config'),
+    'no helper attachment was made',
+  );
+  t.ok(max <= 1, `the disk was never on two VMs (at most on ${seen.join(', ')})`);
+  t.same(await holders('vm-9999-pvc-crash-expand'), ['talos-worker-1']);
 });
