@@ -14,6 +14,7 @@ import { FakeDisks } from './fake-disks.js';
 import { rejection } from '../../helpers/rejection.js';
 import { NODE_METHODS, implemented } from '../../helpers/implemented.js';
 import { present } from '../../helpers/present.js';
+import { fakeClock } from '../../helpers/fake-clock.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 const WWN3 = '5056432d49443033';
@@ -330,6 +331,7 @@ t.test('stats: abnormal when the disk is gone or the mount broken', async (t) =>
 });
 
 t.test('expand waits for the new size, then says it has not arrived', async (t) => {
+  fakeClock(t);
   const { node, disks, sys, dir } = setup(t);
   disks.add(WWN3, '/dev/sdx', '8:16', { fsType: 'ext4' }, 1 << 30);
   const target = path.join(dir, 'pub');

@@ -86,12 +86,13 @@ t.test('findByWwn rescans every SCSI host and waits for a late disk', async (t) 
   const s = fakeSysfs(t);
   s.addHost(0);
   s.addHost(2);
-  const bd = blockDevices(s, { deviceDir: path.join(s.root, 'none'), pollMs: 50 });
-  setTimeout(() => s.addDisk('2:0:0:7', { vendor: 'QEMU', wwid: `naa.${WWN7}`, block: 'loop1' }), 300);
+  // Real time at a small scale: the sysfs reads are real I/O, which a fake clock would jump over.
+  const bd = blockDevices(s, { deviceDir: path.join(s.root, 'none'), pollMs: 10 });
+  setTimeout(() => s.addDisk('2:0:0:7', { vendor: 'QEMU', wwid: `naa.${WWN7}`, block: 'loop1' }), 80);
   const started = Date.now();
   const found = await bd.findByWwn(WWN7, { waitMs: 5000 });
   t.equal(found, '/dev/loop1');
-  t.ok(Date.now() - started >= 250, 'waited for it');
+  t.ok(Date.now() - started >= 70, 'waited for it');
   for (const h of ['host0', 'host2']) {
     t.equal(
       fs.readFileSync(path.join(s.root, 'class', 'scsi_host', h, 'scan'), 'utf8'),
@@ -104,11 +105,11 @@ t.test('findByWwn rescans every SCSI host and waits for a late disk', async (t) 
 t.test('findByWwn gives up after the bounded wait', async (t) => {
   const s = fakeSysfs(t);
   s.addHost(0);
-  const bd = blockDevices(s, { deviceDir: path.join(s.root, 'none'), pollMs: 50 });
+  const bd = blockDevices(s, { deviceDir: path.join(s.root, 'none'), pollMs: 10 });
   const started = Date.now();
-  t.equal(await bd.findByWwn(WWN1, { waitMs: 400 }), undefined);
+  t.equal(await bd.findByWwn(WWN1, { waitMs: 100 }), undefined);
   const elapsed = Date.now() - started;
-  t.ok(elapsed >= 380 && elapsed < 1500, `gave up after ${elapsed} ms`);
+  t.ok(elapsed >= 95 && elapsed < 1500, `gave up after ${elapsed} ms`);
 });
 
 t.test('findByWwn falls back to the wwn-0x link in the device dir', async (t) => {

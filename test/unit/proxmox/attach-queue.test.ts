@@ -11,6 +11,7 @@ import { VmLocator } from '../../../src/proxmox/controller/vm-locator.js';
 import { present } from '../../helpers/present.js';
 import { rejection } from '../../helpers/rejection.js';
 import { seedCluster } from './fake-api.js';
+import { fakeClock } from '../../helpers/fake-clock.js';
 
 const WORKER1 = { vmid: 102, node: 'hyper1', name: 'talos-worker-1' };
 const CP1 = { vmid: 101, node: 'hyper1', name: 'talos-cp-1' };
@@ -46,6 +47,7 @@ async function kindOf(p: Promise<unknown>): Promise<string> {
 }
 
 t.test('one attach: first free slot, WWN of the slot, confirmed, idempotent', async (t) => {
+  fakeClock(t);
   const { f, q, req, cfg } = setup();
   const slot = await q.attach(WORKER1, req('pvc-a'));
   t.equal(slot, 1, 'scsi0 is the boot disk; scsi1 is first free');
@@ -58,6 +60,7 @@ t.test('one attach: first free slot, WWN of the slot, confirmed, idempotent', as
 });
 
 t.test('slot allocation honours current, pending and pending-delete entries, and cleans leftovers', async (t) => {
+  fakeClock(t);
   const { f, q, req, cfg } = setup();
   const vm = f.vmOf(102);
   req('other-1');
@@ -76,6 +79,7 @@ t.test('slot allocation honours current, pending and pending-delete entries, and
 });
 
 t.test('concurrent attaches to one VM are merged and never race for a slot', async (t) => {
+  fakeClock(t);
   const { f, q, req, cfg } = setup();
   f.latencyMs = 10;
   const names = Array.from({ length: 24 }, (_, i) => `pvc-${i}`);
@@ -94,6 +98,7 @@ t.test('concurrent attaches to one VM are merged and never race for a slot', asy
 });
 
 t.test('ResourceExhausted only for what does not fit', async (t) => {
+  fakeClock(t);
   const { f, q, req } = setup();
   const vm = f.vmOf(102);
   for (let s = 1; s <= 29; s++) vm.config.set(`scsi${s}`, `local-lvm:vm-9999-fill-${s}`);
@@ -103,6 +108,7 @@ t.test('ResourceExhausted only for what does not fit', async (t) => {
 });
 
 t.test('lock timeouts are retried with backoff', async (t) => {
+  fakeClock(t);
   const { f, q, req, cfg } = setup();
   f.faults.lockTimeouts = 2;
   t.equal(await q.attach(WORKER1, req('pvc-a')), 1);
@@ -111,6 +117,7 @@ t.test('lock timeouts are retried with backoff', async (t) => {
 });
 
 t.test('a task that ends in error is an error', async (t) => {
+  fakeClock(t);
   const { f, q, req, cfg } = setup();
   f.faults.taskExits.push('hotplug problem - unable to add device');
   const p = q.attach(WORKER1, req('pvc-a'));
@@ -124,6 +131,7 @@ t.test('a task that ends in error is an error', async (t) => {
 });
 
 t.test('one bad disk in a merged change does not fail the others', async (t) => {
+  fakeClock(t);
   const { f, q, req } = setup();
   const good = [req('pvc-a'), req('pvc-b')];
   const bad = req('pvc-gone');
@@ -134,6 +142,7 @@ t.test('one bad disk in a merged change does not fail the others', async (t) => 
 });
 
 t.test('lost answers: read back instead of repeating', async (t) => {
+  fakeClock(t);
   const { f, q, req, cfg } = setup();
   f.faults.dropAfter.set('updateVmConfig', 1);
   t.equal(await q.attach(WORKER1, req('pvc-a')), 1, 'the change happened though its answer was lost');
@@ -149,6 +158,7 @@ t.test('lost answers: read back instead of repeating', async (t) => {
 });
 
 t.test('single-node volumes are not attached to a second VM', async (t) => {
+  fakeClock(t);
   const { f, q, req } = setup();
   await q.attach(CP1, req('pvc-a'));
   const p = q.attach(WORKER1, req('pvc-a'));
@@ -159,6 +169,7 @@ t.test('single-node volumes are not attached to a second VM', async (t) => {
 });
 
 t.test('readonly mismatch on the same VM is AlreadyExists', async (t) => {
+  fakeClock(t);
   const { q, req } = setup();
   await q.attach(WORKER1, req('pvc-a'));
   t.equal(
@@ -168,6 +179,7 @@ t.test('readonly mismatch on the same VM is AlreadyExists', async (t) => {
 });
 
 t.test('detach: merged, idempotent, VM gone is success', async (t) => {
+  fakeClock(t);
   const { f, q, req, cfg } = setup();
   const reqs = Array.from({ length: 10 }, (_, i) => req(`pvc-${i}`));
   await Promise.all(reqs.map((r) => q.attach(WORKER1, r)));
@@ -189,6 +201,7 @@ t.test('detach: merged, idempotent, VM gone is success', async (t) => {
 });
 
 t.test('detach that stays pending: retried, reported, then cleaned up', async (t) => {
+  fakeClock(t);
   const { f, q, req, cfg } = setup(100);
   const r = req('pvc-a');
   await q.attach(WORKER1, r);
@@ -205,6 +218,7 @@ t.test('detach that stays pending: retried, reported, then cleaned up', async (t
 });
 
 t.test('detach removes leftover unused and pending entries of the disk only', async (t) => {
+  fakeClock(t);
   const { f, q, req, cfg } = setup();
   const vm = f.vmOf(102);
   const r = req('pvc-a');
@@ -219,6 +233,7 @@ t.test('detach removes leftover unused and pending entries of the disk only', as
 });
 
 t.test('never drops an unused entry the VM owns (that would free the disk)', async (t) => {
+  fakeClock(t);
   const { f, q, cfg } = setup();
   f.vmOf(102).config.set('unused0', 'local-lvm:vm-102-disk-1');
   await q.detach(WORKER1, { storage: 'local-lvm', disk: 'vm-102-disk-1' });
@@ -227,6 +242,7 @@ t.test('never drops an unused entry the VM owns (that would free the disk)', asy
 });
 
 t.test('attach over a pending delete of the same disk finishes the detach first', async (t) => {
+  fakeClock(t);
   const { f, q, req } = setup();
   const r = req('pvc-a');
   const vm = f.vmOf(102);
@@ -239,6 +255,7 @@ t.test('attach over a pending delete of the same disk finishes the detach first'
 });
 
 t.test('follows a VM that migrated to another node', async (t) => {
+  fakeClock(t);
   const { f, q, req } = setup();
   const r = req('pvc-a');
   await q.attach(WORKER1, r);
@@ -249,6 +266,7 @@ t.test('follows a VM that migrated to another node', async (t) => {
 });
 
 t.test('storm: attaches and detaches mixed, with latency and lost answers', async (t) => {
+  fakeClock(t);
   const { f, q, req, cfg } = setup(2000);
   f.latencyMs = 3;
   const reqs = Array.from({ length: 16 }, (_, i) => req(`pvc-${i}`));
@@ -274,6 +292,7 @@ t.test('storm: attaches and detaches mixed, with latency and lost answers', asyn
 });
 
 t.test('helper attachments (offline expansion) and publishes of the same disk never mix', async (t) => {
+  fakeClock(t);
   const { f, q, req, cfg } = setup();
   const helper = (name: string) => req(name, { options: HELPER_DRIVE_OPTIONS, exclusive: false, helper: true });
   t.equal(await q.attach(WORKER1, helper('pvc-h')), 1);

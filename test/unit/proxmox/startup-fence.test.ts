@@ -6,6 +6,7 @@ import pino from 'pino';
 import { isCsiError } from '../../../src/errors.js';
 import type { ActiveTask, ProxmoxApi, TaskStatus } from '../../../src/proxmox/api/api.js';
 import { StartupFence } from '../../../src/proxmox/controller/startup-fence.js';
+import { fakeClock } from '../../helpers/fake-clock.js';
 
 const ME = 'kubernetes-csi@pve!csi';
 const log = pino({ level: 'silent' });
@@ -40,6 +41,7 @@ function fakeApi(running: ActiveTask[], endsAfterMs: Record<string, number> = {}
 }
 
 t.test('no foreign task: one list per node, no wait', async (t) => {
+  fakeClock(t);
   const { api, calls } = fakeApi([task(1, 'qmstart'), task(2, 'qmconfig', 'someone@pve!other')]);
   const f = new StartupFence(api, { cluster: 'homelab', identity: ME, log });
   await f.settle(['hyper1', 'hyper2', 'hyper1'], 'publishing x');
@@ -47,6 +49,7 @@ t.test('no foreign task: one list per node, no wait', async (t) => {
 });
 
 t.test('waits for a foreign qmconfig task of our identity until it stops', async (t) => {
+  fakeClock(t);
   const { api, calls } = fakeApi([task(1)], { [upid(1)]: 300 });
   const f = new StartupFence(api, { cluster: 'homelab', identity: ME, log });
   const t0 = Date.now();
@@ -56,6 +59,7 @@ t.test('waits for a foreign qmconfig task of our identity until it stops', async
 });
 
 t.test('refuses with ABORTED naming the task when the deadline comes first', async (t) => {
+  fakeClock(t);
   const { api } = fakeApi([task(1)]);
   const f = new StartupFence(api, { cluster: 'homelab', identity: ME, log });
   const err = await f.settle(['hyper1'], 'publishing x', { deadline: Date.now() + 800 }).then(
@@ -67,6 +71,7 @@ t.test('refuses with ABORTED naming the task when the deadline comes first', asy
 });
 
 t.test('a task seen running is waited for at most the window (its lock wait is over then)', async (t) => {
+  fakeClock(t);
   const { api } = fakeApi([task(1)]);
   const f = new StartupFence(api, { cluster: 'homelab', identity: ME, log, windowMs: 400 });
   const t0 = Date.now();
@@ -75,6 +80,7 @@ t.test('a task seen running is waited for at most the window (its lock wait is o
 });
 
 t.test("the process's own config changes are not waited for; unknown identity: any user's", async (t) => {
+  fakeClock(t);
   const own = fakeApi([task(9)]);
   const f = new StartupFence(own.api, { cluster: 'homelab', identity: ME, log });
   await f.track(own.api).updateVmConfig('hyper1', 111, { set: {} });
@@ -90,6 +96,7 @@ t.test("the process's own config changes are not waited for; unknown identity: a
 });
 
 t.test('after the window: no call at all', async (t) => {
+  fakeClock(t);
   const { api, calls } = fakeApi([task(1)]);
   const f = new StartupFence(api, { cluster: 'homelab', identity: ME, log, windowMs: 0 });
   t.notOk(f.open);
