@@ -104,6 +104,10 @@ t.test('config file text, digest, views and unused registration', async (t) => {
 });
 
 t.test('keyed locks: one holder, FIFO waiters, timeout message', async (t) => {
+  // The lock wait is simulated time and unref'd (sim/locks.ts): with no server in this process,
+  // only this keeps it alive until the 20 ms timeout fires.
+  const keepAlive = setInterval(() => undefined, 1000);
+  t.teardown(() => clearInterval(keepAlive));
   const locks = new KeyedLocks();
   const order: number[] = [];
   const release = await locks.acquire('a', '/var/lock/x', 100);
