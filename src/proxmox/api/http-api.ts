@@ -22,7 +22,7 @@ import type {
 import { taskError, toCsiError } from './errors.js';
 import { backgroundTaskExit } from './package-errors.js';
 import { TicketEngine, TicketSession } from './ticket-session.js';
-import { createTransport } from './transport.js';
+import { createTransport, packageFetch } from './transport.js';
 import { flag, num, record, rows, text, upidOrNull } from './wire.js';
 
 export interface HttpApiOptions {
@@ -99,7 +99,7 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
     ca,
   });
 
-  const common = { host, port, schema, queryTimeout: queryTimeoutMs + 1_000, fetch: transport.fetch };
+  const common = { host, port, schema, queryTimeout: queryTimeoutMs + 1_000, fetch: packageFetch(transport.fetch) };
   const engine =
     credentials.kind === 'token'
       ? new ProxmoxEngine({ ...common, tokenID: credentials.tokenId, tokenSecret: credentials.tokenSecret })

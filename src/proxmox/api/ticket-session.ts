@@ -5,10 +5,10 @@
 // the password when the ticket is refused. A request answered 401 "invalid PVE ticket" drops the
 // ticket so the next login starts fresh (the proxmox-api engine re-sends such a request once:
 // safe, since PVE rejected it before running it).
-import type { Response, RequestInit } from 'undici';
 import { ProxmoxEngine } from 'proxmox-api';
 import { FailedPrecondition, Unavailable } from '../../errors.js';
 import { TRANSPORT_MARK } from './package-errors.js';
+import type { FetchLike } from './transport.js';
 
 /** PVE::AccessControl's `$ticket_lifetime`. */
 export const PVE_TICKET_LIFETIME_MS = 2 * 3600_000;
@@ -27,7 +27,7 @@ export interface TicketSessionOptions {
   password: string;
   /** Cluster (region) name, for messages. */
   region: string;
-  fetch: (url: string, init: RequestInit) => Promise<Response>;
+  fetch: FetchLike;
   renewAfterMs?: number;
   now?: () => number;
 }
