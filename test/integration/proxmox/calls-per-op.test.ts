@@ -15,7 +15,10 @@ const pubReq = (volumeId: string) => publishReq(volumeId, VM, PARAMS);
 
 t.test('calls per operation stay at the minimum (happy path, warm caches)', async (t) => {
   const { admin, c } = await startProxmoxOnSim(t, {
-    sim: { faults: { taskDurationMs: 0 } },
+    // Every call takes a little time, as a real one does: the config task then ends while the
+    // publish's task-list read is on its way (the happy path the budget counts). With none, the
+    // read could reach the simulator within the 1 ms the task takes to start, and count a poll.
+    sim: { faults: { taskDurationMs: 0, latencyMs: 5 } },
     // Caches stay warm for the whole test: what is counted is the operation, not a refresh. No
     // start-up window (startup-fence.ts): steady state is what is counted.
     controller: { tuning: { cacheTtlMs: 120_000, startupFenceMs: 0 } },
