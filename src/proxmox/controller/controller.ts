@@ -2,6 +2,7 @@
 // Proxmox cluster, keyed by region, and the RPC handlers bound to them.
 import type { Logger } from 'pino';
 import type { ProxmoxClusterConfig, ProxmoxConfig } from '../../config/types.js';
+import { bindHandlers } from '../../csi/bind.js';
 import type { ControllerBackend, ControllerCapability } from '../../csi/types.js';
 import { InvalidArgument } from '../../errors.js';
 import { defined } from '../../defined.js';
@@ -103,16 +104,18 @@ export function createProxmoxController(opts: ProxmoxControllerOptions): Proxmox
 
   return {
     capabilities: PROXMOX_CONTROLLER_CAPABILITIES,
-    createVolume: (req, ctx) => createVolume(core, req, ctx),
-    deleteVolume: (req, ctx) => deleteVolume(core, req, ctx),
-    validateVolumeCapabilities: (req, ctx) => validateVolumeCapabilities(core, req, ctx),
-    controllerPublishVolume: (req, ctx) => controllerPublishVolume(core, req, ctx),
-    controllerUnpublishVolume: (req, ctx) => controllerUnpublishVolume(core, req, ctx),
-    listVolumes: (req, ctx) => listVolumes(core, req, ctx),
-    getCapacity: (req, ctx) => getCapacity(core, req, ctx),
-    controllerExpandVolume: (req, ctx) => controllerExpandVolume(core, req, ctx),
-    controllerGetVolume: (req, ctx) => controllerGetVolume(core, req, ctx),
-    controllerModifyVolume: (req, ctx) => controllerModifyVolume(core, req, ctx),
+    ...bindHandlers(core, {
+      createVolume,
+      deleteVolume,
+      validateVolumeCapabilities,
+      controllerPublishVolume,
+      controllerUnpublishVolume,
+      listVolumes,
+      getCapacity,
+      controllerExpandVolume,
+      controllerGetVolume,
+      controllerModifyVolume,
+    }),
     async probe(signal) {
       const all = await this.health(signal);
       return all.every((h) => h.up);

@@ -1,5 +1,6 @@
 // The node half of csi.proxmox.sinextra.dev: disks hot-plugged into this VM by the controller,
 // found by WWN, formatted once, staged, bound into pods.
+import { bindHandlers } from '../../csi/bind.js';
 import type { NodeBackend, NodeCapability, NodeGetInfoResponse } from '../../csi/types.js';
 import { asCsiError } from '../../node/common.js';
 import { type ProxmoxNodeOptions, proxmoxNodeDeps } from './deps.js';
@@ -60,12 +61,14 @@ export function createProxmoxNode(opts: ProxmoxNodeOptions): NodeBackend {
       }
     },
 
-    nodeStageVolume: (req, ctx) => nodeStageVolume(d, req, ctx),
-    nodeUnstageVolume: (req, ctx) => nodeUnstageVolume(d, req, ctx),
-    nodePublishVolume: (req, ctx) => nodePublishVolume(d, req, ctx),
-    nodeUnpublishVolume: (req, ctx) => nodeUnpublishVolume(d, req, ctx),
-    nodeExpandVolume: (req, ctx) => nodeExpandVolume(d, req, ctx),
-    nodeGetVolumeStats: (req, ctx) => nodeGetVolumeStats(d, req, ctx),
+    ...bindHandlers(d, {
+      nodeStageVolume,
+      nodeUnstageVolume,
+      nodePublishVolume,
+      nodeUnpublishVolume,
+      nodeExpandVolume,
+      nodeGetVolumeStats,
+    }),
   };
   return confineToKubeletDir(backend, opts.kubeletDir ?? DEFAULT_KUBELET_DIR);
 }
