@@ -190,7 +190,7 @@ try {
   });
   // What the driver does on top of the raw commands: two gRPC round trips (a CSI call is one),
   // and the signature check that keeps it from formatting or mounting a disk it must not — read
-  // in-process (the first 4 MiB and the last 2 MiB, src/os/signature.ts) on an empty disk or one
+  // in-process (68 KiB at the start and the last 2 MiB, src/os/signature.ts) on an empty disk or one
   // holding the filesystem asked for, blkid -p for anything else.
   const probe: number[] = [];
   const blkid: number[] = [];
@@ -209,7 +209,7 @@ try {
   }
   rows.push({ what: 'of which: one gRPC round trip (Probe)', samples: probe, note: 'stage + publish make 2' });
   rows.push({
-    what: 'signature check in-process (6 MiB read)',
+    what: 'signature check in-process (2 reads)',
     samples: quick,
     note: 'empty disk, or the fs asked for',
   });

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { type Exec, isCommandError } from './exec.js';
 import { isErrno } from './paths.js';
 import { type DriverDisks, findScsiByWwn, foreignScsiSlots, isDriverScsiDisk, rescanScsiHosts } from './scsi.js';
-import { classifySignature, HEAD_BYTES, type Signature, TAIL_BYTES } from './signature.js';
+import { readSignature, type Signature } from './signature.js';
 
 export type FsType = 'ext4' | 'xfs';
 
@@ -209,12 +209,10 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
         const sectors = Number(await readOr(path.join(sysfsRoot, 'dev', 'block', majMinFromRdev(st.rdev), 'size')));
         const size = Number.isSafeInteger(sectors) && sectors > 0 ? sectors * 512 : 0;
         if (size === 0) return { kind: 'unknown' };
-        const headLen = Math.min(size, HEAD_BYTES);
-        const tailLen = Math.min(size - headLen, TAIL_BYTES);
-        const buf = Buffer.allocUnsafe(headLen + tailLen);
-        await readFully(handle, buf.subarray(0, headLen), 0);
-        await readFully(handle, buf.subarray(headLen), size - tailLen);
-        return classifySignature(buf.subarray(0, headLen), buf.subarray(headLen));
+        return await readSignature(size, async (r) => {
+          const buf = Buffer.allocUnsafe(r.length);
+          return buf.subarray(0, await readFully(handle, buf, r.offset));
+        });
       } finally {
         await handle.close();
       }
