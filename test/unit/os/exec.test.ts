@@ -81,6 +81,15 @@ t.test('an aborted signal kills the command', async (t) => {
   );
 });
 
+t.test('a command killed by a signal fails naming it; input a command never reads is no error', async (t) => {
+  const err = await rejection(exec.run('sh', ['-c', 'kill -9 $$']));
+  t.ok(isCommandError(err, 'exit'));
+  t.equal(isCommandError(err) && err.exitCode, -1);
+  t.match(err.message, /killed by SIGKILL/);
+  const r = await exec.run('true', [], { input: 'x'.repeat(1 << 20) });
+  t.equal(r.exitCode, 0, 'the closed pipe is not an error of ours');
+});
+
 t.test('a missing program is a spawn failure, not a crash', async (t) => {
   const err = await rejection(exec.run('/nonexistent/program-xyz', ['a']));
   t.ok(isCommandError(err, 'spawn'), `got ${err}`);
