@@ -126,37 +126,23 @@ t.test('every foreign signature and any data sends the disk to blkid', { skip },
     'a partition table',
   );
   t.equal(dos.ptType, 'dos', 'blkid sees the partition table');
-  await agrees(
-    t,
-    image(64, (f) => write(f, 4096, randomBytes(4096))),
-    'unknown',
-    'random data, no signature',
-  );
-  await agrees(
-    t,
-    image(64, (f) => write(f, 1 * MiB, randomBytes(512))),
-    'unknown',
-    'data at 1 MiB (VMFS volume)',
-  );
-  await agrees(
-    t,
-    image(64, (f) => write(f, 2 * MiB, randomBytes(512))),
-    'unknown',
-    'data at 2 MiB (VMFS, bcachefs)',
-  );
-  // Where no prober looks, and beyond the first MiB: empty, as blkid -p and the zero check said before.
-  await agrees(
-    t,
-    image(64, (f) => write(f, 3 * MiB, randomBytes(512))),
-    'empty',
-    'data at 3 MiB only',
-  );
-  await agrees(
-    t,
-    image(64, (f) => write(f, 63 * MiB, randomBytes(512))),
-    'unknown',
-    'data near the end only',
-  );
+  // Data without a signature: in the first MiB, where blkid's far magics are, and near the end —
+  // blkid's word. Where no prober looks and beyond the first MiB: empty, as blkid -p and the zero
+  // check said before.
+  const data: [number, Signature['kind'], string][] = [
+    [4096, 'unknown', 'random data, no signature'],
+    [1 * MiB, 'unknown', 'data at 1 MiB (VMFS volume)'],
+    [2 * MiB, 'unknown', 'data at 2 MiB (VMFS, bcachefs)'],
+    [3 * MiB, 'empty', 'data at 3 MiB only'],
+    [63 * MiB, 'unknown', 'data near the end only'],
+  ];
+  for (const [at, kind, why] of data)
+    await agrees(
+      t,
+      image(64, (f) => write(f, at, randomBytes(512))),
+      kind,
+      why,
+    );
 });
 
 t.test('a filesystem with something else next to it goes to blkid', { skip }, async (t) => {
