@@ -8,12 +8,12 @@
 // 32.7 + 39.6 = 72 MiB on this machine. --flags adds a row with other V8 flags (an experiment).
 // Not offered: --lite-mode/--jitless (no WebAssembly, which undici's HTTP parser needs).
 //   npx tsx bench/rss.ts [--ops 2000] [--limit-mib N] [--flags '--x --y'] [--json] [--md]
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { HOST_NODE, startNfsBackend, startProxmoxBackend } from '../scripts/lib/backends.js';
+import { spawnGuarded } from '../scripts/lib/reaper.js';
 import { csiClient, type VolumeCapability } from '../test/helpers/csi-client.js';
 import { chartLimitMiB, COMPILED_MAIN, rssMiB, startProgram, type StartOptions } from './lib/program.js';
 import { pool, printTable, type Row } from './lib/table.js';
@@ -44,7 +44,7 @@ const settle = () => new Promise((r) => setTimeout(r, 2000));
 
 /** RSS of a bare `node` idling: what any Node.js program costs before it loads anything. */
 async function bareNodeMiB(): Promise<number> {
-  const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1e9)'], { stdio: 'ignore', env: {} });
+  const child = spawnGuarded(process.execPath, ['-e', 'setInterval(() => {}, 1e9)'], { stdio: 'ignore', env: {} });
   await settle();
   const rss = rssMiB(child.pid ?? -1);
   child.kill();

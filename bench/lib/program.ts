@@ -3,13 +3,14 @@
 // scripts/bench.sh builds it first). The memory limit is the chart's for the mode (values.yaml),
 // given to the entrypoint as a cgroup file. Spawn it, wait until every socket answers Probe, read
 // its memory and CPU time from /proc.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { identityClient, probeReady } from '../../src/server/self-probe.js';
+import { spawnGuarded } from '../../scripts/lib/reaper.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 /** BENCH_MAIN: another build of the program (e.g. an older commit's dist/src/main.js) to compare against. */
@@ -86,13 +87,14 @@ export async function startProgram(args: string[], endpoints: string[], o: Start
     cmd = ['/bin/sh', [ENTRYPOINT, ...args]];
   }
   const t0 = process.hrtime.bigint();
-  const child = spawn(cmd[0], cmd[1], { stdio: ['ignore', 'ignore', 'pipe'], env });
+  // Its own process group, killed if the bench ends first (kill -9 included: scripts/lib/reaper.ts).
+  const child = spawnGuarded(cmd[0], cmd[1], { stdio: ['ignore', 'ignore', 'pipe'], env });
   if (cgroup) {
     const dir = cgroup;
     child.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
   }
   let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const state = { dead: false };
   void exited.then(() => (state.dead = true));

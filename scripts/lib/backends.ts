@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { type RunningSimulator, startSimulator } from '../../sim/index.js';
 import { defined } from '../../src/defined.js';
+import { undoOnExit } from './reaper.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -99,6 +100,9 @@ export async function startProxmoxBackend(
 
 export async function startNfsBackend(runDir: string, o: { v4only?: boolean } = {}): Promise<Backends<NfsInfo>> {
   const dir = path.join(runDir, 'ganesha');
+  const stop = [path.join(ROOT, 'scripts/ganesha.sh'), 'stop', '--dir', dir];
+  // ganesha daemonizes: registered before it starts, so even a harness killed meanwhile stops it.
+  const release = undoOnExit({ run: ['bash', ...stop] });
   const out = execFileSync(
     'bash',
     [path.join(ROOT, 'scripts/ganesha.sh'), 'start', '--dir', dir, ...(o.v4only ? ['--protocols', '4'] : [])],
@@ -127,7 +131,8 @@ export async function startNfsBackend(runDir: string, o: { v4only?: boolean } = 
       mountPort: String(g.mountPort),
     },
     close: async () => {
-      execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'stop', '--dir', dir], { stdio: 'ignore' });
+      execFileSync('bash', stop, { stdio: 'ignore' });
+      release();
     },
   };
 }

@@ -1,9 +1,11 @@
 // Child processes for the orchestration scripts (sanity, demo, VM tier): started in their own
 // process group, their output kept in a log file, waited on for a "ready" JSON line, and always
-// killed on exit, Ctrl-C or failure so nothing is left running.
+// killed on exit, Ctrl-C or failure so nothing is left running (on kill -9 of this process too:
+// scripts/lib/reaper.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import { defined } from '../../src/defined.js';
+import { spawnGuarded } from './reaper.js';
 
 /** A JSON object line of a child's stdout. */
 export type JsonLine = Record<string, unknown>;
@@ -60,10 +62,10 @@ export function start(
 ): Proc {
   hookExit();
   const out = fs.openSync(opts.logFile, 'a');
-  const child = spawn(cmd, args, {
+  // Its own process group, killed by scripts/lib/reaper.sh if this process dies first (kill -9).
+  const child = spawnGuarded(cmd, args, {
     cwd: opts.cwd,
     env: { ...process.env, ...opts.env },
-    detached: true,
     stdio: ['ignore', 'pipe', out],
   });
   let buf = '';

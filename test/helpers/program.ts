@@ -1,9 +1,11 @@
 // The real program (src/main.ts under tsx) as a child process, for tests of what only the whole
-// process does: flags, start-up, signals, sockets. Killed on the test's teardown if still running.
-import { spawn, type ChildProcessByStdio } from 'node:child_process';
+// process does: flags, start-up, signals, sockets. Killed on the test's teardown if still running,
+// and by scripts/lib/reaper.sh if the test process is killed first.
+import type { ChildProcessByStdio } from 'node:child_process';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Teardown } from './teardown.js';
+import { spawnGuarded } from '../../scripts/lib/reaper.js';
 
 export interface RunningProgram {
   child: ChildProcessByStdio<null, Readable, Readable>;
@@ -17,9 +19,11 @@ export interface RunningProgram {
 }
 
 export function spawnProgram(t: Teardown, args: string[]): RunningProgram {
-  const child = spawn(process.execPath, ['--import=tsx', path.resolve('src/main.ts'), ...args], {
+  // Its own process group, killed if this test process dies first (scripts/lib/reaper.ts); the
+  // spawn options make stdout and stderr pipes.
+  const child = spawnGuarded(process.execPath, ['--import=tsx', path.resolve('src/main.ts'), ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  }) as ChildProcessByStdio<null, Readable, Readable>;
   t.teardown(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
