@@ -134,17 +134,17 @@ t.test('QmpHotplug errors: device_add refused, unplug never completes, no socket
   );
 });
 
-t.test('through the API: attach, grow, detach, and a refused hot-plug staying pending', async (t) => {
+/** A simulator whose VM 101 is the fake QEMU, with a 1 GiB volume of VM 9999 on local-lvm. */
+async function simWithVolume(t: { teardown(fn: () => unknown): void }, filename: string) {
   const ts = await startTestSim({ backend: 'qmp', qmp: { 101: fake.path } });
   t.teardown(() => ts.close());
   const { call } = ts;
-  const volid = (
-    await call('POST', '/nodes/hyper1/storage/local-lvm/content', {
-      vmid: 9999,
-      filename: 'vm-9999-pvc-q',
-      size: '1G',
-    })
-  ).body?.data as string;
+  const created = await call('POST', '/nodes/hyper1/storage/local-lvm/content', { vmid: 9999, filename, size: '1G' });
+  return { ts, call, volid: created.body?.data as string };
+}
+
+t.test('through the API: attach, grow, detach, and a refused hot-plug staying pending', async (t) => {
+  const { ts, call, volid } = await simWithVolume(t, 'vm-9999-pvc-q');
   const file = join(ts.sim.stateDir, 'images', 'hyper1', 'local-lvm', 'vm-9999-pvc-q.raw');
   t.equal(statSync(file).size, 1024 ** 3, 'a sparse file backs the volume');
   fake.commands = [];
@@ -183,16 +183,7 @@ t.test('through the API: attach, grow, detach, and a refused hot-plug staying pe
 });
 
 t.test('option changes of an attached disk: throttle live, backup config-only, cache stays pending', async (t) => {
-  const ts = await startTestSim({ backend: 'qmp', qmp: { 101: fake.path } });
-  t.teardown(() => ts.close());
-  const { call } = ts;
-  const volid = (
-    await call('POST', '/nodes/hyper1/storage/local-lvm/content', {
-      vmid: 9999,
-      filename: 'vm-9999-pvc-t',
-      size: '1G',
-    })
-  ).body?.data as string;
+  const { call, volid } = await simWithVolume(t, 'vm-9999-pvc-t');
   const line = (extra: string) => `${volid},backup=0,iothread=1${extra},wwn=${wwnForSlot(4)}`;
   const current = async () =>
     ((await call('GET', '/nodes/hyper1/qemu/101/pending')).body?.data as Array<Record<string, unknown>>).find(

@@ -13,41 +13,11 @@ import { NFS_PARAMETERS } from '../../src/nfs/param-keys.js';
 import { parseCreateParameters } from '../../src/proxmox/controller/params.js';
 import { parseCreateParams } from '../../src/nfs/controller/params.js';
 import { isCsiError } from '../../src/errors.js';
-import { FSTYPE_KEY, PROXMOX_DRIVER_NAME } from '../../src/proxmox/contract.js';
+import { PROXMOX_DRIVER_NAME } from '../../src/proxmox/contract.js';
 import { NFS_DRIVER_NAME } from '../../src/nfs/contract.js';
 import { present } from '../helpers/present.js';
+import { NFS_EXAMPLES, PROXMOX_EXAMPLES } from '../helpers/storage-class-examples.js';
 import { render, renderError } from './helm.js';
-
-/** One valid value per key; a key added to a driver without one here fails the test. */
-const PROXMOX_EXAMPLES: Record<string, string> = {
-  storage: 'local-lvm',
-  storageFormat: 'raw',
-  aio: 'native',
-  cache: 'none',
-  ssd: 'true',
-  backup: 'false',
-  iothread: 'true',
-  diskIOPS: '100',
-  diskMBps: '10',
-  blockSize: '4096',
-  inodeSize: '256',
-  replicate: 'false',
-  replicateSchedule: '*/15',
-  replicateZones: 'hyper1,hyper2',
-  resizeRequired: 'false',
-  resizeSizeBytes: '0',
-  encrypted: 'false',
-  [FSTYPE_KEY]: 'xfs',
-};
-const NFS_EXAMPLES: Record<string, string> = {
-  server: 'nas.example',
-  share: '/volume1/k8s-volumes/talos',
-  subDir: 'apps/data',
-  mountPermissions: '0770',
-  onDelete: 'retain',
-  uid: '1000',
-  gid: '1000',
-};
 
 const schema = JSON.parse(fs.readFileSync(SCHEMA_FILE, 'utf8')) as {
   definitions: Record<string, { properties: Record<string, unknown> }>;

@@ -8,12 +8,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
 import { implemented } from '../../helpers/implemented.js';
-import { createNfsNode } from '../../../src/nfs/node/node.js';
 import { isCsiError } from '../../../src/errors.js';
-import { createLinuxMounter } from '../../../src/os/mounter.js';
 import type { CallContext, NodePublishVolumeRequest, VolumeCapability } from '../../../src/csi/types.js';
 import { FakeSystem, fail } from '../os/fakes.js';
 import { rejection } from '../../helpers/rejection.js';
+import { nfsNodeOn } from './nfs-fixture.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${String(e)}`);
@@ -39,17 +38,7 @@ function setup(t: { teardown(fn: () => void): void }) {
       ? Promise.reject(fail(cmd, args, 32, `umount: ${args.at(-1)}: target is busy.`))
       : undefined,
   );
-  const node = implemented(
-    createNfsNode({
-      nodeId: 'talos-w1',
-      log: pino({ level: 'silent' }),
-      mountTimeoutMs: 2000,
-      kubeletDir: kubelet,
-      exec: sys,
-      mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
-    }),
-    ['nodeGetVolumeStats'],
-  );
+  const node = implemented(nfsNodeOn(sys, kubelet, { mountTimeoutMs: 2000 }), ['nodeGetVolumeStats']);
   const umounts = () => sys.commands.filter((c) => c[0] === 'umount');
   const pub = (targetPath: string, extra: Partial<NodePublishVolumeRequest> = {}): NodePublishVolumeRequest => ({
     volumeId: VOL,
@@ -196,14 +185,7 @@ t.test(
     const { root, sys, kubelet, umounts, pub } = setup(t);
     const link = path.join(root, 'kubelet-link');
     fs.symlinkSync(kubelet, link);
-    const node = createNfsNode({
-      nodeId: 'n',
-      log: pino({ level: 'silent' }),
-      mountTimeoutMs: 2000,
-      kubeletDir: link,
-      exec: sys,
-      mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
-    });
+    const node = nfsNodeOn(sys, link, { mountTimeoutMs: 2000 });
     const target = path.join(link, 'pods', 'p8', 'mount');
     sys.interceptors.splice(0);
     await node.nodePublishVolume(pub(target, { volumeId: 'my-static-share' }), ctx);

@@ -15,6 +15,7 @@ import { createLinuxMounter } from '../../../src/os/mounter.js';
 import type { CallContext, NodePublishVolumeRequest, VolumeCapability } from '../../../src/csi/types.js';
 import { FakeSystem, fail, timeout } from '../os/fakes.js';
 import { rejection } from '../../helpers/rejection.js';
+import { nfsNodeOn } from './nfs-fixture.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${String(e)}`);
@@ -34,18 +35,7 @@ function setup(t: { teardown(fn: () => void): void }, opts: Partial<NfsNodeOptio
   const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'nfs-node-test-')));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const sys = new FakeSystem();
-  const node = implemented(
-    createNfsNode({
-      nodeId: 'talos-w1',
-      log: pino({ level: 'silent' }),
-      mountTimeoutMs: 5000,
-      kubeletDir: dir,
-      exec: sys,
-      mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
-      ...opts,
-    }),
-    ['nodeGetVolumeStats'],
-  );
+  const node = implemented(nfsNodeOn(sys, dir, opts), ['nodeGetVolumeStats']);
   const req = (extra: Partial<NodePublishVolumeRequest> = {}): NodePublishVolumeRequest => ({
     volumeId: '127.0.0.1#volume1/k8s-volumes/talos#media/data#pvc-1#archive',
     publishContext: {},

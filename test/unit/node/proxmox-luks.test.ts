@@ -455,24 +455,26 @@ t.test('adapter: mappings read from sysfs (holders, name, uuid, slaves)', async 
     fs.rmSync(sys, { recursive: true, force: true });
     fs.rmSync(dev, { recursive: true, force: true });
   });
-  const mk = (p: string, v?: string) => {
-    fs.mkdirSync(path.dirname(path.join(sys, p)), { recursive: true });
-    if (v !== undefined) fs.writeFileSync(path.join(sys, p), v);
+  // The sysfs tree: a string is a file's content, `-> x` a symlink to x.
+  const tree: Record<string, string> = {
+    'block/sdc/dev': '8:32\n',
+    'block/sdc/holders/dm-0': '-> ../../dm-0',
+    'block/dm-0/dev': '254:0\n',
+    'block/dm-0/dm/name': 'vol-encrypted\n',
+    'block/dm-0/dm/uuid': 'CRYPT-LUKS2-0123456789abcdef0123456789abcdef-vol-encrypted\n',
+    'block/dm-0/slaves/sdc': '-> ../../sdc',
+    'block/dm-1/dev': '254:1\n',
+    'block/dm-1/dm/name': 'lvm-thing\n',
+    'block/dm-1/dm/uuid': 'LVM-abc\n',
+    'dev/block/254:0': '-> ../../block/dm-0',
+    'dev/block/254:1': '-> ../../block/dm-1',
   };
-  mk('block/sdc/dev', '8:32\n');
-  fs.mkdirSync(path.join(sys, 'block/sdc/holders'), { recursive: true });
-  mk('block/dm-0/dev', '254:0\n');
-  mk('block/dm-0/dm/name', 'vol-encrypted\n');
-  mk('block/dm-0/dm/uuid', 'CRYPT-LUKS2-0123456789abcdef0123456789abcdef-vol-encrypted\n');
-  fs.mkdirSync(path.join(sys, 'block/dm-0/slaves'), { recursive: true });
-  fs.symlinkSync('../../sdc', path.join(sys, 'block/dm-0/slaves/sdc'));
-  fs.symlinkSync('../../dm-0', path.join(sys, 'block/sdc/holders/dm-0'));
-  mk('block/dm-1/dev', '254:1\n');
-  mk('block/dm-1/dm/name', 'lvm-thing\n');
-  mk('block/dm-1/dm/uuid', 'LVM-abc\n');
-  fs.mkdirSync(path.join(sys, 'dev/block'), { recursive: true });
-  fs.symlinkSync('../../block/dm-0', path.join(sys, 'dev/block/254:0'));
-  fs.symlinkSync('../../block/dm-1', path.join(sys, 'dev/block/254:1'));
+  for (const [p, v] of Object.entries(tree)) {
+    const at = path.join(sys, p);
+    fs.mkdirSync(path.dirname(at), { recursive: true });
+    if (v.startsWith('-> ')) fs.symlinkSync(v.slice(3), at);
+    else fs.writeFileSync(at, v);
+  }
   fs.writeFileSync(path.join(dev, 'sdc'), '');
   const c = createLinuxCryptsetup({ exec: new RecordingExec(), sysfsRoot: sys, devRoot: dev });
   const want = {

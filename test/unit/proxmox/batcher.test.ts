@@ -49,19 +49,17 @@ t.test('takeLate: the running batch takes what arrived since, only when all of i
     await new Promise<void>((r) => (gate = r));
     taken.push([...items, ...b.takeLate(key, (x) => x % 2 === 1)]);
   });
-  b.add('vm', 1);
-  await tick();
-  b.add('vm', 3);
-  b.add('vm', 5);
-  gate();
-  await tick();
+  /** `first` starts a batch, `late` arrive while it runs, then it is let go. */
+  const batch = async (first: number, ...late: number[]) => {
+    b.add('vm', first);
+    await tick();
+    for (const x of late) b.add('vm', x);
+    gate();
+    await tick();
+  };
+  await batch(1, 3, 5);
   t.same(taken, [[1, 3, 5]], 'odd newcomers joined the running batch');
-  b.add('vm', 7);
-  await tick();
-  b.add('vm', 8);
-  b.add('vm', 9);
-  gate();
-  await tick();
+  await batch(7, 8, 9);
   t.same(taken[1], [7], 'an item that does not fit keeps the queue in order: nothing taken');
   gate();
   await tick();

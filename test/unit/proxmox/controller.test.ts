@@ -3,11 +3,11 @@
 import t from 'tap';
 import pino from 'pino';
 import type * as T from '../../../src/csi/types.js';
-import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller/controller.js';
+import type { ProxmoxController } from '../../../src/proxmox/controller/controller.js';
 import { GiB } from '../../../src/proxmox/controller/params.js';
-import { CONTROLLER_METHODS, implemented } from '../../helpers/implemented.js';
 import { present } from '../../helpers/present.js';
 import { FakeProxmox, seedCluster } from './fake-api.js';
+import { controllerOn } from './fake-controller.js';
 import { BLOCK, MOUNT, expandReq, publishReq as controllerPublishReq, zone } from '../../helpers/csi-requests.js';
 import { outcome as err } from '../../helpers/outcome.js';
 import { createdId } from '../../helpers/created.js';
@@ -30,16 +30,7 @@ function createReq(name: string, o: Partial<T.CreateVolumeRequest> = {}): T.Crea
 
 function setup(): { f: FakeProxmox; c: Required<ProxmoxController> } {
   const f = seedCluster();
-  const backend = createProxmoxController({
-    config: {
-      clusters: [{ url: 'https://unused', insecure: false, tokenId: 'a@pve!b', tokenSecret: 'x', region: 'homelab' }],
-      controllerVmId: 9999,
-    },
-    log: pino({ level: 'silent' }),
-    api: () => f,
-    tuning: { queue: { confirmTimeoutMs: 200 } },
-  });
-  return { f, c: implemented(backend, CONTROLLER_METHODS) };
+  return { f, c: controllerOn(f) };
 }
 
 const publishReq = (

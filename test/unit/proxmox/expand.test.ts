@@ -7,32 +7,18 @@ import pino from 'pino';
 import type * as T from '../../../src/csi/types.js';
 import { Unavailable } from '../../../src/errors.js';
 import type { ProxmoxApi } from '../../../src/proxmox/api/api.js';
-import { createProxmoxController, type ProxmoxController } from '../../../src/proxmox/controller/controller.js';
 import { GiB } from '../../../src/proxmox/controller/params.js';
 import { helperWwnForSlot, isHelperWwn, wwnForSlot } from '../../../src/proxmox/contract.js';
-import { CONTROLLER_METHODS, implemented } from '../../helpers/implemented.js';
 import { present } from '../../helpers/present.js';
 import { type FakeProxmox, seedCluster } from './fake-api.js';
+import { controllerOn } from './fake-controller.js';
 import { BLOCK, MOUNT, expandReq, publishReq as controllerPublishReq } from '../../helpers/csi-requests.js';
 import { outcome as err } from '../../helpers/outcome.js';
 
 const ctx = (): T.CallContext => ({ log: pino({ level: 'silent' }), signal: new AbortController().signal });
 
-function controller(api: ProxmoxApi): Required<ProxmoxController> {
-  const backend = createProxmoxController({
-    config: {
-      clusters: [{ url: 'https://unused', insecure: false, tokenId: 'a@pve!b', tokenSecret: 'x', region: 'homelab' }],
-      controllerVmId: 9999,
-    },
-    log: pino({ level: 'silent' }),
-    api: () => api,
-    tuning: { queue: { confirmTimeoutMs: 200 } },
-  });
-  return implemented(backend, CONTROLLER_METHODS);
-}
-
 function setup(f: FakeProxmox = seedCluster()) {
-  const c = controller(f);
+  const c = controllerOn(f);
   const vols = (node = 'hyper2') => f.storageOf(node, 'local-lvm').volumes;
   /** A volume of this driver on a host (hyper2 holds VMs 103 talos-cp-2 and 104 talos-worker-2). */
   const volume = (name: string, node = 'hyper2'): string => {
@@ -99,30 +85,28 @@ t.test('offline: through a stopped VM when the host has one, then unlinked', asy
 t.test('offline: a running VM when none is stopped; never the disk owner; next VM when one is full', async (t) => {
   const { f, vols, volume, expand, refs, helperSets } = setup();
   const id = volume('pvc-b');
+  /** The one helper attachment went to this VM, the disk has the size, and the VM holds no reference to it after. */
+  const resizedThrough = (vmid: number, bytes: number, why: string) => {
+    t.same(
+      helperSets().map((x) => x.vmid),
+      [vmid],
+      why,
+    );
+    t.equal(vols().get('vm-9999-pvc-b'), bytes);
+    t.same(refs(vmid, 'pvc-b'), []);
+  };
   t.same(
     await expand(id, 3 * GiB, BLOCK),
     { capacityBytes: String(3 * GiB), nodeExpansionRequired: false },
     'block: no node step',
   );
-  t.same(
-    helperSets().map((x) => x.vmid),
-    [103],
-    'running VMs only: the lowest VMID',
-  );
-  t.equal(vols().get('vm-9999-pvc-b'), 3 * GiB);
-  t.same(refs(103, 'pvc-b'), []);
+  resizedThrough(103, 3 * GiB, 'running VMs only: the lowest VMID');
 
   // VM 103 has every slot taken: the expansion moves on to VM 104.
   for (let s = 1; s <= 30; s++) f.vmOf(103).config.set(`scsi${s}`, `local-lvm:vm-103-disk-${s},wwn=0x1`);
   f.resetCalls();
   await expand(id, 4 * GiB);
-  t.same(
-    helperSets().map((x) => x.vmid),
-    [104],
-    'a full VM is skipped',
-  );
-  t.equal(vols().get('vm-9999-pvc-b'), 4 * GiB);
-  t.same(refs(104, 'pvc-b'), []);
+  resizedThrough(104, 4 * GiB, 'a full VM is skipped');
 
   // A disk owned by a VM on the host is never attached to that VM for a resize.
   f.addVm({ vmid: 150, name: 'owner', node: 'hyper3', running: false });
@@ -173,7 +157,7 @@ function crashing(f: FakeProxmox, dieAfter: 'updateVmConfig' | 'resizeDisk'): Pr
 async function leftover(t: Tap, dieAfter: 'updateVmConfig' | 'resizeDisk') {
   const s = setup();
   const id = s.volume('pvc-x');
-  const dying = controller(crashing(s.f, dieAfter));
+  const dying = controllerOn(crashing(s.f, dieAfter));
   // Dead after the attach: it was sent and never confirmed, so the volume stays fenced, no
   // other helper VM is tried (fences.ts) and the answer is ABORTED.
   t.equal(

@@ -13,6 +13,7 @@ import {
 import { wwnForSlot } from '../../../src/proxmox/contract.js';
 import { PROXMOX_PARAMETERS } from '../../../src/proxmox/param-keys.js';
 import { present } from '../../helpers/present.js';
+import { PROXMOX_EXAMPLES } from '../../helpers/storage-class-examples.js';
 
 const UPSTREAM_KEYS = [
   'storage',
@@ -48,24 +49,15 @@ t.test('every upstream key is a known key', async (t) => {
 });
 
 t.test('accepted with their meaning', async (t) => {
+  // every key, with other spellings than the examples where upstream allows them
   const p = parseCreateParameters({
-    storage: 'local-lvm',
-    storageFormat: 'raw',
+    ...PROXMOX_EXAMPLES,
     aio: 'io_uring',
     backup: 'true',
-    cache: 'none',
     iothread: 'false',
     ssd: '1',
     diskIOPS: '500',
     diskMBps: '50',
-    blockSize: '4096',
-    inodeSize: '256',
-    replicate: 'false',
-    replicateSchedule: '*/15',
-    replicateZones: 'hyper1,hyper2',
-    resizeRequired: 'false',
-    resizeSizeBytes: '0',
-    'csi.storage.k8s.io/fstype': 'xfs',
   });
   t.match(p, {
     storage: 'local-lvm',

@@ -6,51 +6,36 @@ import { toCsiError } from '../../../src/proxmox/api/errors.js';
 import { VmLocator } from '../../../src/proxmox/controller/vm-locator.js';
 import { seedCluster } from './fake-api.js';
 
-t.test('by name, provider id and uuid', async (t) => {
-  const f = seedCluster();
-  const loc = new VmLocator(f, { cluster: 'homelab' });
-  t.same(await loc.resolve('talos-worker-1'), { vmid: 102, node: 'hyper1', name: 'talos-worker-1' });
-  t.same(await loc.resolve('proxmox://homelab/105'), { vmid: 105, node: 'hyper3', name: 'talos-cp-3' });
-  t.same(
-    await loc.resolve('proxmox:///104'),
-    { vmid: 104, node: 'hyper2', name: 'talos-worker-2' },
-    'empty region in a provider id',
-  );
-  t.equal(await loc.resolve('proxmox://other/105'), undefined, 'provider id of another region');
-  t.same(
-    await loc.resolve('00000000-0000-4000-8000-000000000103'),
-    { vmid: 103, node: 'hyper2', name: 'talos-cp-2' },
-    'SMBIOS uuid',
-  );
-  t.same(
-    await loc.resolve('00000000-0000-4000-8000-000000000103'.toUpperCase()),
-    { vmid: 103, node: 'hyper2', name: 'talos-cp-2' },
-    'uuid case-insensitive',
-  );
-  t.equal(await loc.resolve('fake-node-id-123'), undefined);
-});
+const W1 = { vmid: 102, node: 'hyper1', name: 'talos-worker-1' };
+const W2 = { vmid: 104, node: 'hyper2', name: 'talos-worker-2' };
+const CP2 = { vmid: 103, node: 'hyper2', name: 'talos-cp-2' };
+const W7 = { vmid: 210, node: 'hyper3', name: 'talos-w-7.lan.example' };
+const UUID_103 = '00000000-0000-4000-8000-000000000103';
 
-t.test("every node id form upstream's node plugin registers", async (t) => {
-  const f = seedCluster();
-  f.addVm({ vmid: 210, name: 'talos-w-7.lan.example', node: 'hyper3' });
-  const loc = new VmLocator(f, { cluster: 'homelab' });
-  // NodeGetInfo with `i=<vmid>` in the SMBIOS serial: `<node name>/<vmid>`; the VMID decides
-  t.same(await loc.resolve('talos-worker-1/102'), { vmid: 102, node: 'hyper1', name: 'talos-worker-1' });
-  t.same(
-    await loc.resolve('k8s-node-name-differs/104'),
-    { vmid: 104, node: 'hyper2', name: 'talos-worker-2' },
-    'as upstream, the VMID wins over the name',
-  );
-  t.equal(await loc.resolve('talos-worker-1/999'), undefined, 'a VMID not in this cluster');
+/** Node id → the VM it names (undefined: none), and why. */
+const byId: [id: string, vm: typeof W1 | undefined, why: string][] = [
+  ['talos-worker-1', W1, 'by name'],
+  ['proxmox://homelab/105', { vmid: 105, node: 'hyper3', name: 'talos-cp-3' }, 'provider id'],
+  ['proxmox:///104', W2, 'empty region in a provider id'],
+  ['proxmox://other/105', undefined, 'provider id of another region'],
+  [UUID_103, CP2, 'SMBIOS uuid'],
+  [UUID_103.toUpperCase(), CP2, 'uuid case-insensitive'],
+  ['fake-node-id-123', undefined, 'unknown'],
+  // upstream's node plugin, NodeGetInfo with `i=<vmid>` in the SMBIOS serial: `<node name>/<vmid>`; the VMID decides
+  ['talos-worker-1/102', W1, '<node name>/<vmid>'],
+  ['k8s-node-name-differs/104', W2, 'as upstream, the VMID wins over the name'],
+  ['talos-worker-1/999', undefined, 'a VMID not in this cluster'],
+  ['talos-worker-1/x', undefined, 'not a VMID'],
   // without `i=`: the bare node name, exact or as the first label of the VM name
-  t.same(await loc.resolve('talos-worker-1'), { vmid: 102, node: 'hyper1', name: 'talos-worker-1' });
-  t.same(
-    await loc.resolve('talos-w-7'),
-    { vmid: 210, node: 'hyper3', name: 'talos-w-7.lan.example' },
-    'VM named <node>.<domain>',
-  );
-  t.equal(await loc.resolve('talos-w'), undefined, 'a bare prefix is not a label');
-  t.equal(await loc.resolve('talos-worker-1/x'), undefined);
+  ['talos-w-7', W7, 'VM named <node>.<domain>'],
+  ['talos-w', undefined, 'a bare prefix is not a label'],
+];
+
+t.test("by name, provider id, uuid: every node id form upstream's node plugin registers", async (t) => {
+  const f = seedCluster();
+  f.addVm({ vmid: W7.vmid, name: W7.name, node: W7.node });
+  const loc = new VmLocator(f, { cluster: 'homelab' });
+  for (const [id, vm, why] of byId) t.same(await loc.resolve(id), vm, `${id}: ${why}`);
 });
 
 t.test('cache: shared, short-lived, refreshed on a miss', async (t) => {

@@ -96,25 +96,17 @@ t.test('service definitions match @grpc/proto-loader: paths, names, bytes on the
     if (!theirs || !mine) throw new Error(`${s}.${method} missing`);
     return { theirs, mine };
   };
-  for (const [s, method, value] of SAMPLES) {
-    const { mine, theirs } = defOf(s, method);
-    const bytes = mine.requestSerialize(value);
-    t.same(Buffer.from(bytes), Buffer.from(theirs.requestSerialize(value)), `${s}.${method} request: same bytes`);
-    t.same(
-      mine.requestDeserialize(bytes),
-      theirs.requestDeserialize(bytes),
-      `${s}.${method} request: same decoded object`,
-    );
-  }
-  for (const [s, method, value] of RESPONSES) {
-    const { mine, theirs } = defOf(s, method);
-    const bytes = mine.responseSerialize(value);
-    t.same(Buffer.from(bytes), Buffer.from(theirs.responseSerialize(value)), `${s}.${method} response: same bytes`);
-    t.same(
-      mine.responseDeserialize(bytes),
-      theirs.responseDeserialize(bytes),
-      `${s}.${method} response: same decoded object`,
-    );
+  const codecs = [
+    ['request', SAMPLES, 'requestSerialize', 'requestDeserialize'],
+    ['response', RESPONSES, 'responseSerialize', 'responseDeserialize'],
+  ] as const;
+  for (const [what, values, serialize, deserialize] of codecs) {
+    for (const [s, method, value] of values) {
+      const { mine, theirs } = defOf(s, method);
+      const bytes = mine[serialize](value);
+      t.same(Buffer.from(bytes), Buffer.from(theirs[serialize](value)), `${s}.${method} ${what}: same bytes`);
+      t.same(mine[deserialize](bytes), theirs[deserialize](bytes), `${s}.${method} ${what}: same decoded object`);
+    }
   }
   t.end();
 });
