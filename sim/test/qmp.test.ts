@@ -189,11 +189,15 @@ t.test('option changes of an attached disk: throttle live, backup config-only, c
     ((await call('GET', '/nodes/hyper1/qemu/101/pending')).body?.data as Array<Record<string, unknown>>).find(
       (i) => i.key === 'scsi4',
     );
-  fake.commands = [];
-  t.equal(
-    (await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi4: line(',iops_rd=100,iops_wr=100') })).status,
-    200,
-  );
+  /** Writes scsi4's line (with `backup` as given) and records only what this write sends to QEMU. */
+  const write = async (extra: string, backup = 0) => {
+    fake.commands = [];
+    const r = await call('PUT', '/nodes/hyper1/qemu/101/config', {
+      scsi4: line(extra).replace('backup=0', `backup=${String(backup)}`),
+    });
+    t.equal(r.status, 200, `scsi4 ${extra} backup=${String(backup)}`);
+  };
+  await write(',iops_rd=100,iops_wr=100');
   t.same(
     fake.commands.at(-1),
     {
@@ -203,15 +207,7 @@ t.test('option changes of an attached disk: throttle live, backup config-only, c
     'plugged with its limits',
   );
 
-  fake.commands = [];
-  t.equal(
-    (
-      await call('PUT', '/nodes/hyper1/qemu/101/config', {
-        scsi4: line(',iops_rd=100,iops_wr=100,mbps_rd=40,mbps_wr=40').replace('backup=0', 'backup=1'),
-      })
-    ).status,
-    200,
-  );
+  await write(',iops_rd=100,iops_wr=100,mbps_rd=40,mbps_wr=40', 1);
   t.same(
     fake.commands.slice(1),
     [
@@ -233,34 +229,18 @@ t.test('option changes of an attached disk: throttle live, backup config-only, c
   t.match(await current(), { value: /backup=1.*mbps_rd=40/ }, 'applied, not pending');
   t.notOk((await current())?.pending);
 
-  fake.commands = [];
-  t.equal((await call('PUT', '/nodes/hyper1/qemu/101/config', { scsi4: line(',mbps_rd=40,mbps_wr=40') })).status, 200);
+  await write(',mbps_rd=40,mbps_wr=40');
   t.same(
     fake.commands.slice(1).map((c) => c.arguments),
     [{ id: 'scsi4', bps: 0, bps_rd: 40 * 1024 * 1024, bps_wr: 40 * 1024 * 1024, iops: 0, iops_rd: 0, iops_wr: 0 }],
     'a removed limit is set to 0',
   );
 
-  fake.commands = [];
-  t.equal(
-    (
-      await call('PUT', '/nodes/hyper1/qemu/101/config', {
-        scsi4: line(',mbps_rd=40,mbps_wr=40').replace('backup=0', 'backup=1'),
-      })
-    ).status,
-    200,
-  );
+  await write(',mbps_rd=40,mbps_wr=40', 1);
   t.same(fake.commands, [], 'backup alone never reaches QEMU');
   t.match(await current(), { value: /backup=1/ }, 'it is written to the config at once');
 
-  t.equal(
-    (
-      await call('PUT', '/nodes/hyper1/qemu/101/config', {
-        scsi4: line(',cache=writeback,mbps_rd=40,mbps_wr=40').replace('backup=0', 'backup=1'),
-      })
-    ).status,
-    200,
-  );
+  await write(',cache=writeback,mbps_rd=40,mbps_wr=40', 1);
   t.match(await current(), { pending: /cache=writeback/ }, 'a cache change waits for a restart');
   t.same(fake.commands, [], 'and touches nothing live');
   await call('PUT', '/nodes/hyper1/qemu/101/config', { revert: 'scsi4' });

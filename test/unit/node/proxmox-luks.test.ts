@@ -380,18 +380,16 @@ t.test('expand: disk, then mapping (with the node-expand passphrase), then files
 });
 
 t.test('cryptsetup status: data offset and size in bytes', async (t) => {
-  const out = [
-    '/dev/mapper/x is active and is in use.',
-    '  type:    LUKS2',
-    '  cipher:  aes-xts-plain64',
-    '  keysize: 512 bits',
-    '  key location: keyring',
-    '  device:  /dev/sda',
-    '  sector size:  512',
-    '  offset:  32768 sectors',
-    '  size:    2064384 sectors',
-    '  mode:    read/write',
-  ].join('\n');
+  const out = `/dev/mapper/x is active and is in use.
+  type:    LUKS2
+  cipher:  aes-xts-plain64
+  keysize: 512 bits
+  key location: keyring
+  device:  /dev/sda
+  sector size:  512
+  offset:  32768 sectors
+  size:    2064384 sectors
+  mode:    read/write`;
   t.same(parseStatusSpan(out), { offset: 16 << 20, size: 2064384 * 512 });
   t.equal(parseStatusSpan('/dev/mapper/x is inactive.'), undefined);
 });
