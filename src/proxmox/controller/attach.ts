@@ -5,7 +5,7 @@ import type * as T from '../../csi/types.js';
 import type { CallContext } from '../../csi/types.js';
 import { FailedPrecondition, InvalidArgument, NotFound } from '../../errors.js';
 import { HelperLeftovers } from './attach-queue.js';
-import { type Core, capabilityProblem, isSingleNode, requireVolume, resolveVolume } from './core.js';
+import { type Core, capabilityProblem, ifOurVolume, isSingleNode, requireVolume } from './core.js';
 import { removeHelperLeftovers, unlinkFrom } from './leftovers.js';
 import { driveOptionsFromContext } from './params.js';
 import { publishContextForSlot } from '../contract.js';
@@ -82,14 +82,9 @@ export async function controllerUnpublishVolume(
   req: T.ControllerUnpublishVolumeRequest,
   ctx: CallContext,
 ): Promise<T.ControllerUnpublishVolumeResponse> {
-  const v = resolveVolume(core, req.volumeId);
-  if (!v) {
-    ctx.log.info('volume handle is not one of ours or names an unknown region; nothing to detach');
-    return {};
-  }
-  const { cluster, ref } = v;
-  const disk = { storage: ref.storage, disk: ref.disk };
-  return cluster.exclusive(v.volid, async () => {
+  return ifOurVolume(core, req.volumeId, ctx, 'detach', async (v) => {
+    const { cluster, ref } = v;
+    const disk = { storage: ref.storage, disk: ref.disk };
     if (req.nodeId) {
       const vm = await cluster.locator.resolve(req.nodeId, ctx.signal);
       if (!vm) {

@@ -64,6 +64,37 @@ export async function volumeNode(v: ResolvedVolume, signal?: AbortSignal): Promi
 }
 
 /**
+ * For the calls whose work is done once the volume is gone (delete, detach): a handle that is not
+ * ours or names an unknown region has nothing to act on, and the answer is `{}`. Otherwise `fn`
+ * runs in the volume's exclusive section.
+ */
+export async function ifOurVolume<R>(
+  core: Core,
+  volumeId: string,
+  ctx: T.CallContext,
+  nothingTo: string,
+  fn: (v: ResolvedVolume) => Promise<R>,
+): Promise<R | Record<string, never>> {
+  const v = resolveVolume(core, volumeId);
+  if (!v) {
+    ctx.log.info(`volume handle is not one of ours or names an unknown region; nothing to ${nothingTo}`);
+    return {};
+  }
+  return v.cluster.exclusive(v.volid, () => fn(v));
+}
+
+/** findVolume for calls on a volume that must exist: NotFound when the disk is not there. */
+export async function foundVolume(
+  v: ResolvedVolume,
+  volumeId: string,
+  signal?: AbortSignal,
+): Promise<NonNullable<Awaited<ReturnType<typeof findVolume>>>> {
+  const found = await findVolume(v, signal);
+  if (!found) throw new NotFound(`volume ${volumeId} does not exist`);
+  return found;
+}
+
+/**
  * The volume's storage content row (and the owner's other volumes on that storage: its
  * markers), or undefined when the disk is not there. `cached` takes the cluster's content view
  * when it has the disk (content-cache.ts); a miss is always read again.

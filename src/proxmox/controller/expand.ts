@@ -11,10 +11,10 @@
 // Filesystem volumes still need the node to grow the filesystem (node_expansion_required).
 import type * as T from '../../csi/types.js';
 import type { CallContext } from '../../csi/types.js';
-import { Busy, CsiError, FailedPrecondition, NotFound, isCsiError } from '../../errors.js';
+import { Busy, CsiError, FailedPrecondition, isCsiError } from '../../errors.js';
 import type { ConfigEntry, VmResource } from '../api/api.js';
 import type { Cluster } from './cluster.js';
-import { type Core, type ResolvedVolume, findVolume, requireVolume } from './core.js';
+import { type Core, type ResolvedVolume, findVolume, foundVolume, requireVolume } from './core.js';
 import { isHelperSite, sitesOf } from './drives.js';
 import { digestRefused, outcomeUncertain } from '../api/errors.js';
 import { removeHelperLeftovers } from './leftovers.js';
@@ -52,10 +52,9 @@ export async function controllerExpandVolume(
     }
     // A shared storage's disk may sit on a VM of any node: look at all of them.
     const [found, scan] = await Promise.all([
-      findVolume(v, ctx.signal),
+      foundVolume(v, req.volumeId, ctx.signal),
       cluster.index.scan({ signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined }),
     ]);
-    if (!found) throw new NotFound(`volume ${req.volumeId} does not exist`);
     // Also on the no-op path: a retry after a failed unlink must not leave the helper behind.
     await removeHelperLeftovers(cluster, ref, { log: ctx.log, signal: ctx.signal, scan });
     if (found.item.size >= size) return { capacityBytes: String(found.item.size), nodeExpansionRequired };

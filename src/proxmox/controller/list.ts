@@ -2,10 +2,10 @@
 // published to and a condition that flags half-done attach/detach changes and leftovers.
 import type * as T from '../../csi/types.js';
 import type { CallContext } from '../../csi/types.js';
-import { Busy, InvalidArgument, NotFound } from '../../errors.js';
+import { Busy, InvalidArgument } from '../../errors.js';
 import { defined } from '../../defined.js';
 import { holdsImages, isAvailable } from './cluster.js';
-import { type Core, findVolume, requireVolume, topologyOf } from './core.js';
+import { type Core, foundVolume, requireVolume, topologyOf } from './core.js';
 import { isHelperSite } from './drives.js';
 import { type DiskUse, usesOf } from './scan.js';
 import { isMarkerName } from './mutable.js';
@@ -146,8 +146,7 @@ export async function controllerGetVolume(
   ctx: CallContext,
 ): Promise<T.ControllerGetVolumeResponse> {
   const v = requireVolume(core, req.volumeId);
-  const found = await findVolume(v, ctx.signal);
-  if (!found) throw new NotFound(`volume ${req.volumeId} does not exist`);
+  const found = await foundVolume(v, req.volumeId, ctx.signal);
   const shared = (await v.cluster.storageRows(v.ref.storage, ctx.signal)).some((r) => r.shared);
   const scan = await v.cluster.index.scan({ signal: ctx.signal, nodes: shared ? undefined : [found.node] });
   return {

@@ -3,9 +3,9 @@
 // attached, through that VM's queue. A detached disk gets the values at its next publish.
 import type * as T from '../../csi/types.js';
 import type { CallContext } from '../../csi/types.js';
-import { NotFound, isCsiError } from '../../errors.js';
+import { isCsiError } from '../../errors.js';
 import { defined } from '../../defined.js';
-import { type Core, type ResolvedVolume, findVolume, requireVolume } from './core.js';
+import { type Core, type ResolvedVolume, foundVolume, requireVolume } from './core.js';
 import { isHelperSite } from './drives.js';
 import { outcomeUncertain } from '../api/errors.js';
 import {
@@ -106,8 +106,7 @@ export async function controllerModifyVolume(
   const v = requireVolume(core, req.volumeId);
   const { cluster, ref, volid } = v;
   return cluster.exclusive(volid, async () => {
-    const found = await findVolume(v, ctx.signal);
-    if (!found) throw new NotFound(`volume ${req.volumeId} does not exist`);
+    const found = await foundVolume(v, req.volumeId, ctx.signal);
     if (Object.keys(change).length === 0) return {};
     const markers = await readMarkers(v, found.node, ctx.signal);
     const values = mergeMutable(markers[0]?.values ?? {}, change);

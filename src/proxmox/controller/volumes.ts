@@ -1,14 +1,7 @@
 // CreateVolume, DeleteVolume, ValidateVolumeCapabilities and GetCapacity for Proxmox disks.
 import type * as T from '../../csi/types.js';
 import type { CallContext } from '../../csi/types.js';
-import {
-  AlreadyExists,
-  FailedPrecondition,
-  InvalidArgument,
-  NotFound,
-  ResourceExhausted,
-  isCsiError,
-} from '../../errors.js';
+import { AlreadyExists, FailedPrecondition, InvalidArgument, ResourceExhausted, isCsiError } from '../../errors.js';
 import { defined } from '../../defined.js';
 import type { StorageResource } from '../api/api.js';
 import { type Cluster, holdsImages, isAvailable } from './cluster.js';
@@ -17,8 +10,9 @@ import {
   capabilityProblem,
   findVolume,
   placementsOf,
+  foundVolume,
+  ifOurVolume,
   requireVolume,
-  resolveVolume,
   topologyOf,
 } from './core.js';
 import { isHelperSite } from './drives.js';
@@ -203,13 +197,8 @@ export async function deleteVolume(
   req: T.DeleteVolumeRequest,
   ctx: CallContext,
 ): Promise<T.DeleteVolumeResponse> {
-  const v = resolveVolume(core, req.volumeId);
-  if (!v) {
-    ctx.log.info('volume handle is not one of ours or names an unknown region; nothing to delete');
-    return {};
-  }
-  const { cluster, ref, volid } = v;
-  return cluster.exclusive(volid, async () => {
+  return ifOurVolume(core, req.volumeId, ctx, 'delete', async (v) => {
+    const { cluster, ref, volid } = v;
     cluster.fences.check(volid, `deleting ${volid}`);
     // VMs' entries as the disk index has them (read within the cache TTL), plus one look at the
     // host's task list for what another instance of the driver changed since (disk-index.ts).
@@ -302,8 +291,7 @@ export async function validateVolumeCapabilities(
   req: T.ValidateVolumeCapabilitiesRequest,
   ctx: CallContext,
 ): Promise<T.ValidateVolumeCapabilitiesResponse> {
-  const v = requireVolume(core, req.volumeId);
-  if (!(await findVolume(v, ctx.signal))) throw new NotFound(`volume ${req.volumeId} does not exist`);
+  await foundVolume(requireVolume(core, req.volumeId), req.volumeId, ctx.signal);
   let fsType;
   if (Object.keys(req.parameters).length > 0) {
     try {
