@@ -11,6 +11,15 @@ export type Bound<D, T> = {
     : never;
 };
 
+/**
+ * The handler of backend method `K` of `B` (ControllerBackend, NodeBackend) that takes its
+ * dependencies `D` first: its request and response types come from the backend's contract.
+ */
+export type HandlerOf<D, B, K extends keyof B> =
+  NonNullable<B[K]> extends (req: infer Req, ctx: CallContext) => Promise<infer Res>
+    ? (deps: D, req: Req, ctx: CallContext) => Promise<Res>
+    : never;
+
 /** `{ f, g }` → `{ f: (req, ctx) => f(deps, req, ctx), g: … }`. */
 export function bindHandlers<D, T extends Record<string, Handler<D>>>(deps: D, handlers: T): Bound<D, T> {
   const out: Record<string, (req: never, ctx: CallContext) => Promise<unknown>> = {};

@@ -1,11 +1,9 @@
 // ControllerPublishVolume and ControllerUnpublishVolume: every VM config change goes through the
 // cluster's per-VM attach queue. Both also remove what an interrupted offline expansion left
 // attached to a helper VM (leftovers.ts), so such a leftover never blocks a volume.
-import type * as T from '../../csi/types.js';
-import type { CallContext } from '../../csi/types.js';
 import { FailedPrecondition, InvalidArgument, NotFound } from '../../errors.js';
 import { HelperLeftovers } from './attach-queue.js';
-import { type Core, capabilityProblem, ifOurVolume, isSingleNode, requireVolume } from './core.js';
+import { type ControllerHandler, capabilityProblem, ifOurVolume, isSingleNode, requireVolume } from './core.js';
 import { removeHelperLeftovers, unlinkFrom } from './leftovers.js';
 import { driveOptionsFromContext } from './params.js';
 import { publishContextForSlot } from '../contract.js';
@@ -13,11 +11,7 @@ import { readMarkers } from './modify.js';
 import { applyMutable } from './mutable.js';
 import { usesOf } from './scan.js';
 
-export async function controllerPublishVolume(
-  core: Core,
-  req: T.ControllerPublishVolumeRequest,
-  ctx: CallContext,
-): Promise<T.ControllerPublishVolumeResponse> {
+export const controllerPublishVolume: ControllerHandler<'controllerPublishVolume'> = async (core, req, ctx) => {
   const v = requireVolume(core, req.volumeId);
   const problem = capabilityProblem(req.volumeCapability ? [req.volumeCapability] : []);
   if (problem) throw new InvalidArgument(problem);
@@ -75,13 +69,9 @@ export async function controllerPublishVolume(
   });
   ctx.log.info({ vmid: vm.vmid, vm: vm.name, slot }, 'volume published');
   return { publishContext: publishContextForSlot(slot) };
-}
+};
 
-export async function controllerUnpublishVolume(
-  core: Core,
-  req: T.ControllerUnpublishVolumeRequest,
-  ctx: CallContext,
-): Promise<T.ControllerUnpublishVolumeResponse> {
+export const controllerUnpublishVolume: ControllerHandler<'controllerUnpublishVolume'> = async (core, req, ctx) => {
   return ifOurVolume(core, req.volumeId, ctx, 'detach', async (v) => {
     const { cluster, ref } = v;
     const disk = { storage: ref.storage, disk: ref.disk };
@@ -120,4 +110,4 @@ export async function controllerUnpublishVolume(
     for (const vm of vms.values()) await cluster.queues.detach(vm, disk, ctx.signal);
     return {};
   });
-}
+};

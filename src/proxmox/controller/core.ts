@@ -1,6 +1,7 @@
 // State and helpers shared by the controller's RPC handlers: the clusters by region, volume
 // handles resolved against them, capability checks, topology.
 import type { Logger } from 'pino';
+import type { HandlerOf } from '../../csi/bind.js';
 import type * as T from '../../csi/types.js';
 import { NotFound } from '../../errors.js';
 import type { StorageContentItem } from '../api/api.js';
@@ -27,6 +28,9 @@ export interface Core {
   /** Per region: the VM names an offline expansion may borrow; absent = any VM (helper-vms.ts). */
   helperVms?: Map<string, HelperVmNames>;
 }
+
+/** An RPC handler of the controller backend, given the Core first (bound in controller.ts). */
+export type ControllerHandler<K extends keyof T.ControllerBackend> = HandlerOf<Core, T.ControllerBackend, K>;
 
 export interface ResolvedVolume {
   ref: VolumeRef;

@@ -9,12 +9,11 @@
 //   helper WWN (params.ts) and backup=0, so a crash between attach and unlink leaves something
 //   the next call recognises and removes (leftovers.ts).
 // Filesystem volumes still need the node to grow the filesystem (node_expansion_required).
-import type * as T from '../../csi/types.js';
 import type { CallContext } from '../../csi/types.js';
 import { Busy, CsiError, FailedPrecondition, isCsiError } from '../../errors.js';
 import type { ConfigEntry, VmResource } from '../api/api.js';
 import type { Cluster } from './cluster.js';
-import { type Core, type ResolvedVolume, findVolume, foundVolume, requireVolume } from './core.js';
+import { type ControllerHandler, type ResolvedVolume, findVolume, foundVolume, requireVolume } from './core.js';
 import { isHelperSite, sitesOf } from './drives.js';
 import { digestRefused, outcomeUncertain } from '../api/errors.js';
 import { removeHelperLeftovers } from './leftovers.js';
@@ -30,11 +29,7 @@ const MAX_HELPERS = 3;
 /** Failures on one helper VM that another VM may not have. */
 const TRY_NEXT = new Set(['ResourceExhausted', 'Unavailable', 'Aborted', 'NotFound']);
 
-export async function controllerExpandVolume(
-  core: Core,
-  req: T.ControllerExpandVolumeRequest,
-  ctx: CallContext,
-): Promise<T.ControllerExpandVolumeResponse> {
+export const controllerExpandVolume: ControllerHandler<'controllerExpandVolume'> = async (core, req, ctx) => {
   const v = requireVolume(core, req.volumeId);
   const size = sizeForExpand(req.capacityRange);
   const nodeExpansionRequired = !req.volumeCapability?.block;
@@ -76,7 +71,7 @@ export async function controllerExpandVolume(
     }
     return { capacityBytes: String(size), nodeExpansionRequired };
   });
-}
+};
 
 /**
  * Resizes through a VM that has the disk attached; the task must end OK. Each resize carries the

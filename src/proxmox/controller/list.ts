@@ -1,11 +1,9 @@
 // ListVolumes (paged, stable tokens) and ControllerGetVolume, with the nodes each volume is
 // published to and a condition that flags half-done attach/detach changes and leftovers.
-import type * as T from '../../csi/types.js';
-import type { CallContext } from '../../csi/types.js';
 import { Busy, InvalidArgument } from '../../errors.js';
 import { defined } from '../../defined.js';
 import { holdsImages, isAvailable } from './cluster.js';
-import { type Core, foundVolume, requireVolume, topologyOf } from './core.js';
+import { type ControllerHandler, type Core, foundVolume, requireVolume, topologyOf } from './core.js';
 import { isHelperSite } from './drives.js';
 import { type DiskUse, usesOf } from './scan.js';
 import { isMarkerName } from './mutable.js';
@@ -110,11 +108,7 @@ async function listAll(
   return { volumes, uses };
 }
 
-export async function listVolumes(
-  core: Core,
-  req: T.ListVolumesRequest,
-  ctx: CallContext,
-): Promise<T.ListVolumesResponse> {
+export const listVolumes: ControllerHandler<'listVolumes'> = async (core, req, ctx) => {
   const max = req.maxEntries;
   if (max < 0) throw new InvalidArgument('max_entries must not be negative');
   let after: string | undefined;
@@ -138,13 +132,9 @@ export async function listVolumes(
     })),
     nextToken: more ? encodeToken(defined(page.at(-1), 'the last entry of a full page').volumeId) : '',
   };
-}
+};
 
-export async function controllerGetVolume(
-  core: Core,
-  req: T.ControllerGetVolumeRequest,
-  ctx: CallContext,
-): Promise<T.ControllerGetVolumeResponse> {
+export const controllerGetVolume: ControllerHandler<'controllerGetVolume'> = async (core, req, ctx) => {
   const v = requireVolume(core, req.volumeId);
   const found = await foundVolume(v, req.volumeId, ctx.signal);
   const shared = (await v.cluster.storageRows(v.ref.storage, ctx.signal)).some((r) => r.shared);
@@ -157,4 +147,4 @@ export async function controllerGetVolume(
     },
     status: statusOf(usesOf(scan, v.ref.storage, v.ref.disk)),
   };
-}
+};

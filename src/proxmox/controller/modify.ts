@@ -1,11 +1,9 @@
 // ControllerModifyVolume (VolumeAttributesClass): remember the new values beside the disk (a
 // marker volume, see mutable.ts) and rewrite the drive line of every VM that has the disk
 // attached, through that VM's queue. A detached disk gets the values at its next publish.
-import type * as T from '../../csi/types.js';
-import type { CallContext } from '../../csi/types.js';
 import { isCsiError } from '../../errors.js';
 import { defined } from '../../defined.js';
-import { type Core, type ResolvedVolume, foundVolume, requireVolume } from './core.js';
+import { type ControllerHandler, type ResolvedVolume, foundVolume, requireVolume } from './core.js';
 import { isHelperSite } from './drives.js';
 import { outcomeUncertain } from '../api/errors.js';
 import {
@@ -97,11 +95,7 @@ async function storeMarker(
   await freeMarkers(v, node, existing, signal);
 }
 
-export async function controllerModifyVolume(
-  core: Core,
-  req: T.ControllerModifyVolumeRequest,
-  ctx: CallContext,
-): Promise<T.ControllerModifyVolumeResponse> {
+export const controllerModifyVolume: ControllerHandler<'controllerModifyVolume'> = async (core, req, ctx) => {
   const change = parseMutableParameters(req.mutableParameters);
   const v = requireVolume(core, req.volumeId);
   const { cluster, ref, volid } = v;
@@ -129,4 +123,4 @@ export async function controllerModifyVolume(
     );
     return {};
   });
-}
+};

@@ -1,11 +1,11 @@
 // CreateVolume, DeleteVolume, ValidateVolumeCapabilities and GetCapacity for Proxmox disks.
 import type * as T from '../../csi/types.js';
-import type { CallContext } from '../../csi/types.js';
 import { AlreadyExists, FailedPrecondition, InvalidArgument, ResourceExhausted, isCsiError } from '../../errors.js';
 import { defined } from '../../defined.js';
 import type { StorageResource } from '../api/api.js';
 import { type Cluster, holdsImages, isAvailable } from './cluster.js';
 import {
+  type ControllerHandler,
   type Core,
   capabilityProblem,
   findVolume,
@@ -106,11 +106,7 @@ async function existingOn(
   return found.find((f) => f !== undefined);
 }
 
-export async function createVolume(
-  core: Core,
-  req: T.CreateVolumeRequest,
-  ctx: CallContext,
-): Promise<T.CreateVolumeResponse> {
+export const createVolume: ControllerHandler<'createVolume'> = async (core, req, ctx) => {
   if (req.volumeContentSource?.snapshot || req.volumeContentSource?.volume) {
     throw new InvalidArgument(
       'volume_content_source is not supported: this driver cannot clone volumes or restore snapshots',
@@ -190,13 +186,9 @@ export async function createVolume(
   });
   ctx.log.info({ volid: volidOf(params.storage, disk), zone, size }, 'disk allocated');
   return answer(zone, size);
-}
+};
 
-export async function deleteVolume(
-  core: Core,
-  req: T.DeleteVolumeRequest,
-  ctx: CallContext,
-): Promise<T.DeleteVolumeResponse> {
+export const deleteVolume: ControllerHandler<'deleteVolume'> = async (core, req, ctx) => {
   return ifOurVolume(core, req.volumeId, ctx, 'delete', async (v) => {
     const { cluster, ref, volid } = v;
     cluster.fences.check(volid, `deleting ${volid}`);
@@ -284,13 +276,9 @@ export async function deleteVolume(
     ctx.log.info({ volid, node: found.node }, 'disk freed');
     return {};
   });
-}
+};
 
-export async function validateVolumeCapabilities(
-  core: Core,
-  req: T.ValidateVolumeCapabilitiesRequest,
-  ctx: CallContext,
-): Promise<T.ValidateVolumeCapabilitiesResponse> {
+export const validateVolumeCapabilities: ControllerHandler<'validateVolumeCapabilities'> = async (core, req, ctx) => {
   await foundVolume(requireVolume(core, req.volumeId), req.volumeId, ctx.signal);
   let fsType;
   if (Object.keys(req.parameters).length > 0) {
@@ -310,13 +298,9 @@ export async function validateVolumeCapabilities(
       mutableParameters: req.mutableParameters,
     },
   };
-}
+};
 
-export async function getCapacity(
-  core: Core,
-  req: T.GetCapacityRequest,
-  ctx: CallContext,
-): Promise<T.GetCapacityResponse> {
+export const getCapacity: ControllerHandler<'getCapacity'> = async (core, req, ctx) => {
   if (capabilityProblem(req.volumeCapabilities)) return { availableCapacity: '0' };
   const seg = req.accessibleTopology?.segments ?? {};
   const region = seg[TOPOLOGY_REGION_KEY];
@@ -348,4 +332,4 @@ export async function getCapacity(
     }
   }
   return { availableCapacity: String(total) };
-}
+};

@@ -1,5 +1,7 @@
 // What the Proxmox node backend is built from, with the real adapters as defaults.
 import type { Logger } from 'pino';
+import type { HandlerOf } from '../../csi/bind.js';
+import type { NodeBackend } from '../../csi/types.js';
 import { createLinuxBlockDevices, type BlockDevices } from '../../os/blockdevices.js';
 import { createLinuxCryptsetup, type Cryptsetup } from '../../os/cryptsetup.js';
 import { createExec, type Exec } from '../../os/exec.js';
@@ -41,6 +43,9 @@ export interface ProxmoxNodeOptions {
   /** Node calls act only on paths strictly inside this directory. Default /var/lib/kubelet. */
   kubeletDir?: string | undefined;
 }
+
+/** An RPC handler of the node backend, given the deps first (bound in node.ts). */
+export type ProxmoxNodeHandler<K extends keyof NodeBackend> = HandlerOf<ProxmoxNodeDeps, NodeBackend, K>;
 
 export interface ProxmoxNodeDeps {
   nodeId: string;

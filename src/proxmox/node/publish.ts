@@ -2,13 +2,7 @@
 // node) onto the pod's target path, and take it away again. SINGLE_NODE_SINGLE_WRITER (a
 // ReadWriteOncePod claim) is published at one target only; the other single-node modes may be
 // bound at several targets (pods of one node sharing a ReadWriteOnce claim).
-import type {
-  CallContext,
-  NodePublishVolumeRequest,
-  NodePublishVolumeResponse,
-  NodeUnpublishVolumeRequest,
-  NodeUnpublishVolumeResponse,
-} from '../../csi/types.js';
+import type { NodePublishVolumeRequest } from '../../csi/types.js';
 import { AlreadyExists, FailedPrecondition } from '../../errors.js';
 import { defined } from '../../defined.js';
 import type { MountEntry } from '../../os/mounter.js';
@@ -24,7 +18,7 @@ import {
 } from '../../node/common.js';
 import { nodeCall } from '../../node/call.js';
 import { mountedDevice, proxmoxMountOwnership } from './ownership.js';
-import type { ProxmoxNodeDeps } from './deps.js';
+import type { ProxmoxNodeHandler } from './deps.js';
 import { findDisk } from './stage.js';
 import { devicePublications, filesystemPublications } from './publications.js';
 import { diskFromPublishContext } from './wwn.js';
@@ -55,11 +49,7 @@ async function checkSingleWriter(
   );
 }
 
-export async function nodePublishVolume(
-  d: ProxmoxNodeDeps,
-  req: NodePublishVolumeRequest,
-  ctx: CallContext,
-): Promise<NodePublishVolumeResponse> {
+export const nodePublishVolume: ProxmoxNodeHandler<'nodePublishVolume'> = async (d, req, ctx) => {
   const rpc = 'NodePublishVolume';
   const volumeId = req.volumeId;
   const target = req.targetPath;
@@ -117,13 +107,9 @@ export async function nodePublishVolume(
     ctx.log.info({ volumeId, device, target, readonly }, 'block volume published');
     return {};
   });
-}
+};
 
-export async function nodeUnpublishVolume(
-  d: ProxmoxNodeDeps,
-  req: NodeUnpublishVolumeRequest,
-  ctx: CallContext,
-): Promise<NodeUnpublishVolumeResponse> {
+export const nodeUnpublishVolume: ProxmoxNodeHandler<'nodeUnpublishVolume'> = async (d, req, ctx) => {
   const rpc = 'NodeUnpublishVolume';
   const volumeId = req.volumeId;
   const target = req.targetPath;
@@ -141,4 +127,4 @@ export async function nodeUnpublishVolume(
       return {};
     },
   );
-}
+};

@@ -2,13 +2,7 @@
 // only on a disk that has none, mount it at the staging path. An encrypted volume (see
 // proxmox-luks.ts) gets a LUKS header on first stage, is opened on every stage, and carries its
 // filesystem on the mapping; unstage closes the mapping.
-import type {
-  CallContext,
-  NodeStageVolumeRequest,
-  NodeStageVolumeResponse,
-  NodeUnstageVolumeRequest,
-  NodeUnstageVolumeResponse,
-} from '../../csi/types.js';
+import type { CallContext, NodeStageVolumeRequest } from '../../csi/types.js';
 import { FailedPrecondition, InvalidArgument, NotFound, Unavailable } from '../../errors.js';
 import type { FormatOptions, FsType, ProbeResult } from '../../os/blockdevices.js';
 import {
@@ -22,7 +16,7 @@ import {
 } from '../../node/common.js';
 import { nodeCall } from '../../node/call.js';
 import { proxmoxMountOwnership } from './ownership.js';
-import type { ProxmoxNodeDeps } from './deps.js';
+import type { ProxmoxNodeHandler, ProxmoxNodeDeps } from './deps.js';
 import { closeEncrypted, encryptionOf, LUKS_FS_TYPE, mapperName, openEncrypted } from './luks.js';
 import { type DiskRef, diskFromPublishContext } from './wwn.js';
 import {
@@ -130,11 +124,7 @@ async function assertFormattable(
   }
 }
 
-export async function nodeStageVolume(
-  d: ProxmoxNodeDeps,
-  req: NodeStageVolumeRequest,
-  ctx: CallContext,
-): Promise<NodeStageVolumeResponse> {
+export const nodeStageVolume: ProxmoxNodeHandler<'nodeStageVolume'> = async (d, req, ctx) => {
   const rpc = 'NodeStageVolume';
   const volumeId = req.volumeId;
   const staging = req.stagingTargetPath;
@@ -242,13 +232,9 @@ export async function nodeStageVolume(
     ctx.log.info({ volumeId, device, staging, fsType, flags, encrypted: enc.required }, 'volume staged');
     return {};
   });
-}
+};
 
-export async function nodeUnstageVolume(
-  d: ProxmoxNodeDeps,
-  req: NodeUnstageVolumeRequest,
-  ctx: CallContext,
-): Promise<NodeUnstageVolumeResponse> {
+export const nodeUnstageVolume: ProxmoxNodeHandler<'nodeUnstageVolume'> = async (d, req, ctx) => {
   const rpc = 'NodeUnstageVolume';
   const volumeId = req.volumeId;
   const staging = req.stagingTargetPath;
@@ -278,4 +264,4 @@ export async function nodeUnstageVolume(
       return {};
     },
   );
-}
+};

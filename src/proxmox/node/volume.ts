@@ -1,13 +1,6 @@
 // NodeExpandVolume and NodeGetVolumeStats for Proxmox disks. Both work from the volume path
 // alone (kubelet and csi-sanity may omit the capability): a block device node bound on a file
 // is a raw volume, a mount point is a filesystem volume whose device comes from its maj:min.
-import type {
-  CallContext,
-  NodeExpandVolumeRequest,
-  NodeExpandVolumeResponse,
-  NodeGetVolumeStatsRequest,
-  NodeGetVolumeStatsResponse,
-} from '../../csi/types.js';
 import { FailedPrecondition, InvalidArgument, NotFound, Unavailable } from '../../errors.js';
 import { isCommandError } from '../../os/exec.js';
 import { LuksKeyRejected } from '../../os/cryptsetup.js';
@@ -15,7 +8,7 @@ import { foreignMount } from '../../node/common.js';
 import { nodeCall } from '../../node/call.js';
 import { ENCRYPTION_PASSPHRASE_KEY, luksError } from './luks.js';
 import { proxmoxMountOwnership } from './ownership.js';
-import type { ProxmoxNodeDeps } from './deps.js';
+import type { ProxmoxNodeHandler, ProxmoxNodeDeps } from './deps.js';
 import { abnormal, healthy, mountedEntry, mountedUsage, probeVolumePath } from '../../node/stats.js';
 
 /**
@@ -66,11 +59,7 @@ async function sizeAtLeast(
   }
 }
 
-export async function nodeExpandVolume(
-  d: ProxmoxNodeDeps,
-  req: NodeExpandVolumeRequest,
-  ctx: CallContext,
-): Promise<NodeExpandVolumeResponse> {
+export const nodeExpandVolume: ProxmoxNodeHandler<'nodeExpandVolume'> = async (d, req, ctx) => {
   const rpc = 'NodeExpandVolume';
   const volumeId = req.volumeId;
   const volumePath = req.volumePath;
@@ -144,13 +133,9 @@ export async function nodeExpandVolume(
     ctx.log.info({ volumeId, device, size, fsType: entry.fstype }, 'filesystem grown');
     return { capacityBytes: size };
   });
-}
+};
 
-export async function nodeGetVolumeStats(
-  d: ProxmoxNodeDeps,
-  req: NodeGetVolumeStatsRequest,
-  _ctx: CallContext,
-): Promise<NodeGetVolumeStatsResponse> {
+export const nodeGetVolumeStats: ProxmoxNodeHandler<'nodeGetVolumeStats'> = async (d, req, _ctx) => {
   const rpc = 'NodeGetVolumeStats';
   const volumeId = req.volumeId;
   const volumePath = req.volumePath;
@@ -182,4 +167,4 @@ export async function nodeGetVolumeStats(
     }
     return await mountedUsage(d.statFs, volumePath);
   });
-}
+};
