@@ -53,6 +53,23 @@ export default defineConfig(
     },
   },
   {
+    // The server's calls: a timeout must be disarmed when its work ends (src/timeout-signal.ts).
+    // AbortSignal.timeout's timer stays armed and keeps the async context (the gRPC call) it was
+    // made in alive until it fires. The CLI's one-shot commands may use it.
+    files: ['src/**/*.ts'],
+    ignores: ['src/cli/**'],
+    rules: {
+      'no-restricted-properties': [
+        'error',
+        {
+          object: 'AbortSignal',
+          property: 'timeout',
+          message: 'timeoutSignal() from src/timeout-signal.ts, cleared when the work ends',
+        },
+      ],
+    },
+  },
+  {
     files: ['**/*.js', '**/*.mjs'],
     extends: [js.configs.recommended, prettier],
     languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly' } },

@@ -7,6 +7,7 @@ import { selfProbe } from './server/self-probe.js';
 import { startDriverServer, type RunningServer } from './server/driver-server.js';
 import { buildDrivers } from './drivers.js';
 import { packageVersion } from './version.js';
+import { timeoutSignal } from './timeout-signal.js';
 import { runSubcommand } from './cli/index.js';
 
 /** Time allowed after the drain for closing connections before the process exits anyway. */
@@ -81,7 +82,12 @@ async function main(): Promise<void> {
     if (!health) continue;
     metrics?.watchBackends(driver.name, health);
     // Also without a scraper: an outage and its end are logged (once each) within a minute.
-    setInterval(() => void health(AbortSignal.timeout(5_000)).catch(() => undefined), HEALTH_LOG_INTERVAL_MS).unref();
+    setInterval(() => {
+      const deadline = timeoutSignal(5_000);
+      void health(deadline.signal)
+        .catch(() => undefined)
+        .finally(deadline.clear);
+    }, HEALTH_LOG_INTERVAL_MS).unref();
   }
   // /healthz probes every socket served (the chart's liveness probe of the driver container).
   const self = metrics

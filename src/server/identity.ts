@@ -3,6 +3,7 @@ import type { IdentityHandlers } from '../gen/csi/v1/Identity.js';
 import type { PluginCapability } from '../gen/csi/v1/PluginCapability.js';
 import type { Driver } from '../csi/types.js';
 import { service, type CallEnv } from './interceptor.js';
+import { timeoutSignal } from '../timeout-signal.js';
 
 export interface IdentityInfo {
   version: string;
@@ -23,11 +24,12 @@ export function identityService(env: CallEnv, driver: Driver, info: IdentityInfo
     },
     Probe: {
       impl: async (_req, ctx) => {
-        const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(info.probeTimeoutMs)]);
+        const deadline = timeoutSignal(info.probeTimeoutMs); // disarmed below (timeout-signal.ts)
+        const signal = AbortSignal.any([ctx.signal, deadline.signal]);
         const timeout = new Promise<boolean>((resolve) =>
           signal.addEventListener('abort', () => resolve(false), { once: true }),
         );
-        const ready = await Promise.race([driver.probe(signal).catch(() => false), timeout]);
+        const ready = await Promise.race([driver.probe(signal).catch(() => false), timeout]).finally(deadline.clear);
         if (!ready) ctx.log.warn('backend did not answer the probe');
         return { ready: { value: ready } };
       },

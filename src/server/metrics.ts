@@ -3,6 +3,7 @@ import http from 'node:http';
 import { splitHostPort } from './host-port.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { HealthCheck } from './health.js';
+import { timeoutSignal } from '../timeout-signal.js';
 
 /** Bound for one scrape's backend checks; a backend that does not answer within it is down. */
 const HEALTH_TIMEOUT_MS = 5_000;
@@ -34,7 +35,10 @@ export class Metrics {
       this.backendUp.reset();
       await Promise.all(
         this.healthChecks.map(async ({ driver, check }) => {
-          const results = await check(AbortSignal.timeout(HEALTH_TIMEOUT_MS)).catch(() => []);
+          const deadline = timeoutSignal(HEALTH_TIMEOUT_MS);
+          const results = await check(deadline.signal)
+            .catch(() => [])
+            .finally(deadline.clear);
           for (const r of results) this.backendUp.set({ driver, kind: r.kind, backend: r.backend }, r.up ? 1 : 0);
         }),
       );
