@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { start, stopAll } from './lib/procs.js';
 import {
   HOST_NODE,
+  socketEndpointArgs,
   startNfsBackend,
   startProxmoxBackend,
   type Backends,
@@ -39,10 +40,7 @@ async function demo(pve: Backends<ProxmoxInfo>, nfs: Backends<NfsInfo>): Promise
       path.join(ROOT, 'dist/src/main.js'),
       '--mode',
       'all',
-      '--proxmox-endpoint',
-      `unix://${pveSock}`,
-      '--nfs-endpoint',
-      `unix://${nfsSock}`,
+      ...socketEndpointArgs(pveSock, nfsSock),
       ...pve.controllerArgs,
       ...pve.nodeArgs,
       ...nfs.controllerArgs,

@@ -40,10 +40,13 @@ export interface NfsInfo extends Record<string, string> {
   mountPort: string;
 }
 
-/** Writes the program's --proxmox-config file pointing at a running simulator (its CA pinned). */
+/**
+ * Writes the program's --proxmox-config file pointing at a running simulator (its CA pinned), or
+ * at any API URL: without a CA file the certificate is not checked (a server that never answers).
+ */
 export function writeProxmoxConfig(
   file: string,
-  sim: Pick<RunningSimulator, 'url' | 'tokenId' | 'tokenSecret' | 'caFile'>,
+  sim: Pick<RunningSimulator, 'url' | 'tokenId' | 'tokenSecret'> & { caFile?: string },
   region = HOST_NODE.region,
 ): void {
   fs.writeFileSync(
@@ -51,10 +54,10 @@ export function writeProxmoxConfig(
     [
       'clusters:',
       `  - url: ${sim.url}`,
-      '    insecure: false',
+      `    insecure: ${sim.caFile === undefined}`,
       `    token_id: "${sim.tokenId}"`,
       `    token_secret: "${sim.tokenSecret}"`,
-      `    ca_file: ${sim.caFile}`,
+      ...(sim.caFile === undefined ? [] : [`    ca_file: ${sim.caFile}`]),
       `    region: ${region}`,
       '',
     ].join('\n'),
@@ -63,6 +66,24 @@ export function writeProxmoxConfig(
 
 /** The host-tier VM: the node plugin on this host plays talos-worker-1 on hyper1. */
 export const HOST_NODE = { name: 'talos-worker-1', region: 'homelab', zone: 'hyper1' };
+
+/** The node plugin's identity flags: the node it plays and that node's topology. */
+export const nodeIdentityArgs = (node: typeof HOST_NODE = HOST_NODE): string[] => [
+  '--node-id',
+  node.name,
+  '--region',
+  node.region,
+  '--zone',
+  node.zone,
+];
+
+/** Both drivers served on unix sockets (`--mode all` or node mode). */
+export const socketEndpointArgs = (proxmoxSock: string, nfsSock: string): string[] => [
+  '--proxmox-endpoint',
+  `unix://${proxmoxSock}`,
+  '--nfs-endpoint',
+  `unix://${nfsSock}`,
+];
 
 export async function startProxmoxBackend(
   runDir: string,
@@ -79,16 +100,7 @@ export async function startProxmoxBackend(
   writeProxmoxConfig(cfg, sim);
   return {
     controllerArgs: ['--proxmox-config', cfg],
-    nodeArgs: [
-      '--node-id',
-      HOST_NODE.name,
-      '--region',
-      HOST_NODE.region,
-      '--zone',
-      HOST_NODE.zone,
-      '--device-dir',
-      path.join(linkDir, HOST_NODE.name),
-    ],
+    nodeArgs: [...nodeIdentityArgs(), '--device-dir', path.join(linkDir, HOST_NODE.name)],
     volumeParameters: { storage: 'local-lvm' },
     mutableParameters: PROXMOX_SANITY_MUTABLE,
     // 1 GiB test volumes keep mkfs and loop devices quick; expansion goes to 2 GiB.

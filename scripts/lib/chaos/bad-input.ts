@@ -13,6 +13,7 @@ import { GiB, SINGLE_WRITER, topology, type ChaosEnv } from './env.js';
 import { Program, programKnows } from './program.js';
 import { CsiCaller, Recorder, field, volumeIdOf, type Service } from './rpc.js';
 import { sharedGanesha, type NfsShared } from './nfs.js';
+import { nodeIdentityArgs, socketEndpointArgs } from '../backends.js';
 
 type Driver = 'proxmox' | 'nfs';
 interface Row {
@@ -70,18 +71,10 @@ export async function badInput(env: ChaosEnv, shared: NfsShared): Promise<Record
     args: [
       '--mode',
       'all',
-      '--proxmox-endpoint',
-      `unix://${pveSock}`,
-      '--nfs-endpoint',
-      `unix://${nfsSock}`,
+      ...socketEndpointArgs(pveSock, nfsSock),
       '--proxmox-config',
       env.proxmoxConfig,
-      '--node-id',
-      'talos-worker-1',
-      '--region',
-      'homelab',
-      '--zone',
-      'hyper1',
+      ...nodeIdentityArgs(),
       '--device-dir',
       devices,
       '--nfs-port',

@@ -17,6 +17,7 @@ import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 import type { VolumeCapability } from '../../helpers/csi-client.js';
 import { present } from '../../helpers/present.js';
 import { composeProgram } from '../../helpers/composed-program.js';
+import { nodeIdentityArgs } from '../../../scripts/lib/backends.js';
 import { mountsUnder, unmountUnder } from '../../helpers/mounts.js';
 
 const GiB = 1024 ** 3;
@@ -132,12 +133,7 @@ const main = await composeProgram(t, [
   'tcp://127.0.0.1:0',
   '--proxmox-config',
   configA,
-  '--node-id',
-  'talos-worker-1',
-  '--region',
-  'homelab',
-  '--zone',
-  'hyper1',
+  ...nodeIdentityArgs(),
   '--device-dir',
   W1_LINKS,
   '--kubelet-dir',

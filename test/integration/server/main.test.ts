@@ -5,6 +5,15 @@ import { csiClient, type VolumeCapability } from '../../helpers/csi-client.js';
 import { present } from '../../helpers/present.js';
 import { spawnProgram } from '../../helpers/program.js';
 import { tempDir } from '../../helpers/temp-dir.js';
+import type { Teardown } from '../../helpers/teardown.js';
+import { nodeIdentityArgs, socketEndpointArgs, writeProxmoxConfig } from '../../../scripts/lib/backends.js';
+
+/** The program in controller mode, its --proxmox-config (written into `dir`) naming `cluster`. */
+function spawnController(t: Teardown, dir: string, cluster: Parameters<typeof writeProxmoxConfig>[1], args: string[]) {
+  const cfg = path.join(dir, 'config.yaml');
+  writeProxmoxConfig(cfg, cluster);
+  return spawnProgram(t, ['--mode', 'controller', '--proxmox-config', cfg, ...args]);
+}
 
 // The real program: both drivers in node mode on unix sockets, Identity answered on each with
 // its own name, then SIGTERM → exit 0 with the sockets removed.
@@ -15,16 +24,8 @@ t.test('main: serves both endpoints and exits 0 on SIGTERM leaving no socket', a
   const child = spawnProgram(t, [
     '--mode',
     'node',
-    '--node-id',
-    'talos-worker-1',
-    '--region',
-    'homelab',
-    '--zone',
-    'hyper1',
-    '--proxmox-endpoint',
-    `unix://${pve}`,
-    '--nfs-endpoint',
-    `unix://${nfs}`,
+    ...nodeIdentityArgs(),
+    ...socketEndpointArgs(pve, nfs),
     '--metrics-address',
     '127.0.0.1:0',
   ]);
@@ -52,22 +53,8 @@ t.test('main: SIGTERM exits within the drain timeout + 2 s while a Proxmox call 
   const sim = await startSimulator({ backend: 'none', faults: { authFailureDelayMs: 0 } });
   t.teardown(() => sim.close());
   const dir = tempDir(t, 'csi-main-');
-  const cfg = path.join(dir, 'config.yaml');
-  fs.writeFileSync(
-    cfg,
-    `clusters:\n  - url: ${sim.url}\n    ca_file: ${sim.caFile}\n    token_id: "${sim.tokenId}"\n    token_secret: "${sim.tokenSecret}"\n    region: homelab\n`,
-  );
   const sock = path.join(dir, 'ctl.sock');
-  const child = spawnProgram(t, [
-    '--mode',
-    'controller',
-    '--proxmox-config',
-    cfg,
-    '--proxmox-endpoint',
-    `unix://${sock}`,
-    '--drain-timeout',
-    '2s',
-  ]);
+  const child = spawnController(t, dir, sim, ['--proxmox-endpoint', `unix://${sock}`, '--drain-timeout', '2s']);
   await child.ready();
   const c = csiClient(`unix://${sock}`);
   t.teardown(() => c.close());
@@ -114,22 +101,15 @@ t.test('main: unreachable backends leave Probe ready and show in csi_backend_up'
   const dead = await freePort(); // nothing listens here: Proxmox API and NFS both refused
   const metricsPort = await freePort();
   const dir = tempDir(t, 'csi-main-');
-  const cfg = path.join(dir, 'config.yaml');
-  fs.writeFileSync(
-    cfg,
-    `clusters:\n  - url: https://127.0.0.1:${dead}/api2/json\n    insecure: true\n    token_id: "csi@pve!csi"\n    token_secret: "11111111-2222-3333-4444-555555555555"\n    region: homelab\n`,
-  );
   const pve = path.join(dir, 'pve.sock');
   const nfs = path.join(dir, 'nfs.sock');
-  const child = spawnProgram(t, [
-    '--mode',
-    'controller',
-    '--proxmox-config',
-    cfg,
-    '--proxmox-endpoint',
-    `unix://${pve}`,
-    '--nfs-endpoint',
-    `unix://${nfs}`,
+  const cluster = {
+    url: `https://127.0.0.1:${dead}/api2/json`,
+    tokenId: 'csi@pve!csi',
+    tokenSecret: '11111111-2222-3333-4444-555555555555',
+  };
+  const child = spawnController(t, dir, cluster, [
+    ...socketEndpointArgs(pve, nfs),
     '--nfs-port',
     String(dead),
     '--nfs-mount-port',
