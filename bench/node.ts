@@ -19,6 +19,7 @@ import { PROXMOX_DISKS } from '../src/proxmox/node/deps.js';
 import { wwnHexForSlot } from '../src/proxmox/contract.js';
 import { canUseLoopDevices, LoopRig } from '../test/integration/node/loop-rig.js';
 import { csiClient, type VolumeCapability } from '../test/helpers/csi-client.js';
+import { stageAndPublish, unpublishAndUnstage } from '../test/helpers/stage-publish.js';
 import { startProgram } from './lib/program.js';
 import { pct, printTable, since, type Row } from './lib/table.js';
 
@@ -78,10 +79,13 @@ const p = await startProgram(
 );
 const c = csiClient(ep);
 
-const publishContext = { DevicePath: `/dev/disk/by-id/wwn-0x${wwn}`, lun: String(SLOT) };
-const volumeId = `bench/bench/local-lvm/vm-9999-pvc-node`;
-const staging = rig.path('plugins', 'kubernetes.io', 'csi', 'pv', 'stage');
-const target = rig.path('pods', 'p1', 'volumes', 'kubernetes.io~csi', 'pv', 'mount');
+/** The volume as kubelet names it; the capability (its fsType) is each case's. */
+const volume = {
+  volumeId: `bench/bench/local-lvm/vm-9999-pvc-node`,
+  publishContext: { DevicePath: `/dev/disk/by-id/wwn-0x${wwn}`, lun: String(SLOT) },
+  stagingTargetPath: rig.path('plugins', 'kubernetes.io', 'csi', 'pv', 'stage'),
+  targetPath: rig.path('pods', 'p1', 'volumes', 'kubernetes.io~csi', 'pv', 'mount'),
+};
 const rawStaging = rig.path('raw', 'stage');
 const rawTarget = rig.path('raw', 'pod', 'mount');
 fs.mkdirSync(rawStaging, { recursive: true });
@@ -116,21 +120,13 @@ async function driverUp(fsType: FsType): Promise<number> {
     accessMode: { mode: 'SINGLE_NODE_WRITER' },
   };
   const t0 = process.hrtime.bigint();
-  await c.node.NodeStageVolume({ volumeId, publishContext, stagingTargetPath: staging, volumeCapability });
-  await c.node.NodePublishVolume({
-    volumeId,
-    publishContext,
-    stagingTargetPath: staging,
-    targetPath: target,
-    volumeCapability,
-  });
+  await stageAndPublish(c, { ...volume, volumeCapability });
   return since(t0);
 }
 
 async function driverDown(): Promise<number> {
   const t0 = process.hrtime.bigint();
-  await c.node.NodeUnpublishVolume({ volumeId, targetPath: target });
-  await c.node.NodeUnstageVolume({ volumeId, stagingTargetPath: staging });
+  await unpublishAndUnstage(c, volume);
   return since(t0);
 }
 

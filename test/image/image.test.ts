@@ -9,10 +9,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { csiClient, type VolumeCapability } from '../helpers/csi-client.js';
+import { csiClient } from '../helpers/csi-client.js';
+import { stageAndPublish, unpublishAndUnstage, type StagedVolume } from '../helpers/stage-publish.js';
 import { canUseLoopDevices, LoopRig } from '../integration/node/loop-rig.js';
 import { wwnHexForSlot as wwnForSlot } from '../../src/proxmox/contract.js';
-import { HOST_NODE, startProxmoxBackend } from '../../scripts/lib/backends.js';
+import { HOST_NODE, nodeIdentityArgs, startProxmoxBackend } from '../../scripts/lib/backends.js';
 
 const IMAGE = process.env.IMAGE ?? '';
 if (!IMAGE || !process.env.CONTAINERS_STORAGE_CONF)
@@ -30,6 +31,8 @@ const RUN = ['run', '--runtime', 'runc', '--ulimit', 'nofile=20000:20000', '--ul
 
 const podman = (...args: string[]) =>
   execFileSync('podman', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+/** A shell script run in a throw-away container of the image; its output. */
+const shInImage = (script: string) => podman(...RUN, '--rm', '--entrypoint', '/bin/sh', IMAGE, '-c', script);
 const podmanP = async (...args: string[]) => (await execFileP('podman', args, { encoding: 'utf8' })).stdout.trim();
 
 function tempDir(t: { teardown(fn: () => void): void }, mode = 0o755): string {
@@ -106,26 +109,12 @@ t.test('every tool the node plugin runs is in the image', async (t) => {
     'cryptsetup',
     'tini',
   ];
-  const out = podman(
-    ...RUN,
-    '--rm',
-    '--entrypoint',
-    '/bin/sh',
-    IMAGE,
-    '-c',
+  const out = shInImage(
     `for t in ${tools.join(' ')}; do command -v "$t" >/dev/null && echo "ok $t" || echo "missing $t"; done`,
   );
   for (const tool of tools) t.match(out, new RegExp(`^ok ${tool.replace('.', '\\.')}$`, 'm'), tool);
   // Installed but broken (a missing library) counts as missing.
-  const versions = podman(
-    ...RUN,
-    '--rm',
-    '--entrypoint',
-    '/bin/sh',
-    IMAGE,
-    '-c',
-    'mkfs.xfs -V && cryptsetup --version && mount.nfs -V && tini --version && node --version',
-  );
+  const versions = shInImage('mkfs.xfs -V && cryptsetup --version && mount.nfs -V && tini --version && node --version');
   t.match(versions, /cryptsetup 2\./, 'cryptsetup runs');
   t.match(versions, /^v24\./m, 'node 24 runs');
 });
@@ -248,12 +237,7 @@ t.test('privileged node plugin stages and publishes a loop-device volume', { ski
       'node',
       '--proxmox-endpoint',
       `unix://${rig.root}/proxmox.sock`,
-      '--node-id',
-      'talos-worker-1',
-      '--region',
-      'homelab',
-      '--zone',
-      'hyper1',
+      ...nodeIdentityArgs(),
       '--device-dir',
       rig.devDir,
       '--kubelet-dir',
@@ -264,25 +248,20 @@ t.test('privileged node plugin stages and publishes a loop-device volume', { ski
   const c = csiClient(`unix://${rig.root}/proxmox.sock`, 60_000);
   t.teardown(() => c.close());
 
-  const volumeId = 'homelab/hyper1/local-lvm/vm-9999-pvc-image-tier';
-  const publishContext = { DevicePath: `/dev/disk/by-id/wwn-0x${wwn}`, lun: '3' };
-  const volumeCapability: VolumeCapability = { mount: { fsType: 'xfs' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
-  const staging = path.join(kubelet, 'stage');
-  const target = path.join(kubelet, 'pods/p/volumes/v/mount');
-  await c.node.NodeStageVolume({ volumeId, publishContext, stagingTargetPath: staging, volumeCapability });
-  await c.node.NodePublishVolume({
-    volumeId,
-    publishContext,
-    stagingTargetPath: staging,
-    targetPath: target,
-    volumeCapability,
-  });
+  const volume: StagedVolume = {
+    volumeId: 'homelab/hyper1/local-lvm/vm-9999-pvc-image-tier',
+    publishContext: { DevicePath: `/dev/disk/by-id/wwn-0x${wwn}`, lun: '3' },
+    volumeCapability: { mount: { fsType: 'xfs' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } },
+    stagingTargetPath: path.join(kubelet, 'stage'),
+    targetPath: path.join(kubelet, 'pods/p/volumes/v/mount'),
+  };
+  const { stagingTargetPath: staging, targetPath: target } = volume;
+  await stageAndPublish(c, volume);
   const mounted = podman('exec', id, 'findmnt', '-n', '-o', 'SOURCE,FSTYPE', target);
   t.match(mounted, new RegExp(`^${disk.device}\\s+xfs$`), `target mounted from the loop disk: ${mounted}`);
   podman('exec', id, 'sh', '-c', `echo hello >${target}/f && sync`);
   t.equal(podman('exec', id, 'cat', `${staging}/f`), 'hello', 'written through the target, visible in staging');
-  await c.node.NodeUnpublishVolume({ volumeId, targetPath: target });
-  await c.node.NodeUnstageVolume({ volumeId, stagingTargetPath: staging });
+  await unpublishAndUnstage(c, volume);
   t.equal(
     podman('exec', id, 'sh', '-c', `findmnt -rn -o TARGET | grep -c '^${kubelet}' || true`),
     '0',
