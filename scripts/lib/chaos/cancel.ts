@@ -4,19 +4,22 @@
 // moved. A single-writer volume must never end up on both VMs: while A's change may still land,
 // B must get a retryable answer, and a final FAILED_PRECONDITION once it did land. Finally the
 // first caller replays its request and gets OK, and everything is cleaned up.
-import { DoubleAttachSampler, auditProxmox, holders, type SimState } from './audit.js';
-import { BASE_FAULTS, SINGLE_WRITER, singleWriterVolume, vmPair, type ChaosEnv } from './env.js';
-import { startProxmoxController } from './program.js';
-import { Recorder, sleep, volumeIdOf } from './rpc.js';
+import { holders, type SimState } from './audit.js';
+import { SINGLE_WRITER, singleWriterVolume, vmPair, type ChaosEnv } from './env.js';
+import { type Recorder, sleep, volumeIdOf } from './rpc.js';
+import { startProxmoxScenario } from './scenario.js';
 
 export async function cancelScenario(env: ChaosEnv): Promise<Recorder> {
-  const rec = new Recorder('3 cancelled callers + publish elsewhere');
   const { admin, long } = env;
-  await admin.reset();
   // PVE's own lock wait (10 s): the change held up behind the lock lands once it is released.
-  await admin.setFaults({ ...BASE_FAULTS, lockTimeoutMs: 10_000 });
-  const { prog, csi } = await startProxmoxController(env, rec, 'cancel');
-  const sampler = new DoubleAttachSampler(admin, rec, 50).start();
+  const scenario = await startProxmoxScenario(
+    env,
+    '3 cancelled callers + publish elsewhere',
+    'cancel',
+    { lockTimeoutMs: 10_000 },
+    50,
+  );
+  const { rec, csi } = scenario;
   const holdMs = 4000;
   const opts = { deadlineMs: 15_000, budgetMs: 60_000 };
 
@@ -75,10 +78,5 @@ export async function cancelScenario(env: ChaosEnv): Promise<Recorder> {
   for (let r = 0; r < (long ? 3 : 1); r++) {
     await Promise.all([round(r, 0, 'deadline'), round(r, 1, 'cancel'), round(r + 1, 2, 'deadline')]);
   }
-  await sampler.stop();
-  csi.close();
-  await prog.stop();
-  await admin.setFaults(BASE_FAULTS);
-  await auditProxmox(admin, rec);
-  return rec;
+  return scenario.end();
 }

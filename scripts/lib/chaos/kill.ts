@@ -6,26 +6,23 @@
 // a VM lock held by someone else, and the restarted one is asked to publish the same volumes to
 // another VM (the pod moved): the dead process's change lands later, so the new one must refuse.
 import { defined } from '../../../src/defined.js';
-import { DoubleAttachSampler, auditProxmox, holders, volidOfDrive, type SimState } from './audit.js';
+import { holders, volidOfDrive, type SimState } from './audit.js';
 import { BASE_FAULTS, GiB, SINGLE_WRITER, singleWriterVolume, type ChaosEnv } from './env.js';
-import { startProxmoxController } from './program.js';
-import { Recorder, pool, sleep, volumeIdOf, type Answer } from './rpc.js';
+import { type Recorder, pool, sleep, volumeIdOf, type Answer } from './rpc.js';
+import { startProxmoxScenario } from './scenario.js';
 
 export async function killScenario(env: ChaosEnv): Promise<Recorder> {
-  const rec = new Recorder('2 kill -9 controller + replay');
   const { admin, long } = env;
-  await admin.reset();
   // Slow enough that a kill lands between a request and its answer.
-  await admin.setFaults({ ...BASE_FAULTS, latencyMs: 25 });
-  const { prog, csi } = await startProxmoxController(env, rec, 'kill');
-  const sampler = new DoubleAttachSampler(admin, rec).start();
+  const scenario = await startProxmoxScenario(env, '2 kill -9 controller + replay', 'kill', { latencyMs: 25 });
+  const { rec, prog, csi } = scenario;
   const vm = { name: 'talos-worker-1', vmid: 111 };
   const n = long ? 24 : 10;
   const rounds = long ? 3 : 1;
   const opts = { deadlineMs: 15_000, budgetMs: 90_000, backoffStartMs: 100, backoffMaxMs: 1000 };
 
-  /** Runs the calls, kills the controller after `killMs`, restarts it; then replays them all. */
-  const storm = async (what: string, calls: (() => Promise<Answer>)[], killMs: number) => {
+  /** Calls `call` for every volume, kills the controller after `killMs`, restarts it; then replays them all. */
+  const storm = async (what: string, vols: string[], call: (volumeId: string) => Promise<Answer>, killMs: number) => {
     const killer = (async () => {
       await sleep(killMs);
       const cut = rec.inflight;
@@ -35,9 +32,9 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
       await sleep(100);
       await prog.start();
     })();
-    const first = await Promise.all(calls.map((c) => c()));
+    const first = await Promise.all(vols.map(call));
     await killer;
-    const replay = await Promise.all(calls.map((c) => c()));
+    const replay = await Promise.all(vols.map(call));
     [...first, ...replay].forEach((a) => {
       if (a.code !== 'OK') rec.violate(`${what}: final answer ${a.code} ${a.message.slice(0, 200)}`);
     });
@@ -58,17 +55,11 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
   const killAt = (r: number, base: number) => base + ((r * 97) % 200);
 
   for (let r = 0; r < rounds; r++) {
+    const publish = { nodeId: vm.name, volumeCapability: SINGLE_WRITER };
     await storm(
       'attach storm',
-      ids.map(
-        (volumeId) => () =>
-          csi.op(
-            'controller',
-            'ControllerPublishVolume',
-            { volumeId, nodeId: vm.name, volumeCapability: SINGLE_WRITER },
-            opts,
-          ),
-      ),
+      ids,
+      (volumeId) => csi.op('controller', 'ControllerPublishVolume', { ...publish, volumeId }, opts),
       killAt(r, 120),
     );
     let s = await state();
@@ -87,12 +78,11 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
           `after the attach storm ${volid} is on VMs [${on.join(',')}] in ${slots} slot(s) of ${vm.vmid} (want exactly one)`,
         );
     }
+    const detach = { ...opts, until: 'ok' as const };
     await storm(
       'detach storm',
-      ids.map(
-        (volumeId) => () =>
-          csi.op('controller', 'ControllerUnpublishVolume', { volumeId, nodeId: vm.name }, { ...opts, until: 'ok' }),
-      ),
+      ids,
+      (volumeId) => csi.op('controller', 'ControllerUnpublishVolume', { volumeId, nodeId: vm.name }, detach),
       killAt(r, 80),
     );
     s = await state();
@@ -105,21 +95,12 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
   // Offline expansion goes through a short-lived helper attachment: kill while it exists.
   const grow = ids.slice(0, long ? 8 : 4);
   const target = 2 * GiB;
+  const expand = { capacityRange: { requiredBytes: String(target) }, volumeCapability: SINGLE_WRITER };
   await storm(
     'offline expansion',
-    grow.map(
-      (volumeId) => () =>
-        csi.op(
-          'controller',
-          'ControllerExpandVolume',
-          {
-            volumeId,
-            capacityRange: { requiredBytes: String(target) },
-            volumeCapability: SINGLE_WRITER,
-          },
-          { ...opts, deadlineMs: 10_000 },
-        ),
-    ),
+    grow,
+    (volumeId) =>
+      csi.op('controller', 'ControllerExpandVolume', { ...expand, volumeId }, { ...opts, deadlineMs: 10_000 }),
     150,
   );
   const sizes = new Map(
@@ -215,16 +196,9 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
 
   await storm(
     'DeleteVolume',
-    ids.map(
-      (volumeId) => () =>
-        csi.op('controller', 'DeleteVolume', { volumeId }, { ...opts, deadlineMs: 10_000, until: 'ok' }),
-    ),
+    ids,
+    (volumeId) => csi.op('controller', 'DeleteVolume', { volumeId }, { ...opts, deadlineMs: 10_000, until: 'ok' }),
     100,
   );
-  await sampler.stop();
-  csi.close();
-  await prog.stop();
-  await admin.setFaults(BASE_FAULTS);
-  await auditProxmox(admin, rec);
-  return rec;
+  return scenario.end();
 }

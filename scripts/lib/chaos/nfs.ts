@@ -57,22 +57,17 @@ export async function nfsScenario(env: ChaosEnv, shared: NfsShared): Promise<Rec
     name: `pvc-chaos-nfs-${i}`,
   }));
 
-  const freeze = async () => {
+  /** Signals ganesha once the batch is in flight, records the hit, and `recover`s after `ms`. */
+  const signalGanesha = (signal: NodeJS.Signals, what: string, ms: number, recover: () => unknown) => async () => {
     await strike();
-    process.kill(ganeshaPid(g), 'SIGSTOP');
+    process.kill(ganeshaPid(g), signal);
     hit(rec.inflight);
-    rec.fault('SIGSTOP 2.5 s');
-    await sleep(2500);
-    process.kill(ganeshaPid(g), 'SIGCONT');
+    rec.fault(what);
+    await sleep(ms);
+    await recover();
   };
-  const crash = async () => {
-    await strike();
-    process.kill(ganeshaPid(g), 'SIGKILL');
-    hit(rec.inflight);
-    rec.fault('SIGKILL + restart');
-    await sleep(300);
-    await g.restart();
-  };
+  const freeze = signalGanesha('SIGSTOP', 'SIGSTOP 2.5 s', 2500, () => process.kill(ganeshaPid(g), 'SIGCONT'));
+  const crash = signalGanesha('SIGKILL', 'SIGKILL + restart', 300, () => g.restart());
   // The fault strikes a few milliseconds after the batch was sent, while its calls are in the
   // controller's hands (some still on their way, some in the middle of their NFS operations).
   // How many were in flight is counted, printed and asserted below: with a fixed 40 ms delay the
