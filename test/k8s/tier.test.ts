@@ -106,6 +106,9 @@ const logOf = (pod: string, container: string) => {
   );
   return fs.readFileSync(present(p.procs.get(container), `container ${container} of ${pod}`).logFile, 'utf8');
 };
+/** Waits until the provisioner has deleted `pv` (its claim gone, reclaim policy Delete). */
+const pvDeleted = (pv: PersistentVolume, what: string, ms = 60_000) =>
+  kube.waitGone(`/api/v1/persistentvolumes/${pv.metadata.name}`, what, ms, env.sidecarErrors);
 /** Containers of the controller pod that take part in leader election. */
 const sidecars = () =>
   present(only(env.rendered, 'Deployment').spec.template.spec, 'the Deployment pod template spec')
@@ -291,12 +294,7 @@ t.test('syno-nfs-csi: binds at once into <namespace>/<pvc>, grows, archives on d
   t.equal(claim.status?.capacity?.storage, '3Gi', 'no node step for NFS: the claim shows the new size at once');
 
   await kube.delete(pvcPath('shared'));
-  await kube.waitGone(
-    `/api/v1/persistentvolumes/${pv.metadata.name}`,
-    'the NFS PV to be deleted',
-    60_000,
-    env.sidecarErrors,
-  );
+  await pvDeleted(pv, 'the NFS PV to be deleted');
   t.notOk(fs.existsSync(dir), 'the directory moved away');
   t.ok(
     fs.existsSync(path.join(env.nfs.exportDir, 'talos', `archived-${APPS}`, 'shared')),
@@ -308,12 +306,7 @@ t.test('proxmox-local: PVC deleted -> disk freed, PV gone', async (t) => {
   t.ok(localPv, 'the volume of the first scenario');
   if (!localPv) return;
   await kube.delete(pvcPath('data-one'));
-  await kube.waitGone(
-    `/api/v1/persistentvolumes/${localPv.metadata.name}`,
-    'the Proxmox PV to be deleted',
-    60_000,
-    env.sidecarErrors,
-  );
+  await pvDeleted(localPv, 'the Proxmox PV to be deleted');
   const { zone } = handleOf(localPv);
   t.notOk((await pve.disks(zone)).has(volid(localPv)), 'the disk is gone from the storage');
 });
@@ -406,12 +399,7 @@ t.test('24 pods with one PVC each on one node at once', async (t) => {
   await Promise.all(names.map((n) => deletePod(env, n)));
   await Promise.all(names.map((n) => kube.delete(pvcPath(n))));
   for (const pv of pvs) {
-    await kube.waitGone(
-      `/api/v1/persistentvolumes/${pv.metadata.name}`,
-      `PV ${pv.metadata.name} to be deleted`,
-      180_000,
-      env.sidecarErrors,
-    );
+    await pvDeleted(pv, `PV ${pv.metadata.name} to be deleted`, 180_000);
   }
   const left = [...(await pve.disks(node.zone)).keys()].filter((k) => k.includes('pvc-'));
   t.same(left, [], 'every disk freed');

@@ -4,20 +4,19 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
 import type * as Lib from '@kubernetes/client-node';
 import YAML from 'yaml';
 import { startProxmoxBackend, type Backends } from '../../../scripts/lib/backends.js';
 import { SimulatorAdmin } from '../../../sim/index.js';
 import type { Plain } from '../../../src/k8s/api.js';
 import { csiClient } from '../../helpers/csi-client.js';
-import { freePort } from '../../helpers/free-port.js';
 import { present } from '../../helpers/present.js';
 import { applyAll, isHook, only, render, SEED_VALUES, type K8sObject } from './chart.js';
 import { binaries, ROOT, startCluster, type Binaries, type Cluster } from './cluster.js';
 import type { Kube } from './kube.js';
 import type { Deployment, Event, Node, Pod } from './objects.js';
-import { runPod, type ImageCommand, type RunningPod } from './pods.js';
+import { runPod, type ImageCommand, type PodRunOptions, type RunningPod } from './pods.js';
+import { startGanesha } from '../../integration/nfs/ganesha.js';
 
 /** The seed's release namespace (the ExternalSecret keeps the Proxmox config Secret there). */
 export const NS = 'csi-proxmox';
@@ -72,28 +71,6 @@ export interface Env {
   /** Recent error lines of every sidecar and the driver, for failure messages. */
   sidecarErrors: () => string;
   stop(ok: boolean): Promise<void>;
-}
-
-function startGanesha(dir: string, nfsPort: number, mountPort: number): NfsServer {
-  const out = execFileSync(
-    'bash',
-    [
-      path.join(ROOT, 'scripts/ganesha.sh'),
-      'start',
-      '--dir',
-      dir,
-      '--nfs-port',
-      String(nfsPort),
-      '--mount-port',
-      String(mountPort),
-    ],
-    {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  // The last line is the server's description (scripts/ganesha.sh prints it as JSON).
-  return JSON.parse(present(out.trim().split('\n').pop(), 'ganesha.sh start output')) as NfsServer;
 }
 
 export function images(bins: Binaries): Record<string, ImageCommand> {
@@ -168,6 +145,9 @@ const isReady = (j: { ready?: unknown }) => j.ready === true;
 /** A metav1.MicroTime: RFC 3339 with exactly six fractional digits. */
 const microTime = () => new Date().toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 
+/** Owner references to `node`: what kubelet's objects carry, so they go with the Node. */
+const ownedBy = (node: Node) => [{ apiVersion: 'v1', kind: 'Node', name: node.metadata.name, uid: node.metadata.uid }];
+
 /**
  * The kubelet's heartbeat: a Lease named after the node in kube-node-lease, 40 s long, renewed
  * every 10 s (pkg/kubelet/nodelease). The node lifecycle controller reads it; a node whose
@@ -180,10 +160,7 @@ async function startHeartbeats(kube: Kube, nodes: NodeSpec[]): Promise<() => voi
     await kube.create('/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases', {
       apiVersion: 'coordination.k8s.io/v1',
       kind: 'Lease',
-      metadata: {
-        name: n.name,
-        ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: n.name, uid: node.metadata.uid }],
-      },
+      metadata: { name: n.name, ownerReferences: ownedBy(node) },
       spec: { holderIdentity: n.name, leaseDurationSeconds: 40, renewTime: microTime() },
     });
   }
@@ -260,10 +237,7 @@ async function registerNodePlugin(kube: Kube, n: NodeSpec, endpoints: string[]):
   await kube.create('/apis/storage.k8s.io/v1/csinodes', {
     apiVersion: 'storage.k8s.io/v1',
     kind: 'CSINode',
-    metadata: {
-      name: n.name,
-      ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: n.name, uid: node.metadata.uid }],
-    },
+    metadata: { name: n.name, ownerReferences: ownedBy(node) },
     spec: { drivers },
   });
 }
@@ -288,12 +262,8 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
     const pve = await startProxmoxBackend(path.join(dir, 'pve'), { backend: 'none' });
     cleanups.push(() => pve.close());
     const sim = new SimulatorAdmin(present(pve.info.adminUrl, 'the simulator admin URL'));
-    const nfs = startGanesha(path.join(dir, 'ganesha'), await freePort(), await freePort());
-    cleanups.push(async () => {
-      execFileSync('bash', [path.join(ROOT, 'scripts/ganesha.sh'), 'stop', '--dir', path.join(dir, 'ganesha')], {
-        stdio: 'ignore',
-      });
-    });
+    const nfs = await startGanesha({ dir: path.join(dir, 'ganesha') });
+    cleanups.push(() => nfs.stop());
     step(`simulator ${pve.info.url}, ganesha ${nfs.server}:${nfs.nfsPort}`);
 
     const values = tierValues(nfs);
@@ -367,23 +337,18 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
     }
     dsPods = await waitPods(kube, NS, dsLabels, NODES.length, (p) => !!p.spec.nodeName, 60_000);
     const imgs = images(bins);
+    /** Runs `pod`'s containers here, as kubelet would on its node. */
+    const runHere = (pod: Pod, o: Pick<PodRunOptions, 'only' | 'extraEnv'>) =>
+      runPod({ kube, apiPort: cluster.port, ca: cluster.ca, pod, dir: podsDir, images: imgs, ...o });
+    /** The driver container of a running pod. */
+    const driverIn = (run: RunningPod) => present(run.procs.get('pve-nfs-csi'), `the driver of ${run.name}`);
     await Promise.all(
       NODES.map(async (n) => {
         const pod = dsPods.find((p) => p.spec.nodeName === n.name);
         if (!pod) throw new Error(`the DaemonSet controller made no node-plugin pod for ${n.name}`);
-        const run = await runPod({
-          kube,
-          apiPort: cluster.port,
-          ca: cluster.ca,
-          pod,
-          dir: podsDir,
-          images: imgs,
-          only: ['pve-nfs-csi'],
-        });
+        const run = await runHere(pod, { only: ['pve-nfs-csi'] });
         try {
-          const ready = await present(run.procs.get('pve-nfs-csi'), `the driver of ${run.name}`).readyJson<{
-            endpoints: Record<string, string>;
-          }>(isReady, 60_000);
+          const ready = await driverIn(run).readyJson<{ endpoints: Record<string, string> }>(isReady, 60_000);
           await registerNodePlugin(kube, n, Object.values(ready.endpoints));
         } finally {
           await run.stop();
@@ -402,19 +367,13 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
       const started: RunningPod[] = [];
       for (const pod of pods) {
         if (controllerPods.some((r) => r.name === pod.metadata.name)) continue;
-        const run = await runPod({
-          kube,
-          apiPort: cluster.port,
-          ca: cluster.ca,
-          pod,
-          dir: podsDir,
-          images: imgs,
+        const run = await runHere(pod, {
           // The one addition: where the test's NFS server listens (a NAS answers on 2049).
           extraEnv: { 'pve-nfs-csi': { NFS_PORT: String(nfs.nfsPort), NFS_MOUNT_PORT: String(nfs.mountPort) } },
         });
         controllerPods.push(run);
         started.push(run);
-        await present(run.procs.get('pve-nfs-csi'), `the driver of ${run.name}`).readyJson(isReady, 60_000);
+        await driverIn(run).readyJson(isReady, 60_000);
       }
       return started;
     };

@@ -13,6 +13,9 @@ import type { PersistentVolume, PersistentVolumeClaim, Pod, VolumeAttachment } f
 export const APPS = 'apps';
 export const GiB = 2 ** 30;
 
+/** The head of a core/v1 object of `kind` named `name` in the apps namespace. */
+const inApps = (kind: string, name: string) => ({ apiVersion: 'v1', kind, metadata: { name, namespace: APPS } });
+
 /** Fields of a claim's spec beyond class and size (e.g. accessModes). */
 export type ClaimSpec = Plain<Lib.V1PersistentVolumeClaimSpec>;
 
@@ -23,9 +26,7 @@ export function pvc(
   extra: ClaimSpec = {},
 ): Plain<Lib.V1PersistentVolumeClaim> {
   return {
-    apiVersion: 'v1',
-    kind: 'PersistentVolumeClaim',
-    metadata: { name, namespace: APPS },
+    ...inApps('PersistentVolumeClaim', name),
     spec: {
       accessModes: ['ReadWriteOnce'],
       resources: { requests: { storage: size } },
@@ -75,9 +76,7 @@ function podObject(
   placement: { nodeName: string } | { nodeSelector: Record<string, string> },
 ): Plain<Lib.V1Pod> {
   return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name, namespace: APPS },
+    ...inApps('Pod', name),
     spec: {
       ...placement,
       terminationGracePeriodSeconds: 0,
