@@ -42,16 +42,18 @@ export async function startSimCluster(t: Teardown, opts: SimOptions = {}): Promi
   const sim = await startSimulator({ backend: 'none', ...opts, faults: { ...TEST_FAULTS, ...opts.faults } });
   t.teardown(() => sim.close());
   const admin = new SimulatorAdmin(sim.adminUrl);
-  const cluster: ProxmoxClusterConfig = {
-    url: sim.url,
-    insecure: false,
-    caFile: sim.caFile,
-    tokenId: sim.tokenId,
-    tokenSecret: sim.tokenSecret,
-    region: REGION,
-  };
-  return { sim, admin, cluster, state: () => simState(admin) };
+  return { sim, admin, cluster: clusterOf(sim), state: () => simState(admin) };
 }
+
+/** The driver's cluster entry for a running simulator: its URL, its CA pinned, its token. */
+export const clusterOf = (sim: RunningSimulator): ProxmoxClusterConfig => ({
+  url: sim.url,
+  insecure: false,
+  caFile: sim.caFile,
+  tokenId: sim.tokenId,
+  tokenSecret: sim.tokenSecret,
+  region: REGION,
+});
 
 /** The Proxmox controller with every optional CSI method checked present (it implements them all). */
 export type FullProxmoxController = ProxmoxController &

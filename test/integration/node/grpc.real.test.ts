@@ -9,12 +9,33 @@ import { createNfsNode } from '../../../src/nfs/node/node.js';
 import { wwnHexForSlot as wwnForSlot } from '../../../src/proxmox/contract.js';
 import type { VolumeCapability } from '../../helpers/csi-client.js';
 import { serveDriver } from '../../helpers/driver-server.js';
+import type { Teardown } from '../../helpers/teardown.js';
+import type { NodeBackend } from '../../../src/csi/types.js';
 import { canUseLoopDevices, LoopRig } from './loop-rig.js';
 import { rejection } from '../../helpers/rejection.js';
 import { stageAndPublish } from '../../helpers/stage-publish.js';
 
 const log = pino({ level: 'silent' });
 const MiB = 1024 * 1024;
+
+/** A driver's node half alone behind the gRPC server, as the node plugin serves it. */
+const serveNode = (
+  t: Teardown,
+  name: string,
+  node: NodeBackend,
+  features: { topology: boolean; onlineExpansion: boolean },
+) =>
+  serveDriver(
+    t,
+    {
+      name,
+      accessibilityConstraints: features.topology,
+      onlineExpansion: features.onlineExpansion,
+      probe: async () => true,
+      node,
+    },
+    { mode: 'node', log, version: 'test' },
+  );
 
 t.test('Proxmox node over gRPC on a loop disk', { skip: canUseLoopDevices() }, async (t) => {
   const rig = new LoopRig(t);
@@ -29,17 +50,7 @@ t.test('Proxmox node over gRPC on a loop disk', { skip: canUseLoopDevices() }, a
     nodeLabels: null,
     deviceWaitMs: 500,
   });
-  const { c } = await serveDriver(
-    t,
-    {
-      name: 'csi.proxmox.sinextra.dev',
-      accessibilityConstraints: true,
-      onlineExpansion: true,
-      probe: async () => true,
-      node,
-    },
-    { mode: 'node', log, version: 'test' },
-  );
+  const { c } = await serveNode(t, 'csi.proxmox.sinextra.dev', node, { topology: true, onlineExpansion: true });
 
   const caps = await c.node.NodeGetCapabilities();
   t.same(
@@ -88,17 +99,7 @@ t.test('Proxmox node over gRPC on a loop disk', { skip: canUseLoopDevices() }, a
 
 t.test('NFS node over gRPC: info, capabilities, block refused', async (t) => {
   const node = createNfsNode({ nodeId: 'talos-w1', log, mountTimeoutMs: 1000, kubeletDir: '/tmp' });
-  const { c } = await serveDriver(
-    t,
-    {
-      name: 'nfs.csi.k8s.io',
-      accessibilityConstraints: false,
-      onlineExpansion: false,
-      probe: async () => true,
-      node,
-    },
-    { mode: 'node', log, version: 'test' },
-  );
+  const { c } = await serveNode(t, 'nfs.csi.k8s.io', node, { topology: false, onlineExpansion: false });
   const info = await c.node.NodeGetInfo();
   t.equal(info.nodeId, 'talos-w1');
   t.equal(info.accessibleTopology, null);

@@ -75,12 +75,38 @@ t.test('token shape is checked with a clear message', async (t) => {
   );
 });
 
+/** Routes pveproxy refuses, as it does: status, reason line (the message), parameter errors. */
+const REFUSALS: Partial<Record<string, [number, string, Record<string, string>?]>> = {
+  'POST /api2/json/nodes/hyper1/qemu/102/config': [
+    400,
+    'Parameter verification failed.',
+    { scsi1: 'invalid format - format error\n' },
+  ],
+  'GET /api2/json/nodes/hyper1/qemu/103/config': [
+    500,
+    "Configuration file 'nodes/hyper1/qemu-server/103.conf' does not exist",
+  ],
+  'GET /api2/json/nodes/hyper1/qemu/104/config': [403, 'Permission check failed (/vms/104, VM.Audit)'],
+  'GET /api2/json/nodes/hyper1/qemu/105/config': [401, 'authentication failure'],
+  'GET /api2/json/nodes/hyper1/qemu/106/config': [500, 'cluster not ready - no quorum?'],
+  'POST /api2/json/nodes/hyper1/storage/local-lvm/content': [
+    500,
+    'lvcreate \'pve/vm-9999-pvc-a\' error:   Logical Volume "vm-9999-pvc-a" already exists in volume group "pve"',
+  ],
+};
+
 t.test('answers and errors', async (t) => {
   const hits = new Map<string, number>();
   const url = await serve(t, (req, res, body) => {
     const key = `${req.method} ${req.url?.split('?')[0]}`;
     hits.set(key, (hits.get(key) ?? 0) + 1);
     t.equal(req.headers.authorization, `PVEAPIToken=${TOKEN.tokenId}=${TOKEN.tokenSecret}`, 'token header');
+    const refusal = REFUSALS[key];
+    if (refusal) {
+      const [code, reason, errors] = refusal;
+      reply(res, code, reason, { data: null, ...(errors && { errors }) });
+      return;
+    }
     switch (key) {
       case 'GET /api2/json/version': {
         reply(res, 200, 'OK', { data: { version: '8.2.4', release: '8.2' } });
@@ -120,38 +146,6 @@ t.test('answers and errors', async (t) => {
           reply(res, 500, "can't lock file '/var/lock/qemu-server/lock-101.conf' - got timeout", { data: null });
           return;
         }
-      case 'POST /api2/json/nodes/hyper1/qemu/102/config': {
-        reply(res, 400, 'Parameter verification failed.', {
-          data: null,
-          errors: { scsi1: 'invalid format - format error\n' },
-        });
-        return;
-      }
-      case 'GET /api2/json/nodes/hyper1/qemu/103/config': {
-        reply(res, 500, "Configuration file 'nodes/hyper1/qemu-server/103.conf' does not exist", { data: null });
-        return;
-      }
-      case 'GET /api2/json/nodes/hyper1/qemu/104/config': {
-        reply(res, 403, 'Permission check failed (/vms/104, VM.Audit)', { data: null });
-        return;
-      }
-      case 'GET /api2/json/nodes/hyper1/qemu/105/config': {
-        reply(res, 401, 'authentication failure', { data: null });
-        return;
-      }
-      case 'GET /api2/json/nodes/hyper1/qemu/106/config': {
-        reply(res, 500, 'cluster not ready - no quorum?', { data: null });
-        return;
-      }
-      case 'POST /api2/json/nodes/hyper1/storage/local-lvm/content': {
-        reply(
-          res,
-          500,
-          'lvcreate \'pve/vm-9999-pvc-a\' error:   Logical Volume "vm-9999-pvc-a" already exists in volume group "pve"',
-          { data: null },
-        );
-        return;
-      }
       case 'PUT /api2/json/nodes/hyper1/qemu/107/unlink':
         req.socket.destroy();
         return;

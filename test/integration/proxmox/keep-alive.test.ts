@@ -8,17 +8,11 @@ import fs from 'node:fs';
 import { startSimulator } from '../../../sim/index.js';
 import { PVEPROXY_IDLE_TIMEOUT_MS } from '../../../sim/http/keep-alive.js';
 import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
+import { clusterOf } from '../../helpers/proxmox-on-sim.js';
 
 const sim = await startSimulator({ backend: 'none', faults: { authFailureDelayMs: 0, taskDurationMs: 0 } });
 t.teardown(() => sim.close());
-const cluster = {
-  url: sim.url,
-  insecure: false,
-  caFile: sim.caFile,
-  tokenId: sim.tokenId,
-  tokenSecret: sim.tokenSecret,
-  region: 'homelab',
-};
+const cluster = clusterOf(sim);
 
 t.test('the simulator answers like pveproxy: Connection: Keep-Alive, no Keep-Alive timeout', async (t) => {
   const headers = await new Promise<Record<string, unknown>>((resolve, reject) => {

@@ -45,7 +45,20 @@ async function start(t: Teardown) {
     await api.close();
     return upid ?? '';
   };
-  return { admin, controller, holders, deadProcessAttach };
+  /**
+   * A previous process created `name`, sent its attach to VM 111 while another client held that
+   * VM's lock for `holdMs`, and died: the POST waits in Proxmox. Its task, and when the lock goes.
+   */
+  const afterDeadAttach = async (name: string, holdMs: number) => {
+    const old = controller();
+    const id = await createdId(old.createVolume(createReq(name), ctx()));
+    await old.close();
+    const released = Date.now() + holdMs;
+    await admin.holdLock({ vmid: 111 }, holdMs);
+    const upid = await deadProcessAttach(`vm-9999-${name}`);
+    return { id, upid, released };
+  };
+  return { admin, controller, holders, afterDeadAttach };
 }
 
 /** Samples the disk's holders until stopped; returns the most VMs seen holding it at once. */
@@ -71,13 +84,8 @@ function sampleHolders(holders: (d: string) => Promise<string[]>, disk: string) 
 }
 
 t.test('a lock-waiting attach of a killed process: a fresh controller refuses to publish elsewhere', async (t) => {
-  const { admin, controller, holders, deadProcessAttach } = await start(t);
-  const old = controller();
-  const id = await createdId(old.createVolume(createReq('pvc-crash'), ctx()));
-  await old.close();
-  const released = Date.now() + 6000;
-  await admin.holdLock({ vmid: 111 }, 6000);
-  const upid = await deadProcessAttach('vm-9999-pvc-crash');
+  const { controller, holders, afterDeadAttach } = await start(t);
+  const { id, upid, released } = await afterDeadAttach('pvc-crash', 6000);
   t.match(
     upid,
     /^UPID:hyper1:[0-9A-F]{8}:[0-9A-F]{8,9}:[0-9A-F]{8}:qmconfig:111:kubernetes-csi@pve!csi:$/,
@@ -106,13 +114,8 @@ t.test('a lock-waiting attach of a killed process: a fresh controller refuses to
 });
 
 t.test("a publish that waits for the dead process's task: FAILED_PRECONDITION, never two VMs", async (t) => {
-  const { admin, controller, holders, deadProcessAttach } = await start(t);
-  const old = controller();
-  const id = await createdId(old.createVolume(createReq('pvc-crash-wait'), ctx()));
-  await old.close();
-  const released = Date.now() + 3000;
-  await admin.holdLock({ vmid: 111 }, 3000);
-  await deadProcessAttach('vm-9999-pvc-crash-wait');
+  const { controller, holders, afterDeadAttach } = await start(t);
+  const { id, released } = await afterDeadAttach('pvc-crash-wait', 3000);
   const stop = sampleHolders(holders, 'vm-9999-pvc-crash-wait');
   const fresh = controller();
   const r = await kind(fresh.controllerPublishVolume(pubReq(id, 'talos-cp-1'), ctx(15_000)));
@@ -186,12 +189,8 @@ t.test('inside the window: one task list read per candidate node, own tasks are 
 // so it is resized there (online, the guest sees the new size), never through a helper VM while
 // the attach lands.
 t.test("an expansion waits for a killed process's attach of the volume, then resizes through that VM", async (t) => {
-  const { admin, controller, holders, deadProcessAttach } = await start(t);
-  const old = controller();
-  const id = await createdId(old.createVolume(createReq('pvc-crash-expand'), ctx()));
-  await old.close();
-  await admin.holdLock({ vmid: 111 }, 4000);
-  const upid = await deadProcessAttach('vm-9999-pvc-crash-expand');
+  const { admin, controller, holders, afterDeadAttach } = await start(t);
+  const { id, upid } = await afterDeadAttach('pvc-crash-expand', 4000);
   const since = (await admin.requests()).lastSeq;
   const stop = sampleHolders(holders, 'vm-9999-pvc-crash-expand');
 

@@ -13,6 +13,7 @@ import { GiB } from '../../../src/proxmox/controller/params.js';
 import { parseVolumeId } from '../../../src/proxmox/volume-id.js';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 import { swapSlotAfterRead } from '../../helpers/slot-swap.js';
+import { clusterOf } from '../../helpers/proxmox-on-sim.js';
 
 const MOUNT: T.VolumeCapability = {
   mount: { fsType: 'ext4', mountFlags: [], volumeMountGroup: '' },
@@ -40,14 +41,7 @@ t.test('a slot reused by another disk since the read is never detached', async (
   const sim = await startSimulator({ backend: 'none', faults: { authFailureDelayMs: 0, taskDurationMs: 5 } });
   t.teardown(() => sim.close());
   const admin = new SimulatorAdmin(sim.adminUrl);
-  const cluster = {
-    url: sim.url,
-    insecure: false,
-    caFile: sim.caFile,
-    tokenId: sim.tokenId,
-    tokenSecret: sim.tokenSecret,
-    region: 'homelab',
-  };
+  const cluster = clusterOf(sim);
   const c = createProxmoxController({
     config: { clusters: [cluster], controllerVmId: 9999 },
     log: pino({ level: 'silent' }),

@@ -3,6 +3,7 @@
 // capacity parser (negative, fractional, below-required limits are OUT_OF_RANGE) in the gate
 // and in each driver's own code.
 import t from 'tap';
+import type tap from 'tap';
 import { status } from '@grpc/grpc-js';
 import type { ControllerBackend, Driver, NodeBackend } from '../../../src/csi/types.js';
 import { parseCapacityRange } from '../../../src/csi/capacity.js';
@@ -52,62 +53,61 @@ function okDriver(calls: string[]): Driver {
 
 const P = '/var/lib/kubelet/pods/x/volumes/v';
 const BAD = ['a\u0000b', 'a\nb', 'tab\there', 'del\u007f', 'c1\u0085'];
-/** Each RPC with a valid request, and the fields that must refuse control characters. */
-const TABLE: Array<{ svc: 'controller' | 'node'; rpc: string; req: Record<string, unknown>; fields: string[] }> = [
-  { svc: 'controller', rpc: 'CreateVolume', req: { name: 'pvc-1', volumeCapabilities: [cap] }, fields: ['name'] },
-  { svc: 'controller', rpc: 'DeleteVolume', req: { volumeId: 'v' }, fields: ['volumeId'] },
-  {
-    svc: 'controller',
-    rpc: 'ControllerPublishVolume',
-    req: { volumeId: 'v', nodeId: 'n1', volumeCapability: cap },
-    fields: ['volumeId', 'nodeId'],
-  },
-  {
-    svc: 'controller',
-    rpc: 'ControllerUnpublishVolume',
-    req: { volumeId: 'v', nodeId: 'n1' },
-    fields: ['volumeId', 'nodeId'],
-  },
-  {
-    svc: 'controller',
-    rpc: 'ValidateVolumeCapabilities',
-    req: { volumeId: 'v', volumeCapabilities: [cap] },
-    fields: ['volumeId'],
-  },
-  {
-    svc: 'controller',
-    rpc: 'ControllerExpandVolume',
-    req: { volumeId: 'v', capacityRange: { requiredBytes: '1' } },
-    fields: ['volumeId'],
-  },
-  { svc: 'controller', rpc: 'ControllerGetVolume', req: { volumeId: 'v' }, fields: ['volumeId'] },
-  {
+/** A valid request of each RPC the tables below change one field of. */
+const VALID = {
+  CreateVolume: { svc: 'controller', req: { name: 'pvc-1', volumeCapabilities: [cap] } },
+  DeleteVolume: { svc: 'controller', req: { volumeId: 'v' } },
+  ControllerPublishVolume: { svc: 'controller', req: { volumeId: 'v', nodeId: 'n1', volumeCapability: cap } },
+  ControllerUnpublishVolume: { svc: 'controller', req: { volumeId: 'v', nodeId: 'n1' } },
+  ValidateVolumeCapabilities: { svc: 'controller', req: { volumeId: 'v', volumeCapabilities: [cap] } },
+  ControllerExpandVolume: { svc: 'controller', req: { volumeId: 'v', capacityRange: { requiredBytes: '1' } } },
+  ControllerGetVolume: { svc: 'controller', req: { volumeId: 'v' } },
+  NodeStageVolume: { svc: 'node', req: { volumeId: 'v', stagingTargetPath: P, volumeCapability: cap } },
+  NodeUnstageVolume: { svc: 'node', req: { volumeId: 'v', stagingTargetPath: P } },
+  NodePublishVolume: {
     svc: 'node',
-    rpc: 'NodeStageVolume',
-    req: { volumeId: 'v', stagingTargetPath: P, volumeCapability: cap },
-    fields: ['volumeId', 'stagingTargetPath'],
-  },
-  {
-    svc: 'node',
-    rpc: 'NodeUnstageVolume',
-    req: { volumeId: 'v', stagingTargetPath: P },
-    fields: ['volumeId', 'stagingTargetPath'],
-  },
-  {
-    svc: 'node',
-    rpc: 'NodePublishVolume',
     req: { volumeId: 'v', stagingTargetPath: P, targetPath: P + '/t', volumeCapability: cap },
-    fields: ['volumeId', 'targetPath', 'stagingTargetPath'],
   },
-  {
-    svc: 'node',
-    rpc: 'NodeUnpublishVolume',
-    req: { volumeId: 'v', targetPath: P },
-    fields: ['volumeId', 'targetPath'],
-  },
-  { svc: 'node', rpc: 'NodeGetVolumeStats', req: { volumeId: 'v', volumePath: P }, fields: ['volumeId', 'volumePath'] },
-  { svc: 'node', rpc: 'NodeExpandVolume', req: { volumeId: 'v', volumePath: P }, fields: ['volumeId', 'volumePath'] },
-];
+  NodeUnpublishVolume: { svc: 'node', req: { volumeId: 'v', targetPath: P } },
+  NodeGetVolumeStats: { svc: 'node', req: { volumeId: 'v', volumePath: P } },
+  NodeExpandVolume: { svc: 'node', req: { volumeId: 'v', volumePath: P } },
+} satisfies Record<string, { svc: 'controller' | 'node'; req: Record<string, unknown> }>;
+type Rpc = keyof typeof VALID;
+/** `rows` of [RPC, field names] as rows with the RPC's service and valid request. */
+const withValid = (rows: Array<[Rpc, string[]]>) =>
+  rows.map(([rpc, fields]) => ({ rpc, svc: VALID[rpc].svc, req: VALID[rpc].req, fields }));
+
+/** Each RPC with the fields that must refuse control characters. */
+const TABLE = withValid([
+  ['CreateVolume', ['name']],
+  ['DeleteVolume', ['volumeId']],
+  ['ControllerPublishVolume', ['volumeId', 'nodeId']],
+  ['ControllerUnpublishVolume', ['volumeId', 'nodeId']],
+  ['ValidateVolumeCapabilities', ['volumeId']],
+  ['ControllerExpandVolume', ['volumeId']],
+  ['ControllerGetVolume', ['volumeId']],
+  ['NodeStageVolume', ['volumeId', 'stagingTargetPath']],
+  ['NodeUnstageVolume', ['volumeId', 'stagingTargetPath']],
+  ['NodePublishVolume', ['volumeId', 'targetPath', 'stagingTargetPath']],
+  ['NodeUnpublishVolume', ['volumeId', 'targetPath']],
+  ['NodeGetVolumeStats', ['volumeId', 'volumePath']],
+  ['NodeExpandVolume', ['volumeId', 'volumePath']],
+]);
+
+type Row = (typeof TABLE)[number];
+/** `req` (the row's valid request with one part made bad) is refused for its control character. */
+const refused = (
+  t: Pick<typeof tap, 'rejects'>,
+  c: Awaited<ReturnType<typeof serveDriver>>['c'],
+  row: Row,
+  req: Record<string, unknown>,
+  what: string,
+) =>
+  t.rejects(
+    c.raw(row.svc, row.rpc, req),
+    { code: status.INVALID_ARGUMENT, details: /control character/ },
+    `${row.rpc} ${what}`,
+  );
 
 t.test('control characters in names, ids and paths: INVALID_ARGUMENT for every RPC, backend untouched', async (t) => {
   const calls: string[] = [];
@@ -116,13 +116,7 @@ t.test('control characters in names, ids and paths: INVALID_ARGUMENT for every R
     await c.raw(row.svc, row.rpc, row.req);
     t.equal(calls.pop(), row.rpc, `${row.rpc}: the valid request reaches the backend`);
     for (const f of row.fields) {
-      for (const bad of BAD) {
-        await t.rejects(
-          c.raw(row.svc, row.rpc, { ...row.req, [f]: bad }),
-          { code: status.INVALID_ARGUMENT, details: /control character/ },
-          `${row.rpc} ${f}=${JSON.stringify(bad)}`,
-        );
-      }
+      for (const bad of BAD) await refused(t, c, row, { ...row.req, [f]: bad }, `${f}=${JSON.stringify(bad)}`);
     }
   }
   t.same(calls, [], 'no bad request reached a backend');
@@ -130,51 +124,24 @@ t.test('control characters in names, ids and paths: INVALID_ARGUMENT for every R
 
 // Found by the chaos suite: a NUL in an inline NFS volume's subDir reached mount(8) and came
 // back INTERNAL. String maps (parameters, contexts) and mount flags are checked like names.
-const MAPS: Array<{ svc: 'controller' | 'node'; rpc: string; req: Record<string, unknown>; maps: string[] }> = [
-  {
-    svc: 'controller',
-    rpc: 'CreateVolume',
-    req: { name: 'pvc-1', volumeCapabilities: [cap] },
-    maps: ['parameters', 'mutableParameters'],
-  },
-  {
-    svc: 'controller',
-    rpc: 'ControllerPublishVolume',
-    req: { volumeId: 'v', nodeId: 'n1', volumeCapability: cap },
-    maps: ['volumeContext'],
-  },
-  {
-    svc: 'node',
-    rpc: 'NodeStageVolume',
-    req: { volumeId: 'v', stagingTargetPath: P, volumeCapability: cap },
-    maps: ['volumeContext', 'publishContext'],
-  },
-  {
-    svc: 'node',
-    rpc: 'NodePublishVolume',
-    req: { volumeId: 'v', stagingTargetPath: P, targetPath: P + '/t', volumeCapability: cap },
-    maps: ['volumeContext', 'publishContext'],
-  },
-];
+/** Each RPC with its string maps: keys and values must refuse control characters. */
+const MAPS = withValid([
+  ['CreateVolume', ['parameters', 'mutableParameters']],
+  ['ControllerPublishVolume', ['volumeContext']],
+  ['NodeStageVolume', ['volumeContext', 'publishContext']],
+  ['NodePublishVolume', ['volumeContext', 'publishContext']],
+]);
 
 t.test('control characters in parameters, contexts and mount flags: INVALID_ARGUMENT, backend untouched', async (t) => {
   const calls: string[] = [];
   const { c } = await serveDriver(t, okDriver(calls));
   for (const row of MAPS) {
-    for (const m of row.maps) {
+    for (const m of row.fields) {
       await c.raw(row.svc, row.rpc, { ...row.req, [m]: { subDir: 'ns/pvc' } });
       t.equal(calls.pop(), row.rpc, `${row.rpc}: a printable ${m} reaches the backend`);
       for (const bad of BAD) {
-        await t.rejects(
-          c.raw(row.svc, row.rpc, { ...row.req, [m]: { subDir: bad } }),
-          { code: status.INVALID_ARGUMENT, details: /control character/ },
-          `${row.rpc} ${m} value ${JSON.stringify(bad)}`,
-        );
-        await t.rejects(
-          c.raw(row.svc, row.rpc, { ...row.req, [m]: { [bad]: 'x' } }),
-          { code: status.INVALID_ARGUMENT, details: /control character/ },
-          `${row.rpc} ${m} key ${JSON.stringify(bad)}`,
-        );
+        await refused(t, c, row, { ...row.req, [m]: { subDir: bad } }, `${m} value ${JSON.stringify(bad)}`);
+        await refused(t, c, row, { ...row.req, [m]: { [bad]: 'x' } }, `${m} key ${JSON.stringify(bad)}`);
       }
     }
     const capKey = row.rpc === 'CreateVolume' ? 'volumeCapabilities' : 'volumeCapability';
