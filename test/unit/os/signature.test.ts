@@ -36,13 +36,28 @@ const write = (file: string, at: number, bytes: Buffer) => {
   fs.writeSync(fd, bytes, 0, bytes.length, at);
   fs.closeSync(fd);
 };
-/** What the adapter reads, from the file; `reads` collects the regions asked for. */
+/** The first `bytes` of a file (not the whole image: they are tens to hundreds of MiB). */
+function head(file: string, bytes = START_BYTES): Buffer {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const b = Buffer.alloc(bytes);
+    return b.subarray(0, fs.readSync(fd, b, 0, bytes, 0));
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+/** What the adapter reads, read from the file region by region; `reads` collects the regions asked for. */
 async function classify(file: string, reads: number[] = []) {
-  const all = fs.readFileSync(file);
-  return readSignature(all.length, async (r) => {
-    reads.push(r.length);
-    return all.subarray(r.offset, r.offset + r.length);
-  });
+  const fd = fs.openSync(file, 'r');
+  try {
+    return await readSignature(fs.fstatSync(fd).size, async (r) => {
+      reads.push(r.length);
+      const b = Buffer.alloc(r.length);
+      return b.subarray(0, fs.readSync(fd, b, 0, r.length, r.offset));
+    });
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 function blkid(file: string): { type?: string; ptType?: string; status: number } {
   const r = spawnSync('blkid', ['-p', '-o', 'export', file], { encoding: 'utf8' });
@@ -78,24 +93,24 @@ t.test('the two everyday answers: an empty disk, and the filesystem mkfs made', 
 
 t.test('other ext flavours are blkid’s to name: ext2, ext3, and ext4 marked for testing', { skip }, async (t) => {
   const ext3 = image(64, mk('mkfs.ext3', '-q', '-F'));
-  t.equal(extType(fs.readFileSync(ext3)), 'ext3');
+  t.equal(extType(head(ext3)), 'ext3');
   t.equal((await agrees(t, ext3, 'unknown', 'ext3')).type, 'ext3');
   const ext2 = image(64, mk('mkfs.ext2', '-q', '-F'));
-  t.equal(extType(fs.readFileSync(ext2)), 'ext2');
+  t.equal(extType(head(ext2)), 'ext2');
   t.equal((await agrees(t, ext2, 'unknown', 'ext2')).type, 'ext2');
   const dev = image(64, mk('mkfs.ext4', '-q', '-F', '-E', 'test_fs'));
-  t.equal(extType(fs.readFileSync(dev)), 'ext4dev');
+  t.equal(extType(head(dev)), 'ext4dev');
   await agrees(t, dev, 'unknown', 'ext4 with test_fs');
 });
 
 t.test('a damaged superblock is never taken on trust', { skip }, async (t) => {
   const ext4 = image(64, mk('mkfs.ext4', '-q', '-F'));
   write(ext4, 1024 + 0x78, Buffer.from('tampered')); // s_volume_name: covered by the checksum
-  t.equal(extType(fs.readFileSync(ext4)), undefined, 'ext4 checksum mismatch: no ext4');
+  t.equal(extType(head(ext4)), undefined, 'ext4 checksum mismatch: no ext4');
   await agrees(t, ext4, 'unknown', 'ext4 with a bad superblock checksum');
   const xfs = image(320, mk('mkfs.xfs', '-q'));
   write(xfs, 108, Buffer.from('tampered')); // sb_fname: covered by the v5 CRC
-  t.notOk(isXfs(fs.readFileSync(xfs).subarray(0, 64 * 1024)), 'xfs CRC mismatch: no xfs');
+  t.notOk(isXfs(head(xfs, 64 * 1024)), 'xfs CRC mismatch: no xfs');
   await agrees(t, xfs, 'unknown', 'xfs with a bad CRC');
 });
 
