@@ -7,6 +7,7 @@ import { ContentCache } from './content-cache.js';
 import { DiskIndex } from './disk-index.js';
 import { Fences } from './fences.js';
 import { StartupFence } from './startup-fence.js';
+import { TtlRead } from './ttl-read.js';
 import { VmLocator } from './vm-locator.js';
 import { KeyedLock } from '../../locks.js';
 
@@ -32,8 +33,7 @@ export class Cluster {
   readonly index: DiskIndex;
   /** The driver's own disks per storage and host (content-cache.ts). */
   readonly content: ContentCache;
-  private storagesCache: { at: number; rows: StorageResource[] } | undefined;
-  private storagesInflight: Promise<StorageResource[]> | undefined;
+  private readonly storageRowsRead: TtlRead<StorageResource[]>;
   /** How long cached views are reused (ClusterTuning.cacheTtlMs). */
   readonly ttlMs: number;
   private readonly volumeLocks = new KeyedLock();
@@ -59,6 +59,7 @@ export class Cluster {
     this.fences = new Fences(tuning.landHorizonMs);
     this.index = new DiskIndex(api, this.locator);
     this.content = new ContentCache(api, this.ttlMs);
+    this.storageRowsRead = new TtlRead((signal) => api.storageResources({ signal }), this.ttlMs);
     this.queues = new AttachQueues({
       api,
       cluster: region,
@@ -83,20 +84,8 @@ export class Cluster {
   }
 
   /** Storage rows of /cluster/resources (one per storage and node). */
-  async storages(signal?: AbortSignal, fresh = false): Promise<StorageResource[]> {
-    if (!fresh && this.storagesCache && Date.now() - this.storagesCache.at < this.ttlMs) return this.storagesCache.rows;
-    if (this.storagesInflight) return this.storagesInflight;
-    const p = this.api
-      .storageResources({ signal })
-      .then((rows) => {
-        this.storagesCache = { at: Date.now(), rows };
-        return rows;
-      })
-      .finally(() => {
-        if (this.storagesInflight === p) this.storagesInflight = undefined;
-      });
-    this.storagesInflight = p;
-    return p;
+  storages(signal?: AbortSignal, fresh = false): Promise<StorageResource[]> {
+    return this.storageRowsRead.get(signal, fresh);
   }
 
   /** Rows for one storage id; re-read once when it is not known (a storage just added). */

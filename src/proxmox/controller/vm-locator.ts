@@ -11,6 +11,7 @@ import type { Logger } from 'pino';
 import { CsiError, FailedPrecondition, isCsiError } from '../../errors.js';
 import type { ProxmoxApi, VmResource } from '../api/api.js';
 import { entriesFromValues, smbiosUuid } from './drives.js';
+import { TtlRead } from './ttl-read.js';
 
 export interface VmRef {
   vmid: number;
@@ -33,8 +34,7 @@ const NAME_VMID_RE = /^([^/]+)\/(\d+)$/;
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export class VmLocator {
-  private cached: { at: number; vms: VmResource[] } | undefined;
-  private inflight: Promise<VmResource[]> | undefined;
+  private readonly vms: TtlRead<VmResource[]>;
   private readonly uuids = new Map<string, number>();
   private readonly ttlMs: number;
   private readonly now: () => number;
@@ -45,28 +45,20 @@ export class VmLocator {
   ) {
     this.ttlMs = o.ttlMs ?? 5_000;
     this.now = o.now ?? Date.now;
+    this.vms = new TtlRead(
+      async (signal) => (await api.vmResources({ signal })).filter((v) => v.type === 'qemu' && !v.template),
+      this.ttlMs,
+      this.now,
+    );
   }
 
   /** QEMU VMs of the cluster (templates excluded). */
-  async list(signal?: AbortSignal, fresh = false): Promise<VmResource[]> {
-    if (!fresh && this.cached && this.now() - this.cached.at < this.ttlMs) return this.cached.vms;
-    if (this.inflight) return this.inflight;
-    const p = this.api
-      .vmResources({ signal })
-      .then((all) => {
-        const vms = all.filter((v) => v.type === 'qemu' && !v.template);
-        this.cached = { at: this.now(), vms };
-        return vms;
-      })
-      .finally(() => {
-        if (this.inflight === p) this.inflight = undefined;
-      });
-    this.inflight = p;
-    return p;
+  list(signal?: AbortSignal, fresh = false): Promise<VmResource[]> {
+    return this.vms.get(signal, fresh);
   }
 
   invalidate(): void {
-    this.cached = undefined;
+    this.vms.invalidate();
   }
 
   /** The VM for a node id, or undefined when there is none. */
