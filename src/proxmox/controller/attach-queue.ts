@@ -108,6 +108,19 @@ type Job = AttachJob | DetachJob | UpdateJob;
 
 const isOpen = (j: AttachJob): boolean => !j.done && j.landedSlot === undefined;
 
+/** Answers the jobs a detach or update plan decided (refused, or already as asked); the rest stay open. */
+function answerPlanned<J extends DetachJob | UpdateJob>(
+  open: J[],
+  plan: { done: number[]; rejects: Map<number, Error> },
+): J[] {
+  plan.rejects.forEach((err, i) => open[i]?.reject(err));
+  for (const i of plan.done) open[i]?.resolve();
+  return open.filter((j) => !j.done);
+}
+
+/** What a caller asks for; enqueue() makes the job of it. */
+type NewJob = Pick<AttachJob, 'kind' | 'req'> | Pick<DetachJob, 'kind' | 'req'> | Pick<UpdateJob, 'kind' | 'req'>;
+
 /** A caller's new job: not taken into a batch, not decided, not given up. */
 const NEW_JOB = { done: false, taken: false, abandoned: false } as const;
 
@@ -154,43 +167,26 @@ export class AttachQueues {
     } catch (e) {
       return Promise.reject(e);
     }
-    return this.enqueue(vm, volid, req.helper ? 'helper-attach' : 'attach', signal, (resolve, reject) => ({
-      kind: 'attach',
-      req,
-      ...NEW_JOB,
-      resolve,
-      reject,
-    }));
+    return this.enqueue(vm, volid, req.helper ? 'helper-attach' : 'attach', signal, { kind: 'attach', req });
   }
 
   /** Detaches the disk from the VM, leaving no pending or unused entry of it behind. */
   detach(vm: VmRef, req: DetachRequest, signal?: AbortSignal): Promise<void> {
-    return this.enqueue(vm, volidOf(req.storage, req.disk), 'detach', signal, (resolve, reject) => ({
-      kind: 'detach',
-      req,
-      ...NEW_JOB,
-      resolve,
-      reject,
-    }));
+    return this.enqueue(vm, volidOf(req.storage, req.disk), 'detach', signal, { kind: 'detach', req });
   }
 
   /** Rewrites the disk's drive line in place (a no-op when the VM does not have it attached). */
   update(vm: VmRef, req: UpdateRequest, signal?: AbortSignal): Promise<void> {
-    return this.enqueue(vm, volidOf(req.storage, req.disk), 'modify', signal, (resolve, reject) => ({
-      kind: 'update',
-      req,
-      ...NEW_JOB,
-      resolve,
-      reject,
-    }));
+    return this.enqueue(vm, volidOf(req.storage, req.disk), 'modify', signal, { kind: 'update', req });
   }
 
+  /** Queues a job (answered with T: the slot of an attach, nothing otherwise) under a fence of `kind`. */
   private enqueue<T>(
     vm: VmRef,
     volid: string,
     kind: FenceKind,
     signal: AbortSignal | undefined,
-    make: (res: (v: T) => void, rej: (e: unknown) => void) => Job,
+    asked: NewJob,
   ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       if (signal?.aborted) {
@@ -206,20 +202,23 @@ export class AttachQueues {
         signal?.removeEventListener('abort', onAbort);
         f();
       };
-      const job = make(
-        (v) => {
+      // The resolve of each job kind takes what that kind answers with (attach: the slot).
+      const job = {
+        ...asked,
+        ...NEW_JOB,
+        resolve: (v: T) => {
           if (job.done) return;
           job.done = true;
           lift();
           answer(() => resolve(v));
         },
-        (e) => {
+        reject: (e: unknown) => {
           if (job.done) return;
           job.done = true;
           lift({ uncertainSince: job.uncertainSince });
           answer(() => reject(e));
         },
-      );
+      } as Job;
       const onAbort = () => {
         if (!job.taken && this.batcher.remove(vm.vmid, job)) {
           // Never sent: proven not to land.
@@ -368,9 +367,7 @@ export class AttachQueues {
         state.entries,
         open.map((j) => j.req),
       );
-      plan.rejects.forEach((err, i) => open[i]?.reject(err));
-      for (const i of plan.done) open[i]?.resolve();
-      open = open.filter((j) => !j.done);
+      open = answerPlanned(open, plan);
       if (open.length === 0) return;
       try {
         unlinks++;
@@ -439,9 +436,7 @@ export class AttachQueues {
         state.entries,
         open.map((j) => j.req),
       );
-      plan.rejects.forEach((err, i) => open[i]?.reject(err));
-      for (const i of plan.done) open[i]?.resolve();
-      open = open.filter((j) => !j.done);
+      open = answerPlanned(open, plan);
       if (open.length === 0) return;
       if (attempt > this.attempts) {
         const err = new Unavailable(
