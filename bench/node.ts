@@ -186,7 +186,7 @@ try {
   });
   // What the driver does on top of the raw commands: two gRPC round trips (a CSI call is one),
   // and the signature check that keeps it from formatting or mounting a disk it must not — read
-  // in-process (68 KiB at the start and the last 2 MiB, src/os/signature.ts) on an empty disk or one
+  // in-process (68 KiB at the start and the last 1544 KiB, src/os/signature.ts) on an empty disk or one
   // holding the filesystem asked for, blkid -p for anything else.
   const probe: number[] = [];
   const blkid: number[] = [];

@@ -18,7 +18,7 @@
 // - no prober matches bytes that are all zero: each compares a non-zero magic (the sysv, ufs,
 //   xfs, md, LUKS, ZFS and firmware-RAID probers without a table magic check one in code).
 // So a zero first MiB (the rule that keeps a raw block volume's data from being formatted over,
-// blkid or not), zero 4 KiB at 1 MiB and at 2 MiB, and a zero last TAIL_BYTES are a disk where
+// blkid or not), zero 4 KiB at 1 MiB and at 2 MiB, and a zero last TAIL_BYTES (1544 KiB) are a disk where
 // blkid -p finds nothing: the same answer, not an approximation of it. The reads are what cost
 // (a block device's page cache is dropped on its last close, so each is cold: ~0.7 ms per MiB
 // on a loop device here): the start is read in two steps, 68 KiB first, the rest of the first
@@ -32,13 +32,16 @@
 // is blkid's scan of all its ~80 magics inside the filesystem's own blocks: a signature of
 // another kind planted there makes blkid answer "ambivalent" (the stage fails), while here the
 // kernel mounts the ext4/xfs that the superblock and its checksum vouch for. A used disk whose
-// last 2 MiB hold data always goes to blkid.
+// last 1.5 MiB hold data always goes to blkid.
 import { crc32c } from '@aws-crypto/crc32c';
 
 /** First read from the start: every filesystem and FOREIGN check lies inside it. */
 export const START_BYTES = 68 * 1024;
-/** Read before the end of the device. */
-export const TAIL_BYTES = 2 * 1024 * 1024;
+/**
+ * Read before the end of the device: from promise's farthest sector (3087 sectors before the
+ * last whole one, so at most 3087 × 512 + 511 bytes before the end) on, rounded up to 4 KiB.
+ */
+export const TAIL_BYTES = 3088 * 512;
 const MiB = 1024 * 1024;
 
 export interface Region {
