@@ -2,24 +2,17 @@
 // the simulator behind it with 20 ms added to every API call. Per operation p50/p95 latency and
 // Proxmox calls, next to the minimum (test/helpers/proxmox-call-budget.ts), then an attach storm
 // of 24 volumes to one VM. Run: npx tsx bench/proxmox-grpc.ts [--runs N] [--latency MS] [--md]
-import { parseArgs } from 'node:util';
 import { SimulatorAdmin, startSimulator } from '../sim/index.js';
 import type { VolumeCapability } from '../test/helpers/csi-client.js';
 import { PROXMOX_CALL_BUDGET, type BudgetedOp } from '../test/helpers/proxmox-call-budget.js';
+import { benchFlags } from './lib/flags.js';
 import { startProxmoxController } from './lib/proxmox-controller.js';
 import { type Breakdown, breakdown, breakdownRows } from './lib/call-breakdown.js';
 import { printTable, since, type Row } from './lib/table.js';
 
-const { values } = parseArgs({
-  options: {
-    runs: { type: 'string', default: '20' },
-    latency: { type: 'string', default: '20' },
-    task: { type: 'string', default: '5' },
-    md: { type: 'boolean', default: false },
-  },
-});
-const RUNS = Number(values.runs);
-const LATENCY = Number(values.latency);
+const values = benchFlags({ runs: 20, latency: 20, task: 5 });
+const RUNS = values.runs;
+const LATENCY = values.latency;
 const STORM = 24;
 const VM = 'talos-worker-1';
 const GiB = 2 ** 30;
@@ -35,7 +28,7 @@ const TOPO = {
 
 const sim = await startSimulator({
   backend: 'none',
-  faults: { latencyMs: LATENCY, taskDurationMs: Number(values.task), authFailureDelayMs: 0 },
+  faults: { latencyMs: LATENCY, taskDurationMs: values.task, authFailureDelayMs: 0 },
 });
 const admin = new SimulatorAdmin(sim.adminUrl);
 const ctrl = await startProxmoxController(sim, { tmpPrefix: 'bench-pve-grpc-', callTimeoutMs: 120_000 });

@@ -2,23 +2,16 @@
 // 500 volumes, 20 ms per API call. ListVolumes with paging, GetCapacity, a publish to the last
 // VM (right after a listing, and again once every cache expired), a CreateVolume: calls and
 // time, to see which costs grow with VMs or volumes. Run: npx tsx bench/proxmox-scale.ts [--md]
-import { parseArgs } from 'node:util';
 import { SimulatorAdmin, startSimulator } from '../sim/index.js';
 import type { VolumeCapability } from '../test/helpers/csi-client.js';
+import { benchFlags } from './lib/flags.js';
 import { startProxmoxController } from './lib/proxmox-controller.js';
 import { pool, printTable, since, type Row } from './lib/table.js';
 
-const { values } = parseArgs({
-  options: {
-    latency: { type: 'string', default: '20' },
-    vms: { type: 'string', default: '40' },
-    volumes: { type: 'string', default: '500' },
-    md: { type: 'boolean', default: false },
-  },
-});
-const LATENCY = Number(values.latency);
-const PER_HOST = Number(values.vms);
-const VOLUMES = Number(values.volumes);
+const values = benchFlags({ latency: 20, vms: 40, volumes: 500 });
+const LATENCY = values.latency;
+const PER_HOST = values.vms;
+const VOLUMES = values.volumes;
 const HOSTS = ['hyper1', 'hyper2', 'hyper3'];
 const GiB = 2 ** 30;
 const MOUNT: VolumeCapability = {
