@@ -8,6 +8,7 @@ import { type Exec, isCommandError } from './exec.js';
 import { isErrno } from './paths.js';
 import { type DriverDisks, findScsiByWwn, foreignScsiSlots, isDriverScsiDisk, rescanScsiHosts } from './scsi.js';
 import { readSignature, type Signature } from './signature.js';
+import { readOrEmpty } from './sysfs.js';
 
 export type FsType = 'ext4' | 'xfs';
 
@@ -88,15 +89,6 @@ const sleep = (ms: number, signal?: AbortSignal) =>
       { once: true },
     );
   });
-
-async function readOr(file: string): Promise<string> {
-  try {
-    return (await fs.readFile(file, 'utf8')).trim();
-  } catch (e) {
-    if (isErrno(e, 'ENOENT', 'ENOTDIR', 'EINVAL', 'EIO', 'ENXIO')) return '';
-    throw e;
-  }
-}
 
 /** Fills `buf` from `position` (fewer bytes only at the end of the device); returns the count. */
 async function readFully(handle: fs.FileHandle, buf: Buffer, position: number): Promise<number> {
@@ -206,7 +198,9 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
       const handle = await fs.open(device, 'r');
       try {
         const st = await handle.stat({ bigint: true });
-        const sectors = Number(await readOr(path.join(sysfsRoot, 'dev', 'block', majMinFromRdev(st.rdev), 'size')));
+        const sectors = Number(
+          await readOrEmpty(path.join(sysfsRoot, 'dev', 'block', majMinFromRdev(st.rdev), 'size')),
+        );
         const size = Number.isSafeInteger(sectors) && sectors > 0 ? sectors * 512 : 0;
         if (size === 0) return { kind: 'unknown' };
         return await readSignature(size, async (r) => {
@@ -282,7 +276,10 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
 
     async isDriverDisk(majMin) {
       const dev = path.join(sysfsRoot, 'dev', 'block', majMin, 'device');
-      const [vendor, wwid] = await Promise.all([readOr(path.join(dev, 'vendor')), readOr(path.join(dev, 'wwid'))]);
+      const [vendor, wwid] = await Promise.all([
+        readOrEmpty(path.join(dev, 'vendor')),
+        readOrEmpty(path.join(dev, 'wwid')),
+      ]);
       if (isDriverScsiDisk({ vendor, wwid }, o.driverDisks)) return true;
       let names: string[];
       try {

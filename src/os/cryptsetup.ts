@@ -14,6 +14,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { type Exec, isCommandError } from './exec.js';
 import { isErrno } from './paths.js';
+import { listOrEmpty, readIfPresent } from './sysfs.js';
 
 export const LUKS_TYPE = 'luks2';
 export const LUKS_CIPHER = 'aes-xts-plain64';
@@ -87,24 +88,6 @@ export interface LinuxCryptsetupOptions {
   timeoutMs?: number;
 }
 
-async function readTrim(file: string): Promise<string | undefined> {
-  try {
-    return (await fs.readFile(file, 'utf8')).trim();
-  } catch (e) {
-    if (isErrno(e, 'ENOENT', 'ENOTDIR')) return undefined;
-    throw e;
-  }
-}
-
-async function listDir(dir: string): Promise<string[]> {
-  try {
-    return await fs.readdir(dir);
-  } catch (e) {
-    if (isErrno(e, 'ENOENT', 'ENOTDIR')) return [];
-    throw e;
-  }
-}
-
 /** dm-crypt mappings opened by cryptsetup carry a uuid `CRYPT-<TYPE>-…`. */
 export const isCryptUuid = (uuid: string | undefined): boolean => !!uuid && /^CRYPT-/.test(uuid);
 
@@ -130,18 +113,18 @@ export function createLinuxCryptsetup(o: LinuxCryptsetupOptions): Cryptsetup {
   /** Read one /sys/block/dm-N as a crypt mapping; undefined if it is not one. */
   const readDm = async (kname: string): Promise<CryptMapping | undefined> => {
     const dir = path.join(sysBlock, kname);
-    const uuid = await readTrim(path.join(dir, 'dm', 'uuid'));
+    const uuid = await readIfPresent(path.join(dir, 'dm', 'uuid'));
     if (!isCryptUuid(uuid)) return undefined;
-    const name = await readTrim(path.join(dir, 'dm', 'name'));
-    const majMin = await readTrim(path.join(dir, 'dev'));
+    const name = await readIfPresent(path.join(dir, 'dm', 'name'));
+    const majMin = await readIfPresent(path.join(dir, 'dev'));
     if (!name || !majMin) return undefined;
-    const backingNames = await listDir(path.join(dir, 'slaves'));
+    const backingNames = await listOrEmpty(path.join(dir, 'slaves'));
     const backing: string[] = [];
     for (const s of backingNames) {
-      const mm = await readTrim(path.join(dir, 'slaves', s, 'dev'));
+      const mm = await readIfPresent(path.join(dir, 'slaves', s, 'dev'));
       if (mm) backing.push(mm);
     }
-    const holders = await listDir(path.join(dir, 'holders'));
+    const holders = await listOrEmpty(path.join(dir, 'holders'));
     let device = path.join(devRoot, 'mapper', name);
     try {
       if (!(await fs.stat(device)).isBlockDevice()) device = path.join(devRoot, kname);
@@ -167,7 +150,7 @@ export function createLinuxCryptsetup(o: LinuxCryptsetupOptions): Cryptsetup {
   };
 
   const byName = async (name: string): Promise<CryptMapping | undefined> => {
-    for (const k of await listDir(sysBlock)) {
+    for (const k of await listOrEmpty(sysBlock)) {
       if (!k.startsWith('dm-')) continue;
       const m = await readDm(k);
       if (m?.name === name) return m;
@@ -246,7 +229,7 @@ export function createLinuxCryptsetup(o: LinuxCryptsetupOptions): Cryptsetup {
     async holdersOf(device) {
       const kname = await kernelName(device);
       const out: CryptMapping[] = [];
-      for (const h of await listDir(path.join(sysBlock, kname, 'holders'))) {
+      for (const h of await listOrEmpty(path.join(sysBlock, kname, 'holders'))) {
         const m = await readDm(h);
         if (m) out.push(m);
       }

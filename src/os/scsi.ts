@@ -4,6 +4,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { isErrno } from './paths.js';
+import { listOrEmpty, readOrEmpty } from './sysfs.js';
 
 /**
  * Which disks are the driver's, as the driver says (src/proxmox/contract.ts): this adapter knows
@@ -48,35 +49,17 @@ export function isDriverScsiDisk(d: { vendor: string; wwid: string }, disks: Dri
   return d.vendor === 'QEMU' && wwn !== undefined && disks.ownsWwn(wwn);
 }
 
-async function readTrim(file: string): Promise<string> {
-  try {
-    return (await fs.readFile(file, 'utf8')).trim();
-  } catch (e) {
-    if (isErrno(e, 'ENOENT', 'ENOTDIR', 'EINVAL', 'EIO', 'ENXIO')) return '';
-    throw e;
-  }
-}
-
-async function readDirOrEmpty(dir: string): Promise<string[]> {
-  try {
-    return await fs.readdir(dir);
-  } catch (e) {
-    if (isErrno(e, 'ENOENT', 'ENOTDIR')) return [];
-    throw e;
-  }
-}
-
 export async function listScsiDevices(sysfsRoot: string): Promise<ScsiDevice[]> {
   const base = path.join(sysfsRoot, 'bus', 'scsi', 'devices');
   const out: ScsiDevice[] = [];
-  for (const name of (await readDirOrEmpty(base)).sort()) {
+  for (const name of (await listOrEmpty(base)).sort()) {
     const m = HCTL.exec(name);
     if (!m) continue; // host0, target0:0:0 …
     const dir = path.join(base, name);
     const [vendor, wwid, blocks] = await Promise.all([
-      readTrim(path.join(dir, 'vendor')),
-      readTrim(path.join(dir, 'wwid')),
-      readDirOrEmpty(path.join(dir, 'block')),
+      readOrEmpty(path.join(dir, 'vendor')),
+      readOrEmpty(path.join(dir, 'wwid')),
+      listOrEmpty(path.join(dir, 'block')),
     ]);
     out.push({
       hctl: name,
@@ -103,7 +86,7 @@ export async function findScsiByWwn(sysfsRoot: string, wwn: string): Promise<Scs
 export async function rescanScsiHosts(sysfsRoot: string): Promise<number> {
   const base = path.join(sysfsRoot, 'class', 'scsi_host');
   let n = 0;
-  for (const host of await readDirOrEmpty(base)) {
+  for (const host of await listOrEmpty(base)) {
     if (!host.startsWith('host')) continue;
     try {
       await fs.writeFile(path.join(base, host, 'scan'), '- - -');
