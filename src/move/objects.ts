@@ -6,12 +6,10 @@
 // namespace, name, labels, annotations and spec (its UID changes; pods reference claims by name,
 // so a Deployment or StatefulSet just starts again), with spec.volumeName naming the replacement
 // PV, whose claimRef is pre-bound to that name — the PV controller binds exactly that pair.
+import { TOPOLOGY_REGION_KEY as REGION_KEY, TOPOLOGY_ZONE_KEY as ZONE_KEY } from '../proxmox/contract.js';
 import { formatVolumeId, parseVolumeId } from '../proxmox/volume-id.js';
 import type { PersistentVolume, PersistentVolumeClaim } from './kube-port.js';
 import { MOVED_FROM_KEY, type MoveRecord, RECORD_KEY } from './record.js';
-
-export const REGION_KEY = 'topology.kubernetes.io/region';
-export const ZONE_KEY = 'topology.kubernetes.io/zone';
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
