@@ -5,7 +5,10 @@ export type DetachPendingMode = 'off' | 'error' | 'silent';
 export type MigrateFailMode = 'off' | 'copy' | 'cleanup';
 
 export interface Faults {
-  /** Added to every API request (after authentication). */
+  /**
+   * Every authenticated API request runs its handler no sooner than this long after it arrived
+   * (the simulator's own parsing is inside it); task and lock waits add to it.
+   */
   latencyMs: number;
   /** Extra latency per route key, e.g. `"PUT /nodes/{node}/qemu/{vmid}/config": 500`. */
   latencyByRoute: Record<string, number>;

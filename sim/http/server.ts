@@ -163,8 +163,12 @@ export async function startApiServer(opts: {
         entry.fault = 'drop-before';
         throw new Dropped();
       }
-      const latency = sim.faults.latencyFor(entry.route);
-      if (latency > 0) await sleep(latency);
+      // The injected latency stands for the whole fixed cost of a call (network, pveproxy,
+      // pvedaemon), so it runs from the request's arrival: the simulator's own parsing and
+      // ticket check so far are part of it, not added on top. What a call waits for beyond
+      // that (a task with `delay`, a config lock) still adds, as it does in Proxmox.
+      const wait = sim.faults.latencyFor(entry.route) - (Date.now() - started);
+      if (wait > 0) await sleep(wait);
       if (sim.faults.shouldError(entry.route)) {
         entry.fault = 'error';
         throw new ApiError(500, sim.faults.get().errorMessage);

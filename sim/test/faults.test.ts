@@ -35,6 +35,20 @@ t.test('latency per call and per route', async (t) => {
   t.ok(Date.now() - s >= 395, 'route latency');
 });
 
+t.test('a task waited for (`delay`) adds to the latency; the answer comes when the task ends', async (t) => {
+  // pve-storage's DELETE …/content with `delay` checks the worker right after fork_worker and
+  // sleeps in 1 s steps that the worker's SIGCHLD interrupts: the answer leaves as the task ends.
+  const volid = await alloc();
+  await admin.patchFaults({ latencyMs: 100, taskDurationMs: 150 });
+  const s = Date.now();
+  const r = await call('DELETE', `${CONTENT}/${volid}`, { delay: 5 });
+  const took = Date.now() - s;
+  t.equal(r.status, 200);
+  t.equal(r.body?.data, null, 'the task ended within the delay: null, no UPID');
+  t.ok(took >= 245, `latency, then the task (${took} ms)`);
+  t.ok(took < 900, `not a whole 1 s step of the delay loop (${took} ms)`);
+});
+
 t.test('HTTP 500 at a rate, limited to routes', async (t) => {
   await admin.patchFaults({ errorRate: 1, errorRoutes: [CREATE], errorMessage: 'cfs-lock timeout' });
   const r = await call('POST', CONTENT, { vmid: 9999, filename: 'vm-9999-err', size: '1G' });
