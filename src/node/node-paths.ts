@@ -8,7 +8,7 @@
 // directory leads nowhere.
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { NodeBackend } from '../csi/types.js';
+import type { CallContext, NodeBackend } from '../csi/types.js';
 import { InvalidArgument, NotFound } from '../errors.js';
 import { isErrno } from '../os/paths.js';
 
@@ -98,75 +98,50 @@ export class KubeletDir {
   }
 }
 
+/** The path fields of node requests, and their names on the wire (for messages). */
+const PATH_FIELDS = {
+  targetPath: 'target_path',
+  stagingTargetPath: 'staging_target_path',
+  volumePath: 'volume_path',
+} as const;
+type PathField = keyof typeof PATH_FIELDS;
+
+/** `fn` with the named path fields of its request checked and made canonical first, in order. */
+function confine<Req extends Partial<Record<PathField, string | null>>, Res>(
+  k: KubeletDir,
+  rpc: string,
+  fields: readonly PathField[],
+  fn: (req: Req, ctx: CallContext) => Promise<Res>,
+): (req: Req, ctx: CallContext) => Promise<Res> {
+  return async (req, ctx) => {
+    const checked: Partial<Record<PathField, string>> = {};
+    for (const f of fields)
+      checked[f] =
+        f === 'volumePath' ? await k.checkVolumePath(req[f], rpc) : await k.checkOptional(req[f], PATH_FIELDS[f], rpc);
+    return fn({ ...req, ...checked }, ctx);
+  };
+}
+
 /**
  * Wrap a node backend so every path it is handed is checked and canonical. One place for both
  * drivers (and for anything added to them later).
  */
 export function confineToKubeletDir(backend: NodeBackend, kubeletDir: string): NodeBackend {
   const k = new KubeletDir(kubeletDir);
-  const out: NodeBackend = {
+  const {
+    nodeStageVolume: stage,
+    nodeUnstageVolume: unstage,
+    nodeGetVolumeStats: stats,
+    nodeExpandVolume: expand,
+  } = backend;
+  return {
     capabilities: backend.capabilities,
     nodeGetInfo: (ctx) => backend.nodeGetInfo(ctx),
-    nodePublishVolume: async (req, ctx) =>
-      backend.nodePublishVolume(
-        {
-          ...req,
-          targetPath: await k.checkOptional(req.targetPath, 'target_path', 'NodePublishVolume'),
-          stagingTargetPath: await k.checkOptional(req.stagingTargetPath, 'staging_target_path', 'NodePublishVolume'),
-        },
-        ctx,
-      ),
-    nodeUnpublishVolume: async (req, ctx) =>
-      backend.nodeUnpublishVolume(
-        { ...req, targetPath: await k.checkOptional(req.targetPath, 'target_path', 'NodeUnpublishVolume') },
-        ctx,
-      ),
+    nodePublishVolume: confine(k, 'NodePublishVolume', ['targetPath', 'stagingTargetPath'], backend.nodePublishVolume),
+    nodeUnpublishVolume: confine(k, 'NodeUnpublishVolume', ['targetPath'], backend.nodeUnpublishVolume),
+    ...(stage && { nodeStageVolume: confine(k, 'NodeStageVolume', ['stagingTargetPath'], stage) }),
+    ...(unstage && { nodeUnstageVolume: confine(k, 'NodeUnstageVolume', ['stagingTargetPath'], unstage) }),
+    ...(stats && { nodeGetVolumeStats: confine(k, 'NodeGetVolumeStats', ['volumePath', 'stagingTargetPath'], stats) }),
+    ...(expand && { nodeExpandVolume: confine(k, 'NodeExpandVolume', ['volumePath', 'stagingTargetPath'], expand) }),
   };
-  const stage = backend.nodeStageVolume;
-  if (stage) {
-    out.nodeStageVolume = async (req, ctx) =>
-      stage(
-        {
-          ...req,
-          stagingTargetPath: await k.checkOptional(req.stagingTargetPath, 'staging_target_path', 'NodeStageVolume'),
-        },
-        ctx,
-      );
-  }
-  const unstage = backend.nodeUnstageVolume;
-  if (unstage) {
-    out.nodeUnstageVolume = async (req, ctx) =>
-      unstage(
-        {
-          ...req,
-          stagingTargetPath: await k.checkOptional(req.stagingTargetPath, 'staging_target_path', 'NodeUnstageVolume'),
-        },
-        ctx,
-      );
-  }
-  const stats = backend.nodeGetVolumeStats;
-  if (stats) {
-    out.nodeGetVolumeStats = async (req, ctx) =>
-      stats(
-        {
-          ...req,
-          volumePath: await k.checkVolumePath(req.volumePath, 'NodeGetVolumeStats'),
-          stagingTargetPath: await k.checkOptional(req.stagingTargetPath, 'staging_target_path', 'NodeGetVolumeStats'),
-        },
-        ctx,
-      );
-  }
-  const expand = backend.nodeExpandVolume;
-  if (expand) {
-    out.nodeExpandVolume = async (req, ctx) =>
-      expand(
-        {
-          ...req,
-          volumePath: await k.checkVolumePath(req.volumePath, 'NodeExpandVolume'),
-          stagingTargetPath: await k.checkOptional(req.stagingTargetPath, 'staging_target_path', 'NodeExpandVolume'),
-        },
-        ctx,
-      );
-  }
-  return out;
 }
