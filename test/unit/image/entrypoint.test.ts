@@ -15,7 +15,7 @@ function run(
   t: { teardown(fn: () => void): void },
   files: Record<string, string>,
   env: Record<string, string> = {},
-): { nodeOptions: string; argv: string[] } {
+): { nodeOptions: string; tunables: string; argv: string[] } {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'entrypoint-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const cg = path.join(dir, 'cgroup');
@@ -24,25 +24,32 @@ function run(
     fs.writeFileSync(path.join(cg, name), content);
   }
   fs.mkdirSync(path.join(dir, 'bin'));
-  // Prints NODE_OPTIONS and then each argument on its own line.
-  fs.writeFileSync(path.join(dir, 'bin/node'), '#!/bin/sh\nprintf "%s\\n" "${NODE_OPTIONS:-}" "$@"\n', { mode: 0o755 });
+  // Prints NODE_OPTIONS, GLIBC_TUNABLES and then each argument on its own line.
+  fs.writeFileSync(
+    path.join(dir, 'bin/node'),
+    '#!/bin/sh\nprintf "%s\\n" "${NODE_OPTIONS:-}" "${GLIBC_TUNABLES-(unset)}" "$@"\n',
+    { mode: 0o755 },
+  );
   // Through env(1): tap adds its own NODE_OPTIONS to every child's environment.
   const assign = Object.entries(env).map(([k, v]) => `${k}=${v}`);
   const out = execFileSync('/usr/bin/env', ['-u', 'NODE_OPTIONS', ...assign, SH, SCRIPT, '--mode', 'controller'], {
     encoding: 'utf8',
     env: { PATH: `${path.join(dir, 'bin')}:/usr/bin:/bin`, CGROUP_ROOT: cg },
   });
-  const [nodeOptions = '', ...argv] = out.replace(/\n$/, '').split('\n');
-  return { nodeOptions, argv };
+  const [nodeOptions = '', tunables = '', ...argv] = out.replace(/\n$/, '').split('\n');
+  return { nodeOptions, tunables, argv };
 }
 
 const MiB = 1024 * 1024;
 /** The image's V8 flags (bench/rss.ts measures each). */
 const V8_FLAGS = ['--max-semi-space-size=1', '--no-opt', '--no-maglev'];
+/** The image's glibc malloc settings (bench/rss.ts: after load). */
+const MALLOC = 'glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=131072';
 
 t.test('cgroup v2 limit sizes the old space: (limit - 96 MiB) / 2', async (t) => {
   t.same(run(t, { 'memory.max': `${192 * MiB}\n` }), {
     nodeOptions: '--max-old-space-size=48',
+    tunables: MALLOC,
     argv: [...V8_FLAGS, '/app/dist/bundle/main.js', '--mode', 'controller'],
   });
   t.equal(run(t, { 'memory.max': `${512 * MiB}\n` }).nodeOptions, '--max-old-space-size=208');
@@ -82,4 +89,10 @@ t.test('the V8 flags go on the command line; PVE_NFS_CSI_NODE_FLAGS replaces the
     'controller',
   ]);
   t.same(run(t, {}, { PVE_NFS_CSI_NODE_FLAGS: '' }).argv, ['/app/dist/bundle/main.js', '--mode', 'controller'], 'none');
+});
+
+t.test('glibc malloc: 2 arenas and a fixed trim threshold; a GLIBC_TUNABLES already set wins', async (t) => {
+  t.equal(run(t, {}).tunables, MALLOC);
+  t.equal(run(t, {}, { GLIBC_TUNABLES: 'glibc.malloc.arena_max=1' }).tunables, 'glibc.malloc.arena_max=1');
+  t.equal(run(t, {}, { GLIBC_TUNABLES: '' }).tunables, '', 'empty: glibc defaults');
 });
