@@ -98,80 +98,53 @@ function oneOf<T extends string>(v: unknown, where: string, allowed: readonly T[
   return v as T;
 }
 
+const MODES = {
+  phase: ['before', 'after'],
+  detachPending: ['off', 'error', 'silent'],
+  migrateFail: ['off', 'copy', 'cleanup'],
+} as const;
+
+/** How each knob's value is checked (`w` names it in the error). */
+const KNOBS: { [K in keyof Faults]: (v: unknown, w: string) => Faults[K] } = {
+  latencyMs: (v, w) => num(v, w, 0),
+  latencyByRoute: (v, w) => {
+    if (typeof v !== 'object' || v === null) throw new Error(`${w}: expected a mapping of route key to ms`);
+    return Object.fromEntries(Object.entries(v as Obj).map(([r, ms]) => [r, num(ms, `${w}.${r}`, 0)]));
+  },
+  errorRate: (v, w) => num(v, w, 0, 1),
+  errorRoutes: strList,
+  errorMessage: (v) => String(v),
+  dropRate: (v, w) => num(v, w, 0, 1),
+  dropPhase: (v, w) => oneOf(v, w, MODES.phase),
+  dropRoutes: strList,
+  taskFailRate: (v, w) => num(v, w, 0, 1),
+  taskFailPhase: (v, w) => oneOf(v, w, MODES.phase),
+  taskFailMessage: (v) => String(v),
+  taskDurationMs: (v, w) => num(v, w, 0),
+  lockHoldMs: (v, w) => num(v, w, 0),
+  lockTimeoutMs: (v, w) => num(v, w, 0),
+  detachPending: (v, w) => oneOf(v, w, MODES.detachPending),
+  detachPendingVmids: (v, w) => {
+    if (!Array.isArray(v) || v.some((x) => !Number.isInteger(x))) throw new Error(`${w}: expected a list of VMIDs`);
+    return v as number[];
+  },
+  resourcesLagMs: (v, w) => num(v, w, 0),
+  migrateFail: (v, w) => oneOf(v, w, MODES.migrateFail),
+  authFailureDelayMs: (v, w) => num(v, w, 0),
+  seed: (v, w) => num(v, w, 0),
+};
+
+const isKnob = (k: string): k is keyof Faults => Object.hasOwn(KNOBS, k);
+
 /** Validates a (partial) fault object and merges it onto `base`. Unknown keys are refused. */
 export function parseFaults(raw: unknown, where: string, base: Faults = DEFAULT_FAULTS): Faults {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new Error(`${where}: expected a mapping`);
   const out: Faults = { ...base, latencyByRoute: { ...base.latencyByRoute } };
   for (const [k, v] of Object.entries(raw as Obj)) {
-    const w = `${where}.${k}`;
-    switch (k) {
-      case 'latencyMs':
-        out.latencyMs = num(v, w, 0);
-        break;
-      case 'latencyByRoute': {
-        if (typeof v !== 'object' || v === null) throw new Error(`${w}: expected a mapping of route key to ms`);
-        out.latencyByRoute = {};
-        for (const [r, ms] of Object.entries(v as Obj)) out.latencyByRoute[r] = num(ms, `${w}.${r}`, 0);
-        break;
-      }
-      case 'errorRate':
-        out.errorRate = num(v, w, 0, 1);
-        break;
-      case 'errorRoutes':
-        out.errorRoutes = strList(v, w);
-        break;
-      case 'errorMessage':
-        out.errorMessage = String(v);
-        break;
-      case 'dropRate':
-        out.dropRate = num(v, w, 0, 1);
-        break;
-      case 'dropPhase':
-        out.dropPhase = oneOf(v, w, ['before', 'after'] as const);
-        break;
-      case 'dropRoutes':
-        out.dropRoutes = strList(v, w);
-        break;
-      case 'taskFailRate':
-        out.taskFailRate = num(v, w, 0, 1);
-        break;
-      case 'taskFailPhase':
-        out.taskFailPhase = oneOf(v, w, ['before', 'after'] as const);
-        break;
-      case 'taskFailMessage':
-        out.taskFailMessage = String(v);
-        break;
-      case 'taskDurationMs':
-        out.taskDurationMs = num(v, w, 0);
-        break;
-      case 'lockHoldMs':
-        out.lockHoldMs = num(v, w, 0);
-        break;
-      case 'lockTimeoutMs':
-        out.lockTimeoutMs = num(v, w, 0);
-        break;
-      case 'detachPending':
-        out.detachPending = oneOf(v, w, ['off', 'error', 'silent'] as const);
-        break;
-      case 'detachPendingVmids':
-        if (!Array.isArray(v) || v.some((x) => !Number.isInteger(x))) throw new Error(`${w}: expected a list of VMIDs`);
-        out.detachPendingVmids = v as number[];
-        break;
-      case 'resourcesLagMs':
-        out.resourcesLagMs = num(v, w, 0);
-        break;
-      case 'migrateFail':
-        out.migrateFail = oneOf(v, w, ['off', 'copy', 'cleanup'] as const);
-        break;
-      case 'authFailureDelayMs':
-        out.authFailureDelayMs = num(v, w, 0);
-        break;
-      case 'seed':
-        out.seed = num(v, w, 0);
-        break;
-      default:
-        throw new Error(`${w}: unknown fault knob (known: ${Object.keys(DEFAULT_FAULTS).join(', ')})`);
-    }
+    if (!isKnob(k))
+      throw new Error(`${where}.${k}: unknown fault knob (known: ${Object.keys(DEFAULT_FAULTS).join(', ')})`);
+    // KNOBS[k] returns the type of Faults[k]; TypeScript cannot follow that through a variable key.
+    (out as Record<keyof Faults, unknown>)[k] = KNOBS[k](v, `${where}.${k}`);
   }
   return out;
 }
