@@ -63,7 +63,7 @@ case "${1:-}" in
     ;;
   sweep)
     for f in "$2"/*.reg; do
-      [ -e "$f" ] || continue
+      [ -O "$f" ] || continue # only this user's own registries
       owner="$(basename "$f" .reg)"
       alive_as "${owner%%-*}" "${owner#*-}" && continue
       reap "$f"

@@ -42,7 +42,11 @@ let nextId = 0;
 function open(): Registry {
   if (registry) return registry;
   const dir = reaperDir();
-  fs.mkdirSync(dir, { recursive: true });
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  // The sweep runs the commands of every registry it finds: only from a directory no one else can write.
+  const st = fs.statSync(dir);
+  if (st.uid !== process.getuid?.() || (st.mode & 0o022) !== 0)
+    throw new Error(`reaper: ${dir} must belong to this user and be writable by no one else`);
   spawnSync('bash', [SCRIPT, 'sweep', dir], { stdio: 'ignore' });
   const file = path.join(dir, `${process.pid}-${startTime('self') ?? '0'}.reg`);
   fs.writeFileSync(file, '');
