@@ -125,9 +125,9 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
   return {
     capabilities: ['CREATE_DELETE_VOLUME', 'EXPAND_VOLUME', 'SINGLE_NODE_MULTI_WRITER'],
 
+    // Required fields (name, ids, capabilities, capacity range) are checked once, before these
+    // run, by the CSI service (src/csi/validate.ts); what is left here is NFS's own rules.
     async createVolume(req, ctx) {
-      if (!req.name) throw new InvalidArgument('volume name is required');
-      if (req.volumeCapabilities.length === 0) throw new InvalidArgument('volume capabilities are required');
       const bad = unsupportedCapability(req.volumeCapabilities);
       if (bad) throw new InvalidArgument(bad);
       if (req.volumeContentSource) {
@@ -162,7 +162,6 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
     },
 
     async deleteVolume(req, ctx) {
-      if (!req.volumeId) throw new InvalidArgument('volume id is required');
       const ref = parseVolumeId(req.volumeId);
       if (!ref) {
         ctx.log.warn({ volumeId: req.volumeId }, 'DeleteVolume: not an nfs.csi.k8s.io handle; nothing to delete');
@@ -188,8 +187,6 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
     },
 
     async validateVolumeCapabilities(req, ctx) {
-      if (!req.volumeId) throw new InvalidArgument('volume id is required');
-      if (req.volumeCapabilities.length === 0) throw new InvalidArgument('volume capabilities are required');
       await existingVolume(req.volumeId, ctx);
       const bad = unsupportedCapability(req.volumeCapabilities);
       if (bad) return { message: bad };
@@ -204,8 +201,6 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
     },
 
     async controllerExpandVolume(req, ctx) {
-      if (!req.volumeId) throw new InvalidArgument('volume id is required');
-      if (!req.capacityRange) throw new InvalidArgument('capacity range is required');
       if (req.volumeCapability) {
         const bad = unsupportedCapability([req.volumeCapability]);
         if (bad) throw new InvalidArgument(bad);

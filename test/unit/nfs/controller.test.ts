@@ -5,6 +5,7 @@ import { pino } from 'pino';
 import type { CallContext, CreateVolumeRequest, VolumeCapability } from '../../../src/csi/types.js';
 import { isCsiError, Unavailable } from '../../../src/errors.js';
 import { createNfsController } from '../../../src/nfs/controller/controller.js';
+import { validate } from '../../../src/csi/validate.js';
 import { _csi_v1_VolumeCapability_AccessMode_Mode } from '../../../src/gen/csi/v1/VolumeCapability.js';
 import { implemented } from '../../helpers/implemented.js';
 import { present } from '../../helpers/present.js';
@@ -148,10 +149,10 @@ t.test('CreateVolume input errors', async (t) => {
     await errKind(c.createVolume(req('v', { server: SERVER }, { volumeCapabilities: [block] }), ctx)),
     /^InvalidArgument: block access type/,
   );
-  t.match(
-    await errKind(c.createVolume(req('v', { server: SERVER }, { volumeCapabilities: [] }), ctx)),
-    /^InvalidArgument: volume capabilities/,
-  );
+  // Required fields are the CSI service's check (src/csi/validate.ts), made before the backend runs.
+  t.throws(() => validate.createVolume(req('v', { server: SERVER }, { volumeCapabilities: [] })), {
+    message: /volume_capabilities is required/,
+  });
   t.match(
     await errKind(c.createVolume(req('v', { server: SERVER }, { volumeCapabilities: [cap('UNKNOWN')] }), ctx)),
     /^InvalidArgument: access mode UNKNOWN/,
@@ -323,7 +324,7 @@ t.test('unknown or malformed ids: DeleteVolume succeeds without touching anythin
     t.equal(await errKind(c.deleteVolume({ volumeId: id, secrets: {} }, ctx)), 'no error', id);
   }
   t.equal(stores.calls.length, 0);
-  t.match(await errKind(c.deleteVolume({ volumeId: '', secrets: {} }, ctx)), /^InvalidArgument/);
+  t.throws(() => validate.deleteVolume({ volumeId: '', secrets: {} }), { message: /volume_id is required/ });
 });
 
 t.test('ValidateVolumeCapabilities and ControllerExpandVolume', async (t) => {
@@ -383,11 +384,9 @@ t.test('ValidateVolumeCapabilities and ControllerExpandVolume', async (t) => {
     ctx,
   );
   t.same(grown, { capacityBytes: 5 << 30, nodeExpansionRequired: false });
-  t.match(
-    await errKind(
-      c.controllerExpandVolume({ volumeId: id, capacityRange: null, secrets: {}, volumeCapability: null }, ctx),
-    ),
-    /^InvalidArgument/,
+  t.throws(
+    () => validate.controllerExpandVolume({ volumeId: id, capacityRange: null, secrets: {}, volumeCapability: null }),
+    { message: /capacity_range is required/ },
   );
   t.match(
     await errKind(
