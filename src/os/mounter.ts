@@ -48,6 +48,8 @@ export interface Mounter {
   list(): Promise<MountEntry[]>;
   /** The topmost mount whose mount point is exactly `target` (parent symlinks resolved). */
   find(target: string): Promise<MountEntry | undefined>;
+  /** find() for several targets from one read of the mount table (one snapshot). */
+  findEach(targets: readonly string[]): Promise<(MountEntry | undefined)[]>;
   mount(
     source: string,
     target: string,
@@ -126,12 +128,12 @@ export function createLinuxMounter(o: LinuxMounterOptions): Mounter {
 
   const list = async (): Promise<MountEntry[]> => parseMountinfo(await mountinfo());
 
-  const find = async (target: string): Promise<MountEntry | undefined> => {
-    const want = await canonicalPath(target);
-    const all = await list();
+  const findEach = async (targets: readonly string[]): Promise<(MountEntry | undefined)[]> => {
+    const [all, ...wanted] = await Promise.all([list(), ...targets.map((p) => canonicalPath(p))]);
     // mountinfo lists mounts in mount order, so the last one at a path is the visible one.
-    return all.findLast((e) => e.target === want);
+    return wanted.map((want) => all.findLast((e) => e.target === want));
   };
+  const find = async (target: string): Promise<MountEntry | undefined> => (await findEach([target]))[0];
 
   const umountOnce = async (args: string[], t: number) => {
     try {
@@ -146,6 +148,7 @@ export function createLinuxMounter(o: LinuxMounterOptions): Mounter {
   return {
     list,
     find,
+    findEach,
 
     async mount(source, target, fstype, options, opts = {}) {
       const args = ['-t', fstype];

@@ -60,7 +60,8 @@ export const nodePublishVolume: ProxmoxNodeHandler<'nodePublishVolume'> = async 
 
   return nodeCall({ rpc, volumeId, path: target, locks: d.locks }, async () => {
     if (access === 'mount') {
-      const staged = await d.mounter.find(staging);
+      // Both ends from one read of the mount table.
+      const [staged, existing] = await d.mounter.findEach([staging, target]);
       if (!staged) {
         throw new FailedPrecondition(
           `volume ${volumeId} is not staged at ${staging}; NodeStageVolume must succeed first`,
@@ -68,7 +69,6 @@ export const nodePublishVolume: ProxmoxNodeHandler<'nodePublishVolume'> = async 
       }
       const owner = await proxmoxMountOwnership(d, staged, staging);
       if (!owner.ours) throw foreignMount(volumeId, staging, staged, owner.why);
-      const existing = await d.mounter.find(target);
       if (existing) {
         if (existing.majMin === staged.majMin && existing.fsroot === staged.fsroot) {
           checkReadonly(existing, readonly, volumeId, target);

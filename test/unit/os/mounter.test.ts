@@ -65,6 +65,15 @@ t.test('find returns the topmost mount at exactly the path, resolving parent sym
   const m = createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo });
   t.equal((await m.find(`${dir}/link/m`))?.source, 'b');
   t.equal(await m.find(`${dir}/real/other`), undefined);
+  let reads = 0;
+  const counted = createLinuxMounter({ exec: sys, mountinfo: () => (reads++, sys.mountinfo()) });
+  const each = await counted.findEach([`${dir}/link/m`, `${dir}/real/other`, `${dir}/real/m/deeper`]);
+  t.same(
+    each.map((e) => e?.source),
+    ['b', undefined, 'c'],
+    'findEach answers as find does',
+  );
+  t.equal(reads, 1, 'from one read of the mount table');
 });
 
 t.test('mount runs mount -t TYPE -o OPTS SOURCE TARGET under the given timeout', async (t) => {
