@@ -114,40 +114,21 @@ export class MoveRun {
     this.d.log(`PV ${this.r.oldPv}: reclaimPolicy Retain, move recorded`);
   }
 
+  /** The work after each recorded step; each records the next step (or sends the run back one). */
+  private readonly after: Record<Exclude<Step, 'done'>, () => Promise<void>> = {
+    planned: () => this.hold(),
+    holding: () => this.startMigration(),
+    migrating: () => this.awaitMigration(),
+    migrated: () => this.release(),
+    released: () => this.deleteClaim(),
+    'claim-deleted': () => this.createPv(),
+    'pv-created': () => this.createClaim(),
+    'claim-created': () => this.awaitBind(),
+    bound: () => this.finish(),
+  };
+
   async run(): Promise<void> {
-    for (;;) {
-      switch (this.r.step) {
-        case 'planned':
-          await this.hold();
-          break;
-        case 'holding':
-          await this.startMigration();
-          break;
-        case 'migrating':
-          await this.awaitMigration();
-          break;
-        case 'migrated':
-          await this.release();
-          break;
-        case 'released':
-          await this.deleteClaim();
-          break;
-        case 'claim-deleted':
-          await this.createPv();
-          break;
-        case 'pv-created':
-          await this.createClaim();
-          break;
-        case 'claim-created':
-          await this.awaitBind();
-          break;
-        case 'bound':
-          await this.finish();
-          break;
-        case 'done':
-          return;
-      }
-    }
+    while (this.r.step !== 'done') await this.after[this.r.step]();
   }
 
   private async hold(): Promise<void> {
