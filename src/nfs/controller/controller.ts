@@ -15,6 +15,7 @@ import { composeVolumeId, parseVolumeId, type VolumeRef } from '../volume-id.js'
 import { ACCESS_MODE_NAMES, accessModeName } from '../../csi/access-modes.js';
 import { parseCapacityRange } from '../../csi/capacity.js';
 import { type BackendHealth, HealthLog } from '../../server/health.js';
+import { confirmed } from '../../csi/confirm.js';
 
 export interface NfsControllerOptions {
   log: Logger;
@@ -190,14 +191,7 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
       await existingVolume(req.volumeId, ctx);
       const bad = unsupportedCapability(req.volumeCapabilities);
       if (bad) return { message: bad };
-      return {
-        confirmed: {
-          volumeCapabilities: req.volumeCapabilities,
-          volumeContext: req.volumeContext,
-          parameters: req.parameters,
-          mutableParameters: req.mutableParameters,
-        },
-      };
+      return confirmed(req);
     },
 
     async controllerExpandVolume(req, ctx) {

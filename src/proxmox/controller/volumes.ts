@@ -26,6 +26,7 @@ import { parseCreateParameters, sizeFits, sizeForCreate, volumeContextOf } from 
 import { usesOf } from './scan.js';
 import { retryBusy, waitTask } from '../api/tasks.js';
 import { diskNameFor, diskOwner, formatVolumeId, volidOf } from '../volume-id.js';
+import { confirmed } from '../../csi/confirm.js';
 
 interface Target {
   cluster: Cluster;
@@ -290,14 +291,7 @@ export const validateVolumeCapabilities: ControllerHandler<'validateVolumeCapabi
   }
   const problem = capabilityProblem(req.volumeCapabilities, { fsType });
   if (problem) return { message: problem };
-  return {
-    confirmed: {
-      volumeContext: req.volumeContext,
-      volumeCapabilities: req.volumeCapabilities,
-      parameters: req.parameters,
-      mutableParameters: req.mutableParameters,
-    },
-  };
+  return confirmed(req);
 };
 
 export const getCapacity: ControllerHandler<'getCapacity'> = async (core, req, ctx) => {
