@@ -5,6 +5,7 @@
 // turn the status and body into their own errors: what went wrong means something different to each.
 import { existsSync, promises as fs } from 'node:fs';
 import https from 'node:https';
+import { Unavailable } from '../errors.js';
 
 const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
@@ -85,4 +86,19 @@ export function apiServerAt(o: ApiServerAt): InClusterGet {
       });
     },
   };
+}
+
+/**
+ * An answer's body as JSON. A body that is not JSON (a proxy's HTML page, a cut-off answer) is
+ * Unavailable naming `what` and `where`, with the parser's error as its `cause` so the log shows
+ * where the body broke.
+ */
+export function jsonBody(text: string, what: string, where: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (e) {
+    throw new Unavailable(`Kubernetes API at ${where} returned ${what} that is not JSON: ${(e as Error).message}`, {
+      cause: e,
+    });
+  }
 }

@@ -6,7 +6,7 @@
 //   3. nothing outside Kubernetes without a list: any VM on the host (tests, development), and
 //      a warning at start.
 import { Unavailable } from '../../errors.js';
-import { inClusterApi, type InClusterOptions } from '../../k8s/in-cluster.js';
+import { inClusterApi, jsonBody, type InClusterOptions } from '../../k8s/in-cluster.js';
 
 /** VM names allowed as helpers; undefined = unrestricted. */
 export type HelperVmNames = (signal?: AbortSignal) => Promise<ReadonlySet<string> | undefined>;
@@ -40,12 +40,7 @@ export function kubernetesNodeNames(o: KubeNodesOptions = {}): HelperVmNames | u
         `cannot list Kubernetes Nodes to choose an expansion helper VM (HTTP ${r.status} from ${api.where}; the controller's ` +
           `service account needs "list" on nodes): ${r.text.slice(0, 200)}`,
       );
-    let doc: { items?: Array<{ metadata?: { name?: string } }> };
-    try {
-      doc = JSON.parse(r.text) as typeof doc;
-    } catch {
-      throw new Unavailable(`Kubernetes API at ${api.where} returned a Node list that is not JSON`);
-    }
+    const doc = jsonBody(r.text, 'a Node list', api.where) as { items?: Array<{ metadata?: { name?: string } }> };
     const names = new Set((doc.items ?? []).map((i) => i.metadata?.name).filter((n): n is string => Boolean(n)));
     cached = { at: Date.now(), names };
     return names;

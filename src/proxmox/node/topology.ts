@@ -5,6 +5,7 @@ import { FailedPrecondition, Unavailable } from '../../errors.js';
 import {
   apiServerAt,
   inClusterApi,
+  jsonBody,
   type ApiServerAt,
   type InClusterGet,
   type InClusterOptions,
@@ -46,12 +47,7 @@ function nodeLabelsFrom(api: InClusterGet): NodeLabelSource {
       throw new Unavailable(
         `Kubernetes API ${api.where} answered HTTP ${r.status} for Node ${nodeName}: ${r.text.slice(0, 200)}`,
       );
-    let doc: { metadata?: { labels?: Record<string, string> } };
-    try {
-      doc = JSON.parse(r.text) as typeof doc;
-    } catch {
-      throw new Unavailable(`Kubernetes API at ${api.where} returned a Node that is not JSON`);
-    }
+    const doc = jsonBody(r.text, 'a Node', api.where) as { metadata?: { labels?: Record<string, string> } };
     return doc.metadata?.labels ?? {};
   };
 }
