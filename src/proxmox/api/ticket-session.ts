@@ -9,6 +9,7 @@ import { ProxmoxEngine } from 'proxmox-api';
 import { FailedPrecondition, Unavailable } from '../../errors.js';
 import { TRANSPORT_MARK } from './package-errors.js';
 import type { FetchLike } from './transport.js';
+import { SingleFlight } from '../../single-flight.js';
 
 /** PVE::AccessControl's `$ticket_lifetime`. */
 export const PVE_TICKET_LIFETIME_MS = 2 * 3600_000;
@@ -34,7 +35,8 @@ export interface TicketSessionOptions {
 
 export class TicketSession {
   private current: (Ticket & { at: number }) | undefined;
-  private inflight: Promise<Ticket> | undefined;
+  /** Concurrent requests needing a ticket share one login. */
+  private readonly login1: SingleFlight<null, Ticket>;
   private readonly renewAfterMs: number;
   private readonly now: () => number;
   /** Logins done, by kind; for tests and metrics. */
@@ -43,15 +45,13 @@ export class TicketSession {
   constructor(private readonly o: TicketSessionOptions) {
     this.renewAfterMs = o.renewAfterMs ?? DEFAULT_TICKET_RENEW_AFTER_MS;
     this.now = o.now ?? Date.now;
+    this.login1 = new SingleFlight(() => `Proxmox ${o.region}: login as ${o.username}`);
   }
 
   async get(): Promise<Ticket> {
     const c = this.current;
     if (c && this.now() - c.at < this.renewAfterMs) return c;
-    this.inflight ??= this.login().finally(() => {
-      this.inflight = undefined;
-    });
-    return this.inflight;
+    return this.login1.run(null, () => this.login());
   }
 
   /** Forget a ticket PVE refused (only if it is still the current one). */

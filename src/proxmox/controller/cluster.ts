@@ -59,7 +59,11 @@ export class Cluster {
     this.fences = new Fences(tuning.landHorizonMs);
     this.index = new DiskIndex(api, this.locator);
     this.content = new ContentCache(api, this.ttlMs);
-    this.storageRowsRead = new TtlRead((signal) => api.storageResources({ signal }), this.ttlMs);
+    this.storageRowsRead = new TtlRead(
+      `Proxmox ${region}: list storages`,
+      (signal) => api.storageResources({ signal }),
+      this.ttlMs,
+    );
     this.queues = new AttachQueues({
       api,
       cluster: region,

@@ -6,6 +6,7 @@
 // What another instance allocated or freed within the TTL is not seen (a marker it wrote is
 // applied at the next publish after the TTL).
 import type { ProxmoxApi, StorageContentItem } from '../api/api.js';
+import { SingleFlight } from '../../single-flight.js';
 
 interface Listing {
   at: number;
@@ -14,7 +15,11 @@ interface Listing {
 
 export class ContentCache {
   private readonly lists = new Map<string, Listing>();
-  private readonly inflight = new Map<string, Promise<StorageContentItem[]>>();
+  /** One list per key in flight, shared by the callers meanwhile (a fresh read starts a newer one). */
+  private readonly inflight = new SingleFlight<string, StorageContentItem[]>((k) => {
+    const [node = '', storage = ''] = k.split('\u0000');
+    return `Proxmox: list the content of storage ${storage} on ${node}`;
+  });
   /** Volumes this process allocated, by node and volid (a list may not have been read yet). */
   private readonly made = new Map<string, { item: StorageContentItem; at: number }>();
 
@@ -38,21 +43,18 @@ export class ContentCache {
     const k = this.key(node, storage, owner);
     const hit = this.lists.get(k);
     if (!fresh && hit && Date.now() - hit.at < this.ttlMs) return hit.items;
-    const running = this.inflight.get(k);
-    if (running && !fresh) return running;
-    const at = Date.now();
-    const p = this.api
-      .listContent(node, storage, owner, { signal })
-      .then((items) => {
+    return this.inflight.run(
+      k,
+      async (shared) => {
+        const at = Date.now();
+        const items = await this.api.listContent(node, storage, owner, { signal: shared });
         const cur = this.lists.get(k);
         if (!cur || cur.at <= at) this.lists.set(k, { at, items });
         return items;
-      })
-      .finally(() => {
-        if (this.inflight.get(k) === p) this.inflight.delete(k);
-      });
-    this.inflight.set(k, p);
-    return p;
+      },
+      signal,
+      fresh,
+    );
   }
 
   /** The volume's row if a list within its TTL or this process's own allocation has it; never reads. */

@@ -46,6 +46,7 @@ export class VmLocator {
     this.ttlMs = o.ttlMs ?? 5_000;
     this.now = o.now ?? Date.now;
     this.vms = new TtlRead(
+      `Proxmox ${o.cluster}: list VMs`,
       async (signal) => (await api.vmResources({ signal })).filter((v) => v.type === 'qemu' && !v.template),
       this.ttlMs,
       this.now,

@@ -128,3 +128,19 @@ t.test('a uuid scan that cannot read a VM config says why, instead of "no such V
   };
   t.equal(await new VmLocator(g, { cluster: 'homelab' }).resolve('00000000-0000-4000-8000-000000000999'), undefined);
 });
+
+t.test('a caller that gives up does not cancel the shared VM list for the others', async (t) => {
+  const f = seedCluster();
+  f.latencyMs = 30;
+  const loc = new VmLocator(f, { cluster: 'homelab' });
+  const ac = new AbortController();
+  const leaving = loc.resolve('talos-cp-1', ac.signal);
+  const staying = loc.resolve('talos-cp-2', new AbortController().signal);
+  setTimeout(() => {
+    ac.abort(new Error('call cancelled by client'));
+  }, 5);
+  const e: unknown = await leaving.catch((x: unknown) => x);
+  t.ok(isCsiError(e, 'DeadlineExceeded'), 'the caller that left gets DeadlineExceeded at once');
+  t.same(await staying, CP2, 'the other caller still gets its answer');
+  t.equal(f.count('vmResources'), 1, 'from the one shared list call');
+});
