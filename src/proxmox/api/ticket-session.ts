@@ -96,8 +96,9 @@ export class TicketSession {
       let data: Partial<Ticket> | undefined;
       try {
         data = (JSON.parse(text) as { data?: Partial<Ticket> }).data;
-      } catch {
-        data = undefined;
+      } catch (e) {
+        // A proxy's page or a cut-off answer: the parser's error is the cause the log shows.
+        throw new Unavailable(`${where}: the answer is not JSON: ${(e as Error).message}`, { cause: e });
       }
       if (data?.ticket && data.CSRFPreventionToken)
         return { ticket: data.ticket, CSRFPreventionToken: data.CSRFPreventionToken };
