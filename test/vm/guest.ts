@@ -11,7 +11,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { guestAgentAlive, guestExec, type ExecOptions, type ExecResult } from './qga.js';
-import { Qmp } from './qmp.js';
+import { QmpClient } from '../../sim/backend/qmp.js';
 import { prepareGuest, type GuestArtifacts } from './prepare.js';
 import { freePort } from '../helpers/free-port.js';
 
@@ -341,7 +341,7 @@ class GuestImpl implements Guest {
       if (!gone) {
         this.log('vm: guest did not power off; quitting QEMU');
         try {
-          const q = await Qmp.connect(this.ctlSocket, 3_000);
+          const q = await QmpClient.connect(this.ctlSocket, 3_000);
           await q.execute('quit').catch(() => {});
           q.close();
         } catch {

@@ -14,7 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { repoRoot, startGuest, type Guest } from './guest.js';
 import { prepareGuest } from './prepare.js';
-import { Qmp } from './qmp.js';
+import { QmpHotplug } from '../../sim/backend/qmp.js';
 
 const run = promisify(execFile);
 const ECHO_PORT = 7000;
@@ -105,23 +105,13 @@ async function hotplug(g: Guest): Promise<void> {
   const file = path.join(g.dir, 'vm-9999-pvc-smoke.raw');
   fs.writeFileSync(file, '');
   fs.truncateSync(file, GiB);
-  const qmp = await Qmp.connect(g.qmpSocket);
+  // The simulator's own QMP hot-plug (qemu-server's command sequence) against the real QEMU: what
+  // the VM tier relies on is checked here against what the guest's kernel sees.
+  const vm = { vmid: 9999, name: 'smoke', node: 'smoke' };
+  const hp = new QmpHotplug({ [vm.vmid]: g.qmpSocket }, 30_000);
   const findWwid = `grep -l '^naa.${WWN}$' /sys/bus/scsi/devices/*/wwid 2>/dev/null || true`;
   try {
-    await qmp.execute('blockdev-add', {
-      driver: 'raw',
-      'node-name': 'drive-scsi1',
-      file: { driver: 'file', filename: file },
-    });
-    await qmp.execute('device_add', {
-      driver: 'scsi-hd',
-      id: 'scsi1',
-      bus: 'scsihw0.0',
-      'scsi-id': 1,
-      lun: 1,
-      drive: 'drive-scsi1',
-      wwn: `0x${WWN}`,
-    });
+    await hp.plug(vm, { slot: 'scsi1', bus: 'scsi', index: 1, filePath: file, wwn: `0x${WWN}` });
     await until('the disk to appear in the guest', 30_000, async () => (await g.sh(findWwid)).trim() !== '');
     const dev = await g.sh(
       `d=$(dirname "$(${findWwid})"); cat "$d/vendor"; ls "$d/block"; ` +
@@ -140,7 +130,7 @@ async function hotplug(g: Guest): Promise<void> {
       await g.sh(`set -e; mkfs.ext4 -q /dev/${blk}; mkdir -p /mnt/disk; mount /dev/${blk} /mnt/disk
         echo data > /mnt/disk/f; ${sizeKb}`),
     );
-    await qmp.execute('block_resize', { 'node-name': 'drive-scsi1', size: 2 * GiB });
+    await hp.resize(vm, 'scsi1', 2 * GiB);
     await until(
       'the guest to see the new capacity',
       30_000,
@@ -149,16 +139,15 @@ async function hotplug(g: Guest): Promise<void> {
     const after = Number(await g.sh(`set -e; resize2fs -f /dev/${blk} >/dev/null 2>&1; ${sizeKb}`));
     check(after > before * 1.8, `online resize grew the filesystem (${before} KiB -> ${after} KiB)`);
     check((await g.sh('cat /mnt/disk/f; umount /mnt/disk')).trim() === 'data', 'data survives the resize');
-    await qmp.execute('device_del', { id: 'scsi1' });
-    await qmp.waitEvent((e) => e.event === 'DEVICE_DELETED' && e.data?.device === 'scsi1', 30_000);
-    await qmp.execute('blockdev-del', { 'node-name': 'drive-scsi1' });
+    // Throws when QEMU does not report DEVICE_DELETED within the 30 s given above.
+    await hp.unplug(vm, 'scsi1');
     await until(
       'the disk to leave the guest',
       30_000,
       async () => (await g.sh(`${findWwid}; ls /dev/disk/by-id/ 2>/dev/null | grep ${WWN} || true`)).trim() === '',
     );
   } finally {
-    qmp.close();
+    await hp.close();
   }
 }
 
