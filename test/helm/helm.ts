@@ -146,6 +146,11 @@ function templateArgs(o: RenderOptions): string[] {
   return args;
 }
 
+/** `--set` lines for an inline Proxmox cluster: values.yaml's `proxmox.config.clusters[0]`. */
+export function inlineCluster(fields: Record<string, string>): string[] {
+  return Object.entries(fields).map(([k, v]) => `proxmox.config.clusters[0].${k}=${v}`);
+}
+
 export function render(o: RenderOptions = {}): Rendered {
   const res = helm(templateArgs(o));
   if (res.status !== 0) throw new Error(`helm template failed (${res.status}): ${res.stderr}`);

@@ -5,7 +5,7 @@ import t from 'tap';
 import { parse } from 'yaml';
 import { classesFromValues } from '../../src/cli/preflight.js';
 import { present } from '../helpers/present.js';
-import { container, render, renderError, SEED_VALUES, type K8sObject } from './helm.js';
+import { container, inlineCluster, render, renderError, SEED_VALUES, type K8sObject } from './helm.js';
 
 const preflight = (objs: K8sObject[], kind: string) =>
   objs.find((o) => o.kind === kind && o.metadata.name.endsWith('-preflight'));
@@ -40,10 +40,12 @@ t.test('a helm test Pod by default, with the config Secret and the values it rea
 t.test('never the credentials; pre-install hook and the old policy on request', async (t) => {
   const r = render({
     set: [
-      'proxmox.config.clusters[0].url=https://pve:8006/api2/json',
-      'proxmox.config.clusters[0].token_id=a@pve!b',
-      'proxmox.config.clusters[0].token_secret=s3cr3t-value',
-      'proxmox.config.clusters[0].region=homelab',
+      ...inlineCluster({
+        url: 'https://pve:8006/api2/json',
+        token_id: 'a@pve!b',
+        token_secret: 's3cr3t-value',
+        region: 'homelab',
+      }),
       'preflight.hook=pre-install',
       'preflight.previousDefaultOnDeletePolicy=retain',
     ],

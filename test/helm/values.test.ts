@@ -6,6 +6,7 @@ import { present } from '../helpers/present.js';
 import {
   container,
   flag,
+  inlineCluster,
   mountAt,
   mountedVolume,
   podSpec,
@@ -80,11 +81,13 @@ t.test('capacity tracking off also turns off storageCapacity in the CSIDriver', 
 t.test('inline Proxmox config becomes a Secret the controller mounts', async (t) => {
   const set = [
     'proxmox.existingConfigSecret=',
-    'proxmox.config.clusters[0].url=https://pve.example:8006/api2/json',
-    'proxmox.config.clusters[0].insecure=false',
-    'proxmox.config.clusters[0].token_id=kubernetes-csi@pve!csi',
-    'proxmox.config.clusters[0].token_secret=00000000-0000-0000-0000-000000000000',
-    'proxmox.config.clusters[0].region=homelab',
+    ...inlineCluster({
+      url: 'https://pve.example:8006/api2/json',
+      insecure: 'false',
+      token_id: 'kubernetes-csi@pve!csi',
+      token_secret: '00000000-0000-0000-0000-000000000000',
+      region: 'homelab',
+    }),
     'proxmox.config.features.controllerVmID=9999',
   ];
   const r = render({ set });
