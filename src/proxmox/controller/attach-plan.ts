@@ -1,8 +1,9 @@
 // The attach queue's decisions, as pure functions of what a VM's config and pending section say
 // (and, for exclusivity, what the other VMs' say): which jobs are already done, which are
 // refused and why, which scsiN to set, which leftovers to delete, what to unlink first. No API,
-// no time, no I/O: the executor (attach-queue.ts) reads state, calls plan…(), sends what it
-// says and reads back. Tested with plain tables (test/unit/proxmox/attach-plan.test.ts).
+// no time, no I/O: the queue (attach-queue.ts) reads state (vm-state.ts), calls plan…(), has
+// the executor (attach-exec.ts) send what it says and reads back. Tested with plain tables
+// (test/unit/proxmox/attach-plan.test.ts).
 import { AlreadyExists, Busy, FailedPrecondition, ResourceExhausted, Unavailable } from '../../errors.js';
 import type { ConfigEntry } from '../api/api.js';
 import {

@@ -1,10 +1,12 @@
-// One queue per VM for attaching and detaching disks: the executor. Proxmox lets one writer
+// One queue per VM for attaching and detaching disks: the orchestration. Proxmox lets one writer
 // change a VM's config at a time and makes others wait on a lock, so concurrent publishes to a
 // VM would race for the same free slot and time out on the lock. Instead, everything that
 // arrives for a VM while its previous change is in flight is merged (batcher.ts): one unlink for
 // all detaches, one config change setting every new scsiN, as planned from one read of the VM's
-// config (attach-plan.ts). Every failure is followed by a read before anything is retried,
-// because a failed call may still have taken effect.
+// config (vm-state.ts, attach-plan.ts) and sent by the executor (attach-exec.ts), with the
+// existence and exclusivity checks of attach-checks.ts around it. Every failure is followed by a
+// read before anything is retried, because a failed call may still have taken effect
+// (attach-retry.ts).
 //
 // Proxmox round trips of an exclusive publish on the happy path: GET …/pending (entries and
 // digest: the plan, the VM's own disks, whether the VM hot-plugs disks), POST …/config with that
@@ -13,22 +15,32 @@
 // task on a VM that hot-plugs disks is an applied change (qemu-server raises `hotplug problem`
 // otherwise); only a VM without disk hot-plug is polled until its change leaves `pending`.
 import type { Logger } from 'pino';
-import { Busy, DeadlineExceeded, FailedPrecondition, NotFound, Unavailable, isCsiError } from '../../errors.js';
-import type { ConfigEntry, ProxmoxApi, TaskListItem } from '../api/api.js';
-import { digestRefused, outcomeUncertain, taskError } from '../api/errors.js';
-import { backoffDelay, sleep, waitTask } from '../api/tasks.js';
+import { DeadlineExceeded, FailedPrecondition, Unavailable, isCsiError } from '../../errors.js';
+import type { ProxmoxApi } from '../api/api.js';
+import { digestRefused } from '../api/errors.js';
+import { ConfigExecutor, type Landed } from './attach-exec.js';
+import { AttachChecks } from './attach-checks.js';
+import {
+  type AttachJob,
+  type DetachJob,
+  type Job,
+  NEW_JOB,
+  type NewJob,
+  type UpdateJob,
+  answerPlanned,
+  internalDetach,
+  isOpen,
+  requestsOf,
+} from './attach-jobs.js';
 import {
   type AttachRequest,
   type DetachRequest,
   type Found,
-  HelperLeftovers,
   type UpdateRequest,
   attachOutcome,
   attachedFor,
-  conflictOf,
   driverSites,
   detachKeys,
-  holdersOf,
   hotplugsDisks,
   obstacles,
   planAttach,
@@ -40,13 +52,14 @@ import {
   updateSites,
   what,
 } from './attach-plan.js';
+import { failureOf, retryBusy } from './attach-retry.js';
 import { Batcher } from './batcher.js';
 import { ContentCache } from './content-cache.js';
 import { DiskIndex } from './disk-index.js';
 import { type FenceKind, Fences } from './fences.js';
-import type { VmEntries } from './scan.js';
 import type { VmLocator, VmRef } from './vm-locator.js';
-import { diskOwner, volidOf } from '../volume-id.js';
+import { VmReader, type VmState } from './vm-state.js';
+import { volidOf } from '../volume-id.js';
 import { defined } from '../../defined.js';
 
 export { type AttachRequest, type DetachRequest, HelperLeftovers, type UpdateRequest } from './attach-plan.js';
@@ -76,83 +89,30 @@ export interface QueueOptions {
 /** Unlinks issued per detach batch: each one re-triggers a hot-unplug the guest did not finish. */
 const DETACH_UNLINKS = 3;
 
-interface JobBase {
-  /** The batch decided this job (its change landed, failed, or was never sent). */
-  done: boolean;
-  /** Taken into a batch: its change may be sent; a caller giving up no longer removes it. */
-  taken: boolean;
-  /** The caller gave up after the job was taken: no new change is sent for it. */
-  abandoned: boolean;
-  /** When a change for it was sent without a known outcome (lost answer), for the fence. */
-  uncertainSince?: number;
-  reject(e: unknown): void;
-}
-interface AttachJob extends JobBase {
-  kind: 'attach';
-  req: AttachRequest;
-  /** Seen attached (an exclusive publish): answered only after the exclusivity re-check. */
-  landedSlot?: number;
-  resolve(slot: number): void;
-}
-interface DetachJob extends JobBase {
-  kind: 'detach';
-  req: DetachRequest;
-  resolve(): void;
-}
-interface UpdateJob extends JobBase {
-  kind: 'update';
-  req: UpdateRequest;
-  resolve(): void;
-}
-type Job = AttachJob | DetachJob | UpdateJob;
-
-const isOpen = (j: AttachJob): boolean => !j.done && j.landedSlot === undefined;
-
-/** Answers the jobs a detach or update plan decided (refused, or already as asked); the rest stay open. */
-function answerPlanned<J extends DetachJob | UpdateJob>(
-  open: J[],
-  plan: { done: number[]; rejects: Map<number, Error> },
-): J[] {
-  plan.rejects.forEach((err, i) => open[i]?.reject(err));
-  for (const i of plan.done) open[i]?.resolve();
-  return open.filter((j) => !j.done);
-}
-
-/** What a caller asks for; enqueue() makes the job of it. */
-type NewJob = Pick<AttachJob, 'kind' | 'req'> | Pick<DetachJob, 'kind' | 'req'> | Pick<UpdateJob, 'kind' | 'req'>;
-
-/** A caller's new job: not taken into a batch, not decided, not given up. */
-const NEW_JOB = { done: false, taken: false, abandoned: false } as const;
-
-interface VmState {
-  digest?: string | undefined;
-  entries: ConfigEntry[];
-}
-
-/** What a landed change's task told: the node's config tasks of this token, listed after it. */
-interface Landed {
-  node: string;
-  tasks: TaskListItem[];
-}
-
 export class AttachQueues {
   private readonly batcher: Batcher<number, Job>;
   /** The VM each key stands for while its queue runs (its node follows a migration). */
   private readonly vms = new Map<number, VmRef>();
   private readonly attempts: number;
-  private readonly confirmTimeoutMs: number;
-  private readonly maxAgeMs: number;
+  private readonly reader: VmReader;
+  private readonly exec: ConfigExecutor;
+  private readonly checks: AttachChecks;
   readonly fences: Fences;
   readonly index: DiskIndex;
   readonly content: ContentCache;
 
   constructor(private readonly o: QueueOptions) {
     this.attempts = o.attempts ?? 8;
-    this.confirmTimeoutMs = o.confirmTimeoutMs ?? 10_000;
-    this.maxAgeMs = o.indexMaxAgeMs ?? 5_000;
+    const confirmTimeoutMs = o.confirmTimeoutMs ?? 10_000;
+    const maxAgeMs = o.indexMaxAgeMs ?? 5_000;
     this.fences = o.fences ?? new Fences();
     this.index = o.index ?? new DiskIndex(o.api, o.locator);
-    this.content = o.content ?? new ContentCache(o.api, this.maxAgeMs);
+    this.content = o.content ?? new ContentCache(o.api, maxAgeMs);
+    const { api, cluster, locator, log, taskTimeoutMs } = o;
+    const index = this.index;
+    this.reader = new VmReader({ api, cluster, locator, index, confirmTimeoutMs });
+    this.exec = new ConfigExecutor({ api, cluster, index, taskTimeoutMs, maxAgeMs });
+    this.checks = new AttachChecks({ index, content: this.content, log, maxAgeMs, confirmTimeoutMs });
     this.batcher = new Batcher((vmid, jobs) => this.batch(vmid, jobs), { windowMs: o.mergeWindowMs ?? 0 });
   }
 
@@ -262,10 +222,11 @@ export class AttachQueues {
       if (detaches.length) await this.detachBatch(vm, detaches, jobs);
       if (attaches.length) {
         const landed = await this.attachBatch(vm, attaches, true, jobs);
-        await this.recheck(
+        await this.checks.recheck(
           vm,
           attaches.filter((j) => !j.done && j.landedSlot !== undefined),
           landed,
+          (v, req) => this.withdraw(v, req),
         );
       }
       const updates = jobs.filter((j): j is UpdateJob => j.kind === 'update' && !j.done);
@@ -287,59 +248,18 @@ export class AttachQueues {
     return late;
   }
 
-  /** Config, pending entries and digest in one read; follows a VM that migrated to another node. */
-  private async readState(vm: VmRef): Promise<VmState> {
-    for (let moved = false; ; moved = true) {
-      try {
-        const at = Date.now();
-        const entries = await this.o.api.vmPending(vm.node, vm.vmid);
-        this.index.note(vm, entries, at);
-        return {
-          digest: entries.find((e) => e.key === 'digest')?.value || undefined,
-          entries: entries.filter((e) => e.key !== 'digest'),
-        };
-      } catch (e) {
-        if (!isCsiError(e, 'NotFound') || moved) throw e;
-        const now = await this.o.locator.byVmid(vm.vmid);
-        if (!now)
-          throw new NotFound(`VM ${vm.name} (${vm.vmid}) no longer exists in Proxmox cluster ${this.o.cluster}`, {
-            cause: e,
-          });
-        if (now.node === vm.node) throw e;
-        vm.node = now.node;
-      }
-    }
+  /** Detaches a disk this queue attached (an attach withdrawn); resolves with why it failed, if it did. */
+  private async withdraw(vm: VmRef, req: DetachRequest): Promise<unknown> {
+    const outcome: { failed?: unknown } = {};
+    await this.detachBatch(vm, [internalDetach(req, outcome)]).catch((e: unknown) => (outcome.failed = e));
+    return outcome.failed;
   }
 
-  /** Re-reads until `done(entries)` or the confirm timeout; returns the last state read. */
-  private async poll(vm: VmRef, done: (entries: ConfigEntry[]) => boolean): Promise<VmState> {
-    const deadline = Date.now() + this.confirmTimeoutMs;
-    let delay = 25;
-    for (;;) {
-      const state = await this.readState(vm);
-      if (done(state.entries) || Date.now() + delay > deadline) return state;
-      await sleep(delay);
-      delay = Math.min(delay * 2, 1_000);
-    }
-  }
-
-  /**
-   * Waits for a config task. The first look is the host's task list (right after the POST):
-   * it carries this task's status and, for the exclusivity re-check, every other instance's
-   * config task; a task still running is then polled with backoff.
-   */
-  private async finish(vm: VmRef, upid: string, whatFor: string, list: boolean): Promise<Landed | undefined> {
-    const opts = { cluster: this.o.cluster, what: `${whatFor} ${what(vm)}`, timeoutMs: this.o.taskTimeoutMs };
-    if (!list) {
-      await waitTask(this.o.api, vm.node, upid, opts);
-      return undefined;
-    }
-    const tasks = await this.index.tasks(vm.node, Date.now() - this.maxAgeMs);
-    const mine = tasks.find((t) => t.upid === upid);
-    const exit = mine && mine.status !== 'RUNNING' && mine.endtime !== undefined ? (mine.status ?? '') : undefined;
-    if (exit === undefined) await waitTask(this.o.api, vm.node, upid, opts);
-    else if (!(exit === 'OK' || /^WARNINGS?: \d+$/.test(exit))) throw taskError(exit || 'unknown error', opts);
-    return { node: vm.node, tasks };
+  /** Why the open jobs are refused after the last attempt. */
+  private exhausted(vm: VmRef): Error {
+    return new Unavailable(
+      `could not change the config of ${what(vm)} after ${this.attempts} attempts (lock contention or lost answers); retrying later`,
+    );
   }
 
   /** `batch`: the batch's jobs, when detaches queued during the first read may join (late). */
@@ -351,7 +271,7 @@ export class AttachQueues {
     for (let attempt = 1; attempt <= this.attempts && unlinks < DETACH_UNLINKS; attempt++) {
       let state: VmState;
       try {
-        state = last ?? (await this.readState(vm));
+        state = last ?? (await this.reader.read(vm));
       } catch (e) {
         if (batch) open.push(...this.late<DetachJob>(vm, 'detach', batch));
         if (isCsiError(e, 'NotFound')) {
@@ -362,31 +282,28 @@ export class AttachQueues {
       }
       if (batch && attempt === 1) open.push(...this.late<DetachJob>(vm, 'detach', batch));
       last = undefined;
-      const plan = planDetach(
-        vm,
-        state.entries,
-        open.map((j) => j.req),
-      );
+      const plan = planDetach(vm, state.entries, requestsOf(open));
       open = answerPlanned(open, plan);
       if (open.length === 0) return;
       try {
         unlinks++;
         // With the digest of the read the plan came from: a slot another writer changed since
         // is refused, never detached (the disk now in it may be another one).
-        await this.o.api.unlinkDisks(vm.node, vm.vmid, plan.unlink, { digest: state.digest });
+        await this.exec.unlink(vm, plan.unlink, state.digest);
       } catch (e) {
-        if (isCsiError(e, 'Aborted')) {
+        const failure = failureOf(e);
+        if (failure === 'busy') {
           unlinks--;
-          this.o.log.info({ vmid: vm.vmid, attempt, err: (e as Error).message }, 'VM busy, retrying detach');
           // A changed config is read again at once; a lock held elsewhere is waited out.
-          if (!digestRefused(e)) await sleep(backoffDelay(attempt));
+          await retryBusy(this.o.log, vm, attempt, e, 'detach', !digestRefused(e));
           continue;
         }
-        // A refused hot-unplug (e.g. `hotplug problem`) leaves a pending delete: read, re-issue.
-        if (isCsiError(e, 'FailedPrecondition')) {
+        if (failure === 'refused') {
           for (const j of open) j.reject(e);
           return;
         }
+        // Sent without a known outcome, or failed: read, re-issue (a refused hot-unplug, e.g.
+        // `hotplug problem`, leaves a pending delete).
         lastErr = e;
         continue;
       }
@@ -398,7 +315,7 @@ export class AttachQueues {
         return;
       }
       try {
-        last = await this.poll(vm, (en) => open.every((j) => detachKeys(vm.vmid, en, j.req).length === 0));
+        last = await this.reader.poll(vm, (en) => open.every((j) => detachKeys(vm.vmid, en, j.req).length === 0));
       } catch (e) {
         if (isCsiError(e, 'NotFound')) {
           for (const j of open) j.resolve();
@@ -407,7 +324,7 @@ export class AttachQueues {
         throw e;
       }
     }
-    const entries = last?.entries ?? (await this.readState(vm)).entries;
+    const entries = last?.entries ?? (await this.reader.read(vm)).entries;
     for (const j of open) {
       const keys = detachKeys(vm.vmid, entries, j.req);
       if (keys.length === 0) j.resolve();
@@ -430,39 +347,26 @@ export class AttachQueues {
   private async updateBatch(vm: VmRef, jobs: UpdateJob[]): Promise<void> {
     let open = jobs;
     for (let attempt = 1; open.length > 0; attempt++) {
-      const state = await this.readState(vm);
-      const plan = planUpdate(
-        vm,
-        state.entries,
-        open.map((j) => j.req),
-      );
+      const state = await this.reader.read(vm);
+      const plan = planUpdate(vm, state.entries, requestsOf(open));
       open = answerPlanned(open, plan);
       if (open.length === 0) return;
       if (attempt > this.attempts) {
-        const err = new Unavailable(
-          `could not change the config of ${what(vm)} after ${this.attempts} attempts (lock contention or lost answers); retrying later`,
-        );
+        const err = this.exhausted(vm);
         for (const j of open) j.reject(err);
         return;
       }
       try {
-        const upid = await this.o.api.updateVmConfig(vm.node, vm.vmid, { set: plan.set, digest: state.digest });
-        if (upid) {
-          this.index.mine(upid);
-          await this.finish(vm, upid, 'change drive options on', false);
-        }
+        await this.exec.change(vm, { set: plan.set, digest: state.digest }, 'change drive options on', false);
       } catch (e) {
-        if (isCsiError(e, 'Aborted')) {
-          this.o.log.info(
-            { vmid: vm.vmid, attempt, err: (e as Error).message },
-            'VM busy, retrying drive option change',
-          );
-          await sleep(backoffDelay(attempt));
+        const failure = failureOf(e);
+        if (failure === 'busy') {
+          await retryBusy(this.o.log, vm, attempt, e, 'drive option change');
           continue;
         }
-        if (outcomeUncertain(e)) continue;
+        if (failure === 'uncertain') continue;
         // Read back: qemu-server reports a value it could not hot-apply but keeps it pending.
-        const after = (await this.readState(vm)).entries;
+        const after = (await this.reader.read(vm)).entries;
         if (
           open.every(
             (j) => !after.some((en) => en.pending !== undefined && updateSites(vm.vmid, [en], j.req).length > 0),
@@ -471,7 +375,7 @@ export class AttachQueues {
           for (const j of open) j.reject(e);
         return;
       }
-      const { entries } = await this.poll(vm, (en) => open.every((j) => updateLanded(vm.vmid, en, j.req)));
+      const { entries } = await this.reader.poll(vm, (en) => open.every((j) => updateLanded(vm.vmid, en, j.req)));
       for (const j of open) {
         const sites = updateSites(vm.vmid, entries, j.req);
         if (updateLanded(vm.vmid, entries, j.req)) j.resolve();
@@ -501,124 +405,6 @@ export class AttachQueues {
     else j.resolve(f.slot);
   }
 
-  /** Other VMs on these hosts as the index has them (re-read when older than its TTL). */
-  private others(vm: VmRef, nodes: string[]): Promise<VmEntries[]> {
-    return this.index.scan({ nodes, exclude: [vm.vmid], maxAgeMs: this.maxAgeMs });
-  }
-
-  /**
-   * Why the disk may not go to this VM: another VM has it (exclusive requests). A holder seen in
-   * entries read earlier is read again first: a detach since then must not refuse the publish.
-   */
-  private async exclusivity(vm: VmRef, jobs: AttachJob[], scan: VmEntries[]): Promise<Map<AttachJob, Error>> {
-    const out = new Map<AttachJob, Error>();
-    let current = scan;
-    const stale = [
-      ...new Set(jobs.filter((j) => conflictOf(current, j.req)).flatMap((j) => holdersOf(current, j.req))),
-    ].filter((vmid) => (this.index.readAt(vmid) ?? 0) < Date.now() - 50);
-    if (stale.length) {
-      const fresh = await Promise.all(
-        current
-          .filter((v) => stale.includes(v.vm.vmid))
-          .map(async (v) => ({ vm: v.vm, entries: await this.index.read(v.vm) })),
-      );
-      current = [
-        ...current.filter((v) => !stale.includes(v.vm.vmid)),
-        ...fresh.filter((v): v is VmEntries => v.entries !== undefined),
-      ];
-    }
-    for (const j of jobs) {
-      const c = conflictOf(current, j.req);
-      if (c) out.set(j, c);
-    }
-    return out;
-  }
-
-  /**
-   * After exclusive attaches landed: did another VM get the disk meanwhile? The fence keeps two
-   * of this process's attaches of a disk from being in flight together, so a disk found
-   * elsewhere now was put there by a change this process did not make (a previous run's change
-   * that waited for a lock, another replica). Those are config tasks of this token: the task
-   * list read right after this change names them, and only their VMs are read again (after
-   * they ended). Deterministic resolution: the attach that sees a competitor after landing
-   * withdraws (unlinked and verified gone) and is refused; the other one stays. A competitor
-   * that is another live attach sees this one and withdraws too: neither stays, both callers
-   * retry with their backoff, and the first to land alone wins.
-   */
-  private async recheck(vm: VmRef, landed: AttachJob[], seen: Landed | undefined): Promise<void> {
-    if (landed.length === 0) return;
-    const nodes = [...new Set(landed.map((j) => j.req.diskNode))];
-    for (const node of nodes) {
-      const tasks = seen && seen.node === node ? seen.tasks : await this.index.tasks(node, Date.now() - this.maxAgeMs);
-      await this.index.catchUp(node, tasks, [vm.vmid], { waitMs: this.confirmTimeoutMs });
-    }
-    const scan = await this.others(vm, nodes);
-    for (const j of landed) {
-      const conflict = conflictOf(scan, j.req);
-      if (!conflict) {
-        j.resolve(defined(j.landedSlot, 'the landed slot'));
-        continue;
-      }
-      this.o.log.warn(
-        { vmid: vm.vmid, disk: volidOf(j.req.storage, j.req.disk), err: conflict.message },
-        'disk appeared on another VM while it was attached here; withdrawing this attachment',
-      );
-      let failed: unknown;
-      await this.detachBatch(vm, [
-        {
-          kind: 'detach',
-          req: { storage: j.req.storage, disk: j.req.disk },
-          done: false,
-          taken: true,
-          abandoned: false,
-          resolve() {
-            this.done = true;
-          },
-          reject(e: unknown) {
-            this.done = true;
-            failed = e;
-          },
-        },
-      ]).catch((e: unknown) => (failed = e));
-      const Kind = conflict instanceof HelperLeftovers ? Busy : FailedPrecondition;
-      j.reject(
-        failed
-          ? new Unavailable(
-              `${conflict.message}; this attachment to ${what(vm)} was withdrawn but the unlink did not complete (${(failed as Error).message}); retrying later`,
-            )
-          : new Kind(
-              `${conflict.message} (it appeared there while this attach to ${what(vm)} was landing; this one was withdrawn)`,
-            ),
-      );
-    }
-  }
-
-  /** Refuses disks that do not exist or that another VM holds (exclusive requests). */
-  private async precheck(vm: VmRef, jobs: AttachJob[]): Promise<void> {
-    const exclusive = jobs.filter((j) => j.req.exclusive);
-    const [, conflicts] = await Promise.all([
-      Promise.all(
-        jobs.map(async (j) => {
-          const { item } = await this.content.find(
-            j.req.diskNode,
-            j.req.storage,
-            diskOwner(j.req.disk),
-            volidOf(j.req.storage, j.req.disk),
-          );
-          if (!item)
-            j.reject(new NotFound(`volume ${volidOf(j.req.storage, j.req.disk)} does not exist on ${j.req.diskNode}`));
-        }),
-      ),
-      exclusive.length === 0
-        ? new Map<AttachJob, Error>()
-        : // The disk's owner VM too: its own disks are never attached elsewhere (issue 10, defect 3).
-          this.others(vm, [...new Set(exclusive.map((j) => j.req.diskNode))]).then((scan) =>
-            this.exclusivity(vm, exclusive, scan),
-          ),
-    ]);
-    for (const [j, c] of conflicts) if (!j.done) j.reject(c);
-  }
-
   /**
    * Returns what the landed change's task list said (for the re-check), when one was sent.
    * `batch`: the batch's jobs, when attaches queued during the first read may join (late);
@@ -629,23 +415,19 @@ export class AttachQueues {
     let landed: Landed | undefined;
     for (let attempt = 1; open.length > 0; attempt++) {
       const [state] = await Promise.all([
-        this.readState(vm),
-        check && attempt === 1 ? this.precheck(vm, open) : undefined,
+        this.reader.read(vm),
+        check && attempt === 1 ? this.checks.precheck(vm, open) : undefined,
       ]);
       if (batch && attempt === 1) {
         const late = this.late<AttachJob>(vm, 'attach', batch);
         if (late.length) {
           jobs.push(...late);
           open.push(...late);
-          if (check) await this.precheck(vm, late);
+          if (check) await this.checks.precheck(vm, late);
         }
       }
       open = open.filter(isOpen);
-      settle(
-        vm,
-        state.entries,
-        open.map((j) => j.req),
-      ).forEach((f, i) => {
+      settle(vm, state.entries, requestsOf(open)).forEach((f, i) => {
         const j = open[i];
         if (f && j) this.settleFound(vm, j, f);
       });
@@ -655,19 +437,13 @@ export class AttachQueues {
       open = open.filter(isOpen);
       if (open.length === 0) return landed;
       if (attempt > this.attempts) {
-        const err = new Unavailable(
-          `could not change the config of ${what(vm)} after ${this.attempts} attempts (lock contention or lost answers); retrying later`,
-        );
+        const err = this.exhausted(vm);
         open.forEach((j) => j.reject(err));
         return landed;
       }
 
       // Plan: finish pending detaches of these disks first, then one change for all the rest.
-      const plan = planAttach(
-        vm,
-        state.entries,
-        open.map((j) => j.req),
-      );
+      const plan = planAttach(vm, state.entries, requestsOf(open));
       plan.rejects.forEach((err, i) => open[i]?.reject(err));
       const assigned = new Map([...plan.assigned].map(([i, slot]) => [defined(open[i], 'a planned job'), slot]));
       open = open.filter(isOpen);
@@ -676,35 +452,28 @@ export class AttachQueues {
       let applied: boolean;
       try {
         if (plan.unlink.length) {
-          await this.o.api.unlinkDisks(vm.node, vm.vmid, plan.unlink, { digest: state.digest });
-          await this.poll(vm, (en) => open.every((j) => obstacles(vm.vmid, en, j.req).length === 0));
+          await this.exec.unlink(vm, plan.unlink, state.digest);
+          await this.reader.poll(vm, (en) => open.every((j) => obstacles(vm.vmid, en, j.req).length === 0));
           continue;
         }
-        const upid = await this.o.api.updateVmConfig(vm.node, vm.vmid, {
-          set: plan.set,
-          delete: plan.delete.length ? plan.delete : undefined,
-          digest: state.digest,
-        });
-        if (upid) {
-          this.index.mine(upid);
-          landed = await this.finish(
-            vm,
-            upid,
-            'attach disks to',
-            open.some((j) => j.req.exclusive && !j.req.helper),
-          );
-        }
+        const sent = await this.exec.change(
+          vm,
+          { set: plan.set, delete: plan.delete.length ? plan.delete : undefined, digest: state.digest },
+          'attach disks to',
+          open.some((j) => j.req.exclusive && !j.req.helper),
+        );
+        if (sent) landed = sent.landed;
         // Applied unless the VM keeps disk changes pending (no disk hot-plug): qemu-server fails
         // the task with `hotplug problem` when a hot-plug fails.
         applied = hotplugsDisks(state.entries);
         if (applied) this.index.applied(vm.vmid, plan.set, plan.delete);
       } catch (e) {
-        if (isCsiError(e, 'Aborted')) {
-          this.o.log.info({ vmid: vm.vmid, attempt, err: (e as Error).message }, 'VM busy, retrying attach');
-          await sleep(backoffDelay(attempt));
+        const failure = failureOf(e);
+        if (failure === 'busy') {
+          await retryBusy(this.o.log, vm, attempt, e, 'attach');
           continue;
         }
-        if (outcomeUncertain(e)) {
+        if (failure === 'uncertain') {
           // Sent, outcome unknown: it may still land (e.g. waiting for the VM lock).
           const now = Date.now();
           for (const j of open) j.uncertainSince ??= now;
@@ -725,7 +494,7 @@ export class AttachQueues {
             ...Object.entries(plan.set).map(([key, value]) => ({ key, value })),
           ]
         : (
-            await this.poll(vm, (en) =>
+            await this.reader.poll(vm, (en) =>
               open.every(
                 (j) =>
                   attachedFor(vm.vmid, en, j.req) || driverSites(en, j.req.storage, j.req.disk, vm.vmid).length === 0,
