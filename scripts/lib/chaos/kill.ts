@@ -8,7 +8,7 @@
 import { defined } from '../../../src/defined.js';
 import { holders, volidOfDrive, type SimState } from './audit.js';
 import { BASE_FAULTS, GiB, SINGLE_WRITER, singleWriterVolume, type ChaosEnv } from './env.js';
-import { type Recorder, pool, sleep, volumeIdOf, type Answer } from './rpc.js';
+import { type Recorder, pool, sleep, strikeAt, volumeIdOf, type Answer } from './rpc.js';
 import { startProxmoxScenario } from './scenario.js';
 
 export async function killScenario(env: ChaosEnv): Promise<Recorder> {
@@ -23,16 +23,23 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
 
   /** Calls `call` for every volume, kills the controller after `killMs`, restarts it; then replays them all. */
   const storm = async (what: string, vols: string[], call: (volumeId: string) => Promise<Answer>, killMs: number) => {
+    const batch = Promise.all(vols.map(call));
     const killer = (async () => {
-      await sleep(killMs);
+      await strikeAt(rec, killMs, vols.length);
       const cut = rec.inflight;
       await prog.kill9();
       rec.fault('kill-9');
       rec.fault('calls cut', cut);
+      // A kill that lands after every call was answered tests nothing (the NFS scenario's faults
+      // had that happen unnoticed): it must cut at least one call.
+      if (cut === 0)
+        rec.violate(
+          `${what}: the kill (planned at ${killMs} ms) cut no call; the scenario would not test what it says`,
+        );
       await sleep(100);
       await prog.start();
     })();
-    const first = await Promise.all(vols.map(call));
+    const first = await batch;
     await killer;
     const replay = await Promise.all(vols.map(call));
     [...first, ...replay].forEach((a) => {
@@ -52,7 +59,8 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
   });
   const volids = ids.map((id) => `local-lvm:${id.split('/')[3]}`);
   const state = async () => (await admin.state()) as SimState;
-  const killAt = (r: number, base: number) => base + ((r * 97) % 200);
+  // Each round kills at another moment within `span` ms after `base`, inside the batch's calls.
+  const killAt = (r: number, base: number, span = 200) => base + ((r * 97) % span);
 
   for (let r = 0; r < rounds; r++) {
     const publish = { nodeId: vm.name, volumeCapability: SINGLE_WRITER };
@@ -83,7 +91,10 @@ export async function killScenario(env: ChaosEnv): Promise<Recorder> {
       'detach storm',
       ids,
       (volumeId) => csi.op('controller', 'ControllerUnpublishVolume', { volumeId, nodeId: vm.name }, detach),
-      killAt(r, 80),
+      // An unpublish is 2 calls at 25 ms (a read, then the synchronous config change), and a batch
+      // of them is answered together: kill while the second call is out (it was 80 ms + up to 200
+      // when an unpublish took 4 calls, and then cut nothing).
+      killAt(r, 30, 20),
     );
     s = await state();
     for (const [volid, on] of holders(s))

@@ -10,7 +10,7 @@ import { startGanesha, type Ganesha } from '../../../test/integration/nfs/ganesh
 import { auditExport } from './audit.js';
 import { SINGLE_WRITER, type ChaosEnv } from './env.js';
 import { Program } from './program.js';
-import { CsiCaller, Recorder, sleep, volumeIdOf, type Answer } from './rpc.js';
+import { CsiCaller, Recorder, sleep, strikeAt, volumeIdOf, type Answer } from './rpc.js';
 
 /** Each fault must catch at least this share of its batch in flight (sent, not yet answered). */
 const MIN_HIT_SHARE = 0.5;
@@ -72,15 +72,9 @@ export async function nfsScenario(env: ChaosEnv, shared: NfsShared): Promise<Rec
   // controller's hands (some still on their way, some in the middle of their NFS operations).
   // How many were in flight is counted, printed and asserted below: with a fixed 40 ms delay the
   // faults hit nothing once the NFSv4 client made calls faster, and nobody noticed.
-  // The planned moment is an upper bound: on a quiet machine a batch of creates can be answered
-  // within 8 ms (the fresh-clone CI run of 48c88bd hit 0 of 6), so the fault also strikes as soon
-  // as the first call of the batch is answered, while the rest are still in flight.
   let strikeAfterMs = 0;
   let batchSize = 0;
-  const strike = async () => {
-    const until = Date.now() + strikeAfterMs;
-    while (Date.now() < until && rec.inflight >= batchSize) await new Promise((r) => setImmediate(r));
-  };
+  const strike = () => strikeAt(rec, strikeAfterMs, batchSize);
   const hits: { what: string; n: number; of: number }[] = [];
   let lastHit = 0;
   const hit = (n: number) => {

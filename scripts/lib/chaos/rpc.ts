@@ -174,6 +174,17 @@ export class CsiCaller {
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/**
+ * Waits until a fault's planned moment, or less: until the batch's first answer came back (fewer
+ * than `batch` calls in flight). A fixed delay alone lets a faster program answer the whole batch
+ * first, and the fault then tests nothing (chaos NFS hit 0 of 6 creates; the detach storm's kill
+ * at 80 ms cut no call once Unpublish took two 25 ms calls). Call it after the batch was sent.
+ */
+export async function strikeAt(rec: Recorder, ms: number, batch: number): Promise<void> {
+  const until = Date.now() + ms;
+  while (Date.now() < until && rec.inflight >= batch) await new Promise((r) => setImmediate(r));
+}
+
 /** Runs `fn` over `items` with at most `n` at a time. */
 export async function pool<T, R>(items: T[], n: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
   const out = new Array<R>(items.length);
