@@ -15,7 +15,7 @@ import { NFS_CONTEXT } from '../nfs/contract.js';
 import { parseVolumeId } from '../nfs/volume-id.js';
 import { CSI_ROLE_PRIVILEGES } from '../proxmox/api/errors.js';
 import { createHttpProxmoxApi, type HttpProxmoxApi } from '../proxmox/api/http-api.js';
-import { parseCreateParameters } from '../proxmox/controller/params.js';
+import { parseCreateParameters } from '../proxmox/controller/params/params.js';
 
 export type Status = 'pass' | 'fail' | 'warn' | 'info' | 'skip';
 export interface CheckResult {

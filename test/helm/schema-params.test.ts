@@ -10,7 +10,7 @@ import { stringify } from 'yaml';
 import { regenerate, SCHEMA_FILE } from '../../scripts/gen-chart-schema.js';
 import { PROXMOX_PARAMETERS } from '../../src/proxmox/param-keys.js';
 import { NFS_PARAMETERS } from '../../src/nfs/param-keys.js';
-import { parseCreateParameters } from '../../src/proxmox/controller/params.js';
+import { parseCreateParameters } from '../../src/proxmox/controller/params/params.js';
 import { parseCreateParams } from '../../src/nfs/controller/params.js';
 import { isCsiError } from '../../src/errors.js';
 import { PROXMOX_DRIVER_NAME } from '../../src/proxmox/contract.js';

@@ -3,7 +3,7 @@
 // of region homelab (sim/default-cluster.yaml and the unit tests' fake).
 import pino from 'pino';
 import type * as T from '../../src/csi/types.js';
-import { GiB } from '../../src/proxmox/controller/params.js';
+import { GiB } from '../../src/proxmox/controller/params/params.js';
 
 type TopologyRequirement = NonNullable<T.CreateVolumeRequest['accessibilityRequirements']>;
 type CapacityRange = NonNullable<T.CreateVolumeRequest['capacityRange']>;

@@ -392,7 +392,7 @@ t.test('24 pods with one PVC each on one node at once', async (t) => {
   // VolumeAttachments about 200 ms apart (its client's rate limit), and one config change takes
   // ~100 ms, so the attaches reach the driver one after another and there is nothing to merge:
   // 24 POSTs for 24 disks. Merging of publishes that do overlap is covered by the unit tests
-  // (src/proxmox/controller/attach-queue.ts); here the point is that no publish needed a retry (a lost
+  // (src/proxmox/controller/attach/attach-queue.ts); here the point is that no publish needed a retry (a lost
   // lock or slot race would show as more than one POST per disk).
   t.ok(configPosts.length <= N, `at most one config change per disk (${configPosts.length} POSTs for ${N} disks)`);
 

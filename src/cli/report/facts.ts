@@ -14,8 +14,8 @@ import { findArchives, dirsAtDepth, isArchivePath, type Archive } from '../../nf
 import type { NfsStore, NfsStores } from '../../nfs/controller/store.js';
 import { parseVolumeId as parseNfsHandle } from '../../nfs/volume-id.js';
 import type { ProxmoxApi, StorageResource } from '../../proxmox/api/api.js';
-import { Cluster, holdsImages, isAvailable } from '../../proxmox/controller/cluster.js';
-import { scanVms, type VmEntries } from '../../proxmox/controller/scan.js';
+import { Cluster, holdsImages, isAvailable } from '../../proxmox/controller/state/cluster.js';
+import { scanVms, type VmEntries } from '../../proxmox/controller/state/scan.js';
 import { diskOwner, parseVolid } from '../../proxmox/volume-id.js';
 
 export const PROXMOX_DRIVER = 'csi.proxmox.sinextra.dev';

@@ -16,9 +16,9 @@
 // Everything else is reported only.
 import type { V1PersistentVolume, V1PersistentVolumeClaim } from '../../k8s/index.js';
 import type { Archive } from '../../nfs/controller/archives.js';
-import { isHelperSite } from '../../proxmox/controller/drives.js';
-import { parseMarker } from '../../proxmox/controller/mutable.js';
-import { usesOf } from '../../proxmox/controller/scan.js';
+import { isHelperSite } from '../../proxmox/controller/state/drives.js';
+import { parseMarker } from '../../proxmox/controller/params/mutable.js';
+import { usesOf } from '../../proxmox/controller/state/scan.js';
 import { diskOwner, formatVolumeId, parseVolumeId, type VolumeRef } from '../../proxmox/volume-id.js';
 import {
   nfsDirOf,

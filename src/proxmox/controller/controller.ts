@@ -7,16 +7,16 @@ import type { ControllerBackend, ControllerCapability } from '../../csi/types.js
 import { InvalidArgument } from '../../errors.js';
 import { defined } from '../../defined.js';
 import type { ProxmoxApi } from '../api/api.js';
-import { Cluster, type ClusterTuning } from './cluster.js';
-import { controllerPublishVolume, controllerUnpublishVolume } from './attach.js';
-import { controllerGetVolume, listVolumes } from './list.js';
-import { createVolume, deleteVolume, getCapacity, validateVolumeCapabilities } from './volumes.js';
+import { Cluster, type ClusterTuning } from './state/cluster.js';
+import { controllerPublishVolume, controllerUnpublishVolume } from './rpc/attach.js';
+import { controllerGetVolume, listVolumes } from './rpc/list.js';
+import { createVolume, deleteVolume, getCapacity, validateVolumeCapabilities } from './rpc/volumes.js';
 import type { Core } from './core.js';
-import { controllerExpandVolume } from './expand.js';
+import { controllerExpandVolume } from './rpc/expand.js';
 import { createHttpProxmoxApi } from '../api/http-api.js';
 import { type BackendHealth, HealthLog } from '../../server/health.js';
-import { controllerModifyVolume } from './modify.js';
-import { configuredHelpers, type HelperVmNames } from './helper-vms.js';
+import { controllerModifyVolume } from './rpc/modify.js';
+import { configuredHelpers, type HelperVmNames } from './safety/helper-vms.js';
 
 export { PROXMOX_DRIVER_NAME } from '../contract.js';
 

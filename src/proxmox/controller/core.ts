@@ -5,9 +5,9 @@ import type { HandlerOf } from '../../csi/bind.js';
 import type * as T from '../../csi/types.js';
 import { NotFound } from '../../errors.js';
 import type { StorageContentItem } from '../api/api.js';
-import type { Cluster } from './cluster.js';
-import { isMarkerName } from './mutable.js';
-import type { StorageParams } from './params.js';
+import type { Cluster } from './state/cluster.js';
+import { isMarkerName } from './params/mutable.js';
+import type { StorageParams } from './params/params.js';
 import {
   FSTYPE_KEY,
   FS_TYPES,
@@ -17,7 +17,7 @@ import {
   TOPOLOGY_ZONE_KEY,
 } from '../contract.js';
 import { type VolumeRef, diskOwner, parseVolumeId, volidOf } from '../volume-id.js';
-import type { HelperVmNames } from './helper-vms.js';
+import type { HelperVmNames } from './safety/helper-vms.js';
 
 export interface Core {
   clusters: Map<string, Cluster>;

@@ -7,8 +7,8 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { VmResource } from '../../../src/proxmox/api/api.js';
-import { helperCandidates } from '../../../src/proxmox/controller/expand.js';
-import { configuredHelpers, kubernetesNodeNames } from '../../../src/proxmox/controller/helper-vms.js';
+import { helperCandidates } from '../../../src/proxmox/controller/rpc/expand.js';
+import { configuredHelpers, kubernetesNodeNames } from '../../../src/proxmox/controller/safety/helper-vms.js';
 import { selfSigned } from '../../helpers/self-signed.js';
 import { present } from '../../helpers/present.js';
 

@@ -3,14 +3,14 @@
 // over HTTPS — detached (applies at the next publish) and attached (the drive line is rewritten
 // in place through the VM's queue, same slot and WWN, nothing left pending).
 import t from 'tap';
-import { driveHasOptions, parseDrive, withDriveOptions } from '../../../src/proxmox/controller/drives.js';
+import { driveHasOptions, parseDrive, withDriveOptions } from '../../../src/proxmox/controller/state/drives.js';
 import {
   applyMutable,
   driveChanges,
   markerName,
   parseMarker,
   parseMutableParameters,
-} from '../../../src/proxmox/controller/mutable.js';
+} from '../../../src/proxmox/controller/params/mutable.js';
 import { diskNameFor } from '../../../src/proxmox/volume-id.js';
 import { callCtx as ctx, createReq, publishReq } from '../../helpers/csi-requests.js';
 import { outcome as kind } from '../../helpers/outcome.js';

@@ -7,7 +7,7 @@
 // other disk and the expansion answered OK for a volume it had not grown.
 import t from 'tap';
 import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
-import { GiB } from '../../../src/proxmox/controller/params.js';
+import { GiB } from '../../../src/proxmox/controller/params/params.js';
 import { parseVolumeId } from '../../../src/proxmox/volume-id.js';
 import { callCtx as ctx, createReq, expandReq, publishReq } from '../../helpers/csi-requests.js';
 import { createdId } from '../../helpers/created.js';

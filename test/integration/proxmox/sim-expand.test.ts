@@ -6,7 +6,7 @@ import t from 'tap';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { isCsiError } from '../../../src/errors.js';
-import { GiB } from '../../../src/proxmox/controller/params.js';
+import { GiB } from '../../../src/proxmox/controller/params/params.js';
 import { helperWwnForSlot } from '../../../src/proxmox/contract.js';
 import { callCtx as ctx, createReq, expandReq } from '../../helpers/csi-requests.js';
 import { startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';

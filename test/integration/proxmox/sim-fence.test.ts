@@ -3,7 +3,7 @@
 import t from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
-import { GiB } from '../../../src/proxmox/controller/params.js';
+import { GiB } from '../../../src/proxmox/controller/params/params.js';
 import { wwnForSlot } from '../../../src/proxmox/contract.js';
 import { callCtx as ctx, createReq, expandReq, publishReq as pubReq } from '../../helpers/csi-requests.js';
 import { outcome as kind } from '../../helpers/outcome.js';

@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type * as T from '../../../src/csi/types.js';
 import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
 import { wwnForSlot } from '../../../src/proxmox/contract.js';
-import { GiB, driveString } from '../../../src/proxmox/controller/params.js';
+import { GiB, driveString } from '../../../src/proxmox/controller/params/params.js';
 import { callCtx, createReq, expandReq, publishReq as pubReq } from '../../helpers/csi-requests.js';
 import { outcome as kind } from '../../helpers/outcome.js';
 import { proxmoxController, startSimCluster } from '../../helpers/proxmox-on-sim.js';

@@ -6,7 +6,7 @@ import t from 'tap';
 import fs from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type * as T from '../../../src/csi/types.js';
-import { GiB } from '../../../src/proxmox/controller/params.js';
+import { GiB } from '../../../src/proxmox/controller/params/params.js';
 import { DEFAULT_CONFIG_PATH } from '../../../sim/index.js';
 import {
   MOUNT,

@@ -8,7 +8,7 @@ import type * as T from '../../../src/csi/types.js';
 import { isCsiError } from '../../../src/errors.js';
 import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
 import { createProxmoxController } from '../../../src/proxmox/controller/controller.js';
-import { GiB } from '../../../src/proxmox/controller/params.js';
+import { GiB } from '../../../src/proxmox/controller/params/params.js';
 import { SimulatorAdmin, startSimulator, type RunningSimulator } from '../../../sim/index.js';
 import { CONTROLLER_METHODS, implemented } from '../../helpers/implemented.js';
 import { present } from '../../helpers/present.js';

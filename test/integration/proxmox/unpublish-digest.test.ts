@@ -9,7 +9,7 @@ import pino from 'pino';
 import type * as T from '../../../src/csi/types.js';
 import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
 import { createProxmoxController } from '../../../src/proxmox/controller/controller.js';
-import { GiB } from '../../../src/proxmox/controller/params.js';
+import { GiB } from '../../../src/proxmox/controller/params/params.js';
 import { parseVolumeId } from '../../../src/proxmox/volume-id.js';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 import { swapSlotAfterRead } from '../../helpers/slot-swap.js';

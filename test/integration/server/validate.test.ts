@@ -7,7 +7,7 @@ import type tap from 'tap';
 import { status } from '@grpc/grpc-js';
 import type { ControllerBackend, Driver, NodeBackend } from '../../../src/csi/types.js';
 import { parseCapacityRange } from '../../../src/csi/capacity.js';
-import { sizeForCreate, sizeForExpand } from '../../../src/proxmox/controller/params.js';
+import { sizeForCreate, sizeForExpand } from '../../../src/proxmox/controller/params/params.js';
 import type { VolumeCapability } from '../../helpers/csi-client.js';
 import { serveDriver } from '../../helpers/driver-server.js';
 

@@ -4,7 +4,7 @@ import t from 'tap';
 import type { ClusterFacts, KubeFacts, ShareFacts } from '../../../src/cli/report/facts.js';
 import { isProvisionerDisk, nfsFindings, proxmoxFindings, type Finding } from '../../../src/cli/report/findings.js';
 import type { V1PersistentVolume, V1PersistentVolumeClaim } from '../../../src/k8s/index.js';
-import type { Cluster } from '../../../src/proxmox/controller/cluster.js';
+import type { Cluster } from '../../../src/proxmox/controller/state/cluster.js';
 import { helperWwnForSlot } from '../../../src/proxmox/contract.js';
 
 const NOW = Date.UTC(2026, 11, 1);

@@ -10,7 +10,7 @@ import { pino } from 'pino';
 import { createProxmoxNode } from '../../../src/proxmox/node/node.js';
 import { encryptionOf, mapperName } from '../../../src/proxmox/node/luks.js';
 import { isCsiError } from '../../../src/errors.js';
-import { parseCreateParameters, volumeContextOf } from '../../../src/proxmox/controller/params.js';
+import { parseCreateParameters, volumeContextOf } from '../../../src/proxmox/controller/params/params.js';
 import { redact } from '../../../src/server/redact.js';
 import { createLinuxMounter } from '../../../src/os/mounter.js';
 import { createLinuxCryptsetup, LuksKeyRejected, parseStatusSpan } from '../../../src/os/cryptsetup.js';

@@ -20,7 +20,7 @@ import {
   sizeForCreate,
   sizeForExpand,
   volumeContextOf,
-} from '../../../src/proxmox/controller/params.js';
+} from '../../../src/proxmox/controller/params/params.js';
 import { publishContextForSlot, wwnForSlot } from '../../../src/proxmox/contract.js';
 import { present } from '../../helpers/present.js';
 
@@ -218,7 +218,7 @@ t.test('sizes', async (t) => {
 
 t.test('drive strings and where a disk sits in a VM config', async (t) => {
   const { parseDrive, sitesOf, freeSlots, unusedOf, smbiosUuid } =
-    await import('../../../src/proxmox/controller/drives.js');
+    await import('../../../src/proxmox/controller/state/drives.js');
   t.same(parseDrive('local-lvm:vm-9999-pvc-a,backup=0,wwn=0x5056432d49443031'), {
     storage: 'local-lvm',
     disk: 'vm-9999-pvc-a',

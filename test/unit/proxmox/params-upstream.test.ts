@@ -9,7 +9,7 @@ import {
   driveString,
   parseCreateParameters,
   volumeContextOf,
-} from '../../../src/proxmox/controller/params.js';
+} from '../../../src/proxmox/controller/params/params.js';
 import { wwnForSlot } from '../../../src/proxmox/contract.js';
 import { PROXMOX_PARAMETERS } from '../../../src/proxmox/param-keys.js';
 import { present } from '../../helpers/present.js';

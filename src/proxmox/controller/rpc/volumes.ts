@@ -1,0 +1,329 @@
+// CreateVolume, DeleteVolume, ValidateVolumeCapabilities and GetCapacity for Proxmox disks.
+import type * as T from '../../../csi/types.js';
+import { AlreadyExists, FailedPrecondition, InvalidArgument, ResourceExhausted, isCsiError } from '../../../errors.js';
+import { defined } from '../../../defined.js';
+import type { StorageResource } from '../../api/api.js';
+import { type Cluster, holdsImages, isAvailable } from '../state/cluster.js';
+import {
+  type ControllerHandler,
+  type Core,
+  capabilityProblem,
+  findVolume,
+  placementsOf,
+  foundVolume,
+  ifOurVolume,
+  requireVolume,
+  topologyOf,
+} from '../core.js';
+import { isHelperSite } from '../state/drives.js';
+import { outcomeUncertain } from '../../api/errors.js';
+import { removeHelperLeftovers } from '../safety/leftovers.js';
+import { freeMarkers } from './modify.js';
+import { markersOf } from '../params/mutable.js';
+import { mutableContext, parseMutableParameters } from '../params/mutable.js';
+import { TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY } from '../../contract.js';
+import { parseCreateParameters, sizeFits, sizeForCreate, volumeContextOf } from '../params/params.js';
+import { usesOf } from '../state/scan.js';
+import { retryBusy, waitTask } from '../../api/tasks.js';
+import { diskNameFor, diskOwner, formatVolumeId, volidOf } from '../../volume-id.js';
+import { confirmed } from '../../../csi/confirm.js';
+
+interface Target {
+  cluster: Cluster;
+  zones: string[];
+  shared: boolean;
+}
+
+/** Where a new volume may go: the cluster, and the nodes in order of preference. */
+async function placeVolume(
+  core: Core,
+  req: T.CreateVolumeRequest,
+  storage: string,
+  signal: AbortSignal,
+): Promise<Target> {
+  const placements = placementsOf(req.accessibilityRequirements);
+  const regions = [...new Set(placements.map((p) => p.region ?? core.defaultRegion))];
+  const known = regions.filter((r) => core.clusters.has(r));
+  if (placements.length > 0 && known.length === 0) {
+    throw new ResourceExhausted(
+      `no configured Proxmox cluster serves region(s) ${regions.join(', ')} (configured: ${[...core.clusters.keys()].join(', ')})`,
+    );
+  }
+  const region = known[0] ?? core.defaultRegion;
+  const cluster = defined(core.clusters.get(region), `the cluster of region ${region}`);
+  const rows = await cluster.storageRows(storage, signal);
+  if (rows.length === 0)
+    throw new InvalidArgument(`parameter "storage": storage "${storage}" does not exist in Proxmox cluster ${region}`);
+  const usable = rows.filter((r) => holdsImages(r));
+  if (usable.length === 0)
+    throw new InvalidArgument(
+      `parameter "storage": storage "${storage}" does not hold disk images (content: ${defined(rows[0], 'the first storage row').content})`,
+    );
+  const up = usable.filter(isAvailable);
+  const shared = usable.some((r) => r.shared);
+  const inRegion = placements.filter((p) => (p.region ?? core.defaultRegion) === region);
+  let zones: string[];
+  if (inRegion.some((p) => p.zone)) {
+    zones = [...new Set(inRegion.map((p) => p.zone).filter((z): z is string => !!z))].filter((z) =>
+      up.some((r) => r.node === z),
+    );
+    if (zones.length === 0) {
+      throw new ResourceExhausted(
+        `storage "${storage}" is not available on the requested host(s) ${inRegion
+          .map((p) => p.zone)
+          .filter(Boolean)
+          .join(', ')} of cluster ${region} (available on: ${up.map((r) => r.node).join(', ') || 'none'})`,
+      );
+    }
+  } else {
+    zones = up.map((r) => r.node).sort();
+    if (zones.length === 0)
+      throw new ResourceExhausted(`storage "${storage}" is not available on any host of cluster ${region}`);
+  }
+  return { cluster, zones: shared ? zones.slice(0, 1) : zones, shared };
+}
+
+/**
+ * Where the disk already is among these hosts: from the cluster's content view (content-cache.ts;
+ * this process's own allocations are in it), or read now with `fresh`.
+ */
+async function existingOn(
+  cluster: Cluster,
+  zones: readonly string[],
+  storage: string,
+  disk: string,
+  owner: number,
+  signal: AbortSignal,
+  fresh: boolean,
+): Promise<{ zone: string; size: number } | undefined> {
+  const volid = volidOf(storage, disk);
+  const found = await Promise.all(
+    zones.map(async (zone) => {
+      const items = await cluster.content.list(zone, storage, owner, signal, fresh);
+      const item = items.find((i) => i.volid === volid);
+      return item ? { zone, size: item.size } : undefined;
+    }),
+  );
+  return found.find((f) => f !== undefined);
+}
+
+export const createVolume: ControllerHandler<'createVolume'> = async (core, req, ctx) => {
+  if (req.volumeContentSource?.snapshot || req.volumeContentSource?.volume) {
+    throw new InvalidArgument(
+      'volume_content_source is not supported: this driver cannot clone volumes or restore snapshots',
+    );
+  }
+  const params = parseCreateParameters(req.parameters);
+  // A VolumeAttributesClass at creation: its values go into the context like StorageClass ones.
+  const mutable = mutableContext(parseMutableParameters(req.mutableParameters));
+  const problem = capabilityProblem(req.volumeCapabilities, params);
+  if (problem) throw new InvalidArgument(problem);
+  const size = sizeForCreate(req.capacityRange);
+  const disk = diskNameFor(core.controllerVmId, req.name);
+  const target = await placeVolume(core, req, params.storage, ctx.signal);
+  const { cluster } = target;
+
+  const answer = (zone: string, bytes: number): T.CreateVolumeResponse => ({
+    volume: {
+      volumeId: formatVolumeId({ region: cluster.region, zone, storage: params.storage, disk }),
+      capacityBytes: String(bytes),
+      volumeContext: { ...volumeContextOf(req.parameters), ...mutable },
+      accessibleTopology: [topologyOf(cluster.region, target.shared ? undefined : zone)],
+    },
+  });
+  const reuse = (found: { zone: string; size: number }): T.CreateVolumeResponse => {
+    if (!sizeFits(found.size, req.capacityRange)) {
+      throw new AlreadyExists(
+        `volume ${req.name} already exists as ${volidOf(params.storage, disk)} on ${found.zone} with ${found.size} bytes, which does not match the requested capacity`,
+      );
+    }
+    return answer(found.zone, found.size);
+  };
+
+  // The first host is not read: the allocation itself says whether the name exists there (one
+  // call on the happy path). Other candidate hosts are looked up in the content view, so a retry
+  // whose preferred host changed reuses the disk instead of making a second one.
+  const [zone, ...others] = target.zones as [string, ...string[]];
+  const elsewhere = await existingOn(cluster, others, params.storage, disk, core.controllerVmId, ctx.signal, false);
+  if (elsewhere) return reuse(elsewhere);
+  const known = cluster.content.peek(zone, params.storage, core.controllerVmId, volidOf(params.storage, disk));
+  if (known) return reuse({ zone, size: known.size });
+  try {
+    await retryBusy(
+      () =>
+        cluster.api.allocDisk(
+          zone,
+          params.storage,
+          { vmid: core.controllerVmId, filename: disk, sizeBytes: size, format: 'raw' },
+          { signal: ctx.signal },
+        ),
+      { signal: ctx.signal },
+    );
+  } catch (e) {
+    // "already exists" (a retry), or no answer: the call may have arrived though its answer was
+    // lost. Read the storage back instead of trusting the error.
+    if (!outcomeUncertain(e)) {
+      if (isCsiError(e, 'ResourceExhausted'))
+        throw new ResourceExhausted(
+          `storage ${params.storage} on ${zone} has no room for ${size} bytes: ${(e as Error).message}`,
+          { cause: e },
+        );
+      throw e;
+    }
+    const after = await existingOn(cluster, [zone], params.storage, disk, core.controllerVmId, ctx.signal, true);
+    if (!after) throw e;
+    if (!isCsiError(e, 'AlreadyExists'))
+      ctx.log.info(
+        { volid: volidOf(params.storage, disk), err: (e as Error).message },
+        'allocation reported an error but the disk exists',
+      );
+    return reuse(after);
+  }
+  cluster.content.added(zone, params.storage, core.controllerVmId, {
+    volid: volidOf(params.storage, disk),
+    size,
+    vmid: core.controllerVmId,
+    format: 'raw',
+  });
+  ctx.log.info({ volid: volidOf(params.storage, disk), zone, size }, 'disk allocated');
+  return answer(zone, size);
+};
+
+export const deleteVolume: ControllerHandler<'deleteVolume'> = async (core, req, ctx) => {
+  return ifOurVolume(core, req.volumeId, ctx, 'delete', async (v) => {
+    const { cluster, ref, volid } = v;
+    cluster.fences.check(volid, `deleting ${volid}`);
+    // VMs' entries as the disk index has them (read within the cache TTL), plus one look at the
+    // host's task list for what another instance of the driver changed since (disk-index.ts).
+    const nodes = ref.zone ? [ref.zone] : undefined;
+    const taskNodes = ref.zone
+      ? [ref.zone]
+      : [...new Set((await cluster.storageRows(ref.storage, ctx.signal)).map((r) => r.node))];
+    const since = Date.now() - cluster.ttlMs;
+    const [found, , vms, tasks] = await Promise.all([
+      findVolume(v, ctx.signal, true),
+      cluster.index.scan({ signal: ctx.signal, nodes, maxAgeMs: cluster.ttlMs }),
+      cluster.locator.list(ctx.signal),
+      Promise.all(taskNodes.map(async (n) => ({ n, t: await cluster.index.tasks(n, since, ctx.signal) }))),
+    ]);
+    if (!found) {
+      ctx.log.info({ volid }, 'disk is already gone');
+      return {};
+    }
+    const owner = diskOwner(ref.disk);
+    const ownerVm = vms.find((vm) => vm.vmid === owner);
+    if (ownerVm && owner !== core.controllerVmId) {
+      throw new FailedPrecondition(
+        `refusing to free ${volid}: it belongs to VM ${ownerVm.name} (${ownerVm.vmid}), not to this driver`,
+      );
+    }
+    for (const { n, t } of tasks) await cluster.index.catchUp(n, t, [], { signal: ctx.signal });
+    let scan = await cluster.index.scan({ signal: ctx.signal, nodes, maxAgeMs: cluster.ttlMs });
+    let use = usesOf(scan, ref.storage, ref.disk);
+    // A VM seen holding the disk in entries read earlier is read again: a detach since then
+    // must not keep the volume.
+    const seenOn = [...new Set([...use.sites, ...use.unused].map((u) => u.vm.vmid))].filter(
+      (id) => (cluster.index.readAt(id) ?? 0) < Date.now() - 50,
+    );
+    if (seenOn.length) {
+      await Promise.all(
+        scan.filter((x) => seenOn.includes(x.vm.vmid)).map((x) => cluster.index.read(x.vm, ctx.signal)),
+      );
+      scan = await cluster.index.scan({ signal: ctx.signal, nodes, maxAgeMs: cluster.ttlMs });
+      use = usesOf(scan, ref.storage, ref.disk);
+    }
+    const holder = use.sites.find((s) => !isHelperSite(s.site));
+    if (holder) {
+      throw new FailedPrecondition(
+        `volume is still ${holder.site.placement === 'attached' ? 'attached' : holder.site.placement === 'attaching' ? 'being attached' : 'being detached'} as ${holder.site.key} of VM ${holder.vm.name} (${holder.vm.vmid}) on ${holder.vm.node}; unpublish it first`,
+      );
+    }
+    // An interrupted offline expansion is no reason to keep a volume forever.
+    await removeHelperLeftovers(cluster, ref, { log: ctx.log, signal: ctx.signal, scan });
+    // Leftover unusedN entries would point at a freed disk and break that VM's backups.
+    for (const u of use.unused) {
+      if (u.vm.vmid === owner) continue;
+      await cluster.queues.detach(
+        { vmid: u.vm.vmid, node: u.vm.node, name: u.vm.name },
+        { storage: ref.storage, disk: ref.disk },
+        ctx.signal,
+      );
+    }
+    // Markers first: one left behind would outlive its disk, the disk never outlives them.
+    await freeMarkers(v, found.node, markersOf(found.items, ref.storage, ref.disk), ctx.signal);
+    // The free task runs to its outcome even when the caller gives up (fences.ts). `delay`:
+    // Proxmox answers once the task ended (null), so no task poll on the happy path.
+    await retryBusy(
+      () =>
+        cluster.fences.run(
+          volid,
+          'free',
+          undefined,
+          async () => {
+            try {
+              const upid = await cluster.api.freeDisk(found.node, ref.storage, volid, { waitSeconds: 5 });
+              if (upid)
+                await waitTask(cluster.api, found.node, upid, { cluster: cluster.region, what: `free ${volid}` });
+            } catch (e) {
+              if (isCsiError(e, 'NotFound')) return;
+              if (!outcomeUncertain(e) || (await findVolume(v))) throw e;
+            }
+          },
+          ctx.signal,
+        ),
+      { signal: ctx.signal },
+    );
+    cluster.content.removed(found.node, ref.storage, volid);
+    ctx.log.info({ volid, node: found.node }, 'disk freed');
+    return {};
+  });
+};
+
+export const validateVolumeCapabilities: ControllerHandler<'validateVolumeCapabilities'> = async (core, req, ctx) => {
+  await foundVolume(requireVolume(core, req.volumeId), req.volumeId, ctx.signal);
+  let fsType;
+  if (Object.keys(req.parameters).length > 0) {
+    try {
+      fsType = parseCreateParameters(req.parameters).fsType;
+    } catch (e) {
+      return { message: (e as Error).message };
+    }
+  }
+  const problem = capabilityProblem(req.volumeCapabilities, { fsType });
+  if (problem) return { message: problem };
+  return confirmed(req);
+};
+
+export const getCapacity: ControllerHandler<'getCapacity'> = async (core, req, ctx) => {
+  if (capabilityProblem(req.volumeCapabilities)) return { availableCapacity: '0' };
+  const seg = req.accessibleTopology?.segments ?? {};
+  const region = seg[TOPOLOGY_REGION_KEY];
+  const zone = seg[TOPOLOGY_ZONE_KEY];
+  const storage = req.parameters.storage || undefined;
+  const clusters = region ? [core.clusters.get(region)].filter((c): c is Cluster => !!c) : [...core.clusters.values()];
+  const [only] = clusters;
+  if (zone && storage && only && clusters.length === 1) {
+    try {
+      const st = await only.api.storageStatus(zone, storage, { signal: ctx.signal });
+      return { availableCapacity: String(st.active ? Math.max(0, st.avail) : 0) };
+    } catch (e) {
+      if (isCsiError(e, 'NotFound')) return { availableCapacity: '0' };
+      throw e;
+    }
+  }
+  let total = 0;
+  for (const c of clusters) {
+    const seen = new Set<string>();
+    const rows = (await c.storages(ctx.signal)).filter(
+      (r: StorageResource) =>
+        holdsImages(r) && isAvailable(r) && (!storage || r.storage === storage) && (!zone || r.node === zone),
+    );
+    for (const r of rows) {
+      const key = r.shared ? r.storage : `${r.node}/${r.storage}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      total += Math.max(0, (r.maxdisk ?? 0) - (r.disk ?? 0));
+    }
+  }
+  return { availableCapacity: String(total) };
+};

@@ -1,0 +1,81 @@
+// Which VMs reference a disk: reads every QEMU VM's config (current and pending) on a node.
+// Used before deleting a volume, to refuse attaching a single-node volume a second time, to
+// find the VM an online expansion goes through, and for ListVolumes/ControllerGetVolume.
+import { isCsiError } from '../../../errors.js';
+import type { ConfigEntry, ProxmoxApi, VmResource } from '../../api/api.js';
+import { attachedDisks, type DiskSite, otherBusKeysOf, sitesOf, unusedOf } from './drives.js';
+import type { VmLocator } from './vm-locator.js';
+
+export interface VmEntries {
+  vm: VmResource;
+  entries: ConfigEntry[];
+}
+
+export interface ScanOptions {
+  signal?: AbortSignal | undefined;
+  /** Only VMs on these Proxmox nodes; all nodes when undefined. */
+  nodes?: readonly string[] | undefined;
+  /** VMIDs to leave out (the VM being published to). */
+  exclude?: readonly number[] | undefined;
+}
+
+async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  // One iterator shared by the workers: each takes the next item when it is free.
+  const queue = items.entries();
+  const worker = async () => {
+    for (const [i, item] of queue) out[i] = await fn(item);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+export async function scanVms(api: ProxmoxApi, locator: VmLocator, o: ScanOptions = {}): Promise<VmEntries[]> {
+  const vms = (await locator.list(o.signal)).filter(
+    (v) => (!o.nodes || o.nodes.includes(v.node)) && !o.exclude?.includes(v.vmid),
+  );
+  const read = await mapLimit(vms, 8, async (vm) => {
+    try {
+      return { vm, entries: await api.vmPending(vm.node, vm.vmid, { signal: o.signal }) };
+    } catch (e) {
+      // Deleted or migrated since the list was read: nothing of ours can be attached there.
+      if (isCsiError(e, 'NotFound')) {
+        locator.invalidate();
+        return undefined;
+      }
+      throw e;
+    }
+  });
+  return read.filter((r): r is VmEntries => r !== undefined);
+}
+
+export interface DiskUse {
+  sites: Array<{ vm: VmResource; site: DiskSite }>;
+  unused: Array<{ vm: VmResource; key: string }>;
+  /** Non-SCSI drive keys (a VM's own boot or EFI disk): never ours to attach elsewhere. */
+  otherBus: Array<{ vm: VmResource; key: string }>;
+}
+
+export function usesOf(scan: readonly VmEntries[], storage: string, disk: string): DiskUse {
+  const use: DiskUse = { sites: [], unused: [], otherBus: [] };
+  for (const { vm, entries } of scan) {
+    for (const site of sitesOf(entries, storage, disk)) use.sites.push({ vm, site });
+    for (const key of unusedOf(entries, storage, disk)) use.unused.push({ vm, key });
+    for (const key of otherBusKeysOf(entries, storage, disk)) use.otherBus.push({ vm, key });
+  }
+  return use;
+}
+
+/** volid → VMs it sits on (attached or attaching), for listing many volumes from one scan. */
+export function attachmentIndex(scan: readonly VmEntries[]): Map<string, Array<{ vm: VmResource; site: DiskSite }>> {
+  const index = new Map<string, Array<{ vm: VmResource; site: DiskSite }>>();
+  for (const { vm, entries } of scan) {
+    for (const site of attachedDisks(entries)) {
+      const volid = `${site.drive.storage}:${site.drive.disk}`;
+      const list = index.get(volid) ?? [];
+      list.push({ vm, site });
+      index.set(volid, list);
+    }
+  }
+  return index;
+}
