@@ -4,8 +4,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError } from './errors.js';
 import { readProxmoxConfig } from './proxmox-file.js';
 import type { AppConfig, Mode } from './types.js';
-import { parseEndpoint } from '../server/endpoint.js';
-import { splitHostPort } from '../server/host-port.js';
+import { parseEndpoint, splitHostPort } from './endpoint.js';
 
 const OPTIONS = {
   mode: { type: 'string', env: 'CSI_MODE' },

@@ -95,7 +95,7 @@ export interface Driver {
    */
   probe(signal: AbortSignal): Promise<boolean>;
   /** Health of each backend this driver uses (metrics, logs); never throws. */
-  health?(signal: AbortSignal): Promise<import('../server/health.js').BackendHealth[]>;
+  health?(signal: AbortSignal): Promise<import('./health.js').BackendHealth[]>;
   controller?: ControllerBackend;
   node?: NodeBackend;
 }

@@ -7,11 +7,15 @@ import type { Mode } from '../config/types.js';
 import { KeyedLock } from '../locks.js';
 import type { Metrics } from './metrics.js';
 import { csiGrpc } from './proto.js';
-import { controllerService } from '../controller/service.js';
-import { nodeService } from '../node/service.js';
-import { identityService } from './identity.js';
-import { formatEndpoint, grpcAddress, parseEndpoint, removeStaleSocket, type Endpoint } from './endpoint.js';
-import type { CallEnv } from './interceptor.js';
+import { controllerService } from '../csi/controller-service.js';
+import { nodeService } from '../csi/node-service.js';
+import { identityService } from '../csi/identity-service.js';
+import type { ControllerHandlers } from '../gen/csi/v1/Controller.js';
+import type { IdentityHandlers } from '../gen/csi/v1/Identity.js';
+import type { NodeHandlers } from '../gen/csi/v1/Node.js';
+import { formatEndpoint, parseEndpoint, type Endpoint } from '../config/endpoint.js';
+import { grpcAddress, removeStaleSocket } from './endpoint.js';
+import { service, type CallEnv } from './interceptor.js';
 
 export interface DriverServerOptions {
   driver: Driver;
@@ -46,15 +50,18 @@ export async function startDriverServer(o: DriverServerOptions): Promise<Running
   const server = new grpc.Server({ 'grpc.max_receive_message_length': 4 * 1024 * 1024 });
   server.addService(
     pkg.Identity.service,
-    identityService(env, o.driver, { version: o.version, probeTimeoutMs: o.probeTimeoutMs ?? 5000 }),
+    service<IdentityHandlers>(
+      env,
+      identityService(o.driver, { version: o.version, probeTimeoutMs: o.probeTimeoutMs ?? 5000 }),
+    ),
   );
   const services = ['Identity'];
   if (o.mode !== 'node' && o.driver.controller) {
-    server.addService(pkg.Controller.service, controllerService(env, o.driver.controller));
+    server.addService(pkg.Controller.service, service<ControllerHandlers>(env, controllerService(o.driver.controller)));
     services.push('Controller');
   }
   if (o.mode !== 'controller' && o.driver.node) {
-    server.addService(pkg.Node.service, nodeService(env, o.driver.node));
+    server.addService(pkg.Node.service, service<NodeHandlers>(env, nodeService(o.driver.node)));
     services.push('Node');
   }
   if (endpoint.kind === 'unix') await removeStaleSocket(endpoint.path);

@@ -3,6 +3,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { CallContext } from '../csi/types.js';
+import type { RpcSpec, ServiceSpecs } from '../csi/service-spec.js';
 import { Unimplemented } from '../errors.js';
 import type { KeyedLock } from '../locks.js';
 import type { Metrics } from './metrics.js';
@@ -19,24 +20,11 @@ export interface CallEnv {
   inflight: { n: number };
 }
 
-export interface CallSpec<Req, Res> {
+/** One RPC as the interceptor runs it: its spec and the names its log line and metrics use. */
+export interface CallSpec<Req, Res> extends RpcSpec<Req, Res> {
   method: string;
   requestType: string;
-  /** Lock keys for this request; concurrent calls on a held key are refused with ABORTED. */
-  keys?: (req: Req) => string[];
-  validate?: (req: Req) => void;
-  impl: ((req: Req, ctx: CallContext) => Promise<Res>) | undefined;
 }
-
-/** A CallSpec without the names: a service's method name gives both. */
-type RpcSpec<Req, Res> = Omit<CallSpec<Req, Res>, 'method' | 'requestType'>;
-
-/** A service's RPCs by method name (the generated handler type's methods, not its index signature). */
-export type ServiceSpecs<H> = {
-  [K in keyof H as string extends K ? never : K]: H[K] extends grpc.handleUnaryCall<infer Req, infer Res>
-    ? RpcSpec<Req, Res>
-    : never;
-};
 
 /** unary() for every RPC of a service; each request's message type is `<method>Request`. */
 export function service<H>(env: CallEnv, specs: ServiceSpecs<H>): H {

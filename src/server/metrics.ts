@@ -1,8 +1,8 @@
 // Prometheus metrics: per-method latency and errors, served over plain HTTP on --metrics-address.
 import http from 'node:http';
-import { splitHostPort } from './host-port.js';
+import { splitHostPort } from '../config/endpoint.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { HealthCheck } from './health.js';
+import type { HealthCheck } from '../csi/health.js';
 import { timeoutSignal } from '../timeout-signal.js';
 
 /** Bound for one scrape's backend checks; a backend that does not answer within it is down. */
@@ -105,5 +105,3 @@ export class Metrics {
     return server;
   }
 }
-
-export { splitHostPort };

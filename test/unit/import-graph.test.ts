@@ -1,7 +1,10 @@
 // The layout's rules, read from the import statements of src/ (type-only imports included):
-//   - src/server (gRPC plumbing) imports no backend: nothing under src/proxmox or src/nfs;
-//   - src/controller, src/node, src/csi, src/os (the CSI services, what both node halves share,
-//     the OS adapters) import no driver either, so the OS adapters know no driver contract;
+//   - src/server (gRPC transport) imports no backend: nothing under src/proxmox or src/nfs;
+//   - src/csi, src/os, src/config (the CSI services and what both node halves share, the OS
+//     adapters, the configuration) import no driver either, so the OS adapters know no driver
+//     contract;
+//   - only the entry (main.ts, drivers.ts) imports src/server: the services hand their specs to
+//     the transport, backends and configuration find what they need (health, endpoints) below it;
 //   - the two drivers import nothing of each other;
 //   - within a driver, the node half (src/<driver>/node) imports from its driver only its own
 //     files and src/<driver>/contract.ts, and nothing else of the driver imports the node half:
@@ -50,6 +53,10 @@ function graph(): Map<string, string[]> {
 
 const top = (p: string) => p.split(path.sep)[0] ?? '';
 const isDriver = (p: string) => (DRIVERS as readonly string[]).includes(top(p));
+/** Layers below the drivers: they import no driver. */
+const BELOW_DRIVERS = ['server', 'csi', 'os', 'config'];
+/** The files that compose the program, the only ones outside src/server that may import it. */
+const ENTRY = ['main.ts', 'drivers.ts'];
 
 /** Each broken rule as "a.ts → b.ts: why". */
 export function violations(g: Map<string, string[]>): string[] {
@@ -57,8 +64,12 @@ export function violations(g: Map<string, string[]>): string[] {
   for (const [from, targets] of g) {
     for (const to of targets) {
       const say = (why: string) => bad.push(`${from} → ${to}: ${why}`);
-      if (['server', 'controller', 'node', 'csi', 'os'].includes(top(from)) && isDriver(to)) {
+      if (BELOW_DRIVERS.includes(top(from)) && isDriver(to)) {
         say(`src/${top(from)} imports no driver`);
+        continue;
+      }
+      if (top(to) === 'server' && top(from) !== 'server' && !ENTRY.includes(from)) {
+        say('only src/server and the entry (main.ts, drivers.ts) import src/server');
         continue;
       }
       if (isDriver(from) && isDriver(to) && top(from) !== top(to)) {
@@ -81,14 +92,23 @@ t.test('the import graph of src/ keeps the layout', async (t) => {
   const g = graph();
   t.ok(g.size > 50 && [...g.values()].some((ts) => ts.length > 0), 'the walker found the sources and their imports');
   t.ok(g.get('drivers.ts')?.includes(path.join('proxmox', 'node', 'node.ts')), 'it resolves imports to files');
+  t.notOk(
+    ['controller', 'node'].some((d) => fs.existsSync(path.join(SRC, d))),
+    'the CSI services live in src/csi (no src/controller or src/node beside it)',
+  );
   t.same(violations(g), []);
 });
 
 t.test('the rules catch what they forbid', async (t) => {
   const j = (...p: string[]) => path.join(...p);
   const g = new Map<string, string[]>([
-    [j('server', 'x.ts'), [j('proxmox', 'contract.ts'), j('controller', 'service.ts')]],
+    [j('server', 'x.ts'), [j('proxmox', 'contract.ts'), j('csi', 'controller-service.ts')]],
     [j('os', 'scsi.ts'), [j('proxmox', 'contract.ts')]],
+    [j('config', 'load.ts'), [j('nfs', 'param-keys.ts'), j('server', 'endpoint.ts'), j('config', 'endpoint.ts')]],
+    [j('csi', 'node-service.ts'), [j('server', 'interceptor.ts')]],
+    [j('proxmox', 'controller', 'controller.ts'), [j('server', 'health.ts'), j('csi', 'health.ts')]],
+    [j('main.ts'), [j('server', 'driver-server.ts')]],
+    [j('drivers.ts'), [j('server', 'metrics.ts')]],
     [j('nfs', 'param-keys.ts'), [j('proxmox', 'param-keys.ts')]],
     [
       j('proxmox', 'node', 'stage.ts'),
@@ -96,7 +116,7 @@ t.test('the rules catch what they forbid', async (t) => {
         j('proxmox', 'controller', 'params.ts'),
         j('proxmox', 'contract.ts'),
         j('proxmox', 'node', 'wwn.ts'),
-        j('node', 'common.ts'),
+        j('csi', 'node-common.ts'),
       ],
     ],
     [
@@ -107,6 +127,10 @@ t.test('the rules catch what they forbid', async (t) => {
   t.same(violations(g), [
     `${j('server', 'x.ts')} → ${j('proxmox', 'contract.ts')}: src/server imports no driver`,
     `${j('os', 'scsi.ts')} → ${j('proxmox', 'contract.ts')}: src/os imports no driver`,
+    `${j('config', 'load.ts')} → ${j('nfs', 'param-keys.ts')}: src/config imports no driver`,
+    `${j('config', 'load.ts')} → ${j('server', 'endpoint.ts')}: only src/server and the entry (main.ts, drivers.ts) import src/server`,
+    `${j('csi', 'node-service.ts')} → ${j('server', 'interceptor.ts')}: only src/server and the entry (main.ts, drivers.ts) import src/server`,
+    `${j('proxmox', 'controller', 'controller.ts')} → ${j('server', 'health.ts')}: only src/server and the entry (main.ts, drivers.ts) import src/server`,
     `${j('nfs', 'param-keys.ts')} → ${j('proxmox', 'param-keys.ts')}: a driver imports nothing of the other driver`,
     `${j('proxmox', 'node', 'stage.ts')} → ${j('proxmox', 'controller', 'params.ts')}: the node half of proxmox imports only its own files and ${j('proxmox', 'contract.ts')}`,
     `${j('proxmox', 'controller', 'core.ts')} → ${j('proxmox', 'node', 'topology.ts')}: only the node half of proxmox imports ${j('proxmox', 'node')}`,

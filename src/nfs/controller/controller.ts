@@ -14,7 +14,7 @@ import type { NfsStores } from './store.js';
 import { composeVolumeId, parseVolumeId, type VolumeRef } from '../volume-id.js';
 import { ACCESS_MODE_NAMES, accessModeName } from '../../csi/access-modes.js';
 import { parseCapacityRange } from '../../csi/capacity.js';
-import { type BackendHealth, HealthLog } from '../../server/health.js';
+import { type BackendHealth, HealthLog } from '../../csi/health.js';
 import { confirmed } from '../../csi/confirm.js';
 
 export interface NfsControllerOptions {

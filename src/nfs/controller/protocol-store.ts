@@ -4,7 +4,7 @@
 // rmdir, rename and ensureDir. Each store keeps only how it talks to the server (v3: handles
 // from a cached root and one call per step; v4: COMPOUNDs from PUTROOTFH).
 import { AlreadyExists, NotFound } from '../../errors.js';
-import type { BackendHealth } from '../../server/health.js';
+import type { BackendHealth } from '../../csi/health.js';
 import { type DirAttrs, type NfsStat, type OpOptions, type RmdirResult, pathSegments, sharePath } from './store.js';
 import { type TreePort, TreeWalker } from './tree-walk.js';
 

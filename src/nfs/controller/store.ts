@@ -5,7 +5,7 @@
 // Paths are relative to the share root, '/'-separated, without empty, '.' or '..' segments
 // (params.ts validates them). The empty path is the share root itself, which no mutating
 // method accepts.
-import type { BackendHealth } from '../../server/health.js';
+import type { BackendHealth } from '../../csi/health.js';
 import { InvalidArgument } from '../../errors.js';
 import type { FileType, FsStat } from '../client/nfs3.js';
 

@@ -14,7 +14,7 @@ import { createVolume, deleteVolume, getCapacity, validateVolumeCapabilities } f
 import type { Core } from './core.js';
 import { controllerExpandVolume } from './rpc/expand.js';
 import { createHttpProxmoxApi } from '../api/http-api.js';
-import { type BackendHealth, HealthLog } from '../../server/health.js';
+import { type BackendHealth, HealthLog } from '../../csi/health.js';
 import { controllerModifyVolume } from './rpc/modify.js';
 import { configuredHelpers, type HelperVmNames } from './safety/helper-vms.js';
 

@@ -1,21 +1,21 @@
 // The NFS node backend. This host has no NFS client, so mounts run against the fake executor
 // (exact commands asserted); the mount-timeout kill runs a real process tree.
 import t from 'tap';
-import { validate } from '../../../src/csi/validate.js';
+import { validate } from '../../../../src/csi/validate.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
-import { implemented } from '../../helpers/implemented.js';
-import { createNfsNode, type NfsNodeOptions } from '../../../src/nfs/node/node.js';
-import { parseNfsContext, sameNfsSource } from '../../../src/nfs/node/context.js';
-import { isCsiError } from '../../../src/errors.js';
-import { createExec } from '../../../src/os/exec.js';
-import { createLinuxMounter } from '../../../src/os/mounter.js';
-import type { CallContext, NodePublishVolumeRequest, VolumeCapability } from '../../../src/csi/types.js';
-import { FakeSystem, fail, timeout } from '../os/fakes.js';
-import { rejection } from '../../helpers/rejection.js';
-import { nfsNodeOn } from './nfs-fixture.js';
+import { implemented } from '../../../helpers/implemented.js';
+import { createNfsNode, type NfsNodeOptions } from '../../../../src/nfs/node/node.js';
+import { parseNfsContext, sameNfsSource } from '../../../../src/nfs/node/context.js';
+import { isCsiError } from '../../../../src/errors.js';
+import { createExec } from '../../../../src/os/exec.js';
+import { createLinuxMounter } from '../../../../src/os/mounter.js';
+import type { CallContext, NodePublishVolumeRequest, VolumeCapability } from '../../../../src/csi/types.js';
+import { FakeSystem, fail, timeout } from '../../os/fakes.js';
+import { rejection } from '../../../helpers/rejection.js';
+import { nfsNodeOn } from './fixture.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${String(e)}`);

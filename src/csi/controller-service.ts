@@ -1,17 +1,18 @@
 // The CSI Controller service of one driver: checks the fields the spec requires, answers
 // UNIMPLEMENTED for what the backend does not advertise, and dispatches to the driver's
-// controller backend; every method goes through the interceptor (src/server/interceptor.ts).
+// controller backend. The transport wraps every method in the interceptor
+// (src/server/driver-server.ts, src/server/interceptor.ts).
 import type { ControllerHandlers } from '../gen/csi/v1/Controller.js';
-import type { ControllerBackend } from '../csi/types.js';
-import { service, type CallEnv } from '../server/interceptor.js';
-import { validate } from '../csi/validate.js';
+import type { ControllerBackend } from './types.js';
+import type { ServiceSpecs } from './service-spec.js';
+import { validate } from './validate.js';
 
 const byVolume = (r: { volumeId: string }): string[] => [r.volumeId];
 
-export function controllerService(env: CallEnv, c: ControllerBackend): ControllerHandlers {
+export function controllerService(c: ControllerBackend): ServiceSpecs<ControllerHandlers> {
   // A method the backend does not advertise is left undefined: the interceptor answers UNIMPLEMENTED.
   const has = (cap: string) => c.capabilities.includes(cap as never);
-  return service<ControllerHandlers>(env, {
+  return {
     CreateVolume: {
       keys: (r) => [`name:${r.name}`],
       validate: validate.createVolume,
@@ -63,5 +64,5 @@ export function controllerService(env: CallEnv, c: ControllerBackend): Controlle
     CreateSnapshot: { impl: undefined },
     DeleteSnapshot: { impl: undefined },
     ListSnapshots: { impl: undefined },
-  });
+  };
 }

@@ -2,7 +2,7 @@
 // crypto_LUKS and remembers the passphrase), open adds the mapping as a disk of its own, close
 // removes it. It records each call's argv-free shape and every passphrase it was handed, so a
 // test can check where the passphrase went.
-import { type CryptMapping, type Cryptsetup, LuksBusy, LuksKeyRejected } from '../../../src/os/cryptsetup.js';
+import { type CryptMapping, type Cryptsetup, LuksBusy, LuksKeyRejected } from '../../../../src/os/cryptsetup.js';
 import type { FakeDisks } from './fake-disks.js';
 
 interface Mapping {

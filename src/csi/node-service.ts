@@ -1,14 +1,14 @@
 // The CSI Node service of one driver: checks the fields the spec requires, serialises calls per
-// volume (declared keys), and dispatches to the driver's node backend; every method goes
-// through the interceptor (src/server/interceptor.ts).
+// volume (declared keys), and dispatches to the driver's node backend. The transport wraps every
+// method in the interceptor (src/server/driver-server.ts, src/server/interceptor.ts).
 import type { NodeHandlers } from '../gen/csi/v1/Node.js';
-import type { NodeBackend } from '../csi/types.js';
-import { service, type CallEnv } from '../server/interceptor.js';
-import { validate } from '../csi/validate.js';
+import type { NodeBackend } from './types.js';
+import type { ServiceSpecs } from './service-spec.js';
+import { validate } from './validate.js';
 
-export function nodeService(env: CallEnv, n: NodeBackend): NodeHandlers {
+export function nodeService(n: NodeBackend): ServiceSpecs<NodeHandlers> {
   const staged = n.capabilities.includes('STAGE_UNSTAGE_VOLUME');
-  return service<NodeHandlers>(env, {
+  return {
     NodeStageVolume: {
       keys: (r) => [`stage:${r.volumeId}`],
       validate: validate.nodeStageVolume,
@@ -44,5 +44,5 @@ export function nodeService(env: CallEnv, n: NodeBackend): NodeHandlers {
     NodeGetInfo: {
       impl: (_r, ctx) => n.nodeGetInfo(ctx),
     },
-  });
+  };
 }

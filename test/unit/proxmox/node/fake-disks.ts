@@ -1,6 +1,6 @@
 // An in-memory BlockDevices: disks by WWN with a probe result, a size and a device number.
-import type { BlockDevices, FsType, ProbeResult } from '../../../src/os/blockdevices.js';
-import type { Signature } from '../../../src/os/signature.js';
+import type { BlockDevices, FsType, ProbeResult } from '../../../../src/os/blockdevices.js';
+import type { Signature } from '../../../../src/os/signature.js';
 
 export class FakeDisks implements BlockDevices {
   devices = new Map<string, { device: string; majMin: string; probe: ProbeResult; size: number }>();

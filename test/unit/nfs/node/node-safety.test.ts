@@ -7,12 +7,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
-import { implemented } from '../../helpers/implemented.js';
-import { isCsiError } from '../../../src/errors.js';
-import type { CallContext, NodePublishVolumeRequest, VolumeCapability } from '../../../src/csi/types.js';
-import { FakeSystem, fail } from '../os/fakes.js';
-import { rejection } from '../../helpers/rejection.js';
-import { nfsNodeOn } from './nfs-fixture.js';
+import { implemented } from '../../../helpers/implemented.js';
+import { isCsiError } from '../../../../src/errors.js';
+import type { CallContext, NodePublishVolumeRequest, VolumeCapability } from '../../../../src/csi/types.js';
+import { FakeSystem, fail } from '../../os/fakes.js';
+import { rejection } from '../../../helpers/rejection.js';
+import { nfsNodeOn } from './fixture.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 const code = (e: unknown) => (isCsiError(e) ? e.kind : `not a CsiError: ${String(e)}`);

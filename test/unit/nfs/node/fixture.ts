@@ -1,8 +1,8 @@
 // The NFS node plugin over a FakeSystem (no real mount runs): what the node tests share.
 import { pino } from 'pino';
-import { createNfsNode, type NfsNodeOptions } from '../../../src/nfs/node/node.js';
-import { createLinuxMounter } from '../../../src/os/mounter.js';
-import type { FakeSystem } from '../os/fakes.js';
+import { createNfsNode, type NfsNodeOptions } from '../../../../src/nfs/node/node.js';
+import { createLinuxMounter } from '../../../../src/os/mounter.js';
+import type { FakeSystem } from '../../os/fakes.js';
 
 export function nfsNodeOn(sys: FakeSystem, kubeletDir: string, opts: Partial<NfsNodeOptions> = {}) {
   return createNfsNode({

@@ -1,8 +1,8 @@
 // The CSI Identity service of one driver: name, version, capabilities and Probe.
 import type { IdentityHandlers } from '../gen/csi/v1/Identity.js';
 import type { PluginCapability } from '../gen/csi/v1/PluginCapability.js';
-import type { Driver } from '../csi/types.js';
-import { service, type CallEnv } from './interceptor.js';
+import type { Driver } from './types.js';
+import type { ServiceSpecs } from './service-spec.js';
 import { timeoutSignal } from '../timeout-signal.js';
 
 export interface IdentityInfo {
@@ -11,11 +11,11 @@ export interface IdentityInfo {
   probeTimeoutMs: number;
 }
 
-export function identityService(env: CallEnv, driver: Driver, info: IdentityInfo): IdentityHandlers {
+export function identityService(driver: Driver, info: IdentityInfo): ServiceSpecs<IdentityHandlers> {
   const caps: PluginCapability[] = [{ service: { type: 'CONTROLLER_SERVICE' } }];
   if (driver.accessibilityConstraints) caps.push({ service: { type: 'VOLUME_ACCESSIBILITY_CONSTRAINTS' } });
   if (driver.onlineExpansion) caps.push({ volumeExpansion: { type: 'ONLINE' } });
-  return service<IdentityHandlers>(env, {
+  return {
     GetPluginInfo: {
       impl: async () => ({ name: driver.name, vendorVersion: info.version }),
     },
@@ -34,5 +34,5 @@ export function identityService(env: CallEnv, driver: Driver, info: IdentityInfo
         return { ready: { value: ready } };
       },
     },
-  });
+  };
 }
