@@ -1,14 +1,14 @@
 #!/usr/bin/env node
 // flags/config → adapters → services → servers; then wait for SIGTERM/SIGINT and drain.
 import { pino } from 'pino';
-import { loadConfig, USAGE } from './config/load.js';
+import { loadConfig, SERVE_FLAGS } from './config/load.js';
 import { ConfigError } from './config/errors.js';
 import { selfProbe } from './server/self-probe.js';
 import { startDriverServer, type RunningServer } from './server/driver-server.js';
 import { buildDrivers } from './drivers.js';
 import { packageVersion } from './version.js';
 import { timeoutSignal } from './timeout-signal.js';
-import { runSubcommand } from './cli/index.js';
+import { programUsage, runSubcommand } from './cli/index.js';
 
 /** Time allowed after the drain for closing connections before the process exits anyway. */
 const CLOSE_GRACE_MS = 1500;
@@ -38,7 +38,7 @@ async function main(): Promise<void> {
     throw e;
   }
   if (loaded.kind === 'help') {
-    process.stdout.write(USAGE + '\n');
+    process.stdout.write((await programUsage(SERVE_FLAGS)) + '\n');
     return;
   }
   const version = packageVersion();

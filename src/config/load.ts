@@ -30,9 +30,8 @@ const OPTIONS = {
 
 type Name = keyof typeof OPTIONS;
 
-export const USAGE = `Usage: pve-nfs-csi [flags]            serve CSI
-       pve-nfs-csi preflight [flags]  check a cluster before the swap from the upstream drivers (preflight --help)
-  --mode controller|node|all        services to serve (env CSI_MODE; default all)
+/** The serving flags, for --help (src/cli/index.ts puts the subcommands above them). */
+export const SERVE_FLAGS = `  --mode controller|node|all        services to serve (env CSI_MODE; default all)
   --proxmox-endpoint EP             csi.proxmox.sinextra.dev endpoint, unix:///path or tcp://127.0.0.1:PORT (env PROXMOX_CSI_ENDPOINT)
   --nfs-endpoint EP                 nfs.csi.k8s.io endpoint (env NFS_CSI_ENDPOINT)
   --proxmox-config FILE             Proxmox config.yaml, upstream Secret format (env PROXMOX_CSI_CONFIG)

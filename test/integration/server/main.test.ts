@@ -5,6 +5,7 @@ import { csiClient, type VolumeCapability } from '../../helpers/csi-client.js';
 import { present } from '../../helpers/present.js';
 import { spawnProgram } from '../../helpers/program.js';
 import { tempDir } from '../../helpers/temp-dir.js';
+import { loadSubcommand, subcommandNames } from '../../../src/cli/index.js';
 import type { Teardown } from '../../helpers/teardown.js';
 import { nodeIdentityArgs, socketEndpointArgs, writeProxmoxConfig } from '../../../scripts/lib/backends.js';
 
@@ -14,6 +15,22 @@ function spawnController(t: Teardown, dir: string, cluster: Parameters<typeof wr
   writeProxmoxConfig(cfg, cluster);
   return spawnProgram(t, ['--mode', 'controller', '--proxmox-config', cfg, ...args]);
 }
+
+// The program's own help is a user's first doc: it names every subcommand the program runs, with
+// a line each, as well as the serving flags.
+t.test('main: --help lists every subcommand with its summary, then the serving flags', async (t) => {
+  const child = spawnProgram(t, ['--help']);
+  t.equal(await child.exited, 0);
+  const out = child.output();
+  const lines = out.split('\n');
+  for (const name of subcommandNames()) {
+    const summary = (await loadSubcommand(name)).summary;
+    const line = lines.find((l) => l.trimStart().startsWith(`pve-nfs-csi ${name} `));
+    t.ok(line?.endsWith(summary), `${name}: ${line ?? 'no usage line'}`);
+  }
+  t.match(out, /^Usage: pve-nfs-csi \[flags\]\s+serve CSI/m);
+  t.match(out, /^ {2}--proxmox-endpoint EP/m);
+});
 
 // The real program: both drivers in node mode on unix sockets, Identity answered on each with
 // its own name, then SIGTERM → exit 0 with the sockets removed.
