@@ -5,6 +5,7 @@ import { ConfigError } from './errors.js';
 import { readProxmoxConfig } from './proxmox-file.js';
 import type { AppConfig, Mode } from './types.js';
 import { parseEndpoint, splitHostPort } from './endpoint.js';
+import { hasControlCharacter } from '../control-characters.js';
 
 const OPTIONS = {
   mode: { type: 'string', env: 'CSI_MODE' },
@@ -124,8 +125,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): LoadResult {
   const zone = get('zone');
   const deviceDir = get('device-dir') ?? '/dev/disk/by-id';
   const kubeletDir = get('kubelet-dir') ?? '/var/lib/kubelet';
-  // eslint-disable-next-line no-control-regex -- control characters are exactly what this refuses
-  if (!kubeletDir.startsWith('/') || /[\x00-\x1f]/.test(kubeletDir)) {
+  if (!kubeletDir.startsWith('/') || hasControlCharacter(kubeletDir)) {
     throw new ConfigError(`--kubelet-dir: "${kubeletDir}" must be an absolute path`);
   }
   const nfsPort = port(get('nfs-port'), 'nfs-port');

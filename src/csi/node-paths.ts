@@ -11,11 +11,9 @@ import path from 'node:path';
 import type { CallContext, NodeBackend } from './types.js';
 import { InvalidArgument, NotFound } from '../errors.js';
 import { isErrno } from '../os/paths.js';
+import { hasControlCharacter } from '../control-characters.js';
 
 export const DEFAULT_KUBELET_DIR = '/var/lib/kubelet';
-
-// eslint-disable-next-line no-control-regex -- control characters are exactly what this refuses
-const CONTROL = /[\x00-\x1f\x7f]/;
 
 /** realpath of the deepest existing ancestor, with the components below it appended as given. */
 async function resolveExisting(abs: string): Promise<string> {
@@ -49,7 +47,7 @@ export class KubeletDir {
    */
   async check(raw: string, field: string, rpc: string): Promise<string> {
     const shown = JSON.stringify(raw);
-    if (CONTROL.test(raw)) throw new InvalidArgument(`${rpc}: ${field} ${shown} contains control characters`);
+    if (hasControlCharacter(raw)) throw new InvalidArgument(`${rpc}: ${field} ${shown} contains control characters`);
     if (!raw.startsWith('/')) {
       throw new InvalidArgument(
         `${rpc}: ${field} ${shown} is not an absolute path; node paths must be absolute and inside the kubelet directory ${this.dir}`,
@@ -84,7 +82,7 @@ export class KubeletDir {
    * touched either way. An absolute path outside the kubelet directory stays INVALID_ARGUMENT.
    */
   async checkVolumePath(raw: string | undefined | null, rpc: string): Promise<string> {
-    if (raw && !raw.startsWith('/') && !CONTROL.test(raw)) {
+    if (raw && !raw.startsWith('/') && !hasControlCharacter(raw)) {
       throw new NotFound(
         `${rpc}: no volume is published at volume_path ${JSON.stringify(raw)}: it is not an absolute path (node paths are absolute and inside the kubelet directory ${this.dir})`,
       );

@@ -3,16 +3,12 @@
 import type * as T from './types.js';
 import { parseCapacityRange } from './capacity.js';
 import { InvalidArgument } from '../errors.js';
-
-// NUL and the other C0/C1 control characters: no volume name, id, node id or path of either
-// driver contains one, and passing them on would reach logs, handles and system calls.
-// eslint-disable-next-line no-control-regex -- control characters are exactly what this refuses
-const CONTROL_RE = /[\u0000-\u001f\u007f-\u009f]/;
+import { CONTROL_CHARACTER } from '../control-characters.js';
 
 /** Refuses a string field that holds a control character (one check for both drivers). */
 export function noControlCharacters(value: unknown, name: string, method: string): void {
   if (typeof value !== 'string') return;
-  const m = CONTROL_RE.exec(value);
+  const m = CONTROL_CHARACTER.exec(value);
   if (m) {
     const code = m[0].charCodeAt(0).toString(16).padStart(2, '0');
     throw new InvalidArgument(

@@ -1,10 +1,33 @@
 // Every StorageClass parameter of nfs.csi.k8s.io (matched case-insensitively, like csi-driver-nfs;
-// these are the canonical spellings). One source of truth: params.ts parses them, and the
-// chart's values.schema.json `nfsParameters` is generated from `schema` here
-// (scripts/gen-chart-schema.ts; test/helm/schema-params.test.ts checks both ways).
+// these are the canonical spellings). One source of truth: controller/params.ts reads them (the
+// value parsers of the keys that stand alone sit beside their schema here; server, share, subDir
+// and onDelete depend on the request and the path rules in params.ts), the chart's
+// values.schema.json `nfsParameters` is generated from `schema` (scripts/gen-chart-schema.ts;
+// test/helm/schema-params.test.ts checks both ways) and docs/parameters.md from `doc` and `schema`.
 import type { ParamDef } from '../csi/param-def.js';
+import { InvalidArgument } from '../errors.js';
 
-export const NFS_PARAMETERS: Record<string, ParamDef> = {
+/** An octal file mode such as "0775"; 0 and unset mean "leave the mode as created" (upstream). */
+export function parseOctalMode(v: string | undefined, what: string): number | undefined {
+  if (v === undefined || v === '') return undefined;
+  if (!/^[0-7]{1,5}$/.test(v) || parseInt(v, 8) > 0o7777) {
+    throw new InvalidArgument(`${what} "${v}" is not an octal file mode such as "0775"`);
+  }
+  const mode = parseInt(v, 8);
+  return mode === 0 ? undefined : mode;
+}
+
+const numericId =
+  (what: string) =>
+  (v: string | undefined): number | undefined => {
+    if (v === undefined || v === '') return undefined;
+    if (!/^\d{1,10}$/.test(v) || Number(v) > 2147483647) {
+      throw new InvalidArgument(`parameter "${what}" value "${v}" is not a numeric id between 0 and 2147483647`);
+    }
+    return Number(v);
+  };
+
+export const NFS_PARAMETERS = {
   server: { doc: 'NFS server host name or address (required)', schema: { type: 'string' } },
   share: {
     doc: 'exported path (required), e.g. /volume1/k8s-volumes/talos',
@@ -17,6 +40,7 @@ export const NFS_PARAMETERS: Record<string, ParamDef> = {
   mountPermissions: {
     doc: 'octal mode of the volume directory, e.g. 0770',
     schema: { type: ['string', 'integer'], pattern: '^([0-7]{1,4})?$' },
+    parse: (v: string | undefined) => parseOctalMode(v, 'parameter "mountPermissions" value'),
   },
   onDelete: {
     doc: 'what DeleteVolume does with the directory: delete, retain or archive',
@@ -25,9 +49,11 @@ export const NFS_PARAMETERS: Record<string, ParamDef> = {
   uid: {
     doc: 'ours: owner uid of the volume directory (no chown initContainer needed)',
     schema: { type: ['string', 'integer'], pattern: '^[0-9]{0,10}$', minimum: 0, maximum: 2147483647 },
+    parse: numericId('uid'),
   },
   gid: {
     doc: 'ours: owner gid of the volume directory',
     schema: { type: ['string', 'integer'], pattern: '^[0-9]{0,10}$', minimum: 0, maximum: 2147483647 },
+    parse: numericId('gid'),
   },
-};
+} satisfies Record<string, ParamDef>;

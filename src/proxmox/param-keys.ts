@@ -1,38 +1,103 @@
 // Every StorageClass parameter of csi.proxmox.sinextra.dev: the keys proxmox-csi-plugin v0.19.1
 // reads (its pkg/csi/parameters.go StorageParameters) plus the provisioner's fstype key. One
-// source of truth: params.ts parses them, and the chart's values.schema.json `proxmoxParameters`
-// is generated from `schema` here (scripts/gen-chart-schema.ts; test/helm/schema-params.test.ts
-// checks both ways). `schema` accepts exactly the values the driver accepts at CreateVolume.
-import { FSTYPE_KEY } from './contract.js';
-import type { JsonSchema, ParamDef } from '../csi/param-def.js';
+// source of truth: each key's parser sits beside its schema here (controller/params/params.ts
+// applies them), the chart's values.schema.json `proxmoxParameters` is generated from `schema`
+// (scripts/gen-chart-schema.ts; test/helm/schema-params.test.ts checks both ways) and
+// docs/parameters.md from `doc` and `schema`. `schema` accepts exactly the values the driver
+// accepts at CreateVolume.
+import { InvalidArgument } from '../errors.js';
+import { FS_TYPES, FSTYPE_KEY, type FsTypeName } from './contract.js';
+import { BOOL_FALSE, BOOL_TRUE, boolSpelling, type JsonSchema, type ParamDef } from '../csi/param-def.js';
 
-const BOOL_TRUE = ['1', 't', 'T', 'true', 'TRUE', 'True'];
-const BOOL_FALSE = ['0', 'f', 'F', 'false', 'FALSE', 'False'];
-const bool: JsonSchema = { type: ['string', 'boolean'], enum: ['', ...BOOL_TRUE, ...BOOL_FALSE, true, false] };
+const boolSchema: JsonSchema = { type: ['string', 'boolean'], enum: ['', ...BOOL_TRUE, ...BOOL_FALSE, true, false] };
 const onlyFalse: JsonSchema = { type: ['string', 'boolean'], enum: ['', ...BOOL_FALSE, false] };
-const count: JsonSchema = { type: ['string', 'integer'], pattern: '^[0-9]*$', minimum: 0 };
+const countSchema: JsonSchema = { type: ['string', 'integer'], pattern: '^[0-9]*$', minimum: 0 };
 
 export const AIO_MODES = ['native', 'threads', 'io_uring'] as const;
 export const CACHE_MODES = ['none', 'writethrough', 'writeback', 'directsync', 'unsafe'] as const;
 
-export const PROXMOX_PARAMETERS: Record<string, ParamDef> = {
+const bad = (key: string, value: string, want: string) =>
+  new InvalidArgument(`parameter "${key}": "${value}" is not valid; expected ${want}`);
+
+const bool =
+  (key: string, dflt: boolean) =>
+  (v: string | undefined): boolean => {
+    if (v === undefined || v === '') return dflt;
+    const b = boolSpelling(v);
+    if (b === undefined) throw bad(key, v, 'true or false');
+    return b;
+  };
+
+/** A whole number ≥ 0; 0 and unset are both "not set". */
+const count =
+  (key: string) =>
+  (v: string | undefined): number | undefined => {
+    if (v === undefined || v === '') return undefined;
+    if (!/^\d+$/.test(v) || !Number.isSafeInteger(Number(v))) throw bad(key, v, 'a whole number ≥ 0');
+    const n = Number(v);
+    return n === 0 ? undefined : n;
+  };
+
+const pow2 =
+  (key: string, min: number, max: number) =>
+  (v: string | undefined): number | undefined => {
+    const n = count(key)(v);
+    if (n === undefined || v === undefined) return undefined;
+    if (n < min || n > max || (n & (n - 1)) !== 0) throw bad(key, v, `a power of two between ${min} and ${max}`);
+    return n;
+  };
+
+const oneOf =
+  <T extends string>(key: string, values: readonly T[]) =>
+  (v: string | undefined): T | undefined => {
+    if (v === undefined || v === '') return undefined;
+    if (!(values as readonly string[]).includes(v)) throw bad(key, v, values.join(', '));
+    return v as T;
+  };
+
+function fsType(v: string | undefined): FsTypeName | undefined {
+  if (v === undefined || v === '') return undefined;
+  const lower = v.toLowerCase();
+  if (!(FS_TYPES as readonly string[]).includes(lower)) throw bad(FSTYPE_KEY, v, FS_TYPES.join(' or '));
+  return lower as FsTypeName;
+}
+
+export const PROXMOX_PARAMETERS = {
   storage: { doc: 'Proxmox storage id (required), e.g. local-lvm', schema: { type: 'string' } },
   storageFormat: {
     doc: 'disk format; LVM-thin stores raw only (upstream silently used raw on block storages; a qcow2/vmdk request is refused here)',
     schema: { enum: ['', 'raw'] },
   },
-  aio: { doc: 'drive aio= mode: native, threads or io_uring', schema: { enum: ['', ...AIO_MODES] } },
-  cache: { doc: 'drive cache= mode', schema: { enum: ['', ...CACHE_MODES] } },
-  ssd: { doc: 'drive ssd=1 and discard=on', schema: bool },
-  backup: { doc: 'drive backup=1 (included in vzdump backups); default false', schema: bool },
-  iothread: { doc: 'drive iothread=1; default true', schema: bool },
-  diskIOPS: { doc: 'drive iops_rd and iops_wr', schema: count },
-  diskMBps: { doc: 'drive mbps_rd and mbps_wr', schema: count },
-  blockSize: { doc: 'mkfs block size (power of two, 512..65536)', schema: count },
-  inodeSize: { doc: 'mkfs.ext4 inode size (power of two, 128..65536)', schema: count },
+  aio: {
+    doc: 'drive aio= mode: native, threads or io_uring',
+    schema: { enum: ['', ...AIO_MODES] },
+    parse: oneOf('aio', AIO_MODES),
+  },
+  cache: { doc: 'drive cache= mode', schema: { enum: ['', ...CACHE_MODES] }, parse: oneOf('cache', CACHE_MODES) },
+  ssd: { doc: 'drive ssd=1 and discard=on', schema: boolSchema, parse: bool('ssd', false) },
+  backup: {
+    doc: 'drive backup=1 (included in vzdump backups); default false',
+    schema: boolSchema,
+    parse: bool('backup', false),
+  },
+  iothread: { doc: 'drive iothread=1; default true', schema: boolSchema, parse: bool('iothread', true) },
+  diskIOPS: { doc: 'drive iops_rd and iops_wr', schema: countSchema, parse: count('diskIOPS') },
+  diskMBps: { doc: 'drive mbps_rd and mbps_wr', schema: countSchema, parse: count('diskMBps') },
+  blockSize: {
+    doc: 'mkfs block size (power of two, 512..65536)',
+    schema: countSchema,
+    parse: pow2('blockSize', 512, 65536),
+  },
+  inodeSize: {
+    doc: 'mkfs.ext4 inode size (power of two, 128..65536)',
+    schema: countSchema,
+    parse: pow2('inodeSize', 128, 65536),
+  },
   replicate: {
     doc: 'Proxmox storage replication: upstream requires a zfspool storage; LVM-thin cannot replicate, so only false is accepted',
     schema: onlyFalse,
+    // true parses, so params.ts can refuse it with the reason rather than "not valid"
+    parse: bool('replicate', false),
   },
   replicateSchedule: {
     doc: 'replication schedule; read by upstream only with replicate=true, so it has no effect here',
@@ -45,6 +110,7 @@ export const PROXMOX_PARAMETERS: Record<string, ParamDef> = {
   resizeRequired: {
     doc: 'upstream bookkeeping for volumes restored from a snapshot (grown on first publish); no snapshots here, so only false is accepted',
     schema: onlyFalse,
+    parse: bool('resizeRequired', false),
   },
   resizeSizeBytes: {
     doc: 'upstream bookkeeping for volumes restored from a snapshot; no snapshots here, so only 0 is accepted (the size comes from the PVC)',
@@ -55,9 +121,10 @@ export const PROXMOX_PARAMETERS: Record<string, ParamDef> = {
     // (the provisioner strips csi.storage.k8s.io/* keys), so this is how a class makes the node
     // refuse to stage a volume unencrypted even when that Secret comes up empty.
     doc: 'ours: the node refuses to stage the volume without LUKS (the node-stage secret carries the passphrase)',
-    schema: bool,
+    schema: boolSchema,
+    parse: bool('encrypted', false),
   },
-  [FSTYPE_KEY]: { doc: 'filesystem: ext4 (default) or xfs', schema: { enum: ['', 'ext4', 'xfs'] } },
-};
+  [FSTYPE_KEY]: { doc: 'filesystem: ext4 (default) or xfs', schema: { enum: ['', 'ext4', 'xfs'] }, parse: fsType },
+} satisfies Record<string, ParamDef>;
 
 export const PROXMOX_PARAMETER_KEYS: ReadonlySet<string> = new Set(Object.keys(PROXMOX_PARAMETERS));

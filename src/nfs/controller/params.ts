@@ -1,6 +1,7 @@
 // StorageClass parameters of nfs.csi.k8s.io: the keys upstream csi-driver-nfs accepts (matched
 // case-insensitively, like upstream), the subDir templates, and path validation.
 import { InvalidArgument } from '../../errors.js';
+import { hasControlCharacter } from '../../control-characters.js';
 import { NFS_PARAMETERS } from '../param-keys.js';
 import { NFS_CONTEXT, ON_DELETE, type OnDelete, SUBDIR_TEMPLATES } from '../contract.js';
 
@@ -46,8 +47,7 @@ export function checkSegment(seg: string, what: string, full: string): void {
     );
   }
   // '#' separates the fields of the volume handle; control characters have no place in a path.
-  // eslint-disable-next-line no-control-regex -- control characters are exactly what this refuses
-  if (/[#\x00-\x1f\x7f]/.test(seg))
+  if (seg.includes('#') || hasControlCharacter(seg))
     throw new InvalidArgument(`${what} "${full}" must not contain "#" or control characters`);
 }
 
@@ -68,28 +68,10 @@ export function normaliseShare(share: string): string {
 
 export function checkServer(server: string): string {
   if (!server) throw new InvalidArgument('parameter "server" is required: the NFS server\'s host name or IP address');
-  // eslint-disable-next-line no-control-regex -- control characters are exactly what this refuses
-  if (server.length > 253 || /[\s/#\x00-\x1f]/.test(server)) {
+  if (server.length > 253 || /[\s/#]/.test(server) || hasControlCharacter(server)) {
     throw new InvalidArgument(`parameter "server" value "${server}" is not a host name or IP address`);
   }
   return server;
-}
-
-export function parseOctalMode(v: string, what: string): number | undefined {
-  if (v === '') return undefined;
-  if (!/^[0-7]{1,5}$/.test(v) || parseInt(v, 8) > 0o7777) {
-    throw new InvalidArgument(`${what} "${v}" is not an octal file mode such as "0775"`);
-  }
-  const mode = parseInt(v, 8);
-  return mode === 0 ? undefined : mode; // upstream: 0 means "do not chmod"
-}
-
-function parseId(v: string, what: string): number | undefined {
-  if (v === '') return undefined;
-  if (!/^\d{1,10}$/.test(v) || Number(v) > 2147483647) {
-    throw new InvalidArgument(`parameter "${what}" value "${v}" is not a numeric id between 0 and 2147483647`);
-  }
-  return Number(v);
 }
 
 function parseOnDelete(v: string | undefined, fallback: OnDelete): OnDelete {
@@ -162,9 +144,9 @@ export function parseCreateParams(
     share,
     subDir,
     subDirFromParam: fromParam,
-    mountPermissions: parseOctalMode(p.mountpermissions ?? '', 'parameter "mountPermissions" value'),
+    mountPermissions: NFS_PARAMETERS.mountPermissions.parse(p.mountpermissions),
     onDelete: parseOnDelete(p.ondelete, defaultOnDelete),
-    uid: parseId(p.uid ?? '', 'uid'),
-    gid: parseId(p.gid ?? '', 'gid'),
+    uid: NFS_PARAMETERS.uid.parse(p.uid),
+    gid: NFS_PARAMETERS.gid.parse(p.gid),
   };
 }

@@ -17,6 +17,7 @@ import { FailedPrecondition, InvalidArgument } from '../../errors.js';
 import { type CryptMapping, LuksBusy, LuksKeyRejected } from '../../os/cryptsetup.js';
 import type { ProxmoxNodeDeps } from './deps.js';
 import { ciGet } from '../../csi/node-common.js';
+import { boolSpelling } from '../../csi/param-def.js';
 import { VOLUME_CONTEXT_ENCRYPTED } from '../contract.js';
 
 /** The Secret key upstream reads the passphrase from. */
@@ -36,14 +37,14 @@ export function encryptionOf(
   const s = secrets ?? {};
   const passphrase = s[ENCRYPTION_PASSPHRASE_KEY];
   const marker = (ciGet(volumeContext ?? undefined, VOLUME_CONTEXT_ENCRYPTED) ?? '').trim().toLowerCase();
-  // The spellings the controller accepts (Go's strconv.ParseBool, like the other boolean parameters).
-  if (marker && !['1', 't', 'true', '0', 'f', 'false'].includes(marker)) {
+  // The spellings the controller accepts (csi/param-def.ts), in any case.
+  if (marker && boolSpelling(marker) === undefined) {
     throw new InvalidArgument(
       `volume ${volumeId}: volume context ${VOLUME_CONTEXT_ENCRYPTED}=${JSON.stringify(marker)} must be "true" or "false"`,
     );
   }
   const keys = Object.keys(s);
-  const required = passphrase !== undefined || keys.length > 0 || ['1', 't', 'true'].includes(marker);
+  const required = passphrase !== undefined || keys.length > 0 || boolSpelling(marker) === true;
   if (!required) return { required: false };
   if (passphrase === undefined) {
     const why =

@@ -1,7 +1,8 @@
 // StorageClass parameters, subDir templates, path validation and the volume-handle codec.
 import t from 'tap';
 import { isCsiError } from '../../../src/errors.js';
-import { expandSubDir, normaliseShare, parseCreateParams, parseOctalMode } from '../../../src/nfs/controller/params.js';
+import { expandSubDir, normaliseShare, parseCreateParams } from '../../../src/nfs/controller/params.js';
+import { parseOctalMode } from '../../../src/nfs/param-keys.js';
 import { archivePath, stamp } from '../../../src/nfs/controller/policy.js';
 import { composeVolumeId, parseVolumeId } from '../../../src/nfs/volume-id.js';
 

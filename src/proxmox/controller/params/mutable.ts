@@ -13,6 +13,7 @@
 // applies the newest marker over the volume context; DeleteVolume removes the markers first.
 import { InvalidArgument } from '../../../errors.js';
 import { defined } from '../../../defined.js';
+import { boolSpelling } from '../../../csi/param-def.js';
 import type { StorageContentItem } from '../../api/api.js';
 import { PROXMOX_PARAMETER_KEYS } from '../../param-keys.js';
 import { FSTYPE_KEY } from '../../contract.js';
@@ -32,9 +33,6 @@ export const MUTABLE_KEYS = ['backup', 'diskIOPS', 'diskMBps'] as const;
 // iothread).
 const IMMUTABLE_KEYS: ReadonlySet<string> = new Set([...PROXMOX_PARAMETER_KEYS, FSTYPE_KEY]);
 
-const TRUE = new Set(['1', 't', 'T', 'true', 'TRUE', 'True']);
-const FALSE = new Set(['0', 'f', 'F', 'false', 'FALSE', 'False']);
-
 function count(key: string, v: string): number {
   if (!/^\d+$/.test(v) || !Number.isSafeInteger(Number(v))) {
     throw new InvalidArgument(
@@ -49,9 +47,10 @@ export function parseMutableParameters(p: Record<string, string>): MutableValues
   const out: MutableValues = {};
   for (const [key, v] of Object.entries(p)) {
     if (key === 'backup') {
-      if (TRUE.has(v)) out.backup = true;
-      else if (FALSE.has(v)) out.backup = false;
-      else throw new InvalidArgument(`mutable parameter "backup": "${v}" is not valid; expected true or false`);
+      const b = boolSpelling(v);
+      if (b === undefined)
+        throw new InvalidArgument(`mutable parameter "backup": "${v}" is not valid; expected true or false`);
+      out.backup = b;
     } else if (key === 'diskIOPS') {
       out.iops = count(key, v);
     } else if (key === 'diskMBps') {

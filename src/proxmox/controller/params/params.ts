@@ -2,8 +2,8 @@
 // sizes. What the node reads back (fstype, WWN schemes, slots) is in ../contract.ts.
 import { parseCapacityRange } from '../../../csi/capacity.js';
 import { InvalidArgument, OutOfRange } from '../../../errors.js';
-import { FS_TYPES, FSTYPE_KEY, type FsTypeName } from '../../contract.js';
-import { AIO_MODES, CACHE_MODES, PROXMOX_PARAMETER_KEYS } from '../../param-keys.js';
+import { FSTYPE_KEY, type FsTypeName } from '../../contract.js';
+import { AIO_MODES, CACHE_MODES, PROXMOX_PARAMETER_KEYS, PROXMOX_PARAMETERS } from '../../param-keys.js';
 
 export { CACHE_MODES };
 /** Keys the external-provisioner adds (`--extra-create-metadata`); carried, never interpreted. */
@@ -29,52 +29,10 @@ export interface StorageParams {
 
 const KNOWN = PROXMOX_PARAMETER_KEYS;
 
+const P = PROXMOX_PARAMETERS;
+
 const bad = (key: string, value: string, want: string) =>
   new InvalidArgument(`parameter "${key}": "${value}" is not valid; expected ${want}`);
-
-// The spellings Go's strconv.ParseBool accepts, which upstream StorageClasses were written for.
-const TRUE = new Set(['1', 't', 'T', 'true', 'TRUE', 'True']);
-const FALSE = new Set(['0', 'f', 'F', 'false', 'FALSE', 'False']);
-
-function parseBool(key: string, v: string | undefined, dflt: boolean): boolean {
-  if (v === undefined || v === '') return dflt;
-  if (TRUE.has(v)) return true;
-  if (FALSE.has(v)) return false;
-  throw bad(key, v, 'true or false');
-}
-
-function parseCount(key: string, v: string | undefined): number | undefined {
-  if (v === undefined || v === '') return undefined;
-  if (!/^\d+$/.test(v) || !Number.isSafeInteger(Number(v))) throw bad(key, v, 'a whole number ≥ 0');
-  const n = Number(v);
-  return n === 0 ? undefined : n;
-}
-
-function parsePow2(key: string, v: string | undefined, min: number, max: number): number | undefined {
-  const n = parseCount(key, v);
-  if (n === undefined || v === undefined) return undefined; // parseCount gives undefined for an undefined v
-  if (n < min || n > max || (n & (n - 1)) !== 0) throw bad(key, v, `a power of two between ${min} and ${max}`);
-  return n;
-}
-
-function parseFsType(key: string, v: string | undefined): FsType | undefined {
-  if (v === undefined || v === '') return undefined;
-  const lower = v.toLowerCase();
-  if (!(FS_TYPES as readonly string[]).includes(lower)) throw bad(key, v, FS_TYPES.join(' or '));
-  return lower as FsType;
-}
-
-function parseCache(v: string | undefined): CacheMode | undefined {
-  if (v === undefined || v === '') return undefined;
-  if (!(CACHE_MODES as readonly string[]).includes(v)) throw bad('cache', v, CACHE_MODES.join(', '));
-  return v as CacheMode;
-}
-
-function parseAio(v: string | undefined): AioMode | undefined {
-  if (v === undefined || v === '') return undefined;
-  if (!(AIO_MODES as readonly string[]).includes(v)) throw bad('aio', v, AIO_MODES.join(', '));
-  return v as AioMode;
-}
 
 /**
  * Upstream keys that exist for storages other than LVM-thin or for features we do not offer:
@@ -88,12 +46,12 @@ function refuseInapplicable(p: Record<string, string>): void {
       `parameter "storageFormat": "${fmt}" cannot be used: LVM-thin storage holds raw volumes only (omit the key or set raw)`,
     );
   }
-  if (parseBool('replicate', p.replicate, false)) {
+  if (P.replicate.parse(p.replicate)) {
     throw new InvalidArgument(
       'parameter "replicate": Proxmox storage replication needs a ZFS (zfspool) storage; LVM-thin volumes cannot be replicated (omit the key or set false)',
     );
   }
-  if (parseBool('resizeRequired', p.resizeRequired, false)) {
+  if (P.resizeRequired.parse(p.resizeRequired)) {
     throw new InvalidArgument(
       'parameter "resizeRequired": upstream sets it only on volumes restored from a snapshot; this driver offers no snapshots, the size comes from the PVC (omit the key)',
     );
@@ -107,16 +65,16 @@ function refuseInapplicable(p: Record<string, string>): void {
 
 function parseValues(p: Record<string, string>): Omit<StorageParams, 'storage'> {
   return {
-    cache: parseCache(p.cache),
-    aio: parseAio(p.aio),
-    ssd: parseBool('ssd', p.ssd, false),
-    backup: parseBool('backup', p.backup, false),
-    iothread: parseBool('iothread', p.iothread, true),
-    diskIOPS: parseCount('diskIOPS', p.diskIOPS),
-    diskMBps: parseCount('diskMBps', p.diskMBps),
-    blockSize: parsePow2('blockSize', p.blockSize, 512, 65536),
-    inodeSize: parsePow2('inodeSize', p.inodeSize, 128, 65536),
-    fsType: parseFsType(FSTYPE_KEY, p[FSTYPE_KEY]),
+    cache: P.cache.parse(p.cache),
+    aio: P.aio.parse(p.aio),
+    ssd: P.ssd.parse(p.ssd),
+    backup: P.backup.parse(p.backup),
+    iothread: P.iothread.parse(p.iothread),
+    diskIOPS: P.diskIOPS.parse(p.diskIOPS),
+    diskMBps: P.diskMBps.parse(p.diskMBps),
+    blockSize: P.blockSize.parse(p.blockSize),
+    inodeSize: P.inodeSize.parse(p.inodeSize),
+    fsType: P[FSTYPE_KEY].parse(p[FSTYPE_KEY]),
   };
 }
 
@@ -134,7 +92,7 @@ export function parseCreateParameters(p: Record<string, string>): StorageParams 
   if (storage === '')
     throw new InvalidArgument('parameter "storage" is required (the Proxmox storage id, e.g. local-lvm)');
   if (!/^[a-z][a-z0-9._-]*[a-z0-9]$/i.test(storage)) throw bad('storage', storage, 'a Proxmox storage id');
-  parseBool('encrypted', p.encrypted, false); // validated here, read by the node from the volume context
+  P.encrypted.parse(p.encrypted); // validated here, read by the node from the volume context
   return { storage, ...parseValues(p) };
 }
 
