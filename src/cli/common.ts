@@ -22,7 +22,6 @@ export const EXIT = {
   /** Refused: a precondition does not hold (e.g. the volume is in use); nothing was changed. */
   REFUSED: 4,
 } as const;
-export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 
 export const EXIT_CODES_HELP = `Exit codes: 0 nothing to do (or all done), 1 findings or a dry run with changes to make,
   2 bad usage, 3 a call or an action failed, 4 refused (a precondition does not hold).`;

@@ -35,10 +35,8 @@ export type { NodeExpandVolumeResponse } from '../gen/csi/v1/NodeExpandVolumeRes
 export type { NodeGetInfoResponse } from '../gen/csi/v1/NodeGetInfoResponse.js';
 export type { VolumeCapability__Output as VolumeCapability } from '../gen/csi/v1/VolumeCapability.js';
 export type { Topology__Output as Topology } from '../gen/csi/v1/Topology.js';
-export type { Volume } from '../gen/csi/v1/Volume.js';
 export type { _csi_v1_ControllerServiceCapability_RPC_Type as ControllerCapability } from '../gen/csi/v1/ControllerServiceCapability.js';
 export type { _csi_v1_NodeServiceCapability_RPC_Type as NodeCapability } from '../gen/csi/v1/NodeServiceCapability.js';
-export type { _csi_v1_VolumeCapability_AccessMode_Mode as AccessMode } from '../gen/csi/v1/VolumeCapability.js';
 
 import type * as T from './types.js';
 

@@ -15,6 +15,5 @@ export class KubeError extends Error {
 
 export const isKubeError = (e: unknown, status?: number): e is KubeError =>
   e instanceof KubeError && (status === undefined || e.status === status);
-export const isNotFound = (e: unknown): boolean => isKubeError(e, 404);
 /** A resourceVersion/uid precondition failed, or the object already exists. */
 export const isConflict = (e: unknown): boolean => isKubeError(e, 409);

@@ -18,7 +18,7 @@ export type {
   V1VolumeAttachment,
 } from './api.js';
 export { annotationsPatch } from './api.js';
-export { KubeError, isConflict, isKubeError, isNotFound } from './errors.js';
+export { KubeError, isConflict, isKubeError } from './errors.js';
 
 export async function openKube(src: KubeSource = {}): Promise<KubeApi> {
   const { connectKube } = await import('./client.js');

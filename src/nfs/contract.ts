@@ -32,5 +32,5 @@ export const SUBDIR_TEMPLATES = {
 export type OnDelete = 'delete' | 'retain' | 'archive';
 export const ON_DELETE: readonly OnDelete[] = ['delete', 'retain', 'archive'];
 
-/** The volume handle, server#share#subDir#uuid#onDelete: the controller composes it, the node reads it. */
-export { composeVolumeId, parseVolumeId, type VolumeRef } from './volume-id.js';
+/** The volume handle, server#share#subDir#uuid#onDelete: the controller composes it (volume-id.ts), the node reads it. */
+export { parseVolumeId } from './volume-id.js';

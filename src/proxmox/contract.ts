@@ -14,8 +14,8 @@ export const PROXMOX_REGION_LABEL = 'topology.proxmox.sinextra.dev/region';
 export const PROXMOX_NODE_LABEL = 'topology.proxmox.sinextra.dev/node';
 
 // ---- volume context (the StorageClass parameters the node reads) ---------------------------
+// The provisioner's fstype key is both a StorageClass parameter and the volume-context key.
 export const FSTYPE_KEY = 'csi.storage.k8s.io/fstype';
-export const VOLUME_CONTEXT_FSTYPE = FSTYPE_KEY;
 export const VOLUME_CONTEXT_BLOCK_SIZE = 'blockSize';
 export const VOLUME_CONTEXT_INODE_SIZE = 'inodeSize';
 /** Ours, not upstream's: the node refuses to stage the volume without LUKS (luks.ts). */

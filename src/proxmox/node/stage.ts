@@ -1,6 +1,6 @@
 // NodeStage/NodeUnstage for Proxmox disks: find the hot-plugged disk by WWN, create a filesystem
 // only on a disk that has none, mount it at the staging path. An encrypted volume (see
-// proxmox-luks.ts) gets a LUKS header on first stage, is opened on every stage, and carries its
+// luks.ts) gets a LUKS header on first stage, is opened on every stage, and carries its
 // filesystem on the mapping; unstage closes the mapping.
 import type { CallContext, NodeStageVolumeRequest } from '../../csi/types.js';
 import { FailedPrecondition, InvalidArgument, NotFound, Unavailable } from '../../errors.js';
@@ -22,8 +22,8 @@ import { type DiskRef, diskFromPublishContext } from './wwn.js';
 import {
   FS_TYPES,
   isPvcIdWwn,
+  FSTYPE_KEY,
   VOLUME_CONTEXT_BLOCK_SIZE,
-  VOLUME_CONTEXT_FSTYPE,
   VOLUME_CONTEXT_INODE_SIZE,
 } from '../contract.js';
 
@@ -49,7 +49,7 @@ export async function findDisk(d: ProxmoxNodeDeps, disk: DiskRef, volumeId: stri
 
 /** Requested filesystem type: the capability's, else the one recorded in the volume context. */
 export function requestedFsType(req: NodeStageVolumeRequest): FsType | undefined {
-  const raw = (req.volumeCapability?.mount?.fsType || ciGet(req.volumeContext, VOLUME_CONTEXT_FSTYPE) || '')
+  const raw = (req.volumeCapability?.mount?.fsType || ciGet(req.volumeContext, FSTYPE_KEY) || '')
     .trim()
     .toLowerCase();
   if (!raw) return undefined;

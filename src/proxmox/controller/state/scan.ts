@@ -3,7 +3,7 @@
 // find the VM an online expansion goes through, and for ListVolumes/ControllerGetVolume.
 import { isCsiError } from '../../../errors.js';
 import type { ConfigEntry, ProxmoxApi, VmResource } from '../../api/api.js';
-import { attachedDisks, type DiskSite, otherBusKeysOf, sitesOf, unusedOf } from './drives.js';
+import { type DiskSite, otherBusKeysOf, sitesOf, unusedOf } from './drives.js';
 import type { VmLocator } from './vm-locator.js';
 
 export interface VmEntries {
@@ -64,18 +64,4 @@ export function usesOf(scan: readonly VmEntries[], storage: string, disk: string
     for (const key of otherBusKeysOf(entries, storage, disk)) use.otherBus.push({ vm, key });
   }
   return use;
-}
-
-/** volid → VMs it sits on (attached or attaching), for listing many volumes from one scan. */
-export function attachmentIndex(scan: readonly VmEntries[]): Map<string, Array<{ vm: VmResource; site: DiskSite }>> {
-  const index = new Map<string, Array<{ vm: VmResource; site: DiskSite }>>();
-  for (const { vm, entries } of scan) {
-    for (const site of attachedDisks(entries)) {
-      const volid = `${site.drive.storage}:${site.drive.disk}`;
-      const list = index.get(volid) ?? [];
-      list.push({ vm, site });
-      index.set(volid, list);
-    }
-  }
-  return index;
 }
