@@ -113,7 +113,7 @@ try {
   const storm = since(t0);
   const k = await admin.counters();
   const ok = res.filter((r) => r.status === 'fulfilled').length;
-  // Every publish of the storm must get a slot of its own (what bench/proxmox.ts checked in-process).
+  // Every publish of the storm must get a slot of its own: a storm that shares slots is no result.
   const luns = new Set(res.flatMap((r) => (r.status === 'fulfilled' ? [r.value.publishContext.lun] : [])));
   rows.push({
     what: `attach storm of ${STORM} (${ok} OK)`,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The image tier (`npm run image`, a phase of `npm test`): builds the project's real Dockerfile
-# without a container registry and runs the image through scripts/image-tier.ts.
+# without a container registry and runs the image through its tests (test/image/image.test.ts).
 #
 #   - buildah, podman, runc and mmdebstrap from Debian; their storage lives in
 #     $CACHE/containers (CONTAINERS_STORAGE_CONF / CONTAINERS_CONF), not in the system's.

@@ -63,7 +63,7 @@ export function isPvcIdWwn(wwn: string | undefined): boolean {
 
 /**
  * WWN of a short-lived attachment that exists only so Proxmox can resize an unattached volume
- * (offline expansion, see controller/expand.ts): the ASCII text `PVC-XP%02d`. It is never the
+ * (offline expansion, see controller/rpc/expand.ts): the ASCII text `PVC-XP%02d`. It is never the
  * node's `PVC-ID%02d`, so no node plugin takes the disk for a volume, and it marks the attachment
  * in the VM config, so one left behind by a crash is recognised and removed by the next call.
  */

@@ -225,7 +225,7 @@ t.test('bad requests are InvalidArgument', async (t) => {
     message: /server/,
   });
   // Required fields (target_path and the rest) are checked once, by the Node service before
-  // the backend (src/csi/validate.ts, test/unit/server/validate.test.ts).
+  // the backend (src/csi/validate.ts, test/integration/server/validate.test.ts).
   t.throws(() => validate.nodePublishVolume({ ...req({}), targetPath: '' }, false), {
     kind: 'InvalidArgument',
     message: /target_path/,
