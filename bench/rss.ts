@@ -4,7 +4,7 @@
 // through image/entrypoint.sh: heap from the chart's memory limit, the image's V8 flags), and as
 // before this budget (tsc's dist/src with V8's defaults); the node plugin serving both drivers
 // idle. The minimum is a bare `node` idling (the binary's own pages and V8's empty heap); the goal
-// (issue 15) is idle ≤ 60 MiB and ≤ 100 after load; upstream's two Go controllers idle at
+// (docs/design.md#resource-budget) is idle ≤ 60 MiB and ≤ 100 after load; upstream's two Go controllers idle at
 // 32.7 + 39.6 = 72 MiB on this machine. --flags adds a row with other V8 flags (an experiment).
 // Not offered: --lite-mode/--jitless (no WebAssembly, which undici's HTTP parser needs).
 //   npx tsx bench/rss.ts [--ops 2000] [--limit-mib N] [--flags '--x --y'] [--json] [--md]

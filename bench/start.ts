@@ -1,7 +1,7 @@
 // Start time: spawn of the program as the image runs it (image/entrypoint.sh starting the bundle,
 // bench/lib/program.ts) → every socket it serves answers Probe, for the controller and the node
 // plugin with the NFS driver, the Proxmox driver and both. The minimum is Node.js itself (spawn →
-// exit of an empty script); the goal (issue 15) is ≤ 300 ms; upstream's Go drivers start in ~85 ms
+// exit of an empty script); the goal (docs/design.md#resource-budget) is ≤ 300 ms; upstream's Go drivers start in ~85 ms
 // each on this machine. Also the program's CPU time at that moment (less sensitive to a busy
 // machine than wall time).
 //   npx tsx bench/start.ts [--runs N] [--json] [--md]

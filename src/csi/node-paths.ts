@@ -1,4 +1,4 @@
-// Node calls act only inside the kubelet directory (issue 10). Every path a node RPC receives is
+// Node calls act only inside the kubelet directory (docs/design.md#node-paths). Every path a node RPC receives is
 // checked here before a backend sees it: absolute, no control characters, normalised (`..`,
 // `//`, trailing `/`), its parent directories resolved through symlinks, and then strictly
 // below the kubelet directory (itself resolved, so a symlinked /var/lib/kubelet works). The

@@ -48,7 +48,7 @@ export async function badInput(env: ChaosEnv, shared: NfsShared): Promise<Record
   const kubeletFlag = programKnows('--kubelet-dir') ? ['--kubelet-dir', K] : [];
   if (!kubeletFlag.length)
     rec.violate(
-      'the program has no --kubelet-dir flag: node calls cannot be confined to a kubelet directory (defect 2)',
+      'the program has no --kubelet-dir flag: node calls cannot be confined to a kubelet directory (docs/design.md#node-paths)',
     );
   const prog = new Program({
     name: 'input-all',

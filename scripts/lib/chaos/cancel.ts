@@ -53,7 +53,7 @@ export async function cancelScenario(env: ChaosEnv): Promise<Recorder> {
     const toB = await csi.op('controller', 'ControllerPublishVolume', { ...publish, nodeId: b.name }, opts);
     if (toB.code === 'OK')
       rec.violate(
-        `${name}: publish to ${b.name} answered OK while the cancelled publish to ${a.name} could still land (defect 1)`,
+        `${name}: publish to ${b.name} answered OK while the cancelled publish to ${a.name} could still land (docs/design.md#fenced-changes)`,
       );
     else if (toB.code !== 'FAILED_PRECONDITION')
       rec.violate(

@@ -201,9 +201,11 @@ export function inputRows({
     controllerPublishVolume("other driver's handle", { ...publish, volumeId: wrong[d] }, pubAllow([IA, NF]));
     controllerPublishVolume('no capability', { ...publish, volumeCapability: undefined }, pubAllow([IA]));
     if (d === 'proxmox') {
-      controllerPublishVolume('boot disk of running VM 101 to VM 111 (defect 3)', { ...publish, volumeId: bootDisk }, [
-        FP,
-      ]);
+      controllerPublishVolume(
+        'boot disk of running VM 101 to VM 111 (docs/design.md#foreign-disks)',
+        { ...publish, volumeId: bootDisk },
+        [FP],
+      );
       controllerPublishVolume(
         'boot disk of VM 101 to VM 101 itself',
         { ...publish, volumeId: bootDisk, nodeId: 'talos-cp-1' },

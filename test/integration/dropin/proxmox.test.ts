@@ -160,7 +160,7 @@ t.test('config Secret: token inline with ca_file, and token_id_file/token_secret
     manifest: {},
   });
   t.same((await main.identity.Probe()).ready, { value: true }, 'Probe: the process serves');
-  // Probe never judges the backend (issue 10); an API call does.
+  // Probe never judges the backend (docs/design.md#probe-readiness); an API call does.
   const capacity = (c: typeof main) =>
     grpcCode(c.controller.GetCapacity({ parameters: { storage: 'local-lvm' }, accessibleTopology: topo('hyper1') }));
   t.equal(await capacity(main), 'OK', 'inline token, CA pinned by ca_file');

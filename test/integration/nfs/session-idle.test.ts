@@ -1,4 +1,4 @@
-// Issue 10 (integration tier: it opens sockets to a refusing loopback port): an NFS server's session is closed once idle, so a server named once (a stale or
+// docs/design.md#idle-nfs-sessions (integration tier: it opens sockets to a refusing loopback port): an NFS server's session is closed once idle, so a server named once (a stale or
 // mistyped handle) keeps no connection and no health entry; one in use is never closed.
 import t from 'tap';
 import { createNfs3Stores } from '../../../src/nfs/controller/nfs3-store.js';

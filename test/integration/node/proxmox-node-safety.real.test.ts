@@ -1,4 +1,4 @@
-// Issue 10, defect 2 on the Proxmox node, against real loop disks and mounts: node calls act only
+// docs/design.md#node-paths on the Proxmox node, against real loop disks and mounts: node calls act only
 // inside the kubelet directory and only on mounts of disks this driver attached; data is never
 // deleted. Runs in its own mount namespace: code with the defect would unmount host mounts.
 import { reexecInPrivateMountNs, inPrivateMountNs } from '../../helpers/private-mount-ns.js';

@@ -1,4 +1,4 @@
-// Issue 10, defects 1 and 3, against the simulator with Proxmox's own lock timeout (10 s): a
+// docs/design.md#fenced-changes and #foreign-disks, against the simulator with Proxmox's own lock timeout (10 s): a
 // volume is never attached to two VMs, whatever callers give up on and whoever holds locks.
 import t from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -24,7 +24,7 @@ async function start(t: Teardown, startupFenceMs?: number) {
   return { ...s, holders };
 }
 
-t.test('defect 1: a publish given up while the VM lock is held elsewhere keeps the volume fenced', async (t) => {
+t.test('fenced changes: a publish given up while the VM lock is held elsewhere keeps the volume fenced', async (t) => {
   const { c, admin, holders } = await start(t);
   const id = await createdId(c.createVolume(createReq('pvc-fence'), ctx()));
   await admin.holdLock({ vmid: 111 }, 6000);
@@ -130,7 +130,7 @@ t.test('class: delete given up while the storage lock is held keeps the volume f
   );
 });
 
-t.test("defect 3: a VM's own disk is never published to another VM", async (t) => {
+t.test("foreign disks: a VM's own disk is never published to another VM", async (t) => {
   const { c, holders } = await start(t);
   const boot = 'homelab/hyper1/local-lvm/vm-101-disk-0';
   const before = await holders('vm-101-disk-0');

@@ -1,4 +1,4 @@
-// Issue 10, the crash window: a `POST …/config` sent by a previous controller process that was
+// docs/design.md#start-up-fence, the crash window: a `POST …/config` sent by a previous controller process that was
 // killed (kill -9) can still be waiting for the VM config lock in Proxmox (qemu-server takes
 // the lock inside the forked `qmconfig` worker and waits up to 10 s) and land after a fresh
 // process published the same single-writer disk elsewhere. The dead process is simulated by

@@ -63,7 +63,7 @@ t.test('main: serves both endpoints and exits 0 on SIGTERM leaving no socket', a
   t.notOk(fs.existsSync(nfs), 'nfs socket removed');
 });
 
-// Issue 10: SIGTERM exit is bounded by --drain-timeout even while a Proxmox request hangs
+// docs/design.md#bounded-shutdown: SIGTERM exit is bounded by --drain-timeout even while a Proxmox request hangs
 // (closing the HTTP agent used to wait for it). In-flight requests are aborted after the drain.
 t.test('main: SIGTERM exits within the drain timeout + 2 s while a Proxmox call hangs', async (t) => {
   const { startSimulator, SimulatorAdmin } = await import('../../../sim/index.js');
@@ -110,7 +110,7 @@ t.test('main: SIGTERM exits within the drain timeout + 2 s while a Proxmox call 
   t.comment(answer instanceof Error ? answer.message : JSON.stringify(answer));
 });
 
-// Issue 10: Probe says whether the process can serve. A Proxmox cluster that does not answer,
+// docs/design.md#probe-readiness: Probe says whether the process can serve. A Proxmox cluster that does not answer,
 // and a handle naming an NFS server that does not answer (the legacy a/b/c/d form included),
 // leave Probe ready; csi_backend_up reports them as down instead.
 t.test('main: unreachable backends leave Probe ready and show in csi_backend_up', async (t) => {

@@ -1,4 +1,4 @@
-// Issue 10: one validation for both drivers. Every RPC that takes a name, id or path refuses
+// docs/design.md#one-validation: one validation for both drivers. Every RPC that takes a name, id or path refuses
 // control characters with INVALID_ARGUMENT before any backend sees them; sizes go through one
 // capacity parser (negative, fractional, below-required limits are OUT_OF_RANGE) in the gate
 // and in each driver's own code.

@@ -48,7 +48,7 @@ export class AttachChecks {
       ),
       exclusive.length === 0
         ? new Map<AttachJob, Error>()
-        : // The disk's owner VM too: its own disks are never attached elsewhere (issue 10, defect 3).
+        : // The disk's owner VM too: its own disks are never attached elsewhere (docs/design.md#foreign-disks).
           this.others(vm, [...new Set(exclusive.map((j) => j.req.diskNode))]).then((scan) =>
             this.exclusivity(exclusive, scan),
           ),

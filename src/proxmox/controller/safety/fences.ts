@@ -2,7 +2,7 @@
 // can take effect after its caller gave up (a POST …/config task waits up to 10 s for the VM
 // lock, a PUT waits in pvedaemon, a lost answer says nothing), and until it has landed or is
 // proven not to have landed, nothing else may act on the volume as if it had not been sent:
-// that is how a cancelled publish ended up attached next to a second one (issue 10, defect 1).
+// that is how a cancelled publish ended up attached next to a second one (docs/design.md#fenced-changes).
 // A fence is held by the work itself, never by the caller: a caller that gives up gets its
 // answer at once, the work runs to its outcome in the background and then lifts the fence.
 import { Busy, DeadlineExceeded } from '../../../errors.js';

@@ -1,4 +1,4 @@
-// Issue 10, defect 2 on the NFS node: node calls act only inside the kubelet directory; umount
+// docs/design.md#node-paths on the NFS node: node calls act only inside the kubelet directory; umount
 // (and its -f / -l escalation) runs only on the NFS mount of this volume; data is never deleted.
 // The host has no NFS client, so the mount table is the fake executor's and every command the
 // node runs is recorded: the assertion is that no umount ever reached a path it must not touch.
