@@ -1,5 +1,5 @@
 // The benches' command lines: numeric flags with their defaults (`--runs 20`) and --md (the table
-// as Markdown, for the README).
+// as Markdown, for docs/performance.md).
 import { parseArgs } from 'node:util';
 
 /** `--<name> N` for each entry of `defaults` (a value that is not a number is refused), and --md. */

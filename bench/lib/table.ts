@@ -30,7 +30,7 @@ export interface Table {
   rows: Row[];
 }
 
-/** Plain text, aligned; also the Markdown the README's performance section is pasted from (--md). */
+/** Plain text, aligned; also the Markdown docs/performance.md is pasted from (--md). */
 export function renderTable(t: Table, markdown = process.argv.includes('--md')): string {
   const head = ['what', `p50 (${t.unit})`, `p95 (${t.unit})`, 'minimum', 'ratio', 'note'];
   const body = t.rows.map((r) => {
