@@ -16,7 +16,7 @@ const SUBCOMMANDS: Record<string, { args: string; load: Loader }> = {
   preflight: { args: '[flags]', load: async () => (await import('./preflight.js')).preflight },
   report: { args: '[--fix [--yes]] [flags]', load: async () => (await import('./report/command.js')).report },
   archives: { args: 'list|prune [flags]', load: async () => (await import('./archives.js')).archives },
-  move: { args: 'NAMESPACE/CLAIM --to-zone HOST [flags]', load: async () => (await import('./move.js')).move },
+  move: { args: 'NAMESPACE/CLAIM --to-zone HOST [flags]', load: async () => (await import('./move/command.js')).move },
 };
 
 export function subcommandNames(): string[] {

@@ -4,18 +4,25 @@
 // controller speaks NFS from the pod network; upstream mounted from the host network). Classes:
 // the drivers' own parameter parsers. Swap: what changes for existing volumes.
 import type { ProxmoxConfig } from '../config/types.js';
-import { missingMovePrivileges } from '../move/privileges.js';
-import { effectiveMissing, fixNeeds, reportNeeds, type Need } from './privileges.js';
 import { isCsiError } from '../errors.js';
-import { lookupPort, MOUNT_PROGRAM, MOUNT_V3 } from '../nfs/client/mount.js';
-import { NFS_PROGRAM, NFS_V3 } from '../nfs/client/nfs3.js';
-import { createNfs3Stores } from '../nfs/controller/nfs3-store.js';
-import { parseCreateParams } from '../nfs/controller/params.js';
-import { NFS_CONTEXT } from '../nfs/contract.js';
-import { parseVolumeId } from '../nfs/volume-id.js';
-import { CSI_ROLE_PRIVILEGES } from '../proxmox/api/errors.js';
-import { createHttpProxmoxApi, type HttpProxmoxApi } from '../proxmox/api/http-api.js';
-import { parseCreateParameters } from '../proxmox/controller/params/params.js';
+import {
+  createNfs3Stores,
+  lookupPort,
+  MOUNT_PROGRAM,
+  MOUNT_V3,
+  NFS_CONTEXT,
+  NFS_PROGRAM,
+  NFS_V3,
+  parseCreateParams,
+  parseVolumeId,
+} from '../nfs/index.js';
+import {
+  createHttpProxmoxApi,
+  CSI_ROLE_PRIVILEGES,
+  parseCreateParameters,
+  type HttpProxmoxApi,
+} from '../proxmox/index.js';
+import { effectiveMissing, fixNeeds, missingMovePrivileges, reportNeeds, type Need } from './privileges.js';
 
 export type Status = 'pass' | 'fail' | 'warn' | 'info' | 'skip';
 export interface CheckResult {

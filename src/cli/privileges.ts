@@ -1,5 +1,5 @@
-// Which Proxmox privileges a subcommand needs, and which of them the configured credentials lack
-// (GET /access/permissions, as preflight reads it). The needs come from pve-manager/qemu-server/
+// Which Proxmox privileges a subcommand needs (report, report --fix, move), and which of them the
+// configured credentials lack (GET /access/permissions, as preflight reads it): the one table. The needs come from pve-manager/qemu-server/
 // pve-storage's own permission checks on the calls each command makes:
 //   GET /cluster/resources              lists only VMs with VM.Audit and storages with Datastore.Audit
 //   GET …/qemu/{vmid}/pending           VM.Audit on /vms/{vmid}
@@ -8,6 +8,8 @@
 //                                       or Datastore.Audit + VM.Config.Disk on /vms/{owner vmid}
 //   DELETE …/storage/{storage}/content/{volume}   Datastore.Allocate on the storage
 //   PUT …/qemu/{vmid}/unlink, POST …/config delete   VM.Config.Disk on /vms/{vmid}
+//   POST …/qemu (create), DELETE …/qemu/{vmid}       VM.Allocate on /vms/{vmid}
+//   POST …/qemu/{vmid}/migrate                       VM.Migrate on /vms/{vmid}
 // Both listings filter silently: a token that cannot see every VM would make an attached disk
 // look unattached. That is why report --fix refuses to act unless every need is met.
 
@@ -66,4 +68,28 @@ export function effectiveMissing(perms: Permissions, needs: readonly Need[], sto
     if (!(n.privilege === 'VM.Config.Disk' && n.path !== '/vms')) return true;
     return !(storages.length > 0 && storages.every((s) => hasPrivilege(perms, `/storage/${s}`, 'Datastore.Allocate')));
   });
+}
+
+/**
+ * `move`: beyond reading, the mover VM's create/destroy (VM.Allocate), its migration
+ * (VM.Migrate), letting it hold and release the disk (VM.Config.Disk), the copy on the target
+ * storage (Datastore.AllocateSpace) and freeing a leftover source copy (Datastore.Allocate).
+ */
+export function moveNeeds(vmid: number, storage: string): Need[] {
+  const vm = `/vms/${vmid}`;
+  const st = `/storage/${storage}`;
+  return [
+    { path: vm, privilege: 'VM.Audit', why: 'find the helper VM and read VM configs' },
+    { path: vm, privilege: 'VM.Allocate', why: 'create and destroy the helper VM' },
+    { path: vm, privilege: 'VM.Migrate', why: 'migrate the helper VM with the disk' },
+    { path: vm, privilege: 'VM.Config.Disk', why: 'let the helper VM hold and release the disk' },
+    { path: st, privilege: 'Datastore.Audit', why: 'list the disks of the storage' },
+    { path: st, privilege: 'Datastore.AllocateSpace', why: 'allocate the copy on the target host' },
+    { path: st, privilege: 'Datastore.Allocate', why: 'free a source copy a failed cleanup left behind' },
+  ];
+}
+
+/** What the credentials lack for `move` of a disk on `storage`, one line each as move and preflight print it. */
+export function missingMovePrivileges(perms: Permissions, vmid: number, storage: string): string[] {
+  return missingNeeds(perms, moveNeeds(vmid, storage)).map((n) => `${n.privilege} on ${n.path} (${n.why})`);
 }

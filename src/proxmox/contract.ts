@@ -1,6 +1,6 @@
 // What the two halves of csi.proxmox.sinextra.dev must agree on, in one place: the controller
 // writes these (volume context, publish context, drive WWNs, topology) and the node reads them.
-// Both halves, the chart tests and the mover (src/move: a moved PV's node affinity) import it; the
+// Both halves, the chart tests and `move` (src/cli/move: a moved PV's node affinity) import it; the
 // values are upstream proxmox-csi-plugin's, so PVs and VolumeAttachments it made read alike.
 
 export const PROXMOX_DRIVER_NAME = 'csi.proxmox.sinextra.dev';

@@ -1,4 +1,4 @@
-// Public surface of the Proxmox backend for src/main.ts and the tests.
+// Public surface of the Proxmox backend for src/main.ts, the subcommands (src/cli) and the tests.
 export {
   createProxmoxController,
   PROXMOX_CONTROLLER_CAPABILITIES,
@@ -6,6 +6,10 @@ export {
 } from './controller/controller.js';
 export type { ProxmoxController, ProxmoxControllerOptions } from './controller/controller.js';
 export type { ProxmoxApi } from './api/api.js';
-export { createHttpProxmoxApi } from './api/http-api.js';
-export { parseVolumeId, formatVolumeId, diskNameFor } from './volume-id.js';
-export { wwnForSlot, FSTYPE_KEY } from './contract.js';
+export { createHttpProxmoxApi, type HttpProxmoxApi } from './api/http-api.js';
+export { CSI_ROLE_PRIVILEGES } from './api/errors.js';
+export { waitTask } from './api/tasks.js';
+export { parseVolumeId, formatVolumeId, diskNameFor, parseVolid, volidOf } from './volume-id.js';
+export { wwnForSlot, FSTYPE_KEY, TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY } from './contract.js';
+export { parseCreateParameters } from './controller/params/params.js';
+export { MOVER_VM_NAME, MoverVm, volidOfValue, type MoverApi } from './mover-vm.js';

@@ -8,7 +8,9 @@
 //   - the two drivers import nothing of each other;
 //   - within a driver, the node half (src/<driver>/node) imports from its driver only its own
 //     files and src/<driver>/contract.ts, and nothing else of the driver imports the node half:
-//     controller and node share only the contract.
+//     controller and node share only the contract;
+//   - the subcommands in THROUGH_INDEX reach a driver only through its public index
+//     (src/<driver>/index.ts), never its internals.
 import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -17,6 +19,8 @@ import { fileURLToPath } from 'node:url';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const SRC = path.join(ROOT, 'src');
 const DRIVERS = ['proxmox', 'nfs'] as const;
+/** src-relative path prefixes of the code that imports a driver only through src/<driver>/index.ts. */
+const THROUGH_INDEX = ['cli/move/', 'cli/preflight'];
 
 function sources(dir: string): string[] {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
@@ -57,6 +61,7 @@ const isDriver = (p: string) => (DRIVERS as readonly string[]).includes(top(p));
 const BELOW_DRIVERS = ['server', 'csi', 'os', 'config'];
 /** The files that compose the program, the only ones outside src/server that may import it. */
 const ENTRY = ['main.ts', 'drivers.ts'];
+const throughIndex = (p: string) => THROUGH_INDEX.some((prefix) => p.split(path.sep).join('/').startsWith(prefix));
 
 /** Each broken rule as "a.ts → b.ts: why". */
 export function violations(g: Map<string, string[]>): string[] {
@@ -70,6 +75,10 @@ export function violations(g: Map<string, string[]>): string[] {
       }
       if (top(to) === 'server' && top(from) !== 'server' && !ENTRY.includes(from)) {
         say('only src/server and the entry (main.ts, drivers.ts) import src/server');
+        continue;
+      }
+      if (throughIndex(from) && isDriver(to) && to !== path.join(top(to), 'index.ts')) {
+        say(`${from} reaches ${top(to)} only through ${path.join(top(to), 'index.ts')}`);
         continue;
       }
       if (isDriver(from) && isDriver(to) && top(from) !== top(to)) {
@@ -124,6 +133,9 @@ t.test('the rules catch what they forbid', async (t) => {
       j('proxmox', 'controller', 'core.ts'),
       [j('proxmox', 'node', 'topology.ts'), j('proxmox', 'contract.ts'), j('proxmox', 'volume-id.ts')],
     ],
+    [j('cli', 'move', 'plan.ts'), [j('proxmox', 'index.ts'), j('proxmox', 'mover-vm.ts'), j('cli', 'privileges.ts')]],
+    [j('cli', 'preflight-checks.ts'), [j('nfs', 'index.ts'), j('nfs', 'client', 'mount.ts')]],
+    [j('cli', 'report', 'fix.ts'), [j('proxmox', 'api', 'tasks.ts')]],
   ]);
   t.same(violations(g), [
     `${j('server', 'x.ts')} → ${j('proxmox', 'contract.ts')}: src/server imports no driver`,
@@ -135,6 +147,8 @@ t.test('the rules catch what they forbid', async (t) => {
     `${j('nfs', 'param-keys.ts')} → ${j('proxmox', 'param-keys.ts')}: a driver imports nothing of the other driver`,
     `${j('proxmox', 'node', 'stage.ts')} → ${j('proxmox', 'controller', 'params.ts')}: the node half of proxmox imports only its own files and ${j('proxmox', 'contract.ts')}`,
     `${j('proxmox', 'controller', 'core.ts')} → ${j('proxmox', 'node', 'topology.ts')}: only the node half of proxmox imports ${j('proxmox', 'node')}`,
+    `${j('cli', 'move', 'plan.ts')} → ${j('proxmox', 'mover-vm.ts')}: ${j('cli', 'move', 'plan.ts')} reaches proxmox only through ${j('proxmox', 'index.ts')}`,
+    `${j('cli', 'preflight-checks.ts')} → ${j('nfs', 'client', 'mount.ts')}: ${j('cli', 'preflight-checks.ts')} reaches nfs only through ${j('nfs', 'index.ts')}`,
   ]);
   t.same(
     importsOf(

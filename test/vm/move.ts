@@ -1,6 +1,6 @@
 // VM tier: the data path of `pve-nfs-csi move`. The guest first plays talos-worker-1 (VMID 111 on
 // hyper1): a volume is published to it, formatted and mounted by the node plugin, and a file is
-// written through the guest's kernel. Then the Proxmox half of move (src/proxmox/move/helper-vm.ts:
+// written through the guest's kernel. Then the Proxmox half of move (src/proxmox/mover-vm.ts:
 // helper VM 9999 holds the disk, is migrated offline to hyper2, lets go of it) carries the disk to
 // hyper2 — the simulator's migration copies the volume's backing file, the bytes QEMU wrote for
 // the guest. Then the guest plays talos-worker-2 (VMID 112 on hyper2, the same QEMU through the
@@ -17,7 +17,7 @@ import { csiClient, type VolumeCapability } from '../helpers/csi-client.js';
 import { present } from '../helpers/present.js';
 import { stageAndPublish, unpublishAndUnstage } from '../helpers/stage-publish.js';
 import { createHttpProxmoxApi } from '../../src/proxmox/api/http-api.js';
-import { HelperVm } from '../../src/proxmox/move/helper-vm.js';
+import { MoverVm } from '../../src/proxmox/mover-vm.js';
 import { parseVolumeId, formatVolumeId } from '../../src/proxmox/volume-id.js';
 
 const GiB = 2 ** 30;
@@ -103,7 +103,7 @@ export async function runMove(deps: Deps): Promise<number> {
     const ref = parseVolumeId(volumeId);
     if (!ref) throw new Error(`${volumeId} is not a Proxmox handle`);
     const volid = `${ref.storage}:${ref.disk}`;
-    const helper = new HelperVm({ api, cluster: 'homelab', vmid: 9999, log: say });
+    const helper = new MoverVm({ api, cluster: 'homelab', vmid: 9999, log: say });
     await helper.hold('hyper1', volid);
     const upid = await helper.startMigration('hyper1', 'hyper2');
     const log = await helper.finishMigration(upid, 'hyper1');

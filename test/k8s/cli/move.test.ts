@@ -20,12 +20,12 @@ import t from 'tap';
 import { stringify } from 'yaml';
 import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 import { MOVER, defaultConfig } from '../../../sim/test/fixtures/helpers.js';
-import { move } from '../../../src/cli/move.js';
+import { move } from '../../../src/cli/move/command.js';
 import { openKube } from '../../../src/k8s/index.js';
-import { moveKube } from '../../../src/move/kube-adapter.js';
-import { startOrResume } from '../../../src/move/index.js';
-import type { PersistentVolume, PersistentVolumeClaim, VolumeAttachment } from '../../../src/move/kube-port.js';
-import type { MoveDeps } from '../../../src/move/run.js';
+import { moveKube } from '../../../src/cli/move/kube-adapter.js';
+import { startOrResume } from '../../../src/cli/move/start.js';
+import type { PersistentVolume, PersistentVolumeClaim, VolumeAttachment } from '../../../src/cli/move/kube-port.js';
+import type { MoveDeps } from '../../../src/cli/move/run.js';
 import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
 import { ROOT, binaries, startCluster } from '../lib/cluster.js';
 

@@ -4,21 +4,12 @@
 // migration has moved the disk, a failure rolls back (the helper lets go of the disk on the
 // source, the PV gets its reclaim policy back, the record goes); after that the only safe
 // direction is forward, and a re-run finishes the move.
-import { isCsiError } from '../errors.js';
-import { HelperVm, type MoverApi } from '../proxmox/move/helper-vm.js';
-import { parseVolid, parseVolumeId, volidOf } from '../proxmox/volume-id.js';
+import { isCsiError } from '../../errors.js';
+import { MoverVm, parseVolid, parseVolumeId, volidOf, waitTask, type MoverApi } from '../../proxmox/index.js';
 import type { MoveKube, PersistentVolume, PersistentVolumeClaim } from './kube-port.js';
 import { buildClaim, buildReplacementPv, targetHandle } from './objects.js';
-import { Refusal } from './checks.js';
-import {
-  MOVED_FROM_KEY,
-  type MoveRecord,
-  RECORD_KEY,
-  type Step,
-  readRecord,
-  recordPatch,
-  stepIndex,
-} from './record.js';
+import { MOVED_FROM_KEY, type MoveRecord, RECORD_KEY, type Step, recordPatch, stepIndex } from './record.js';
+import { Refusal } from './refusal.js';
 
 export interface MoveDeps {
   kube: MoveKube;
@@ -44,7 +35,7 @@ const errText = (e: unknown) => (e instanceof Error ? e.message : String(e));
 const isConflict = (e: unknown) => (e as { status?: number }).status === 409;
 
 export class MoveRun {
-  private readonly helper: HelperVm;
+  private readonly helper: MoverVm;
   /** Steps this run completed, for the report. */
   readonly done: string[] = [];
 
@@ -52,7 +43,7 @@ export class MoveRun {
     private readonly d: MoveDeps,
     private r: MoveRecord,
   ) {
-    this.helper = new HelperVm({
+    this.helper = new MoverVm({
       api: d.api,
       cluster: d.region,
       vmid: d.vmid,
@@ -106,6 +97,7 @@ export class MoveRun {
     } catch (e) {
       if (isConflict(e))
         throw new Refusal(
+          'pv-changed',
           `PV ${this.r.oldPv} changed since it was read (another move of this claim starting?); run move again`,
         );
       throw e;
@@ -378,7 +370,6 @@ export class MoveRun {
     this.d.log(`free the source copy ${volid} on ${src.node}`);
     const upid = await this.d.api.freeDisk(src.node, src.storage, volid, { signal: this.d.signal });
     if (upid) {
-      const { waitTask } = await import('../proxmox/api/tasks.js');
       await waitTask(this.d.api, src.node, upid, {
         cluster: this.d.region,
         what: `free ${volid}`,
@@ -417,20 +408,4 @@ export class MoveRun {
     this.done.push('rolled-back');
     throw new MoveRolledBack(reason);
   }
-}
-
-/** The record of a move of this claim, wherever it is: on the claim's PV, or on any PV naming the claim. */
-export async function findRecord(kube: MoveKube, namespace: string, name: string): Promise<MoveRecord | undefined> {
-  const pvc = await kube.getPvc(namespace, name);
-  if (pvc?.spec.volumeName) {
-    const r = readRecord(await kube.getPv(pvc.spec.volumeName));
-    if (r) return r;
-  }
-  let best: MoveRecord | undefined;
-  for (const pv of await kube.listPvs()) {
-    const r = readRecord(pv);
-    if (!r || r.claim.namespace !== namespace || r.claim.name !== name) continue;
-    if (!best || stepIndex(r.step) > stepIndex(best.step)) best = r;
-  }
-  return best;
 }

@@ -1,5 +1,7 @@
-// The Proxmox half of `pve-nfs-csi move`: carrying an unattached LVM-thin disk to another host of
-// the same cluster through the API, without root@pam.
+// The mover VM: the VM `pve-nfs-csi move` borrows to carry an unattached LVM-thin disk to another
+// host of the same cluster through the API, without root@pam. Not to be confused with the
+// expansion helpers (controller/safety/helper-vms.ts): the cluster's node VMs an offline
+// expansion borrows; the mover VM is one VM of our own, made and destroyed by each move.
 //
 // What Proxmox VE offers (read from qemu-server and pve-storage): the storage API's volume copy
 // (`POST …/storage/{storage}/content/{volume}`) is marked "experimental - do not use" and has no
@@ -18,19 +20,19 @@
 // config key; only deletes deallocate), and destroying the VM then frees only that name, which
 // does not exist (lvmthin's free of a missing LV is no error). destroy-unreferenced-disks is
 // never passed: it would free every vm-9999-* disk on the host.
-import { FailedPrecondition, isCsiError } from '../../errors.js';
-import type { ProxmoxApi, ProxmoxVmLifecycle } from '../api/api.js';
-import { sleep, upidNode, waitTask } from '../api/tasks.js';
-import { parseVolid } from '../volume-id.js';
+import { FailedPrecondition, isCsiError } from '../errors.js';
+import type { ProxmoxApi, ProxmoxVmLifecycle } from './api/api.js';
+import { sleep, upidNode, waitTask } from './api/tasks.js';
+import { parseVolid } from './volume-id.js';
 
-export const HELPER_NAME = 'pve-nfs-csi-mover';
-export const helperDescription = (volid: string) =>
+export const MOVER_VM_NAME = 'pve-nfs-csi-mover';
+export const moverVmDescription = (volid: string) =>
   `pve-nfs-csi move: carries ${volid} to another host; removed when the move ends`;
 export const releasedPlaceholder = (storage: string, vmid: number) => `${storage}:vm-${vmid}-pve-nfs-csi-released`;
 
 export type MoverApi = ProxmoxApi & ProxmoxVmLifecycle;
 
-export interface HelperState {
+export interface MoverVmState {
   node: string;
   name: string;
   status?: string | undefined;
@@ -39,7 +41,7 @@ export interface HelperState {
   volids: string[];
 }
 
-export interface MoverOptions {
+export interface MoverVmOptions {
   api: MoverApi;
   cluster: string;
   vmid: number;
@@ -58,8 +60,8 @@ export function volidOfValue(key: string, value: string): string | undefined {
   return VOLID_RE.test(file) && parseVolid(file) ? file : undefined;
 }
 
-export class HelperVm {
-  constructor(private readonly o: MoverOptions) {}
+export class MoverVm {
+  constructor(private readonly o: MoverVmOptions) {}
 
   private get w() {
     return { cluster: this.o.cluster, signal: this.o.signal };
@@ -71,7 +73,7 @@ export class HelperVm {
    * API's short cache); the config read on that node is authoritative, so a listing that is
    * stale shows up as a config that does not exist there, and is read again.
    */
-  async state(): Promise<HelperState | undefined> {
+  async state(): Promise<MoverVmState | undefined> {
     const { api, vmid, signal } = this.o;
     for (let attempt = 1; ; attempt++) {
       const row = (await api.vmResources({ signal })).find((r) => r.vmid === vmid);
@@ -88,7 +90,7 @@ export class HelperVm {
   private stateOf(
     row: { node: string; name: string; status?: string | undefined },
     entries: Awaited<ReturnType<MoverApi['vmPending']>>,
-  ): HelperState {
+  ): MoverVmState {
     const volids = new Set<string>();
     let lock: string | undefined;
     let name = row.name;
@@ -104,11 +106,11 @@ export class HelperVm {
   }
 
   /** Refuses a VM with our VMID that is not our helper: it could be a real VM someone made. */
-  assertOurs(st: HelperState): void {
-    if (st.name !== HELPER_NAME) {
+  assertOurs(st: MoverVmState): void {
+    if (st.name !== MOVER_VM_NAME) {
       throw new FailedPrecondition(
         `VMID ${this.o.vmid} (the controller VMID that owns the driver's disks) is a VM named "${st.name}" on ${st.node}; ` +
-          `move uses that VMID for its helper VM "${HELPER_NAME}" and will not touch another VM`,
+          `move uses that VMID for its helper VM "${MOVER_VM_NAME}" and will not touch another VM`,
       );
     }
   }
@@ -134,7 +136,7 @@ export class HelperVm {
         upid = await api.createVm(
           node,
           vmid,
-          { name: HELPER_NAME, description: helperDescription(volid), unused0: volid },
+          { name: MOVER_VM_NAME, description: moverVmDescription(volid), unused0: volid },
           { signal },
         );
       } catch (e) {

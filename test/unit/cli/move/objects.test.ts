@@ -1,9 +1,9 @@
 // The pure parts of `move`: names, handles, the replacement PV and claim, the record, privileges.
 import t from 'tap';
-import { buildClaim, buildReplacementPv, replacementPvName, targetHandle } from '../../../src/move/objects.js';
-import { missingMovePrivileges } from '../../../src/move/privileges.js';
-import { type MoveRecord, RECORD_KEY, readRecord, saveClaim } from '../../../src/move/record.js';
-import type { PersistentVolume, PersistentVolumeClaim } from '../../../src/move/kube-port.js';
+import { buildClaim, buildReplacementPv, replacementPvName, targetHandle } from '../../../../src/cli/move/objects.js';
+import { missingMovePrivileges } from '../../../../src/cli/privileges.js';
+import { type MoveRecord, RECORD_KEY, readRecord, saveClaim } from '../../../../src/cli/move/record.js';
+import type { PersistentVolume, PersistentVolumeClaim } from '../../../../src/cli/move/kube-port.js';
 
 const oldPv: PersistentVolume = {
   metadata: {

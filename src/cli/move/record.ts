@@ -4,7 +4,7 @@
 // the claim itself is gone) and, together with what Proxmox and the API server show, knows what is
 // done and what is left. It also keeps what the claim looked like, so a claim deleted by the move
 // is recreated with the same name, labels, annotations and spec.
-import type { PersistentVolume, PersistentVolumeClaim } from './kube-port.js';
+import type { MoveKube, PersistentVolume, PersistentVolumeClaim } from './kube-port.js';
 
 export const RECORD_KEY = 'pve-nfs-csi.io/move';
 export const MOVED_FROM_KEY = 'pve-nfs-csi.io/moved-from';
@@ -98,4 +98,20 @@ export function saveClaim(pvc: PersistentVolumeClaim): SavedClaim {
     ...(pvc.metadata.ownerReferences?.length && { ownerReferences: pvc.metadata.ownerReferences }),
     spec,
   };
+}
+
+/** The record of a move of this claim, wherever it is: on the claim's PV, or on any PV naming the claim. */
+export async function findRecord(kube: MoveKube, namespace: string, name: string): Promise<MoveRecord | undefined> {
+  const pvc = await kube.getPvc(namespace, name);
+  if (pvc?.spec.volumeName) {
+    const r = readRecord(await kube.getPv(pvc.spec.volumeName));
+    if (r) return r;
+  }
+  let best: MoveRecord | undefined;
+  for (const pv of await kube.listPvs()) {
+    const r = readRecord(pv);
+    if (!r || r.claim.namespace !== namespace || r.claim.name !== name) continue;
+    if (!best || stepIndex(r.step) > stepIndex(best.step)) best = r;
+  }
+  return best;
 }

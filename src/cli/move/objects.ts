@@ -6,8 +6,12 @@
 // namespace, name, labels, annotations and spec (its UID changes; pods reference claims by name,
 // so a Deployment or StatefulSet just starts again), with spec.volumeName naming the replacement
 // PV, whose claimRef is pre-bound to that name — the PV controller binds exactly that pair.
-import { TOPOLOGY_REGION_KEY as REGION_KEY, TOPOLOGY_ZONE_KEY as ZONE_KEY } from '../proxmox/contract.js';
-import { formatVolumeId, parseVolumeId } from '../proxmox/volume-id.js';
+import {
+  TOPOLOGY_REGION_KEY as REGION_KEY,
+  TOPOLOGY_ZONE_KEY as ZONE_KEY,
+  formatVolumeId,
+  parseVolumeId,
+} from '../../proxmox/index.js';
 import type { PersistentVolume, PersistentVolumeClaim } from './kube-port.js';
 import { MOVED_FROM_KEY, type MoveRecord, RECORD_KEY } from './record.js';
 

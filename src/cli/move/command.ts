@@ -3,26 +3,35 @@
 // Dry run by default (prints the plan); --yes acts; a run that was interrupted anywhere is
 // continued by running the same command again; --abort rolls back a move that has not yet
 // copied the disk. See docs/day2.md.
-import type { HttpProxmoxApi } from '../proxmox/api/http-api.js';
-import { isRefusal, planMove } from '../move/checks.js';
-import { moveKube } from '../move/kube-adapter.js';
-import type { MoveKube } from '../move/kube-port.js';
-import { type MoveRecord, STEPS } from '../move/record.js';
-import { MoveIncomplete, MoveRolledBack, MoveRun, findRecord } from '../move/run.js';
+import { createHttpProxmoxApi } from '../../proxmox/index.js';
 import {
   COMMON_FLAGS_HELP,
   EXIT,
   EXIT_CODES_HELP,
   type Io,
-  RefusedError,
   UsageError,
   parseFlags,
   runCommand,
   table,
-} from './common.js';
-import type { Subcommand } from './index.js';
-import { kubeFrom, proxmoxConfigFrom } from './sources.js';
-import { parseVolumeId } from '../proxmox/volume-id.js';
+} from '../common.js';
+import type { Subcommand } from '../index.js';
+import { kubeFrom, proxmoxConfigFrom } from '../sources.js';
+import { moveKube } from './kube-adapter.js';
+import { planSteps } from './plan.js';
+import { type MoveRecord, STEPS } from './record.js';
+import { isRefusal } from './refusal.js';
+import {
+  type MoveDeps,
+  MoveIncomplete,
+  MoveRolledBack,
+  type MoveRun,
+  abortMove,
+  checkMove,
+  clusterFor,
+  locateMove,
+  recordToAbort,
+  startOrResume,
+} from './start.js';
 
 const USAGE = `Usage: pve-nfs-csi move NAMESPACE/CLAIM --to-zone HOST [--yes] [--abort] [flags]
 Moves a Proxmox volume to the local storage of another host and rebinds the same claim to it.
@@ -54,21 +63,6 @@ interface Report {
 /** The report of a move that has a record on the PV: where it stands, no steps run yet. */
 function recordedReport(claim: string, r: MoveRecord, toZone: string, action: Report['action']): Report {
   return { claim, toZone, action, oldPv: r.oldPv, newPv: r.newPv, from: r.from, to: r.to, step: r.step, steps: [] };
-}
-
-function planSteps(r: MoveRecord, helperVmid: number): string[] {
-  const from = parseVolumeId(r.from);
-  if (!from) return [];
-  return [
-    `PV ${r.oldPv}: reclaimPolicy ${r.reclaimPolicy} -> Retain; record the move on it`,
-    `create helper VM ${helperVmid} (stopped, no disks of its own) on ${from.zone} holding ${from.storage}:${from.disk}`,
-    `migrate VM ${helperVmid} ${from.zone} -> ${r.toZone} offline: Proxmox copies the disk, then frees the source copy`,
-    `helper VM ${helperVmid} lets go of the disk on ${r.toZone} and is destroyed`,
-    `delete claim ${r.claim.namespace}/${r.claim.name} (UID ${r.savedClaim.uid}); PV ${r.oldPv} keeps the disk (Retain)`,
-    `create PV ${r.newPv}: handle ${r.to}, zone ${r.toZone}, pre-bound to ${r.claim.namespace}/${r.claim.name}`,
-    `recreate claim ${r.claim.namespace}/${r.claim.name} (same labels, annotations, owners, spec; new UID) with volumeName ${r.newPv}`,
-    `wait for the bind; delete PV ${r.oldPv}; PV ${r.newPv} reclaimPolicy -> ${r.reclaimPolicy}`,
-  ];
 }
 
 function print(io: Io, json: boolean, rep: Report): void {
@@ -126,96 +120,51 @@ export const move: Subcommand = {
         );
       const log = (line: string) => io.err.write(`move: ${line}\n`);
 
-      const recorded = await findRecord(kube, namespace, name);
+      const req = { namespace, name, toZone: toZoneFlag };
+      const located = await locateMove(kube, req);
+      const recorded = located.record;
       const toZone = toZoneFlag ?? recorded?.toZone ?? '';
       const claim = `${namespace}/${name}`;
-      if (recorded && toZoneFlag && recorded.toZone !== toZoneFlag) {
-        throw new RefusedError(
-          `a move of ${claim} to ${recorded.toZone} is recorded (step ${recorded.step}); run move ${claim} --to-zone ${recorded.toZone} --yes to finish it, or --abort`,
-        );
-      }
-      const region = recorded ? parseVolumeId(recorded.from)?.region : await regionOf(kube, namespace, name);
-      const cluster =
-        cfg.clusters.find((c) => c.region === region) ?? (region === undefined ? cfg.clusters[0] : undefined);
-      if (!cluster)
-        throw new RefusedError(
-          `no Proxmox cluster for region ${region} in the config (regions: ${cfg.clusters.map((c) => c.region).join(', ')})`,
-        );
-      const { createHttpProxmoxApi } = await import('../proxmox/api/http-api.js');
-      const api: HttpProxmoxApi = createHttpProxmoxApi({ cluster });
+      const cluster = clusterFor(cfg, located.region);
+      const api = createHttpProxmoxApi({ cluster });
       try {
-        const deps = { kube, api, region: cluster.region, vmid: cfg.controllerVmId, log, signal };
+        const deps: MoveDeps = { kube, api, region: cluster.region, vmid: cfg.controllerVmId, log, signal };
         if (abort) {
-          if (!recorded) throw new RefusedError(`no move of ${claim} is recorded`);
-          const rep = recordedReport(claim, recorded, recorded.toZone, 'plan');
+          const r = recordToAbort(located, req);
+          const rep = recordedReport(claim, r, r.toZone, 'plan');
           if (!common.yes) {
-            rep.message = `would roll back the move at step ${recorded.step} (possible until the disk is copied); --yes to do it`;
+            rep.message = `would roll back the move at step ${r.step} (possible until the disk is copied); --yes to do it`;
             print(io, common.json, rep);
             return EXIT.FINDINGS;
           }
-          const run = new MoveRun(deps, recorded);
-          try {
-            await run.rollback('aborted on request');
-          } catch (e) {
-            if (!(e instanceof MoveRolledBack)) throw e;
-          }
+          const run = await abortMove(deps, req);
           print(io, common.json, { ...rep, action: 'rolled-back', steps: run.done });
           return EXIT.OK;
         }
-        if (recorded) {
+        if (recorded && !common.yes) {
           const rep = recordedReport(claim, recorded, toZone, 'in-progress');
-          if (!common.yes) {
-            const left = STEPS.slice(STEPS.indexOf(recorded.step) + 1);
-            rep.message = `a move is recorded at step ${recorded.step}; --yes continues it (${left.join(', ')})`;
-            print(io, common.json, rep);
-            return EXIT.FINDINGS;
-          }
-          return await execute(io, common.json, new MoveRun(deps, recorded), rep);
-        }
-        let plan;
-        try {
-          plan = await planMove({
-            kube,
-            api,
-            region: cluster.region,
-            vmid: cfg.controllerVmId,
-            namespace,
-            name,
-            toZone,
-            signal,
-          });
-        } catch (e) {
-          if (isRefusal(e) && / is already on /.test(e.message)) {
-            print(io, common.json, { claim, toZone, action: 'already-there', steps: [], message: e.message });
-            return EXIT.OK;
-          }
-          if (isRefusal(e)) throw new RefusedError(e.message);
-          throw e;
-        }
-        const r = plan.record;
-        const rep: Report = {
-          claim,
-          toZone,
-          action: 'plan',
-          oldPv: r.oldPv,
-          newPv: r.newPv,
-          from: r.from,
-          to: r.to,
-          steps: planSteps(r, cfg.controllerVmId),
-        };
-        if (!common.yes) {
-          rep.message = 'dry run: nothing changed; --yes to move';
+          const left = STEPS.slice(STEPS.indexOf(recorded.step) + 1);
+          rep.message = `a move is recorded at step ${recorded.step}; --yes continues it (${left.join(', ')})`;
           print(io, common.json, rep);
           return EXIT.FINDINGS;
         }
-        const run = new MoveRun(deps, r);
+        const target = { namespace, name, toZone };
         try {
-          await run.begin(plan.pv.metadata.resourceVersion);
+          if (!common.yes) {
+            const r = (await checkMove(deps, target)).record;
+            const { oldPv, newPv, from, to } = r;
+            const steps = planSteps(r, cfg.controllerVmId);
+            const message = 'dry run: nothing changed; --yes to move';
+            print(io, common.json, { claim, toZone, action: 'plan', oldPv, newPv, from, to, steps, message });
+            return EXIT.FINDINGS;
+          }
+          const run = await startOrResume(deps, target);
+          return await execute(io, common.json, run, recordedReport(claim, run.record, toZone, 'in-progress'));
         } catch (e) {
-          if (isRefusal(e)) throw new RefusedError(e.message);
-          throw e;
+          if (!isRefusal(e, 'already-there')) throw e;
+          print(io, common.json, { claim, toZone, action: 'already-there', steps: [], message: e.message });
+          return EXIT.OK;
         }
-        return await execute(io, common.json, run, { ...rep, steps: [] });
       } finally {
         await api.close();
       }
@@ -248,11 +197,4 @@ async function execute(io: Io, json: boolean, run: MoveRun, rep: Report): Promis
     message: `claim ${r.claim.namespace}/${r.claim.name} is bound to PV ${r.newPv} on ${r.toZone}; scale its workload back up`,
   });
   return EXIT.OK;
-}
-
-async function regionOf(kube: MoveKube, namespace: string, name: string): Promise<string | undefined> {
-  const pvc = await kube.getPvc(namespace, name);
-  const pv = pvc?.spec.volumeName ? await kube.getPv(pvc.spec.volumeName) : undefined;
-  const h = pv?.spec.csi?.volumeHandle;
-  return h ? parseVolumeId(h)?.region : undefined;
 }

@@ -1,7 +1,7 @@
 // MoveKube on the day-2 subcommands' Kubernetes port (src/k8s). The library's object types carry
 // the same JSON as move's own; a UID precondition that no longer matches (409) means the object
 // was already replaced, which the state machine reads back instead of trusting the error.
-import { isConflict, type KubeApi } from '../k8s/index.js';
+import { isConflict, type KubeApi } from '../../k8s/index.js';
 import type { MoveKube, PersistentVolume, PersistentVolumeClaim, Pod, VolumeAttachment } from './kube-port.js';
 
 export function moveKube(k: KubeApi, signal?: AbortSignal): MoveKube {
