@@ -1,0 +1,81 @@
+# The one list of test tiers, sourced by scripts/tier.sh (`npm run test:<tier>`, one tier) and
+# scripts/test.sh (`npm test`, every line in this order). One line per phase of `npm test`:
+#
+#   tier | skip switch | phase name (printed by npm test) | command
+#
+# - tier: the name scripts/tier.sh takes; a tier of several lines runs them in order and stops at
+#   the first that fails (sanity: its three csi-sanity runs).
+# - skip switch: an environment variable; `npm test` skips the phase when it is 1 (scripts/tier.sh
+#   runs a tier it is asked for regardless).
+# - command: bash, run in a subshell with scripts/lib/ensure.sh loaded; "$@" in it is
+#   scripts/tier.sh's extra arguments (npm test passes none).
+# Adding a tier or a phase is adding its line here.
+#
+# The tiers (what each may use, where its tests are):
+#   lint, format, typecheck, build   the static checks and the compile, cheapest first
+#   unit         pure and fast: no root, no server or socket, no network, no ganesha, no loop
+#                devices, no simulator over HTTPS (in-process fakes only). test/unit, sim/test/unit;
+#                the tap config's include is this tier (so a bare `npx tap` is the unit tier too)
+#   integration  real ganesha, loop devices and mounts (root), the simulator over HTTPS, gRPC
+#                servers, the program as a process. test/integration, sim/test, test/vm/*.test.ts
+#   sanity       csi-sanity against the program: Proxmox (mount, block) and NFS, host tier
+#   chaos        the chaos suite (bounded)
+#   chart        the Helm chart (helm lint, template, schema)
+#   image        the real Dockerfile, built and run with buildah + podman
+#   k8s-cli      the day-2 subcommands against etcd, kube-apiserver, the simulator and ganesha
+#   k8s          etcd, kube-apiserver, kube-controller-manager, the sidecars and the chart
+#   vm           the QEMU guest: csi-sanity of both drivers, end-to-end
+# shellcheck disable=SC2016 # the commands are expanded when they run, not here
+TIERS=(
+  'lint        |            | lint (typescript-eslint, strict type-checked)                             | npm run --silent lint'
+  'format      |            | format (prettier --check; npm run format rewrites)                        | npm run --silent format:check'
+  'typecheck   |            | typecheck (tsc --noEmit)                                                  | npx tsc --noEmit -p tsconfig.json'
+  'build       |            | build                                                                     | npx tsc -p tsconfig.json'
+  'unit        |            | unit tier (pure: fakes only)                                              | ensure_node_modules && npx tap "$@"'
+  "integration |            | integration tier (ganesha, loop devices, simulator over HTTPS, servers)   | ensure_host_tier libnfs-utils && { [ \$# -gt 0 ] || set -- 'test/integration/**/*.test.ts' 'sim/test/*.test.ts' 'test/vm/*.test.ts'; npx tap \"\$@\"; }"
+  'sanity      |            | csi-sanity proxmox (mount)                                                | bash scripts/sanity.sh proxmox "$@"'
+  'sanity      |            | csi-sanity proxmox (block)                                                | bash scripts/sanity.sh proxmox -- --csi.testvolumeaccesstype=block'
+  'sanity      |            | csi-sanity nfs                                                            | bash scripts/sanity.sh nfs'
+  'chaos       |            | chaos suite (bounded)                                                     | bash scripts/chaos.sh "$@"'
+  'chart       |            | helm chart                                                                | bash scripts/helm-test.sh "$@"'
+  'image       | SKIP_IMAGE | image (real Dockerfile, buildah + podman)                                 | bash scripts/image.sh "$@"'
+  'k8s-cli     |            | k8s CLI tier (day-2 subcommands: etcd, kube-apiserver, simulator, ganesha) | bash scripts/k8s-cli.sh "$@"'
+  'k8s         |            | k8s tier (etcd, kube-apiserver, controller-manager, sidecars, chart)      | bash scripts/k8s-tier.sh "$@"'
+  'vm          | SKIP_VM    | VM tier (guest: sanity proxmox+nfs, end-to-end)                           | bash scripts/vm-tier.sh "${@:-all}"'
+)
+
+_tiers_trim() {
+  local s="$1"
+  s="${s#"${s%%[![:space:]]*}"}"
+  printf '%s' "${s%"${s##*[![:space:]]}"}"
+}
+
+# tier_fields LINE: sets TIER, SKIP, NAME and CMD from one line of TIERS.
+tier_fields() {
+  local tier skip name cmd
+  IFS='|' read -r tier skip name cmd <<<"$1"
+  TIER="$(_tiers_trim "$tier")"
+  SKIP="$(_tiers_trim "$skip")"
+  NAME="$(_tiers_trim "$name")"
+  CMD="$(_tiers_trim "$cmd")"
+}
+
+# tier_names: each tier once, in the order of TIERS.
+tier_names() {
+  local line seen=" "
+  for line in "${TIERS[@]}"; do
+    tier_fields "$line"
+    case "$seen" in *" $TIER "*) continue ;; esac
+    seen+="$TIER "
+    printf '%s\n' "$TIER"
+  done
+}
+
+# tier_exec CMD [ARGS...]: runs one phase's command in a subshell, ARGS as its "$@".
+tier_exec() {
+  (
+    local cmd="$1"
+    shift
+    eval "$cmd"
+  )
+}
