@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The one list of test tiers, sourced by scripts/tier.sh (`npm run test:<tier>`, one tier) and
 # scripts/test.sh (`npm test`, every line in this order). One line per phase of `npm test`:
 #
@@ -50,7 +51,8 @@ _tiers_trim() {
   printf '%s' "${s%"${s##*[![:space:]]}"}"
 }
 
-# tier_fields LINE: sets TIER, SKIP, NAME and CMD from one line of TIERS.
+# tier_fields LINE: sets TIER, SKIP, NAME and CMD from one line of TIERS (its callers read them).
+# shellcheck disable=SC2034
 tier_fields() {
   local tier skip name cmd
   IFS='|' read -r tier skip name cmd <<<"$1"
