@@ -26,9 +26,9 @@ import { sleep, upidNode, waitTask } from './api/tasks.js';
 import { parseVolid } from './volume-id.js';
 
 export const MOVER_VM_NAME = 'pve-nfs-csi-mover';
-export const moverVmDescription = (volid: string) =>
+const moverVmDescription = (volid: string) =>
   `pve-nfs-csi move: carries ${volid} to another host; removed when the move ends`;
-export const releasedPlaceholder = (storage: string, vmid: number) => `${storage}:vm-${vmid}-pve-nfs-csi-released`;
+const releasedPlaceholder = (storage: string, vmid: number) => `${storage}:vm-${vmid}-pve-nfs-csi-released`;
 
 export type MoverApi = ProxmoxApi & ProxmoxVmLifecycle;
 
