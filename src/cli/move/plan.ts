@@ -146,17 +146,17 @@ export async function planMove(i: PlanInput): Promise<Plan> {
       `a disk ${volid} already exists on ${i.toZone}; Proxmox would import under another name. Remove the leftover first (pve-nfs-csi report)`,
     );
 
-  const helper = await new MoverVm({ api, cluster: i.region, vmid: i.vmid, ...(signal && { signal }) }).state();
-  if (helper) {
-    if (helper.name !== MOVER_VM_NAME)
+  const mover = await new MoverVm({ api, cluster: i.region, vmid: i.vmid, ...(signal && { signal }) }).state();
+  if (mover) {
+    if (mover.name !== MOVER_VM_NAME)
       throw new Refusal(
         'vmid-taken',
-        `VMID ${i.vmid} is taken by VM "${helper.name}" on ${helper.node}; move needs it for its helper VM`,
+        `VMID ${i.vmid} is taken by VM "${mover.name}" on ${mover.node}; move needs it for its helper VM`,
       );
-    if (helper.volids.length > 0)
+    if (mover.volids.length > 0)
       throw new Refusal(
         'mover-busy',
-        `the helper VM ${i.vmid} on ${helper.node} holds ${helper.volids.join(', ')}: another move is in progress; finish it first`,
+        `the helper VM ${i.vmid} on ${mover.node} holds ${mover.volids.join(', ')}: another move is in progress; finish it first`,
       );
   }
   if (api.permissions) {

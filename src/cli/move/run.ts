@@ -35,7 +35,7 @@ const errText = (e: unknown) => (e instanceof Error ? e.message : String(e));
 const isConflict = (e: unknown) => (e as { status?: number }).status === 409;
 
 export class MoveRun {
-  private readonly helper: MoverVm;
+  private readonly mover: MoverVm;
   /** Steps this run completed, for the report. */
   readonly done: string[] = [];
 
@@ -43,7 +43,7 @@ export class MoveRun {
     private readonly d: MoveDeps,
     private r: MoveRecord,
   ) {
-    this.helper = new MoverVm({
+    this.mover = new MoverVm({
       api: d.api,
       cluster: d.region,
       vmid: d.vmid,
@@ -125,12 +125,12 @@ export class MoveRun {
 
   private async hold(): Promise<void> {
     await this.cp('hold:before');
-    await this.helper.hold(this.src.node, this.src.volid);
+    await this.mover.hold(this.src.node, this.src.volid);
     await this.save('holding');
   }
 
   private async startMigration(): Promise<void> {
-    const st = await this.helper.state();
+    const st = await this.mover.state();
     if (st && st.node === this.r.toZone) return this.migrated(); // started by a run that died before recording it
     if (st?.lock === 'migrate') {
       // a migration task of a run that died before recording its UPID: wait for it to end
@@ -143,7 +143,7 @@ export class MoveRun {
       return;
     }
     await this.cp('migrate:before');
-    const upid = await this.helper.startMigration(this.src.node, this.r.toZone);
+    const upid = await this.mover.startMigration(this.src.node, this.r.toZone);
     await this.cp('migrate:after');
     await this.save('migrating', { upid });
   }
@@ -151,7 +151,7 @@ export class MoveRun {
   private async waitUnlocked(): Promise<void> {
     const end = Date.now() + (this.d.migrateTimeoutMs ?? 6 * 3600_000);
     for (;;) {
-      const st = await this.helper.state();
+      const st = await this.mover.state();
       if (!st || st.lock !== 'migrate') return;
       if (Date.now() > end)
         throw new MoveIncomplete(`helper VM ${this.d.vmid} is still migrating; run move again later`);
@@ -163,14 +163,14 @@ export class MoveRun {
     let failure: unknown;
     try {
       if (!this.r.upid) throw new Error('no migration task recorded');
-      const log = await this.helper.finishMigration(this.r.upid, this.src.node);
+      const log = await this.mover.finishMigration(this.r.upid, this.src.node);
       for (const l of log.filter((x) => /is '.*' on the target|already exists/.test(x))) this.d.log(`proxmox: ${l}`);
     } catch (e) {
       if (isCsiError(e, 'NotFound') && /no such task/i.test(errText(e)))
         failure = undefined; // task list rotated: judge by state
       else failure = e;
     }
-    const st = await this.helper.state();
+    const st = await this.mover.state();
     if (st && st.node === this.r.toZone) {
       if (failure)
         this.d.log(
@@ -187,7 +187,7 @@ export class MoveRun {
 
   /** The helper is on the target: record where the disk landed (Proxmox may have renamed it). */
   private async migrated(): Promise<void> {
-    const st = await this.helper.state();
+    const st = await this.mover.state();
     const targetVolid = st?.volids.find((v) => !v.endsWith('-pve-nfs-csi-released')) ?? this.r.targetVolid;
     const disk = targetVolid === undefined ? undefined : parseVolid(targetVolid)?.disk;
     if (!targetVolid || !disk)
@@ -211,7 +211,7 @@ export class MoveRun {
   private async release(): Promise<void> {
     await this.cp('release:before');
     if (!this.r.targetVolid) throw new Error('no target volume recorded');
-    await this.helper.release(this.r.targetVolid);
+    await this.mover.release(this.r.targetVolid);
     await this.save('released');
   }
 
@@ -391,7 +391,7 @@ export class MoveRun {
 
   /** Back to where the move started, allowed only while the disk is still on the source. */
   async rollback(reason: string): Promise<never> {
-    const st = await this.helper.state();
+    const st = await this.mover.state();
     if (st && st.node === this.r.toZone) {
       throw new MoveIncomplete(`cannot roll back: the disk is already on ${this.r.toZone}; run move again to finish`);
     }
@@ -399,7 +399,7 @@ export class MoveRun {
       throw new MoveIncomplete(`cannot roll back at step ${this.r.step}; run move again to finish`);
     this.d.log(`rolling back: ${reason}`);
     await this.cp('rollback:before');
-    if (st) await this.helper.release(this.src.volid);
+    if (st) await this.mover.release(this.src.volid);
     await this.cp('rollback:released');
     await this.d.kube.patchPv(this.r.oldPv, {
       spec: { persistentVolumeReclaimPolicy: this.r.reclaimPolicy },
