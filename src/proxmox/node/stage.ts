@@ -19,13 +19,7 @@ import { proxmoxMountOwnership } from './ownership.js';
 import type { ProxmoxNodeHandler, ProxmoxNodeDeps } from './deps.js';
 import { closeEncrypted, encryptionOf, LUKS_FS_TYPE, mapperName, openEncrypted } from './luks.js';
 import { type DiskRef, diskFromPublishContext } from './wwn.js';
-import {
-  FS_TYPES,
-  isPvcIdWwn,
-  FSTYPE_KEY,
-  VOLUME_CONTEXT_BLOCK_SIZE,
-  VOLUME_CONTEXT_INODE_SIZE,
-} from '../contract.js';
+import { FS_TYPES, isPvcIdWwn, FSTYPE_KEY, VOLUME_CONTEXT_BLOCK_SIZE, VOLUME_CONTEXT_INODE_SIZE } from '../contract.js';
 
 const SUPPORTED_FS: readonly FsType[] = FS_TYPES;
 
@@ -49,9 +43,7 @@ export async function findDisk(d: ProxmoxNodeDeps, disk: DiskRef, volumeId: stri
 
 /** Requested filesystem type: the capability's, else the one recorded in the volume context. */
 export function requestedFsType(req: NodeStageVolumeRequest): FsType | undefined {
-  const raw = (req.volumeCapability?.mount?.fsType || ciGet(req.volumeContext, FSTYPE_KEY) || '')
-    .trim()
-    .toLowerCase();
+  const raw = (req.volumeCapability?.mount?.fsType || ciGet(req.volumeContext, FSTYPE_KEY) || '').trim().toLowerCase();
   if (!raw) return undefined;
   if (!(SUPPORTED_FS as readonly string[]).includes(raw)) {
     throw new InvalidArgument(

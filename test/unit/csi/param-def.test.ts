@@ -34,7 +34,9 @@ t.test('no other copy of the list in src/', async (t) => {
       return e.name.endsWith('.ts') ? [p] : [];
     });
   const own = path.join(SRC, 'csi', 'param-def.ts');
-  const found = files(SRC).filter((f) => f !== own && /'t', 'T'|'f', 'F'|\['1', 't'|\['0', 'f'/.test(fs.readFileSync(f, 'utf8')));
+  const found = files(SRC).filter(
+    (f) => f !== own && /'t', 'T'|'f', 'F'|\['1', 't'|\['0', 'f'/.test(fs.readFileSync(f, 'utf8')),
+  );
   t.same(
     found.map((f) => path.relative(SRC, f)),
     [],
