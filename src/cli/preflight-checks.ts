@@ -4,7 +4,6 @@
 // controller speaks NFS from the pod network; upstream mounted from the host network). Classes:
 // the drivers' own parameter parsers. Swap: what changes for existing volumes.
 import type { ProxmoxConfig } from '../config/types.js';
-import { isCsiError } from '../errors.js';
 import {
   createNfs3Stores,
   lookupPort,
@@ -345,4 +344,3 @@ export function checkSwap(input: PreflightInput): CheckResult[] {
 }
 
 export const isCheckFailure = (r: CheckResult) => r.status === 'fail';
-export { isCsiError };

@@ -4,21 +4,15 @@
 import type { KubeApi, KubeSource } from './api.js';
 
 export type {
-  Annotations,
-  DeleteOptions,
   KubeApi,
   KubeSource,
-  MergePatch,
-  WriteOptions,
-  V1Node,
   V1PersistentVolume,
   V1PersistentVolumeClaim,
-  V1Secret,
   V1StorageClass,
   V1VolumeAttachment,
 } from './api.js';
 export { annotationsPatch } from './api.js';
-export { KubeError, isConflict, isKubeError } from './errors.js';
+export { isConflict, isKubeError } from './errors.js';
 
 export async function openKube(src: KubeSource = {}): Promise<KubeApi> {
   const { connectKube } = await import('./client.js');
