@@ -7,7 +7,7 @@
 // `archived-*` tree: a live claim directory cannot be reached. Conventions: common.ts.
 import { destination, pino } from 'pino';
 import type { KubeApi } from '../k8s/index.js';
-import { findArchives, isArchivePath, archiveStampOf, type Archive } from '../nfs/controller/archives.js';
+import { isArchivePath, archiveStampOf, type Archive } from '../nfs/controller/archives.js';
 import { deleteVolumeDir } from '../nfs/controller/policy.js';
 import type { NfsStore } from '../nfs/controller/store.js';
 import { createNfsStores } from '../nfs/controller/stores.js';
@@ -26,7 +26,9 @@ import {
   type Io,
 } from './common.js';
 import type { Subcommand } from './index.js';
-import { nfsClasses, nfsPvAt } from './report/facts.js';
+import { nfsClasses, readNfs, type NfsFacts } from './report/facts.js';
+import { archiveVerdicts, nfsView } from './report/nfs-findings.js';
+import { absolute, judgeArchive } from './report/ownership.js';
 import { kubeFrom } from './sources.js';
 
 const USAGE = `Usage: pve-nfs-csi archives list [--older-than DUR] [flags]
@@ -50,6 +52,8 @@ interface Row extends Archive {
   server: string;
   share: string;
   classes: string[];
+  /** Where --yes removes it from (the innermost class share holding it). */
+  remove: { server: string; share: string; path: string };
   result?: string;
 }
 
@@ -79,24 +83,23 @@ function format(rows: readonly Row[], now: number, mode: 'list' | 'dry-run' | 'p
   return `${out}\n${tail}\n`;
 }
 
-/** A PV whose directory is the archive, inside it or above it (a static PV made to recover data). */
-function pvAt(pvs: Awaited<ReturnType<KubeApi['listPersistentVolumes']>>, r: Row): string | undefined {
-  return nfsPvAt(pvs, r)?.metadata?.name;
-}
-
-/** Right before removing: still an archive, still old enough, no PV points at, into or above it. */
+/**
+ * Right before removing: still an archive path, still old enough, and the rule (ownership.ts)
+ * still allows it with the PVs as they are now (a static PV may have been made to recover data).
+ */
 async function recheck(
   kube: KubeApi,
+  nfs: Pick<NfsFacts, 'classes' | 'addresses'>,
   store: NfsStore,
   r: Row,
   cutoff: number,
   signal: AbortSignal,
 ): Promise<string | undefined> {
   if (!isArchivePath(r.path)) return 'not an archived-* path';
-  const pv = pvAt(await kube.listPersistentVolumes(signal), r);
-  if (pv) return `PV ${pv} points there`;
+  const j = judgeArchive(nfsView(nfs, await kube.listPersistentVolumes(signal)), r.server, absolute(r.share, r.path));
+  if (j.kept) return j.kept;
   if (archiveStampOf(r.path) === undefined) {
-    const st = await store.stat(r.path, { signal });
+    const st = await store.stat(r.remove.path, { signal });
     if (!st) return 'gone';
     if (Math.max(st.mtimeMs ?? 0, st.ctimeMs ?? 0) > cutoff) return 'changed since the listing';
   }
@@ -135,9 +138,8 @@ async function run(argv: string[], io: Io): Promise<number> {
   const log = pino({ level: io.env.PVE_NFS_CSI_LOG_LEVEL ?? 'silent' }, destination(2));
 
   const kube = await kubeFrom(common, io.env);
-  const classes = nfsClasses(await kube.listStorageClasses(signal)).filter(
-    (c) => only.length === 0 || only.includes(c.name),
-  );
+  const all = nfsClasses(await kube.listStorageClasses(signal));
+  const classes = all.filter((c) => only.length === 0 || only.includes(c.name));
   const missing = only.filter((n) => !classes.some((c) => c.name === n));
   if (missing.length) throw new UsageError(`--class: no NFS StorageClass ${missing.join(', ')}`);
   const stores = createNfsStores({
@@ -150,31 +152,26 @@ async function run(argv: string[], io: Io): Promise<number> {
   try {
     const now = Date.now();
     const cutoff = olderThanMs !== undefined ? now - olderThanMs : Infinity;
-    const rows: Row[] = [];
-    const seen = new Set<string>();
-    for (const c of classes) {
-      const key = `${c.server}\u0000${c.share}\u0000${c.depth}`;
-      if (seen.has(key)) continue;
-      seen.add(key);
-      const names = classes
-        .filter((o) => o.server === c.server && o.share === c.share && o.depth === c.depth)
-        .map((o) => o.name);
-      for (const a of await findArchives(stores.open(c.server, c.share), c.depth, {
-        signal,
-        sizes: values['no-sizes'] !== true,
-      })) {
-        if (a.archivedAt <= cutoff) rows.push({ ...a, server: c.server, share: c.share, classes: names });
-      }
-    }
+    // Every class judges an archive (one of another class's layout is not this one's to prune).
+    const pvs = await kube.listPersistentVolumes(signal);
+    const nfs = await readNfs(all, pvs, stores, {
+      signal,
+      sizes: values['no-sizes'] !== true,
+      scan: classes,
+      claims: false,
+    });
+    if (nfs.errors.length)
+      throw new Error(`cannot scan ${nfs.errors.map((e) => `${e.where} (${e.error})`).join('; ')}`);
+    const rows: Row[] = archiveVerdicts(nfs, pvs)
+      .filter((v) => v.archive.archivedAt <= cutoff)
+      .map((v) => {
+        const { server, share, at: _at, ...a } = v.archive;
+        const row: Row = { ...a, server, share, classes: v.classes, remove: v.remove };
+        // The dry run lists exactly what --yes removes: what the rule keeps is kept in both.
+        if (verb === 'prune' && v.kept) row.result = `kept: ${v.kept}`;
+        return row;
+      });
     rows.sort((a, b) => a.archivedAt - b.archivedAt);
-    if (verb === 'prune') {
-      // The dry run lists exactly what --yes removes: archives a PV points at are kept in both.
-      const pvs = await kube.listPersistentVolumes(signal);
-      for (const r of rows) {
-        const pv = pvAt(pvs, r);
-        if (pv) r.result = `kept: PV ${pv} points there`;
-      }
-    }
     if (verb === 'list' || !common.yes) {
       const mode = verb === 'list' ? 'list' : 'dry-run';
       io.out.write(
@@ -185,12 +182,12 @@ async function run(argv: string[], io: Io): Promise<number> {
       return verb === 'prune' && rows.some((r) => r.result === undefined) ? EXIT.FINDINGS : EXIT.OK;
     }
     for (const r of rows.filter((x) => x.result === undefined)) {
-      const store = stores.open(r.server, r.share);
+      const store = stores.open(r.remove.server, r.remove.share);
       try {
-        const why = await recheck(kube, store, r, cutoff, signal);
+        const why = await recheck(kube, nfs, store, r, cutoff, signal);
         if (why) r.result = `kept: ${why}`;
         else {
-          await deleteVolumeDir(store, r.path, { signal });
+          await deleteVolumeDir(store, r.remove.path, { signal });
           r.result = 'removed';
         }
       } catch (e) {

@@ -17,6 +17,7 @@ export type Plain<T> = T extends Date
       ? { [K in keyof T]: Plain<T[K]> }
       : T;
 
+export type V1Namespace = Plain<Lib.V1Namespace>;
 export type V1Node = Plain<Lib.V1Node>;
 export type V1PersistentVolume = Plain<Lib.V1PersistentVolume>;
 export type V1PersistentVolumeClaim = Plain<Lib.V1PersistentVolumeClaim>;
@@ -56,6 +57,10 @@ export interface DeleteOptions {
 /** Annotation changes: a string sets, null removes. */
 export type Annotations = Record<string, string | null>;
 
+/**
+ * Every list* method returns the whole list: it follows `metadata.continue` page after page and
+ * fails rather than return part of one (day-2 decisions take what a list lacks for absent).
+ */
 export interface KubeApi {
   /** Where this talks to and as whom, for messages ("https://…:6443 as context admin@homelab"). */
   readonly describe: string;
@@ -89,6 +94,8 @@ export interface KubeApi {
   listPods(namespace: string, signal?: AbortSignal): Promise<V1Pod[]>;
   listNodes(signal?: AbortSignal): Promise<V1Node[]>;
   listStorageClasses(signal?: AbortSignal): Promise<V1StorageClass[]>;
+  /** undefined when it does not exist (report: the cluster's age from kube-system). */
+  getNamespace(name: string, signal?: AbortSignal): Promise<V1Namespace | undefined>;
   getSecret(namespace: string, name: string, signal?: AbortSignal): Promise<V1Secret | undefined>;
 }
 

@@ -139,6 +139,38 @@ function deleteBody(o?: DeleteOptions): V1DeleteOptions {
   return body;
 }
 
+/** Items per page of a list: a large cluster's PVs come in several answers, all of them read. */
+export const PAGE_SIZE = 500;
+const MAX_PAGES = 10_000;
+
+interface Page<T> {
+  items: T[];
+  metadata?: { _continue?: string; remainingItemCount?: number };
+}
+
+/**
+ * Every item of a list, page after page: an answer carrying `metadata.continue` is not the whole
+ * list (a server or proxy may page even when we ask for everything), and a decision taken on
+ * part of a list could take the rest for absent. The pages of one list are one consistent
+ * snapshot (the continue token pins its resourceVersion); an expired token (410) fails the call
+ * rather than mixing snapshots.
+ */
+async function allPages<T>(what: string, fetch: (cont: string | undefined) => Promise<Page<T>>): Promise<T[]> {
+  const items: T[] = [];
+  let cont: string | undefined;
+  for (let page = 0; page < MAX_PAGES; page++) {
+    const answer = await fetch(cont);
+    items.push(...answer.items);
+    cont = answer.metadata?._continue || undefined;
+    if (cont === undefined) {
+      if ((answer.metadata?.remainingItemCount ?? 0) > 0)
+        throw new KubeError(500, 'IncompleteList', `${what}: the answer says items remain but gives no continue token`);
+      return items;
+    }
+  }
+  throw new KubeError(500, 'IncompleteList', `${what}: more than ${MAX_PAGES} pages`);
+}
+
 export class ClientNodeKube implements KubeApi {
   readonly describe: string;
   private readonly core: CoreV1Api;
@@ -171,9 +203,15 @@ export class ClientNodeKube implements KubeApi {
     return (await this.maybe(what, async () => (await fn(), true))) ?? false;
   }
 
-  async listPersistentVolumes(signal?: AbortSignal) {
-    return (await this.call('list PersistentVolumes', () => this.core.listPersistentVolume({}, options({ signal }))))
-      .items;
+  /** A paged list through call(): its errors are the API server's, every page read. */
+  private list<T>(what: string, fetch: (page: { limit: number; _continue?: string }) => Promise<Page<T>>) {
+    return allPages(what, (cont) =>
+      this.call(what, () => fetch({ limit: PAGE_SIZE, ...(cont !== undefined && { _continue: cont }) })),
+    );
+  }
+
+  listPersistentVolumes(signal?: AbortSignal) {
+    return this.list('list PersistentVolumes', (page) => this.core.listPersistentVolume(page, options({ signal })));
   }
   getPersistentVolume(name: string, signal?: AbortSignal) {
     return this.maybe(`get PersistentVolume ${name}`, () =>
@@ -199,12 +237,10 @@ export class ClientNodeKube implements KubeApi {
     );
   }
 
-  async listPersistentVolumeClaims(signal?: AbortSignal) {
-    return (
-      await this.call('list PersistentVolumeClaims', () =>
-        this.core.listPersistentVolumeClaimForAllNamespaces({}, options({ signal })),
-      )
-    ).items;
+  listPersistentVolumeClaims(signal?: AbortSignal) {
+    return this.list('list PersistentVolumeClaims', (page) =>
+      this.core.listPersistentVolumeClaimForAllNamespaces(page, options({ signal })),
+    );
   }
   getPersistentVolumeClaim(namespace: string, name: string, signal?: AbortSignal) {
     return this.maybe(`get PersistentVolumeClaim ${namespace}/${name}`, () =>
@@ -231,22 +267,22 @@ export class ClientNodeKube implements KubeApi {
     );
   }
 
-  async listVolumeAttachments(signal?: AbortSignal) {
-    return (await this.call('list VolumeAttachments', () => this.storage.listVolumeAttachment({}, options({ signal }))))
-      .items;
+  listVolumeAttachments(signal?: AbortSignal) {
+    return this.list('list VolumeAttachments', (page) => this.storage.listVolumeAttachment(page, options({ signal })));
   }
-  async listPods(namespace: string, signal?: AbortSignal) {
-    return (
-      await this.call(`list Pods in ${namespace}`, () =>
-        this.core.listNamespacedPod({ namespace }, options({ signal })),
-      )
-    ).items;
+  listPods(namespace: string, signal?: AbortSignal) {
+    return this.list(`list Pods in ${namespace}`, (page) =>
+      this.core.listNamespacedPod({ namespace, ...page }, options({ signal })),
+    );
   }
-  async listNodes(signal?: AbortSignal) {
-    return (await this.call('list Nodes', () => this.core.listNode({}, options({ signal })))).items;
+  listNodes(signal?: AbortSignal) {
+    return this.list('list Nodes', (page) => this.core.listNode(page, options({ signal })));
   }
-  async listStorageClasses(signal?: AbortSignal) {
-    return (await this.call('list StorageClasses', () => this.storage.listStorageClass({}, options({ signal })))).items;
+  listStorageClasses(signal?: AbortSignal) {
+    return this.list('list StorageClasses', (page) => this.storage.listStorageClass(page, options({ signal })));
+  }
+  getNamespace(name: string, signal?: AbortSignal) {
+    return this.maybe(`get Namespace ${name}`, () => this.core.readNamespace({ name }, options({ signal })));
   }
   getSecret(namespace: string, name: string, signal?: AbortSignal) {
     return this.maybe(`get Secret ${namespace}/${name}`, () =>

@@ -23,8 +23,10 @@ import {
 import type { Subcommand } from '../index.js';
 import { effectiveMissing, fixNeeds, reportNeeds, type Need } from '../privileges.js';
 import { kubeFrom, proxmoxConfigFrom } from '../sources.js';
-import { nfsClasses, nfsDirOf, readCluster, readKube, readShares, PROXMOX_DRIVER, type ClusterFacts } from './facts.js';
-import { INFO_KINDS, missingDirFindings, nfsFindings, proxmoxFindings, type Finding } from './findings.js';
+import { nfsClasses, readCluster, readKube, readNfs, PROXMOX_DRIVER, type ClusterFacts } from './facts.js';
+import { INFO_KINDS, proxmoxFindings, type Finding } from './findings.js';
+import { missingDirFindings, nfsFindings } from './nfs-findings.js';
+import { nfsPlaceOf } from './ownership.js';
 import { runAction } from './fix.js';
 import { parseDuration } from '../../config/load.js';
 
@@ -154,16 +156,12 @@ async function run(argv: string[], io: Parameters<Subcommand['run']>[1]): Promis
         findings.push({ kind: 'error', where: `proxmox/${c.region}`, what: c.url, detail: (e as Error).message });
       }
     }
-    for (const share of await readShares(nfsClasses(k.classes), stores, {
-      signal,
-      sizes: values['no-sizes'] !== true,
-    })) {
-      findings.push(...nfsFindings(share, k, rules));
-    }
+    const nfs = await readNfs(nfsClasses(k.classes), k.pvs, stores, { signal, sizes: values['no-sizes'] !== true });
+    findings.push(...nfsFindings(nfs, k, rules));
     const missingDirs = [];
     for (const pv of k.pvs) {
-      const d = nfsDirOf(pv);
-      if (!d || d.subDir === '') continue;
+      const d = nfsPlaceOf(pv);
+      if (!d || d === 'unknown' || d.subDir === '') continue;
       try {
         if (!(await stores.open(d.server, d.share).stat(d.subDir, { signal }))) missingDirs.push({ pv, ...d });
       } catch (e) {
@@ -207,7 +205,7 @@ async function run(argv: string[], io: Parameters<Subcommand['run']>[1]): Promis
         controllerVmId: rules.controllerVmId,
         log,
       };
-      const ctx = { core, kube: await getKube(), stores, log, signal };
+      const ctx = { core, kube: await getKube(), stores, nfs, log, signal };
       // Config entries first (one VM at a time through its queue), then disks and directories.
       const order = ['drop-unused', 'unlink-helpers', 'delete-volume', 'free-marker', 'remove-dir'];
       const todo = findings.flatMap((f) => (f.action ? [{ f, action: f.action }] : []));

@@ -10,32 +10,41 @@ import type {
   V1StorageClass,
   V1VolumeAttachment,
 } from '../../k8s/index.js';
+import { lookup } from 'node:dns/promises';
 import { findArchives, dirsAtDepth, isArchivePath, type Archive } from '../../nfs/controller/archives.js';
-import type { NfsStore, NfsStores } from '../../nfs/controller/store.js';
-import { parseVolumeId as parseNfsHandle } from '../../nfs/volume-id.js';
+import type { NfsStores } from '../../nfs/controller/store.js';
 import type { ProxmoxApi, StorageResource } from '../../proxmox/api/api.js';
 import { Cluster, holdsImages, isAvailable } from '../../proxmox/controller/state/cluster.js';
 import { scanVms, type VmEntries } from '../../proxmox/controller/state/scan.js';
 import { diskOwner, parseVolid } from '../../proxmox/volume-id.js';
+import { absolute, classPlace, nfsPlaceOf, NFS_DRIVER, servers, type Addresses, type ClassPlace } from './ownership.js';
 
 export const PROXMOX_DRIVER = 'csi.proxmox.sinextra.dev';
-export const NFS_DRIVER = 'nfs.csi.k8s.io';
+export { NFS_DRIVER };
 
 export interface KubeFacts {
   pvs: V1PersistentVolume[];
   pvcs: V1PersistentVolumeClaim[];
   attachments: V1VolumeAttachment[];
   classes: V1StorageClass[];
+  /**
+   * When this cluster was made (its kube-system Namespace's creationTimestamp, ms): nothing older
+   * can be a leftover of it. undefined when it cannot be read.
+   */
+  birth?: number;
 }
 
 export async function readKube(kube: KubeApi, signal?: AbortSignal): Promise<KubeFacts> {
-  const [pvs, pvcs, attachments, classes] = await Promise.all([
+  const [pvs, pvcs, attachments, classes, system] = await Promise.all([
     kube.listPersistentVolumes(signal),
     kube.listPersistentVolumeClaims(signal),
     kube.listVolumeAttachments(signal),
     kube.listStorageClasses(signal),
+    kube.getNamespace('kube-system', signal).catch(() => undefined),
   ]);
-  return { pvs, pvcs, attachments, classes };
+  const born = system?.metadata?.creationTimestamp;
+  const birth = born !== undefined ? new Date(born).getTime() : undefined;
+  return { pvs, pvcs, attachments, classes, ...(birth !== undefined && !Number.isNaN(birth) && { birth }) };
 }
 
 export interface DiskFact {
@@ -105,144 +114,121 @@ export async function readCluster(
   return { region, cluster, storages, disks, unlisted, scan };
 }
 
-/** How the claims of one StorageClass sit on its share. */
-export interface NfsClass {
-  name: string;
+/** The NFS side, across every share of every NFS StorageClass, each directory once. */
+export interface NfsFacts {
+  classes: ClassPlace[];
+  /** Every server name of a class or a PV, resolved (ownership.ts compares servers by address). */
+  addresses: Addresses;
+  /** Claim-shaped directories (a class's layout, proof names where it has them). */
+  dirs: NfsDir[];
+  archives: NfsArchive[];
+  /** Shares that could not be scanned: what they hold is unknown, not absent. */
+  errors: Array<{ where: string; error: string }>;
+}
+
+export interface NfsDir {
   server: string;
-  /** Absolute share path. */
+  /** The share of the class that found it, and the path relative to it. */
   share: string;
-  /** Segments of a claim directory (subDir template; the PV name when none). */
-  depth: number;
-  /** What a claim directory's path must look like. */
-  pattern: RegExp;
-  /** onDelete as the class says it (lower case), undefined when it leaves it to the driver default. */
-  onDelete?: string;
+  path: string;
+  /** Absolute path on the server. */
+  at: string;
+  changedAt: number;
 }
 
-const lower = (p: Record<string, string> | undefined): Record<string, string | undefined> =>
-  Object.fromEntries(Object.entries(p ?? {}).map(([k, v]) => [k.toLowerCase(), v]));
-const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-// What each template can expand to: Kubernetes object names.
-const TEMPLATE_RE: Record<string, string> = {
-  'pvc.metadata.namespace': '[a-z0-9]([-a-z0-9]*[a-z0-9])?',
-  'pvc.metadata.name': '[a-z0-9]([-a-z0-9.]*[a-z0-9])?',
-  'pv.metadata.name': '[a-z0-9]([-a-z0-9.]*[a-z0-9])?',
-};
-
-export function nfsClasses(classes: readonly V1StorageClass[]): NfsClass[] {
-  const out: NfsClass[] = [];
-  for (const c of classes) {
-    if (c.provisioner !== NFS_DRIVER) continue;
-    const p = lower(c.parameters);
-    if (!p.server || p.share === undefined) continue;
-    const template = (p.subdir ?? '').replace(/^\/+|\/+$/g, '');
-    // Without subDir the driver names the directory after the PV (pvc-<uid> from the provisioner).
-    const source = template || '${pv.metadata.name}';
-    let re = '';
-    let rest = source;
-    for (const m of source.matchAll(/\$\{(?<name>[^}]*)\}/g)) {
-      const at = rest.indexOf(m[0]);
-      re += escape(rest.slice(0, at)) + (TEMPLATE_RE[m.groups?.name ?? ''] ?? '[^/]+');
-      rest = rest.slice(at + m[0].length);
-    }
-    re += escape(rest);
-    out.push({
-      name: c.metadata?.name ?? '?',
-      server: p.server,
-      share: '/' + p.share.replace(/^\/+|\/+$/g, ''),
-      depth: source.split('/').length,
-      pattern: new RegExp(`^${re}$`),
-      ...(p.ondelete && { onDelete: p.ondelete.toLowerCase() }),
-    });
-  }
-  return out;
-}
-
-export interface ShareFacts {
+export interface NfsArchive extends Archive {
   server: string;
   share: string;
-  store: NfsStore;
-  classes: NfsClass[];
-  /** Directories at the classes' depths that match a class pattern, with their change time. */
-  dirs: Array<{ path: string; changedAt: number; classes: string[] }>;
-  archives: Archive[];
-  error?: string;
+  at: string;
 }
 
-/** Where an NFS PV's directory is: dynamic handles and static PVs' volumeAttributes. */
-export function nfsDirOf(pv: V1PersistentVolume): { server: string; share: string; subDir: string } | undefined {
-  const csi = pv.spec?.csi;
-  if (csi?.driver !== NFS_DRIVER) return undefined;
-  const a = lower(csi.volumeAttributes);
-  if (a.server && a.share !== undefined) {
-    return {
-      server: a.server,
-      share: '/' + a.share.replace(/^\/+|\/+$/g, ''),
-      subDir: (a.subdir ?? '').replace(/^\/+|\/+$/g, ''),
-    };
-  }
-  const ref = parseNfsHandle(csi.volumeHandle);
-  return ref ? { server: ref.server, share: ref.share, subDir: ref.subDir } : undefined;
-}
-
-/**
- * The first PV whose NFS directory on `server:share` is `path`, inside it or above it (a PV of
- * the whole share is above every path): data someone still reaches through a PV.
- */
-export function nfsPvAt(
-  pvs: readonly V1PersistentVolume[],
-  at: { server: string; share: string; path: string },
-): V1PersistentVolume | undefined {
-  return pvs.find((pv) => {
-    const d = nfsDirOf(pv);
-    return (
-      d !== undefined &&
-      d.server === at.server &&
-      d.share === at.share &&
-      (d.subDir === '' ||
-        d.subDir === at.path ||
-        d.subDir.startsWith(at.path + '/') ||
-        at.path.startsWith(d.subDir + '/'))
-    );
+export function nfsClasses(classes: readonly V1StorageClass[]): ClassPlace[] {
+  return classes.flatMap((c) => {
+    if (c.provisioner !== NFS_DRIVER) return [];
+    const p = classPlace(c.metadata?.name ?? '?', c.parameters);
+    return p ? [p] : [];
   });
 }
 
-export async function readShares(
-  classes: readonly NfsClass[],
-  stores: NfsStores,
-  o: { signal: AbortSignal; sizes: boolean },
-): Promise<ShareFacts[]> {
-  const byShare = new Map<string, NfsClass[]>();
-  for (const c of classes) {
-    const key = `${c.server}\u0000${c.share}`;
-    byShare.set(key, [...(byShare.get(key) ?? []), c]);
-  }
-  return Promise.all(
-    [...byShare.values()]
-      .flatMap(([first, ...more]) => (first ? [[first, ...more] as [NfsClass, ...NfsClass[]]] : []))
-      .map(async (cs): Promise<ShareFacts> => {
-        const { server, share } = cs[0];
-        const store = stores.open(server, share);
-        const facts: ShareFacts = { server, share, store, classes: cs, dirs: [], archives: [] };
-        try {
-          const depths = [...new Set(cs.map((c) => c.depth))];
-          for (const depth of depths) {
-            const paths = await dirsAtDepth(store, depth, (name, level) => level > 0 || !isArchivePath(name), {
-              signal: o.signal,
-            });
-            for (const path of paths) {
-              const matching = cs.filter((c) => c.depth === depth && c.pattern.test(path)).map((c) => c.name);
-              if (matching.length === 0) continue;
-              const st = await store.stat(path, { signal: o.signal });
-              if (!st) continue;
-              facts.dirs.push({ path, changedAt: Math.max(st.mtimeMs ?? 0, st.ctimeMs ?? 0), classes: matching });
-            }
-            facts.archives.push(...(await findArchives(store, depth, { signal: o.signal, sizes: o.sizes })));
-          }
-        } catch (e) {
-          facts.error = (e as Error).message;
-        }
-        return facts;
-      }),
+/** Resolves every name (an address resolves to itself; a name that fails, to nothing). */
+export async function resolveServers(names: Iterable<string>): Promise<Addresses> {
+  const unique = [...new Set([...names].map((n) => n.trim().toLowerCase()).filter((n) => n !== ''))];
+  const out = new Map<string, string[]>();
+  await Promise.all(
+    unique.map(async (n) => {
+      try {
+        out.set(
+          n,
+          (await lookup(n, { all: true })).map((a) => a.address),
+        );
+      } catch {
+        out.set(n, []);
+      }
+    }),
   );
+  return out;
+}
+
+export async function readNfs(
+  classes: readonly ClassPlace[],
+  pvs: readonly V1PersistentVolume[],
+  stores: NfsStores,
+  o: {
+    signal: AbortSignal;
+    sizes: boolean;
+    /** Scan only these classes' shares (default: all); every class still judges. */
+    scan?: readonly ClassPlace[];
+    /** Look for claim directories too (default), or only for archives. */
+    claims?: boolean;
+  },
+): Promise<NfsFacts> {
+  const pvServers = pvs.flatMap((pv) => {
+    const p = nfsPlaceOf(pv);
+    return p && p !== 'unknown' ? [p.server] : [];
+  });
+  const addresses = await resolveServers([...classes.map((c) => c.server), ...pvServers]);
+  const ids = servers(addresses);
+  const facts: NfsFacts = { classes: [...classes], addresses, dirs: [], archives: [], errors: [] };
+  const seenDirs = new Set<string>();
+  const seenArchives = new Set<string>();
+  const key = (server: string, at: string) => `${ids.idOf(server) ?? server}\u0000${at}`;
+  await Promise.all(
+    (o.scan ?? classes).map(async (c) => {
+      const store = stores.open(c.server, c.share);
+      const found = c.layout.proof ?? c.layout.could;
+      try {
+        const paths =
+          o.claims === false
+            ? []
+            : await dirsAtDepth(store, found.length, (name, level) => level > 0 || !isArchivePath(name), {
+                signal: o.signal,
+              });
+        for (const p of paths) {
+          const at = absolute(c.share, p);
+          if (!p.split('/').every((s, i) => found[i]?.test(s)) || seenDirs.has(key(c.server, at))) continue;
+          seenDirs.add(key(c.server, at));
+          const st = await store.stat(p, { signal: o.signal });
+          if (st)
+            facts.dirs.push({
+              server: c.server,
+              share: c.share,
+              path: p,
+              at,
+              changedAt: Math.max(st.mtimeMs ?? 0, st.ctimeMs ?? 0),
+            });
+        }
+        for (const a of await findArchives(store, found.length, { signal: o.signal, sizes: o.sizes })) {
+          const at = absolute(c.share, a.path);
+          if (seenArchives.has(key(c.server, at))) continue;
+          seenArchives.add(key(c.server, at));
+          facts.archives.push({ ...a, server: c.server, share: c.share, at });
+        }
+      } catch (e) {
+        facts.errors.push({ where: `${c.server}:${c.share}`, error: (e as Error).message });
+      }
+    }),
+  );
+  facts.dirs.sort((a, b) => a.at.localeCompare(b.at));
+  facts.archives.sort((a, b) => a.at.localeCompare(b.at));
+  return facts;
 }

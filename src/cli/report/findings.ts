@@ -10,24 +10,17 @@
 //     Proxmox would free the disk itself) nor has it on a drive;
 //   - a helper attachment is unlinked only when no expansion can be running: no PV, or its claim
 //     shows no controller resize in progress;
-//   - an NFS claim directory is removed only when it matches a class's subDir pattern, that
-//     class says onDelete: delete, no class of the same share says otherwise, no PV (dynamic or
-//     static, at it, above or below it) points there, and it has not changed for the grace period.
+//   - an orphaned disk is freed only from a view that can be the cluster that owns the disks:
+//     it has a PV of this Proxmox cluster, no driver disk sits on a VM's drive without a PV
+//     naming it, and the disk is younger than the cluster (its kube-system Namespace);
+//   - an NFS claim directory: nfs-findings.ts and ownership.ts (docs/ownership-day2.md).
 // Everything else is reported only.
 import type { V1PersistentVolume, V1PersistentVolumeClaim } from '../../k8s/index.js';
-import type { Archive } from '../../nfs/controller/archives.js';
 import { isHelperSite } from '../../proxmox/controller/state/drives.js';
 import { parseMarker } from '../../proxmox/controller/params/mutable.js';
 import { usesOf } from '../../proxmox/controller/state/scan.js';
 import { diskOwner, formatVolumeId, parseVolumeId, type VolumeRef } from '../../proxmox/volume-id.js';
-import {
-  nfsDirOf,
-  PROXMOX_DRIVER,
-  type ClusterFacts,
-  type DiskFact,
-  type KubeFacts,
-  type ShareFacts,
-} from './facts.js';
+import { PROXMOX_DRIVER, type ClusterFacts, type DiskFact, type KubeFacts } from './facts.js';
 
 export type Kind =
   | 'orphan-disk'
@@ -100,6 +93,34 @@ function resizing(pvc: V1PersistentVolumeClaim | undefined): boolean {
   return (pvc.status?.conditions ?? []).some((c) => c.type === 'Resizing' && c.status === 'True');
 }
 
+/**
+ * Why this Kubernetes view cannot be the cluster that owns the disks of this Proxmox cluster, if
+ * it cannot: it has none of the driver's PVs there while the driver has disks there (another or
+ * a rebuilt cluster's kubeconfig), or a driver disk sits on a VM's SCSI drive with no PV of this
+ * view naming it (the cluster using it is another one).
+ */
+function foreignView(f: ClusterFacts, pvByDisk: ReadonlyMap<string, unknown>): string | undefined {
+  if (f.disks.length > 0 && pvByDisk.size === 0)
+    return `this cluster has no PersistentVolume of ${PROXMOX_DRIVER} in region ${f.region}: the kubeconfig may be another or a rebuilt cluster's, which would take every disk for an orphan`;
+  for (const d of f.disks) {
+    const base = parseMarker(d.disk)?.disk ?? d.disk;
+    if (pvByDisk.has(`${d.storage}:${base}`)) continue;
+    const on = usesOf(f.scan, d.storage, d.disk).sites.find(
+      (s) => !isHelperSite(s.site) && s.site.placement !== 'detaching',
+    );
+    if (on)
+      return `${d.volid} is on ${on.site.key} of VM ${on.vm.name} (${on.vm.vmid}) but no PersistentVolume of this cluster names it: this view is not the cluster that uses the driver's disks`;
+  }
+  return undefined;
+}
+
+/** Why a disk or directory older than this cluster is not its leftover. */
+export function bornBefore(birth: number | undefined): string {
+  return birth === undefined
+    ? "this cluster's age is unknown (Namespace kube-system cannot be read): what predates it cannot be ruled out"
+    : `older than this cluster (Namespace kube-system created ${new Date(birth).toISOString()}): not a leftover of it`;
+}
+
 export function proxmoxFindings(f: ClusterFacts, k: KubeFacts, r: Rules): Finding[] {
   const out: Finding[] = [];
   const pvByDisk = new Map<string, { pv: V1PersistentVolume; ref: VolumeRef; handle: string }>();
@@ -118,6 +139,7 @@ export function proxmoxFindings(f: ClusterFacts, k: KubeFacts, r: Rules): Findin
   );
   const present = new Set(f.disks.map((d) => d.volid));
   const where = (d: DiskFact) => `${f.region}/${d.shared ? '(shared)' : d.node}`;
+  const foreign = foreignView(f, pvByDisk);
 
   for (const d of f.disks) {
     const marker = parseMarker(d.disk);
@@ -213,6 +235,9 @@ export function proxmoxFindings(f: ClusterFacts, k: KubeFacts, r: Rules): Findin
       finding.kept = 'the storage reports no creation time, so an in-flight CreateVolume cannot be ruled out';
     else if (age < r.graceMs)
       finding.kept = `younger than the grace period (${Math.round(r.graceMs / 1000)} s): may be a CreateVolume in flight`;
+    else if (foreign) finding.kept = foreign;
+    else if (d.createdAt !== undefined && (k.birth === undefined || d.createdAt < k.birth))
+      finding.kept = bornBefore(k.birth);
     else if (marker)
       finding.action = { type: 'free-marker', region: f.region, node: d.node, storage: d.storage, volid: d.volid };
     else
@@ -249,70 +274,4 @@ export function proxmoxFindings(f: ClusterFacts, k: KubeFacts, r: Rules): Findin
       detail: `cannot list: ${u.error}`,
     });
   return out;
-}
-
-function under(a: string, b: string): boolean {
-  return a === b || a.startsWith(b + '/') || b.startsWith(a + '/');
-}
-
-export function nfsFindings(s: ShareFacts, k: KubeFacts, r: Rules): Finding[] {
-  const out: Finding[] = [];
-  const at = `${s.server}:${s.share}`;
-  if (s.error) return [{ kind: 'error', where: at, what: 'share', detail: `cannot scan: ${s.error}` }];
-  const used = k.pvs.flatMap((pv) => {
-    const d = nfsDirOf(pv);
-    return d && d.server === s.server && d.share === s.share ? [d.subDir] : [];
-  });
-  for (const d of s.dirs) {
-    if (used.some((u) => u === '' || under(u, d.path))) continue;
-    const classes = s.classes.filter((c) => d.classes.includes(c.name));
-    const policies = [...new Set(classes.map((c) => c.onDelete ?? 'driver default'))];
-    const age = r.now - d.changedAt;
-    const base: Finding = {
-      kind: 'orphan-dir',
-      where: at,
-      what: d.path,
-      detail: `matches class ${d.classes.join(', ')}; no PersistentVolume points there`,
-      ageMs: age,
-    };
-    if (policies.length === 1 && (policies[0] === 'retain' || policies[0] === 'archive')) {
-      out.push({
-        ...base,
-        kind: 'retained-dir',
-        detail: `kept by onDelete: ${policies[0]} of class ${d.classes.join(', ')}`,
-      });
-      continue;
-    }
-    if (policies.length !== 1 || policies[0] !== 'delete')
-      base.kept = `class onDelete is ${policies.join(' / ')}, not delete: the data may be kept on purpose`;
-    else if (age < r.graceMs)
-      base.kept = `changed within the grace period (${Math.round(r.graceMs / 1000)} s): may be a CreateVolume in flight`;
-    else base.action = { type: 'remove-dir', server: s.server, share: s.share, path: d.path };
-    out.push(base);
-  }
-  for (const a of s.archives) out.push(archiveFinding(at, a, r.now));
-  return out;
-}
-
-export function archiveFinding(at: string, a: Archive, now: number): Finding {
-  return {
-    kind: 'archive',
-    where: at,
-    what: a.path,
-    ageMs: now - a.archivedAt,
-    detail: `archived ${a.original} (time from ${a.timeFrom === 'name' ? 'its name' : "the directory's mtime/ctime"})`,
-    ...(a.sizeBytes !== undefined && { sizeBytes: a.sizeBytes }),
-  };
-}
-
-/** NFS PVs whose directory is missing, for the shares that could be read. */
-export function missingDirFindings(
-  missing: ReadonlyArray<{ pv: V1PersistentVolume; server: string; share: string; subDir: string }>,
-): Finding[] {
-  return missing.map((m) => ({
-    kind: 'pv-missing-dir',
-    where: `${m.server}:${m.share}`,
-    what: `PV ${m.pv.metadata?.name}`,
-    detail: `${m.subDir || '(share root)'} does not exist (PV phase ${m.pv.status?.phase ?? '?'})`,
-  }));
 }

@@ -13,13 +13,17 @@ import type { Core } from '../../proxmox/controller/core.js';
 import { removeHelperLeftovers } from '../../proxmox/controller/safety/leftovers.js';
 import { deleteVolume } from '../../proxmox/controller/rpc/volumes.js';
 import { parseVolid, parseVolumeId } from '../../proxmox/volume-id.js';
-import { nfsPvAt, PROXMOX_DRIVER } from './facts.js';
+import { PROXMOX_DRIVER, type NfsFacts } from './facts.js';
 import type { Action } from './findings.js';
+import { nfsView } from './nfs-findings.js';
+import { absolute, referencedBy } from './ownership.js';
 
 export interface FixContext {
   core: Core;
   kube: KubeApi;
   stores: NfsStores;
+  /** The classes and resolved servers the findings were judged with (ownership.ts). */
+  nfs: Pick<NfsFacts, 'classes' | 'addresses'>;
   log: Logger;
   signal: AbortSignal;
 }
@@ -28,7 +32,7 @@ export interface FixContext {
 async function claimedNow(ctx: FixContext, a: Action): Promise<string | undefined> {
   const pvs = await ctx.kube.listPersistentVolumes(ctx.signal);
   if (a.type === 'remove-dir') {
-    return nfsPvAt(pvs, a)?.metadata?.name;
+    return referencedBy(nfsView(ctx.nfs, pvs), a.server, absolute(a.share, a.path))?.pv;
   }
   if (a.type === 'delete-volume' || a.type === 'free-marker') {
     const target = a.type === 'delete-volume' ? parseVolumeId(a.volumeId) : parseVolid(a.volid);

@@ -1,8 +1,9 @@
 // report's rules for what --fix may remove (src/cli/report/findings.ts), on facts built by hand:
 // the cases the tier test (test/k8s/cli/report.test.ts) does not reach.
 import t from 'tap';
-import type { ClusterFacts, KubeFacts, ShareFacts } from '../../../src/cli/report/facts.js';
-import { isProvisionerDisk, nfsFindings, proxmoxFindings, type Finding } from '../../../src/cli/report/findings.js';
+import { nfsClasses, type ClusterFacts, type KubeFacts, type NfsFacts } from '../../../src/cli/report/facts.js';
+import { isProvisionerDisk, proxmoxFindings, type Finding } from '../../../src/cli/report/findings.js';
+import { nfsFindings } from '../../../src/cli/report/nfs-findings.js';
 import type { V1PersistentVolume, V1PersistentVolumeClaim } from '../../../src/k8s/index.js';
 import type { Cluster } from '../../../src/proxmox/controller/state/cluster.js';
 import { helperWwnForSlot } from '../../../src/proxmox/contract.js';
@@ -12,7 +13,14 @@ const rules = { controllerVmId: 9999, graceMs: 3600e3, now: NOW };
 const UID = '0b1c2d3e-4f50-4617-8293-a4b5c6d7e8f9';
 const DISK = `vm-9999-pvc-${UID}`;
 const vm = (vmid: number, name: string) => ({ type: 'qemu' as const, vmid, name, node: 'hyper1' });
-const kube = (o: Partial<KubeFacts> = {}): KubeFacts => ({ pvs: [], pvcs: [], attachments: [], classes: [], ...o });
+const kube = (o: Partial<KubeFacts> = {}): KubeFacts => ({
+  pvs: [pv('owner', `homelab/hyper1/local-lvm/vm-9999-pvc-00000000-0000-4000-8000-000000000000`)],
+  pvcs: [],
+  attachments: [],
+  classes: [],
+  birth: NOW - 30 * 86400e3,
+  ...o,
+});
 function facts(o: { disks?: string[]; scan?: ClusterFacts['scan']; createdAt?: number } = {}): ClusterFacts {
   return {
     region: 'homelab',
@@ -85,7 +93,11 @@ t.test('a PV in any phase keeps its disk, its markers belong to it; a marker wit
   t.same(f, [], 'nothing to say');
   const lone = proxmoxFindings(facts({ disks: [marker] }), kube(), rules);
   t.equal(byKind(lone, 'orphan-disk')[0]?.action?.type, 'free-marker');
-  t.ok(byKind(lone, 'pv-missing-disk').length === 0);
+  t.same(
+    byKind(lone, 'pv-missing-disk').map((f) => f.what),
+    ['PV owner'],
+    'only the PV whose disk is not in the facts',
+  );
   t.end();
 });
 
@@ -110,37 +122,52 @@ t.test('helper attachments: unlinked unless the claim is being resized', (t) => 
   t.end();
 });
 
-t.test('NFS directories: only under onDelete: delete, never when a PV points at, above or below them', (t) => {
-  const share = (onDelete?: string): ShareFacts => ({
-    server: 'nas',
-    share: '/v/k8s',
-    store: {} as ShareFacts['store'],
-    classes: [
-      { name: 'c', server: 'nas', share: '/v/k8s', depth: 2, pattern: /^[^/]+\/[^/]+$/, ...(onDelete && { onDelete }) },
-    ],
-    dirs: [{ path: 'apps/old', changedAt: NOW - 7200e3, classes: ['c'] }],
-    archives: [],
-  });
-  t.equal(nfsFindings(share('delete'), kube(), rules)[0]?.action?.type, 'remove-dir');
-  t.equal(nfsFindings(share('archive'), kube(), rules)[0]?.kind, 'retained-dir');
-  t.match(nfsFindings(share(), kube(), rules)[0]?.kept, /driver default, not delete/);
-  const nfsPv = (subDir: string) =>
-    ({
-      metadata: { name: 's' },
-      spec: {
-        csi: {
-          driver: 'nfs.csi.k8s.io',
-          volumeHandle: 'h',
-          volumeAttributes: { server: 'nas', share: '/v/k8s', subDir },
+t.test(
+  'NFS directories: only proven claims under onDelete: delete, never when a PV points at, above or below them',
+  (t) => {
+    const UIDDIR = `apps/pvc-${UID}`;
+    const facts = (onDelete?: string): NfsFacts => ({
+      classes: nfsClasses([
+        {
+          metadata: { name: 'c' },
+          provisioner: 'nfs.csi.k8s.io',
+          parameters: {
+            server: 'nas',
+            share: '/v/k8s',
+            subDir: '${pvc.metadata.namespace}/${pv.metadata.name}',
+            ...(onDelete && { onDelete }),
+          },
         },
-      },
-    }) as V1PersistentVolume;
-  for (const at of ['apps/old', 'apps', 'apps/old/inner', ''])
-    t.same(nfsFindings(share('delete'), kube({ pvs: [nfsPv(at)] }), rules), [], `a PV at "${at}"`);
-  t.equal(
-    nfsFindings(share('delete'), kube({ pvs: [nfsPv('apps/other')] }), rules)[0]?.action?.type,
-    'remove-dir',
-    "a sibling's PV does not count",
-  );
-  t.end();
-});
+      ]),
+      addresses: new Map([['nas', ['192.0.2.1']]]),
+      dirs: [{ server: 'nas', share: '/v/k8s', path: UIDDIR, at: `/v/k8s/${UIDDIR}`, changedAt: NOW - 7200e3 }],
+      archives: [],
+      errors: [],
+    });
+    const nfsPv = (subDir: string, name = 's') =>
+      ({
+        metadata: { name },
+        spec: {
+          csi: {
+            driver: 'nfs.csi.k8s.io',
+            volumeHandle: 'h',
+            volumeAttributes: { server: 'nas', share: '/v/k8s', subDir },
+          },
+        },
+      }) as V1PersistentVolume;
+    // The view owns the share: one live claim elsewhere on it.
+    const owner = nfsPv('other/pvc-live', 'live');
+    const k = (...pvs: V1PersistentVolume[]) => kube({ pvs: [owner, ...pvs], birth: NOW - 86400e3 });
+    t.equal(nfsFindings(facts('delete'), k(), rules)[0]?.action?.type, 'remove-dir');
+    t.equal(nfsFindings(facts('archive'), k(), rules)[0]?.kind, 'retained-dir');
+    t.match(nfsFindings(facts(), k(), rules)[0]?.kept, /driver default, not delete/);
+    for (const at of [UIDDIR, 'apps', `${UIDDIR}/inner`, ''])
+      t.same(nfsFindings(facts('delete'), k(nfsPv(at)), rules), [], `a PV at "${at}"`);
+    t.equal(
+      nfsFindings(facts('delete'), k(nfsPv('apps/other')), rules)[0]?.action?.type,
+      'remove-dir',
+      "a sibling's PV does not count",
+    );
+    t.end();
+  },
+);

@@ -1,0 +1,119 @@
+// From the NFS facts to report's findings and to what `report --fix` and `archives prune` may
+// remove: the rule of ownership.ts applied to every claim-shaped directory and every archive,
+// once, across all shares (a directory two classes can reach is one directory). Pure.
+import type { Archive } from '../../nfs/controller/archives.js';
+import type { NfsArchive, NfsDir, NfsFacts } from './facts.js';
+import type { Finding, Rules } from './findings.js';
+import { bornBefore } from './findings.js';
+import { innermostShare, judgeArchive, judgeClaimDir, servers, type View } from './ownership.js';
+import type { KubeFacts } from './facts.js';
+import type { V1PersistentVolume } from '../../k8s/index.js';
+
+export function nfsView(n: Pick<NfsFacts, 'classes' | 'addresses'>, pvs: readonly V1PersistentVolume[]): View {
+  return { classes: n.classes, pvs, servers: servers(n.addresses) };
+}
+
+/** The removal, relative to the innermost class share holding it (parents are removed up to there). */
+function removal(v: View, d: { server: string; share: string; path: string; at: string }) {
+  const inner = innermostShare(v, d.server, d.at);
+  const share = inner?.share ?? d.share;
+  return { server: inner?.server ?? d.server, share, path: d.at.slice(share.length).replace(/^\//, '') };
+}
+
+function dirFinding(v: View, d: NfsDir, k: KubeFacts, r: Rules): Finding | undefined {
+  const j = judgeClaimDir(v, d.server, d.at);
+  if (j.pv) return undefined;
+  const at = `${d.server}:${d.share}`;
+  const names = j.of.map((c) => c.name).join(', ') || '(none)';
+  const policies = [...new Set(j.of.map((c) => c.onDelete ?? 'driver default'))];
+  const age = r.now - d.changedAt;
+  if (policies.length === 1 && (policies[0] === 'retain' || policies[0] === 'archive'))
+    return {
+      kind: 'retained-dir',
+      where: at,
+      what: d.path,
+      detail: `kept by onDelete: ${policies[0]} of class ${names}`,
+      ageMs: age,
+    };
+  const f: Finding = {
+    kind: 'orphan-dir',
+    where: at,
+    what: d.path,
+    detail: `a claim directory of class ${names} by its layout; no PersistentVolume points there`,
+    ageMs: age,
+  };
+  if (j.kept) f.kept = j.kept;
+  else if (age < r.graceMs)
+    f.kept = `changed within the grace period (${Math.round(r.graceMs / 1000)} s): may be a CreateVolume in flight`;
+  else if (k.birth === undefined || d.changedAt < k.birth) f.kept = bornBefore(k.birth);
+  else f.action = { type: 'remove-dir', ...removal(v, d) };
+  return f;
+}
+
+/** Whether an archive may be pruned (age aside), and where it is removed from. */
+export interface ArchiveVerdict {
+  archive: NfsArchive;
+  classes: string[];
+  kept?: string;
+  remove: { server: string; share: string; path: string };
+}
+
+/** The archives some class lays out (others are not archives), each judged once. */
+export function archiveVerdicts(
+  n: Pick<NfsFacts, 'classes' | 'addresses' | 'archives'>,
+  pvs: readonly V1PersistentVolume[],
+): ArchiveVerdict[] {
+  const v = nfsView(n, pvs);
+  return n.archives.flatMap((a) => {
+    const j = judgeArchive(v, a.server, a.at);
+    if (j.of.length === 0 && !j.pv) return [];
+    return [
+      {
+        archive: a,
+        classes: j.of.map((c) => c.name),
+        ...(j.kept && { kept: j.kept }),
+        remove: removal(v, { ...a, path: a.path }),
+      },
+    ];
+  });
+}
+
+export function archiveFinding(at: string, a: Archive, now: number): Finding {
+  return {
+    kind: 'archive',
+    where: at,
+    what: a.path,
+    ageMs: now - a.archivedAt,
+    detail: `archived ${a.original} (time from ${a.timeFrom === 'name' ? 'its name' : "the directory's mtime/ctime"})`,
+    ...(a.sizeBytes !== undefined && { sizeBytes: a.sizeBytes }),
+  };
+}
+
+export function nfsFindings(n: NfsFacts, k: KubeFacts, r: Rules): Finding[] {
+  const out: Finding[] = n.errors.map((e) => ({
+    kind: 'error' as const,
+    where: e.where,
+    what: 'share',
+    detail: `cannot scan: ${e.error}`,
+  }));
+  const v = nfsView(n, k.pvs);
+  for (const d of n.dirs) {
+    const f = dirFinding(v, d, k, r);
+    if (f) out.push(f);
+  }
+  for (const a of archiveVerdicts(n, k.pvs))
+    out.push(archiveFinding(`${a.archive.server}:${a.archive.share}`, a.archive, r.now));
+  return out;
+}
+
+/** NFS PVs whose directory is missing, for the shares that could be read. */
+export function missingDirFindings(
+  missing: ReadonlyArray<{ pv: V1PersistentVolume; server: string; share: string; subDir: string }>,
+): Finding[] {
+  return missing.map((m) => ({
+    kind: 'pv-missing-dir',
+    where: `${m.server}:${m.share}`,
+    what: `PV ${m.pv.metadata?.name}`,
+    detail: `${m.subDir || '(share root)'} does not exist (PV phase ${m.pv.status?.phase ?? '?'})`,
+  }));
+}
