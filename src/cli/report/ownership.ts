@@ -229,6 +229,8 @@ export function judgeArchive(v: View, server: string, at: string): Judgement {
   const clash = conflict(rs, 'archive');
   if (clash) return { of, kept: clash };
   if (of.length === 0) return { of, kept: 'no class lays out an archive there' };
+  if (!hasPvOn(v, server))
+    return { of, kept: `this cluster has no NFS PV on ${server}: it may not be the cluster whose PVs read archives` };
   return { of };
 }
 

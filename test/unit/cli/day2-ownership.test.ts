@@ -117,7 +117,7 @@ t.test('case 11: archives prune with a flat class next to <ns>/<pvc> never takes
       ],
     });
   // Without subDir the flat class archives only archived-pvc-<uid>: archived-media is nobody's.
-  const plain = new Map(archiveVerdicts(layout(undefined), []).map((x) => [x.archive.path, x]));
+  const plain = new Map(archiveVerdicts(layout(undefined), [owner]).map((x) => [x.archive.path, x]));
   t.notOk(plain.has('archived-media'), 'archived-media (a namespace folder) is no archive');
   t.equal(plain.get('archived-media/config-20261201T000000Z')?.kept, undefined, "the nested class's own archive");
   t.same(plain.get('archived-media/config-20261201T000000Z')?.classes, ['nested']);
@@ -127,7 +127,7 @@ t.test('case 11: archives prune with a flat class next to <ns>/<pvc> never takes
     'pvc-<uid> is also a namespace name the nested class could have archived: kept',
   );
   // A flat ${pvc.metadata.name} class could have archived "media": both layouts claim the tree.
-  const named = new Map(archiveVerdicts(layout('${pvc.metadata.name}'), []).map((x) => [x.archive.path, x]));
+  const named = new Map(archiveVerdicts(layout('${pvc.metadata.name}'), [owner]).map((x) => [x.archive.path, x]));
   t.match(named.get('archived-media')?.kept, /holds archives of class nested/);
   t.match(named.get('archived-media/config-20261201T000000Z')?.kept, /inside an archive of class flat/);
   const alone = archiveVerdicts(
@@ -135,7 +135,7 @@ t.test('case 11: archives prune with a flat class next to <ns>/<pvc> never takes
       classes: [nfsClass('nested', TALOS, NSPVC, 'archive')],
       archives: [['127.0.0.1', `${TALOS}/archived-apps/old`, 0]],
     }),
-    [],
+    [owner],
   );
   t.equal(alone[0]?.kept, undefined, 'one class alone: its archive may go');
   t.end();
@@ -158,8 +158,8 @@ t.test('case 12: a static PV naming the parent share protects its directory', (t
   ])
     t.same(removed(nfsFindings(facts, kube({ pvs: [owner, pv] }), rules)), [], `PV ${pv.metadata?.name}`);
   const archivePv = staticNfsPv('recover', 'localhost', SHARE, `talos/archived-media/pvc-${uid(5)}`);
-  t.match(archiveVerdicts(facts, [archivePv])[0]?.kept, /PV recover points there/, 'archives too');
-  t.equal(archiveVerdicts(facts, [])[0]?.kept, undefined);
+  t.match(archiveVerdicts(facts, [owner, archivePv])[0]?.kept, /PV recover points there/, 'archives too');
+  t.equal(archiveVerdicts(facts, [owner])[0]?.kept, undefined);
   t.same(
     removed(nfsFindings(facts, kube({ pvs: [owner, staticNfsPv('nas', 'nas', TALOS, `media/pvc-${uid(4)}`)] }), rules)),
     [`media/pvc-${uid(4)}`],
@@ -244,5 +244,18 @@ t.test('an NFS PV whose directory cannot be read keeps every directory', (t) => 
   const f = nfsFindings(facts, kube({ pvs: [owner, odd] }), rules);
   t.same(removed(f), []);
   t.match(f[0]?.kept, /PV odd has an NFS directory that cannot be read/);
+  t.end();
+});
+
+// Found by the property-based search (day2-property.test.ts): an archive of a share the view
+// has no PV on was prunable, so another cluster's kubeconfig (whose recovery PVs it cannot see)
+// pruned archives a PV of the owner cluster reads.
+t.test('property counterexample: archives prune from a view without PVs on the server prunes nothing', (t) => {
+  const facts = nfsFacts({
+    classes: [nfsClass('flat', '/v', undefined, 'delete')],
+    archives: [['127.0.0.1', `/v/archived-pvc-${uid(1)}`, 300e3]],
+  });
+  t.match(archiveVerdicts(facts, [])[0]?.kept, /this cluster has no NFS PV on 127.0.0.1/);
+  t.equal(archiveVerdicts(facts, [dynamicNfsPv('pvc-x', 'localhost', '/v', 'pvc-x')])[0]?.kept, undefined);
   t.end();
 });
