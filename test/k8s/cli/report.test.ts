@@ -1,7 +1,8 @@
 // `pve-nfs-csi report` against a real kube-apiserver, the Proxmox simulator and ganesha: a healthy
 // cluster reports nothing (exit 0); each leftover kind is detected; --fix without --yes changes
 // nothing; --fix --yes removes exactly the provable leftovers, and a live claim, an in-flight
-// disk and directory, a disk with a pending change and everything attached survive.
+// disk and directory, a directory whose name proves no claim, a disk with a pending change and
+// everything attached survive (the ownership cases themselves: ownership.test.ts).
 import crypto from 'node:crypto';
 import t from 'tap';
 import { waitTask } from '../../../src/proxmox/api/tasks.js';
@@ -188,8 +189,9 @@ await t.test('each leftover kind is detected; --fix without --yes changes nothin
   t.equal(find('unused-entry', new RegExp(unusedDisk))?.action?.type, 'drop-unused');
   t.equal(find('helper-attachment', new RegExp(helperDisk))?.action?.type, 'unlink-helpers');
   t.ok(find('pv-missing-disk', new RegExp(gone)));
-  t.ok(find('orphan-dir', /^apps\/old$/)?.action, 'old orphaned directory: removable');
-  t.match(find('orphan-dir', /^apps\/new$/)?.kept, /grace period/, 'in-flight directory: kept');
+  // <namespace>/<pvc> names prove no claim (docs/ownership-day2.md): reported, never removed.
+  t.match(find('orphan-dir', /^apps\/old$/)?.kept, /does not prove a provisioned claim/, 'old directory: kept');
+  t.match(find('orphan-dir', /^apps\/new$/)?.kept, /does not prove a provisioned claim/, 'in-flight directory: kept');
   t.ok(find('pv-missing-dir', /PV pvc-/));
   const x = find('archive', /x-20250101T000000Z/);
   t.ok(
@@ -242,7 +244,7 @@ await t.test('--fix --yes removes exactly the provable leftovers', async (t) => 
     .filter((f) => f.result?.startsWith('done'))
     .map((f) => `${f.kind} ${f.what}`)
     .sort();
-  t.equal(done.length, 4, done.join('\n'));
+  t.equal(done.length, 3, done.join('\n'));
   t.notOk(
     findings.some((f) => f.result?.startsWith('failed')),
     JSON.stringify(findings.filter((f) => f.result?.startsWith('failed'))),
@@ -265,7 +267,7 @@ await t.test('--fix --yes removes exactly the provable leftovers', async (t) => 
     'the pending delete is untouched',
   );
   t.match((await vmConfig('hyper3', 113)).scsi1, strayDisk, 'the stray attachment stays');
-  t.notOk(exists('apps/old'), 'the orphaned directory is removed');
+  t.ok(exists('apps/old'), 'a <namespace>/<pvc> directory without a PV is not provably a leftover: kept');
   t.ok(exists('apps/data/db.sqlite') && exists('apps/new'), 'the live claim and the in-flight directory survive');
   t.ok(
     exists('archived-apps/y/sub/b') && exists('archived-apps/x-20250101T000000Z/a'),
