@@ -1,0 +1,225 @@
+// Generated day-2 worlds and the oracle of docs/ownership-day2.md, for the property-based
+// search over the pure rule (day2-property.test.ts) and over the commands against a real
+// kube-apiserver and ganesha (test/k8s/cli/ownership.test.ts). A world: NFS classes of every
+// depth on nested shares spelled with two names of one server, claims each class really made
+// (live, Released/Retain with a PV, or gone), data put there by hand, archives, PVs in every
+// spelling (dynamic handle, static on the parent share, localhost, in-tree, another server), and
+// the view: the owner cluster's, another cluster's (no PVs) or a rebuilt cluster's. The oracle
+// knows each world's truth and is written from the document, not from the rule's code.
+import fc from 'fast-check';
+import type { NfsFacts } from '../../../src/cli/report/facts.js';
+import { nfsClasses } from '../../../src/cli/report/facts.js';
+import { absolute } from '../../../src/cli/report/ownership.js';
+import type { V1PersistentVolume } from '../../../src/k8s/index.js';
+import { archivePath } from '../../../src/nfs/controller/policy.js';
+import { ADDRESSES, dynamicNfsPv, HOUR, inTreeNfsPv, NOW, nfsClass, staticNfsPv, uid } from './day2-fixtures.js';
+
+/** A server that is not 127.0.0.1 (ADDRESSES resolves it elsewhere; on a real host it does not resolve). */
+export const OTHER_SERVER = 'nas';
+
+const SUBSHARES = ['', '/k8s', '/k8s/talos'] as const;
+const SHARE_ARB = fc.constantFrom(...SUBSHARES);
+const TEMPLATES = [
+  undefined,
+  '${pvc.metadata.namespace}/${pvc.metadata.name}',
+  '${pvc.metadata.namespace}/${pv.metadata.name}',
+  '${pvc.metadata.name}',
+  '${pv.metadata.name}',
+] as const;
+const POLICIES = ['delete', 'retain', 'archive', undefined] as const;
+const NAMESPACES = ['apps', 'media', 'talos', 'k8s', 'photos'] as const;
+const NAMES = ['data', 'config', 'old-config', 'app', 'talos'] as const;
+const USER_DATA = ['photos/2023', 'backups/nightly', 'media', 'media/old-config', 'talos/photos', 'k8s', 'apps/data'];
+export const BIRTH_AGO = 30 * 24 * HOUR;
+export const AGES = [5 * 60e3, 48 * HOUR, 40 * 24 * HOUR]; // young (in grace), old, older than the cluster
+export const SPELLINGS = ['dynamic', 'parent-share', 'localhost', 'in-tree', 'slashes', 'other-server'] as const;
+type Spelling = (typeof SPELLINGS)[number];
+
+const classArb = fc.record({
+  share: SHARE_ARB,
+  template: fc.constantFrom(...TEMPLATES),
+  onDelete: fc.constantFrom(...POLICIES),
+  server: fc.constantFrom('127.0.0.1', 'localhost'),
+});
+const claimArb = fc.record({
+  cls: fc.nat(2),
+  ns: fc.constantFrom(...NAMESPACES),
+  name: fc.constantFrom(...NAMES),
+  n: fc.nat(30),
+  /** null: gone (no PV); else the PV's spelling (any phase: a Released/Retain PV counts). */
+  pv: fc.option(fc.constantFrom(...SPELLINGS), { nil: null }),
+  age: fc.constantFrom(...AGES),
+  archived: fc.constantFrom(false, false, true),
+  stamped: fc.boolean(),
+});
+export const worldArb = fc.record({
+  classes: fc.array(classArb, { minLength: 1, maxLength: 3 }),
+  claims: fc.array(claimArb, { maxLength: 8 }),
+  user: fc.array(fc.record({ share: SHARE_ARB, path: fc.constantFrom(...USER_DATA) }), {
+    maxLength: 4,
+  }),
+  /** PVs made by hand on a directory of the world or one above it (a recovery mount). */
+  parentPvs: fc.array(fc.record({ of: fc.nat(12), up: fc.nat(2), spelling: fc.constantFrom(...SPELLINGS) }), {
+    maxLength: 2,
+  }),
+  view: fc.constantFrom('owner', 'owner', 'owner', 'foreign', 'rebuilt'),
+});
+export type World = typeof worldArb extends fc.Arbitrary<infer W> ? W : never;
+
+interface Item {
+  at: string;
+  kind: 'claim' | 'archive' | 'user';
+  cls?: number;
+  age: number;
+}
+
+function expand(template: string | undefined, ns: string, name: string, pvName: string): string {
+  return (template ?? '${pv.metadata.name}')
+    .replace('${pvc.metadata.namespace}', ns)
+    .replace('${pvc.metadata.name}', name)
+    .replace('${pv.metadata.name}', pvName);
+}
+
+/** A PV on the directory `at` of server 127.0.0.1, spelled one way or another. */
+function pvFor(
+  root: string,
+  name: string,
+  at: string,
+  spelling: Spelling,
+  classShare: string | undefined,
+): V1PersistentVolume {
+  const rel = (base: string) => at.slice(base.length).replace(/^\//, '');
+  switch (spelling) {
+    case 'dynamic':
+      return classShare && at.startsWith(classShare + '/')
+        ? dynamicNfsPv(name, '127.0.0.1', classShare, rel(classShare))
+        : staticNfsPv(name, '127.0.0.1', root, rel(root));
+    case 'parent-share':
+      return staticNfsPv(name, '127.0.0.1', root, rel(root));
+    case 'localhost': {
+      const k8s = `${root}/k8s`;
+      return staticNfsPv(name, 'localhost', k8s, at.startsWith(k8s + '/') ? rel(k8s) : '../' + rel(root));
+    }
+    case 'in-tree':
+      return inTreeNfsPv(name, 'localhost', at);
+    case 'slashes':
+      return staticNfsPv(name, '127.0.0.1', `/${root}/`, `/${rel(root)}/.`);
+    case 'other-server':
+      return staticNfsPv(name, OTHER_SERVER, root, rel(root));
+  }
+}
+
+/** The world as it is (its shares below `root`), the PVs that exist, and what the view shows. */
+export function build(w: World, root = '/v', prefix = '') {
+  const shares = SUBSHARES.map((s) => root + s);
+  const classes = w.classes.map((c, i) => nfsClass(`${prefix}c${i}`, root + c.share, c.template, c.onDelete, c.server));
+  const items: Item[] = [];
+  const truePvs: V1PersistentVolume[] = [];
+  const dirs = new Set<string>();
+  const add = (it: Item) => {
+    if (items.some((x) => x.at === it.at)) return;
+    items.push(it);
+    const segs = it.at.split('/');
+    for (let i = 2; i <= segs.length; i++) dirs.add(segs.slice(0, i).join('/'));
+  };
+  for (const s of shares) dirs.add(s);
+  for (const c of w.claims) {
+    const cls = w.classes[c.cls % w.classes.length];
+    if (!cls) continue;
+    const pvName = `pvc-${uid(c.n + 1)}`;
+    const sub = expand(cls.template, c.ns, c.name, pvName);
+    const rel = c.archived ? archivePath(sub) + (c.stamped ? '-20250101T000000Z' : '') : sub;
+    const at = absolute(root + cls.share, rel);
+    add({ at, kind: c.archived ? 'archive' : 'claim', cls: c.cls % w.classes.length, age: c.age });
+    if (c.pv !== null)
+      truePvs.push(pvFor(root, `${prefix}${pvName}${c.archived ? '-recover' : ''}`, at, c.pv, root + cls.share));
+  }
+  for (const u of w.user) add({ at: absolute(root + u.share, u.path), kind: 'user', age: AGES[1] ?? 0 });
+  w.parentPvs.forEach((p, i) => {
+    const it = items[p.of % Math.max(1, items.length)];
+    if (!it) return;
+    const at = it.at
+      .split('/')
+      .slice(0, Math.max(2, it.at.split('/').length - p.up))
+      .join('/');
+    truePvs.push(pvFor(root, `${prefix}static-${i}`, at, p.spelling, undefined));
+  });
+  const seen =
+    w.view === 'foreign'
+      ? []
+      : w.view === 'rebuilt'
+        ? truePvs.filter((_, i) => i % 2 === 1) // the rebuilt cluster re-adopted some, not all
+        : truePvs;
+  // The PVs that exist: another cluster's all are there (the view is the wrong one); a rebuilt
+  // cluster's are what it shows (the old cluster and its PVs are gone).
+  const existing = w.view === 'rebuilt' ? seen : truePvs;
+  return { classes, items, dirs, existing, seen, shares };
+}
+
+/** What readNfs finds: every directory of the world at a class's depth, by its discovery rule. */
+export function facts(b: ReturnType<typeof build>): NfsFacts {
+  const classes = nfsClasses(b.classes);
+  const dirs: NfsFacts['dirs'] = [];
+  const archives: NfsFacts['archives'] = [];
+  const ageOf = (at: string) => b.items.find((x) => x.at === at || x.at.startsWith(at + '/'))?.age ?? AGES[1] ?? 0;
+  for (const c of classes) {
+    const found = c.layout.proof ?? c.layout.could;
+    for (const d of b.dirs) {
+      if (!d.startsWith(c.share + '/')) continue;
+      const rel = d.slice(c.share.length + 1);
+      const segs = rel.split('/');
+      if (segs.length !== found.length) continue;
+      if (segs[0]?.startsWith('archived-')) {
+        if (!archives.some((a) => a.at === d))
+          archives.push({
+            server: c.server,
+            share: c.share,
+            path: rel,
+            at: d,
+            original: rel,
+            archivedAt: NOW - ageOf(d),
+            timeFrom: 'times',
+          });
+      } else if (segs.every((s, i) => found[i]?.test(s)) && !dirs.some((x) => x.at === d))
+        dirs.push({ server: c.server, share: c.share, path: rel, at: d, changedAt: NOW - ageOf(d) });
+    }
+  }
+  return { classes, addresses: ADDRESSES, dirs, archives, errors: [] };
+}
+
+const under = (a: string, b: string) => a === b || a.startsWith(b + '/');
+const pvPaths = (pvs: readonly V1PersistentVolume[]) =>
+  pvs.flatMap((pv) => {
+    const a = pv.spec?.csi?.volumeAttributes;
+    if (a?.server === OTHER_SERVER) return [];
+    if (pv.spec?.nfs) return [absolute(pv.spec.nfs.path)];
+    if (a) return [absolute(a.share ?? '', a.subDir ?? '')];
+    const [, share = '', sub = ''] = (pv.spec?.csi?.volumeHandle ?? '').split('#');
+    return [absolute(share, sub)];
+  });
+
+/** The document's definition, checked against the world's truth. */
+export function violation(
+  w: World,
+  b: ReturnType<typeof build>,
+  target: string,
+  kind: 'claim' | 'archive',
+): string | null {
+  if (w.view === 'foreign') return `removed ${target} from a view without PVs`;
+  const it = b.items.find((x) => x.at === target && x.kind === kind);
+  if (!it) return `${target} is not a ${kind} any class made`;
+  if (kind === 'claim') {
+    const c = w.classes[it.cls ?? -1];
+    if (c?.onDelete !== 'delete') return `${target}: its class says onDelete ${c?.onDelete ?? 'default'}`;
+    if (!/\/pvc-[0-9a-f-]{36}(\/|$)/.test(target)) return `${target} carries no provisioned name`;
+    if (it.age < HOUR) return `${target} is within the grace period`;
+  }
+  if (it.age > BIRTH_AGO && kind === 'claim') return `${target} predates the cluster`;
+  const related = pvPaths(b.existing).find((p) => under(p, target) || under(target, p));
+  if (related) return `${target}: a PV at ${related}`;
+  const inside = b.items.find((x) => x !== it && under(x.at, target));
+  if (inside) return `${target} holds ${inside.kind} ${inside.at}`;
+  const share = b.shares.find((s) => b.classes.some((c) => c.parameters?.share === s) && under(s, target));
+  if (share) return `${target} is (or holds) the share ${share}`;
+  return null;
+}
