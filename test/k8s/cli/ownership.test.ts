@@ -6,8 +6,11 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import fc from 'fast-check';
 import t from 'tap';
+import { absolute } from '../../../src/cli/report/ownership.js';
 import { stamp } from '../../../src/nfs/controller/policy.js';
+import { AGES, build, violation, worldArb } from '../../unit/cli/day2-world.js';
 import { startCliEnv } from './env.js';
 
 const env = await startCliEnv();
@@ -167,4 +170,68 @@ await t.test('case 11: archives prune with a flat class next to <ns>/<pvc> keeps
   const r = await archives('prune', '--older-than', '1s', '--yes');
   t.equal(r.code, 0, r.out + r.err);
   t.ok(exists(`${fresh}/data`) && exists('talos/archived-media/sonarr/data'), 'both archives stay');
+});
+
+// A bounded property-based run through the commands: generated worlds (day2-world.ts) made on
+// the export and in the API server, `report --fix --yes` and `archives prune --yes` run, and
+// every removal checked by the oracle against the world's truth, and every directory the
+// commands did not remove checked to be still there. Each world lives in its own folder of the
+// export. PBT_SEED / PBT_K8S_RUNS replay or lengthen it (printed).
+const seed = Number(process.env.PBT_SEED ?? Date.now() % 2 ** 31);
+const runs = Number(process.env.PBT_K8S_RUNS ?? 4);
+
+await t.test(`property run: PBT_SEED=${seed} PBT_K8S_RUNS=${runs}`, async (t) => {
+  await dropClasses('nested', 'flat-named', 'flat', 'proxmox-local');
+  for (const pv of await kube.list<{ metadata: { name: string } }>('/api/v1/persistentvolumes'))
+    await kube.delete(`/api/v1/persistentvolumes/${pv.metadata.name}`);
+  // The dirs' ctime is now: every world directory is made, then the grace period waited out.
+  const world = fc.sample(
+    worldArb.map((w) => ({ ...w, claims: w.claims.map((c) => ({ ...c, age: AGES[1] ?? 0 })) })),
+    {
+      seed,
+      numRuns: runs,
+    },
+  );
+  let removed = 0;
+  for (const [n, w] of world.entries()) {
+    const root = `${SHARE}/pbt${n}`;
+    const b = build(w, root, `w${n}-`);
+    for (const d of b.dirs) fs.mkdirSync(path.join(env.exportDir, d.slice(SHARE.length)), { recursive: true });
+    for (const it of b.items) fs.writeFileSync(path.join(env.exportDir, it.at.slice(SHARE.length), 'data'), 'x');
+    for (const c of b.classes) await kube.create('/apis/storage.k8s.io/v1/storageclasses', c);
+    for (const pv of b.seen)
+      await kube.create('/api/v1/persistentvolumes', {
+        ...pv,
+        spec: { capacity: { storage: '1Gi' }, accessModes: ['ReadWriteMany'], storageClassName: '', ...pv.spec },
+      });
+    await settle();
+    const r = await report('--fix', '--yes', '--json');
+    const fixed = (
+      JSON.parse(r.out) as {
+        findings: Array<{ result?: string; action?: { type: string; share: string; path: string } }>;
+      }
+    ).findings.filter((f) => f.result?.startsWith('done') && f.action?.type === 'remove-dir');
+    const p = await archives('prune', '--older-than', '1s', '--yes', '--json');
+    const pruned = (
+      JSON.parse(p.out) as { archives: Array<{ result?: string; remove: { share: string; path: string } }> }
+    ).archives.filter((a) => a.result === 'removed');
+    const targets: string[] = [];
+    for (const f of fixed) {
+      const at = absolute(f.action?.share ?? '', f.action?.path ?? '');
+      targets.push(at);
+      t.equal(violation(w, b, at, 'claim'), null, `world ${n}: report removed ${at}`);
+    }
+    for (const a of pruned) {
+      const at = absolute(a.remove.share, a.remove.path);
+      targets.push(at);
+      t.equal(violation(w, b, at, 'archive'), null, `world ${n}: prune removed ${at}`);
+    }
+    removed += targets.length;
+    for (const it of b.items)
+      if (!targets.some((x) => it.at === x || it.at.startsWith(x + '/')))
+        t.ok(exists(`${it.at.slice(SHARE.length)}/data`), `world ${n}: ${it.at} is still there`);
+    for (const c of b.classes) await kube.delete(`/apis/storage.k8s.io/v1/storageclasses/${c.metadata?.name}`);
+    for (const pv of b.seen) await kube.delete(`/api/v1/persistentvolumes/${pv.metadata?.name}`);
+  }
+  t.comment(`${runs} worlds through the commands: ${removed} removals checked`);
 });
