@@ -17,10 +17,14 @@ RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
 COPY scripts/bundle.ts ./scripts/
-# tsc, then esbuild links dist/src and the production dependencies into dist/bundle (scripts/bundle.ts).
+COPY scripts/lib/compile-cache.ts ./scripts/lib/
+COPY image/entrypoint.sh ./image/
+# tsc, then esbuild links dist/src and the production dependencies into dist/bundle, then the
+# program starts once per role through the entrypoint to leave its V8 code cache in
+# dist/bundle/compile-cache (scripts/bundle.ts). This stage's node is the runtime's (same FROM).
 RUN npm run bundle
 
-# --- runtime: the bundled program; no node_modules (the CSI descriptor is inside the bundle) ---
+# --- runtime: the bundled program and its code cache; no node_modules (the CSI descriptor is inside the bundle) ---
 FROM node:24-bookworm-slim
 ARG npm_config_cafile
 # e2fsprogs/xfsprogs: mkfs, resize2fs, xfs_growfs; util-linux and mount: blkid, findmnt,

@@ -38,13 +38,30 @@ fi
 GLIBC_TUNABLES=${GLIBC_TUNABLES-glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=131072}
 export GLIBC_TUNABLES
 # V8 flags for a small, long-lived, I/O-bound server (measured one by one with bench/rss.ts and
-# bench/start.ts, README "Performance"): a 1 MiB semi-space instead of V8's up to 16 (-7 MiB idle;
-# the young generation is collected more often, each time in well under a millisecond), and no
-# optimising compilers (TurboFan, Maglev: -7.5 MiB of the node binary's code paged in, and none
-# of their code; the CSI calls wait on Proxmox, NFS and mkfs, not on JavaScript, and the latency
-# benches show no difference). Not --optimize-for-size: -3 MiB idle but +40-60 ms CPU at start.
-# PVE_NFS_CSI_NODE_FLAGS replaces them (empty: none); they are node flags, not NODE_OPTIONS,
-# because Node allows only a few V8 flags there.
-flags=${PVE_NFS_CSI_NODE_FLAGS-"--max-semi-space-size=1 --no-opt --no-maglev"}
+# bench/start.ts, docs/performance-startup-memory-node.md): a 1 MiB semi-space instead of V8's up
+# to 16 (-7 MiB idle; the young generation is collected more often, each time in well under a
+# millisecond), and no optimising compilers (TurboFan, Maglev: -7.5 MiB of the node binary's code
+# paged in, and none of their code; the CSI calls wait on Proxmox, NFS and mkfs, not on
+# JavaScript, and the latency benches show no difference). Not --optimize-for-size: -3 MiB idle
+# but +40-60 ms CPU at start. PVE_NFS_CSI_NODE_FLAGS replaces the start flags (empty: none); they
+# are node flags, not NODE_OPTIONS, because Node allows only a few V8 flags there.
+flags=${PVE_NFS_CSI_NODE_FLAGS-"--max-semi-space-size=1"}
+# --no-opt and --no-maglev are set by the program itself once every socket serves
+# (v8.setFlagsFromString, src/late-v8-flags.ts), not here: any V8 flag that changes code
+# generation changes V8's flag hash, and then the code cache built into the node binary for its
+# own modules (http2, tls, net...) and the compile cache below are refused and everything is
+# compiled again: +30-40 ms CPU before the first Probe. Nothing is optimised that early anyway.
+# Empty: none.
+PVE_NFS_CSI_V8_FLAGS_AFTER_START=${PVE_NFS_CSI_V8_FLAGS_AFTER_START-"--no-opt --no-maglev"}
+export PVE_NFS_CSI_V8_FLAGS_AFTER_START
+main=${PVE_NFS_CSI_MAIN:-/app/dist/bundle/main.js}
+# The bundle's V8 code cache, made when it was built (scripts/bundle.ts runs the program once per
+# mode through this script): the program's functions are not parsed and compiled again at every
+# start. Node checks it against the node binary and the flags and ignores it when they differ. A
+# NODE_COMPILE_CACHE already set (even empty) wins.
+if [ -z "${NODE_COMPILE_CACHE+set}" ] && [ -d "${main%/*}/compile-cache" ]; then
+  NODE_COMPILE_CACHE=${main%/*}/compile-cache
+  export NODE_COMPILE_CACHE
+fi
 # shellcheck disable=SC2086 # the flags are words
-exec node $flags "${PVE_NFS_CSI_MAIN:-/app/dist/bundle/main.js}" "$@"
+exec node $flags "$main" "$@"

@@ -5,12 +5,15 @@
 // half, prom-client, the CLI subcommands with the Kubernetes client) stays its own chunk, loaded
 // only when used, as in dist/src. Minified (V8 keeps every script's source in the heap: 2.7 MiB
 // less RSS idle) but with the original function and class names, which error names and logs use.
-// The licences of every bundled package go beside it in THIRD-PARTY-LICENSES.txt.
+// The licences of every bundled package go beside it in THIRD-PARTY-LICENSES.txt. Last, the V8
+// code cache of what each role runs at start (scripts/lib/compile-cache.ts) goes beside it in
+// compile-cache/, which image/entrypoint.sh hands to node.
 //   npx tsx scripts/bundle.ts      (after `npm run build`; `npm run bundle` does both)
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { buildCompileCache } from './lib/compile-cache.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const BUNDLE_DIR = path.join(ROOT, 'dist/bundle');
@@ -62,7 +65,13 @@ fs.writeFileSync(
   notices.join('\n\n' + '='.repeat(72) + '\n\n') + '\n',
 );
 
+const cache = await buildCompileCache(ROOT, BUNDLE_DIR);
+const cacheBytes = fs
+  .readdirSync(cache, { recursive: true, withFileTypes: true })
+  .filter((e) => e.isFile())
+  .reduce((n, e) => n + fs.statSync(path.join(e.parentPath, e.name)).size, 0);
+
 const bytes = Object.values(result.metafile.outputs).reduce((n, o) => n + o.bytes, 0);
 console.log(
-  `bundle: ${Object.keys(result.metafile.outputs).length} files, ${(bytes / 1e6).toFixed(1)} MB, ${packages.size} packages in ${path.relative(ROOT, BUNDLE_DIR)}/`,
+  `bundle: ${Object.keys(result.metafile.outputs).length} files, ${(bytes / 1e6).toFixed(1)} MB, ${packages.size} packages in ${path.relative(ROOT, BUNDLE_DIR)}/; compile cache ${(cacheBytes / 1e6).toFixed(2)} MB`,
 );

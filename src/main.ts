@@ -9,6 +9,7 @@ import { buildDrivers } from './drivers.js';
 import { packageVersion } from './version.js';
 import { timeoutSignal } from './timeout-signal.js';
 import { programUsage, runSubcommand } from './cli/index.js';
+import { applyLateV8Flags } from './late-v8-flags.js';
 
 /** Time allowed after the drain for closing connections before the process exits anyway. */
 const CLOSE_GRACE_MS = 1500;
@@ -98,6 +99,7 @@ async function main(): Promise<void> {
   process.stdout.write(
     JSON.stringify({ ready: true, endpoints: Object.fromEntries(servers.map((s) => [s.driver, s.endpoint])) }) + '\n',
   );
+  applyLateV8Flags(process.env);
 
   let stopping = false;
   const stop = async (signal: string) => {

@@ -91,6 +91,32 @@ t.test('image size within budget', async (t) => {
   t.ok(size > 0 && size <= SIZE_BUDGET, `${(size / 1e6).toFixed(1)} MB <= ${SIZE_BUDGET / 1e6} MB`);
 });
 
+t.test("the bundle's V8 code cache is used by both of the image's users, on a read-only root", async (t) => {
+  // --version loads main.js and what it imports statically; Node says whether it took the cache.
+  for (const user of ['65532', '0']) {
+    const out = podman(
+      ...RUN,
+      '--rm',
+      '--read-only',
+      '--user',
+      user,
+      '-e',
+      'NODE_DEBUG_NATIVE=COMPILE_CACHE',
+      '--entrypoint',
+      '/bin/sh',
+      IMAGE,
+      '-c',
+      '/app/entrypoint.sh --version 2>&1',
+    );
+    t.match(
+      out,
+      /code cache for ESM file:\/\/\/app\/dist\/bundle\/main\.js was accepted/,
+      `uid ${user}: main.js from the cache`,
+    );
+    t.notMatch(out, /was rejected|Cannot/, `uid ${user}: nothing rejected`);
+  }
+});
+
 t.test('every tool the node plugin runs is in the image', async (t) => {
   // src/os (mounter, statfs, blockdevices), mount -t nfs → mount.nfs, LUKS → cryptsetup;
   // tini is the entrypoint.
