@@ -57,11 +57,13 @@ export PVE_NFS_CSI_V8_FLAGS_AFTER_START
 main=${PVE_NFS_CSI_MAIN:-/app/dist/bundle/main.js}
 # The bundle's V8 code cache, made when it was built (scripts/bundle.ts runs the program once per
 # mode through this script): the program's functions are not parsed and compiled again at every
-# start. Node checks it against the node binary and the flags and ignores it when they differ. A
-# NODE_COMPILE_CACHE already set (even empty) wins.
+# start. Node checks it against the node binary and the flags and ignores it when they differ.
+# Portable: entries are keyed by the path relative to the cache, since the bundle is built in
+# /src and runs from /app. A NODE_COMPILE_CACHE already set (even empty) wins.
 if [ -z "${NODE_COMPILE_CACHE+set}" ] && [ -d "${main%/*}/compile-cache" ]; then
   NODE_COMPILE_CACHE=${main%/*}/compile-cache
-  export NODE_COMPILE_CACHE
+  NODE_COMPILE_CACHE_PORTABLE=1
+  export NODE_COMPILE_CACHE NODE_COMPILE_CACHE_PORTABLE
 fi
 # shellcheck disable=SC2086 # the flags are words
 exec node $flags "$main" "$@"

@@ -24,6 +24,8 @@ async function startAndStop(entrypoint: string, main: string, cacheDir: string, 
       PATH: `${path.dirname(process.execPath)}:${process.env['PATH'] ?? ''}`,
       PVE_NFS_CSI_MAIN: main,
       NODE_COMPILE_CACHE: cacheDir,
+      // Keyed by the path relative to the cache: the image builds in /src and runs from /app.
+      NODE_COMPILE_CACHE_PORTABLE: '1',
       PVE_NFS_CSI_V8_FLAGS_AFTER_START: '',
       CGROUP_ROOT: '/nonexistent',
     },
