@@ -1,8 +1,8 @@
 // Start time: spawn of the program as the image runs it (image/entrypoint.sh starting the bundle,
 // bench/lib/program.ts) → every socket it serves answers Probe, for the controller and the node
 // plugin with the NFS driver, the Proxmox driver and both. The minimum is Node.js itself (spawn →
-// exit of an empty script); the goal (docs/design.md#resource-budget) is ≤ 300 ms; upstream's Go drivers start in ~85 ms
-// each on this machine. Also the program's CPU time at that moment (less sensitive to a busy
+// exit of an empty script); the goal (docs/design.md#resource-budget) is ≤ 100 ms; upstream's Go
+// drivers answer their first Probe 29-38 ms after spawn. Also the program's CPU time at that moment (less sensitive to a busy
 // machine than wall time).
 //   npx tsx bench/start.ts [--runs N] [--json] [--md]
 import { spawnSync } from 'node:child_process';
@@ -69,7 +69,7 @@ try {
       }
       const what = `${mode}, ${drivers === 'both' ? 'both drivers' : drivers}`;
       json[what] = { wallMs: wall, cpuMs: cpu };
-      rows.push({ what, samples: wall, min: minimum, note: 'goal ≤ 300; upstream Go: ~85 each' });
+      rows.push({ what, samples: wall, min: minimum, note: 'goal ≤ 100; upstream Go: 29–38' });
       cpuRows.push({ what, samples: cpu });
     }
   }

@@ -1,6 +1,8 @@
 // One table per bench area, the same columns everywhere: p50 and p95 of what was measured, the
 // physical minimum where one exists (what the same work costs without our program in the way),
 // and the ratio p50 / minimum.
+import os from 'node:os';
+
 export interface Row {
   what: string;
   /** Samples (ms, MiB, calls…); p50/p95 are taken from them. A single value is both. */
@@ -51,8 +53,13 @@ export function renderTable(t: Table, markdown = process.argv.includes('--md')):
   return [t.title, line(head), w.map((n) => '-'.repeat(n)).join('  '), ...body.map(line)].join('\n');
 }
 
+/** Every table says how busy the machine was when it was printed (1, 5 and 15 min load average). */
 export function printTable(t: Table): void {
-  process.stdout.write(renderTable(t) + '\n\n');
+  const load = os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' / ');
+  process.stdout.write(renderTable({ ...t, title: `${t.title} [load average ${load}]` }) + '\n\n');
 }
 
 /** Milliseconds since `start` (process.hrtime.bigint()). */
