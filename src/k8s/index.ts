@@ -6,10 +6,6 @@ import type { KubeApi, KubeSource } from './api.js';
 export type {
   KubeApi,
   KubeSource,
-  MergePatch,
-  WriteOptions,
-  V1Namespace,
-  V1Node,
   V1PersistentVolume,
   V1PersistentVolumeClaim,
   V1StorageClass,
