@@ -35,6 +35,7 @@ export async function buildDrivers(config: AppConfig, log: Logger): Promise<Comp
         ? (await import('./proxmox/index.js')).createProxmoxController({
             config: config.proxmox,
             log: plog,
+            poolGuard: config.poolGuard,
             ...(await withKubernetesNodes()),
           })
         : undefined;

@@ -25,6 +25,11 @@ const OPTIONS = {
   'metrics-address': { type: 'string', env: 'CSI_METRICS_ADDRESS' },
   'log-level': { type: 'string', env: 'LOG_LEVEL' },
   'drain-timeout': { type: 'string', env: 'CSI_DRAIN_TIMEOUT' },
+  'pool-guard': { type: 'string', env: 'PROXMOX_POOL_GUARD' },
+  'pool-max-fill': { type: 'string', env: 'PROXMOX_POOL_MAX_FILL' },
+  'pool-max-overcommit': { type: 'string', env: 'PROXMOX_POOL_MAX_OVERCOMMIT' },
+  'findings-interval': { type: 'string', env: 'CSI_FINDINGS_INTERVAL' },
+  'findings-call-budget': { type: 'string', env: 'CSI_FINDINGS_CALL_BUDGET' },
   help: { type: 'boolean', env: '' },
   version: { type: 'boolean', env: '' },
 } as const;
@@ -46,7 +51,12 @@ export const SERVE_FLAGS = `  --mode controller|node|all        services to serv
   --default-ondelete-policy P       NFS: delete|retain|archive for handles without onDelete, as csi-driver-nfs's flag (env NFS_DEFAULT_ONDELETE_POLICY; default delete)
   --metrics-address HOST:PORT       Prometheus metrics (env CSI_METRICS_ADDRESS)
   --log-level LEVEL                 trace|debug|info|warn|error (env LOG_LEVEL; default info)
-  --drain-timeout DUR               how long SIGTERM waits for calls in flight (default 30s)`;
+  --drain-timeout DUR               how long SIGTERM waits for calls in flight (default 30s)
+  --pool-guard on|off               Proxmox thin-pool guard: refuse volumes that could over-fill a pool (default on; docs/operations.md)
+  --pool-max-fill PERCENT           the guard's fill limit: used + the new size within this share of the pool (default 90; 0 = no limit)
+  --pool-max-overcommit RATIO       the guard's over-commit limit: virtual sizes / pool size (default 0 = no limit)
+  --findings-interval DUR           how often the controller refreshes the day-2 findings metrics (default 5m; 0 = off)
+  --findings-call-budget N          at most N Proxmox calls per minute for them (default 30)`;
 
 export function parseDuration(raw: string, flag: string): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(raw.trim());
@@ -139,6 +149,11 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): LoadResult {
     );
   }
   const nfsDefaultOnDelete = onDeleteRaw as 'delete' | 'retain' | 'archive';
+  const poolGuard = poolGuardOf(get);
+  const findingsIntervalMs = parseDuration(get('findings-interval') ?? '5m', 'findings-interval');
+  const budget = get('findings-call-budget') ?? '30';
+  if (!/^\d+$/.test(budget) || Number(budget) < 1)
+    throw new ConfigError(`--findings-call-budget: "${budget}" must be a whole number of calls per minute, 1 or more`);
 
   return {
     kind: 'run',
@@ -158,6 +173,23 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): LoadResult {
       nfsMountTimeoutMs: parseDuration(get('nfs-mount-timeout') ?? '2m', 'nfs-mount-timeout'),
       nfsCallTimeoutMs: parseDuration(get('nfs-call-timeout') ?? '10s', 'nfs-call-timeout'),
       drainTimeoutMs: parseDuration(get('drain-timeout') ?? '30s', 'drain-timeout'),
+      poolGuard,
+      findings: { intervalMs: findingsIntervalMs, callsPerMinute: Number(budget) },
     },
   };
+}
+
+/** --pool-guard, --pool-max-fill, --pool-max-overcommit (safety/pool-guard.ts has the meaning). */
+function poolGuardOf(get: (name: Name) => string | undefined): AppConfig['poolGuard'] {
+  const on = (get('pool-guard') ?? 'on').toLowerCase();
+  if (!['on', 'off', 'true', 'false'].includes(on)) throw new ConfigError(`--pool-guard: "${on}" must be on or off`);
+  const fill = get('pool-max-fill') ?? '90';
+  const f = Number(fill);
+  if (!/^\d+(\.\d+)?$/.test(fill) || f > 100)
+    throw new ConfigError(`--pool-max-fill: "${fill}" must be a percentage from 0 (no limit) to 100`);
+  const over = get('pool-max-overcommit') ?? '0';
+  const o = Number(over);
+  if (!/^\d+(\.\d+)?$/.test(over) || (o > 0 && o < 0.1))
+    throw new ConfigError(`--pool-max-overcommit: "${over}" must be a ratio such as 1.5 or 3 (0 = no limit)`);
+  return { enabled: on === 'on' || on === 'true', maxFill: f / 100, maxOvercommit: o };
 }

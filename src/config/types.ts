@@ -68,4 +68,8 @@ export interface AppConfig {
   nfsCallTimeoutMs: number;
   /** How long SIGTERM waits for in-flight calls, ms. */
   drainTimeoutMs: number;
+  /** The Proxmox thin-pool guard (src/proxmox/controller/safety/pool-guard.ts). */
+  poolGuard: { enabled: boolean; maxFill: number; maxOvercommit: number };
+  /** The day-2 findings metrics: refresh interval (0 = off) and Proxmox call budget. */
+  findings: { intervalMs: number; callsPerMinute: number };
 }

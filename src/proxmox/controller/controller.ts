@@ -17,6 +17,9 @@ import { createHttpProxmoxApi } from '../api/http-api.js';
 import { type BackendHealth, HealthLog } from '../../csi/health.js';
 import { controllerModifyVolume } from './rpc/modify.js';
 import { configuredHelpers, type HelperVmNames } from './safety/helper-vms.js';
+import { DEFAULT_POOL_GUARD, type PoolGuardSettings } from './safety/pool-guard.js';
+import { PoolUsage } from './state/pool-usage.js';
+import type { Fences } from './safety/fences.js';
 
 export { PROXMOX_DRIVER_NAME } from '../contract.js';
 
@@ -49,6 +52,8 @@ export interface ProxmoxControllerOptions {
   tuning?: ClusterTuning;
   /** Kubernetes Node names (helper-vms.ts), for clusters without an expansion_helpers list. */
   kubernetesNodes?: HelperVmNames;
+  /** The thin-pool guard (safety/pool-guard.ts); default DEFAULT_POOL_GUARD. */
+  poolGuard?: PoolGuardSettings;
 }
 
 export type ProxmoxController = ControllerBackend & {
@@ -58,7 +63,15 @@ export type ProxmoxController = ControllerBackend & {
   health(signal: AbortSignal): Promise<BackendHealth[]>;
   /** Closes the HTTP connections. */
   close(): Promise<void>;
+  /** What the pool and findings metrics read (pool-metrics.ts, src/metrics/). */
+  inspect: ProxmoxInspect;
 };
+
+export interface ProxmoxInspect {
+  controllerVmId: number;
+  poolGuard: PoolGuardSettings;
+  clusters: ReadonlyMap<string, { api: ProxmoxApi; fences: Fences; pools: PoolUsage; storages: Cluster['storages'] }>;
+}
 
 export function createProxmoxController(opts: ProxmoxControllerOptions): ProxmoxController {
   const { config, log } = opts;
@@ -94,15 +107,32 @@ export function createProxmoxController(opts: ProxmoxControllerOptions): Proxmox
         "no expansion_helpers and not in Kubernetes: an offline expansion may borrow any VM on the disk's host",
       );
   }
+  const poolGuard = opts.poolGuard ?? DEFAULT_POOL_GUARD;
+  const pools = new Map(
+    [...clusters].map(([r, c]) => [r, new PoolUsage(r, c.api, c.content, config.controllerVmId, c.ttlMs)]),
+  );
   const core: Core = {
     clusters,
     defaultRegion: defined(config.clusters[0], 'the first configured cluster').region,
     controllerVmId: config.controllerVmId,
     log,
     helperVms,
+    poolGuard,
+    pools,
+  };
+  const inspect: ProxmoxInspect = {
+    controllerVmId: config.controllerVmId,
+    poolGuard,
+    clusters: new Map(
+      [...clusters].map(([r, c]) => [
+        r,
+        { api: c.api, fences: c.fences, pools: defined(pools.get(r), 'pool view'), storages: c.storages.bind(c) },
+      ]),
+    ),
   };
 
   return {
+    inspect,
     capabilities: PROXMOX_CONTROLLER_CAPABILITIES,
     ...bindHandlers(core, {
       createVolume,

@@ -18,6 +18,8 @@ import {
 } from '../contract.js';
 import { type VolumeRef, diskOwner, parseVolumeId, volidOf } from '../volume-id.js';
 import type { HelperVmNames } from './safety/helper-vms.js';
+import type { PoolGuardSettings } from './safety/pool-guard.js';
+import type { PoolUsage } from './state/pool-usage.js';
 
 export interface Core {
   clusters: Map<string, Cluster>;
@@ -27,6 +29,10 @@ export interface Core {
   log: Logger;
   /** Per region: the VM names an offline expansion may borrow; absent = any VM (helper-vms.ts). */
   helperVms?: Map<string, HelperVmNames>;
+  /** The thin-pool guard's settings (safety/pool-guard.ts); absent or disabled: no guard. */
+  poolGuard?: PoolGuardSettings;
+  /** Per region: each storage's usage per host (state/pool-usage.ts). */
+  pools?: Map<string, PoolUsage>;
 }
 
 /** An RPC handler of the controller backend, given the Core first (bound in controller.ts). */

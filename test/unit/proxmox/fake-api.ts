@@ -43,6 +43,11 @@ export interface FakeStorage {
   content: string;
   /** disk name → bytes */
   volumes: Map<string, number>;
+  /**
+   * LVM-thin usage as Proxmox reports it: `used` is what was written (disk name → bytes, see
+   * write()), not what was allocated. Unset: `used` is the sum of the volumes' sizes.
+   */
+  written?: Map<string, number> | undefined;
 }
 
 type Method = keyof ProxmoxApi;
@@ -93,6 +98,7 @@ export class FakeProxmox implements ProxmoxApi {
         shared: s.shared ?? false,
         content: s.content ?? 'images,rootdir',
         volumes: s.volumes ?? new Map<string, number>(),
+        written: s.written,
       });
     }
     this.nodes.set(name, m);
@@ -296,7 +302,9 @@ export class FakeProxmox implements ProxmoxApi {
   async storageStatus(node: string, storage: string, o?: CallOptions): Promise<StorageStatus> {
     await this.enter('storageStatus', [node, storage], o);
     const s = this.storage(node, storage);
-    const used = [...s.volumes.values()].reduce((a, b) => a + b, 0);
+    const used = s.written
+      ? [...s.written].reduce((a, [disk, n]) => a + Math.min(n, s.volumes.get(disk) ?? 0), 0)
+      : [...s.volumes.values()].reduce((a, b) => a + b, 0);
     return {
       total: s.size,
       used,
@@ -307,6 +315,13 @@ export class FakeProxmox implements ProxmoxApi {
       shared: s.shared,
       content: s.content,
     };
+  }
+
+  /** A guest writes `bytes` more into a volume of a thin storage (its `used` grows; capped at the size). */
+  write(node: string, storage: string, disk: string, bytes: number): void {
+    const s = this.storage(node, storage);
+    if (!s.written) throw new Error(`fake: storage ${storage} on ${node} is not thin (no written map)`);
+    s.written.set(disk, (s.written.get(disk) ?? 0) + bytes);
   }
 
   async listContent(

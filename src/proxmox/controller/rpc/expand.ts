@@ -23,6 +23,7 @@ import { retryBusy, sleep, waitTask } from '../../api/tasks.js';
 import { untilAborted } from '../safety/fences.js';
 import type { VmRef } from '../state/vm-locator.js';
 import { diskOwner } from '../../volume-id.js';
+import { guardGrowth } from './capacity-guard.js';
 
 /** Helper VMs tried per expansion before giving up (each may be full, locked or refuse hot-plug). */
 const MAX_HELPERS = 3;
@@ -53,6 +54,8 @@ export const controllerExpandVolume: ControllerHandler<'controllerExpandVolume'>
     // Also on the no-op path: a retry after a failed unlink must not leave the helper behind.
     await removeHelperLeftovers(cluster, ref, { log: ctx.log, signal: ctx.signal, scan });
     if (found.item.size >= size) return { capacityBytes: String(found.item.size), nodeExpansionRequired };
+    const growth = size - found.item.size;
+    await guardGrowth(core, cluster, found.node, ref.storage, growth, `ControllerExpandVolume ${volid}`, ctx.signal);
 
     const sites = usesOf(scan, ref.storage, ref.disk).sites.filter((s) => !isHelperSite(s.site));
     const at = sites.find((s) => s.site.placement === 'attached');

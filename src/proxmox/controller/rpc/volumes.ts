@@ -27,6 +27,7 @@ import { usesOf } from '../state/scan.js';
 import { retryBusy, waitTask } from '../../api/tasks.js';
 import { diskNameFor, diskOwner, formatVolumeId, volidOf } from '../../volume-id.js';
 import { confirmed } from '../../../csi/confirm.js';
+import { guardedCapacity, guardPlacement } from './capacity-guard.js';
 
 interface Target {
   cluster: Cluster;
@@ -143,11 +144,22 @@ export const createVolume: ControllerHandler<'createVolume'> = async (core, req,
   // The first host is not read: the allocation itself says whether the name exists there (one
   // call on the happy path). Other candidate hosts are looked up in the content view, so a retry
   // whose preferred host changed reuses the disk instead of making a second one.
-  const [zone, ...others] = target.zones as [string, ...string[]];
+  const [first, ...others] = target.zones as [string, ...string[]];
   const elsewhere = await existingOn(cluster, others, params.storage, disk, core.controllerVmId, ctx.signal, false);
   if (elsewhere) return reuse(elsewhere);
-  const known = cluster.content.peek(zone, params.storage, core.controllerVmId, volidOf(params.storage, disk));
-  if (known) return reuse({ zone, size: known.size });
+  const known = cluster.content.peek(first, params.storage, core.controllerVmId, volidOf(params.storage, disk));
+  if (known) return reuse({ zone: first, size: known.size });
+  // The thin-pool guard (capacity-guard.ts): the first candidate host with room, or refused.
+  const { zone, release } = await guardPlacement(
+    core,
+    cluster,
+    [first, ...others],
+    params.storage,
+    size,
+    `CreateVolume ${req.name}`,
+    ctx.signal,
+    async () => !!(await existingOn(cluster, [first], params.storage, disk, core.controllerVmId, ctx.signal, true)),
+  );
   try {
     await retryBusy(
       () =>
@@ -178,6 +190,8 @@ export const createVolume: ControllerHandler<'createVolume'> = async (core, req,
         'allocation reported an error but the disk exists',
       );
     return reuse(after);
+  } finally {
+    release();
   }
   cluster.content.added(zone, params.storage, core.controllerVmId, {
     volid: volidOf(params.storage, disk),
@@ -305,7 +319,7 @@ export const getCapacity: ControllerHandler<'getCapacity'> = async (core, req, c
   if (zone && storage && only && clusters.length === 1) {
     try {
       const st = await only.api.storageStatus(zone, storage, { signal: ctx.signal });
-      return { availableCapacity: String(st.active ? Math.max(0, st.avail) : 0) };
+      return { availableCapacity: String(await guardedCapacity(core, only, zone, storage, st, ctx.signal)) };
     } catch (e) {
       if (isCsiError(e, 'NotFound')) return { availableCapacity: '0' };
       throw e;
@@ -322,7 +336,8 @@ export const getCapacity: ControllerHandler<'getCapacity'> = async (core, req, c
       const key = r.shared ? r.storage : `${r.node}/${r.storage}`;
       if (seen.has(key)) continue;
       seen.add(key);
-      total += Math.max(0, (r.maxdisk ?? 0) - (r.disk ?? 0));
+      const st = { total: r.maxdisk ?? 0, used: r.disk ?? 0, avail: (r.maxdisk ?? 0) - (r.disk ?? 0), active: true };
+      total += await guardedCapacity(core, c, r.node, r.storage, st, ctx.signal);
     }
   }
   return { availableCapacity: String(total) };
