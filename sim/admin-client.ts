@@ -48,6 +48,13 @@ export class SimulatorAdmin {
   ): Promise<unknown> {
     return this.call('PATCH', `/vms/${vmid}`, patch);
   }
+  /** A guest writes `bytes` into a volume (thin pool usage grows with it). */
+  write(w: { node: string; storage: string; volume: string; bytes: number; offset?: number }): Promise<{
+    volume: string;
+    bytesInPool: number;
+  }> {
+    return this.call('POST', '/write', w);
+  }
   holdLock(lock: { vmid: number } | { node: string; storage: string }, holdMs: number): Promise<unknown> {
     return this.call('POST', '/locks', { ...lock, holdMs });
   }

@@ -8,6 +8,7 @@ import { syncSilentDetach } from './ops/detach-fault.js';
 import { lockKey, storageLockFile, vmLockFile } from './locks.js';
 import type { SimContext } from './ops/context.js';
 import { setVmStatus } from './ops/vm-apply.js';
+import { writeVolume } from './ops/storage.js';
 import type { RequestLog } from './requestlog.js';
 
 export interface AdminHooks {
@@ -88,10 +89,27 @@ async function route(h: AdminHooks, req: IncomingMessage, url: URL): Promise<unk
       return ctx.tasks.list().map(({ done: _done, ...t }) => t);
     case 'POST /locks':
       return holdLock(ctx, await readJson(req));
+    case 'POST /write':
+      return writeData(ctx, await readJson(req));
   }
   const vmMatch = /^\/vms\/(\d+)$/.exec(path);
   if (vmMatch && method === 'PATCH') return patchVm(ctx, Number(vmMatch[1]), await readJson(req));
   throw new HttpError(404, `no admin route '${key}'`);
+}
+
+/** A guest writing into a volume: {node, storage, volume, bytes, offset?}; thin usage grows (ops/storage.ts). */
+async function writeData(ctx: SimContext, body: Record<string, unknown>): Promise<unknown> {
+  const { node, storage, volume, bytes, offset = 0 } = body;
+  if (typeof node !== 'string' || typeof storage !== 'string' || typeof volume !== 'string')
+    throw new HttpError(400, 'write: node, storage and volume (the volname) are required strings');
+  if (!Number.isSafeInteger(bytes) || (bytes as number) < 0 || !Number.isSafeInteger(offset) || (offset as number) < 0)
+    throw new HttpError(400, 'write: bytes and offset must be whole numbers of bytes, 0 or more');
+  try {
+    const inPool = await writeVolume(ctx, node, storage, volume, offset as number, bytes as number);
+    return { volume: `${storage}:${volume}`, bytesInPool: inPool };
+  } catch (e) {
+    throw new HttpError(404, (e as Error).message);
+  }
 }
 
 async function patchVm(ctx: SimContext, vmid: number, body: Record<string, unknown>): Promise<unknown> {

@@ -40,6 +40,21 @@ export class SparseFiles implements FileStore {
     }
   }
 
+  async write(path: string, offset: number, bytes: number): Promise<void> {
+    const fh = await open(path, 'r+');
+    try {
+      const buf = Buffer.alloc(Math.min(CHUNK, bytes), 0xa5);
+      for (let done = 0; done < bytes;) {
+        const n = Math.min(buf.length, bytes - done);
+        await fh.write(buf, 0, n, offset + done);
+        done += n;
+      }
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+  }
+
   async copy(from: string, to: string, sizeBytes: number, failAfterBytes?: number): Promise<void> {
     await this.create(to, sizeBytes);
     const src = await open(from, 'r');

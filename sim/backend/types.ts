@@ -46,6 +46,8 @@ export interface FileStore {
   resize(path: string, sizeBytes: number): Promise<void>;
   remove(path: string): Promise<void>;
   allocatedBytes(path: string): Promise<number>;
+  /** Writes `bytes` of non-zero data at `offset` (a guest filling its disk: the blocks get allocated). */
+  write(path: string, offset: number, bytes: number): Promise<void>;
   /**
    * Copies a volume's bytes into a new file of `sizeBytes` (pvesm export | pvesm import: dd with
    * conv=sparse, so zero blocks stay holes). `failAfterBytes` stops the copy there and throws, as

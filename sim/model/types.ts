@@ -11,6 +11,11 @@ export interface VolumeModel {
   ctime: number;
   /** Sparse file backing the volume when the backend has files; boot disks from the YAML have none. */
   filePath?: string;
+  /**
+   * Without a backing file: the bytes a guest wrote (admin POST /write), what the thin pool's
+   * data usage counts for this volume. With one, the file's allocated blocks count instead.
+   */
+  writtenBytes?: number;
 }
 
 export interface StorageModel {

@@ -121,14 +121,41 @@ export async function resizeVolume(ctx: SimContext, vol: VolumeModel, newBytes: 
   vol.sizeBytes = size;
 }
 
+/**
+ * A guest writes `bytes` of data into a volume from `offset`: the thin pool's data usage grows
+ * by the blocks newly written (the backing file's blocks, or the written-bytes counter of a
+ * volume without one), never past the volume's size. Returns the volume's bytes in the pool.
+ */
+export async function writeVolume(
+  ctx: SimContext,
+  node: string,
+  storage: string,
+  volname: string,
+  offset: number,
+  bytes: number,
+): Promise<number> {
+  const st = getStorage(ctx, node, storage);
+  const vol = st.volumes.get(volname);
+  if (!vol) throw fail(`no such logical volume ${st.vgname}/${volname}`);
+  const end = Math.min(vol.sizeBytes, offset + bytes);
+  const files = ctx.backend.files;
+  if (vol.filePath && files) {
+    await files.write(vol.filePath, offset, Math.max(0, end - offset));
+    return files.allocatedBytes(vol.filePath);
+  }
+  vol.writtenBytes = Math.min(vol.sizeBytes, (vol.writtenBytes ?? 0) + Math.max(0, end - offset));
+  return vol.writtenBytes;
+}
+
 export async function storageUsage(
   ctx: SimContext,
   st: StorageModel,
 ): Promise<{ total: number; used: number; avail: number }> {
   let used = st.baseUsedBytes;
   const files = ctx.backend.files;
-  if (files) {
-    for (const v of st.volumes.values()) if (v.filePath) used += await files.allocatedBytes(v.filePath);
+  for (const v of st.volumes.values()) {
+    if (v.filePath && files) used += await files.allocatedBytes(v.filePath);
+    else used += v.writtenBytes ?? 0;
   }
   used = Math.min(used, st.totalBytes);
   return { total: st.totalBytes, used, avail: st.totalBytes - used };
