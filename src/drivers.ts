@@ -7,6 +7,8 @@ import type { Logger } from 'pino';
 import type { AppConfig } from './config/types.js';
 import type { ControllerBackend, Driver, NodeBackend } from './csi/types.js';
 import type { BackendHealth } from './csi/health.js';
+import type { GaugeSource } from './metrics/source.js';
+import type { ProxmoxInspect } from './proxmox/controller/controller.js';
 import { PROXMOX_DRIVER_NAME } from './proxmox/contract.js';
 import { NFS_DRIVER_NAME } from './nfs/contract.js';
 
@@ -17,6 +19,8 @@ export const NFS_DRIVER = NFS_DRIVER_NAME;
 
 export interface Composed {
   drivers: { driver: Driver; endpoint: string }[];
+  /** Gauges for /metrics (pool usage, day-2 findings); only when metrics are served. */
+  gauges: GaugeSource[];
   close(): Promise<void>;
 }
 
@@ -26,6 +30,8 @@ export async function buildDrivers(config: AppConfig, log: Logger): Promise<Comp
   const exec = node ? (await import('./os/index.js')).createExec() : undefined;
   const drivers: Composed['drivers'] = [];
   const closers: (() => Promise<void>)[] = [];
+  const gauges: GaugeSource[] = [];
+  let proxmoxInspect: ProxmoxInspect | undefined;
 
   if (config.proxmoxEndpoint) {
     const plog = log.child({ driver: PROXMOX_DRIVER });
@@ -51,6 +57,12 @@ export async function buildDrivers(config: AppConfig, log: Logger): Promise<Comp
         })
       : undefined;
     if (c) closers.push(() => c.close());
+    if (c && config.metricsAddress) {
+      const pool = (await import('./proxmox/controller/pool-metrics.js')).poolMetrics(c.inspect, plog);
+      gauges.push(pool);
+      closers.push(async () => pool.stop());
+      proxmoxInspect = c.inspect;
+    }
     drivers.push({ endpoint: config.proxmoxEndpoint, driver: driverOf(PROXMOX_DRIVER, true, c, n) });
   }
 
@@ -82,8 +94,16 @@ export async function buildDrivers(config: AppConfig, log: Logger): Promise<Comp
       : undefined;
     drivers.push({ endpoint: config.nfsEndpoint, driver: driverOf(NFS_DRIVER, false, c, n) });
   }
+  if (controller && config.metricsAddress && config.findings.intervalMs > 0) {
+    const f = await startFindings(config, log, proxmoxInspect);
+    if (f) {
+      gauges.push(f.metrics);
+      closers.push(f.close);
+    }
+  }
   return {
     drivers,
+    gauges,
     close: async () => {
       await Promise.all(closers.map((f) => f()));
     },
@@ -112,4 +132,38 @@ function driverOf(
 async function withKubernetesNodes(): Promise<{ kubernetesNodes?: NonNullable<ReturnType<KubernetesNodeNames>> }> {
   const k = (await import('./proxmox/controller/safety/helper-vms.js')).kubernetesNodeNames();
   return k ? { kubernetesNodes: k } : {};
+}
+
+/** The day-2 findings as metrics (src/metrics/findings.ts), in a pod only: they need the Kubernetes objects. */
+async function startFindings(config: AppConfig, log: Logger, proxmox: ProxmoxInspect | undefined) {
+  const kube = (await import('./metrics/findings-kube.js')).inClusterKubeFacts();
+  if (!kube) {
+    log.info('findings metrics off: not running in Kubernetes (they read its PVs and StorageClasses)');
+    return undefined;
+  }
+  const stores = config.nfsEndpoint
+    ? (await import('./nfs/controller/stores.js')).createNfsStores({
+        timeoutMs: config.nfsCallTimeoutMs,
+        privilegedPort: true,
+        log: log.child({ driver: NFS_DRIVER }),
+        ...(config.nfsPort && { nfsPort: config.nfsPort }),
+        ...(config.nfsMountPort && { mountPort: config.nfsMountPort }),
+      })
+    : undefined;
+  const metrics = (await import('./metrics/findings.js')).findingsMetrics({
+    proxmox,
+    kube,
+    stores,
+    log,
+    intervalMs: config.findings.intervalMs,
+    callsPerMinute: config.findings.callsPerMinute,
+  });
+  metrics.start();
+  return {
+    metrics,
+    close: async () => {
+      metrics.stop();
+      await stores?.close();
+    },
+  };
 }

@@ -78,6 +78,7 @@ async function main(): Promise<void> {
     await Promise.all(servers.map((s) => s.stop(0)));
     process.exit(1);
   }
+  for (const g of composed.gauges) metrics?.addGauges(g);
   for (const { driver } of composed.drivers) {
     const health = driver.health?.bind(driver);
     if (!health) continue;

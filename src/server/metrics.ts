@@ -3,6 +3,7 @@ import http from 'node:http';
 import { splitHostPort } from '../config/endpoint.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { HealthCheck } from '../csi/health.js';
+import type { GaugeSource } from '../metrics/source.js';
 import { timeoutSignal } from '../timeout-signal.js';
 
 /** Bound for one scrape's backend checks; a backend that does not answer within it is down. */
@@ -52,6 +53,25 @@ export class Metrics {
   observe(driver: string, method: string, code: string, seconds: number): void {
     this.latency.observe({ driver, method, code }, seconds);
     if (code !== 'OK') this.errors.inc({ driver, method, code });
+  }
+
+  /**
+   * Adds a source's gauges (src/metrics/source.ts) to the registry: each scrape sets them from
+   * the source's snapshot. A name registered twice is refused by the registry (a programming error).
+   */
+  addGauges(source: GaugeSource): void {
+    for (const def of source.defs) {
+      const gauge: Gauge = new Gauge({
+        name: def.name,
+        help: def.help,
+        labelNames: def.labelNames,
+        registers: [this.registry],
+        collect: () => {
+          gauge.reset();
+          for (const s of source.snapshot()) if (s.name === def.name) gauge.set(s.labels, s.value);
+        },
+      });
+    }
   }
 
   /** Adds a driver's backend health check to csi_backend_up. */

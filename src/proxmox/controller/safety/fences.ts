@@ -59,6 +59,11 @@ export class Fences {
     return this.byVolume.size;
   }
 
+  /** Every fence held now, with its volume (for the metrics of stuck fences). */
+  list(): Array<{ volid: string; fence: Fence }> {
+    return [...this.byVolume].flatMap(([volid, set]) => [...set].map((fence) => ({ volid, fence })));
+  }
+
   /**
    * Refuses with ABORTED while the volume has a fence other than on `sameVm` (a change of that
    * VM's config is ordered by its queue and needs no fence against itself).
