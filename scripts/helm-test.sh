@@ -32,7 +32,7 @@ for only in "nfs.enabled=false" "proxmox.enabled=false"; do
 done
 echo "helm-test: helm lint (optional objects on)"
 "$HELM" lint --strict --kube-version "$KUBE_VERSION" --values "$SEED" \
-  --set metrics.serviceMonitor.enabled=true,metrics.nodeAddress=hostIP,controller.replicas=3 "$CHART"
+  --set metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true,metrics.nodeAddress=hostIP,controller.replicas=3 "$CHART"
 
 mkdir -p "$OUT"
 "$HELM" template pve-nfs-csi "$CHART" --namespace csi-storage --kube-version "$KUBE_VERSION" >"$OUT/defaults.yaml"
@@ -41,4 +41,18 @@ mkdir -p "$OUT"
 echo "helm-test: rendered $(grep -c '^kind:' "$OUT/defaults.yaml") objects (defaults) and" \
   "$(grep -c '^kind:' "$OUT/seed.yaml") (seed) into $OUT/"
 
-HELM="$HELM" npx tap --disable-coverage test/helm/chart.test.ts test/helm/values.test.ts test/helm/schema-params.test.ts test/helm/preflight.test.ts test/helm/archives.test.ts
+# The PrometheusRule's alerts under promtool's rule unit tests (series that must fire and that
+# must not): the rules as the chart renders them with the seed values, beside the test file.
+source scripts/lib/promtool.sh
+ensure_promtool
+PROM=.cache/helm/promtool
+mkdir -p "$PROM"
+cp test/helm/alerts.promtool.yaml "$PROM/"
+"$HELM" template pve-nfs-csi "$CHART" --namespace csi-proxmox --kube-version "$KUBE_VERSION" --values "$SEED" \
+  --set metrics.prometheusRule.enabled=true --show-only templates/prometheusrule.yaml |
+  node test/helm/rule-spec.mjs >"$PROM/rules.yaml"
+echo "helm-test: promtool check rules + test rules ($PROMTOOL_VERSION)"
+"$PROMTOOL" check rules "$PROM/rules.yaml"
+"$PROMTOOL" test rules "$PROM/alerts.promtool.yaml"
+
+HELM="$HELM" npx tap --disable-coverage test/helm/chart.test.ts test/helm/values.test.ts test/helm/schema-params.test.ts test/helm/preflight.test.ts test/helm/archives.test.ts test/helm/observability.test.ts
