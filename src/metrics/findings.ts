@@ -2,9 +2,9 @@
 // outputs. The facts are gathered and judged by the report's own functions (cli/report/facts.ts,
 // findings.ts, nfs-findings.ts); this file only counts them by kind and place, and keeps the cost bounded:
 //   - refreshed in the background, every `intervalMs` at most;
-//   - never more Proxmox calls per minute than `callsPerMinute`: every call of a refresh is
-//     counted, and the next refresh waits until the calls made fit the budget (a refresh of C
-//     calls is followed by a pause of at least C / budget minutes). One refresh costs, per
+//   - never more Proxmox calls in any minute than `callsPerMinute`: every call of a refresh is
+//     counted, and the next refresh waits until the calls of the last minute plus one more
+//     refresh like the last fit the budget (nextDelayMs). One refresh costs, per
 //     cluster, 1 storage list + 1 content list per storage and host + 1 VM list + 1 config read
 //     per VM (the report's scan), so a homelab of 3 hosts and 10 VMs spends ~15 calls;
 //   - the Kubernetes lists (PVs, claims, VolumeAttachments, StorageClasses) and the NFS walks
@@ -164,6 +164,7 @@ export function findingsMetrics(o: FindingsOptions): FindingsMetrics {
     ];
     return calls;
   };
+  const history: Array<{ at: number; calls: number }> = [];
   const loop = async () => {
     let calls = 0;
     try {
@@ -172,7 +173,10 @@ export function findingsMetrics(o: FindingsOptions): FindingsMetrics {
       o.log.warn({ err: (e as Error).message }, 'findings metrics: refresh failed');
     }
     if (stopped) return;
-    timer = setTimeout(() => void loop(), nextDelayMs(calls, o.intervalMs, o.callsPerMinute));
+    const at = now();
+    history.push({ at, calls });
+    while ((history[0]?.at ?? at) <= at - 60_000) history.shift();
+    timer = setTimeout(() => void loop(), nextDelayMs(history, calls, o.intervalMs, o.callsPerMinute, at));
     timer.unref();
   };
   return {
@@ -187,7 +191,26 @@ export function findingsMetrics(o: FindingsOptions): FindingsMetrics {
   };
 }
 
-/** The pause after a refresh of `calls` Proxmox calls: the interval, or longer to keep the budget. */
-export function nextDelayMs(calls: number, intervalMs: number, callsPerMinute: number): number {
-  return Math.max(intervalMs, Math.ceil((calls / callsPerMinute) * 60_000));
+/**
+ * The pause after a refresh: at least the interval; and long enough that the calls made in the
+ * last minute (`history`: when each refresh ended, and its calls) plus another refresh like the
+ * last one (`next` calls) stay within the budget for any minute. A refresh that alone costs more
+ * than the budget is followed by a pause of next / budget minutes, so the average still holds.
+ */
+export function nextDelayMs(
+  history: ReadonlyArray<{ at: number; calls: number }>,
+  next: number,
+  intervalMs: number,
+  callsPerMinute: number,
+  now: number,
+): number {
+  const recent = history.filter((h) => h.at > now - 60_000).sort((a, b) => a.at - b.at);
+  let inWindow = recent.reduce((n, h) => n + h.calls, 0);
+  let until = now;
+  for (const h of recent) {
+    if (inWindow + next <= callsPerMinute) break;
+    inWindow -= h.calls;
+    until = h.at + 60_000;
+  }
+  return Math.max(intervalMs, until - now, Math.ceil((next / callsPerMinute) * 60_000));
 }

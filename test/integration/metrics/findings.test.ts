@@ -78,8 +78,26 @@ t.test('findings metrics match report --json, at the calls the simulator counted
   t.equal(m.snapshot().find((s) => s.name === 'pve_csi_findings_up')?.value, 1);
 });
 
-t.test('the budget stretches the interval', async (t) => {
-  t.equal(nextDelayMs(10, 60_000, 30), 60_000, '10 calls a minute fit a budget of 30');
-  t.equal(nextDelayMs(90, 60_000, 30), 180_000, '90 calls wait 3 minutes');
-  t.equal(nextDelayMs(15, 0, 30), 30_000, 'no interval: the budget alone');
+t.test('the budget holds for any minute', async (t) => {
+  const now = 1_000_000;
+  t.equal(nextDelayMs([], 10, 60_000, 30, now), 60_000, 'the interval, when the budget has room');
+  t.equal(nextDelayMs([], 90, 60_000, 30, now), 180_000, 'a refresh above the budget: 3 minutes for 90 calls');
+  // Refreshes of 11 calls ended 40 s, 20 s and 0 s ago (33 calls): one more passes 30 until the
+  // first two left the minute.
+  const h = [
+    { at: now - 40_000, calls: 11 },
+    { at: now - 20_000, calls: 11 },
+    { at: now, calls: 11 },
+  ];
+  t.equal(nextDelayMs(h, 11, 0, 30, now), 40_000, 'waits until 11 more fit the last minute');
+  // Simulated over 10 minutes: no minute window holds more than the budget.
+  const ends: Array<{ at: number; calls: number }> = [];
+  for (let at = 0; at < 600_000;) {
+    ends.push({ at, calls: 11 });
+    at += nextDelayMs(ends, 11, 1000, 30, at);
+  }
+  for (const e of ends) {
+    const inMinute = ends.filter((x) => x.at > e.at - 60_000 && x.at <= e.at).reduce((n, x) => n + x.calls, 0);
+    t.ok(inMinute <= 30, `minute ending at ${e.at / 1000} s: ${inMinute} calls`);
+  }
 });
