@@ -2,11 +2,15 @@
 # A real NFS server for tests: nfs-ganesha (user space, VFS backend) on 127.0.0.1.
 #
 #   scripts/ganesha.sh start|stop|status [--dir DIR] [--nfs-port N] [--mount-port N] [--protocols 3,4|4]
+#                                        [--extra-export PSEUDO=REL]...
 #
 # The export plays the NAS: share /volume1/k8s-volumes (the directory DIR/export) with a
 # `talos` subdirectory, as in the cluster's StorageClass. NFSv3 and v4 over TCP (`--protocols 4`:
 # v4 only, like a hardened NAS; then no MOUNT service and no rpcbind), root not squashed. `start` prints one line of JSON and is idempotent; `stop` kills the server and
 # removes DIR (and rpcbind, when this script started it and no other ganesha is left).
+# `--extra-export PSEUDO=REL` adds one more export of DIR/REL (made if missing) at the pseudo
+# path PSEUDO, e.g. a nested export inside DIR/export or a sibling; each gets its own Export_Id.
+# `@MAJOR.MINOR` makes it report that fsid (as a NAS does for a share on another volume).
 # Ports: free ones unless given (the JSON says which), so servers of parallel runs never collide.
 # Everything else goes to stderr.
 set -euo pipefail
@@ -17,6 +21,7 @@ NFS_PORT=""
 MOUNT_PORT=""
 PROTOCOLS="3, 4"
 PSEUDO=/volume1/k8s-volumes
+EXTRA=()
 LOCK=/run/lock/pve-nfs-csi-ganesha.lock
 RPCBIND_MARK=/run/pve-nfs-csi-rpcbind.pid
 
@@ -32,6 +37,9 @@ while [ $# -gt 0 ]; do
     --protocols)
       case "$2" in 3,4|"3, 4") PROTOCOLS="3, 4" ;; 4) PROTOCOLS="4" ;; *) die "--protocols takes 3,4 or 4" ;; esac
       shift 2 ;;
+    --extra-export)
+      [[ "$2" =~ ^/[^=]*=[^=/][^=@]*(@[0-9]+\.[0-9]+)?$ && "$2" != *..* ]] || die "--extra-export takes PSEUDO=REL[@MAJOR.MINOR] (an absolute pseudo path, a path below --dir, a Filesystem_id)"
+      EXTRA+=("$2"); shift 2 ;;
     *) die "unknown argument $1 (usage: start|stop|status [--dir DIR] [--nfs-port N] [--mount-port N] [--protocols 3,4|4])" ;;
   esac
 done
@@ -139,6 +147,28 @@ EXPORT {
   FSAL { Name = VFS; }
 }
 EOF
+  local id=2 e
+  for e in "${EXTRA[@]}"; do
+    local rel="${e#*=}" fsid=""
+    [[ "$rel" == *@* ]] && { fsid="Filesystem_id = ${rel#*@};"; rel="${rel%@*}"; }
+    mkdir -p "$DIR/$rel"
+    cat >>"$CONF" <<EOF
+EXPORT {
+  Export_Id = $id;
+  Path = "$DIR/$rel";
+  Pseudo = ${e%%=*};
+  $fsid
+  Access_Type = RW;
+  Squash = No_Root_Squash;
+  Protocols = $PROTOCOLS;
+  Transports = TCP;
+  SecType = sys;
+  Attr_Expiration_Time = 0;
+  FSAL { Name = VFS; }
+}
+EOF
+    id=$((id + 1))
+  done
 }
 
 start() {

@@ -24,6 +24,8 @@ export interface Fattr {
   size: number;
   used: number;
   fileid: bigint;
+  /** The file system the object is on (a change between a directory and its entry is a boundary). */
+  fsid: bigint;
   mtimeMs: number;
   /** Status change (a rename or chmod of the entry itself sets it). */
   ctimeMs: number;
@@ -89,13 +91,13 @@ function fattr(r: XdrReader): Fattr {
   const used = r.u64n();
   r.u32(); // rdev
   r.u32();
-  r.u64(); // fsid
+  const fsid = r.u64();
   const fileid = r.u64();
   r.u32(); // atime
   r.u32();
   const mtimeMs = r.u32() * 1000 + Math.floor(r.u32() / 1e6);
   const ctimeMs = r.u32() * 1000 + Math.floor(r.u32() / 1e6);
-  return { type: TYPES[t - 1] ?? 'file', mode, nlink, uid, gid, size, used, fileid, mtimeMs, ctimeMs };
+  return { type: TYPES[t - 1] ?? 'file', mode, nlink, uid, gid, size, used, fileid, fsid, mtimeMs, ctimeMs };
 }
 
 function postOpAttr(r: XdrReader): Fattr | undefined {

@@ -17,6 +17,7 @@ export const NFS4_PROGRAM = 100003;
 export const NFS_V4 = 4;
 
 const OP = {
+  ACCESS: 3,
   CREATE: 6,
   GETATTR: 9,
   GETFH: 10,
@@ -66,6 +67,7 @@ export const NFS4ERR = {
   BADSESSION: 10052,
   BADSLOT: 10053,
   COMPLETE_ALREADY: 10054,
+  SYMLINK: 10029,
   SEQ_MISORDERED: 10063,
   DEADSESSION: 10078,
 } as const;
@@ -75,7 +77,7 @@ const NAMES = new Map<number, string>(Object.entries(NFS4ERR).map(([k, v]) => [v
 const KINDS = new Map([
   ...NFS_ERROR_KINDS,
   ...byStatus<ErrorKind>([
-    ['FailedPrecondition', [NFS4ERR.BADOWNER, NFS4ERR.WRONGSEC]],
+    ['FailedPrecondition', [NFS4ERR.BADOWNER, NFS4ERR.WRONGSEC, NFS4ERR.SYMLINK]],
     [
       'Unavailable',
       [
@@ -94,6 +96,10 @@ const HINTS = new Map([
   ...byStatus([
     [' (the export does not allow sec=sys)', [NFS4ERR.WRONGSEC]],
     [' (the server is in its grace period after a restart; retry shortly)', [NFS4ERR.GRACE]],
+    [
+      ' (a component of the path is a symbolic link; the driver never follows links: name the real directory in share and subDir)',
+      [NFS4ERR.SYMLINK],
+    ],
   ]),
 ]);
 
@@ -148,6 +154,8 @@ export const isNfs4Status = (e: unknown, ...s: number[]): e is Nfs4StatusError =
 const A = {
   TYPE: 1,
   SIZE: 4,
+  FSID: 8,
+  FILEID: 20,
   FILES_AVAIL: 21,
   FILES_FREE: 22,
   FILES_TOTAL: 23,
@@ -159,6 +167,7 @@ const A = {
   SPACE_TOTAL: 44,
   TIME_METADATA: 52,
   TIME_MODIFY: 53,
+  MOUNTED_ON_FILEID: 55,
 } as const;
 const TYPES: Record<number, FileType> = {
   1: 'file',
@@ -211,6 +220,11 @@ export interface Attrs4 {
   size?: number;
   mtimeMs?: number;
   ctimeMs?: number;
+  /** The file system (major:minor) the object is on; it changes where an export or mount begins. */
+  fsid?: string;
+  fileid?: bigint;
+  /** At the root of a file system: the fileid of the directory it is mounted on; else fileid. */
+  mountedOnFileid?: bigint;
   u64: Map<number, number>;
 }
 
@@ -224,6 +238,9 @@ function readFattr(r: XdrReader): Attrs4 {
     else if (b === A.OWNER) out.owner = vals.string(1024);
     else if (b === A.OWNER_GROUP) out.group = vals.string(1024);
     else if (b === A.SIZE) out.size = vals.u64n();
+    else if (b === A.FSID) out.fsid = `${vals.u64()}:${vals.u64()}`;
+    else if (b === A.FILEID) out.fileid = vals.u64();
+    else if (b === A.MOUNTED_ON_FILEID) out.mountedOnFileid = vals.u64();
     else if (b === A.TIME_METADATA) out.ctimeMs = vals.u64n() * 1000 + Math.floor(vals.u32() / 1e6);
     else if (b === A.TIME_MODIFY) out.mtimeMs = vals.u64n() * 1000 + Math.floor(vals.u32() / 1e6);
     else if (U64_ATTRS.has(b)) out.u64.set(b, vals.u64n());
@@ -271,7 +288,17 @@ export interface Op4<T = unknown> {
   read?: (r: XdrReader) => T;
 }
 
+/** ACCESS4 bits (RFC 7530 §16.1): what changing a directory's entries needs. */
+export const ACCESS4 = { LOOKUP: 0x02, MODIFY: 0x04, EXTEND: 0x08, DELETE: 0x10 } as const;
+
 export const op = {
+  /** What the server would let this client do to the current object: [supported, granted]. */
+  access: (bits: number): Op4<{ supported: number; granted: number }> => ({
+    code: OP.ACCESS,
+    name: 'ACCESS',
+    args: (w) => w.u32(bits),
+    read: (r) => ({ supported: r.u32(), granted: r.u32() }),
+  }),
   putrootfh: (): Op4 => ({ code: OP.PUTROOTFH, name: 'PUTROOTFH' }),
   putfh: (fh: Buffer): Op4 => ({ code: OP.PUTFH, name: 'PUTFH', args: (w) => w.opaque(fh) }),
   getfh: (): Op4<Buffer> => ({ code: OP.GETFH, name: 'GETFH', read: (r) => r.opaque(128) }),
@@ -324,12 +351,17 @@ export const op = {
     name: 'READDIR',
     args: (w) => {
       w.u64(cookie).fixed(verf).u32(16384).u32(65536);
-      bitmap(w, [A.TYPE]);
+      bitmap(w, [A.TYPE, A.FSID]);
     },
     read: (r) => {
       const cookieverf = r.fixed(8);
       const entries: ReaddirEntry[] = [];
-      while (r.bool()) entries.push({ cookie: r.u64(), name: r.string(), type: readFattr(r).type });
+      while (r.bool()) {
+        const cookie = r.u64();
+        const name = r.string();
+        const a = readFattr(r);
+        entries.push({ cookie, name, type: a.type, fsid: a.fsid });
+      }
       return { cookieverf, entries, eof: r.bool() };
     },
   }),
@@ -340,6 +372,8 @@ export interface ReaddirEntry {
   cookie: bigint;
   name: string;
   type: FileType | undefined;
+  /** undefined when the server did not return it. */
+  fsid: string | undefined;
 }
 export interface ReaddirPage {
   cookieverf: Buffer;
@@ -347,9 +381,13 @@ export interface ReaddirPage {
   eof: boolean;
 }
 
+/** What tells where a file system or export begins: type, fsid, fileid, mounted_on_fileid. */
+export const BOUNDARY_ATTRS: readonly number[] = [A.TYPE, A.FSID, A.FILEID, A.MOUNTED_ON_FILEID];
+
 export const STAT_ATTRS: readonly number[] = [
   A.TYPE,
   A.SIZE,
+  A.FSID,
   A.MODE,
   A.OWNER,
   A.OWNER_GROUP,

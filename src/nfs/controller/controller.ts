@@ -30,6 +30,8 @@ export interface NfsControllerOptions {
   defaultOnDelete?: OnDelete;
   /** A server's NFS session unused this long is closed; default 5 min. */
   idleSessionMs?: number;
+  /** How long a fall back from NFSv3 to NFSv4 holds before v3 is tried again (stores.ts). */
+  versionRecheckMs?: number;
   /** The NAS port; defaults to the NFSv3 protocol client. Tests pass a fake. */
   stores?: NfsStores;
   /** Clock for archive-name suffixes. */
@@ -95,6 +97,7 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
       mountPort: opts.mountPort,
       privilegedPort: opts.privilegedPort ?? true,
       log: opts.log,
+      versionRecheckMs: opts.versionRecheckMs,
       ...(opts.idleSessionMs !== undefined && { idleMs: opts.idleSessionMs }),
     });
   const defaultOnDelete = opts.defaultOnDelete ?? 'delete';
@@ -175,10 +178,15 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
       if (policy === 'retain') {
         ctx.log.info({ volumeId: req.volumeId, path: where(ref) }, 'DeleteVolume: onDelete=retain, directory kept');
       } else if (policy === 'archive') {
-        const to = await archiveVolume(store, ref.subDir, now(), o);
+        const r = await archiveVolume(store, ref.subDir, now(), o);
+        const to = typeof r === 'object' ? where({ ...ref, subDir: r.archivedTo }) : undefined;
+        const what = {
+          missing: 'DeleteVolume: nothing to archive',
+          'empty-removed': 'DeleteVolume: directory was empty, removed instead of archived',
+        };
         ctx.log.info(
-          { volumeId: req.volumeId, path: where(ref), archivedTo: to && where({ ...ref, subDir: to }) },
-          to ? 'DeleteVolume: directory archived' : 'DeleteVolume: nothing to archive',
+          { volumeId: req.volumeId, path: where(ref), archivedTo: to },
+          typeof r === 'object' ? 'DeleteVolume: directory archived' : what[r],
         );
       } else {
         const removed = await deleteVolumeDir(store, ref.subDir, o);

@@ -8,8 +8,20 @@ import type { Fattr, Sattr } from '../client/nfs3.js';
 import { NfsSession, type SessionOptions } from '../client/session.js';
 import { isNfsStatus, isStale, NFS3ERR } from '../client/status.js';
 import { ProtocolStore, type RenameSteps, attrsToChange, nullHealth } from './protocol-store.js';
-import type { DirAttrs, FsStat, NfsDirEntry, NfsStat, NfsStore, NfsStores, OpOptions, RmdirResult } from './store.js';
+import type {
+  DirAttrs,
+  FsStat,
+  NfsDirEntry,
+  NfsStat,
+  NfsStores,
+  OpOptions,
+  PathFacts,
+  Permit,
+  RawNfsStore,
+  RmdirResult,
+} from './store.js';
 import { lastOf, pathSegments as segments } from './store.js';
+import { admitted, boundaryError, gated } from './ownership.js';
 
 const DEFAULT_DIR_MODE = 0o755;
 const ENSURE_ATTEMPTS = 4;
@@ -33,7 +45,7 @@ const STATUS = {
   badCookie: (e: unknown) => isNfsStatus(e, NFS3ERR.BAD_COOKIE),
 };
 
-export class Nfs3Store extends ProtocolStore<Buffer> implements NfsStore {
+export class Nfs3Store extends ProtocolStore<Buffer> implements RawNfsStore {
   constructor(
     private readonly s: NfsSession,
     server: string,
@@ -47,12 +59,14 @@ export class Nfs3Store extends ProtocolStore<Buffer> implements NfsStore {
           cookie: e.cookie,
           type: e.attrs?.type,
           handle: e.handle,
+          fsid: e.attrs && String(e.attrs.fsid),
         }));
         return { entries, eof: page.eof, cookieverf: page.cookieverf };
       },
       lookup: async (dir, name, path, signal) => {
         const r = await s.nfs.lookup(dir, name, { signal, path });
-        return { handle: r.handle, type: (r.attrs ?? (await s.nfs.getattr(r.handle, { signal }))).type };
+        const a = r.attrs ?? (await s.nfs.getattr(r.handle, { signal }));
+        return { handle: r.handle, type: a.type, fsid: String(a.fsid) };
       },
       removeFile: (dir, name, path, signal) => s.nfs.remove(dir, name, { signal, path }),
       removeDir: (dir, name, path, signal) => s.nfs.rmdir(dir, name, { signal, path }),
@@ -87,7 +101,7 @@ export class Nfs3Store extends ProtocolStore<Buffer> implements NfsStore {
   }
 
   /** LOOKUP-or-MKDIR of the last component of `here`; `mkdirFirst` chooses which to try first. */
-  private async dirStep(dir: Buffer, here: string[], sa: Sattr, mkdirFirst: boolean, o: OpOptions) {
+  private async dirStep(dir: Buffer, here: string[], sa: Sattr, mkdirFirst: boolean, o: OpOptions & { fsid: string }) {
     const { name } = lastOf(here);
     const opts = { signal: o.signal, path: this.where(here) };
     const look = async () => {
@@ -95,6 +109,7 @@ export class Nfs3Store extends ProtocolStore<Buffer> implements NfsStore {
       const a = await this.attrsOf(r, o);
       if (a.type !== 'dir')
         throw new FailedPrecondition(`${this.server}:${opts.path} exists and is a ${a.type}, not a directory`);
+      if (String(a.fsid) !== o.fsid) throw boundaryError(this.describe(here));
       return { handle: r.handle, attrs: a, created: false };
     };
     const make = async () => {
@@ -123,7 +138,7 @@ export class Nfs3Store extends ProtocolStore<Buffer> implements NfsStore {
     }
   }
 
-  private async mkdirs(root: Buffer, segs: string[], last: DirAttrs | null, o: OpOptions) {
+  private async mkdirs(root: Buffer, segs: string[], last: DirAttrs | null, o: OpOptions & { fsid: string }) {
     let cur = { handle: root, attrs: undefined as Fattr | undefined, created: false };
     for (let i = 0; i < segs.length; i++) {
       const isLast = last !== null && i === segs.length - 1;
@@ -133,12 +148,36 @@ export class Nfs3Store extends ProtocolStore<Buffer> implements NfsStore {
     return cur;
   }
 
-  async ensureDir(path: string, attrs: DirAttrs, o: OpOptions = {}): Promise<NfsStat> {
-    const segs = segments(path);
+  /** The share's fsid (MOUNT hands out only what is inside an export) and the steps below it. */
+  async inspect(path: string, o: OpOptions = {}): Promise<PathFacts> {
+    const segs = segments(path, true);
+    return this.withRoot(o, async (root) => {
+      const a = await this.s.nfs.getattr(root, { signal: o.signal, path: this.share });
+      const facts: PathFacts = { share: { fsid: String(a.fsid), writable: true }, steps: [] };
+      let dir = root;
+      for (const [i, name] of segs.entries()) {
+        let r;
+        try {
+          r = await this.s.nfs.lookup(dir, name, { signal: o.signal, path: this.where(segs.slice(0, i + 1)) });
+        } catch (e) {
+          if (notFound(e)) break;
+          throw e;
+        }
+        const sa = await this.attrsOf(r, o);
+        facts.steps.push({ name, type: sa.type, fsid: String(sa.fsid), junction: false });
+        if (sa.type !== 'dir') break;
+        dir = r.handle;
+      }
+      return facts;
+    });
+  }
+
+  async ensureDir(permit: Permit, attrs: DirAttrs, o: OpOptions = {}): Promise<NfsStat> {
+    const { segs, fsid } = admitted(permit, 'create');
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.withRoot(o, async (root) => {
-          const d = await this.mkdirs(root, segs, attrs, o);
+          const d = await this.mkdirs(root, segs, attrs, { ...o, fsid });
           const have = toStat(await this.attrsOf(d, o));
           const want = attrsToChange(have, attrs);
           if (Object.keys(want).length === 0) return have;
@@ -176,8 +215,8 @@ export class Nfs3Store extends ProtocolStore<Buffer> implements NfsStore {
     }
   }
 
-  async removeTree(path: string, o: OpOptions = {}): Promise<boolean> {
-    const segs = segments(path);
+  async removeTree(permit: Permit, o: OpOptions = {}): Promise<boolean> {
+    const { segs, fsid } = admitted(permit, 'delete');
     return this.withRoot(o, async (root) => {
       const parentSegs = segs.slice(0, -1);
       const name = lastOf(segs).name;
@@ -206,13 +245,14 @@ export class Nfs3Store extends ProtocolStore<Buffer> implements NfsStore {
         throw e;
       }
       const attrs = await this.attrsOf(target, o);
-      await this.tree.removeTree(parent, name, { handle: target.handle, type: attrs.type }, segs, o);
+      const t = { handle: target.handle, type: attrs.type, fsid: String(attrs.fsid) };
+      await this.tree.removeTree(parent, name, t, segs, { ...o, fsid });
       return true;
     });
   }
 
-  async removeDirIfEmpty(path: string, o: OpOptions = {}): Promise<RmdirResult> {
-    const segs = segments(path);
+  async removeDirIfEmpty(permit: Permit, o: OpOptions = {}): Promise<RmdirResult> {
+    const { segs } = admitted(permit, 'rmdir');
     try {
       await this.withRoot(o, async (root) => {
         const parent = await this.walk(root, segs.slice(0, -1), o);
@@ -227,7 +267,7 @@ export class Nfs3Store extends ProtocolStore<Buffer> implements NfsStore {
   protected async renameSteps(
     fs: string[],
     ts: string[],
-    o: OpOptions,
+    o: OpOptions & { fsid: string },
     run: <F, T>(steps: RenameSteps<F, T>) => Promise<void>,
   ): Promise<void> {
     const { name: fromName } = lastOf(fs);
@@ -298,7 +338,7 @@ export function createNfs3Stores(opts: Nfs3StoresOptions): NfsStores {
     open: (server, share) => {
       const s = session(server);
       s.lastUsed = Date.now();
-      return new Nfs3Store(s, server, share);
+      return gated(new Nfs3Store(s, server, share));
     },
     ping: async (signal) => {
       await Promise.all([...sessions.values()].map((s) => s.nfs.null({ signal })));

@@ -5,6 +5,8 @@
 import type { Logger } from 'pino';
 import { FailedPrecondition } from '../../errors.js';
 import {
+  ACCESS4,
+  BOUNDARY_ATTRS,
   type Attrs4,
   FSSTAT_ATTRS,
   type MinorVersion,
@@ -19,8 +21,23 @@ import {
 } from '../client/nfs4.js';
 import { RpcConnection } from '../client/rpc.js';
 import { ProtocolStore, type RenameSteps, attrsToChange, nullHealth } from './protocol-store.js';
-import type { DirAttrs, FsStat, NfsDirEntry, NfsStat, NfsStore, NfsStores, OpOptions, RmdirResult } from './store.js';
+import type {
+  DirAttrs,
+  FsStat,
+  NfsDirEntry,
+  NfsStat,
+  NfsStores,
+  OpOptions,
+  PathFacts,
+  Permit,
+  RawNfsStore,
+  RmdirResult,
+} from './store.js';
 import { lastOf, pathSegments as segments } from './store.js';
+import { admitted, boundaryError, gated } from './ownership.js';
+
+/** What changing entries of a directory needs; a pseudo-filesystem node grants none of it. */
+const CHANGE = ACCESS4.MODIFY | ACCESS4.EXTEND | ACCESS4.DELETE;
 
 const DEFAULT_DIR_MODE = 0o755;
 
@@ -53,7 +70,7 @@ const STATUS = {
   badCookie: (e: unknown) => isNfs4Status(e, NFS4ERR.BAD_COOKIE),
 };
 
-export class Nfs4Store extends ProtocolStore<Buffer> implements NfsStore {
+export class Nfs4Store extends ProtocolStore<Buffer> implements RawNfsStore {
   private readonly shareSegs: string[];
 
   constructor(
@@ -73,7 +90,7 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements NfsStore {
           path,
           signal,
         )) as [unknown, unknown, Buffer, Attrs4];
-        return { handle, type: toStat(a).type };
+        return { handle, type: toStat(a).type, fsid: a.fsid ?? '' };
       },
       // REMOVE takes files and empty directories alike, and never follows a symlink.
       removeFile: remove,
@@ -113,8 +130,50 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements NfsStore {
     return r[r.length - 1] as Attrs4;
   }
 
-  async ensureDir(path: string, attrs: DirAttrs, o: OpOptions = {}): Promise<NfsStat> {
-    const segs = segments(path);
+  /**
+   * The share (its fsid, and whether ACCESS lets this client change its entries) and the steps
+   * below it that exist, each with its type, fsid and whether a file system begins there.
+   */
+  async inspect(path: string, o: OpOptions = {}): Promise<PathFacts> {
+    const segs = segments(path, true);
+    let r: unknown[];
+    try {
+      r = await this.run([...this.to([]), op.getattr(BOUNDARY_ATTRS), op.access(CHANGE), op.getfh()], [], o);
+    } catch (e) {
+      return this.shareProblem(e, o);
+    }
+    const [a, acc, root] = r.slice(-3) as [Attrs4, { granted: number }, Buffer];
+    const facts: PathFacts = { share: { fsid: a.fsid ?? '', writable: (acc.granted & CHANGE) === CHANGE }, steps: [] };
+    let fh = root;
+    for (const [i, name] of segs.entries()) {
+      let step: unknown[];
+      try {
+        step = await this.run(
+          [op.putfh(fh), op.lookup(name), op.getattr(BOUNDARY_ATTRS), op.getfh()],
+          segs.slice(0, i + 1),
+          o,
+        );
+      } catch (e) {
+        if (missing(e)) break;
+        throw e;
+      }
+      const [sa, h] = step.slice(-2) as [Attrs4, Buffer];
+      const type = sa.type ?? 'file';
+      const junction = sa.mountedOnFileid !== undefined && sa.fileid !== undefined && sa.mountedOnFileid !== sa.fileid;
+      facts.steps.push({ name, type, fsid: sa.fsid ?? '', junction });
+      if (type !== 'dir') break;
+      fh = h;
+    }
+    return facts;
+  }
+
+  /** An object on another file system than the permit's is a boundary: refused. */
+  private sameFs(a: Attrs4, fsid: string, segs: string[]): void {
+    if (a.fsid !== fsid) throw boundaryError(this.describe(segs));
+  }
+
+  async ensureDir(permit: Permit, attrs: DirAttrs, o: OpOptions = {}): Promise<NfsStat> {
+    const { segs, fsid } = admitted(permit, 'create');
     try {
       for (let i = 1; i <= segs.length; i++) {
         const last = i === segs.length;
@@ -143,6 +202,7 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements NfsStore {
         }
         if (a.type !== 'dir')
           throw new FailedPrecondition(`${this.server}:${this.where(here)} exists and is a ${a.type}, not a directory`);
+        this.sameFs(a, fsid, here);
         if (last) {
           const st = toStat(a);
           const want = attrsToChange(st, attrs);
@@ -177,8 +237,8 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements NfsStore {
     }
   }
 
-  async removeTree(path: string, o: OpOptions = {}): Promise<boolean> {
-    const segs = segments(path);
+  async removeTree(permit: Permit, o: OpOptions = {}): Promise<boolean> {
+    const { segs, fsid } = admitted(permit, 'delete');
     const parentSegs = segs.slice(0, -1);
     const name = lastOf(segs).name;
     let parent: Buffer;
@@ -195,16 +255,21 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements NfsStore {
       if (this.absent(e)) return false;
       throw e;
     }
-    await this.tree.removeTree(parent, name, { handle: target, type: toStat(a).type }, segs, o);
+    await this.tree.removeTree(parent, name, { handle: target, type: toStat(a).type, fsid: a.fsid ?? '' }, segs, {
+      ...o,
+      fsid,
+    });
     return true;
   }
 
-  async removeDirIfEmpty(path: string, o: OpOptions = {}): Promise<RmdirResult> {
-    const segs = segments(path);
+  async removeDirIfEmpty(permit: Permit, o: OpOptions = {}): Promise<RmdirResult> {
+    const { segs, fsid } = admitted(permit, 'rmdir');
     const name = lastOf(segs).name;
     try {
       const r = await this.run([...this.to(segs), op.getattr()], segs, o);
-      if ((r[r.length - 1] as Attrs4).type !== 'dir') return 'not-empty';
+      const a = r[r.length - 1] as Attrs4;
+      if (a.type !== 'dir') return 'not-empty';
+      this.sameFs(a, fsid, segs);
       await this.run([...this.to(segs.slice(0, -1)), op.remove(name)], segs, o);
       return 'removed';
     } catch (e) {
@@ -215,7 +280,7 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements NfsStore {
   protected renameSteps(
     fs: string[],
     ts: string[],
-    o: OpOptions,
+    o: OpOptions & { fsid: string },
     run: <F, T>(steps: RenameSteps<F, T>) => Promise<void>,
   ): Promise<void> {
     return run({
@@ -290,7 +355,7 @@ export function createNfs4Stores(opts: Nfs4StoresOptions): NfsStores {
     return c.client;
   };
   return {
-    open: (server, share) => new Nfs4Store(client(server), server, share),
+    open: (server, share) => gated(new Nfs4Store(client(server), server, share)),
     ping: async (signal) => {
       await Promise.all([...clients.values()].map((c) => c.client.null(signal)));
     },

@@ -32,27 +32,35 @@ function suffixed(path: string, suffix: string): string {
   return [...segs, fit(last, suffix)].join('/');
 }
 
+export type ArchiveOutcome = { archivedTo: string } | 'empty-removed' | 'missing';
+
 /**
  * Renames the volume directory to archived-<subDir>. When that name is taken (an earlier claim
  * with the same name was archived), archives under archived-<subDir>-<UTC time>[-n] instead:
- * never fails on a collision and never replaces an archive. Resolves with the path used, or
- * null when there was nothing to archive (never created, or archived by an earlier attempt).
+ * never fails on a collision and never replaces an archive. On a collision an empty directory
+ * is removed instead: it holds nothing to keep, and it is most likely the directory of a
+ * CreateVolume that came after the claim was archived (RMDIR is atomic: one written to meanwhile
+ * stays and is archived). So an archive under a suffixed name always holds a claim's data.
  */
 export async function archiveVolume(
   store: NfsStore,
   subDir: string,
   now: Date,
   o: OpOptions = {},
-): Promise<string | null> {
+): Promise<ArchiveOutcome> {
   const base = archivePath(subDir);
   const candidates = [base, suffixed(base, `-${stamp(now)}`)];
   for (let n = 2; n <= 50; n++) candidates.push(suffixed(base, `-${stamp(now)}-${n}`));
-  for (const target of candidates) {
+  for (const [i, target] of candidates.entries()) {
+    if (i === 1) {
+      const rmdir = await store.removeDirIfEmpty(subDir, o);
+      if (rmdir !== 'not-empty') return rmdir === 'removed' ? 'empty-removed' : 'missing';
+    }
     try {
       await store.rename(subDir, target, o);
-      return target;
+      return { archivedTo: target };
     } catch (e) {
-      if (isCsiError(e, 'NotFound')) return null;
+      if (isCsiError(e, 'NotFound')) return 'missing';
       if (!isCsiError(e, 'AlreadyExists')) throw e;
     }
   }

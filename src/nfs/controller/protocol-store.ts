@@ -5,7 +5,8 @@
 // from a cached root and one call per step; v4: COMPOUNDs from PUTROOTFH).
 import { AlreadyExists, NotFound } from '../../errors.js';
 import type { BackendHealth } from '../../csi/health.js';
-import { type DirAttrs, type NfsStat, type OpOptions, type RmdirResult, pathSegments, sharePath } from './store.js';
+import { type DirAttrs, type NfsStat, type OpOptions, type Permit, type RmdirResult, sharePath } from './store.js';
+import { admitted } from './ownership.js';
 import { type TreePort, TreeWalker } from './tree-walk.js';
 
 /** How one protocol's errors read; each is a test of a thrown status. */
@@ -74,17 +75,17 @@ export abstract class ProtocolStore<H> {
    * are made, `to` must not exist (AlreadyExists) — RENAME would replace an empty directory
    * there; this check leaves only a race with another writer, never a silent overwrite.
    */
-  async rename(from: string, to: string, o: OpOptions = {}): Promise<void> {
-    const fs = pathSegments(from);
-    const ts = pathSegments(to);
-    await this.renameSteps(fs, ts, o, (steps) => this.checkedRename(fs, ts, steps));
+  async rename(permit: Permit, o: OpOptions = {}): Promise<void> {
+    // A rename never crosses file systems (the server answers XDEV); the gate checked both paths.
+    const { segs: fs, to: ts, fsid } = admitted(permit, 'rename');
+    await this.renameSteps(fs, ts, { ...o, fsid }, (steps) => this.checkedRename(fs, ts, steps));
   }
 
   /** Hands `run` this protocol's steps for renaming `fs` to `ts` (inside whatever they need). */
   protected abstract renameSteps(
     fs: string[],
     ts: string[],
-    o: OpOptions,
+    o: OpOptions & { fsid: string },
     run: <F, T>(steps: RenameSteps<F, T>) => Promise<void>,
   ): Promise<void>;
 

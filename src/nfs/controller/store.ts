@@ -95,6 +95,58 @@ export interface NfsStore {
   statfs(o?: OpOptions): Promise<FsStat>;
 }
 
+/** One existing directory entry on the way from the share down to a path. */
+export interface PathStep {
+  name: string;
+  type: FileType;
+  /** The file system it is on, as the protocol names it (NFSv3 fsid3, NFSv4 fsid4 major:minor). */
+  fsid: string;
+  /** NFSv4: the root of a file system mounted or exported here (mounted_on_fileid != fileid). */
+  junction: boolean;
+}
+
+/** What the server says about a share and a path below it, read when a change is decided. */
+export interface PathFacts {
+  share: {
+    fsid: string;
+    /**
+     * The server lets this client change entries in the share: a directory inside an export
+     * (NFSv3: what MOUNT handed out; NFSv4: ACCESS grants MODIFY, EXTEND and DELETE). An NFSv4
+     * pseudo-filesystem node (nfs-ganesha's PSEUDO, Linux's v4root) is read-only: false.
+     */
+    writable: boolean;
+  };
+  /** The path's segments that exist, in order; it ends at the first missing one or a non-directory. */
+  steps: PathStep[];
+}
+
+/**
+ * The protocol half of a store: reads, plus changes that take a permit from the ownership gate
+ * (ownership.ts). Only the gate makes permits, and only it wraps a RawNfsStore into an NfsStore.
+ */
+export interface RawNfsStore {
+  readonly server: string;
+  readonly share: string;
+  inspect(path: string, o?: OpOptions): Promise<PathFacts>;
+  stat(path: string, o?: OpOptions): Promise<NfsStat | null>;
+  list(path: string, o?: OpOptions): Promise<NfsDirEntry[]>;
+  statfs(o?: OpOptions): Promise<FsStat>;
+  ensureDir(permit: Permit, attrs: DirAttrs, o?: OpOptions): Promise<NfsStat>;
+  removeTree(permit: Permit, o?: OpOptions): Promise<boolean>;
+  removeDirIfEmpty(permit: Permit, o?: OpOptions): Promise<RmdirResult>;
+  rename(permit: Permit, o?: OpOptions): Promise<void>;
+}
+
+/** What the gate allowed: one change of one path (and a rename's target) on one file system. */
+export interface Permit {
+  readonly op: 'create' | 'delete' | 'rmdir' | 'rename';
+  readonly path: string;
+  /** The rename's target. */
+  readonly to?: string | undefined;
+  /** The share's file system: every directory the change reaches must be on it. */
+  readonly fsid: string;
+}
+
 /** NFS protocol version of the controller's own client; '4' = 4.1, falling back to 4.0. */
 export type NfsVersion = '3' | '4' | '4.0' | '4.1';
 

@@ -2,7 +2,9 @@
 // (`nfsvers=`/`vers=`, as the node's mount.nfs reads them) choose it at CreateVolume; calls that
 // carry no mount options (DeleteVolume, ValidateVolumeCapabilities…) and classes without a version
 // try NFSv3 first (portmapper + MOUNT, what csi-driver-nfs users have) and NFSv4 when the server
-// has no v3 service at all. Once a version worked for a server, auto calls stay with it.
+// has no v3 service at all. Once v3 answered a server, auto calls stay with it; a fall back to v4
+// is a decision that is re-checked: after `versionRecheckMs` the next call tries v3 again, so one
+// MOUNT that failed while the NAS restarted does not move a server to v4 for good.
 import type { Logger } from 'pino';
 import { CsiError, isCsiError } from '../../errors.js';
 import { MountStatusError, NfsStatusError } from '../client/status.js';
@@ -39,6 +41,9 @@ export interface NfsStoresOptions {
   mountPort?: number | undefined;
   privilegedPort?: boolean | undefined;
   log?: Logger | undefined;
+  /** How long a fall back to NFSv4 holds before v3 is tried again; default 5 min. */
+  versionRecheckMs?: number | undefined;
+  now?: () => number;
 }
 
 export function createNfsStores(opts: NfsStoresOptions): NfsStores {
@@ -56,7 +61,18 @@ export function createNfsStores(opts: NfsStoresOptions): NfsStores {
     }
     return c;
   };
-  const learned = new Map<string, '3' | '4'>();
+  const recheckMs = opts.versionRecheckMs ?? 5 * 60_000;
+  const now = opts.now ?? Date.now;
+  // v4 entries carry when they were decided: they hold for recheckMs, then v3 is tried again.
+  const decided = new Map<string, { v: '3' | '4'; at: number }>();
+  const learned = {
+    get: (server: string): '3' | '4' | undefined => {
+      const d = decided.get(server);
+      if (d?.v === '4' && now() - d.at >= recheckMs) return undefined;
+      return d?.v;
+    },
+    set: (server: string, v: '3' | '4') => void decided.set(server, { v, at: now() }),
+  };
   const servers = new Map<string, NfsVersion | 'auto'>();
 
   /** Runs `fn` in the server's version, finding it out first when nobody said. */

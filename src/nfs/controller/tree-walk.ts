@@ -3,6 +3,7 @@
 // the walk itself — cookies and BAD_COOKIE restarts, depth-first delete that never follows a
 // symlink, bounded parallelism, retries while something writes into the tree — is here.
 import { FailedPrecondition } from '../../errors.js';
+import { boundaryError } from './ownership.js';
 import type { FileType } from '../client/nfs3.js';
 import type { NfsDirEntry, OpOptions } from './store.js';
 
@@ -12,6 +13,8 @@ export interface TreeEntry<H> {
   /** undefined when the listing did not say (a LOOKUP then asks). */
   type: FileType | undefined;
   handle?: H | undefined;
+  /** The entry's file system, when the listing said. */
+  fsid?: string | undefined;
 }
 
 export interface TreePage<H> {
@@ -23,7 +26,12 @@ export interface TreePage<H> {
 export interface TreePort<H> {
   /** One page of a directory after `cookie` (0n first). `path` is for messages. */
   readdir(dir: H, cookie: bigint, verf: Buffer, path: string, signal: AbortSignal | undefined): Promise<TreePage<H>>;
-  lookup(dir: H, name: string, path: string, signal: AbortSignal | undefined): Promise<{ handle: H; type: FileType }>;
+  lookup(
+    dir: H,
+    name: string,
+    path: string,
+    signal: AbortSignal | undefined,
+  ): Promise<{ handle: H; type: FileType; fsid: string }>;
   removeFile(dir: H, name: string, path: string, signal: AbortSignal | undefined): Promise<void>;
   /** Removes an empty directory. */
   removeDir(dir: H, name: string, path: string, signal: AbortSignal | undefined): Promise<void>;
@@ -84,16 +92,19 @@ export class TreeWalker<H> {
 
   /**
    * Removes `name` in `parent` (already looked up: `target`), and everything below it when it is
-   * a directory; entries written into it meanwhile are removed too, a few times over.
+   * a directory; entries written into it meanwhile are removed too, a few times over. Like
+   * `rm --one-file-system`, but stricter: a directory on another file system than `fsid` (a
+   * mount or an export inside the tree) stops the walk with FailedPrecondition.
    */
   async removeTree(
     parent: H,
     name: string,
-    target: { handle: H; type: FileType },
+    target: { handle: H; type: FileType; fsid: string },
     segs: string[],
-    o: OpOptions,
+    o: OpOptions & { fsid: string },
   ): Promise<void> {
     const path = this.port.where(segs);
+    if (target.fsid !== o.fsid) throw boundaryError(this.port.describe(segs));
     if (target.type !== 'dir') return this.ignoreMissing(this.port.removeFile(parent, name, path, o.signal));
     for (let pass = 0; ; pass++) {
       await this.emptyDir(target.handle, segs, o);
@@ -108,7 +119,7 @@ export class TreeWalker<H> {
   }
 
   /** Deletes everything inside `dir` (depth-first, never following symlinks). */
-  private async emptyDir(dir: H, segs: string[], o: OpOptions): Promise<void> {
+  private async emptyDir(dir: H, segs: string[], o: OpOptions & { fsid: string }): Promise<void> {
     for (let pass = 0; pass < 5; pass++) {
       const entries = await this.readAll(dir, segs, o);
       if (entries.length === 0) return;
@@ -121,19 +132,20 @@ export class TreeWalker<H> {
     );
   }
 
-  private async removeEntry(dir: H, segs: string[], e: TreeEntry<H>, o: OpOptions): Promise<void> {
+  private async removeEntry(dir: H, segs: string[], e: TreeEntry<H>, o: OpOptions & { fsid: string }): Promise<void> {
     const child = [...segs, e.name];
     const path = this.port.where(child);
-    let type = e.type;
-    let handle = e.handle;
-    if (type === undefined || (type === 'dir' && handle === undefined)) {
+    let { type, handle, fsid } = e;
+    if (type === undefined || fsid === undefined || (type === 'dir' && handle === undefined)) {
       try {
-        ({ handle, type } = await this.port.lookup(dir, e.name, path, o.signal));
+        ({ handle, type, fsid } = await this.port.lookup(dir, e.name, path, o.signal));
       } catch (err) {
         if (this.port.isMissing(err)) return;
         throw err;
       }
     }
+    // Checked before anything in it is touched: nothing on the other side is ever removed.
+    if (fsid !== o.fsid) throw boundaryError(this.port.describe(child));
     if (type !== 'dir') return this.ignoreMissing(this.port.removeFile(dir, e.name, path, o.signal));
     // A LOOKUP always answers with a handle; a listed directory without one was looked up above.
     if (handle === undefined)

@@ -37,7 +37,14 @@ async function script(cmd: string, args: string[]): Promise<string> {
 }
 
 export async function startGanesha(
-  opts: { dir?: string; nfsPort?: number; mountPort?: number; v4only?: boolean } = {},
+  opts: {
+    dir?: string;
+    nfsPort?: number;
+    mountPort?: number;
+    v4only?: boolean;
+    /** More exports, `PSEUDO=REL` (REL below the server's directory; see scripts/ganesha.sh). */
+    extraExports?: readonly string[];
+  } = {},
 ): Promise<Ganesha> {
   const dir = opts.dir ?? (await mkdtemp(path.join(os.tmpdir(), 'pve-nfs-csi-ganesha-')));
   const nfsPort = opts.nfsPort ?? (await freePort());
@@ -51,6 +58,7 @@ export async function startGanesha(
     '--mount-port',
     String(mountPort),
     ...(opts.v4only ? ['--protocols', '4'] : []),
+    ...(opts.extraExports ?? []).flatMap((e) => ['--extra-export', e]),
   ];
   // ganesha daemonizes: if this process ends without stopping it (kill -9 of the test or the
   // bench), scripts/lib/reaper.sh does. Registered before the start, released after the stop.

@@ -41,7 +41,10 @@ t.test('ensureDir errors are typed', async (t) => {
     /^FailedPrecondition: 127\.0\.0\.1:\/volume1\/k8s-volumes\/talos\/a-file exists and is a file/,
   );
   t.match(await kindOf(store.ensureDir('a-file/sub', {})), /^FailedPrecondition/);
-  t.match(await kindOf(store.ensureDir('n'.repeat(300), {})), /^InvalidArgument: NFS MKDIR .*NFS3ERR_NAMETOOLONG/);
+  t.match(
+    await kindOf(store.ensureDir('n'.repeat(300), {})),
+    /^InvalidArgument: NFS (LOOKUP|MKDIR) .*NFS3ERR_NAMETOOLONG/,
+  );
   t.match(await kindOf(store.ensureDir('../x', {})), /^InvalidArgument/);
   t.match(await kindOf(store.ensureDir('', {})), /^InvalidArgument: refusing to modify the share root/);
 });
@@ -102,11 +105,15 @@ t.test('removeTree deletes a deep tree (paged listings) and never follows symlin
   t.equal(await store.removeTree('ns2/vol'), false, 'again: nothing there');
   t.equal(await store.removeTree('ns2/missing/deeper'), false);
 
+  // The ownership gate (ownership.ts): only a directory is a claim.
   await fs.writeFile(onDisk('ns2/plainfile'), 'x');
-  t.equal(await store.removeTree('ns2/plainfile'), true, 'a file is removed too');
+  t.match(await kindOf(store.removeTree('ns2/plainfile')), /^FailedPrecondition: .*is a file, not a claim directory/);
+  t.equal(await fs.readFile(onDisk('ns2/plainfile'), 'utf8'), 'x', 'a file is left alone');
 });
 
-t.test('round trips on the wire: create 2, delete of an empty claim 2, never through a symlink', async (t) => {
+// The ownership gate reads the share's attributes and LOOKUPs the path first (ownership.ts): one
+// GETATTR and one LOOKUP per segment more than the change itself needs.
+t.test('round trips on the wire: create 5, delete of an empty claim 5, never through a symlink', async (t) => {
   const relay = await startRpcCounter(g.nfsPort);
   t.teardown(() => relay.close());
   const counted = createNfs3Stores({
@@ -125,9 +132,9 @@ t.test('round trips on the wire: create 2, delete of an empty claim 2, never thr
   };
   ops();
   await cs.ensureDir('rt/vol', { mode: 0o770, uid: 1000, gid: 1000 });
-  t.same(ops(), { LOOKUP: 1, MKDIR: 1 }, 'create: LOOKUP the parent, MKDIR with mode and owner');
+  t.same(ops(), { GETATTR: 1, LOOKUP: 3, MKDIR: 1 }, 'create: the gate, LOOKUP the parent, MKDIR with mode and owner');
   t.equal(await cs.removeTree('rt/vol'), true);
-  t.same(ops(), { LOOKUP: 1, RMDIR: 1 }, 'empty claim: LOOKUP the parent, RMDIR');
+  t.same(ops(), { GETATTR: 1, LOOKUP: 3, RMDIR: 1 }, 'empty claim: the gate, LOOKUP the parent, RMDIR');
   await t.rejects(fs.lstat(onDisk('rt/vol')), { code: 'ENOENT' });
 
   await fs.mkdir(onDisk('rt/full/sub'), { recursive: true });
@@ -137,8 +144,8 @@ t.test('round trips on the wire: create 2, delete of an empty claim 2, never thr
   const outside = onDisk('rt-outside');
   await fs.mkdir(outside, { recursive: true });
   await fs.symlink(outside, onDisk('rt/link'));
-  t.equal(await cs.removeTree('rt/link'), true, 'a symlink to an empty directory is removed as a link');
-  await t.rejects(fs.lstat(onDisk('rt/link')), { code: 'ENOENT' });
+  t.match(await kindOf(cs.removeTree('rt/link')), /^FailedPrecondition: .*is a symbolic link/);
+  t.ok((await fs.lstat(onDisk('rt/link'))).isSymbolicLink(), 'a symlink is not a claim: left alone');
   t.ok((await fs.stat(outside)).isDirectory(), 'its target stays');
 });
 

@@ -251,8 +251,15 @@ t.test('onDelete=archive renames to archived-<subDir>; a collision gets a unique
 
   // A third one within the same second.
   const third = await c.createVolume(req('pv-3', seedParams('db', 'data-pg-0', 'pv-3')), ctx);
+  stores.put(SERVER, `${SHARE}/db/data-pg-0/third`, 'file');
   await c.deleteVolume({ volumeId: present(third.volume?.volumeId, 'CreateVolume: volume id'), secrets: {} }, ctx);
-  t.ok(stores.get(SERVER, `${SHARE}/archived-db/data-pg-0-20260301T120000Z-2`));
+  t.ok(stores.get(SERVER, `${SHARE}/archived-db/data-pg-0-20260301T120000Z-2/third`));
+
+  // An empty one (a CreateVolume that came after its claim was archived) holds nothing to keep.
+  const late = await c.createVolume(req('pv-4', seedParams('db', 'data-pg-0', 'pv-4')), ctx);
+  await c.deleteVolume({ volumeId: present(late.volume?.volumeId, 'CreateVolume: volume id'), secrets: {} }, ctx);
+  t.equal(stores.get(SERVER, `${SHARE}/db/data-pg-0`), undefined, 'removed');
+  t.equal(stores.get(SERVER, `${SHARE}/archived-db/data-pg-0-20260301T120000Z-3`), undefined, 'not archived empty');
 
   await c.deleteVolume({ volumeId: present(third.volume?.volumeId, 'CreateVolume: volume id'), secrets: {} }, ctx);
   t.pass('a retried archive delete succeeds with nothing left to move');
