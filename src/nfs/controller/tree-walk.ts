@@ -124,7 +124,13 @@ export class TreeWalker<H> {
       const entries = await this.readAll(dir, segs, o);
       if (entries.length === 0) return;
       for (let i = 0; i < entries.length; i += PARALLEL) {
-        await Promise.all(entries.slice(i, i + PARALLEL).map((e) => this.removeEntry(dir, segs, e, o)));
+        // Settled, not Promise.all: a refusal (a boundary) must not return while removals of its
+        // siblings still run, or the call answers while it goes on changing the tree.
+        const done = await Promise.allSettled(
+          entries.slice(i, i + PARALLEL).map((e) => this.removeEntry(dir, segs, e, o)),
+        );
+        const failed = done.find((r) => r.status === 'rejected');
+        if (failed) throw failed.reason;
       }
     }
     throw new FailedPrecondition(
