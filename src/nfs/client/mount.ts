@@ -1,5 +1,5 @@
 // Portmapper v2 GETPORT (RFC 1833) and MOUNT v3 MNT (RFC 1813 appendix I): how an NFSv3 client
-// finds the server's ports and the root file handle of an exported path.
+// finds the server's ports and the root file handle of an exported path; EXPORT lists them.
 import { Unavailable } from '../../errors.js';
 import type { RpcTransport } from './nfs3.js';
 import { RpcConnection, type RpcConnectionOptions } from './rpc.js';
@@ -60,4 +60,15 @@ export async function mountPath(
   return r.opaque(64);
   // The auth flavour list that follows is not checked: a server that refuses AUTH_SYS answers
   // the first NFS call with AUTH_ERROR, which rpc.ts reports clearly.
+}
+
+/** EXPORT: the directories the server exports (the ownership gate's boundaries on NFSv3). */
+export async function exportList(rpc: RpcTransport, signal?: AbortSignal): Promise<string[]> {
+  const r = await rpc.call({ prog: MOUNT_PROGRAM, vers: MOUNT_V3, proc: 5, name: 'EXPORT', signal });
+  const out: string[] = [];
+  while (r.bool()) {
+    out.push(r.string(1024));
+    while (r.bool()) r.string(255); // the groups it is exported to
+  }
+  return out;
 }

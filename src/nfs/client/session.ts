@@ -2,7 +2,7 @@
 // (ports from the portmapper unless overridden), and the root file handle of each share used.
 import type { Logger } from 'pino';
 import { FailedPrecondition, isCsiError } from '../../errors.js';
-import { lookupPort, MOUNT_PROGRAM, MOUNT_V3, mountPath } from './mount.js';
+import { exportList, lookupPort, MOUNT_PROGRAM, MOUNT_V3, mountPath } from './mount.js';
 import { Nfs3Client, NFS_PROGRAM, NFS_V3, type RpcTransport } from './nfs3.js';
 import { RpcConnection, type RpcCall } from './rpc.js';
 import { isNfsStatus, MountStatusError, NFS3ERR } from './status.js';
@@ -41,6 +41,11 @@ export class NfsSession {
       p.catch(() => this.roots.delete(share));
     }
     return p;
+  }
+
+  /** The server's export list, asked now (MOUNT EXPORT). */
+  exports(signal?: AbortSignal): Promise<string[]> {
+    return exportList(this.transport('mount'), signal);
   }
 
   invalidateRoot(share: string): void {

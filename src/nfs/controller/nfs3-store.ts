@@ -153,7 +153,12 @@ export class Nfs3Store extends ProtocolStore<Buffer> implements RawNfsStore {
     const segs = segments(path, true);
     return this.withRoot(o, async (root) => {
       const a = await this.s.nfs.getattr(root, { signal: o.signal, path: this.share });
-      const facts: PathFacts = { share: { fsid: String(a.fsid), writable: true }, steps: [] };
+      const base = this.share.replace(/\/+$/, '') + '/';
+      const exportsBelow = (await this.s.exports(o.signal))
+        .map((e) => e.replace(/\/+$/, ''))
+        .filter((e) => e.startsWith(base))
+        .map((e) => e.slice(base.length));
+      const facts: PathFacts = { share: { fsid: String(a.fsid), writable: true }, steps: [], exportsBelow };
       let dir = root;
       for (const [i, name] of segs.entries()) {
         let r;

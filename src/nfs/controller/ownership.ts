@@ -72,6 +72,20 @@ function refuseSteps(f: PathFacts, say: Say, wanted: number): void {
   });
 }
 
+/** Refuses a path that is another export, lies in one, or (but for a create) holds one. */
+function refuseExports(f: PathFacts, segs: readonly string[], op: Permit['op'], say: Say): void {
+  const path = segs.join('/');
+  for (const e of f.exportsBelow ?? []) {
+    if (path === e || path.startsWith(e + '/')) throw boundaryError(say(e.split('/')));
+    if (op !== 'create' && e.startsWith(path + '/')) {
+      throw new FailedPrecondition(
+        `${say(segs)} holds another NFS export (${say(e.split('/'))}); the driver never deletes or archives ` +
+          'across an export boundary',
+      );
+    }
+  }
+}
+
 /** The decision for one change: a permit, or why there is nothing to do. */
 async function decide(
   raw: RawNfsStore,
@@ -85,6 +99,7 @@ async function decide(
   const f = await raw.inspect(path, o);
   refuseShare(raw, f, say);
   refuseSteps(f, say, segs.length);
+  refuseExports(f, segs, op, say);
   const exists = f.steps.length === segs.length;
   const last = f.steps.at(-1);
   if (op !== 'create' && exists && last?.type !== 'dir') {
@@ -100,6 +115,7 @@ async function decide(
     }
     const t = await raw.inspect(to, o);
     refuseSteps({ share: f.share, steps: t.steps.slice(0, ts.length - 1) }, say, ts.length);
+    refuseExports(f, ts, 'create', say);
   } else if (op !== 'create' && !exists) {
     return 'missing';
   }

@@ -118,6 +118,11 @@ export interface PathFacts {
   };
   /** The path's segments that exist, in order; it ends at the first missing one or a non-directory. */
   steps: PathStep[];
+  /**
+   * NFSv3: other exports strictly below the share, relative to it (MOUNT EXPORT). v3 LOOKUP
+   * never crosses into them and reports no other fsid, so the export list is the only witness.
+   */
+  exportsBelow?: string[];
 }
 
 /**

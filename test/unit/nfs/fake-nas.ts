@@ -30,8 +30,15 @@ export interface FNode {
   fsid: string;
   /** A node of the pseudo-filesystem: read-only, not inside an export. */
   pseudo: boolean;
-  /** An export's root (where LOOKUP crosses into another file system). */
+  /** An export's root that the server reports as a junction (mounted_on_fileid != fileid). */
   exportRoot: boolean;
+  /** Any export's root (what MOUNT EXPORT lists). */
+  isExport: boolean;
+  /**
+   * The fsid NFSv3 reports: v3 LOOKUP never crosses into an export, so a nested export on the
+   * same disk shows its parent's (ganesha does so).
+   */
+  v3fsid: string;
   children: Map<string, FNode>;
 }
 
@@ -63,7 +70,16 @@ export class FakeNas {
   }
 
   private node(type: FNode['type'], fsid: string, pseudo = false): FNode {
-    return { id: this.nextId++, type, fsid, pseudo, exportRoot: false, children: new Map() };
+    return {
+      id: this.nextId++,
+      type,
+      fsid,
+      v3fsid: fsid,
+      pseudo,
+      exportRoot: false,
+      isExport: false,
+      children: new Map(),
+    };
   }
 
   /** Follows names only (a symlink is never followed); undefined when something is missing. */
@@ -84,7 +100,10 @@ export class FakeNas {
       let c = n.children.get(s);
       const last = i === parts.length - 1;
       if (!c) n.children.set(s, (c = this.node('dir', last ? fsid : n.fsid, !last && n.pseudo)));
-      if (last) Object.assign(c, { fsid, pseudo: false, exportRoot: junction });
+      if (last) {
+        const v3fsid = n.pseudo ? fsid : n.v3fsid; // inside another export: the same disk
+        Object.assign(c, { fsid, v3fsid, pseudo: false, exportRoot: junction, isExport: true });
+      }
       n = c;
     });
   }
@@ -95,7 +114,11 @@ export class FakeNas {
     const parts = abs.split('/').filter(Boolean);
     parts.forEach((s, i) => {
       let c = n.children.get(s);
-      if (!c) n.children.set(s, (c = this.node(i === parts.length - 1 ? type : 'dir', n.fsid, n.pseudo)));
+      if (!c) {
+        c = this.node(i === parts.length - 1 ? type : 'dir', n.fsid, n.pseudo);
+        c.v3fsid = n.v3fsid;
+        n.children.set(s, c);
+      }
       n = c;
     });
   }
@@ -117,6 +140,7 @@ export class FakeNas {
   mkdirIn(parent: FNode, name: string, what: string): FNode {
     if (parent.pseudo) throw new FakeStatus('ROFS', what);
     const c = this.node('dir', parent.fsid);
+    c.v3fsid = parent.v3fsid;
     parent.children.set(name, c);
     return c;
   }
@@ -138,7 +162,7 @@ class FakeRaw implements RawNfsStore {
           name,
           cookie: BigInt(i + 1),
           type: c.type,
-          fsid: c.fsid,
+          fsid: this.fsid(c),
         }));
         const page = all.slice(Number(cookie), Number(cookie) + 2);
         return { entries: page, eof: Number(cookie) + 2 >= all.length, cookieverf: Buffer.alloc(8) };
@@ -146,7 +170,7 @@ class FakeRaw implements RawNfsStore {
       lookup: async (dir, name, path) => {
         const c = dir.children.get(name);
         if (!c) throw new FakeStatus('NOENT', path);
-        return { handle: c, type: c.type as FileType, fsid: c.fsid };
+        return { handle: c, type: c.type as FileType, fsid: this.fsid(c) };
       },
       removeFile: async (dir, name, path) => this.unlink(dir, name, path),
       removeDir: async (dir, name, path) => this.unlink(dir, name, path),
@@ -156,6 +180,10 @@ class FakeRaw implements RawNfsStore {
       describe: (segs) => `${server}:${share}/${segs.join('/')}`,
       where: (segs) => `${share}/${segs.join('/')}`,
     });
+  }
+
+  private fsid(n: FNode): string {
+    return this.v === '3' ? n.v3fsid : n.fsid;
   }
 
   private unlink(dir: FNode, name: string, path: string): void {
@@ -197,16 +225,24 @@ class FakeRaw implements RawNfsStore {
 
   async inspect(path: string): Promise<PathFacts> {
     const share = this.shareNode();
-    const facts: PathFacts = { share: { fsid: share.fsid, writable: !share.pseudo }, steps: [] };
+    const facts: PathFacts = { share: { fsid: this.fsid(share), writable: !share.pseudo }, steps: [] };
+    if (this.v === '3') facts.exportsBelow = this.exportsBelow(share, '');
     let n = share;
     for (const name of pathSegments(path, true)) {
       const c = n.children.get(name);
       if (!c) break;
-      facts.steps.push({ name, type: c.type, fsid: c.fsid, junction: c.exportRoot });
+      facts.steps.push({ name, type: c.type, fsid: this.fsid(c), junction: this.v === '4' && c.exportRoot });
       if (c.type !== 'dir') break;
       n = c;
     }
     return facts;
+  }
+
+  private exportsBelow(n: FNode, prefix: string): string[] {
+    return [...n.children].flatMap(([name, c]) => {
+      const p = prefix ? `${prefix}/${name}` : name;
+      return [...(c.isExport ? [p] : []), ...(c.type === 'dir' ? this.exportsBelow(c, p) : [])];
+    });
   }
 
   async stat(path: string): Promise<NfsStat | null> {
@@ -255,7 +291,7 @@ class FakeRaw implements RawNfsStore {
       throw e;
     }
     if (!w.node) return false;
-    const target = { handle: w.node, type: w.node.type as FileType, fsid: w.node.fsid };
+    const target = { handle: w.node, type: w.node.type as FileType, fsid: this.fsid(w.node) };
     await this.tree.removeTree(w.parent, w.name, target, segs, { ...o, fsid });
     return true;
   }
@@ -276,7 +312,7 @@ class FakeRaw implements RawNfsStore {
     const toParent = this.mkdirs(to.slice(0, -1), permit.to ?? '');
     const toName = to.at(-1) ?? '';
     if (toParent.children.has(toName)) throw new AlreadyExists(`${permit.to ?? ''} already exists`);
-    if (toParent.fsid !== src.parent.fsid) throw new FakeStatus('XDEV', permit.path);
+    if (toParent.v3fsid !== src.parent.v3fsid) throw new FakeStatus('XDEV', permit.path);
     if (src.parent.pseudo || toParent.pseudo) throw new FakeStatus('ROFS', permit.path);
     src.parent.children.delete(src.name);
     toParent.children.set(toName, src.node);

@@ -79,7 +79,8 @@ t.test('no NFS change bypasses the gate (sources)', async (t) => {
 // when one entry was a nested export (a refusal), DeleteVolume answered FailedPrecondition while
 // its siblings' removals were still running and went on changing the share after the answer.
 t.test('a delete stopped at a nested export leaves no removal running after it answers', async (t) => {
-  const nas = new FakeNas('3');
+  // NFSv4: only the walk sees the nested export (its fsid); v3 refuses earlier, from the export list.
+  const nas = new FakeNas('4');
   nas.addExport('/volume1/k8s-volumes', 'fs1');
   for (let i = 0; i < 12; i++) nas.put(`/volume1/k8s-volumes/talos/d${i}/a/b/c`, 'dir');
   nas.addExport('/volume1/k8s-volumes/talos/nested', 'fs2');
@@ -109,5 +110,28 @@ t.test('Linux nfsd pseudo-root with the export fsid: a share in it is refused by
       volumeId,
     );
   }
+  t.equal(JSON.stringify([...nas.picture()]), before, 'nothing changed');
+});
+
+// Found against ganesha with PBT_SEED=873398414 (ownership.property.ganesha.test.ts, v3+v4 spoken
+// as v3): NFSv3 LOOKUP never crosses into a nested export and reports its parent's fsid, so
+// deleting talos on share /volume1/k8s-volumes emptied the export /volume1/k8s-volumes/talos/nested.
+// On v3 the server's export list (MOUNT EXPORT) is the witness.
+t.test('NFSv3: a claim that holds, or lies in, another export is refused from the export list', async (t) => {
+  const nas = new FakeNas('3,4', '3');
+  nas.addExport('/volume1/k8s-volumes', 'fs1');
+  nas.put('/volume1/k8s-volumes/talos/media/app', 'dir');
+  nas.addExport('/volume1/k8s-volumes/talos/nested', 'fs2');
+  nas.put('/volume1/k8s-volumes/talos/nested/ns/pvc', 'dir');
+  const c = controller(nas);
+  const before = JSON.stringify([...nas.picture()]);
+  t.match(
+    await kind(c.deleteVolume({ volumeId: 'nas#volume1/k8s-volumes#talos#pv#delete', secrets: {} }, ctx)),
+    /^FailedPrecondition: .*holds another NFS export/,
+  );
+  t.match(
+    await kind(c.deleteVolume({ volumeId: 'nas#volume1/k8s-volumes/talos#nested/ns#pv#delete', secrets: {} }, ctx)),
+    /^FailedPrecondition: .*another file system or export/,
+  );
   t.equal(JSON.stringify([...nas.picture()]), before, 'nothing changed');
 });
