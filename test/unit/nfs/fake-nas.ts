@@ -5,7 +5,7 @@
 // writable, nothing checks fsids. The real ownership gate wraps it and the real tree walker
 // deletes with it, so whatever the gate lets through is done to the tree.
 import { AlreadyExists, CsiError, FailedPrecondition, NotFound } from '../../../src/errors.js';
-import type { BackendHealth } from '../../../src/server/health.js';
+import type { BackendHealth } from '../../../src/csi/health.js';
 import { admitted, gated } from '../../../src/nfs/controller/ownership.js';
 import { TreeWalker } from '../../../src/nfs/controller/tree-walk.js';
 import type {
