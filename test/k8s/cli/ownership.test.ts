@@ -149,9 +149,9 @@ await t.test('case 11: classes of different depths and nested shares are judged 
   for (const keep of ['talos', 'talos/media/app/data', 'talos/media/old-config/data'])
     t.ok(exists(keep), `${keep} stays`);
   t.match(
-    json(r.out).findings.find((f) => f.what === 'media')?.kept,
+    json(r.out).findings.find((f) => f.what === 'photos')?.kept,
     /holds claims of class nested/,
-    'the flat class sees media/ as a namespace folder of the nested class',
+    'the flat class sees photos/ as a namespace folder of the nested class',
   );
 });
 

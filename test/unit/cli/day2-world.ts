@@ -132,7 +132,10 @@ export function build(w: World, root = '/v', prefix = '') {
     const at = absolute(root + cls.share, rel);
     add({ at, kind: c.archived ? 'archive' : 'claim', cls: c.cls % w.classes.length, age: c.age });
     if (c.pv !== null)
-      truePvs.push(pvFor(root, `${prefix}${pvName}${c.archived ? '-recover' : ''}`, at, c.pv, root + cls.share));
+      // PV names are unique in a cluster: a second claim of the same generated uid gets a suffix.
+      truePvs.push(
+        pvFor(root, `${prefix}${pvName}${c.archived ? '-recover' : ''}-${truePvs.length}`, at, c.pv, root + cls.share),
+      );
   }
   for (const u of w.user) add({ at: absolute(root + u.share, u.path), kind: 'user', age: AGES[1] ?? 0 });
   w.parentPvs.forEach((p, i) => {
