@@ -46,4 +46,11 @@ COPY --from=build /src/dist/bundle ./dist/bundle
 COPY image/entrypoint.sh /app/entrypoint.sh
 # Numeric, so kubelet can verify runAsNonRoot; the chart's controller runs as the same uid.
 USER 65532:65532
+# The release's version (package.json, Chart.yaml and `pve-nfs-csi --version` say the same:
+# test/unit/release/versions.test.ts); last, so a version bump rebuilds no other layer.
+# scripts/release.sh adds the revision and creation time of the build it makes.
+LABEL org.opencontainers.image.title="pve-nfs-csi" \
+      org.opencontainers.image.version="0.2.0" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/pve-nfs-csi/pve-nfs-csi"
 ENTRYPOINT ["/usr/bin/tini", "--", "/app/entrypoint.sh"]

@@ -1,5 +1,6 @@
 // How values change the render: drivers switched off, inline Proxmox config, StorageClass
 // defaults and overrides, and values that values.schema.json or the templates must refuse.
+import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { parse } from 'yaml';
 import { present } from '../helpers/present.js';
@@ -234,7 +235,10 @@ t.test('kubelet directory and host network are followed everywhere', async (t) =
 
 t.test('image tag defaults to the chart appVersion', async (t) => {
   const img = (set: string[]) => container(podSpec(render({ set }).one('DaemonSet')), 'pve-nfs-csi').image;
-  t.equal(img([]), 'ghcr.io/pve-nfs-csi/pve-nfs-csi:0.1.0');
+  const chart = parse(readFileSync(new URL('../../charts/pve-nfs-csi/Chart.yaml', import.meta.url), 'utf8')) as {
+    appVersion: string;
+  };
+  t.equal(img([]), `ghcr.io/pve-nfs-csi/pve-nfs-csi:${chart.appVersion}`);
   t.equal(img(['image.repository=registry.lan/csi', 'image.tag=dev']), 'registry.lan/csi:dev');
 });
 
