@@ -79,6 +79,31 @@ config.yaml
 {{- end -}}
 
 {{/*
+Kubernetes refuses to change a CSIDriver's spec.attachRequired and spec.volumeLifecycleModes
+(immutable in storage/v1 validation, ValidateCSIDriverUpdate). helm would stop an upgrade that
+changes one half-way, with some objects updated and the release failed; this check reads the
+live object (helm install/upgrade only: `helm template` has no cluster and skips it) and
+refuses before anything is changed, saying what to do (docs/helm.md, "A CSIDriver's immutable
+fields"). Call with (dict "name" N "attachRequired" B "modes" LIST ["valueHint" KEY]).
+*/}}
+{{- define "pve-nfs-csi.csiDriverUnchanged" -}}
+{{- with (lookup "storage.k8s.io/v1" "CSIDriver" "" .name) }}
+{{- $live := .spec | default dict }}
+{{- $liveAttach := ternary $live.attachRequired true (hasKey $live "attachRequired") }}
+{{- $liveModes := $live.volumeLifecycleModes | default (list "Persistent") }}
+{{- $why := "" }}
+{{- if ne $liveAttach $.attachRequired }}
+{{- $why = printf "spec.attachRequired is %v in the cluster and %v in this release" $liveAttach $.attachRequired }}
+{{- else if ne (toJson $liveModes) (toJson $.modes) }}
+{{- $why = printf "spec.volumeLifecycleModes is %s in the cluster and %s in this release" (toJson $liveModes) (toJson $.modes) }}
+{{- end }}
+{{- if $why }}
+{{- fail (printf "CSIDriver %s: %s. Kubernetes does not allow changing this field, so the upgrade would stop half-way; nothing was changed. Keep the cluster's value%s, or delete the CSIDriver object and run the upgrade again (docs/helm.md, \"A CSIDriver's immutable fields\")." $.name $why (ternary (printf " (%s)" ($.valueHint | default "")) "" (hasKey $ "valueHint"))) }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
 Where a node-local HTTP endpoint listens and where kubelet probes it. On the host network the
 endpoint stays on loopback so it is not reachable from other machines.
 Call with (dict "root" $ "port" 1234); returns the listen address.
