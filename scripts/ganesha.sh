@@ -188,7 +188,8 @@ start() {
   write_conf
   rm -f "$LOG" "$PIDFILE"
   # ganesha.nfsd daemonizes; it changes directory, so every path it gets is absolute.
-  ganesha.nfsd -f "$CONF" -L "$LOG" -p "$PIDFILE" -N NIV_EVENT 9>&-
+  # GANESHA_NFSD: another launcher with the same arguments (the NFS server image: scripts/test-images.sh).
+  "${GANESHA_NFSD:-ganesha.nfsd}" -f "$CONF" -L "$LOG" -p "$PIDFILE" -N NIV_EVENT 9>&-
   local i ready=""
   for i in $(seq 1 300); do
     pid="$(cat "$PIDFILE" 2>/dev/null || true)"
