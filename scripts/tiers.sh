@@ -22,7 +22,9 @@
 #   sanity       csi-sanity against the program: Proxmox (mount, block) and NFS, host tier
 #   chaos        the chaos suite (bounded)
 #   chart        the Helm chart (helm lint, template, schema)
+#   workflows    actionlint (+ shellcheck) on .github/workflows
 #   image        the real Dockerfile, built and run with buildah + podman
+#   containers   csi-sanity (and the NFS server) as container images, one pass per driver
 #   k8s-cli      the day-2 subcommands against etcd, kube-apiserver, the simulator and ganesha
 #   k8s          etcd, kube-apiserver, kube-controller-manager, the sidecars and the chart
 #   vm           the QEMU guest: csi-sanity of both drivers, end-to-end
@@ -39,7 +41,10 @@ TIERS=(
   'sanity      |            | csi-sanity nfs                                                            | bash scripts/sanity.sh nfs'
   'chaos       |            | chaos suite (bounded)                                                     | bash scripts/chaos.sh "$@"'
   'chart       |            | helm chart                                                                | bash scripts/helm-test.sh "$@"'
+  'workflows   |            | workflows (actionlint + shellcheck)                                       | bash scripts/release-test.sh lint'
   'image       | SKIP_IMAGE | image (real Dockerfile, buildah + podman)                                 | bash scripts/image.sh "$@"'
+  'containers  | SKIP_IMAGE | csi-sanity proxmox (csi-sanity image, podman)                             | bash scripts/test-images.sh proxmox'
+  'containers  | SKIP_IMAGE | csi-sanity nfs (csi-sanity + NFS server images, podman)                   | bash scripts/test-images.sh nfs'
   'k8s-cli     |            | k8s CLI tier (day-2 subcommands: etcd, kube-apiserver, simulator, ganesha) | bash scripts/k8s-cli.sh "$@"'
   'k8s         |            | k8s tier (etcd, kube-apiserver, controller-manager, sidecars, chart)      | bash scripts/k8s-tier.sh "$@"'
   'vm          | SKIP_VM    | VM tier (guest: sanity proxmox+nfs, end-to-end)                           | bash scripts/vm-tier.sh "${@:-all}"'
