@@ -27,6 +27,8 @@
 #   containers   csi-sanity (and the NFS server) as container images, one pass per driver
 #   k8s-cli      the day-2 subcommands against etcd, kube-apiserver, the simulator and ganesha
 #   k8s          etcd, kube-apiserver, kube-controller-manager, the sidecars and the chart
+#   release      a local TLS registry: release N-1 and N built and pushed, pulled, installed with
+#                helm from oci://, upgraded and rolled back in the k8s tier's cluster
 #   vm           the QEMU guest: csi-sanity of both drivers, end-to-end
 # shellcheck disable=SC2016 # the commands are expanded when they run, not here
 TIERS=(
@@ -47,6 +49,7 @@ TIERS=(
   'containers  | SKIP_IMAGE | csi-sanity nfs (csi-sanity + NFS server images, podman)                   | bash scripts/test-images.sh nfs'
   'k8s-cli     |            | k8s CLI tier (day-2 subcommands: etcd, kube-apiserver, simulator, ganesha) | bash scripts/k8s-cli.sh "$@"'
   'k8s         |            | k8s tier (etcd, kube-apiserver, controller-manager, sidecars, chart)      | bash scripts/k8s-tier.sh "$@"'
+  'release     | SKIP_IMAGE | release (local registry: build, push, helm install, upgrade, rollback)    | bash scripts/release-test.sh "${@:-upgrade}"'
   'vm          | SKIP_VM    | VM tier (guest: sanity proxmox+nfs, end-to-end)                           | bash scripts/vm-tier.sh "${@:-all}"'
 )
 

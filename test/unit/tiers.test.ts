@@ -33,6 +33,7 @@ const PHASES = [
   'csi-sanity nfs (csi-sanity + NFS server images, podman)',
   'k8s CLI tier (day-2 subcommands: etcd, kube-apiserver, simulator, ganesha)',
   'k8s tier (etcd, kube-apiserver, controller-manager, sidecars, chart)',
+  'release (local registry: build, push, helm install, upgrade, rollback)',
   'VM tier (guest: sanity proxmox+nfs, end-to-end)',
 ];
 
@@ -68,6 +69,7 @@ t.test('scripts/tier.sh --list: the tiers, and the npm scripts that run them', a
     'containers',
     'k8s-cli',
     'k8s',
+    'release',
     'vm',
   ]);
   const scripts = (

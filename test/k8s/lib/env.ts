@@ -68,6 +68,8 @@ export interface Env {
   controllerPods: RunningPod[];
   /** Runs the processes of controller pods not running yet (after a scale-up). */
   syncControllerPods(): Promise<RunningPod[]>;
+  /** Runs one controller pod's containers here, as its kubelet would, until its driver is ready. */
+  runControllerPod(pod: Pod): Promise<RunningPod>;
   /** Recent error lines of every sidecar and the driver, for failure messages. */
   sidecarErrors: () => string;
   stop(ok: boolean): Promise<void>;
@@ -242,7 +244,18 @@ async function registerNodePlugin(kube: Kube, n: NodeSpec, endpoints: string[]):
   });
 }
 
-export async function startEnv(opts: { log?: (s: string) => void } = {}): Promise<Env> {
+/** How the chart gets into the cluster; by default `helm template` + server-side apply. */
+export type Install = (ctx: { kube: Kube; cluster: Cluster; dir: string; values: TierValues }) => Promise<K8sObject[]>;
+
+export interface EnvOptions {
+  log?: (s: string) => void;
+  /** Puts the chart's objects into the cluster and returns them (e.g. `helm install` from a registry). */
+  install?: Install;
+  /** More images the pods may run (repository:tag or repository -> command), beside the local build. */
+  images?: Record<string, ImageCommand>;
+}
+
+export async function startEnv(opts: EnvOptions = {}): Promise<Env> {
   const log = opts.log ?? (() => {});
   const t0 = Date.now();
   const step = (s: string) => log(`[${((Date.now() - t0) / 1000).toFixed(1)} s] ${s}`);
@@ -267,7 +280,6 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
     step(`simulator ${pve.info.url}, ganesha ${nfs.server}:${nfs.nfsPort}`);
 
     const values = tierValues(nfs);
-    const rendered = render({ values, namespace: NS, kubeVersion: KUBE_VERSION, dir });
     await kube.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
     // What the seed's ExternalSecret provides: the upstream-format Proxmox config.
     await kube.create(`/api/v1/namespaces/${NS}/secrets`, {
@@ -281,11 +293,16 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
         ),
       },
     });
-    await applyAll(
-      kube,
-      rendered.filter((o) => !isHook(o)),
-      NS,
-    );
+    const install: Install = async () => {
+      const objects = render({ values, namespace: NS, kubeVersion: KUBE_VERSION, dir });
+      await applyAll(
+        kube,
+        objects.filter((o) => !isHook(o)),
+        NS,
+      );
+      return objects;
+    };
+    const rendered = await (opts.install ?? install)({ kube, cluster, dir, values });
     step(
       `chart applied: ${rendered
         .filter((o) => !isHook(o))
@@ -336,7 +353,7 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
       }
     }
     dsPods = await waitPods(kube, NS, dsLabels, NODES.length, (p) => !!p.spec.nodeName, 60_000);
-    const imgs = images(bins);
+    const imgs = { ...images(bins), ...opts.images };
     /** Runs `pod`'s containers here, as kubelet would on its node. */
     const runHere = (pod: Pod, o: Pick<PodRunOptions, 'only' | 'extraEnv'>) =>
       runPod({ kube, apiPort: cluster.port, ca: cluster.ca, pod, dir: podsDir, images: imgs, ...o });
@@ -367,15 +384,18 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
       const started: RunningPod[] = [];
       for (const pod of pods) {
         if (controllerPods.some((r) => r.name === pod.metadata.name)) continue;
-        const run = await runHere(pod, {
-          // The one addition: where the test's NFS server listens (a NAS answers on 2049).
-          extraEnv: { 'pve-nfs-csi': { NFS_PORT: String(nfs.nfsPort), NFS_MOUNT_PORT: String(nfs.mountPort) } },
-        });
-        controllerPods.push(run);
-        started.push(run);
-        await driverIn(run).readyJson(isReady, 60_000);
+        started.push(await runControllerPod(pod));
       }
       return started;
+    };
+    const runControllerPod = async (pod: Pod) => {
+      const run = await runHere(pod, {
+        // The one addition: where the test's NFS server listens (a NAS answers on 2049).
+        extraEnv: { 'pve-nfs-csi': { NFS_PORT: String(nfs.nfsPort), NFS_MOUNT_PORT: String(nfs.mountPort) } },
+      });
+      controllerPods.push(run);
+      await driverIn(run).readyJson(isReady, 60_000);
+      return run;
     };
     await syncControllerPods();
     cleanups.push(async () => {
@@ -411,6 +431,7 @@ export async function startEnv(opts: { log?: (s: string) => void } = {}): Promis
       rendered,
       controllerPods,
       syncControllerPods,
+      runControllerPod,
       sidecarErrors,
       async stop(ok: boolean) {
         for (const c of cleanups.reverse()) await c().catch(() => {});

@@ -34,7 +34,7 @@ export interface PodRunOptions {
   /** Pod object as read from the API. */
   pod: Pod;
   dir: string;
-  /** Image repository (without tag) -> how to run it; containers of other images are skipped. */
+  /** Image (repository:tag, or the repository for any tag) -> how to run it; others are skipped. */
   images: Record<string, ImageCommand>;
   /** Only these containers (default: every container whose image is known). */
   only?: string[];
@@ -127,7 +127,8 @@ export async function runPod(o: PodRunOptions): Promise<RunningPod> {
     if (o.only && !o.only.includes(c.name)) continue;
     const image = present(c.image, `pod ${name}: container ${c.name} image`);
     const [repo = image, tag] = image.split(/:(?=[^:/]+$)/);
-    const img = o.images[repo];
+    // A release's own tag first (an upgrade runs two tags of one repository), then the repository.
+    const img = o.images[image] ?? o.images[repo];
     if (!img) {
       skipped.push(c.name);
       continue;
