@@ -44,7 +44,16 @@ export class SimulatorAdmin {
   }
   patchVm(
     vmid: number,
-    patch: { status?: 'running' | 'stopped'; lock?: string | null; hotplug?: string | null },
+    patch: {
+      status?: 'running' | 'stopped';
+      lock?: string | null;
+      hotplug?: string | null;
+      /** Edits by hand (no task): key → value, null removes it. */
+      config?: Record<string, string | null>;
+      pending?: Record<string, string | null>;
+      /** Snapshot sections: name → its keys, null removes the section. */
+      snapshots?: Record<string, Record<string, string> | null>;
+    },
   ): Promise<unknown> {
     return this.call('PATCH', `/vms/${vmid}`, patch);
   }

@@ -115,9 +115,24 @@ async function writeData(ctx: SimContext, body: Record<string, unknown>): Promis
 async function patchVm(ctx: SimContext, vmid: number, body: Record<string, unknown>): Promise<unknown> {
   const vm = ctx.state.vms.get(vmid);
   if (!vm) throw new HttpError(404, `VM ${vmid} does not exist`);
+  const fields = ['status', 'lock', 'hotplug', 'config', 'pending', 'snapshots'];
   for (const k of Object.keys(body)) {
-    if (!['status', 'lock', 'hotplug'].includes(k))
-      throw new HttpError(400, `unknown field '${k}' (status, lock, hotplug)`);
+    if (!fields.includes(k)) throw new HttpError(400, `unknown field '${k}' (${fields.join(', ')})`);
+  }
+  // Edits by hand, as `qm set` by a person or an edit of the .conf file would make them: no
+  // task, no lock, no token of the driver (what the driver's caches cannot have seen).
+  handEdit(vm.config, body.config, 'config');
+  handEdit(vm.pending, body.pending, 'pending');
+  if (body.snapshots !== undefined) {
+    if (!isRecord(body.snapshots)) throw new HttpError(400, 'snapshots: expected {name: {key: value} | null}');
+    for (const [name, keys] of Object.entries(body.snapshots)) {
+      if (keys === null) vm.snapshots.delete(name);
+      else {
+        const section = new Map<string, string>();
+        handEdit(section, keys, `snapshots.${name}`);
+        vm.snapshots.set(name, section);
+      }
+    }
   }
   for (const k of ['lock', 'hotplug'] as const) {
     const v = body[k];
@@ -131,6 +146,19 @@ async function patchVm(ctx: SimContext, vmid: number, body: Record<string, unkno
     await setVmStatus(ctx, vm, body.status);
   }
   return { vmid, status: vm.status, lock: vm.config.get('lock') ?? null, hotplug: vm.config.get('hotplug') ?? null };
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Applies {key: value | null} to a section (null removes the key). */
+function handEdit(section: Map<string, string>, edits: unknown, what: string): void {
+  if (edits === undefined) return;
+  if (!isRecord(edits)) throw new HttpError(400, `${what}: expected {key: value | null}`);
+  for (const [k, v] of Object.entries(edits)) {
+    if (v === null) section.delete(k);
+    else if (typeof v === 'string' || typeof v === 'number') section.set(k, String(v));
+    else throw new HttpError(400, `${what}.${k}: expected a string, a number or null`);
+  }
 }
 
 /** Holds a VM config or storage lock for `holdMs`, as another writer on the host would. */

@@ -6,6 +6,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { normalizeDrive, parseDrive, parseVolid, volumeOwner } from './model/drive.js';
+import { driveVolid } from './model/vmconfig.js';
 import { parseHumanSize, roundUpToExtent } from './model/sizes.js';
 import { randomBytes } from 'node:crypto';
 import type {
@@ -69,6 +70,10 @@ export interface VmSpec {
   name: string;
   status: 'running' | 'stopped';
   config: Record<string, string>;
+  /** The `[PENDING]` section's values (a change waiting for the VM to apply it). */
+  pending: Record<string, string>;
+  /** Snapshot sections by name: their keys as the config file has them. */
+  snapshots: Record<string, Record<string, string>>;
 }
 export interface NodeSpec {
   name: string;
@@ -182,6 +187,18 @@ function macFor(vmid: number): string {
   return `BC:24:11:${hex.slice(0, 2)}:${hex.slice(2, 4)}:${hex.slice(4, 6)}`;
 }
 
+/** Drive values as qemu-server writes them (sizes in its notation), in place. */
+function normalizeDrives(keys: Record<string, string>, where: string): void {
+  for (const [k, v] of Object.entries(keys)) {
+    if (!/^(scsi|virtio|sata|ide)\d+$/.test(k)) continue;
+    try {
+      keys[k] = normalizeDrive(k, v);
+    } catch (e) {
+      throw new Error(`${where}.${k}: ${(e as Error).message.replace(/\n/g, ' ').trim()}`, { cause: e });
+    }
+  }
+}
+
 function parseVm(raw: unknown, where: string): VmSpec {
   if (!isObj(raw)) throw new Error(`${where}: expected a mapping`);
   const vmid = int(raw, 'vmid', where);
@@ -210,16 +227,25 @@ function parseVm(raw: unknown, where: string): VmSpec {
     if (!isObj(raw.config)) throw new Error(`${where}.config: expected a mapping of config keys`);
     for (const [k, v] of Object.entries(raw.config)) config[k] = String(v);
   }
-  for (const [k, v] of Object.entries(config)) {
-    if (/^(scsi|virtio|sata|ide)\d+$/.test(k)) {
-      try {
-        config[k] = normalizeDrive(k, v);
-      } catch (e) {
-        throw new Error(`${where}.config.${k}: ${(e as Error).message.replace(/\n/g, ' ').trim()}`, { cause: e });
-      }
+  const keys = (field: string, m: unknown, at: string): Record<string, string> => {
+    if (m === undefined) return {};
+    if (!isObj(m)) throw new Error(`${at}.${field}: expected a mapping of config keys`);
+    return Object.fromEntries(Object.entries(m).map(([k, v]) => [k, String(v)]));
+  };
+  const pending = keys('pending', raw.pending, where);
+  const snapshots: Record<string, Record<string, string>> = {};
+  if (raw.snapshots !== undefined) {
+    if (!isObj(raw.snapshots)) throw new Error(`${where}.snapshots: expected a mapping of snapshot name to keys`);
+    for (const [name, s] of Object.entries(raw.snapshots)) {
+      if (!/^[a-zA-Z][a-zA-Z0-9_-]+$/.test(name) || name.toLowerCase() === 'pending')
+        throw new Error(`${where}.snapshots.${name}: not a snapshot name (pve-snapshot-name)`);
+      snapshots[name] = keys(name, s, `${where}.snapshots`);
     }
   }
-  return { vmid, name, status, config };
+  normalizeDrives(config, `${where}.config`);
+  normalizeDrives(pending, `${where}.pending`);
+  for (const [n, keys] of Object.entries(snapshots)) normalizeDrives(keys, `${where}.snapshots.${n}`);
+  return { vmid, name, status, config, pending, snapshots };
 }
 
 export function parseSimConfig(input: unknown): SimConfig {
@@ -312,11 +338,14 @@ export function buildCluster(cfg: SimConfig, nowSec: number): ClusterState {
     nodes.set(ns.name, { name: ns.name, online: true, maxcpu: ns.maxcpu, maxmem: ns.maxmem, storages });
     for (const v of ns.vms) {
       const config = new Map(Object.entries(v.config));
-      for (const [k, val] of config) {
-        if (!/^(scsi|virtio|sata|ide)\d+$/.test(k)) continue;
-        const d = parseDrive(k, val);
-        const ref = parseVolid(d.file);
-        if (!ref) continue;
+      const snapshots = new Map(Object.entries(v.snapshots).map(([n, s]) => [n, new Map(Object.entries(s))]));
+      // Every volume a key of the file names exists: the current config, pending, snapshots.
+      const named = [config, new Map(Object.entries(v.pending)), ...snapshots.values()].flatMap((m) => [...m]);
+      for (const [k, val] of named) {
+        const file = driveVolid(k, val);
+        const ref = file === undefined ? undefined : parseVolid(file);
+        if (!ref || storages.get(ref.storage)?.volumes.has(ref.volname)) continue;
+        const d = /^unused\d+$/.test(k) ? { opts: {} as Record<string, string> } : parseDrive(k, val);
         const st = storages.get(ref.storage);
         if (!st) throw new Error(`VM ${v.vmid} ${k}: storage '${ref.storage}' is not defined on node ${ns.name}`);
         const owner = volumeOwner(ref.volname);
@@ -337,8 +366,9 @@ export function buildCluster(cfg: SimConfig, nowSec: number): ClusterState {
         node: ns.name,
         status: v.status,
         config,
-        pending: new Map(),
+        pending: new Map(Object.entries(v.pending)),
         pendingDelete: new Map(),
+        snapshots,
         startedAt: nowSec - 3600,
         pid: pid++,
       });

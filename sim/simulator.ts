@@ -262,6 +262,7 @@ async function stateDump(ctx: SimContext): Promise<unknown> {
       config: Object.fromEntries(vm.config),
       pending: Object.fromEntries(vm.pending),
       pendingDelete: [...vm.pendingDelete].map(([k, force]) => (force ? `!${k}` : k)),
+      snapshots: Object.fromEntries([...vm.snapshots].map(([n, keys]) => [n, Object.fromEntries(keys)])),
       loopDevices: loop
         ? Object.fromEntries(
             [...vm.config.keys()].filter(isDriveKey).flatMap((k) => {

@@ -3,7 +3,7 @@
 import { fail, paramError } from '../http/errors.js';
 import { NODE, type RouteSchema, VMID } from '../http/params.js';
 import type { Route, RouteCtx } from '../http/router.js';
-import { configView, pendingView } from '../model/vmconfig.js';
+import { configView, pendingView, snapshotList, snapshotView } from '../model/vmconfig.js';
 import { loadVm, withVmLock } from '../ops/context.js';
 import { resizeLocked } from '../ops/resize.js';
 import { NO_LOG, checkDigestAndLock, updateVmLocked } from '../ops/vm-update.js';
@@ -73,10 +73,18 @@ export const qemuRoutes: Route[] = [
         if (params.current === '1') {
           throw fail("cannot use 'snapshot' parameter with 'current'");
         }
-        throw fail(`snapshot '${params.snapshot}' does not exist`);
+        if (!vm.snapshots.has(params.snapshot)) throw fail(`snapshot '${params.snapshot}' does not exist`);
+        return snapshotView(vm, params.snapshot);
       }
       return configView(vm, params.current === '1');
     },
+  },
+  {
+    method: 'GET',
+    template: '/nodes/{node}/qemu/{vmid}/snapshot',
+    schema: { properties: { node: NODE, vmid: VMID } },
+    perm: (p, raw) => p.check(`/vms/${raw.vmid}`, ['VM.Audit']),
+    handler: ({ sim, params }) => snapshotList(loadVm(sim, defined(params.node, 'node'), Number(params.vmid))),
   },
   {
     method: 'GET',

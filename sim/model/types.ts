@@ -51,6 +51,12 @@ export interface VmModel {
   pending: Map<string, string>;
   /** Pending deletes; value true = forced (`!key`). Insertion order is the file order. */
   pendingDelete: Map<string, boolean>;
+  /**
+   * Snapshot sections (`[name]` of the config file, PVE::QemuServer write_vm_config): each
+   * one's keys as written, `parent`, `snaptime` and the drive lines of that moment included.
+   * The current config's `parent` key names the snapshot it descends from.
+   */
+  snapshots: Map<string, Map<string, string>>;
   startedAt: number;
   pid: number;
   /** The node before the last migration and when it moved (the resources listing may lag). */

@@ -23,6 +23,12 @@ export function configText(vm: VmModel): string {
     }
     for (const k of [...vm.pending.keys()].sort()) text += `${k}: ${vm.pending.get(k)}\n`;
   }
+  // Snapshot sections follow, sorted by name (PVE::QemuServer write_vm_config).
+  for (const name of [...vm.snapshots.keys()].sort()) {
+    text += `\n[${name}]\n`;
+    const keys = defined(vm.snapshots.get(name), `snapshot ${name}`);
+    for (const k of [...keys.keys()].sort()) text += `${k}: ${keys.get(k)}\n`;
+  }
   return text;
 }
 
@@ -82,6 +88,42 @@ export function pendingView(vm: VmModel): PendingItem[] {
   return res;
 }
 
+/** GET …/config?snapshot=NAME (PVE::AbstractConfig load_snapshot_config): the section and the file's digest. */
+export function snapshotView(vm: VmModel, name: string): Record<string, string | number> {
+  const section = vm.snapshots.get(name);
+  if (!section) throw new Error(`snapshot '${name}' does not exist`);
+  const out: Record<string, string | number> = {};
+  for (const [k, v] of [...section].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) out[k] = typed(k, v);
+  out.digest = configDigest(vm);
+  return out;
+}
+
+/** GET …/snapshot (qemu-server snapshot_list): every snapshot, then `current`. */
+export function snapshotList(vm: VmModel): Array<Record<string, string | number>> {
+  const out: Array<Record<string, string | number>> = [];
+  for (const [name, s] of vm.snapshots) {
+    const item: Record<string, string | number> = {
+      name,
+      snaptime: Number(s.get('snaptime') ?? 0),
+      vmstate: s.has('vmstate') ? 1 : 0,
+      description: s.get('description') ?? '',
+    };
+    const parent = s.get('parent');
+    if (parent) item.parent = parent;
+    out.push(item);
+  }
+  const current: Record<string, string | number> = {
+    name: 'current',
+    digest: configDigest(vm),
+    running: vm.status === 'running' ? 1 : 0,
+    description: 'You are here!',
+  };
+  const parent = vm.config.get('parent');
+  if (parent) current.parent = parent;
+  out.push(current);
+  return out;
+}
+
 /** Drops pending values equal to the current ones and deletes of keys that are not set. */
 export function cleanupPending(vm: VmModel): void {
   for (const [k, v] of [...vm.pending]) if (vm.config.get(k) === v) vm.pending.delete(k);
@@ -109,9 +151,12 @@ export function registerUnused(vm: VmModel, volid: string): void {
   }
 }
 
-/** True when some key other than `except` of the current config or pending section uses the volume. */
+/**
+ * True when some key other than `except` of the current config or pending section, or any key
+ * of a snapshot section, uses the volume (PVE::QemuConfig is_volume_in_use with snapshots).
+ */
 export function volumeReferenced(vm: VmModel, volid: string, except?: string): boolean {
-  for (const map of [vm.config, vm.pending]) {
+  for (const map of [vm.config, vm.pending, ...vm.snapshots.values()]) {
     for (const [k, v] of map) {
       if (k === except) continue;
       try {

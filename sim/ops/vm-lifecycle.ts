@@ -24,6 +24,7 @@ export function createLockedVm(ctx: SimContext, node: string, vmid: number): VmM
     config: new Map([['lock', 'create']]),
     pending: new Map(),
     pendingDelete: new Map(),
+    snapshots: new Map(),
     startedAt: 0,
     pid: 0,
   };

@@ -17,13 +17,18 @@
 //   `hotplug problem`; attach-plan.ts unlinkVerified); other VMs are read back until the delete
 //   left the pending section. The issue's 2 was "unlink, then read to confirm"; this is "read,
 //   then the unlink that confirms itself" — the read must come first for the digest.
-// - DeleteVolume 2: GET /nodes/{node}/tasks (no other instance attached it since the disk index
-//   was read), DELETE …/content/{volume} with `delay` (answers when the free task ended).
+// - DeleteVolume 2 + 2 per VM on the disk's host (6 on the simulator's hyper1, 2 VMs): the
+//   ownership gate frees only what no VM config key references in a read taken at decision time
+//   (docs/ownership.md): GET /cluster/resources (the VM list, templates included), per VM GET
+//   …/pending (config and pending section) and GET …/snapshot (snapshot sections; a VM without
+//   snapshots needs no more), then DELETE …/content/{volume} with `delay` (answers when the free
+//   task ended). It replaced the cached disk index plus GET /nodes/{node}/tasks (2 calls), which
+//   missed a disk attached by hand within the cache TTL and every non-SCSI key.
 export const PROXMOX_CALL_BUDGET = {
   CreateVolume: 1,
   ControllerPublishVolume: 3,
   ControllerUnpublishVolume: 2,
-  DeleteVolume: 2,
+  DeleteVolume: 6,
 } as const;
 
 export type BudgetedOp = keyof typeof PROXMOX_CALL_BUDGET;

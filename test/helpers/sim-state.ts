@@ -12,6 +12,8 @@ export interface SimVm {
   pending: Record<string, string>;
   /** Keys deleted while the VM runs; `!key` for a forced delete. */
   pendingDelete: string[];
+  /** Snapshot sections: name → keys. */
+  snapshots: Record<string, Record<string, string>>;
   /** Loop backend only: drive key → loop device. */
   loopDevices?: Record<string, string>;
 }

@@ -64,6 +64,7 @@ function vm(): VmModel {
     ]),
     pending: new Map(),
     pendingDelete: new Map(),
+    snapshots: new Map(),
   };
 }
 

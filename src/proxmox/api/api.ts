@@ -187,6 +187,10 @@ export interface ProxmoxApi {
   vmConfig(node: string, vmid: number, o?: CallOptions): Promise<VmConfig>;
   /** Every key with its current and pending value. */
   vmPending(node: string, vmid: number, o?: CallOptions): Promise<ConfigEntry[]>;
+  /** GET …/snapshot: the names of the VM's snapshots (`current`, the live config, left out). */
+  vmSnapshots(node: string, vmid: number, o?: CallOptions): Promise<string[]>;
+  /** GET …/config?snapshot=NAME: the keys of one snapshot section (`[NAME]` of the config file). */
+  vmSnapshotConfig(node: string, vmid: number, snapshot: string, o?: CallOptions): Promise<Record<string, string>>;
   /** POST …/config: asynchronous on Proxmox; returns the task UPID (null when applied inline). */
   updateVmConfig(node: string, vmid: number, change: ConfigChange, o?: CallOptions): Promise<string | null>;
   /**

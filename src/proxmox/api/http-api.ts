@@ -240,14 +240,7 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
     },
     async vmConfig(node, vmid, o) {
       const r = await call('GET', `read config of VM ${vmid} on ${node}`, o, () => vm(node, vmid).config.$get());
-      // The generated type calls many keys boolean or number; the driver reads every value as the
-      // text of the config file line, which is what Proxmox sends (0/1, numbers, strings).
-      const values: Record<string, string> = {};
-      for (const [k, v] of Object.entries(record(r))) {
-        const s = text(v);
-        if (k !== 'digest' && s !== undefined) values[k] = s;
-      }
-      return { digest: text(record(r).digest) ?? '', values };
+      return { digest: text(record(r).digest) ?? '', values: configValues(r) };
     },
     async vmPending(node, vmid, o) {
       const list = await call('GET', `read pending changes of VM ${vmid} on ${node}`, o, () =>
@@ -260,6 +253,20 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
         pending: text(r.pending),
         pendingDelete: (num(r.delete) ?? 0) > 0,
       }));
+    },
+    async vmSnapshots(node, vmid, o) {
+      const list = await call('GET', `list snapshots of VM ${vmid} on ${node}`, o, () =>
+        vm(node, vmid).snapshot.$get(),
+      );
+      return rows(list)
+        .map((r) => text(record(r).name))
+        .filter((n): n is string => n !== undefined && n !== 'current');
+    },
+    async vmSnapshotConfig(node, vmid, snapshot, o) {
+      const r = await call('GET', `read snapshot ${snapshot} of VM ${vmid} on ${node}`, o, () =>
+        vm(node, vmid).config.$get({ snapshot }),
+      );
+      return configValues(r);
     },
     async updateVmConfig(node, vmid, change, o) {
       const params: Record<string, string | number> = { ...(change.set ?? {}) };
@@ -407,4 +414,18 @@ function upidOf(r: unknown, what: string): string {
   const upid = upidOrNull(r);
   if (upid) return upid;
   throw new Error(`${what}: Proxmox answered ${JSON.stringify(r)} instead of a task id`);
+}
+
+/**
+ * A config read's keys as text. The generated type calls many keys boolean or number; the driver
+ * reads every value as the text of the config file line, which is what Proxmox sends (0/1,
+ * numbers, strings).
+ */
+function configValues(r: unknown): Record<string, string> {
+  const values: Record<string, string> = {};
+  for (const [k, v] of Object.entries(record(r))) {
+    const s = text(v);
+    if (k !== 'digest' && s !== undefined) values[k] = s;
+  }
+  return values;
 }

@@ -20,6 +20,7 @@ import { type VolumeRef, diskOwner, parseVolumeId, volidOf } from '../volume-id.
 import type { HelperVmNames } from './safety/helper-vms.js';
 import type { PoolGuardSettings } from './safety/pool-guard.js';
 import type { PoolUsage } from './state/pool-usage.js';
+import type { DiskFacts } from './safety/ownership.js';
 
 export interface Core {
   clusters: Map<string, Cluster>;
@@ -43,6 +44,13 @@ export interface ResolvedVolume {
   cluster: Cluster;
   volid: string;
 }
+
+/** What the ownership gate (safety/ownership.ts) needs to know about a disk. */
+export const diskFacts = (core: Core, ref: Pick<VolumeRef, 'storage' | 'disk'>): DiskFacts => ({
+  storage: ref.storage,
+  disk: ref.disk,
+  controllerVmId: core.controllerVmId,
+});
 
 /** A handle we can act on, or undefined (malformed, or a region this controller does not know). */
 export function resolveVolume(core: Core, volumeId: string): ResolvedVolume | undefined {

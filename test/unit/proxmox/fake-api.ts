@@ -3,7 +3,7 @@
 // same typed errors the HTTP adapter produces, and records every call and any slot conflict
 // (a scsiN set over another disk), which is the race the attach queue must prevent.
 import { createHash } from 'node:crypto';
-import { Busy, NotFound, ResourceExhausted, Unavailable, AlreadyExists } from '../../../src/errors.js';
+import { Busy, InvalidArgument, NotFound, ResourceExhausted, Unavailable, AlreadyExists } from '../../../src/errors.js';
 import type {
   ActiveTask,
   AllocRequest,
@@ -35,6 +35,8 @@ export interface FakeVm {
   config: Map<string, string>;
   pending: Map<string, string>;
   pendingDelete: Set<string>;
+  /** Snapshot sections (`[name]` of the config file): name → keys. */
+  snapshots: Map<string, Map<string, string>>;
 }
 
 export interface FakeStorage {
@@ -127,6 +129,7 @@ export class FakeProxmox implements ProxmoxApi {
       config,
       pending: new Map(),
       pendingDelete: new Set(),
+      snapshots: new Map(),
     };
     this.vms.set(full.vmid, full);
     this.nodes
@@ -390,6 +393,26 @@ export class FakeProxmox implements ProxmoxApi {
     if ((this.faults.stuckAttach.has(vmid) || this.faults.stuckDetach.has(vmid)) && !keys.has('hotplug'))
       entries.push({ key: 'hotplug', value: 'network,usb' });
     return entries;
+  }
+
+  async vmSnapshots(node: string, vmid: number, o?: CallOptions): Promise<string[]> {
+    await this.enter('vmSnapshots', [node, vmid], o);
+    const names = [...this.vm(node, vmid).snapshots.keys()];
+    this.leave('vmSnapshots');
+    return names;
+  }
+
+  async vmSnapshotConfig(
+    node: string,
+    vmid: number,
+    snapshot: string,
+    o?: CallOptions,
+  ): Promise<Record<string, string>> {
+    await this.enter('vmSnapshotConfig', [node, vmid, snapshot], o);
+    const s = this.vm(node, vmid).snapshots.get(snapshot);
+    if (!s) throw new InvalidArgument(`Proxmox test: snapshot '${snapshot}' does not exist`);
+    this.leave('vmSnapshotConfig');
+    return Object.fromEntries(s);
   }
 
   async updateVmConfig(node: string, vmid: number, change: ConfigChange, o?: CallOptions): Promise<string | null> {

@@ -3,11 +3,13 @@
 // the read the plan came from, so a config another writer changed since is refused, never
 // overwritten; then the change's task. Nothing here decides or retries: attach-queue.ts reads
 // back and asks the planner again.
-import type { ConfigChange, ProxmoxApi, TaskListItem } from '../../api/api.js';
+import type { ConfigChange, ConfigEntry, ProxmoxApi, TaskListItem } from '../../api/api.js';
 import { taskError } from '../../api/errors.js';
 import { waitTask } from '../../api/tasks.js';
 import { what } from './attach-plan.js';
 import type { DiskIndex } from '../state/disk-index.js';
+import { must, permitConfigChange, permitUnlink } from '../safety/ownership.js';
+import type { OwnershipPort } from '../safety/ownership-port.js';
 import type { VmRef } from '../state/vm-locator.js';
 
 /** What a landed change's task told: the node's config tasks of this token, listed after it. */
@@ -18,6 +20,8 @@ export interface Landed {
 
 export interface ExecOptions {
   api: ProxmoxApi;
+  /** The only way to send a change: each one carries the ownership gate's permit. */
+  port: OwnershipPort;
   cluster: string;
   index: DiskIndex;
   taskTimeoutMs?: number | undefined;
@@ -28,22 +32,27 @@ export interface ExecOptions {
 export class ConfigExecutor {
   constructor(private readonly o: ExecOptions) {}
 
-  /** Unlinks the keys (synchronous in qemu-server: no task). */
-  unlink(vm: VmRef, keys: string[], digest: string | undefined): Promise<void> {
-    return this.o.api.unlinkDisks(vm.node, vm.vmid, keys, { digest });
+  /**
+   * Unlinks the keys (synchronous in qemu-server: no task), once the ownership gate found each
+   * one a drive line of the driver in `entries`, the read whose digest goes with it.
+   */
+  async unlink(vm: VmRef, keys: string[], entries: readonly ConfigEntry[], digest: string | undefined): Promise<void> {
+    await this.o.port.unlinkDisks(must(permitUnlink(vm, entries, keys, digest)));
   }
 
   /**
-   * Sends one config change and waits for its task; undefined when Proxmox answered without a
+   * Sends one config change (planned on `entries`) and waits for its task; undefined when Proxmox answered without a
    * task. `list`: read the host's task list for the exclusivity re-check (returned as `landed`).
    */
   async change(
     vm: VmRef,
+    entries: readonly ConfigEntry[],
     change: ConfigChange,
     whatFor: string,
     list: boolean,
   ): Promise<{ landed: Landed | undefined } | undefined> {
-    const upid = await this.o.api.updateVmConfig(vm.node, vm.vmid, change);
+    // Planned on `entries` (whose digest the change carries): the gate checks every key it touches.
+    const upid = await this.o.port.updateVmConfig(must(permitConfigChange(vm, entries, change)));
     if (!upid) return undefined;
     this.o.index.mine(upid);
     return { landed: await this.finish(vm, upid, whatFor, list) };

@@ -12,7 +12,6 @@ import {
   freeSlots,
   isDriverSite,
   isHelperSite,
-  otherBusKeysOf,
   sitesOf as allSitesOf,
   unusedOf,
   withDriveOptions,
@@ -20,6 +19,7 @@ import {
 import { type DriveOptions, driveString } from '../params/params.js';
 import { helperWwnForSlot, wwnForSlot } from '../../contract.js';
 import { type VmEntries, usesOf } from '../state/scan.js';
+import { OwnershipRefusal, attachConflict, describeRef, foreignRefsOn } from '../safety/ownership.js';
 import type { VmRef } from '../state/vm-locator.js';
 import { diskOwner, volidOf } from '../../volume-id.js';
 
@@ -77,13 +77,7 @@ export function driverSites(entries: readonly ConfigEntry[], storage: string, di
 
 /** The disk's places on the VM that are the VM's own (boot disk, disks attached by hand…). */
 export function foreignKeysOf(entries: readonly ConfigEntry[], storage: string, disk: string, vmid: number): string[] {
-  const owner = diskOwner(disk);
-  return [
-    ...allSitesOf(entries, storage, disk)
-      .filter((s) => !isDriverSite(s, vmid, owner))
-      .map((s) => s.key),
-    ...otherBusKeysOf(entries, storage, disk),
-  ];
+  return [...new Set(foreignRefsOn({ vmid, node: '', name: '' }, entries, { storage, disk }).map((r) => r.key))];
 }
 
 export const notOurs = (storage: string, disk: string, vm: VmRef, keys: string[]): Error =>
@@ -232,31 +226,24 @@ export function attachOutcome(
   return { kind: 'absent' };
 }
 
-/** Why another VM's use of the disk forbids attaching it (exclusive), or undefined. */
+/**
+ * Why another VM's reference to the disk forbids attaching it (exclusive), or undefined: the
+ * ownership gate's attachConflict (any key of any bus, unusedN, pending), with helper leftovers
+ * told apart as removable.
+ */
 export function conflictOf(
   scan: readonly VmEntries[],
   req: Pick<AttachRequest, 'storage' | 'disk'>,
 ): Error | undefined {
   const volid = volidOf(req.storage, req.disk);
+  const c = attachConflict(scan, req);
+  if (c) {
+    const why = c.driverSite
+      ? 'a single-node volume is published to one node at a time'
+      : 'a disk another VM config references is never attached elsewhere';
+    return new OwnershipRefusal('referenced', `${volid} is ${describeRef(c)}; ${why}`);
+  }
   const use = usesOf(scan, req.storage, req.disk);
-  const own = use.otherBus[0];
-  if (own) {
-    return new FailedPrecondition(
-      `${volid} is ${own.key} of VM ${own.vm.name} (${own.vm.vmid}) on ${own.vm.node}, a disk of that VM; it is never attached to another VM`,
-    );
-  }
-  const other = use.sites.find((s) => !isHelperSite(s.site));
-  if (other) {
-    const how =
-      other.site.placement === 'attached'
-        ? 'attached'
-        : other.site.placement === 'attaching'
-          ? 'being attached'
-          : 'still being detached';
-    return new FailedPrecondition(
-      `${volid} is ${how} as ${other.site.key} of VM ${other.vm.name} (${other.vm.vmid}) on ${other.vm.node}; a single-node volume is published to one node at a time`,
-    );
-  }
   if (use.sites.length > 0) {
     const vms = [
       ...new Map(use.sites.map((s) => [s.vm.vmid, { vmid: s.vm.vmid, node: s.vm.node, name: s.vm.name }])).values(),
@@ -272,7 +259,7 @@ export function conflictOf(
 /** VMs of a scan that hold the disk in any way (sites, other buses): the ones a conflict names. */
 export function holdersOf(scan: readonly VmEntries[], req: Pick<AttachRequest, 'storage' | 'disk'>): number[] {
   const use = usesOf(scan, req.storage, req.disk);
-  return [...new Set([...use.sites, ...use.otherBus].map((u) => u.vm.vmid))];
+  return [...new Set([...use.sites, ...use.otherBus, ...use.unused].map((u) => u.vm.vmid))];
 }
 
 // ---- detach ----

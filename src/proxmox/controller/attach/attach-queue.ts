@@ -57,6 +57,7 @@ import { Batcher } from './batcher.js';
 import { ContentCache } from '../state/content-cache.js';
 import { DiskIndex } from '../state/disk-index.js';
 import { type FenceKind, Fences } from '../safety/fences.js';
+import { OwnershipPort } from '../safety/ownership-port.js';
 import type { VmLocator, VmRef } from '../state/vm-locator.js';
 import { VmReader, type VmState } from './vm-state.js';
 import { volidOf } from '../../volume-id.js';
@@ -84,6 +85,8 @@ export interface QueueOptions {
   content?: ContentCache | undefined;
   /** How old other VMs' entries may be for the exclusivity check before they are read again; default 5 s. */
   indexMaxAgeMs?: number | undefined;
+  /** The mutating calls (ownership-port.ts); over `api` by default. */
+  port?: OwnershipPort | undefined;
 }
 
 /** Unlinks issued per detach batch: each one re-triggers a hot-unplug the guest did not finish. */
@@ -111,7 +114,8 @@ export class AttachQueues {
     const { api, cluster, locator, log, taskTimeoutMs } = o;
     const index = this.index;
     this.reader = new VmReader({ api, cluster, locator, index, confirmTimeoutMs });
-    this.exec = new ConfigExecutor({ api, cluster, index, taskTimeoutMs, maxAgeMs });
+    const port = o.port ?? new OwnershipPort(api);
+    this.exec = new ConfigExecutor({ api, port, cluster, index, taskTimeoutMs, maxAgeMs });
     this.checks = new AttachChecks({ index, content: this.content, log, maxAgeMs, confirmTimeoutMs });
     this.batcher = new Batcher((vmid, jobs) => this.batch(vmid, jobs), { windowMs: o.mergeWindowMs ?? 0 });
   }
@@ -289,7 +293,7 @@ export class AttachQueues {
         unlinks++;
         // With the digest of the read the plan came from: a slot another writer changed since
         // is refused, never detached (the disk now in it may be another one).
-        await this.exec.unlink(vm, plan.unlink, state.digest);
+        await this.exec.unlink(vm, plan.unlink, state.entries, state.digest);
       } catch (e) {
         const failure = failureOf(e);
         if (failure === 'busy') {
@@ -357,7 +361,13 @@ export class AttachQueues {
         return;
       }
       try {
-        await this.exec.change(vm, { set: plan.set, digest: state.digest }, 'change drive options on', false);
+        await this.exec.change(
+          vm,
+          state.entries,
+          { set: plan.set, digest: state.digest },
+          'change drive options on',
+          false,
+        );
       } catch (e) {
         const failure = failureOf(e);
         if (failure === 'busy') {
@@ -452,12 +462,13 @@ export class AttachQueues {
       let applied: boolean;
       try {
         if (plan.unlink.length) {
-          await this.exec.unlink(vm, plan.unlink, state.digest);
+          await this.exec.unlink(vm, plan.unlink, state.entries, state.digest);
           await this.reader.poll(vm, (en) => open.every((j) => obstacles(vm.vmid, en, j.req).length === 0));
           continue;
         }
         const sent = await this.exec.change(
           vm,
+          state.entries,
           { set: plan.set, delete: plan.delete.length ? plan.delete : undefined, digest: state.digest },
           'attach disks to',
           open.some((j) => j.req.exclusive && !j.req.helper),

@@ -3,7 +3,15 @@
 // attached to a helper VM (leftovers.ts), so such a leftover never blocks a volume.
 import { FailedPrecondition, InvalidArgument, NotFound } from '../../../errors.js';
 import { HelperLeftovers } from '../attach/attach-queue.js';
-import { type ControllerHandler, capabilityProblem, ifOurVolume, isSingleNode, requireVolume } from '../core.js';
+import {
+  type ControllerHandler,
+  capabilityProblem,
+  diskFacts,
+  ifOurVolume,
+  isSingleNode,
+  requireVolume,
+} from '../core.js';
+import { decideAttach, must } from '../safety/ownership.js';
 import { removeHelperLeftovers, unlinkFrom } from '../safety/leftovers.js';
 import { driveOptionsFromContext } from '../params/params.js';
 import { publishContextForSlot } from '../../contract.js';
@@ -23,6 +31,9 @@ export const controllerPublishVolume: ControllerHandler<'controllerPublishVolume
       `node ${req.nodeId}: no VM of that name (or proxmox://${ref.region}/<vmid>, or SMBIOS uuid) in Proxmox cluster ${ref.region}`,
     );
   }
+  // The ownership gate, the disk's side: never the VM's own disk, never an orphan (the queue's
+  // checks then refuse a disk any other VM config references).
+  must(decideAttach(diskFacts(core, ref), await cluster.locator.list(ctx.signal), vm));
   const rows = await cluster.storageRows(ref.storage, ctx.signal);
   const shared = rows.some((r) => r.shared);
   const exclusive = isSingleNode(req.volumeCapability);

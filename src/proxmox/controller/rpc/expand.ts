@@ -12,13 +12,21 @@
 import type { CallContext } from '../../../csi/types.js';
 import { Busy, CsiError, FailedPrecondition, isCsiError } from '../../../errors.js';
 import type { ConfigEntry, VmResource } from '../../api/api.js';
-import type { Cluster } from '../state/cluster.js';
-import { type ControllerHandler, type ResolvedVolume, findVolume, foundVolume, requireVolume } from '../core.js';
-import { isHelperSite, sitesOf } from '../state/drives.js';
+import {
+  type ControllerHandler,
+  type Core,
+  type ResolvedVolume,
+  diskFacts,
+  findVolume,
+  foundVolume,
+  requireVolume,
+} from '../core.js';
+import { sitesOf } from '../state/drives.js';
 import { digestRefused, outcomeUncertain } from '../../api/errors.js';
-import { removeHelperLeftovers } from '../safety/leftovers.js';
+import { unlinkFrom } from '../safety/leftovers.js';
+import { decideGrow, describeRef, must, permitResize } from '../safety/ownership.js';
+import { readFresh } from '../safety/fresh-read.js';
 import { HELPER_DRIVE_OPTIONS, MiB, sizeForExpand } from '../params/params.js';
-import { usesOf } from '../state/scan.js';
 import { retryBusy, sleep, waitTask } from '../../api/tasks.js';
 import { untilAborted } from '../safety/fences.js';
 import type { VmRef } from '../state/vm-locator.js';
@@ -46,31 +54,34 @@ export const controllerExpandVolume: ControllerHandler<'controllerExpandVolume'>
       const nodes = ref.zone ? [ref.zone] : (await cluster.storageRows(ref.storage, ctx.signal)).map((r) => r.node);
       await cluster.startup.settle(nodes, `expanding ${volid}`, ctx);
     }
-    // A shared storage's disk may sit on a VM of any node: look at all of them.
-    const [found, scan] = await Promise.all([
+    // A shared storage's disk may sit on a VM of any node: look at all of them. The ownership
+    // gate decides on a read taken now (fresh-read.ts): online, offline, or refused.
+    const [found, view] = await Promise.all([
       foundVolume(v, req.volumeId, ctx.signal),
-      cluster.index.scan({ signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined }),
+      readFresh(cluster, ref.zone ? [ref.zone] : undefined, ctx.signal),
     ]);
+    const plan = must(decideGrow(diskFacts(core, ref), view));
     // Also on the no-op path: a retry after a failed unlink must not leave the helper behind.
-    await removeHelperLeftovers(cluster, ref, { log: ctx.log, signal: ctx.signal, scan });
+    if (plan.mode !== 'settling' && plan.helperHolders.length) {
+      ctx.log.warn(
+        { disk: volid, vms: plan.helperHolders.map((h) => h.vmid) },
+        'removing helper attachments left by an interrupted offline expansion',
+      );
+      await unlinkFrom(cluster, plan.helperHolders, ref, ctx.signal);
+    }
     if (found.item.size >= size) return { capacityBytes: String(found.item.size), nodeExpansionRequired };
+    if (plan.mode === 'settling') {
+      throw new Busy(`volume ${req.volumeId} is ${describeRef(plan.ref)}; retry when that change settles`);
+    }
     const growth = size - found.item.size;
     await guardGrowth(core, cluster, found.node, ref.storage, growth, `ControllerExpandVolume ${volid}`, ctx.signal);
-
-    const sites = usesOf(scan, ref.storage, ref.disk).sites.filter((s) => !isHelperSite(s.site));
-    const at = sites.find((s) => s.site.placement === 'attached');
-    const pending = sites[0];
-    if (at) {
-      const read = scan.find((s) => s.vm.vmid === at.vm.vmid)?.entries;
-      await resizeThrough(cluster, v, at.vm, size, ctx.signal, read);
-      ctx.log.info({ volid, vmid: at.vm.vmid, key: at.site.key, size }, 'volume expanded online');
-    } else if (pending) {
-      throw new Busy(
-        `volume ${req.volumeId} has a pending change on VM ${pending.vm.name} (${pending.vm.vmid}); retry when it settles`,
-      );
+    if (plan.mode === 'online') {
+      const read = view.entries.find((s) => s.vm.vmid === plan.vm.vmid)?.entries;
+      await resizeThrough(core, v, plan.vm, size, ctx.signal, read);
+      ctx.log.info({ volid, vmid: plan.vm.vmid, size }, 'volume expanded online');
     } else {
       const allowed = await core.helperVms?.get(cluster.region)?.(ctx.signal);
-      await expandOffline(cluster, v, found.node, size, ctx, allowed);
+      await expandOffline(core, v, { node: found.node, size, vms: view.vms }, ctx, allowed);
     }
     return { capacityBytes: String(size), nodeExpansionRequired };
   });
@@ -84,13 +95,14 @@ export const controllerExpandVolume: ControllerHandler<'controllerExpandVolume'>
  * goes to where the disk is now. A disk no longer attached there ends the expansion with ABORTED.
  */
 async function resizeThrough(
-  cluster: Cluster,
+  core: Core,
   v: ResolvedVolume,
   vm: VmRef,
   size: number,
   signal: AbortSignal,
   read?: readonly ConfigEntry[],
 ): Promise<void> {
+  const { cluster } = v;
   const target = `${Math.ceil(size / MiB)}M`;
   const reached = async (s?: AbortSignal) => ((await findVolume(v, s))?.item.size ?? 0) >= size;
   let planned = read;
@@ -103,13 +115,15 @@ async function resizeThrough(
       const key = sitesOf(entries, v.ref.storage, v.ref.disk).find((s) => s.placement === 'attached')?.key;
       if (!key) return true;
       const digest = entries.find((e) => e.key === 'digest')?.value || undefined;
+      // The gate: that key must be the driver's drive line of this disk in the read the digest is of.
+      const permit = must(permitResize(diskFacts(core, v.ref), vm, entries, key, target, digest));
       await cluster.fences.run(
         v.volid,
         'resize',
         vm,
         async () => {
           try {
-            const upid = await cluster.api.resizeDisk(vm.node, vm.vmid, key, target, { digest });
+            const upid = await cluster.port.resizeDisk(permit);
             if (upid)
               await waitTask(cluster.api, vm.node, upid, {
                 cluster: cluster.region,
@@ -157,16 +171,18 @@ export function helperCandidates(
 }
 
 async function expandOffline(
-  cluster: Cluster,
+  core: Core,
   v: ResolvedVolume,
-  node: string,
-  size: number,
+  at: { node: string; size: number; vms: readonly VmResource[] },
   ctx: CallContext,
   allowed?: ReadonlySet<string>,
 ): Promise<void> {
-  const { ref, volid } = v;
+  const { ref, volid, cluster } = v;
+  const { node, size } = at;
   const disk = { storage: ref.storage, disk: ref.disk };
-  const candidates = helperCandidates(await cluster.locator.list(ctx.signal, true), node, diskOwner(ref.disk), allowed);
+  // From the fresh read the decision was made on; never a template.
+  const vms = at.vms.filter((vm) => !vm.template);
+  const candidates = helperCandidates(vms, node, diskOwner(ref.disk), allowed);
   if (candidates.length === 0 && allowed) {
     throw new FailedPrecondition(
       `volume ${volid} on ${node} is attached to no VM, and host ${node} runs none of the cluster's node VMs ` +
@@ -209,7 +225,7 @@ async function expandOffline(
     ctx.log.info({ volid, vmid: vm.vmid, vm: vm.name, slot }, 'attached to a helper VM for an offline expansion');
     let resizeErr: Error | undefined;
     // The attach changed the helper's config: its digest comes from a read after it.
-    await resizeThrough(cluster, v, vm, size, ctx.signal).catch(
+    await resizeThrough(core, v, vm, size, ctx.signal).catch(
       (e: unknown) => (resizeErr = e instanceof Error ? e : new Error(`resize failed: ${String(e)}`)),
     );
     try {

@@ -2,21 +2,17 @@
 // marker volume, see mutable.ts) and rewrite the drive line of every VM that has the disk
 // attached, through that VM's queue. A detached disk gets the values at its next publish.
 import { isCsiError } from '../../../errors.js';
-import { defined } from '../../../defined.js';
-import { type ControllerHandler, type ResolvedVolume, foundVolume, requireVolume } from '../core.js';
-import { isHelperSite } from '../state/drives.js';
+import { type ControllerHandler, type ResolvedVolume, diskFacts, foundVolume, requireVolume } from '../core.js';
 import { outcomeUncertain } from '../../api/errors.js';
 import {
-  MARKER_BYTES,
   type Marker,
-  type MutableValues,
   driveChanges,
   markerName,
   markersOf,
   mergeMutable,
   parseMutableParameters,
 } from '../params/mutable.js';
-import { usesOf } from '../state/scan.js';
+import { type ModifyLeave, type OwnershipPermit, decideModify, must } from '../safety/ownership.js';
 import { retryBusy, waitTask } from '../../api/tasks.js';
 import { diskOwner, parseVolid } from '../../volume-id.js';
 
@@ -31,26 +27,27 @@ export async function readMarkers(
   return markersOf(items, v.ref.storage, v.ref.disk);
 }
 
-/** Frees marker volumes; one already gone is fine. */
+/** Frees marker volumes (each one permitted by the ownership gate); one already gone is fine. */
 export async function freeMarkers(
   v: ResolvedVolume,
   node: string,
-  markers: readonly Marker[],
+  markers: ReadonlyArray<OwnershipPermit<'free'>>,
   signal?: AbortSignal,
 ): Promise<void> {
   for (const m of markers) {
+    const { volid } = m.body;
     await retryBusy(
       async () => {
         try {
-          const upid = await v.cluster.api.freeDisk(node, v.ref.storage, m.volid, { signal, waitSeconds: 5 });
+          const upid = await v.cluster.port.freeDisk(m, { signal, waitSeconds: 5 });
           if (upid)
-            await waitTask(v.cluster.api, node, upid, { cluster: v.cluster.region, what: `free ${m.volid}`, signal });
-          v.cluster.content.removed(node, v.ref.storage, m.volid);
+            await waitTask(v.cluster.api, node, upid, { cluster: v.cluster.region, what: `free ${volid}`, signal });
+          v.cluster.content.removed(node, v.ref.storage, volid);
         } catch (e) {
           if (isCsiError(e, 'NotFound')) return;
           if (!outcomeUncertain(e)) throw e;
           const left = await readMarkers(v, node, signal);
-          if (left.some((x) => x.volid === m.volid)) throw e;
+          if (left.some((x) => x.volid === volid)) throw e;
         }
       },
       { signal },
@@ -59,32 +56,14 @@ export async function freeMarkers(
 }
 
 /**
- * Stores `values` as the disk's newest marker (sequence above every existing one) and then
- * frees the older ones. A crash in between leaves two markers; the newer one wins, and the
- * next modification or DeleteVolume removes the other.
+ * Stores the values as the disk's newest marker (the gate's permit names it: sequence above
+ * every existing one) and then frees the older ones. A crash in between leaves two markers; the
+ * newer one wins, and the next modification or DeleteVolume removes the other.
  */
-async function storeMarker(
-  v: ResolvedVolume,
-  node: string,
-  values: MutableValues,
-  existing: Marker[],
-  signal: AbortSignal,
-): Promise<void> {
-  const newest = existing[0];
-  const seq = (newest?.seq ?? 0) + 1;
-  const name = markerName(v.ref.disk, seq, values);
-  const owner = defined(diskOwner(v.ref.disk), `the owner VMID in disk name ${v.ref.disk}`);
+async function storeMarker(v: ResolvedVolume, node: string, leave: ModifyLeave, signal: AbortSignal): Promise<void> {
+  const name = leave.marker.body.req.filename;
   try {
-    await retryBusy(
-      () =>
-        v.cluster.api.allocDisk(
-          node,
-          v.ref.storage,
-          { vmid: owner, filename: name, sizeBytes: MARKER_BYTES, format: 'raw' },
-          { signal },
-        ),
-      { signal },
-    );
+    await retryBusy(() => v.cluster.port.allocDisk(leave.marker, { signal }), { signal });
     v.cluster.content.invalidate(node, v.ref.storage);
   } catch (e) {
     v.cluster.content.invalidate(node, v.ref.storage);
@@ -92,7 +71,7 @@ async function storeMarker(
     const now = await readMarkers(v, node, signal);
     if (!now.some((m) => parseVolid(m.volid)?.disk === name)) throw e;
   }
-  await freeMarkers(v, node, existing, signal);
+  await freeMarkers(v, node, leave.older, signal);
 }
 
 export const controllerModifyVolume: ControllerHandler<'controllerModifyVolume'> = async (core, req, ctx) => {
@@ -102,24 +81,33 @@ export const controllerModifyVolume: ControllerHandler<'controllerModifyVolume'>
   return cluster.exclusive(volid, async () => {
     const found = await foundVolume(v, req.volumeId, ctx.signal);
     if (Object.keys(change).length === 0) return {};
-    const markers = await readMarkers(v, found.node, ctx.signal);
+    // The VMs' drive lines as they are now (a fresh read of each VM on the volume's host): the
+    // ownership gate decides on them before anything is created or rewritten.
+    const [markers, scan, vms] = await Promise.all([
+      readMarkers(v, found.node, ctx.signal),
+      cluster.index.scan({ signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined }),
+      cluster.locator.list(ctx.signal),
+    ]);
     const values = mergeMutable(markers[0]?.values ?? {}, change);
     const same = markers.length === 1 && JSON.stringify(markers[0]?.values) === JSON.stringify(values);
-    if (!same) await storeMarker(v, found.node, values, markers, ctx.signal);
-
-    // The live drive lines: every VM on the volume's host that has it attached.
-    const scan = await cluster.index.scan({ signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined });
-    const vms = new Map(
-      usesOf(scan, ref.storage, ref.disk)
-        .sites.filter((s) => !isHelperSite(s.site))
-        .map((s) => [s.vm.vmid, { vmid: s.vm.vmid, node: s.vm.node, name: s.vm.name }]),
+    const next = markerName(ref.disk, (markers[0]?.seq ?? 0) + 1, values);
+    const leave = must(
+      decideModify(
+        diskFacts(core, ref),
+        found.node,
+        { vms, entries: scan },
+        next,
+        markers.map((m) => m.volid),
+      ),
     );
+    if (!same) await storeMarker(v, found.node, leave, ctx.signal);
+
     const options = driveChanges(values);
-    for (const vm of vms.values())
+    for (const vm of leave.vms)
       await cluster.queues.update(vm, { storage: ref.storage, disk: ref.disk, options }, ctx.signal);
     ctx.log.info(
-      { volid, values, vms: [...vms.keys()] },
-      vms.size ? 'volume modified on its VM(s)' : 'volume modified; applies at its next publish',
+      { volid, values, vms: leave.vms.map((x) => x.vmid) },
+      leave.vms.length ? 'volume modified on its VM(s)' : 'volume modified; applies at its next publish',
     );
     return {};
   });

@@ -1,6 +1,6 @@
 // CreateVolume, DeleteVolume, ValidateVolumeCapabilities and GetCapacity for Proxmox disks.
 import type * as T from '../../../csi/types.js';
-import { AlreadyExists, FailedPrecondition, InvalidArgument, ResourceExhausted, isCsiError } from '../../../errors.js';
+import { AlreadyExists, InvalidArgument, ResourceExhausted, isCsiError } from '../../../errors.js';
 import { defined } from '../../../defined.js';
 import type { StorageResource } from '../../api/api.js';
 import { type Cluster, holdsImages, isAvailable } from '../state/cluster.js';
@@ -8,6 +8,7 @@ import {
   type ControllerHandler,
   type Core,
   capabilityProblem,
+  diskFacts,
   findVolume,
   placementsOf,
   foundVolume,
@@ -15,17 +16,17 @@ import {
   requireVolume,
   topologyOf,
 } from '../core.js';
-import { isHelperSite } from '../state/drives.js';
 import { outcomeUncertain } from '../../api/errors.js';
-import { removeHelperLeftovers } from '../safety/leftovers.js';
+import { unlinkFrom } from '../safety/leftovers.js';
+import { decideFree, must, permitCreate } from '../safety/ownership.js';
+import { readFresh } from '../safety/fresh-read.js';
 import { freeMarkers } from './modify.js';
 import { markersOf } from '../params/mutable.js';
 import { mutableContext, parseMutableParameters } from '../params/mutable.js';
 import { TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY } from '../../contract.js';
 import { parseCreateParameters, sizeFits, sizeForCreate, volumeContextOf } from '../params/params.js';
-import { usesOf } from '../state/scan.js';
 import { retryBusy, waitTask } from '../../api/tasks.js';
-import { diskNameFor, diskOwner, formatVolumeId, volidOf } from '../../volume-id.js';
+import { diskNameFor, formatVolumeId, volidOf } from '../../volume-id.js';
 import { confirmed } from '../../../csi/confirm.js';
 import { guardedCapacity, guardPlacement } from './capacity-guard.js';
 
@@ -149,7 +150,11 @@ export const createVolume: ControllerHandler<'createVolume'> = async (core, req,
   if (elsewhere) return reuse(elsewhere);
   const known = cluster.content.peek(first, params.storage, core.controllerVmId, volidOf(params.storage, disk));
   if (known) return reuse({ zone: first, size: known.size });
-  // The thin-pool guard (capacity-guard.ts): the first candidate host with room, or refused.
+  // The ownership gate first (a name it refuses costs nothing), then the thin-pool guard
+  // (capacity-guard.ts): the first candidate host with room, or refused.
+  const facts = diskFacts(core, { storage: params.storage, disk });
+  const named = permitCreate(facts, first, size, req.name);
+  if (!named.allowed) throw new InvalidArgument(named.refusal.message);
   const { zone, release } = await guardPlacement(
     core,
     cluster,
@@ -160,17 +165,9 @@ export const createVolume: ControllerHandler<'createVolume'> = async (core, req,
     ctx.signal,
     async () => !!(await existingOn(cluster, [first], params.storage, disk, core.controllerVmId, ctx.signal, true)),
   );
+  const permit = must(permitCreate(facts, zone, size, req.name));
   try {
-    await retryBusy(
-      () =>
-        cluster.api.allocDisk(
-          zone,
-          params.storage,
-          { vmid: core.controllerVmId, filename: disk, sizeBytes: size, format: 'raw' },
-          { signal: ctx.signal },
-        ),
-      { signal: ctx.signal },
-    );
+    await retryBusy(() => cluster.port.allocDisk(permit, { signal: ctx.signal }), { signal: ctx.signal });
   } catch (e) {
     // "already exists" (a retry), or no answer: the call may have arrived though its answer was
     // lost. Read the storage back instead of trusting the error.
@@ -207,64 +204,26 @@ export const deleteVolume: ControllerHandler<'deleteVolume'> = async (core, req,
   return ifOurVolume(core, req.volumeId, ctx, 'delete', async (v) => {
     const { cluster, ref, volid } = v;
     cluster.fences.check(volid, `deleting ${volid}`);
-    // VMs' entries as the disk index has them (read within the cache TTL), plus one look at the
-    // host's task list for what another instance of the driver changed since (disk-index.ts).
-    const nodes = ref.zone ? [ref.zone] : undefined;
-    const taskNodes = ref.zone
-      ? [ref.zone]
-      : [...new Set((await cluster.storageRows(ref.storage, ctx.signal)).map((r) => r.node))];
-    const since = Date.now() - cluster.ttlMs;
-    const [found, , vms, tasks] = await Promise.all([
-      findVolume(v, ctx.signal, true),
-      cluster.index.scan({ signal: ctx.signal, nodes, maxAgeMs: cluster.ttlMs }),
-      cluster.locator.list(ctx.signal),
-      Promise.all(taskNodes.map(async (n) => ({ n, t: await cluster.index.tasks(n, since, ctx.signal) }))),
-    ]);
+    const found = await findVolume(v, ctx.signal, true);
     if (!found) {
       ctx.log.info({ volid }, 'disk is already gone');
       return {};
     }
-    const owner = diskOwner(ref.disk);
-    const ownerVm = vms.find((vm) => vm.vmid === owner);
-    if (ownerVm && owner !== core.controllerVmId) {
-      throw new FailedPrecondition(
-        `refusing to free ${volid}: it belongs to VM ${ownerVm.name} (${ownerVm.vmid}), not to this driver`,
-      );
-    }
-    for (const { n, t } of tasks) await cluster.index.catchUp(n, t, [], { signal: ctx.signal });
-    let scan = await cluster.index.scan({ signal: ctx.signal, nodes, maxAgeMs: cluster.ttlMs });
-    let use = usesOf(scan, ref.storage, ref.disk);
-    // A VM seen holding the disk in entries read earlier is read again: a detach since then
-    // must not keep the volume.
-    const seenOn = [...new Set([...use.sites, ...use.unused].map((u) => u.vm.vmid))].filter(
-      (id) => (cluster.index.readAt(id) ?? 0) < Date.now() - 50,
-    );
-    if (seenOn.length) {
-      await Promise.all(
-        scan.filter((x) => seenOn.includes(x.vm.vmid)).map((x) => cluster.index.read(x.vm, ctx.signal)),
-      );
-      scan = await cluster.index.scan({ signal: ctx.signal, nodes, maxAgeMs: cluster.ttlMs });
-      use = usesOf(scan, ref.storage, ref.disk);
-    }
-    const holder = use.sites.find((s) => !isHelperSite(s.site));
-    if (holder) {
-      throw new FailedPrecondition(
-        `volume is still ${holder.site.placement === 'attached' ? 'attached' : holder.site.placement === 'attaching' ? 'being attached' : 'being detached'} as ${holder.site.key} of VM ${holder.vm.name} (${holder.vm.vmid}) on ${holder.vm.node}; unpublish it first`,
-      );
-    }
+    // The ownership gate decides on a read taken now (fresh-read.ts): the disk's name, and every
+    // key of every VM config on its host(s), pending and snapshot sections included.
+    const view = await readFresh(cluster, ref.zone ? [ref.zone] : undefined, ctx.signal);
+    const markers = markersOf(found.items, ref.storage, ref.disk).map((m) => m.volid);
+    const leave = must(decideFree(diskFacts(core, ref), found.node, view, markers));
     // An interrupted offline expansion is no reason to keep a volume forever.
-    await removeHelperLeftovers(cluster, ref, { log: ctx.log, signal: ctx.signal, scan });
-    // Leftover unusedN entries would point at a freed disk and break that VM's backups.
-    for (const u of use.unused) {
-      if (u.vm.vmid === owner) continue;
-      await cluster.queues.detach(
-        { vmid: u.vm.vmid, node: u.vm.node, name: u.vm.name },
-        { storage: ref.storage, disk: ref.disk },
-        ctx.signal,
+    if (leave.helperHolders.length) {
+      ctx.log.warn(
+        { disk: volid, vms: leave.helperHolders.map((h) => h.vmid) },
+        'removing helper attachments left by an interrupted offline expansion',
       );
+      await unlinkFrom(cluster, leave.helperHolders, ref, ctx.signal);
     }
     // Markers first: one left behind would outlive its disk, the disk never outlives them.
-    await freeMarkers(v, found.node, markersOf(found.items, ref.storage, ref.disk), ctx.signal);
+    await freeMarkers(v, found.node, leave.markers, ctx.signal);
     // The free task runs to its outcome even when the caller gives up (fences.ts). `delay`:
     // Proxmox answers once the task ended (null), so no task poll on the happy path.
     await retryBusy(
@@ -275,7 +234,7 @@ export const deleteVolume: ControllerHandler<'deleteVolume'> = async (core, req,
           undefined,
           async () => {
             try {
-              const upid = await cluster.api.freeDisk(found.node, ref.storage, volid, { waitSeconds: 5 });
+              const upid = await cluster.port.freeDisk(leave.disk, { waitSeconds: 5 });
               if (upid)
                 await waitTask(cluster.api, found.node, upid, { cluster: cluster.region, what: `free ${volid}` });
             } catch (e) {

@@ -56,22 +56,9 @@ export class StartupFence {
     return Date.now() < this.until;
   }
 
-  /** The API with every `POST …/config` this process sends noted as its own. */
-  track(api: ProxmoxApi): ProxmoxApi {
-    const own = this.own;
-    const until = this.until;
-    const updateVmConfig: ProxmoxApi['updateVmConfig'] = async (...args) => {
-      const upid = await api.updateVmConfig(...args);
-      if (upid && Date.now() < until) own.add(upid);
-      return upid;
-    };
-    return new Proxy(api, {
-      get(target, prop) {
-        if (prop === 'updateVmConfig') return updateVmConfig;
-        const v: unknown = Reflect.get(target, prop, target);
-        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-      },
-    });
+  /** A `POST …/config` task this process started (ownership-port.ts reports each one). */
+  noteOwn(upid: string): void {
+    if (Date.now() < this.until) this.own.add(upid);
   }
 
   /**

@@ -7,6 +7,7 @@ import { ContentCache } from './content-cache.js';
 import { DiskIndex } from './disk-index.js';
 import { Fences } from '../safety/fences.js';
 import { StartupFence } from '../safety/startup-fence.js';
+import { OwnershipPort } from '../safety/ownership-port.js';
 import { TtlRead } from './ttl-read.js';
 import { VmLocator } from './vm-locator.js';
 import { KeyedLock } from '../../../locks.js';
@@ -28,7 +29,13 @@ export class Cluster {
   readonly fences: Fences;
   /** After a restart: config changes a previous process sent that may still land. */
   readonly startup: StartupFence;
+  /**
+   * Reads. The controller's mutating calls go through `port` with the ownership gate's permits
+   * (no-bypass.test.ts); the full API stays here for the day-2 commands.
+   */
   readonly api: ProxmoxApi;
+  /** Every mutating Proxmox call of the controller, each with its permit (ownership.ts). */
+  readonly port: OwnershipPort;
   /** Every VM's config entries as last read, and other instances' changes since (disk-index.ts). */
   readonly index: DiskIndex;
   /** The driver's own disks per storage and host (content-cache.ts). */
@@ -52,8 +59,8 @@ export class Cluster {
       ...(identity !== undefined && { identity }),
       ...(tuning.startupFenceMs !== undefined && { windowMs: tuning.startupFenceMs }),
     });
-    api = this.startup.track(api);
     this.api = api;
+    this.port = new OwnershipPort(api, (upid) => this.startup.noteOwn(upid));
     this.ttlMs = tuning.cacheTtlMs ?? 5_000;
     this.locator = new VmLocator(api, { cluster: region, ttlMs: this.ttlMs, log: log.child({ cluster: region }) });
     this.fences = new Fences(tuning.landHorizonMs);
@@ -73,6 +80,7 @@ export class Cluster {
       index: this.index,
       content: this.content,
       indexMaxAgeMs: this.ttlMs,
+      port: this.port,
       ...tuning.queue,
     });
   }

@@ -237,7 +237,7 @@ t.test('publish / unpublish / delete lifecycle', async (t) => {
   t.pass('deleting what is gone, malformed or unknown succeeds');
 });
 
-t.test('unpublish without node id and leftovers; delete cleans foreign unused entries', async (t) => {
+t.test('unpublish without node id and leftovers; an unused entry on another VM keeps the disk', async (t) => {
   const { f, c } = setup();
   const id = await createdId(c.createVolume(createReq('pvc-1'), ctx()));
   await c.controllerPublishVolume(publishReq(id, 'talos-cp-2'), ctx());
@@ -250,8 +250,20 @@ t.test('unpublish without node id and leftovers; delete cleans foreign unused en
     { abnormal: true, message: /unused3 of VM talos-worker-2/ },
     'a leftover is an abnormal condition',
   );
-  await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
-  t.notOk(f.vmOf(104).config.has('unused3'), 'leftover removed before the disk is freed');
+  // Any key of any VM config keeps a disk (docs/ownership.md): the driver never removes a
+  // reference it did not write, and never frees what one still names.
+  t.match(await err(c.deleteVolume({ volumeId: id, secrets: {} }, ctx())), {
+    kind: 'FailedPrecondition',
+    message: /unused3 of VM talos-worker-2 \(104\)/,
+  });
+  t.ok(f.vmOf(104).config.has('unused3'), 'the reference stays');
+  t.ok(f.storageOf('hyper2', 'local-lvm').volumes.has('vm-9999-pvc-1'), 'the disk stays');
+  f.vmOf(104).config.delete('unused3');
+  t.match(
+    await err(c.deleteVolume({ volumeId: id, secrets: {} }, ctx())),
+    { kind: 'ok' },
+    'freed once nothing names it',
+  );
 });
 
 t.test('delete refuses a disk another VM owns', async (t) => {

@@ -6,6 +6,7 @@ import t from 'tap';
 import { AlreadyExists, Busy, FailedPrecondition, Internal, NotFound, Unavailable } from '../../../../../src/errors.js';
 import { taskError } from '../../../../../src/proxmox/api/errors.js';
 import { ConfigExecutor } from '../../../../../src/proxmox/controller/attach/attach-exec.js';
+import { OwnershipPort } from '../../../../../src/proxmox/controller/safety/ownership-port.js';
 import { failureOf } from '../../../../../src/proxmox/controller/attach/attach-retry.js';
 import { DiskIndex } from '../../../../../src/proxmox/controller/state/disk-index.js';
 import { VmLocator } from '../../../../../src/proxmox/controller/state/vm-locator.js';
@@ -15,7 +16,7 @@ import { fakeClock } from '../../../../helpers/fake-clock.js';
 import { seedCluster } from '../../fake-api.js';
 
 const WORKER1 = { vmid: 102, node: 'hyper1', name: 'talos-worker-1' };
-const DRIVE = 'local-lvm:vm-102-disk-0,iothread=1,size=32G';
+const DRIVE = 'local-lvm:vm-9999-pvc-exec,iothread=1,size=1G';
 
 /** The index records this process's own tasks (so the re-check does not wait for them). */
 class SpyIndex extends DiskIndex {
@@ -28,9 +29,10 @@ class SpyIndex extends DiskIndex {
 
 function setup() {
   const f = seedCluster();
+  f.storageOf('hyper1', 'local-lvm').volumes.set('vm-9999-pvc-exec', 2 ** 30);
   const locator = new VmLocator(f, { cluster: 'homelab' });
   const index = new SpyIndex(f, locator);
-  const exec = new ConfigExecutor({ api: f, cluster: 'homelab', index, maxAgeMs: 5_000 });
+  const exec = new ConfigExecutor({ api: f, port: new OwnershipPort(f), cluster: 'homelab', index, maxAgeMs: 5_000 });
   const reader = new VmReader({ api: f, cluster: 'homelab', locator, index, confirmTimeoutMs: 300 });
   return { f, index, exec, reader, vm: { ...WORKER1 } };
 }
@@ -39,7 +41,7 @@ const methods = (f: ReturnType<typeof seedCluster>) => f.calls.map((c) => c.meth
 
 t.test('a change without the task list: POST, then the task status', async (t) => {
   const { f, index, exec, vm } = setup();
-  const sent = await exec.change(vm, { set: { scsi1: DRIVE } }, 'attach disks to', false);
+  const sent = await exec.change(vm, [], { set: { scsi1: DRIVE } }, 'attach disks to', false);
   t.same(sent, { landed: undefined }, 'a task was started; no list was read');
   t.same(methods(f), ['updateVmConfig', 'taskStatus']);
   t.equal(index.mined.length, 1, 'the task is recorded as this process’s own');
@@ -48,7 +50,7 @@ t.test('a change without the task list: POST, then the task status', async (t) =
 
 t.test('a change with the task list: its status comes from the list, no task poll', async (t) => {
   const { f, exec, vm } = setup();
-  const sent = await exec.change(vm, { set: { scsi1: DRIVE } }, 'attach disks to', true);
+  const sent = await exec.change(vm, [], { set: { scsi1: DRIVE } }, 'attach disks to', true);
   t.same(methods(f), ['updateVmConfig', 'nodeTasks']);
   t.equal(sent?.landed?.node, 'hyper1');
   t.same(
@@ -61,7 +63,7 @@ t.test('a change with the task list: its status comes from the list, no task pol
 t.test('a failed task in the list is the task error (typed by its exit status)', async (t) => {
   const { f, exec, vm } = setup();
   f.faults.taskExits.push("can't lock file '/var/lock/qemu-server/lock-102.conf' - got timeout");
-  const err = await rejection(exec.change(vm, { set: { scsi1: DRIVE } }, 'attach disks to', true));
+  const err = await rejection(exec.change(vm, [], { set: { scsi1: DRIVE } }, 'attach disks to', true));
   t.equal(err.kind, 'Aborted', 'a lock timeout is ABORTED');
   t.match(err.message, /attach disks to VM talos-worker-1 \(102\) on hyper1: task failed: can't lock file/);
   t.same(methods(f), ['updateVmConfig', 'nodeTasks'], 'the status read from the list, not polled');
@@ -69,7 +71,7 @@ t.test('a failed task in the list is the task error (typed by its exit status)',
 
   f.resetCalls();
   f.faults.taskExits.push('hotplug problem - some error');
-  const other = await rejection(exec.change(vm, { set: { scsi1: DRIVE } }, 'attach disks to', false));
+  const other = await rejection(exec.change(vm, [], { set: { scsi1: DRIVE } }, 'attach disks to', false));
   t.equal(other.kind, 'Unavailable');
   t.same(methods(f), ['updateVmConfig', 'taskStatus']);
   t.equal(failureOf(other), 'failed', 'a failed task has a known outcome');
@@ -86,11 +88,12 @@ t.test('a read splits off the digest; unlink sends the digest it is given', asyn
     'the digest is not an entry',
   );
   f.vmOf(102).config.set('scsi1', DRIVE);
-  const err = await rejection(exec.unlink(vm, ['scsi1'], 'a stale digest'));
+  const entries = [{ key: 'scsi1', value: DRIVE }];
+  const err = await rejection(exec.unlink(vm, ['scsi1'], entries, 'a stale digest'));
   t.equal(failureOf(err), 'busy', 'a changed config refuses the unlink: read again');
   t.ok(f.vmOf(102).config.has('scsi1'), 'nothing unlinked');
   t.equal(f.calls.find((c) => c.method === 'unlinkDisks')?.args[3], 'a stale digest', 'sent with the digest');
-  await exec.unlink(vm, ['scsi1'], undefined);
+  await exec.unlink(vm, ['scsi1'], entries, undefined);
   t.notOk(f.vmOf(102).config.has('scsi1'));
 });
 

@@ -181,7 +181,7 @@ t.test("conflictOf: another VM, the owner's own bus, helper leftovers", async (t
   );
   t.match(
     conflictOf([vm(101, [{ key: 'virtio0', value: 'local-lvm:vm-101-disk-0' }])], req('vm-101-disk-0'))?.message,
-    /a disk of that VM/,
+    /attached as virtio0 of VM vm101 .*never attached elsewhere/,
   );
   const h = conflictOf(
     [vm(101, [{ key: 'scsi5', value: `local-lvm:vm-9999-a,wwn=${helperWwnForSlot(5)}` }])],

@@ -244,7 +244,11 @@ t.test('never drops an unused entry the VM owns (that would free the disk)', asy
   fakeClock(t);
   const { f, q, cfg } = setup();
   f.vmOf(102).config.set('unused0', 'local-lvm:vm-102-disk-1');
-  await q.detach(WORKER1, { storage: 'local-lvm', disk: 'vm-102-disk-1' });
+  const refused = await q.detach(WORKER1, { storage: 'local-lvm', disk: 'vm-102-disk-1' }).then(
+    () => 'ok',
+    (e: unknown) => (e as { kind?: string }).kind,
+  );
+  t.equal(refused, 'FailedPrecondition', "the VM's own disk is not the driver's to detach");
   t.ok(cfg().has('unused0'));
   t.equal(f.count('unlinkDisks'), 0);
 });

@@ -116,8 +116,8 @@ t.test('offline: a running VM when none is stopped; never the disk owner; next V
   const owned = await err(expand('homelab/hyper3/local-lvm/vm-150-data', 2 * GiB));
   t.match(
     owned,
-    { kind: 'FailedPrecondition', message: /hyper3 has no VM to resize it through/ },
-    'the owner is no helper',
+    { kind: 'FailedPrecondition', message: /belongs to VM owner \(150\)/ },
+    'a disk of another VM is never grown (nor attached to its owner for that)',
   );
 });
 

@@ -83,7 +83,8 @@ t.test("the process's own config changes are not waited for; unknown identity: a
   fakeClock(t);
   const own = fakeApi([task(9)]);
   const f = new StartupFence(own.api, { cluster: 'homelab', identity: ME, log });
-  await f.track(own.api).updateVmConfig('hyper1', 111, { set: {} });
+  const mine = await own.api.updateVmConfig('hyper1', 111, { set: {} });
+  if (mine) f.noteOwn(mine);
   await f.settle(['hyper1'], 'publishing x', { deadline: Date.now() + 500 });
   t.pass('own task ignored');
   const any = fakeApi([task(2, 'qmconfig', 'root@pam')]);

@@ -1,0 +1,401 @@
+// The property-based search for ownership violations of the Proxmox controller (docs/ownership.md,
+// "Invariants and replay"), shared by the unit run over the fake API and the integration run over
+// the simulator: generated clusters, generated RPC sequences, and the invariant checked after every
+// step on a before/after picture of the cluster. The rules here are written from the documented
+// policy, independently of src/proxmox/controller/safety/ownership.ts: a disk of the driver's
+// scheme is `vm-9999-<name>` (not Proxmox's own `disk-N`, `cloudinit`, `state-…`, no `+`);
+// a drive line the driver writes is scsi1..30 with no WWN or one of its WWN schemes.
+import fc from 'fast-check';
+import { helperWwnForSlot, isHelperWwn, isPvcIdWwn, wwnForSlot } from '../../src/proxmox/contract.js';
+
+export const CTRL = 9999;
+export const NODE = 'hyper1';
+export const STORAGE = 'local-lvm';
+export const REGION = 'homelab';
+
+export interface VmPicture {
+  vmid: number;
+  name: string;
+  running: boolean;
+  config: Record<string, string>;
+  pending: Record<string, string>;
+  pendingDelete: string[];
+  snapshots: Record<string, Record<string, string>>;
+}
+
+export interface ClusterPicture {
+  /** disk name → bytes, on NODE's STORAGE */
+  volumes: Map<string, number>;
+  vms: VmPicture[];
+}
+
+// ---- generated clusters ----
+
+const VMS = [
+  { vmid: 101, name: 'talos-cp-1' },
+  { vmid: 111, name: 'talos-worker-1' },
+  { vmid: 131, name: 'spare' },
+  { vmid: 141, name: 'talos-worker-4' },
+];
+/** Disks of every kind: the driver's, Proxmox's own name under 9999, other VMs', an orphan's. */
+export const DISKS = [
+  'vm-9999-pvc-a',
+  'vm-9999-pvc-b',
+  'vm-9999-pvc-c',
+  'vm-9999-disk-5',
+  'vm-101-disk-1',
+  'vm-131-disk-2',
+  'vm-111-disk-1',
+  'vm-5555-disk-0',
+];
+const KEYS = ['scsi1', 'scsi2', 'scsi7', 'virtio1', 'virtio2', 'sata1', 'sata2', 'ide2', 'unused0', 'unused1'];
+
+export interface RefSpec {
+  vm: number;
+  key: string;
+  disk: string;
+  where: 'config' | 'pending' | 'snapshot';
+  wwn: 'none' | 'slot' | 'helper' | 'hand';
+}
+
+export interface ClusterSpec {
+  vms: Array<{ vmid: number; name: string; running: boolean }>;
+  disks: Array<{ disk: string; gib: number }>;
+  refs: RefSpec[];
+}
+
+export const refValue = (r: Pick<RefSpec, 'key' | 'disk' | 'wwn'>): string => {
+  if (r.key.startsWith('unused')) return `${STORAGE}:${r.disk}`;
+  const slot = Number(/\d+$/.exec(r.key)?.[0] ?? 1);
+  const wwn =
+    !r.key.startsWith('scsi') || r.wwn === 'none'
+      ? ''
+      : r.wwn === 'slot'
+        ? `,wwn=${wwnForSlot(slot)}`
+        : r.wwn === 'helper'
+          ? `,wwn=${helperWwnForSlot(slot)}`
+          : ',wwn=0x5000c50012345678';
+  return `${STORAGE}:${r.disk},size=1G${wwn}`;
+};
+
+const refArb = (vmids: number[]) =>
+  fc.record({
+    vm: fc.constantFrom(...vmids),
+    key: fc.constantFrom(...KEYS),
+    disk: fc.constantFrom(...DISKS),
+    where: fc.constantFrom('config' as const, 'pending' as const, 'snapshot' as const),
+    wwn: fc.constantFrom('none' as const, 'slot' as const, 'helper' as const, 'hand' as const),
+  });
+
+export const clusterArb: fc.Arbitrary<ClusterSpec> = fc.subarray(VMS, { minLength: 2 }).chain((vms) =>
+  fc.record({
+    vms: fc.tuple(...vms.map((v) => fc.boolean().map((running) => ({ ...v, running })))),
+    disks: fc
+      .subarray(DISKS)
+      .chain((ds) => fc.tuple(...ds.map((disk) => fc.integer({ min: 1, max: 8 }).map((gib) => ({ disk, gib }))))),
+    refs: fc.array(refArb(vms.map((v) => v.vmid)), { maxLength: 6 }),
+  }),
+);
+
+// ---- generated steps ----
+
+export type Op =
+  | { kind: 'create'; name: string }
+  | { kind: 'delete'; disk: string }
+  | { kind: 'publish'; disk: string; vm: string; readonly: boolean }
+  | { kind: 'unpublish'; disk: string; vm: string }
+  | { kind: 'expand'; disk: string; gib: number }
+  | { kind: 'modify'; disk: string; params: Record<string, string> }
+  | { kind: 'list' }
+  | { kind: 'get'; disk: string };
+
+/** A change by hand between two calls (no task of the driver's token): what caches miss. */
+export type Hand = RefSpec | { vm: number; key: string; remove: true };
+
+export type Fault =
+  { kind: 'none' } | { kind: 'lock' } | { kind: 'lost'; method: string } | { kind: 'refused'; method: string };
+
+export interface Step {
+  hand?: Hand | undefined;
+  op: Op;
+  fault: Fault;
+}
+
+const handles = [...DISKS, 'vm-9999-pvc-new'];
+const vmNames = [...VMS.map((v) => v.name), 'no-such-vm'];
+
+export const opArb: fc.Arbitrary<Op> = fc.oneof(
+  fc.record({ kind: fc.constant('create' as const), name: fc.constantFrom('pvc-a', 'pvc-new', 'disk-5') }),
+  fc.record({ kind: fc.constant('delete' as const), disk: fc.constantFrom(...handles) }),
+  fc.record({
+    kind: fc.constant('publish' as const),
+    disk: fc.constantFrom(...handles),
+    vm: fc.constantFrom(...vmNames),
+    readonly: fc.boolean(),
+  }),
+  fc.record({
+    kind: fc.constant('unpublish' as const),
+    disk: fc.constantFrom(...handles),
+    vm: fc.constantFrom('', ...vmNames),
+  }),
+  fc.record({
+    kind: fc.constant('expand' as const),
+    disk: fc.constantFrom(...handles),
+    gib: fc.constantFrom(1, 2, 4, 16),
+  }),
+  fc.record({
+    kind: fc.constant('modify' as const),
+    disk: fc.constantFrom(...handles),
+    params: fc.constantFrom({ backup: 'false' }, { diskIOPS: '500' }, { backup: 'true', diskMBps: '40' }),
+  }),
+  fc.constant({ kind: 'list' as const }),
+  fc.record({ kind: fc.constant('get' as const), disk: fc.constantFrom(...handles) }),
+);
+
+const MUTATING = ['updateVmConfig', 'unlinkDisks', 'freeDisk', 'resizeDisk', 'allocDisk', 'vmPending'];
+
+export const stepArb = (vmids: number[], faults: boolean): fc.Arbitrary<Step> =>
+  fc.record({
+    hand: fc.option(
+      fc.oneof(
+        refArb(vmids),
+        fc.record({ vm: fc.constantFrom(...vmids), key: fc.constantFrom(...KEYS), remove: fc.constant(true as const) }),
+      ),
+      { nil: undefined, freq: 3 },
+    ),
+    op: opArb,
+    fault: faults
+      ? fc.oneof(
+          { weight: 6, arbitrary: fc.constant({ kind: 'none' as const }) },
+          { weight: 1, arbitrary: fc.constant({ kind: 'lock' as const }) },
+          {
+            weight: 1,
+            arbitrary: fc.record({ kind: fc.constant('lost' as const), method: fc.constantFrom(...MUTATING) }),
+          },
+          {
+            weight: 1,
+            arbitrary: fc.record({ kind: fc.constant('refused' as const), method: fc.constantFrom(...MUTATING) }),
+          },
+        )
+      : fc.constant({ kind: 'none' as const }),
+  });
+
+export const handleOf = (disk: string): string => `${REGION}/${NODE}/${STORAGE}/${disk}`;
+
+// ---- the invariant ----
+
+const VOLUME_KEY_RE = /^(?:ide|sata|scsi|virtio|efidisk|tpmstate|unused)\d+$|^vmstate$/;
+const MARKER_RE = /^(.+)\+vac\d+/;
+
+export const ownerOf = (disk: string): number | undefined => {
+  const m = /^vm-(\d+)-/.exec(disk);
+  return m ? Number(m[1]) : undefined;
+};
+/** A disk of the driver's naming scheme. */
+export const driverDisk = (disk: string): boolean =>
+  disk.startsWith(`vm-${CTRL}-`) && !disk.includes('+') && !/^vm-\d+-(?:disk-\d+|cloudinit|state-.*)$/.test(disk);
+
+const diskOf = (value: string): string | undefined => {
+  const first = value.split(',')[0] ?? '';
+  const file = first.includes('=') ? (/(?:^|,)(?:file|volume)=([^,]+)/.exec(value)?.[1] ?? '') : first;
+  return file.startsWith(`${STORAGE}:`) ? file.slice(STORAGE.length + 1) : undefined;
+};
+const wwnOf = (value: string) => /(?:^|,)wwn=([^,]+)/.exec(value)?.[1];
+
+/** A drive line the driver may have written on this VM (see the file comment). */
+export function driverLine(vmid: number, key: string, value: string): boolean {
+  const m = /^scsi(\d+)$/.exec(key);
+  const disk = diskOf(value);
+  if (!m || !disk || Number(m[1]) < 1 || Number(m[1]) > 30 || ownerOf(disk) === vmid) return false;
+  const wwn = wwnOf(value)?.toLowerCase();
+  return wwn === undefined || isPvcIdWwn(wwn) || isHelperWwn(wwn);
+}
+const helperLine = (vmid: number, key: string, value: string) =>
+  driverLine(vmid, key, value) && isHelperWwn(wwnOf(value));
+
+interface Ref {
+  vm: VmPicture;
+  key: string;
+  value: string;
+  where: 'config' | 'pending' | 'snapshot';
+}
+
+export function refsOf(p: ClusterPicture, disk: string): Ref[] {
+  const out: Ref[] = [];
+  for (const vm of p.vms) {
+    const add = (m: Record<string, string>, where: Ref['where']) => {
+      for (const [key, value] of Object.entries(m))
+        if (VOLUME_KEY_RE.test(key) && diskOf(value) === disk) out.push({ vm, key, value, where });
+    };
+    add(vm.config, 'config');
+    add(vm.pending, 'pending');
+    for (const s of Object.values(vm.snapshots)) add(s, 'snapshot');
+  }
+  return out;
+}
+
+const isHelperLeftover = (r: Ref) => r.where === 'config' && helperLine(r.vm.vmid, r.key, r.value);
+/** VMs with a live (non-helper) attachment of the disk, current or pending. */
+const liveOn = (p: ClusterPicture, disk: string) =>
+  new Set(
+    refsOf(p, disk)
+      .filter((r) => r.where !== 'snapshot' && !helperLine(r.vm.vmid, r.key, r.value))
+      .map((r) => r.vm.vmid),
+  );
+const helperSites = (p: ClusterPicture) =>
+  new Set(
+    p.vms.flatMap((vm) =>
+      Object.entries(vm.config)
+        .filter(([k, v]) => helperLine(vm.vmid, k, v))
+        .map(([k, v]) => `${vm.vmid}/${k}/${diskOf(v) ?? ''}`),
+    ),
+  );
+
+const targetOf = (op: Op): string | undefined =>
+  op.kind === 'create' ? `vm-${CTRL}-${op.name}` : op.kind === 'list' ? undefined : op.disk;
+
+/**
+ * What the step changed that docs/ownership.md does not allow; empty when the step kept the
+ * invariant. `faulted`: a fault was injected (a helper attachment may then be left for the
+ * next call to remove).
+ */
+export function violations(before: ClusterPicture, after: ClusterPicture, op: Op, faulted: boolean): string[] {
+  const bad: string[] = [];
+  const target = targetOf(op);
+  for (const [disk, size] of before.volumes) {
+    const base = MARKER_RE.exec(disk)?.[1] ?? disk;
+    if (!after.volumes.has(disk)) {
+      const byOp = (op.kind === 'delete' || (op.kind === 'modify' && base !== disk)) && target === base;
+      if (!byOp || !driverDisk(base)) bad.push(`freed ${disk} (op ${op.kind} of ${target ?? '-'})`);
+      else if (base === disk) {
+        const held = refsOf(before, disk).find((r) => !isHelperLeftover(r));
+        if (held) bad.push(`freed ${disk} while ${held.where} ${held.key} of VM ${held.vm.vmid} referenced it`);
+      }
+    } else if (after.volumes.get(disk) !== size) {
+      const foreign = refsOf(before, disk).find((r) => !driverLine(r.vm.vmid, r.key, r.value));
+      if (op.kind !== 'expand' || target !== disk || !driverDisk(disk)) bad.push(`resized ${disk} (op ${op.kind})`);
+      else if (foreign) bad.push(`resized ${disk} held as ${foreign.where} ${foreign.key} of VM ${foreign.vm.vmid}`);
+    }
+  }
+  for (const disk of after.volumes.keys()) {
+    if (before.volumes.has(disk)) continue;
+    const base = MARKER_RE.exec(disk)?.[1];
+    const ok = base
+      ? op.kind === 'modify' && target === base && driverDisk(base)
+      : op.kind === 'create' && target === disk && driverDisk(disk);
+    if (!ok) bad.push(`allocated ${disk} (op ${op.kind})`);
+  }
+  for (const vmB of before.vms) {
+    const vmA = after.vms.find((v) => v.vmid === vmB.vmid);
+    if (!vmA) {
+      bad.push(`VM ${vmB.vmid} disappeared`);
+      continue;
+    }
+    if (JSON.stringify(vmA.snapshots) !== JSON.stringify(vmB.snapshots))
+      bad.push(`snapshot sections of VM ${vmB.vmid} changed`);
+    for (const section of ['config', 'pending'] as const)
+      bad.push(...keyChanges(before, vmB, vmB[section], vmA[section], op, `${section} of VM ${vmB.vmid}`));
+    for (const k of vmA.pendingDelete)
+      if (
+        !vmB.pendingDelete.includes(k) &&
+        !(vmB.config[k] && driverLine(vmB.vmid, k, vmB.config[k]) && diskOf(vmB.config[k]) === target)
+      )
+        bad.push(`pending delete of ${k} on VM ${vmB.vmid} (op ${op.kind})`);
+  }
+  if (target) {
+    const b = liveOn(before, target);
+    const a = liveOn(after, target);
+    const added = [...a].filter((x) => !b.has(x));
+    if (added.length > 1 || (added.length === 1 && b.size > 0))
+      bad.push(`${target} now on VMs ${[...a].join(', ')} (before: ${[...b].join(', ') || 'none'})`);
+  }
+  if (!faulted) {
+    const hb = helperSites(before);
+    for (const h of helperSites(after)) if (!hb.has(h)) bad.push(`helper attachment ${h} outlived op ${op.kind}`);
+  }
+  return bad;
+}
+
+function keyChanges(
+  before: ClusterPicture,
+  vm: VmPicture,
+  b: Record<string, string>,
+  a: Record<string, string>,
+  op: Op,
+  where: string,
+): string[] {
+  const bad: string[] = [];
+  const target = targetOf(op);
+  for (const key of new Set([...Object.keys(b), ...Object.keys(a)])) {
+    const was = b[key];
+    const now = a[key];
+    if (was === now) continue;
+    if (!VOLUME_KEY_RE.test(key)) {
+      bad.push(`${where}: ${key} changed`);
+      continue;
+    }
+    if (was !== undefined) {
+      const disk = diskOf(was);
+      const dangling = key.startsWith('unused') && disk !== undefined && ownerOf(disk) !== vm.vmid;
+      if (disk !== target || !(driverLine(vm.vmid, key, was) || dangling))
+        bad.push(`${where}: ${key} (${was}) rewritten or removed by op ${op.kind}`);
+      else if (now !== undefined && diskOf(now) !== disk) bad.push(`${where}: ${key} now holds ${now}`);
+      continue;
+    }
+    const disk = now === undefined ? undefined : diskOf(now);
+    const owner = disk === undefined ? undefined : ownerOf(disk);
+    const ownerKnown = owner === CTRL || before.vms.some((v) => v.vmid === owner);
+    // Attach does not read snapshot sections (docs/ownership.md): only current and pending keys count.
+    const elsewhere =
+      disk === undefined
+        ? undefined
+        : refsOf(before, disk).find((r) => r.vm.vmid !== vm.vmid && r.where !== 'snapshot' && !isHelperLeftover(r));
+    if (
+      now === undefined ||
+      !driverLine(vm.vmid, key, now) ||
+      disk !== target ||
+      (op.kind !== 'publish' && op.kind !== 'expand')
+    )
+      bad.push(`${where}: ${key} = ${now ?? ''} added by op ${op.kind}`);
+    else if (!ownerKnown) bad.push(`${where}: attached orphan ${disk}`);
+    else if (elsewhere)
+      bad.push(`${where}: attached ${disk} held as ${elsewhere.where} ${elsewhere.key} of VM ${elsewhere.vm.vmid}`);
+    else if (op.kind === 'expand' && (!disk || !driverDisk(disk) || !helperLine(vm.vmid, key, now)))
+      bad.push(`${where}: expand attached ${now}`);
+  }
+  return bad;
+}
+
+// ---- running a step against any controller ----
+
+export interface StepRunner {
+  picture(): Promise<ClusterPicture>;
+  hand(h: Hand): Promise<void>;
+  fault(f: Fault): Promise<void>;
+  clearFaults(): Promise<void>;
+  call(op: Op): Promise<string>;
+}
+
+/** Runs the steps, checking the invariant after each; throws the first violation with the trace. */
+export async function runSteps(r: StepRunner, steps: readonly Step[], count: { steps: number }): Promise<void> {
+  const trace: string[] = [];
+  for (const step of steps) {
+    if (step.hand) await r.hand(step.hand);
+    const before = await r.picture();
+    await r.fault(step.fault);
+    const outcome = await r.call(step.op);
+    await r.clearFaults();
+    const after = await r.picture();
+    count.steps++;
+    trace.push(`${JSON.stringify(step)} -> ${outcome}`);
+    const bad = violations(before, after, step.op, step.fault.kind !== 'none');
+    if (bad.length) throw new Error(`ownership violated: ${bad.join('; ')}\nsteps:\n${trace.join('\n')}`);
+  }
+}
+
+/** PBT_SEED and PBT_RUNS from the environment (docs/ownership.md: replaying a seed). */
+export function pbtSettings(defaultRuns: number): { seed: number; numRuns: number } {
+  const seed = process.env.PBT_SEED ? Number(process.env.PBT_SEED) : Date.now() % 2 ** 31;
+  const numRuns = process.env.PBT_RUNS ? Number(process.env.PBT_RUNS) : defaultRuns;
+  return { seed, numRuns };
+}
