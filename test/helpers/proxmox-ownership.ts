@@ -6,6 +6,9 @@
 // scheme is `vm-9999-<name>` (not Proxmox's own `disk-N`, `cloudinit`, `state-…`, no `+`);
 // a drive line the driver writes is scsi1..30 with no WWN or one of its WWN schemes.
 import fc from 'fast-check';
+import type { ProxmoxController } from '../../src/proxmox/controller/controller.js';
+import { callCtx, createReq, expandReq, publishReq, unpublishReq } from './csi-requests.js';
+import { kindOf } from './outcome.js';
 import { helperWwnForSlot, isHelperWwn, isPvcIdWwn, wwnForSlot } from '../../src/proxmox/contract.js';
 
 export const CTRL = 9999;
@@ -398,4 +401,80 @@ export function pbtSettings(defaultRuns: number): { seed: number; numRuns: numbe
   const seed = process.env.PBT_SEED ? Number(process.env.PBT_SEED) : Date.now() % 2 ** 31;
   const numRuns = process.env.PBT_RUNS ? Number(process.env.PBT_RUNS) : defaultRuns;
   return { seed, numRuns };
+}
+
+type Calls = Required<
+  Pick<
+    ProxmoxController,
+    | 'createVolume'
+    | 'deleteVolume'
+    | 'controllerPublishVolume'
+    | 'controllerUnpublishVolume'
+    | 'controllerExpandVolume'
+    | 'controllerModifyVolume'
+    | 'listVolumes'
+    | 'controllerGetVolume'
+  >
+>;
+
+/** One CSI call of the generated kind; its outcome kind (`ok`, a CsiError kind), never a throw. */
+export function callOp(c: Calls, op: Op, ms: number): Promise<string> {
+  const ctx = callCtx(ms);
+  switch (op.kind) {
+    case 'create':
+      return kindOf(c.createVolume(createReq(op.name), ctx));
+    case 'delete':
+      return kindOf(c.deleteVolume({ volumeId: handleOf(op.disk), secrets: {} }, ctx));
+    case 'publish':
+      return kindOf(c.controllerPublishVolume({ ...publishReq(handleOf(op.disk), op.vm), readonly: op.readonly }, ctx));
+    case 'unpublish':
+      return kindOf(c.controllerUnpublishVolume(unpublishReq(handleOf(op.disk), op.vm), ctx));
+    case 'expand':
+      return kindOf(c.controllerExpandVolume(expandReq(handleOf(op.disk), op.gib * 2 ** 30), ctx));
+    case 'modify':
+      return kindOf(
+        c.controllerModifyVolume({ volumeId: handleOf(op.disk), mutableParameters: op.params, secrets: {} }, ctx),
+      );
+    case 'list':
+      return kindOf(c.listVolumes({ maxEntries: 0, startingToken: '' }, ctx));
+    case 'get':
+      return kindOf(c.controllerGetVolume({ volumeId: handleOf(op.disk) }, ctx));
+  }
+}
+
+/**
+ * Runs the search: `numRuns` generated clusters with up to `maxSteps` steps each, every case on
+ * its own runner (`open`, closed after the case). Resolves with what it tried, for the report.
+ */
+export async function search(
+  o: { seed: number; numRuns: number; maxSteps: number },
+  open: (spec: ClusterSpec) => Promise<{ runner: StepRunner; close: () => Promise<void> }>,
+): Promise<{ cases: number; steps: number; ms: number }> {
+  const count = { cases: 0, steps: 0 };
+  const started = Date.now();
+  const scenario = clusterArb.chain((spec) =>
+    fc.tuple(
+      fc.constant(spec),
+      fc.array(
+        stepArb(
+          spec.vms.map((v) => v.vmid),
+          true,
+        ),
+        { minLength: 1, maxLength: o.maxSteps },
+      ),
+    ),
+  );
+  await fc.assert(
+    fc.asyncProperty(scenario, async ([spec, steps]) => {
+      count.cases++;
+      const { runner, close } = await open(spec);
+      try {
+        await runSteps(runner, steps, count);
+      } finally {
+        await close();
+      }
+    }),
+    { seed: o.seed, numRuns: o.numRuns },
+  );
+  return { ...count, ms: Date.now() - started };
 }

@@ -35,8 +35,8 @@ export interface FakeVm {
   config: Map<string, string>;
   pending: Map<string, string>;
   pendingDelete: Set<string>;
-  /** Snapshot sections (`[name]` of the config file): name → keys. */
-  snapshots: Map<string, Map<string, string>>;
+  /** Snapshot sections (`[name]` of the config file): name → keys (none when absent). */
+  snapshots?: Map<string, Map<string, string>> | undefined;
 }
 
 export interface FakeStorage {
@@ -397,7 +397,7 @@ export class FakeProxmox implements ProxmoxApi {
 
   async vmSnapshots(node: string, vmid: number, o?: CallOptions): Promise<string[]> {
     await this.enter('vmSnapshots', [node, vmid], o);
-    const names = [...this.vm(node, vmid).snapshots.keys()];
+    const names = [...(this.vm(node, vmid).snapshots?.keys() ?? [])];
     this.leave('vmSnapshots');
     return names;
   }
@@ -409,7 +409,7 @@ export class FakeProxmox implements ProxmoxApi {
     o?: CallOptions,
   ): Promise<Record<string, string>> {
     await this.enter('vmSnapshotConfig', [node, vmid, snapshot], o);
-    const s = this.vm(node, vmid).snapshots.get(snapshot);
+    const s = this.vm(node, vmid).snapshots?.get(snapshot);
     if (!s) throw new InvalidArgument(`Proxmox test: snapshot '${snapshot}' does not exist`);
     this.leave('vmSnapshotConfig');
     return Object.fromEntries(s);

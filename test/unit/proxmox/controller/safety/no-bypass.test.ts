@@ -17,7 +17,7 @@ const GATE = ['proxmox/api/http-api.ts', 'proxmox/controller/safety/ownership-po
  * Callers outside the controller, each with its own proof of ownership (not this gate's):
  * day-2 commands run by a person.
  */
-const DAY2 = ['cli/report/fix.ts', 'move/run.ts', 'proxmox/move/helper-vm.ts'];
+const DAY2 = ['cli/report/fix.ts', 'cli/move/run.ts', 'proxmox/mover-vm.ts'];
 
 function sources(dir: string): string[] {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {

@@ -4,27 +4,20 @@
 // resized, re-lined, attached or detached, no disk went onto a second VM, and no helper
 // attachment outlived its call. PBT_SEED replays a run, PBT_RUNS sets how many cases.
 import t from 'tap';
-import fc from 'fast-check';
-import type * as T from '../../../../../src/csi/types.js';
 import { FakeProxmox } from '../../fake-api.js';
 import { controllerOn } from '../../fake-controller.js';
-import { callCtx, createReq, expandReq, publishReq, unpublishReq } from '../../../../helpers/csi-requests.js';
-import { kindOf } from '../../../../helpers/outcome.js';
 import {
   type ClusterPicture,
   type ClusterSpec,
   type Fault,
   type Hand,
   NODE,
-  type Op,
   STORAGE,
   type StepRunner,
-  clusterArb,
-  handleOf,
+  callOp,
   pbtSettings,
   refValue,
-  runSteps,
-  stepArb,
+  search,
 } from '../../../../helpers/proxmox-ownership.js';
 
 const GiB = 2 ** 30;
@@ -49,6 +42,7 @@ function applyHand(f: FakeProxmox, h: Hand): void {
   if (h.where === 'config') vm.config.set(h.key, value);
   else if (h.where === 'pending') vm.pending.set(h.key, value);
   else {
+    vm.snapshots ??= new Map();
     const snap = vm.snapshots.get('before-upgrade') ?? new Map<string, string>();
     snap.set(h.key, value);
     vm.snapshots.set('before-upgrade', snap);
@@ -65,38 +59,12 @@ function picture(f: FakeProxmox): ClusterPicture {
       config: Object.fromEntries(v.config),
       pending: Object.fromEntries(v.pending),
       pendingDelete: [...v.pendingDelete],
-      snapshots: Object.fromEntries([...v.snapshots].map(([n, m]) => [n, Object.fromEntries(m)])),
+      snapshots: Object.fromEntries([...(v.snapshots ?? [])].map(([n, m]) => [n, Object.fromEntries(m)])),
     })),
   };
 }
 
 type Methods = FakeProxmox['faults']['dropAfter'] extends Map<infer K, number> ? K : never;
-
-/** One CSI call of the generated kind; its outcome kind, never a throw. */
-export function callOp(c: ReturnType<typeof controllerOn>, op: Op): Promise<string> {
-  const ctx = callCtx(10_000);
-  const mount: T.VolumeCapability = publishReq('x', 'y').volumeCapability as T.VolumeCapability;
-  switch (op.kind) {
-    case 'create':
-      return kindOf(c.createVolume(createReq(op.name), ctx));
-    case 'delete':
-      return kindOf(c.deleteVolume({ volumeId: handleOf(op.disk), secrets: {} }, ctx));
-    case 'publish':
-      return kindOf(c.controllerPublishVolume({ ...publishReq(handleOf(op.disk), op.vm), readonly: op.readonly }, ctx));
-    case 'unpublish':
-      return kindOf(c.controllerUnpublishVolume(unpublishReq(handleOf(op.disk), op.vm), ctx));
-    case 'expand':
-      return kindOf(c.controllerExpandVolume(expandReq(handleOf(op.disk), op.gib * GiB, mount), ctx));
-    case 'modify':
-      return kindOf(
-        c.controllerModifyVolume({ volumeId: handleOf(op.disk), mutableParameters: op.params, secrets: {} }, ctx),
-      );
-    case 'list':
-      return kindOf(c.listVolumes({ maxEntries: 0, startingToken: '' }, ctx));
-    case 'get':
-      return kindOf(c.controllerGetVolume({ volumeId: handleOf(op.disk) }, ctx));
-  }
-}
 
 function runner(f: FakeProxmox): StepRunner {
   const c = controllerOn(f);
@@ -118,35 +86,17 @@ function runner(f: FakeProxmox): StepRunner {
       f.faults.dropBefore.clear();
       return Promise.resolve();
     },
-    call: (op) => callOp(c, op),
+    call: (op) => callOp(c, op, 10_000),
   };
 }
 
 t.test('no generated cluster and call sequence breaks the ownership invariant (fake API)', async (t) => {
   const { seed, numRuns } = pbtSettings(300);
-  const count = { cases: 0, steps: 0 };
-  const started = Date.now();
-  const scenario = clusterArb.chain((spec) =>
-    fc.tuple(
-      fc.constant(spec),
-      fc.array(
-        stepArb(
-          spec.vms.map((v) => v.vmid),
-          true,
-        ),
-        { minLength: 1, maxLength: 8 },
-      ),
-    ),
-  );
-  await fc.assert(
-    fc.asyncProperty(scenario, async ([spec, steps]) => {
-      count.cases++;
-      await runSteps(runner(build(spec)), steps, count);
-    }),
-    { seed, numRuns },
+  const r = await search({ seed, numRuns, maxSteps: 8 }, (spec) =>
+    Promise.resolve({ runner: runner(build(spec)), close: () => Promise.resolve() }),
   );
   t.comment(
-    `ownership PBT (fake API): seed=${seed} runs=${numRuns}: ${count.cases} cases, ${count.steps} steps in ${Date.now() - started} ms; replay: PBT_SEED=${seed} PBT_RUNS=${numRuns}`,
+    `ownership PBT (fake API): seed=${seed} runs=${numRuns}: ${r.cases} cases, ${r.steps} steps in ${r.ms} ms; replay: PBT_SEED=${seed} PBT_RUNS=${numRuns}`,
   );
-  t.pass(`${count.cases} cases, ${count.steps} steps, no counterexample`);
+  t.pass(`${r.cases} cases, ${r.steps} steps, no counterexample`);
 });

@@ -1,0 +1,151 @@
+// The property-based search over the Proxmox VE simulator (docs/ownership.md, "Invariants and
+// replay"): the same generated clusters, steps and invariant as the unit run over the fake API
+// (test/helpers/proxmox-ownership.ts), against the real controller over HTTPS, with the
+// simulator's own semantics (qemu-server's pending and snapshot sections, unusedN bookkeeping,
+// hand edits through its admin API) and dropped connections as faults (a lock fault of the
+// generated steps is none here: the unit run covers lock timeouts). Fewer cases: each one
+// starts a simulator. PBT_SEED replays a run, PBT_SIM_RUNS sets how many cases.
+import t from 'tap';
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { DEFAULT_CONFIG_PATH } from '../../../sim/index.js';
+import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
+import { proxmoxController, startSimCluster } from '../../helpers/proxmox-on-sim.js';
+import {
+  type ClusterPicture,
+  type ClusterSpec,
+  type Fault,
+  type Hand,
+  NODE,
+  STORAGE,
+  type StepRunner,
+  callOp,
+  ownerOf,
+  pbtSettings,
+  refValue,
+  search,
+} from '../../helpers/proxmox-ownership.js';
+import { simState } from '../../helpers/sim-state.js';
+
+const GiB = 2 ** 30;
+const SNAP = 'before-upgrade';
+const ROUTES: Record<string, string> = {
+  updateVmConfig: 'POST /nodes/{node}/qemu/{vmid}/config',
+  unlinkDisks: 'PUT /nodes/{node}/qemu/{vmid}/config',
+  freeDisk: 'DELETE /nodes/{node}/storage/{storage}/content/{volume}',
+  resizeDisk: 'PUT /nodes/{node}/qemu/{vmid}/resize',
+  allocDisk: 'POST /nodes/{node}/storage/{storage}/content',
+  vmPending: 'GET /nodes/{node}/qemu/{vmid}/pending',
+};
+
+/** The default cluster file with hyper1 alone, holding the generated VMs and their keys. */
+function clusterFile(spec: ClusterSpec): Record<string, unknown> {
+  const base = parseYaml(readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as Record<string, unknown>;
+  const vms = spec.vms.map((v) => {
+    const keys = (where: string) =>
+      Object.fromEntries(
+        spec.refs.filter((r) => r.vm === v.vmid && r.where === where).map((r) => [r.key, refValue(r)]),
+      );
+    const snap = keys('snapshot');
+    return {
+      vmid: v.vmid,
+      name: v.name,
+      status: v.running ? 'running' : 'stopped',
+      bootDisk: { storage: STORAGE, size: '32G' },
+      config: keys('config'),
+      pending: keys('pending'),
+      ...(Object.keys(snap).length > 0 && { snapshots: { [SNAP]: snap } }),
+    };
+  });
+  return {
+    ...base,
+    nodes: [
+      {
+        name: NODE,
+        storages: [{ id: STORAGE, type: 'lvmthin', vgname: 'pve', thinpool: 'data', size: '200G', used: '24G' }],
+        vms,
+      },
+    ],
+  };
+}
+
+type Sim = Awaited<ReturnType<typeof startSimCluster>>;
+
+async function picture(s: Sim): Promise<ClusterPicture> {
+  const st = await simState(s.admin);
+  const storage = st.nodes.find((n) => n.name === NODE)?.storages.find((x) => x.id === STORAGE);
+  return {
+    volumes: new Map((storage?.volumes ?? []).map((v) => [v.volid.slice(STORAGE.length + 1), v.size])),
+    vms: st.vms.map((v) => ({
+      vmid: v.vmid,
+      name: v.name ?? '',
+      running: v.status === 'running',
+      config: v.config,
+      pending: v.pending,
+      pendingDelete: v.pendingDelete,
+      snapshots: v.snapshots,
+    })),
+  };
+}
+
+async function hand(s: Sim, h: Hand): Promise<void> {
+  if ('remove' in h) {
+    await s.admin.patchVm(h.vm, { config: { [h.key]: null } });
+    return;
+  }
+  const value = refValue(h);
+  if (h.where === 'snapshot') {
+    const vm = (await simState(s.admin)).vms.find((v) => v.vmid === h.vm);
+    await s.admin.patchVm(h.vm, { snapshots: { [SNAP]: { ...(vm?.snapshots[SNAP] ?? {}), [h.key]: value } } });
+  } else await s.admin.patchVm(h.vm, { [h.where]: { [h.key]: value } });
+}
+
+/** A simulator with the generated cluster, a controller on it, and the step runner over both. */
+async function open(spec: ClusterSpec): Promise<{ runner: StepRunner; close: () => Promise<void> }> {
+  const teardowns: Array<() => unknown> = [];
+  const local = { teardown: (f: () => unknown) => void teardowns.push(f) };
+  const close = async () => {
+    for (const f of teardowns.reverse()) await f();
+  };
+  try {
+    const s = await startSimCluster(local, { config: clusterFile(spec) });
+    // Disks no VM config names (orphans, spare disks of the driver) are allocated through the API.
+    const api = createHttpProxmoxApi({ cluster: s.cluster });
+    teardowns.push(() => api.close());
+    const have = (await picture(s)).volumes;
+    for (const d of spec.disks)
+      if (!have.has(d.disk))
+        await api.allocDisk(NODE, STORAGE, { vmid: ownerOf(d.disk) ?? 0, filename: d.disk, sizeBytes: d.gib * GiB });
+    const c = proxmoxController(local, s.cluster, { tuning: { startupFenceMs: 0 } });
+    const runner: StepRunner = {
+      picture: () => picture(s),
+      hand: (h) => hand(s, h),
+      fault: async (f: Fault) => {
+        if (f.kind === 'lost' || f.kind === 'refused')
+          await s.admin.patchFaults({
+            dropRate: 1,
+            dropPhase: f.kind === 'lost' ? 'after' : 'before',
+            dropRoutes: [ROUTES[f.method] ?? ''],
+          });
+      },
+      clearFaults: async () => {
+        await s.admin.patchFaults({ dropRate: 0, dropRoutes: [] });
+      },
+      call: (op) => callOp(c, op, 15_000),
+    };
+    return { runner, close };
+  } catch (e) {
+    await close();
+    throw e;
+  }
+}
+
+t.test('no generated cluster and call sequence breaks the ownership invariant (simulator)', async (t) => {
+  const { seed } = pbtSettings(0);
+  const numRuns = process.env.PBT_SIM_RUNS ? Number(process.env.PBT_SIM_RUNS) : 25;
+  const r = await search({ seed, numRuns, maxSteps: 5 }, open);
+  t.comment(
+    `ownership PBT (simulator): seed=${seed} runs=${numRuns}: ${r.cases} cases, ${r.steps} steps in ${r.ms} ms; replay: PBT_SEED=${seed} PBT_SIM_RUNS=${numRuns}`,
+  );
+  t.pass(`${r.cases} cases, ${r.steps} steps, no counterexample`);
+});
