@@ -141,7 +141,7 @@ async function open(spec: ClusterSpec): Promise<{ runner: StepRunner; close: () 
 }
 
 t.test('no generated cluster and call sequence breaks the ownership invariant (simulator)', async (t) => {
-  const { seed } = pbtSettings(0);
+  const { seed } = pbtSettings(0, 8);
   const numRuns = process.env.PBT_SIM_RUNS ? Number(process.env.PBT_SIM_RUNS) : 25;
   const r = await search({ seed, numRuns, maxSteps: 5 }, open);
   t.comment(
