@@ -4,7 +4,10 @@
 //
 // - CreateVolume 1: POST …/storage/{storage}/content (allocate). The storage content is read
 //   only when the allocation says the name exists (or its answer was lost).
-// - ControllerPublishVolume 3: GET …/pending (config, pending changes and digest: slot plan,
+// - ControllerPublishVolume 3 + 1 per other VM on the disk's host (4 on the simulator's hyper1):
+//   an exclusive attach reads every other VM of the host (GET …/pending each) at decision time,
+//   since a disk attached there by hand leaves no task the post-landing re-check could find
+//   (docs/ownership.md); then GET …/pending (config, pending changes and digest: slot plan,
 //   the VM's own disks, hotplug), POST …/config with that digest, GET /nodes/{node}/tasks: this
 //   change's task status (done, most of the time) and, in the same answer, every config change
 //   another instance of the driver (same token) made on the host since the disk index was read
@@ -26,7 +29,7 @@
 //   missed a disk attached by hand within the cache TTL and every non-SCSI key.
 export const PROXMOX_CALL_BUDGET = {
   CreateVolume: 1,
-  ControllerPublishVolume: 3,
+  ControllerPublishVolume: 4,
   ControllerUnpublishVolume: 2,
   DeleteVolume: 6,
 } as const;

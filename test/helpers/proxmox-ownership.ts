@@ -397,8 +397,8 @@ export async function runSteps(r: StepRunner, steps: readonly Step[], count: { s
 }
 
 /** PBT_SEED and PBT_RUNS from the environment (docs/ownership.md: replaying a seed). */
-// The bounded run in `npm test` uses a fixed seed: seeds 875796400, 11 and 12 (PBT_RUNS=300) find
-// counterexamples not fixed yet (docs/ownership.md, "Open counterexamples"); PBT_SEED=random searches.
+// The bounded run in `npm test` uses a fixed seed so a CI run is reproducible; PBT_SEED=random
+// searches new seeds (and prints them), PBT_RUNS runs longer (docs/ownership.md).
 export function pbtSettings(defaultRuns: number, defaultSeed = 1): { seed: number; numRuns: number } {
   const env = process.env.PBT_SEED;
   const seed = env === 'random' ? Date.now() % 2 ** 31 : env ? Number(env) : defaultSeed;

@@ -49,7 +49,10 @@ export class AttachChecks {
       exclusive.length === 0
         ? new Map<AttachJob, Error>()
         : // The disk's owner VM too: its own disks are never attached elsewhere (docs/design.md#foreign-disks).
-          this.others(vm, [...new Set(exclusive.map((j) => j.req.diskNode))]).then((scan) =>
+          // Read at decision time, not from the index: a disk put on another VM by hand leaves no
+          // task the post-landing re-check could find, so only a fresh read before the change
+          // keeps it off two VMs (docs/ownership.md, what a publish reads).
+          this.others(vm, [...new Set(exclusive.map((j) => j.req.diskNode))], 0).then((scan) =>
             this.exclusivity(exclusive, scan),
           ),
     ]);
@@ -100,9 +103,9 @@ export class AttachChecks {
     }
   }
 
-  /** Other VMs on these hosts as the index has them (re-read when older than its TTL). */
-  private others(vm: VmRef, nodes: string[]): Promise<VmEntries[]> {
-    return this.o.index.scan({ nodes, exclude: [vm.vmid], maxAgeMs: this.o.maxAgeMs });
+  /** Other VMs on these hosts as the index has them (re-read when older than maxAgeMs: 0 reads them now). */
+  private others(vm: VmRef, nodes: string[], maxAgeMs = this.o.maxAgeMs): Promise<VmEntries[]> {
+    return this.o.index.scan({ nodes, exclude: [vm.vmid], maxAgeMs });
   }
 
   /**

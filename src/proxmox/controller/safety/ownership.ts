@@ -467,6 +467,11 @@ export function permitConfigChange(
 
 function deletable(vm: VmRef, entries: readonly ConfigEntry[], key: string): string | undefined {
   const now = held(entries, key);
+  // A delete or unlink removes the key's current and pending values together: when they name
+  // two disks, one of them is a change the driver never makes (it only sets free slots).
+  const disks = new Set(now.map((raw) => parseDrive(raw)?.disk ?? raw));
+  if (disks.size > 1)
+    return `its current and pending values name different disks (${[...disks].join(', ')}); removing it would drop both`;
   if (/^unused\d+$/.test(key)) {
     const own = now.map(parseDrive).some((d) => d && diskOwner(d.disk) === vm.vmid);
     return own ? 'deleting an unused disk of its own frees it' : undefined;

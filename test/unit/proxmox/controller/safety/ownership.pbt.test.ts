@@ -100,3 +100,22 @@ t.test('no generated cluster and call sequence breaks the ownership invariant (f
   );
   t.pass(`${r.cases} cases, ${r.steps} steps, no counterexample`);
 });
+
+// Seeds whose counterexamples were fixed, replayed as named regressions (docs/ownership.md):
+// 875796400 first found a disk attached by hand within the disk index's TTL and then published to
+// a second VM (the exclusivity check read cached entries; it reads the host's VMs now); with that
+// fixed, it and 11 found an unpublish whose unlink dropped another disk's pending value in the
+// same key, and 12 a publish whose leftover-unusedN delete dropped a pending unusedN of another
+// disk (a delete or unlink of a key whose current and pending values name two disks is refused).
+for (const [seed, what] of [
+  [875796400, 'hand attach within the TTL; unlink dropping another pending disk'],
+  [11, 'unlink dropping another pending disk'],
+  [12, 'unusedN delete dropping another pending unusedN'],
+] as const) {
+  t.test(`counterexample seed ${seed} stays fixed: ${what}`, async (t) => {
+    const r = await search({ seed, numRuns: 300, maxSteps: 8 }, (spec) =>
+      Promise.resolve({ runner: runner(build(spec)), close: () => Promise.resolve() }),
+    );
+    t.pass(`${r.cases} cases, ${r.steps} steps, no counterexample`);
+  });
+}
