@@ -12,7 +12,8 @@ import { absolute } from '../../../src/cli/report/ownership.js';
 import { clusterFacts, HOUR, kube, NOW, proxmoxPv, rules, uid } from './day2-fixtures.js';
 import { AGES, BIRTH_AGO, build, facts, violation, worldArb } from './day2-world.js';
 
-const seed = Number(process.env.PBT_SEED ?? Date.now() % 2 ** 31);
+const seed =
+  process.env.PBT_SEED && process.env.PBT_SEED !== 'random' ? Number(process.env.PBT_SEED) : Date.now() % 2 ** 31;
 const runs = Number(process.env.PBT_RUNS ?? 1000);
 t.comment(`day-2 property search: PBT_SEED=${seed} PBT_RUNS=${runs}`);
 

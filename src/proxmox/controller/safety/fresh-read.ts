@@ -11,16 +11,7 @@ import type { VmResource } from '../../api/api.js';
 import type { Cluster } from '../state/cluster.js';
 import type { VmEntries } from '../state/scan.js';
 import type { FreshView, SnapshotSection } from './ownership.js';
-
-async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = [];
-  const queue = items.entries();
-  const worker = async () => {
-    for (const [i, item] of queue) out[i] = await fn(item);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
-}
+import { mapLimit } from '../state/scan.js';
 
 /** `nodes`: the disk's hosts (undefined: every node, for a shared storage). */
 export async function readFresh(

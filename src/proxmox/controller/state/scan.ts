@@ -19,7 +19,8 @@ export interface ScanOptions {
   exclude?: readonly number[] | undefined;
 }
 
-async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t: T) => Promise<R>): Promise<R[]> {
+/** fn over items, at most `limit` at a time, results in the items' order. */
+export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t: T) => Promise<R>): Promise<R[]> {
   const out: R[] = [];
   // One iterator shared by the workers: each takes the next item when it is free.
   const queue = items.entries();
