@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { startNfsBackend } from '../scripts/lib/backends.js';
+import { startNfsBackend } from '../test/harness/backends.js';
 import { NfsSession } from '../src/nfs/client/session.js';
 import { csiClient, type VolumeCapability } from '../test/helpers/csi-client.js';
 import { startRpcCounter } from '../test/helpers/rpc-counter.js';

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { start, stopAll } from './lib/procs.js';
+import { start, stopAll } from '../test/harness/procs.js';
 import {
   HOST_NODE,
   socketEndpointArgs,
@@ -14,7 +14,7 @@ import {
   type Backends,
   type NfsInfo,
   type ProxmoxInfo,
-} from './lib/backends.js';
+} from '../test/harness/backends.js';
 import { csiClient, type VolumeCapability } from '../test/helpers/csi-client.js';
 import { present } from '../test/helpers/present.js';
 

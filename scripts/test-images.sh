@@ -10,8 +10,8 @@
 #   scripts/test-images.sh proxmox    + csi-sanity from its image against the Proxmox driver
 #   scripts/test-images.sh nfs        + csi-sanity from its image against the NFS driver served
 #                                     by the NFS server image
-# The driver runs on the host as in the host sanity phases (scripts/sanity.sh); only the tools
-# are containers: CSI_SANITY and GANESHA_NFSD point scripts/sanity.sh at the podman wrappers.
+# The driver runs on the host as in the host sanity phases (test/sanity/sanity.sh); only the tools
+# are containers: CSI_SANITY and GANESHA_NFSD point test/sanity/sanity.sh at the podman wrappers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/ensure.sh
@@ -45,7 +45,7 @@ echo "test-images: $CSI_SANITY_IMAGE and $NFS_SERVER_IMAGE ready in $((SECONDS-t
 export CSI_SANITY="$PWD/image/csi-sanity/csi-sanity-podman.sh"
 case "$what" in
   build) ;;
-  proxmox) bash scripts/sanity.sh proxmox ;;
-  nfs) GANESHA_NFSD="$PWD/image/nfs-server/ganesha-podman.sh" bash scripts/sanity.sh nfs ;;
+  proxmox) bash test/sanity/sanity.sh proxmox ;;
+  nfs) GANESHA_NFSD="$PWD/image/nfs-server/ganesha-podman.sh" bash test/sanity/sanity.sh nfs ;;
   *) echo "test-images: unknown argument $what" >&2; exit 2 ;;
 esac

@@ -12,7 +12,7 @@ import type { ProxmoxInspect } from './proxmox/controller/controller.js';
 import { PROXMOX_DRIVER_NAME } from './proxmox/contract.js';
 import { NFS_DRIVER_NAME } from './nfs/contract.js';
 
-type KubernetesNodeNames = typeof import('./proxmox/controller/safety/helper-vms.js').kubernetesNodeNames;
+type KubernetesNodeNames = typeof import('./proxmox/controller/safety/expansion-helpers.js').kubernetesNodeNames;
 
 export const PROXMOX_DRIVER = PROXMOX_DRIVER_NAME;
 export const NFS_DRIVER = NFS_DRIVER_NAME;
@@ -128,9 +128,9 @@ function driverOf(
   };
 }
 
-/** In a pod: the Kubernetes Node names limit offline-expansion helpers (src/proxmox/controller/safety/helper-vms.ts). */
+/** In a pod: the Kubernetes Node names limit offline-expansion helpers (src/proxmox/controller/safety/expansion-helpers.ts). */
 async function withKubernetesNodes(): Promise<{ kubernetesNodes?: NonNullable<ReturnType<KubernetesNodeNames>> }> {
-  const k = (await import('./proxmox/controller/safety/helper-vms.js')).kubernetesNodeNames();
+  const k = (await import('./proxmox/controller/safety/expansion-helpers.js')).kubernetesNodeNames();
   return k ? { kubernetesNodes: k } : {};
 }
 

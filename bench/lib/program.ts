@@ -10,7 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { identityClient, probeReady } from '../../src/server/self-probe.js';
-import { spawnGuarded } from '../../scripts/lib/reaper.js';
+import { spawnGuarded } from '../../test/harness/reaper.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 /** BENCH_MAIN: another build of the program (e.g. an older commit's dist/src/main.js) to compare against. */
@@ -87,7 +87,7 @@ export async function startProgram(args: string[], endpoints: string[], o: Start
     cmd = ['/bin/sh', [ENTRYPOINT, ...args]];
   }
   const t0 = process.hrtime.bigint();
-  // Its own process group, killed if the bench ends first (kill -9 included: scripts/lib/reaper.ts).
+  // Its own process group, killed if the bench ends first (kill -9 included: test/harness/reaper.ts).
   const child = spawnGuarded(cmd[0], cmd[1], { stdio: ['ignore', 'ignore', 'pipe'], env });
   if (cgroup) {
     const dir = cgroup;

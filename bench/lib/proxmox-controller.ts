@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { RunningSimulator } from '../../sim/index.js';
-import { writeProxmoxConfig } from '../../scripts/lib/backends.js';
+import { writeProxmoxConfig } from '../../test/harness/backends.js';
 import { type CsiClient, csiClient } from '../../test/helpers/csi-client.js';
 import { startProgram } from './program.js';
 

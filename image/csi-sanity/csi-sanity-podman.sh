@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stands in for the csi-sanity binary (CSI_SANITY=this file, scripts/lib/sanity-run.ts): runs
+# Stands in for the csi-sanity binary (CSI_SANITY=this file, test/sanity/run.ts): runs
 # the csi-sanity image ($CSI_SANITY_IMAGE) with podman, same arguments. Every path csi-sanity
 # gets (sockets, parameter files, mount and staging dirs, the JUnit report) lies under the
 # checkout's .run/, which the container sees at the same path; the driver under test runs on the

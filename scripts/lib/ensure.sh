@@ -93,7 +93,7 @@ ensure_node() {
 # Every script that sources this file runs on the tests' Node (see ensure_node).
 ensure_node || return 1
 
-# helm, pinned, built with `go install` into .tools/ (scripts/helm-test.sh and the k8s tier).
+# helm, pinned, built with `go install` into .tools/ (test/helm/tier.sh and the k8s tier).
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 HELM="$TOOLS/helm"
 helm_is_pinned() {

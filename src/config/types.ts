@@ -20,7 +20,7 @@ export interface ProxmoxClusterConfig {
   caFile?: string;
   /**
    * VM names an offline expansion may borrow (our extension: `expansion_helpers`). Unset: the
-   * Kubernetes Nodes' names (src/proxmox/controller/safety/helper-vms.ts).
+   * Kubernetes Nodes' names (src/proxmox/controller/safety/expansion-helpers.ts).
    */
   expansionHelpers?: string[];
 }

@@ -1,11 +1,13 @@
 // Every StorageClass parameter of nfs.csi.k8s.io (matched case-insensitively, like csi-driver-nfs;
-// these are the canonical spellings). One source of truth: controller/params.ts reads them (the
-// value parsers of the keys that stand alone sit beside their schema here; server, share, subDir
-// and onDelete depend on the request and the path rules in params.ts), the chart's
+// these are the canonical spellings). One source of truth: controller/params.ts reads them (each
+// key's value parser sits beside its schema here; subDir's templates depend on the request and
+// are expanded in controller/params.ts), the chart's
 // values.schema.json `nfsParameters` is generated from `schema` (scripts/gen-chart-schema.ts;
 // test/helm/schema-params.test.ts checks both ways) and docs/parameters.md from `doc` and `schema`.
 import type { ParamDef } from '../csi/param-def.js';
 import { InvalidArgument } from '../errors.js';
+import { ON_DELETE, type OnDelete } from './contract.js';
+import { checkServer, normaliseShare } from './path-rules.js';
 
 /** An octal file mode such as "0775"; 0 and unset mean "leave the mode as created" (upstream). */
 export function parseOctalMode(v: string | undefined, what: string): number | undefined {
@@ -27,11 +29,26 @@ const numericId =
     return Number(v);
   };
 
+/** onDelete's value, any case; undefined = the driver's default (the chart's nfs.onDelete). */
+function parseOnDelete(v: string | undefined): OnDelete | undefined {
+  if (v === undefined || v === '') return undefined;
+  const lower = v.toLowerCase() as OnDelete;
+  if (!ON_DELETE.includes(lower)) {
+    throw new InvalidArgument(`parameter "onDelete" value "${v}" is not one of ${ON_DELETE.join(', ')}`);
+  }
+  return lower;
+}
+
 export const NFS_PARAMETERS = {
-  server: { doc: 'NFS server host name or address (required)', schema: { type: 'string' } },
+  server: {
+    doc: 'NFS server host name or address (required)',
+    schema: { type: 'string' },
+    parse: (v: string | undefined) => checkServer(v ?? ''),
+  },
   share: {
     doc: 'exported path (required), e.g. /volume1/k8s-volumes/talos',
     schema: { type: 'string', pattern: '^(/.*)?$' },
+    parse: (v: string | undefined) => normaliseShare(v ?? ''),
   },
   subDir: {
     doc: 'directory below the share; ${pvc.metadata.namespace}, ${pvc.metadata.name}, ${pv.metadata.name} are expanded; no ".." segment',
@@ -45,6 +62,7 @@ export const NFS_PARAMETERS = {
   onDelete: {
     doc: 'what DeleteVolume does with the directory: delete, retain or archive',
     schema: { enum: ['', 'delete', 'retain', 'archive', 'Delete', 'Retain', 'Archive'] },
+    parse: parseOnDelete,
   },
   uid: {
     doc: 'ours: owner uid of the volume directory (no chown initContainer needed)',

@@ -1,6 +1,6 @@
 // The mover VM: the VM `pve-nfs-csi move` borrows to carry an unattached LVM-thin disk to another
 // host of the same cluster through the API, without root@pam. Not to be confused with the
-// expansion helpers (controller/safety/helper-vms.ts): the cluster's node VMs an offline
+// expansion helpers (controller/safety/expansion-helpers.ts): the cluster's node VMs an offline
 // expansion borrows; the mover VM is one VM of our own, made and destroyed by each move.
 //
 // What Proxmox VE offers (read from qemu-server and pve-storage): the storage API's volume copy

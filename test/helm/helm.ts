@@ -100,7 +100,7 @@ export function helmBinary(): string {
   const bin = process.env.HELM ?? path.join(ROOT, '.tools/helm');
   if (!fs.existsSync(bin)) {
     throw new Error(
-      `helm not found at ${bin}: run scripts/helm-test.sh (it installs helm v3.22.0 into .tools/) or set HELM`,
+      `helm not found at ${bin}: run test/helm/tier.sh (it installs helm v3.22.0 into .tools/) or set HELM`,
     );
   }
   return bin;

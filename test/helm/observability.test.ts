@@ -1,5 +1,5 @@
 // The opt-in observability objects: the PrometheusRule (its alerts are tested by promtool in
-// scripts/helm-test.sh) and the Grafana dashboard ConfigMap. Every metric a dashboard panel or an
+// test/helm/tier.sh) and the Grafana dashboard ConfigMap. Every metric a dashboard panel or an
 // alert names must be one the program exports: the names come from the real metrics registry
 // (src/server/metrics.ts with the gauges of the pool view and the findings registered), not from
 // a list kept here.

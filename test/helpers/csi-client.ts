@@ -11,7 +11,6 @@ import { csiGrpc } from '../../src/server/proto.js';
 
 // Request-side message types, for tests that build requests ahead of the call.
 export type { VolumeCapability } from '../../src/gen/csi/v1/VolumeCapability.js';
-export type { CreateVolumeRequest } from '../../src/gen/csi/v1/CreateVolumeRequest.js';
 /** A volume as CreateVolume returns it (id, context, topology). */
 export type { Volume__Output as CreatedVolume } from '../../src/gen/csi/v1/Volume.js';
 

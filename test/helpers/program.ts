@@ -1,11 +1,11 @@
 // The real program (src/main.ts under tsx) as a child process, for tests of what only the whole
 // process does: flags, start-up, signals, sockets. Killed on the test's teardown if still running,
-// and by scripts/lib/reaper.sh if the test process is killed first.
+// and by test/harness/reaper.sh if the test process is killed first.
 import type { ChildProcessByStdio } from 'node:child_process';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Teardown } from './teardown.js';
-import { spawnGuarded } from '../../scripts/lib/reaper.js';
+import { spawnGuarded } from '../harness/reaper.js';
 
 export interface RunningProgram {
   child: ChildProcessByStdio<null, Readable, Readable>;
@@ -19,7 +19,7 @@ export interface RunningProgram {
 }
 
 export function spawnProgram(t: Teardown, args: string[]): RunningProgram {
-  // Its own process group, killed if this test process dies first (scripts/lib/reaper.ts); the
+  // Its own process group, killed if this test process dies first (test/harness/reaper.ts); the
   // spawn options make stdout and stderr pipes.
   const child = spawnGuarded(process.execPath, ['--import=tsx', path.resolve('src/main.ts'), ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],

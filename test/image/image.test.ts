@@ -13,7 +13,7 @@ import { csiClient } from '../helpers/csi-client.js';
 import { stageAndPublish, unpublishAndUnstage, type StagedVolume } from '../helpers/stage-publish.js';
 import { canUseLoopDevices, LoopRig } from '../integration/node/loop-rig.js';
 import { wwnHexForSlot as wwnForSlot } from '../../src/proxmox/contract.js';
-import { HOST_NODE, nodeIdentityArgs, startProxmoxBackend } from '../../scripts/lib/backends.js';
+import { HOST_NODE, nodeIdentityArgs, startProxmoxBackend } from '../harness/backends.js';
 
 const IMAGE = process.env.IMAGE ?? '';
 if (!IMAGE || !process.env.CONTAINERS_STORAGE_CONF)

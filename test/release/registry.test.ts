@@ -1,4 +1,4 @@
-// The releases as a user gets them from a registry (scripts/release-test.sh pushed them to a
+// The releases as a user gets them from a registry (test/release/tier.sh pushed them to a
 // real distribution registry on 127.0.0.1 with TLS from a test CA): the image by tag, with the
 // digest and labels the release build reported; the chart from oci://, its version and its image
 // pinned; the program in the pulled image reporting the same version.

@@ -1,7 +1,7 @@
 // The VM tier's end-to-end scenario, beyond csi-sanity: data written through a real mount
 // survives unpublish/republish (into another SCSI slot), an online expansion grows the
 // filesystem the guest kernel sees, and NFS archive-on-delete keeps the data and never gets
-// stuck on a second delete of a same-named claim. Run by scripts/vm-tier.ts inside vm.sh.
+// stuck on a second delete of a same-named claim. Run by test/vm/tier.ts inside vm.sh.
 import { GUEST_KUBELET_DIR } from './guest-paths.js';
 import { GuestVolumes, type GuestVolume } from './guest-volumes.js';
 import { guestShell, scenarioLog, type ScenarioDeps as Deps } from './scenario.js';

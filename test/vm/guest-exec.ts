@@ -32,7 +32,7 @@ async function main(): Promise<number> {
   }
   if (args.length === 0) usage('no command');
   const socket = process.env.VM_QGA_SOCKET;
-  if (!socket) usage("VM_QGA_SOCKET is not set (run under scripts/vm.sh run, or export the guest's qgaSocket)");
+  if (!socket) usage("VM_QGA_SOCKET is not set (run under test/vm/vm.sh run, or export the guest's qgaSocket)");
   const r = await guestExec(socket, args, {
     timeoutMs: timeoutS * 1000,
     ...(input ? { input: await readStdin() } : {}),

@@ -2,7 +2,7 @@
 // NodePublishVolume with a generated volume id, the pod spec's volumeAttributes and
 // csi.storage.k8s.io/ephemeral=true, and no controller call at all; the guest kernel mounts the
 // folder from its nfsd. Nothing is created or removed on the server: the folder must exist, a
-// missing one is NOT_FOUND and stays missing. Run by scripts/vm-tier.ts inside vm.sh.
+// missing one is NOT_FOUND and stays missing. Run by test/vm/tier.ts inside vm.sh.
 import { guestExec } from './qga.js';
 import { GUEST_KUBELET_DIR } from './guest-paths.js';
 import { guestShell, scenarioLog } from './scenario.js';

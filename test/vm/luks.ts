@@ -4,7 +4,7 @@
 // a clear INVALID_ARGUMENT, and a volume LUKS-formatted the way proxmox-csi-plugin does it (its
 // exact cryptsetup command lines, mapping sdX-encrypted, mkfs.ext4 on the mapping) opens with ours;
 // a header left without key slots by an interrupted format is formatted again.
-// Run by scripts/vm-tier.ts inside vm.sh.
+// Run by test/vm/tier.ts inside vm.sh.
 import { GUEST_KUBELET_DIR } from './guest-paths.js';
 import { GuestVolumes, type GuestVolume } from './guest-volumes.js';
 import { guestShell, scenarioLog, type ScenarioDeps as Deps } from './scenario.js';

@@ -7,7 +7,7 @@
 // same QMP socket): the volume, now under its hyper2 handle, is published there, staged without
 // being reformatted, and the file reads back the same. The Kubernetes half (PV/PVC swap, crashes)
 // is tested against a real API server in test/k8s/cli/move.test.ts.
-// Run by scripts/vm-tier.ts inside vm.sh.
+// Run by test/vm/tier.ts inside vm.sh.
 import fs from 'node:fs';
 import path from 'node:path';
 import { GUEST_KUBELET_DIR } from './guest-paths.js';

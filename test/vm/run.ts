@@ -1,4 +1,4 @@
-// `scripts/vm.sh run -- COMMAND...`: boots the guest with the node plugin in it, runs COMMAND
+// `test/vm/vm.sh run -- COMMAND...`: boots the guest with the node plugin in it, runs COMMAND
 // on the host with the guest's coordinates in VM_* variables, stops the guest, and exits with
 // COMMAND's exit code. See test/vm/README.md for the variables.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -78,7 +78,7 @@ async function main(): Promise<number> {
   const argv = process.argv.slice(2);
   if (argv[0] === '--') argv.shift();
   if (argv.length === 0) {
-    log('usage: scripts/vm.sh run -- COMMAND [ARG...]');
+    log('usage: test/vm/vm.sh run -- COMMAND [ARG...]');
     return 2;
   }
   const logDir = process.env.VM_LOG_DIR ?? path.join(repoRoot, '.run/vm');

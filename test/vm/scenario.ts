@@ -1,9 +1,9 @@
-// What every VM-tier scenario (e2e, luks, move, inline-nfs; run by scripts/vm-tier.ts inside
+// What every VM-tier scenario (e2e, luks, move, inline-nfs; run by test/vm/tier.ts inside
 // vm.sh) shares: the controller it starts on the host, the guest's coordinates from VM_*
 // variables (vm-env.ts), a shell in the guest, and progress lines with checks that end the scenario.
 import { guestExec } from './qga.js';
 import { vmEnv } from './vm-env.js';
-import type { Controller } from '../../scripts/vm-tier.js';
+import type { Controller } from './tier.js';
 
 export interface ScenarioDeps {
   freshDir(name: string): string;

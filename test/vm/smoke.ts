@@ -1,4 +1,4 @@
-// Smoke test of the VM tier (scripts/vm.sh smoke): boots the guest and checks, from the host,
+// Smoke test of the VM tier (test/vm/vm.sh smoke): boots the guest and checks, from the host,
 // (a) a forwarded port reaches a guest process, (b) the exec channel and csi-sanity path
 // helpers, (c) QMP hot-plug of a disk with a PVC-ID WWN as Proxmox does it, found by WWN,
 // formatted, mounted, grown online with block_resize + resize2fs, unplugged, (d) the guest

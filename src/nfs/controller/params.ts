@@ -1,9 +1,10 @@
 // StorageClass parameters of nfs.csi.k8s.io: the keys upstream csi-driver-nfs accepts (matched
-// case-insensitively, like upstream), the subDir templates, and path validation.
+// case-insensitively, like upstream) and the subDir templates; the per-key parsers sit beside
+// their schema in ../param-keys.ts and the path rules in ../path-rules.ts.
 import { InvalidArgument } from '../../errors.js';
-import { hasControlCharacter } from '../../control-characters.js';
 import { NFS_PARAMETERS } from '../param-keys.js';
-import { NFS_CONTEXT, ON_DELETE, type OnDelete, SUBDIR_TEMPLATES } from '../contract.js';
+import { NFS_CONTEXT, type OnDelete, SUBDIR_TEMPLATES } from '../contract.js';
+import { checkRelativePath, checkSegment } from '../path-rules.js';
 
 const PVC_NAMESPACE_KEY = NFS_CONTEXT.pvcNamespace;
 const PVC_NAME_KEY = NFS_CONTEXT.pvcName;
@@ -32,55 +33,6 @@ export interface VolumeParams {
   onDelete: OnDelete;
   uid?: number | undefined;
   gid?: number | undefined;
-}
-
-const MAX_NAME_BYTES = 255;
-
-/** Checks one path component; `what` names the parameter in the message. */
-export function checkSegment(seg: string, what: string, full: string): void {
-  if (seg === '')
-    throw new InvalidArgument(`${what} "${full}" has an empty path segment (leading, trailing or double "/")`);
-  if (seg === '.' || seg === '..') throw new InvalidArgument(`${what} "${full}" must not contain "${seg}" segments`);
-  if (Buffer.byteLength(seg, 'utf8') > MAX_NAME_BYTES) {
-    throw new InvalidArgument(
-      `${what} "${full}": segment "${seg.slice(0, 40)}…" is longer than ${MAX_NAME_BYTES} bytes`,
-    );
-  }
-  // '#' separates the fields of the volume handle; control characters have no place in a path.
-  if (seg.includes('#') || hasControlCharacter(seg))
-    throw new InvalidArgument(`${what} "${full}" must not contain "#" or control characters`);
-}
-
-/** A relative path below the share: no leading "/", no empty, "." or ".." segments. */
-export function checkRelativePath(p: string, what: string): string {
-  if (p.startsWith('/')) throw new InvalidArgument(`${what} "${p}" must be relative to the share, not absolute`);
-  for (const seg of p.split('/')) checkSegment(seg, what, p);
-  return p;
-}
-
-/** The share as an absolute path; surrounding slashes are optional in the parameter. */
-export function normaliseShare(share: string): string {
-  const trimmed = share.replace(/^\/+|\/+$/g, '');
-  if (trimmed === '') return '/';
-  for (const seg of trimmed.split('/')) checkSegment(seg, 'share', share);
-  return '/' + trimmed;
-}
-
-export function checkServer(server: string): string {
-  if (!server) throw new InvalidArgument('parameter "server" is required: the NFS server\'s host name or IP address');
-  if (server.length > 253 || /[\s/#]/.test(server) || hasControlCharacter(server)) {
-    throw new InvalidArgument(`parameter "server" value "${server}" is not a host name or IP address`);
-  }
-  return server;
-}
-
-function parseOnDelete(v: string | undefined, fallback: OnDelete): OnDelete {
-  if (v === undefined || v === '') return fallback;
-  const lower = v.toLowerCase() as OnDelete;
-  if (!ON_DELETE.includes(lower)) {
-    throw new InvalidArgument(`parameter "onDelete" value "${v}" is not one of ${ON_DELETE.join(', ')}`);
-  }
-  return lower;
 }
 
 /** Replaces ${pvc.metadata.namespace}, ${pvc.metadata.name} and ${pv.metadata.name}. */
@@ -126,8 +78,8 @@ export function parseCreateParams(
     p[lower] = value;
   }
 
-  const server = checkServer(p.server ?? '');
-  const share = normaliseShare(p.share ?? '');
+  const server = NFS_PARAMETERS.server.parse(p.server);
+  const share = NFS_PARAMETERS.share.parse(p.share);
   let subDir: string;
   const subdirParam = p.subdir;
   const fromParam = !!subdirParam;
@@ -145,7 +97,7 @@ export function parseCreateParams(
     subDir,
     subDirFromParam: fromParam,
     mountPermissions: NFS_PARAMETERS.mountPermissions.parse(p.mountpermissions),
-    onDelete: parseOnDelete(p.ondelete, defaultOnDelete),
+    onDelete: NFS_PARAMETERS.onDelete.parse(p.ondelete) ?? defaultOnDelete,
     uid: NFS_PARAMETERS.uid.parse(p.uid),
     gid: NFS_PARAMETERS.gid.parse(p.gid),
   };

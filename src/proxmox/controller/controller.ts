@@ -16,7 +16,7 @@ import { controllerExpandVolume } from './rpc/expand.js';
 import { createHttpProxmoxApi } from '../api/http-api.js';
 import { type BackendHealth, HealthLog } from '../../csi/health.js';
 import { controllerModifyVolume } from './rpc/modify.js';
-import { configuredHelpers, type HelperVmNames } from './safety/helper-vms.js';
+import { configuredHelpers, type HelperVmNames } from './safety/expansion-helpers.js';
 import { DEFAULT_POOL_GUARD, type PoolGuardSettings } from './safety/pool-guard.js';
 import { PoolUsage } from './state/pool-usage.js';
 import type { Fences } from './safety/fences.js';
@@ -50,7 +50,7 @@ export interface ProxmoxControllerOptions {
   queryTimeoutMs?: number;
   connections?: number;
   tuning?: ClusterTuning;
-  /** Kubernetes Node names (helper-vms.ts), for clusters without an expansion_helpers list. */
+  /** Kubernetes Node names (safety/expansion-helpers.ts), for clusters without an expansion_helpers list. */
   kubernetesNodes?: HelperVmNames;
   /** The thin-pool guard (safety/pool-guard.ts); default DEFAULT_POOL_GUARD. */
   poolGuard?: PoolGuardSettings;

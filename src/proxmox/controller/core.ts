@@ -17,7 +17,7 @@ import {
   TOPOLOGY_ZONE_KEY,
 } from '../contract.js';
 import { type VolumeRef, diskOwner, parseVolumeId, volidOf } from '../volume-id.js';
-import type { HelperVmNames } from './safety/helper-vms.js';
+import type { HelperVmNames } from './safety/expansion-helpers.js';
 import type { PoolGuardSettings } from './safety/pool-guard.js';
 import type { PoolUsage } from './state/pool-usage.js';
 import type { DiskFacts } from './safety/ownership.js';
@@ -28,7 +28,7 @@ export interface Core {
   defaultRegion: string;
   controllerVmId: number;
   log: Logger;
-  /** Per region: the VM names an offline expansion may borrow; absent = any VM (helper-vms.ts). */
+  /** Per region: the VM names an offline expansion may borrow; absent = any VM (safety/expansion-helpers.ts). */
   helperVms?: Map<string, HelperVmNames>;
   /** The thin-pool guard's settings (safety/pool-guard.ts); absent or disabled: no guard. */
   poolGuard?: PoolGuardSettings;

@@ -1,5 +1,5 @@
 // Servers a bench starts outside its own process end with the bench, however it ends: killed
-// with SIGKILL, the harness runs none of its clean-up, and its watcher (scripts/lib/reaper.sh)
+// with SIGKILL, the harness runs none of its clean-up, and its watcher (test/harness/reaper.sh)
 // stops ganesha and kills the server's process group. If the watcher is killed too, the next
 // harness to start sweeps the registry the dead one left. Before, the ganesha that bench/rss.ts
 // started and the program under test kept running after the bench was killed.

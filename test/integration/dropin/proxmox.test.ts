@@ -17,7 +17,7 @@ import { SimulatorAdmin, startSimulator } from '../../../sim/index.js';
 import type { VolumeCapability } from '../../helpers/csi-client.js';
 import { present } from '../../helpers/present.js';
 import { composeProgram } from '../../helpers/composed-program.js';
-import { nodeIdentityArgs } from '../../../scripts/lib/backends.js';
+import { nodeIdentityArgs } from '../../harness/backends.js';
 import { mountsUnder, unmountUnder } from '../../helpers/mounts.js';
 
 const GiB = 1024 ** 3;

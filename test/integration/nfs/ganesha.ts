@@ -8,7 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { freePort } from '../../helpers/free-port.js';
-import { undoOnExit } from '../../../scripts/lib/reaper.js';
+import { undoOnExit } from '../../harness/reaper.js';
 
 const run = promisify(execFile);
 const SCRIPT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../scripts/ganesha.sh');
@@ -61,7 +61,7 @@ export async function startGanesha(
     ...(opts.extraExports ?? []).flatMap((e) => ['--extra-export', e]),
   ];
   // ganesha daemonizes: if this process ends without stopping it (kill -9 of the test or the
-  // bench), scripts/lib/reaper.sh does. Registered before the start, released after the stop.
+  // bench), test/harness/reaper.sh does. Registered before the start, released after the stop.
   let release = undoOnExit({ run: ['bash', SCRIPT, 'stop', ...args] });
   const info = JSON.parse(await script('start', args)) as GaneshaInfo;
   return {

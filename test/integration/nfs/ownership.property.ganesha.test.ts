@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { parseVolumeId } from '../../../src/nfs/volume-id.js';
-import { normaliseShare } from '../../../src/nfs/controller/params.js';
+import { normaliseShare } from '../../../src/nfs/path-rules.js';
 import { type Ganesha, startGanesha } from './ganesha.js';
 import { controllerOn, createReq, ctx, picture } from './ownership-rig.js';
 import { freePort } from '../../helpers/free-port.js';

@@ -7,7 +7,7 @@ import { spawnProgram } from '../../helpers/program.js';
 import { tempDir } from '../../helpers/temp-dir.js';
 import { loadSubcommand, subcommandNames } from '../../../src/cli/index.js';
 import type { Teardown } from '../../helpers/teardown.js';
-import { nodeIdentityArgs, socketEndpointArgs, writeProxmoxConfig } from '../../../scripts/lib/backends.js';
+import { nodeIdentityArgs, socketEndpointArgs, writeProxmoxConfig } from '../../harness/backends.js';
 
 /** The program in controller mode, its --proxmox-config (written into `dir`) naming `cluster`. */
 function spawnController(t: Teardown, dir: string, cluster: Parameters<typeof writeProxmoxConfig>[1], args: string[]) {

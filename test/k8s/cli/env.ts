@@ -8,7 +8,7 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { startSimulator, type RunningSimulator } from '../../../sim/index.js';
 import { AUDITOR, defaultConfig } from '../../../sim/test/fixtures/helpers.js';
-import { writeProxmoxConfig } from '../../../scripts/lib/backends.js';
+import { writeProxmoxConfig } from '../../harness/backends.js';
 import { freePort } from '../../helpers/free-port.js';
 import { SimulatorAdmin } from '../../../sim/index.js';
 import { runSubcommand } from '../../../src/cli/index.js';

@@ -6,7 +6,7 @@ import path from 'node:path';
 import crypto from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { start, type Proc } from '../../../scripts/lib/procs.js';
+import { start, type Proc } from '../../harness/procs.js';
 import { freePort } from '../../helpers/free-port.js';
 import { selfSigned } from '../../helpers/self-signed.js';
 import { Kube } from './kube.js';

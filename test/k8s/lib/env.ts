@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type * as Lib from '@kubernetes/client-node';
 import YAML from 'yaml';
-import { startProxmoxBackend, type Backends } from '../../../scripts/lib/backends.js';
+import { startProxmoxBackend, type Backends } from '../../harness/backends.js';
 import { SimulatorAdmin } from '../../../sim/index.js';
 import type { Plain } from '../../../src/k8s/api.js';
 import { csiClient } from '../../helpers/csi-client.js';

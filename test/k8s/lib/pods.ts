@@ -14,7 +14,7 @@
 //  - env: values and the fieldRefs the chart uses.
 import fs from 'node:fs';
 import path from 'node:path';
-import { start, type Proc } from '../../../scripts/lib/procs.js';
+import { start, type Proc } from '../../harness/procs.js';
 import { freePort } from '../../helpers/free-port.js';
 import { present } from '../../helpers/present.js';
 import type { Kube } from './kube.js';

@@ -1,4 +1,4 @@
-// What scripts/release-test.sh hands the release tests: the local registry (scripts/lib/registry.sh
+// What test/release/tier.sh hands the release tests: the local registry (scripts/lib/registry.sh
 // writes its env file) and the two releases it built and pushed there (release.env of
 // scripts/release.sh): N-1 from a fixed older commit and N from this tree. Also helm against
 // that registry and the k8s tier's cluster, and the program as pulled from the registry.
@@ -41,7 +41,7 @@ function envFile(file: string): Record<string, string> {
 }
 
 const need = (name: string) =>
-  present(process.env[name], `${name} (set by scripts/release-test.sh: run the tests through it)`);
+  present(process.env[name], `${name} (set by test/release/tier.sh: run the tests through it)`);
 
 export function registry(): Registry {
   const e = envFile(path.join(need('RELEASE_REGISTRY_DIR'), 'env'));

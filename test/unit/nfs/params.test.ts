@@ -1,7 +1,8 @@
 // StorageClass parameters, subDir templates, path validation and the volume-handle codec.
 import t from 'tap';
 import { isCsiError } from '../../../src/errors.js';
-import { expandSubDir, normaliseShare, parseCreateParams } from '../../../src/nfs/controller/params.js';
+import { expandSubDir, parseCreateParams } from '../../../src/nfs/controller/params.js';
+import { normaliseShare } from '../../../src/nfs/path-rules.js';
 import { parseOctalMode } from '../../../src/nfs/param-keys.js';
 import { archivePath, stamp } from '../../../src/nfs/controller/policy.js';
 import { composeVolumeId, parseVolumeId } from '../../../src/nfs/volume-id.js';

@@ -39,12 +39,6 @@ export interface DiskSite {
   drive: Drive;
 }
 
-export interface VmDrives {
-  entries: ConfigEntry[];
-  /** Digest of the config these entries were read with, when known. */
-  digest?: string;
-}
-
 const SCSI_RE = /^scsi(\d+)$/;
 
 export function slotOf(key: string): number | undefined {
@@ -126,24 +120,6 @@ export function unusedOf(entries: readonly ConfigEntry[], storage: string, disk:
     .filter((e) => /^unused\d+$/.test(e.key))
     .filter((e) => same(parseDrive(e.value ?? e.pending ?? ''), storage, disk))
     .map((e) => e.key);
-}
-
-/** Every disk on scsiN slots of the VM (current values), for scans across VMs. */
-export function attachedDisks(entries: readonly ConfigEntry[]): DiskSite[] {
-  const out: DiskSite[] = [];
-  for (const e of entries) {
-    const slot = slotOf(e.key);
-    if (slot === undefined) continue;
-    for (const [raw, placement] of [
-      [e.value, e.pendingDelete ? 'detaching' : 'attached'],
-      [e.pending, 'attaching'],
-    ] as const) {
-      if (raw === undefined) continue;
-      const drive = parseDrive(raw);
-      if (drive) out.push({ key: e.key, slot, placement: placement, drive });
-    }
-  }
-  return out;
 }
 
 /** Builds entries from a plain config (when only GET …/config is available). */

@@ -4,7 +4,7 @@
 #   --vm:      controller on this host, node plugin inside the QEMU guest (real SCSI hot-plug,
 #              real kernel NFS mounts); see test/vm/README.md
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/lib/ensure.sh
 ensure_node_modules
 ensure_host_tools
@@ -19,6 +19,6 @@ for a in "${@:2}"; do
   rest+=("$a")
 done
 if [ "$vm" = 1 ]; then
-  exec bash scripts/vm.sh run -- node --import=tsx scripts/vm-tier.ts sanity "$driver" "${rest[@]}"
+  exec bash test/vm/vm.sh run -- node --import=tsx test/vm/tier.ts sanity "$driver" "${rest[@]}"
 fi
-exec node --import=tsx scripts/sanity.ts "$driver" "${rest[@]}"
+exec node --import=tsx test/sanity/main.ts "$driver" "${rest[@]}"

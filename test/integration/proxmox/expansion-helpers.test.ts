@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { VmResource } from '../../../src/proxmox/api/api.js';
 import { helperCandidates } from '../../../src/proxmox/controller/rpc/expand.js';
-import { configuredHelpers, kubernetesNodeNames } from '../../../src/proxmox/controller/safety/helper-vms.js';
+import { configuredHelpers, kubernetesNodeNames } from '../../../src/proxmox/controller/safety/expansion-helpers.js';
 import { selfSigned } from '../../helpers/self-signed.js';
 import { present } from '../../helpers/present.js';
 
@@ -47,7 +47,7 @@ t.test("only allowed names on the disk's host, never its owner; stopped first", 
 });
 
 t.test('Kubernetes Node names in-cluster: token, CA, cache, clear errors', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'helper-vms-'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'expansion-helpers-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const tls = selfSigned(dir, 'k');
   const tokenPath = path.join(dir, 'token');

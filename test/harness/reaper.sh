@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What a harness (a bench, a test file, an orchestration script) started outside itself must not
 # outlive it, however it ends: kill -9 included, which runs none of its own clean-up. The harness
-# keeps a registry file of what to undo (scripts/lib/reaper.ts writes it) and starts this script
+# keeps a registry file of what to undo (test/harness/reaper.ts writes it) and starts this script
 # beside it:
 #
 #   reaper.sh watch REGISTRY   waits until its stdin (a pipe from the harness) closes, i.e. until

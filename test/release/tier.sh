@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # The release tier (`npm test` phases; docs/release.md):
 #
-#   scripts/release-test.sh lint       actionlint (+ shellcheck on their run: blocks) on
+#   test/release/tier.sh lint       actionlint (+ shellcheck on their run: blocks) on
 #                                      .github/workflows/*.yml; actionlint built from its Go
 #                                      module into $CACHE/actionlint-<version>
-#   scripts/release-test.sh [registry] a real registry on 127.0.0.1 with TLS from a test CA
+#   test/release/tier.sh [registry] a real registry on 127.0.0.1 with TLS from a test CA
 #                                      (scripts/lib/registry.sh); release N-1 (the tree of commit
 #                                      $PREV_COMMIT, built by scripts/release.sh's steps) and N
 #                                      (this tree, `npm run release`) pushed to it; then
 #                                      test/release/registry.test.ts (pull, labels, digest, chart)
-#   scripts/release-test.sh upgrade    the same, then test/release/upgrade.test.ts too: `helm
+#   test/release/tier.sh upgrade    the same, then test/release/upgrade.test.ts too: `helm
 #                                      install oci://…` N-1 into the k8s tier's cluster, volumes of
 #                                      both drivers, `helm upgrade` to N, `helm rollback`
 # Prints each step's time.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/lib/ensure.sh
 source scripts/lib/containers.sh
 source scripts/lib/registry.sh

@@ -6,7 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { startGanesha, type Ganesha } from '../../../test/integration/nfs/ganesha.js';
+import { startGanesha, type Ganesha } from '../integration/nfs/ganesha.js';
 import { auditExport } from './audit.js';
 import { SINGLE_WRITER, type ChaosEnv } from './env.js';
 import { Program } from './program.js';

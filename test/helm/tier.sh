@@ -3,7 +3,7 @@
 # chart with its defaults and with the seed cluster's values, renders both, then runs the tap
 # checks of the rendered objects (test/helm/*.test.ts). Exits non-zero on any failure.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 source scripts/lib/ensure.sh
 CHART=charts/pve-nfs-csi

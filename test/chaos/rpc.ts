@@ -4,7 +4,7 @@
 // "not final" (isFinalError): CANCELLED, DEADLINE_EXCEEDED, UNAVAILABLE, RESOURCE_EXHAUSTED,
 // ABORTED. Every answer is recorded for the scenario's table.
 import * as grpc from '@grpc/grpc-js';
-import { csiGrpc } from '../../../src/server/proto.js';
+import { csiGrpc } from '../../src/server/proto.js';
 
 export const TRANSIENT = new Set(['CANCELLED', 'DEADLINE_EXCEEDED', 'UNAVAILABLE', 'RESOURCE_EXHAUSTED', 'ABORTED']);
 export const codeName = (code: number): string => grpc.status[code] ?? `CODE_${code}`;

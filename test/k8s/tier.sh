@@ -3,7 +3,7 @@
 # (scripts/k8s-build.sh; cold: tens of minutes, cached under ~/.cache/pve-nfs-csi), helm, the
 # program, then runs the tier against a control plane it starts and stops itself.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/lib/ensure.sh
 
 t0=$SECONDS

@@ -5,11 +5,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { start, stopAll } from './lib/procs.js';
-import { runSanity } from './lib/sanity-run.js';
-import { startBackends, type Backends } from './lib/backends.js';
+import { start, stopAll } from '../harness/procs.js';
+import { runSanity } from './run.js';
+import { startBackends, type Backends } from '../harness/backends.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const argv = process.argv.slice(2);
 const sep = argv.indexOf('--');
 const own = sep >= 0 ? argv.slice(0, sep) : argv;
@@ -17,7 +17,7 @@ const extra = sep >= 0 ? argv.slice(sep + 1) : [];
 const driver = own.find((a) => !a.startsWith('-'));
 if (driver !== 'proxmox' && driver !== 'nfs') {
   console.error(
-    'usage: npm run sanity -- <proxmox|nfs> [--vm] [-- extra csi-sanity flags]  (--vm is handled by scripts/sanity.sh)',
+    'usage: npm run sanity -- <proxmox|nfs> [--vm] [-- extra csi-sanity flags]  (--vm is handled by test/sanity/sanity.sh)',
   );
   process.exit(2);
 }

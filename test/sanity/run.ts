@@ -1,9 +1,9 @@
 // Runs the real csi-sanity once against endpoints that are already serving, and prints its own
-// summary. Shared by the host tier (scripts/sanity.ts) and the VM tier (scripts/vm-tier.ts).
+// summary. Shared by the host tier (test/sanity/main.ts) and the VM tier (test/vm/tier.ts).
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { run } from './procs.js';
+import { run } from '../harness/procs.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 

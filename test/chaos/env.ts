@@ -1,9 +1,9 @@
 // What every scenario gets: the run directory, the size of the run, the Proxmox simulator (one
 // per suite run, reset between scenarios) and the config file pointing the program at it.
 import path from 'node:path';
-import { SimulatorAdmin, startSimulator, type Faults, type RunningSimulator } from '../../../sim/index.js';
-import { defined } from '../../../src/defined.js';
-import { writeProxmoxConfig } from '../backends.js';
+import { SimulatorAdmin, startSimulator, type Faults, type RunningSimulator } from '../../sim/index.js';
+import { defined } from '../../src/defined.js';
+import { writeProxmoxConfig } from '../harness/backends.js';
 
 export interface ChaosEnv {
   runDir: string;

@@ -3,8 +3,8 @@
 // under them every moment: 5xx, answers dropped before and after the change took effect, tasks
 // failing before and after, lock contention (another writer holding VM and storage locks),
 // detaches stuck in the pending section (with and without an error), and latency.
-import type { Faults } from '../../../sim/index.js';
-import { defined } from '../../../src/defined.js';
+import type { Faults } from '../../sim/index.js';
+import { defined } from '../../src/defined.js';
 import { DoubleAttachSampler, FaultLedger, auditProxmox } from './audit.js';
 import { BASE_FAULTS, HOSTS, SINGLE_WRITER, singleWriterVolume, vmPair, type ChaosEnv } from './env.js';
 import { startProxmoxController } from './program.js';

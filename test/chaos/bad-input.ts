@@ -14,7 +14,7 @@ import { Program, programKnows } from './program.js';
 import { CsiCaller, Recorder, field, volumeIdOf } from './rpc.js';
 import { sharedGanesha, type NfsShared } from './nfs.js';
 import { CODES, inputRows, type Driver } from './input-rows.js';
-import { nodeIdentityArgs, socketEndpointArgs } from '../backends.js';
+import { nodeIdentityArgs, socketEndpointArgs } from '../harness/backends.js';
 
 const { IA, UNIMPL } = CODES;
 

@@ -1,7 +1,7 @@
 // Child processes for the orchestration scripts (sanity, demo, VM tier): started in their own
 // process group, their output kept in a log file, waited on for a "ready" JSON line, and always
 // killed on exit, Ctrl-C or failure so nothing is left running (on kill -9 of this process too:
-// scripts/lib/reaper.ts).
+// test/harness/reaper.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import { defined } from '../../src/defined.js';
@@ -62,7 +62,7 @@ export function start(
 ): Proc {
   hookExit();
   const out = fs.openSync(opts.logFile, 'a');
-  // Its own process group, killed by scripts/lib/reaper.sh if this process dies first (kill -9).
+  // Its own process group, killed by test/harness/reaper.sh if this process dies first (kill -9).
   const child = spawnGuarded(cmd, args, {
     cwd: opts.cwd,
     env: { ...process.env, ...opts.env },

@@ -1,16 +1,16 @@
-// The real program under test, started the way scripts/sanity.ts starts it: the build when it
+// The real program under test, started the way test/sanity/main.ts starts it: the build when it
 // is current, else the sources through tsx, so the suite always tests the checkout as it is. kill -9 and restart are what the
 // kill scenario needs; a mount namespace of its own is what the bad-input table needs.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
-import { defined } from '../../../src/defined.js';
-import { start, type Proc } from '../procs.js';
+import { defined } from '../../src/defined.js';
+import { start, type Proc } from '../harness/procs.js';
 import type { ChaosEnv } from './env.js';
 import { CsiCaller, type Recorder } from './rpc.js';
 
-export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 export interface ProgramOptions {
   name: string;

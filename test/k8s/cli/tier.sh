@@ -5,8 +5,9 @@
 # bind the recreated claim), the Proxmox simulator and ganesha. Binaries come from
 # scripts/k8s-build.sh (cached under ~/.cache/pve-nfs-csi; shared with the k8s tier).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."
 source scripts/lib/ensure.sh
+ensure_node_modules
 
 t0=$SECONDS
 ensure_apt nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils openssl util-linux

@@ -5,7 +5,7 @@
 // VM once, or nowhere; grown; gone. One phase kills the controller while its attaches wait for
 // a VM lock held by someone else, and the restarted one is asked to publish the same volumes to
 // another VM (the pod moved): the dead process's change lands later, so the new one must refuse.
-import { defined } from '../../../src/defined.js';
+import { defined } from '../../src/defined.js';
 import { holders, volidOfDrive, type SimState } from './audit.js';
 import { BASE_FAULTS, GiB, SINGLE_WRITER, singleWriterVolume, type ChaosEnv } from './env.js';
 import { type Recorder, pool, sleep, strikeAt, volumeIdOf, type Answer } from './rpc.js';

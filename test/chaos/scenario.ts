@@ -1,7 +1,7 @@
 // The frame of a Proxmox chaos scenario: a reset simulator with the scenario's faults, the
 // controller, and the double-attach sampler watching from the first call; at the end they stop,
 // the base faults come back and the simulator's state is audited.
-import type { Faults } from '../../../sim/index.js';
+import type { Faults } from '../../sim/index.js';
 import { DoubleAttachSampler, auditProxmox } from './audit.js';
 import { BASE_FAULTS, type ChaosEnv } from './env.js';
 import { startProxmoxController, type Program } from './program.js';

@@ -1,4 +1,4 @@
-// The VM tier, run by `scripts/vm.sh run -- node --import=tsx scripts/vm-tier.ts <what>` once the
+// The VM tier, run by `test/vm/vm.sh run -- node --import=tsx test/vm/tier.ts <what>` once the
 // guest is up with the node plugin inside it (VM_* variables, see test/vm/README.md):
 //   sanity proxmox|nfs [-- extra csi-sanity flags]   controller here, node in the guest, full suite
 //   sanity nfs4 [-- flags]                            the NFS suite with the guest's nfsd serving NFSv4 only
@@ -12,23 +12,23 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { start, stopAll } from './lib/procs.js';
-import { PROXMOX_SANITY_MUTABLE, startProxmoxBackend, type Backends } from './lib/backends.js';
-import { runSanity } from './lib/sanity-run.js';
-import { runE2e } from '../test/vm/e2e.js';
-import { runLuks } from '../test/vm/luks.js';
-import { runInlineNfs } from '../test/vm/inline-nfs.js';
-import { runMove } from '../test/vm/move.js';
-import { GUEST_KUBELET_DIR } from '../test/vm/guest-paths.js';
+import { start, stopAll } from '../harness/procs.js';
+import { PROXMOX_SANITY_MUTABLE, startProxmoxBackend, type Backends } from '../harness/backends.js';
+import { runSanity } from '../sanity/run.js';
+import { runE2e } from './e2e.js';
+import { runLuks } from './luks.js';
+import { runInlineNfs } from './inline-nfs.js';
+import { runMove } from './move.js';
+import { GUEST_KUBELET_DIR } from './guest-paths.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const MAIN = path.join(ROOT, 'dist/src/main.js');
 /** The guest plays talos-worker-1 (VMID 111 on hyper1 in sim/default-cluster.yaml). */
 const GUEST_VMID = 111;
 
 function need(name: string): string {
   const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set: run through scripts/vm.sh run -- …`);
+  if (!v) throw new Error(`${name} is not set: run through test/vm/vm.sh run -- …`);
   return v;
 }
 

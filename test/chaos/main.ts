@@ -6,15 +6,15 @@
 // table; exits non-zero on any violation (each one is listed under the table).
 import fs from 'node:fs';
 import path from 'node:path';
-import { stopAll } from './lib/procs.js';
-import { startEnv, type ChaosEnv } from './lib/chaos/env.js';
-import { ROOT, programEntry } from './lib/chaos/program.js';
-import type { Recorder } from './lib/chaos/rpc.js';
-import { faultStorm } from './lib/chaos/storm.js';
-import { killScenario } from './lib/chaos/kill.js';
-import { cancelScenario } from './lib/chaos/cancel.js';
-import { nfsScenario, type NfsShared } from './lib/chaos/nfs.js';
-import { badInput } from './lib/chaos/bad-input.js';
+import { stopAll } from '../harness/procs.js';
+import { startEnv, type ChaosEnv } from './env.js';
+import { ROOT, programEntry } from './program.js';
+import type { Recorder } from './rpc.js';
+import { faultStorm } from './storm.js';
+import { killScenario } from './kill.js';
+import { cancelScenario } from './cancel.js';
+import { nfsScenario, type NfsShared } from './nfs.js';
+import { badInput } from './bad-input.js';
 
 const argv = process.argv.slice(2);
 const long = argv.includes('--long');

@@ -3,7 +3,7 @@
 // disk may ever sit on two VMs at once (a sampler watches for that while the scenario runs).
 import fs from 'node:fs';
 import path from 'node:path';
-import type { SimulatorAdmin } from '../../../sim/index.js';
+import type { SimulatorAdmin } from '../../sim/index.js';
 import type { Recorder } from './rpc.js';
 
 export interface SimVm {
@@ -166,31 +166,6 @@ export function auditExport(exportDir: string, rec: Recorder, expected: string[]
   walk('', 0);
 }
 
-/** Mount points (from a mountinfo file) at or below `root`. */
-export function mountsUnder(mountinfo: string, root: string): string[] {
-  return fs
-    .readFileSync(mountinfo, 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .flatMap((l) => {
-      const mountPoint = l.split(' ')[4]; // field 5 of a mountinfo line
-      return mountPoint === undefined ? [] : [mountPoint.replace(/\\040/g, ' ')];
-    })
-    .filter((m) => m === root || m.startsWith(`${root}/`));
-}
-
-export function auditMounts(
-  rec: Recorder,
-  root: string,
-  mountinfo = '/proc/self/mountinfo',
-  allowed: string[] = [],
-): void {
-  for (const m of mountsUnder(mountinfo, root)) {
-    if (allowed.includes(m)) continue;
-    rec.leaks.mount = (rec.leaks.mount ?? 0) + 1;
-    rec.violate(`leak (mount): ${m}`);
-  }
-}
 
 /**
  * Counts the faults the simulator applied, from its request log and task list: answers it
