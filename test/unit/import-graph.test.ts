@@ -157,3 +157,22 @@ t.test('the rules catch what they forbid', async (t) => {
     ['./a.js', '../c.js', './side.js', './t.js'],
   );
 });
+
+// scripts/ holds build, codegen and environment set-up; the harness and the suites live under
+// test/. Tests may import the code generators (to check their output is current), never the
+// other way round.
+t.test('scripts/ imports nothing of the tests or the benchmarks', async (t) => {
+  const dir = path.join(ROOT, 'scripts');
+  const files = fs
+    .readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => path.join(dir, f));
+  t.ok(files.length >= 5, 'the walker found the scripts');
+  const bad = files.flatMap((file) =>
+    importsOf(fs.readFileSync(file, 'utf8'))
+      .map((spec) => path.relative(ROOT, path.resolve(path.dirname(file), spec)))
+      .filter((p) => ['test', 'bench'].includes(p.split(path.sep)[0] ?? ''))
+      .map((p) => `${path.relative(ROOT, file)} → ${p}`),
+  );
+  t.same(bad, []);
+});

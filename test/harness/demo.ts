@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { start, stopAll } from '../test/harness/procs.js';
+import { start, stopAll } from './procs.js';
 import {
   HOST_NODE,
   socketEndpointArgs,
@@ -14,11 +14,11 @@ import {
   type Backends,
   type NfsInfo,
   type ProxmoxInfo,
-} from '../test/harness/backends.js';
-import { csiClient, type VolumeCapability } from '../test/helpers/csi-client.js';
-import { present } from '../test/helpers/present.js';
+} from './backends.js';
+import { csiClient, type VolumeCapability } from '../helpers/csi-client.js';
+import { present } from '../helpers/present.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const runDir = path.join(ROOT, '.run', 'demo');
 const started = Date.now();
 const step = (what: string, detail = '') =>
