@@ -12,14 +12,9 @@ import {
   startOrResume,
 } from '../../../../src/cli/move/start.js';
 import { fakeClock } from '../../../helpers/fake-clock.js';
+import { rejection } from '../../../helpers/rejection.js';
 import { NS } from './fake-kube.js';
 import { CLAIM, DISK, OLD_PV, world, type World } from './world.js';
-
-const rejection = async (p: Promise<unknown>): Promise<unknown> =>
-  p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
 
 const setPv = (w: World, change: (pv: NonNullable<ReturnType<World['kube']['pvs']['get']>>) => void) => {
   const pv = w.kube.pvs.get(OLD_PV);

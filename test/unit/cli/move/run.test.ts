@@ -5,6 +5,7 @@ import t from 'tap';
 import { STEPS } from '../../../../src/cli/move/record.js';
 import { MoveIncomplete, MoveRolledBack, abortMove, startOrResume } from '../../../../src/cli/move/start.js';
 import { fakeClock } from '../../../helpers/fake-clock.js';
+import { rejection } from '../../../helpers/rejection.js';
 import { NS } from './fake-kube.js';
 import { CLAIM, DISK, OLD_PV, assertMoved, freezer, world, type World } from './world.js';
 
@@ -12,12 +13,6 @@ const recordOf = async (w: World, pv = OLD_PV) => {
   const raw = (await w.kube.getPv(pv))?.metadata.annotations?.['pve-nfs-csi.io/move'];
   return raw ? (JSON.parse(raw) as { step: string; leftover?: string }) : undefined;
 };
-const rejection = async (p: Promise<unknown>): Promise<unknown> =>
-  p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-
 t.test('an uninterrupted move goes through every step once, in order', async (t) => {
   fakeClock(t);
   const w = world();
