@@ -351,7 +351,7 @@ export const op = {
     name: 'READDIR',
     args: (w) => {
       w.u64(cookie).fixed(verf).u32(16384).u32(65536);
-      bitmap(w, [A.TYPE, A.FSID]);
+      bitmap(w, [...BOUNDARY_ATTRS]);
     },
     read: (r) => {
       const cookieverf = r.fixed(8);
@@ -360,7 +360,7 @@ export const op = {
         const cookie = r.u64();
         const name = r.string();
         const a = readFattr(r);
-        entries.push({ cookie, name, type: a.type, fsid: a.fsid });
+        entries.push({ cookie, name, type: a.type, fsid: a.fsid, junction: isJunction(a) });
       }
       return { cookieverf, entries, eof: r.bool() };
     },
@@ -374,6 +374,8 @@ export interface ReaddirEntry {
   type: FileType | undefined;
   /** undefined when the server did not return it. */
   fsid: string | undefined;
+  /** A file system or export begins here (mounted_on_fileid != fileid); false when not said. */
+  junction: boolean;
 }
 export interface ReaddirPage {
   cookieverf: Buffer;
@@ -383,6 +385,11 @@ export interface ReaddirPage {
 
 /** What tells where a file system or export begins: type, fsid, fileid, mounted_on_fileid. */
 export const BOUNDARY_ATTRS: readonly number[] = [A.TYPE, A.FSID, A.FILEID, A.MOUNTED_ON_FILEID];
+
+/** The root of a file system mounted or exported here: mounted_on_fileid differs from fileid. */
+export function isJunction(a: Attrs4): boolean {
+  return a.mountedOnFileid !== undefined && a.fileid !== undefined && a.mountedOnFileid !== a.fileid;
+}
 
 export const STAT_ATTRS: readonly number[] = [
   A.TYPE,

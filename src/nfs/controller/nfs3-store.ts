@@ -11,6 +11,7 @@ import { ProtocolStore, type RenameSteps, attrsToChange, nullHealth } from './pr
 import type {
   DirAttrs,
   FsStat,
+  InspectOptions,
   NfsDirEntry,
   NfsStat,
   NfsStores,
@@ -149,7 +150,7 @@ export class Nfs3Store extends ProtocolStore<Buffer> implements RawNfsStore {
   }
 
   /** The share's fsid (MOUNT hands out only what is inside an export) and the steps below it. */
-  async inspect(path: string, o: OpOptions = {}): Promise<PathFacts> {
+  async inspect(path: string, o: InspectOptions = {}): Promise<PathFacts> {
     const segs = segments(path, true);
     return this.withRoot(o, async (root) => {
       const a = await this.s.nfs.getattr(root, { signal: o.signal, path: this.share });
@@ -173,6 +174,7 @@ export class Nfs3Store extends ProtocolStore<Buffer> implements RawNfsStore {
         if (sa.type !== 'dir') break;
         dir = r.handle;
       }
+      await this.walkBelow(facts, segs, dir, o);
       return facts;
     });
   }

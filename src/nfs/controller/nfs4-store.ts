@@ -16,6 +16,7 @@ import {
   type ReaddirPage,
   type SetAttrs4,
   fsStatOf,
+  isJunction,
   isNfs4Status,
   op,
 } from '../client/nfs4.js';
@@ -24,6 +25,7 @@ import { ProtocolStore, type RenameSteps, attrsToChange, nullHealth } from './pr
 import type {
   DirAttrs,
   FsStat,
+  InspectOptions,
   NfsDirEntry,
   NfsStat,
   NfsStores,
@@ -86,11 +88,11 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements RawNfsStore {
         (await c.compound([op.putfh(dir), op.readdir(cookie, verf)], path, signal))[1] as ReaddirPage,
       lookup: async (dir, name, path, signal) => {
         const [, , handle, a] = (await c.compound(
-          [op.putfh(dir), op.lookup(name), op.getfh(), op.getattr()],
+          [op.putfh(dir), op.lookup(name), op.getfh(), op.getattr(BOUNDARY_ATTRS)],
           path,
           signal,
         )) as [unknown, unknown, Buffer, Attrs4];
-        return { handle, type: toStat(a).type, fsid: a.fsid ?? '' };
+        return { handle, type: toStat(a).type, fsid: a.fsid ?? '', junction: isJunction(a) };
       },
       // REMOVE takes files and empty directories alike, and never follows a symlink.
       removeFile: remove,
@@ -134,7 +136,7 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements RawNfsStore {
    * The share (its fsid, and whether ACCESS lets this client change its entries) and the steps
    * below it that exist, each with its type, fsid and whether a file system begins there.
    */
-  async inspect(path: string, o: OpOptions = {}): Promise<PathFacts> {
+  async inspect(path: string, o: InspectOptions = {}): Promise<PathFacts> {
     const segs = segments(path, true);
     let r: unknown[];
     try {
@@ -159,11 +161,11 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements RawNfsStore {
       }
       const [sa, h] = step.slice(-2) as [Attrs4, Buffer];
       const type = sa.type ?? 'file';
-      const junction = sa.mountedOnFileid !== undefined && sa.fileid !== undefined && sa.mountedOnFileid !== sa.fileid;
-      facts.steps.push({ name, type, fsid: sa.fsid ?? '', junction });
+      facts.steps.push({ name, type, fsid: sa.fsid ?? '', junction: isJunction(sa) });
       if (type !== 'dir') break;
       fh = h;
     }
+    await this.walkBelow(facts, segs, fh, o);
     return facts;
   }
 
@@ -246,7 +248,7 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements RawNfsStore {
     let a: Attrs4;
     try {
       const r = await this.run(
-        [...this.to(parentSegs), op.getfh(), op.lookup(name), op.getfh(), op.getattr()],
+        [...this.to(parentSegs), op.getfh(), op.lookup(name), op.getfh(), op.getattr(BOUNDARY_ATTRS)],
         segs,
         o,
       );
@@ -255,10 +257,8 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements RawNfsStore {
       if (this.absent(e)) return false;
       throw e;
     }
-    await this.tree.removeTree(parent, name, { handle: target, type: toStat(a).type, fsid: a.fsid ?? '' }, segs, {
-      ...o,
-      fsid,
-    });
+    const looked = { handle: target, type: toStat(a).type, fsid: a.fsid ?? '', junction: isJunction(a) };
+    await this.tree.removeTree(parent, name, looked, segs, { ...o, fsid });
     return true;
   }
 

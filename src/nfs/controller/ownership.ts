@@ -86,6 +86,37 @@ function refuseExports(f: PathFacts, segs: readonly string[], op: Permit['op'], 
   }
 }
 
+/**
+ * How many entries the gate reads below a claim before it archives or deletes it. A walk that
+ * meets no boundary within them proves nothing about the rest: an archive past it is refused,
+ * a delete goes on with the tree walk's own check of every entry before it is removed.
+ */
+export const SCAN_LIMIT = 100_000;
+
+/**
+ * Refuses to archive or delete a claim that holds another file system or export anywhere below
+ * it (an NFSv4 client sees a nested export only by walking: READDIR reports its fsid, ganesha
+ * reports no junction for it, and there is no export list), or — for an archive, which a
+ * boundary past the limit would follow — one too large to walk.
+ */
+function refuseInside(f: PathFacts, op: Permit['op'], segs: string[], say: Say): void {
+  const inside = f.below;
+  if (!inside) throw new Internal(`no walk below ${say(segs)} before a ${op}`);
+  if (inside.boundary) {
+    throw new FailedPrecondition(
+      `${say(segs)} holds ${say(inside.boundary)}, on another file system or export than the share; the driver ` +
+        'never deletes or archives across a file system boundary: unexport or unmount it, or move it out first',
+    );
+  }
+  if (op === 'rename' && !inside.complete) {
+    throw new FailedPrecondition(
+      `${say(segs)} holds more than ${SCAN_LIMIT} entries: the driver archives only a claim it has walked in full ` +
+        'and found no other file system or export in, and refuses rather than guess; move it on the NAS by hand ' +
+        '(or set onDelete: retain), then delete the PV',
+    );
+  }
+}
+
 /** The decision for one change: a permit, or why there is nothing to do. */
 async function decide(
   raw: RawNfsStore,
@@ -96,7 +127,8 @@ async function decide(
 ): Promise<Permit | 'missing' | 'not-dir'> {
   const segs = pathSegments(path); // the share root itself is never changed
   const say: Say = (s) => `${raw.server}:${sharePath(raw.share, s)}`;
-  const f = await raw.inspect(path, o);
+  const walks = op === 'rename' || op === 'delete';
+  const f = await raw.inspect(path, walks ? { ...o, walkLimit: SCAN_LIMIT } : o);
   refuseShare(raw, f, say);
   refuseSteps(f, say, segs.length);
   refuseExports(f, segs, op, say);
@@ -119,6 +151,7 @@ async function decide(
   } else if (op !== 'create' && !exists) {
     return 'missing';
   }
+  if (op === 'rename' || op === 'delete') refuseInside(f, op, segs, say);
   const p: Permit = { op, path, to, fsid: f.share.fsid };
   issued.add(p);
   return p;

@@ -5,7 +5,16 @@
 // from a cached root and one call per step; v4: COMPOUNDs from PUTROOTFH).
 import { AlreadyExists, NotFound } from '../../errors.js';
 import type { BackendHealth } from '../../csi/health.js';
-import { type DirAttrs, type NfsStat, type OpOptions, type Permit, type RmdirResult, sharePath } from './store.js';
+import {
+  type DirAttrs,
+  type InspectOptions,
+  type NfsStat,
+  type OpOptions,
+  type PathFacts,
+  type Permit,
+  type RmdirResult,
+  sharePath,
+} from './store.js';
 import { admitted } from './ownership.js';
 import { type TreePort, TreeWalker } from './tree-walk.js';
 
@@ -50,6 +59,13 @@ export abstract class ProtocolStore<H> {
   /** `server:/share/path`, for messages. */
   protected describe(segs: readonly string[]): string {
     return `${this.server}:${this.where(segs)}`;
+  }
+
+  /** PathFacts.below, when asked for and the path is an existing directory (handle `dir`). */
+  protected async walkBelow(f: PathFacts, segs: string[], dir: H, o: InspectOptions): Promise<void> {
+    const last = f.steps.at(-1);
+    if (o.walkLimit === undefined || !segs.length || f.steps.length !== segs.length || last?.type !== 'dir') return;
+    f.below = await this.tree.scan(dir, segs, { ...o, fsid: f.share.fsid, limit: o.walkLimit });
   }
 
   /** The path (or a parent) is gone or not a directory: nothing there. */

@@ -123,6 +123,26 @@ export interface PathFacts {
    * never crosses into them and reports no other fsid, so the export list is the only witness.
    */
   exportsBelow?: string[];
+  /** What the walk below the path found (only when asked for and the path is a directory). */
+  below?: TreeFacts;
+}
+
+export interface InspectOptions extends OpOptions {
+  /**
+   * Also walk the path, when it is an existing directory, for the first entry below it on
+   * another file system than the share or at a junction, reading at most this many entries.
+   */
+  walkLimit?: number | undefined;
+}
+
+/** What a bounded walk of a directory found below it (PathFacts.below). */
+export interface TreeFacts {
+  /** The first entry on another file system than the one asked for, or an NFSv4 junction. */
+  boundary?: string[] | undefined;
+  /** Entries read (not . and ..). */
+  entries: number;
+  /** Every entry below the directory was read; false when the walk stopped at its limit. */
+  complete: boolean;
 }
 
 /**
@@ -132,7 +152,7 @@ export interface PathFacts {
 export interface RawNfsStore {
   readonly server: string;
   readonly share: string;
-  inspect(path: string, o?: OpOptions): Promise<PathFacts>;
+  inspect(path: string, o?: InspectOptions): Promise<PathFacts>;
   stat(path: string, o?: OpOptions): Promise<NfsStat | null>;
   list(path: string, o?: OpOptions): Promise<NfsDirEntry[]>;
   statfs(o?: OpOptions): Promise<FsStat>;

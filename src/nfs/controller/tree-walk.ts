@@ -5,7 +5,7 @@
 import { FailedPrecondition } from '../../errors.js';
 import { boundaryError } from './ownership.js';
 import type { FileType } from '../client/nfs3.js';
-import type { NfsDirEntry, OpOptions } from './store.js';
+import type { NfsDirEntry, OpOptions, TreeFacts } from './store.js';
 
 export interface TreeEntry<H> {
   name: string;
@@ -15,6 +15,16 @@ export interface TreeEntry<H> {
   handle?: H | undefined;
   /** The entry's file system, when the listing said. */
   fsid?: string | undefined;
+  /** NFSv4: a file system or export begins at the entry (mounted_on_fileid != fileid). */
+  junction?: boolean | undefined;
+}
+
+/** What LOOKUP tells of an entry. */
+export interface Looked<H> {
+  handle: H;
+  type: FileType;
+  fsid: string;
+  junction?: boolean | undefined;
 }
 
 export interface TreePage<H> {
@@ -26,12 +36,7 @@ export interface TreePage<H> {
 export interface TreePort<H> {
   /** One page of a directory after `cookie` (0n first). `path` is for messages. */
   readdir(dir: H, cookie: bigint, verf: Buffer, path: string, signal: AbortSignal | undefined): Promise<TreePage<H>>;
-  lookup(
-    dir: H,
-    name: string,
-    path: string,
-    signal: AbortSignal | undefined,
-  ): Promise<{ handle: H; type: FileType; fsid: string }>;
+  lookup(dir: H, name: string, path: string, signal: AbortSignal | undefined): Promise<Looked<H>>;
   removeFile(dir: H, name: string, path: string, signal: AbortSignal | undefined): Promise<void>;
   /** Removes an empty directory. */
   removeDir(dir: H, name: string, path: string, signal: AbortSignal | undefined): Promise<void>;
@@ -49,6 +54,13 @@ export interface TreePort<H> {
 
 /** Entries removed in parallel within one directory. */
 const PARALLEL = 16;
+
+/** Directories listed in parallel by a scan. */
+const SCAN_PARALLEL = 8;
+
+/** An entry on another file system than `fsid`, or where one begins. */
+const crosses = (e: { fsid?: string | undefined; junction?: boolean | undefined }, fsid: string) =>
+  e.fsid !== fsid || e.junction === true;
 
 export class TreeWalker<H> {
   constructor(private readonly port: TreePort<H>) {}
@@ -91,6 +103,52 @@ export class TreeWalker<H> {
   }
 
   /**
+   * Breadth-first walk of `dir` (never following a symlink) for the first entry on another file
+   * system than `o.fsid` or at a junction; stops after `o.limit` entries (complete: false).
+   */
+  async scan(dir: H, segs: string[], o: OpOptions & { fsid: string; limit: number }): Promise<TreeFacts> {
+    let entries = 0;
+    let frontier: Array<{ dir: H; segs: string[] }> = [{ dir, segs }];
+    while (frontier.length) {
+      const next: typeof frontier = [];
+      for (let i = 0; i < frontier.length; i += SCAN_PARALLEL) {
+        const found = await Promise.all(frontier.slice(i, i + SCAN_PARALLEL).map((d) => this.scanDir(d, o)));
+        for (const f of found) {
+          entries += f.entries;
+          if (f.boundary) return { boundary: f.boundary, entries, complete: false };
+          next.push(...f.dirs);
+        }
+        if (entries > o.limit) return { entries, complete: false };
+      }
+      frontier = next;
+    }
+    return { entries, complete: true };
+  }
+
+  /** One directory of a scan: its subdirectories, or the first boundary among its entries. */
+  private async scanDir(
+    d: { dir: H; segs: string[] },
+    o: OpOptions & { fsid: string },
+  ): Promise<{ entries: number; boundary?: string[]; dirs: Array<{ dir: H; segs: string[] }> }> {
+    const listed = await this.readAll(d.dir, d.segs, o);
+    const dirs: Array<{ dir: H; segs: string[] }> = [];
+    for (const e of listed) {
+      const child = [...d.segs, e.name];
+      const known = e.type !== undefined && e.fsid !== undefined && (e.type !== 'dir' || e.handle !== undefined);
+      let at: Pick<TreeEntry<H>, 'type' | 'fsid' | 'junction' | 'handle'>;
+      try {
+        at = known ? e : await this.port.lookup(d.dir, e.name, this.port.where(child), o.signal);
+      } catch (err) {
+        if (this.port.isMissing(err)) continue; // removed meanwhile
+        throw err;
+      }
+      if (crosses(at, o.fsid)) return { entries: listed.length, boundary: child, dirs };
+      if (at.type === 'dir' && at.handle !== undefined) dirs.push({ dir: at.handle, segs: child });
+    }
+    return { entries: listed.length, dirs };
+  }
+
+  /**
    * Removes `name` in `parent` (already looked up: `target`), and everything below it when it is
    * a directory; entries written into it meanwhile are removed too, a few times over. Like
    * `rm --one-file-system`, but stricter: a directory on another file system than `fsid` (a
@@ -99,12 +157,12 @@ export class TreeWalker<H> {
   async removeTree(
     parent: H,
     name: string,
-    target: { handle: H; type: FileType; fsid: string },
+    target: Looked<H>,
     segs: string[],
     o: OpOptions & { fsid: string },
   ): Promise<void> {
     const path = this.port.where(segs);
-    if (target.fsid !== o.fsid) throw boundaryError(this.port.describe(segs));
+    if (crosses(target, o.fsid)) throw boundaryError(this.port.describe(segs));
     if (target.type !== 'dir') return this.ignoreMissing(this.port.removeFile(parent, name, path, o.signal));
     for (let pass = 0; ; pass++) {
       await this.emptyDir(target.handle, segs, o);
@@ -141,17 +199,17 @@ export class TreeWalker<H> {
   private async removeEntry(dir: H, segs: string[], e: TreeEntry<H>, o: OpOptions & { fsid: string }): Promise<void> {
     const child = [...segs, e.name];
     const path = this.port.where(child);
-    let { type, handle, fsid } = e;
+    let { type, handle, fsid, junction } = e;
     if (type === undefined || fsid === undefined || (type === 'dir' && handle === undefined)) {
       try {
-        ({ handle, type, fsid } = await this.port.lookup(dir, e.name, path, o.signal));
+        ({ handle, type, fsid, junction } = await this.port.lookup(dir, e.name, path, o.signal));
       } catch (err) {
         if (this.port.isMissing(err)) return;
         throw err;
       }
     }
     // Checked before anything in it is touched: nothing on the other side is ever removed.
-    if (fsid !== o.fsid) throw boundaryError(this.port.describe(child));
+    if (crosses({ fsid, junction }, o.fsid)) throw boundaryError(this.port.describe(child));
     if (type !== 'dir') return this.ignoreMissing(this.port.removeFile(dir, e.name, path, o.signal));
     // A LOOKUP always answers with a handle; a listed directory without one was looked up above.
     if (handle === undefined)

@@ -112,8 +112,9 @@ t.test('removeTree deletes a deep tree (paged listings) and never follows symlin
 });
 
 // The ownership gate reads the share's attributes and LOOKUPs the path first (ownership.ts): one
-// GETATTR and one LOOKUP per segment more than the change itself needs.
-t.test('round trips on the wire: create 5, delete of an empty claim 5, never through a symlink', async (t) => {
+// GETATTR and one LOOKUP per segment more than the change itself needs; before a delete it also
+// walks the claim for another file system or export (one READDIRPLUS for an empty one).
+t.test('round trips on the wire: create 5, delete of an empty claim 6, never through a symlink', async (t) => {
   const relay = await startRpcCounter(g.nfsPort);
   t.teardown(() => relay.close());
   const counted = createNfs3Stores({
@@ -134,7 +135,11 @@ t.test('round trips on the wire: create 5, delete of an empty claim 5, never thr
   await cs.ensureDir('rt/vol', { mode: 0o770, uid: 1000, gid: 1000 });
   t.same(ops(), { GETATTR: 1, LOOKUP: 3, MKDIR: 1 }, 'create: the gate, LOOKUP the parent, MKDIR with mode and owner');
   t.equal(await cs.removeTree('rt/vol'), true);
-  t.same(ops(), { GETATTR: 1, LOOKUP: 3, RMDIR: 1 }, 'empty claim: the gate, LOOKUP the parent, RMDIR');
+  t.same(
+    ops(),
+    { GETATTR: 1, LOOKUP: 3, READDIRPLUS: 1, RMDIR: 1 },
+    'empty claim: the gate and its walk, LOOKUP the parent, RMDIR',
+  );
   await t.rejects(fs.lstat(onDisk('rt/vol')), { code: 'ENOENT' });
 
   await fs.mkdir(onDisk('rt/full/sub'), { recursive: true });

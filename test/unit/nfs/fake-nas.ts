@@ -12,6 +12,7 @@ import type {
   DirAttrs,
   FileType,
   FsStat,
+  InspectOptions,
   NfsDirEntry,
   NfsStat,
   NfsStore,
@@ -91,9 +92,11 @@ export class FakeNas {
 
   /**
    * Makes `abs` (and pseudo parents above the first export) an export root with `fsid`;
-   * `junction`: the server reports one there (mounted_on_fileid != fileid).
+   * `junction`: the server reports one there (mounted_on_fileid != fileid). ganesha 4.3 does for
+   * an export below its pseudo-filesystem, not for an export inside another export (there only
+   * its Filesystem_id tells, in LOOKUP and READDIR alike): the default.
    */
-  addExport(abs: string, fsid: string, junction = true): void {
+  addExport(abs: string, fsid: string, junction?: boolean): void {
     let n = this.root;
     const parts = abs.split('/').filter(Boolean);
     parts.forEach((s, i) => {
@@ -102,10 +105,21 @@ export class FakeNas {
       if (!c) n.children.set(s, (c = this.node('dir', last ? fsid : n.fsid, !last && n.pseudo)));
       if (last) {
         const v3fsid = n.pseudo ? fsid : n.v3fsid; // inside another export: the same disk
-        Object.assign(c, { fsid, v3fsid, pseudo: false, exportRoot: junction, isExport: true });
+        Object.assign(c, { fsid, v3fsid, pseudo: false, exportRoot: junction ?? n.pseudo, isExport: true });
       }
       n = c;
     });
+  }
+
+  /**
+   * A directory inside an export on which another disk is mounted and not exported by itself
+   * (Linux nfsd with crossmnt): both versions report its fsid, NFSv4 a junction; no export list
+   * names it.
+   */
+  mount(abs: string, fsid: string): void {
+    this.put(abs, 'dir');
+    const n = this.find(abs);
+    if (n) Object.assign(n, { fsid, v3fsid: fsid, exportRoot: true });
   }
 
   /** Puts a directory, file or symlink inside an export (parents made on the same fs). */
@@ -163,6 +177,7 @@ class FakeRaw implements RawNfsStore {
           cookie: BigInt(i + 1),
           type: c.type,
           fsid: this.fsid(c),
+          junction: this.junction(c),
         }));
         const page = all.slice(Number(cookie), Number(cookie) + 2);
         return { entries: page, eof: Number(cookie) + 2 >= all.length, cookieverf: Buffer.alloc(8) };
@@ -170,7 +185,7 @@ class FakeRaw implements RawNfsStore {
       lookup: async (dir, name, path) => {
         const c = dir.children.get(name);
         if (!c) throw new FakeStatus('NOENT', path);
-        return { handle: c, type: c.type as FileType, fsid: this.fsid(c) };
+        return { handle: c, type: c.type as FileType, fsid: this.fsid(c), junction: this.junction(c) };
       },
       removeFile: async (dir, name, path) => this.unlink(dir, name, path),
       removeDir: async (dir, name, path) => this.unlink(dir, name, path),
@@ -184,6 +199,11 @@ class FakeRaw implements RawNfsStore {
 
   private fsid(n: FNode): string {
     return this.v === '3' ? n.v3fsid : n.fsid;
+  }
+
+  /** NFSv4 reports junctions (mounted_on_fileid); NFSv3 has no such attribute. */
+  private junction(n: FNode): boolean {
+    return this.v === '4' && n.exportRoot;
   }
 
   private unlink(dir: FNode, name: string, path: string): void {
@@ -223,7 +243,7 @@ class FakeRaw implements RawNfsStore {
     return { parent, node, name: segs.at(-1) ?? '' };
   }
 
-  async inspect(path: string): Promise<PathFacts> {
+  async inspect(path: string, o: InspectOptions = {}): Promise<PathFacts> {
     const share = this.shareNode();
     const facts: PathFacts = { share: { fsid: this.fsid(share), writable: !share.pseudo }, steps: [] };
     if (this.v === '3') facts.exportsBelow = this.exportsBelow(share, '');
@@ -231,9 +251,18 @@ class FakeRaw implements RawNfsStore {
     for (const name of pathSegments(path, true)) {
       const c = n.children.get(name);
       if (!c) break;
-      facts.steps.push({ name, type: c.type, fsid: this.fsid(c), junction: this.v === '4' && c.exportRoot });
+      facts.steps.push({ name, type: c.type, fsid: this.fsid(c), junction: this.junction(c) });
       if (c.type !== 'dir') break;
       n = c;
+    }
+    const segs = pathSegments(path, true);
+    if (
+      o.walkLimit !== undefined &&
+      segs.length &&
+      facts.steps.length === segs.length &&
+      facts.steps.at(-1)?.type === 'dir'
+    ) {
+      facts.below = await this.tree.scan(n, segs, { ...o, fsid: facts.share.fsid, limit: o.walkLimit });
     }
     return facts;
   }

@@ -59,8 +59,7 @@ export const steps = (server: string, shares: readonly string[], names: readonly
 /**
  * PBT_SEED and PBT_RUNS from the environment, so a longer run and a replay are possible. Without
  * PBT_SEED the run starts from a fixed seed, so `npm test` is reproducible; PBT_SEED=random (and
- * `npm run pbt`) searches new ones. Seed 876529975 at 3,000 runs finds an open counterexample
- * (docs/ownership-nfs.md, "Open counterexample").
+ * `npm run pbt`) searches new ones; each counterexample found became a named test.
  */
 export function pbtParams(defaultRuns: number): { seed: number; numRuns: number } {
   const env = process.env.PBT_SEED;

@@ -27,6 +27,8 @@ interface Layout {
    */
   kernelPseudo: boolean;
   nested: boolean;
+  /** Another disk mounted inside the export, exported by nothing (Linux nfsd with crossmnt). */
+  mounted: boolean;
   sibling: boolean;
   links: Array<'link-sib' | 'link-parent' | 'link-root' | 'archived-media'>;
   extra: string[];
@@ -38,6 +40,7 @@ const layout = fc
     speaks: fc.constantFrom('3', '4'),
     kernelPseudo: fc.boolean(),
     nested: fc.boolean(),
+    mounted: fc.boolean(),
     sibling: fc.boolean(),
     links: fc.subarray(['link-sib', 'link-parent', 'link-root', 'archived-media'] as const),
     extra: fc.subarray(['talos/ns/other', 'talos/media/app/db', 'talos/archived-ns/pvc/old', 'keep.txt']),
@@ -53,6 +56,10 @@ function build(l: Layout): FakeNas {
   if (l.nested) {
     nas.addExport(`${EXPORT}/talos/nested`, 'fs2');
     nas.put(`${EXPORT}/talos/nested/ns/pvc/inner`, 'dir');
+  }
+  if (l.mounted) {
+    nas.mount(`${EXPORT}/talos/media/disk`, 'fs4');
+    nas.put(`${EXPORT}/talos/media/disk/f.txt`, 'file');
   }
   if (l.sibling) {
     nas.addExport('/volume2/other', 'fs3');
