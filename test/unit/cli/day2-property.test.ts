@@ -5,26 +5,35 @@
 // another cluster's and a rebuilt cluster's view. PBT_SEED and PBT_RUNS replay or lengthen a
 // run; both are printed.
 import fc from 'fast-check';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { proxmoxFindings } from '../../../src/cli/report/findings.js';
 import { archiveVerdicts, nfsFindings } from '../../../src/cli/report/nfs-findings.js';
 import { absolute } from '../../../src/cli/report/ownership.js';
 import { clusterFacts, HOUR, kube, NOW, proxmoxPv, rules, uid } from './day2-fixtures.js';
-import { AGES, BIRTH_AGO, build, facts, violation, worldArb } from './day2-world.js';
+import { AGES, BIRTH_AGO, build, facts, violation, type World, worldArb } from './day2-world.js';
+import { leftoverWorldArb } from './day2-property-worlds.js';
 
 const seed =
   process.env.PBT_SEED && process.env.PBT_SEED !== 'random' ? Number(process.env.PBT_SEED) : Date.now() % 2 ** 31;
 const runs = Number(process.env.PBT_RUNS ?? 1000);
 t.comment(`day-2 property search: PBT_SEED=${seed} PBT_RUNS=${runs}`);
 
-t.test('report --fix and archives prune remove only provable leftovers', (t) => {
+/** Runs the NFS rule over `arb`'s worlds; every removal and prune is checked by the oracle. */
+function searchNfs(t: Test, arb: fc.Arbitrary<World>, label: string) {
+  let cases = 0;
+  let steps = 0;
   let removals = 0;
   let prunes = 0;
+  let reaching = 0;
+  const started = Date.now();
   fc.assert(
-    fc.property(worldArb, (w) => {
+    fc.property(arb, (w) => {
+      cases++;
       const b = build(w);
       const f = facts(b);
       const k = kube({ pvs: b.seen, birth: NOW - BIRTH_AGO });
+      const before = removals + prunes;
+      steps++; // report --fix
       for (const finding of nfsFindings(f, k, rules)) {
         const a = finding.action;
         if (a?.type !== 'remove-dir') continue;
@@ -32,17 +41,33 @@ t.test('report --fix and archives prune remove only provable leftovers', (t) => 
         const v = violation(w, b, absolute(a.share, a.path), 'claim');
         if (v) throw new Error(v);
       }
+      steps++; // archives prune
       for (const v of archiveVerdicts(f, b.seen)) {
         if (v.kept) continue;
         prunes++;
         const why = violation(w, b, absolute(v.remove.share, v.remove.path), 'archive');
         if (why) throw new Error(why);
       }
+      if (removals + prunes > before) reaching++;
     }),
     { seed, numRuns: runs },
   );
-  t.comment(`${runs} worlds: ${removals} directory removals and ${prunes} archive prunes checked`);
-  t.ok(removals > 0 && prunes > 0, 'the search reaches removals, not only refusals');
+  t.comment(
+    `day-2 ${label}: ${cases} cases, ${steps} steps, ${removals} directory removals and ${prunes} archive prunes ` +
+      `checked (${reaching} worlds with one), seed ${seed} (PBT_SEED=${seed} PBT_RUNS=${runs}), ${Date.now() - started} ms`,
+  );
+  return { removals, prunes, reaching, cases };
+}
+
+t.test('report --fix and archives prune remove only provable leftovers', (t) => {
+  const r = searchNfs(t, worldArb, 'plain worlds');
+  t.ok(r.removals > 0 && r.prunes > 0, 'the search reaches removals, not only refusals');
+  t.end();
+});
+
+t.test('worlds biased to hold leftovers and traps: removals in most, still only provable ones', (t) => {
+  const r = searchNfs(t, leftoverWorldArb, 'leftover worlds');
+  t.ok(r.reaching > r.cases / 2, `most worlds reach a removal (${r.reaching} of ${r.cases})`);
   t.end();
 });
 
@@ -93,7 +118,7 @@ t.test('Proxmox: only disks of the driver that no PV and no VM names, seen by th
     }),
     { seed, numRuns: runs },
   );
-  t.comment(`${runs} clusters: ${frees} frees checked`);
+  t.comment(`day-2 Proxmox: ${runs} cases, ${runs} steps, ${frees} frees checked, seed ${seed} (PBT_SEED=${seed})`);
   t.ok(frees > 0, 'the search reaches frees');
   t.end();
 });
