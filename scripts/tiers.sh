@@ -24,7 +24,8 @@
 #   chart        the Helm chart (helm lint, template, schema)
 #   workflows    actionlint (+ shellcheck) on .github/workflows
 #   image        the real Dockerfile, built and run with buildah + podman
-#   containers   csi-sanity (and the NFS server) as container images, one pass per driver
+#   containers   csi-sanity (and the NFS server) as container images, one pass per driver; the
+#                kubelet tier's own images (test/kubelet/images.test.ts)
 #   k8s-cli      the day-2 subcommands against etcd, kube-apiserver, the simulator and ganesha
 #   k8s          etcd, kube-apiserver, kube-controller-manager, the sidecars and the chart
 #   release      a local TLS registry: release N-1 and N built and pushed, pulled, installed with
@@ -47,6 +48,7 @@ TIERS=(
   'image       | SKIP_IMAGE | image (real Dockerfile, buildah + podman)                                 | bash scripts/image.sh "$@"'
   'containers  | SKIP_IMAGE | csi-sanity proxmox (csi-sanity image, podman)                             | bash scripts/test-images.sh proxmox'
   'containers  | SKIP_IMAGE | csi-sanity nfs (csi-sanity + NFS server images, podman)                   | bash scripts/test-images.sh nfs'
+  'containers  | SKIP_IMAGE | kubelet images (pause, registrar, workload: built, run with podman)       | npx tap --timeout 900 test/kubelet/images.test.ts'
   'k8s-cli     |            | k8s CLI tier (day-2 subcommands: etcd, kube-apiserver, simulator, ganesha) | bash test/k8s/cli/tier.sh "$@"'
   'k8s         |            | k8s tier (etcd, kube-apiserver, controller-manager, sidecars, chart)      | bash test/k8s/tier.sh "$@"'
   'release     | SKIP_IMAGE | release (local registry: build, push, helm install, upgrade, rollback)    | bash test/release/tier.sh "${@:-upgrade}"'

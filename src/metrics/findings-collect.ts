@@ -1,11 +1,12 @@
 // One refresh of the findings metrics (findings.ts): the facts and findings exactly as
 // `pve-nfs-csi report` gathers and judges them (readCluster + proxmoxFindings per Proxmox
-// cluster, readNfs + nfsFindings for the NFS StorageClasses), through a Proxmox API that counts its calls,
+// cluster, readNfs + nfsFindings for the NFS StorageClasses, checkPvDirs for the NFS PVs), through a Proxmox API that counts its calls,
 // and the fences this controller holds. Loaded on the first refresh only: a controller without
 // metrics never loads the report's code.
 import type { Logger } from 'pino';
 import { nfsClasses, readCluster, readNfs, type KubeFacts, type NfsFacts } from '../cli/report/facts.js';
 import { proxmoxFindings, type Finding } from '../cli/report/findings.js';
+import { checkPvDirs } from '../cli/report/missing-dirs.js';
 import { nfsFindings } from '../cli/report/nfs-findings.js';
 import type { ProxmoxInspect } from '../proxmox/controller/controller.js';
 import type { NfsStores } from '../nfs/controller/store.js';
@@ -64,6 +65,6 @@ async function collectUntil(i: CollectInput, signal: AbortSignal): Promise<Colle
     fences.push({ name: 'pve_csi_fence_oldest_age_seconds', labels: { region }, value: oldest });
   }
   const nfs = i.stores ? await readNfs(nfsClasses(k.classes), k.pvs, i.stores, { signal, sizes: true }) : undefined;
-  if (nfs) findings.push(...nfsFindings(nfs, k, rules));
+  if (nfs && i.stores) findings.push(...nfsFindings(nfs, k, rules), ...(await checkPvDirs(k.pvs, i.stores, signal)));
   return { findings, nfs, fences, complete: !findings.some((f) => f.kind === 'error') };
 }

@@ -10,9 +10,8 @@ t0=$SECONDS
 ensure_build
 ensure_helm
 ensure_apt nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils openssl util-linux
-# kube-scheduler only on request (K8S_SCHEDULER=1): without it the tests place pods as it would.
-components=(etcd csi-provisioner csi-attacher csi-resizer kube-apiserver kube-controller-manager)
-[ "${K8S_SCHEDULER:-0}" = 1 ] && components+=(kube-scheduler)
+# kube-scheduler places every pod (WaitForFirstConsumer, CSIStorageCapacity, topology).
+components=(etcd csi-provisioner csi-attacher csi-resizer kube-apiserver kube-controller-manager kube-scheduler)
 bash scripts/k8s-build.sh "${components[@]}" >/dev/null
 echo "k8s-tier: binaries and tools ready ($((SECONDS-t0)) s)"
 npx tap --disable-coverage --timeout 900 "${@:-test/k8s/tier.test.ts}"

@@ -1,9 +1,9 @@
-// The k8s tier: real etcd, kube-apiserver, kube-controller-manager (and kube-scheduler when
-// built), the chart as `helm template` renders it with the seed's values, the real CSI
-// sidecars with the rendered arguments and their own ServiceAccount tokens, and our controller
-// against the Proxmox simulator and ganesha, driven by PVCs and pods. Only the kubelet is
-// missing: node-side calls are the host and VM tiers' job (see lib/workload.ts for the two
-// things a kubelet/scheduler would otherwise do).
+// The k8s tier: real etcd, kube-apiserver, kube-controller-manager and kube-scheduler, the
+// chart as `helm template` renders it with the seed's values, the real CSI sidecars with the
+// rendered arguments and their own ServiceAccount tokens, and our controller against the
+// Proxmox simulator and ganesha, driven by PVCs and pods the scheduler places. Only the kubelet
+// is missing: node-side calls are the host and VM tiers' job (see lib/workload.ts for what a
+// kubelet would otherwise do).
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
@@ -27,11 +27,11 @@ import {
   GiB,
   Pve,
   attachmentOf,
-  bindClaims,
   createPvc,
   deletePod,
   placePod,
   pvcPath,
+  schedulePod,
   waitBound,
 } from './lib/workload.js';
 
@@ -362,8 +362,6 @@ t.test('24 pods with one PVC each on one node at once', async (t) => {
   const N = 24;
   const names = Array.from({ length: N }, (_, i) => `bulk-${String(i).padStart(2, '0')}`);
   await Promise.all(names.map((n) => createPvc(env, n, 'proxmox-local')));
-  // Without a scheduler the claims are bound first, so the 24 pods still arrive at once.
-  if (!env.cluster.scheduler) await bindClaims(env, names, node.name, 180_000);
   const since = (await env.sim.requests(0)).lastSeq;
   const t0 = Date.now();
   await Promise.all(names.map((n) => placePod(env, n, [n], node.name, 180_000)));
@@ -452,6 +450,103 @@ t.test('two controller replicas: one leader per sidecar; killing it moves the wo
   t.equal(va?.status?.attached, true, `attached by the new leader\n${env.sidecarErrors()}`);
   await deletePod(env, 'after-failover');
   await kube.delete(pvcPath('after-failover'));
+});
+
+/** The CSIStorageCapacity objects of proxmox-local, by zone. */
+const capacityByZone = async (): Promise<Map<string, number>> =>
+  new Map(
+    (await kube.list<CSIStorageCapacity>(`/apis/storage.k8s.io/v1/namespaces/${NS}/csistoragecapacities`))
+      .filter((c) => c.storageClassName === 'proxmox-local')
+      .map((c) => [c.nodeTopology?.matchLabels?.['topology.kubernetes.io/zone'] ?? '', bytes(c.capacity ?? '0')]),
+  );
+
+// The thin-pool guard steers claims: GetCapacity reports what the guard still allows, the
+// provisioner publishes it per zone as CSIStorageCapacity, and kube-scheduler's VolumeBinding
+// filter keeps the pod of a WaitForFirstConsumer claim off a host whose pool cannot take it,
+// even where the pod prefers that host and Proxmox itself still has the space. Last of the
+// Proxmox scenarios: the simulator's pools only fill (written data stays).
+t.test('capacity steers a WaitForFirstConsumer claim to the host with room', async (t) => {
+  const full = nodeOf('talos-worker-1');
+  const roomy = nodeOf('talos-worker-2');
+  // The guests on the first host write their disks full (the usual way a thin pool fills).
+  for (const vm of NODES.filter((n) => n.zone === full.zone)) {
+    const [drive = '', ...opts] = String((await pve.vmConfig(full.zone, vm.vmid)).scsi0).split(',');
+    const size = bytes(present(opts.find((o) => o.startsWith('size='))?.slice(5), `VM ${vm.vmid} scsi0 size`) + 'i');
+    await env.sim.write({ node: full.zone, storage: 'local-lvm', volume: drive.split(':')[1] ?? '', bytes: size });
+  }
+  type Status = { avail: number; total: number; used: number };
+  const status = await pve.get<Status>(`/nodes/${full.zone}/storage/local-lvm/status`);
+  const allowed = Math.min(status.avail, Math.floor(0.9 * status.total) - status.used);
+  // A claim Proxmox could still hold there, but not within the guard's default 90 % fill limit.
+  const size = Math.ceil((allowed + status.avail) / 2 / GiB) * GiB;
+  t.ok(
+    allowed < size && size < status.avail,
+    `${full.zone}: guard allows ${allowed}, free ${status.avail}, claim ${size}`,
+  );
+  const other = await pve.get<Status>(`/nodes/${roomy.zone}/storage/local-lvm/status`);
+  t.ok(size <= Math.floor(0.9 * other.total) - other.used, `${roomy.zone} has room for it`);
+
+  // The provisioner polls GetCapacity (proxmox.capacity.pollInterval: 1m in the seed's values).
+  const t0 = Date.now();
+  let caps = await capacityByZone();
+  while (caps.get(full.zone) !== allowed && Date.now() - t0 < 150_000) {
+    await new Promise((r) => setTimeout(r, 1000));
+    caps = await capacityByZone();
+  }
+  const waited = `${((Date.now() - t0) / 1000).toFixed(0)} s`;
+  const follows = caps.get(full.zone) === allowed;
+  t.ok(
+    follows,
+    `CSIStorageCapacity of ${full.zone} follows the writes (${waited})${follows ? '' : `\n${env.sidecarErrors()}`}`,
+  );
+
+  await createPvc(env, 'steered', 'proxmox-local', String(size));
+  const either = [full.name, roomy.name];
+  const pod = await schedulePod(
+    env,
+    'steered',
+    ['steered'],
+    {
+      affinity: {
+        nodeAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: {
+            nodeSelectorTerms: [
+              { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: either }] },
+            ],
+          },
+          // Without capacity, the scheduler would take the full host.
+          preferredDuringSchedulingIgnoredDuringExecution: [
+            {
+              weight: 100,
+              preference: {
+                matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [full.name] }],
+              },
+            },
+          ],
+        },
+      },
+    },
+    120_000,
+  );
+  t.equal(pod.spec.nodeName, roomy.name, 'the scheduler put the pod on the host with room');
+  const { pv } = await waitBound(env, 'steered');
+  t.equal(handleOf(pv).zone, roomy.zone, `the disk is on ${roomy.zone}`);
+  const terms = present(pv.spec.nodeAffinity?.required, 'the PV nodeAffinity').nodeSelectorTerms.flatMap(
+    (x) => x.matchExpressions ?? [],
+  );
+  t.same(
+    Object.fromEntries(terms.map((e) => [e.key, e.values])),
+    { 'topology.kubernetes.io/region': [REGION], 'topology.kubernetes.io/zone': [roomy.zone] },
+    "the PV's topology names that host",
+  );
+  t.equal((await pve.disks(roomy.zone)).get(volid(pv)), size, `a ${size / GiB} GiB disk on ${roomy.zone}`);
+  t.notOk(
+    [...(await pve.disks(full.zone)).keys()].some((k) => k.includes('pvc-')),
+    `no disk of ours on ${full.zone}`,
+  );
+  await deletePod(env, 'steered');
+  await kube.delete(pvcPath('steered'));
+  await pvDeleted(pv, 'the steered PV to be deleted', 90_000);
 });
 
 t.test('no sidecar was refused anything by the API server (RBAC complete)', async (t) => {

@@ -25,8 +25,8 @@ import { effectiveMissing, fixNeeds, reportNeeds, type Need } from '../privilege
 import { kubeFrom, proxmoxConfigFrom } from '../sources.js';
 import { nfsClasses, readCluster, readKube, readNfs, PROXMOX_DRIVER, type ClusterFacts } from './facts.js';
 import { INFO_KINDS, proxmoxFindings, type Finding } from './findings.js';
-import { missingDirFindings, nfsFindings } from './nfs-findings.js';
-import { nfsPlaceOf } from './ownership.js';
+import { checkPvDirs } from './missing-dirs.js';
+import { nfsFindings } from './nfs-findings.js';
 import { runAction } from './fix.js';
 import { parseDuration } from '../../config/load.js';
 
@@ -158,22 +158,7 @@ async function run(argv: string[], io: Parameters<Subcommand['run']>[1]): Promis
     }
     const nfs = await readNfs(nfsClasses(k.classes), k.pvs, stores, { signal, sizes: values['no-sizes'] !== true });
     findings.push(...nfsFindings(nfs, k, rules));
-    const missingDirs = [];
-    for (const pv of k.pvs) {
-      const d = nfsPlaceOf(pv);
-      if (!d || d === 'unknown' || d.subDir === '') continue;
-      try {
-        if (!(await stores.open(d.server, d.share).stat(d.subDir, { signal }))) missingDirs.push({ pv, ...d });
-      } catch (e) {
-        findings.push({
-          kind: 'error',
-          where: `${d.server}:${d.share}`,
-          what: `PV ${pv.metadata?.name}`,
-          detail: `cannot check its directory: ${(e as Error).message}`,
-        });
-      }
-    }
-    findings.push(...missingDirFindings(missingDirs));
+    findings.push(...(await checkPvDirs(k.pvs, stores, signal)));
 
     let mode: ReportResult['fix'] = fix ? 'dry-run' : 'off';
     if (fix && common.yes) {

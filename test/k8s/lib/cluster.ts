@@ -1,6 +1,5 @@
 // A real Kubernetes control plane on loopback for the k8s tier: etcd, kube-apiserver (RBAC,
-// service-account tokens, TokenRequest), kube-controller-manager and, when it was built,
-// kube-scheduler. Binaries come from scripts/k8s-build.sh (cached under ~/.cache/pve-nfs-csi).
+// service-account tokens, TokenRequest), kube-controller-manager and kube-scheduler. Binaries come from scripts/k8s-build.sh (cached under ~/.cache/pve-nfs-csi).
 import fs from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
@@ -19,8 +18,9 @@ export type Binaries = Record<
 > & { KUBE_SCHEDULER?: string };
 
 /**
- * What the tier runs. kube-scheduler only with K8S_SCHEDULER=1: its build costs minutes more
- * cold, and without it the tests do its VolumeBinding step themselves (lib/workload.ts).
+ * What the tier runs. kube-scheduler decides where pods go and so WaitForFirstConsumer binding,
+ * CSIStorageCapacity and topology, as in any cluster; it shares kube-apiserver's Go build cache,
+ * so cold it costs a few minutes more and warm nothing.
  */
 export const COMPONENTS = [
   'etcd',
@@ -29,7 +29,7 @@ export const COMPONENTS = [
   'csi-resizer',
   'kube-apiserver',
   'kube-controller-manager',
-  ...(process.env.K8S_SCHEDULER === '1' ? ['kube-scheduler'] : []),
+  'kube-scheduler',
 ];
 
 /** Builds (or finds in the cache) every binary the tier runs; the build script prints NAME=path. */
@@ -76,7 +76,7 @@ export interface Cluster {
   port: number;
   caFile: string;
   ca: string;
-  /** Whether kube-scheduler runs (else the tests do what it would: see placePod). */
+  /** Whether kube-scheduler runs (not in an API-only cluster). */
   scheduler: boolean;
   procs: Proc[];
   dir: string;

@@ -268,9 +268,8 @@ export async function startEnv(opts: EnvOptions = {}): Promise<Env> {
     const cluster = await startCluster(path.join(dir, 'cluster'), bins);
     cleanups.push(() => cluster.stop());
     const kube = cluster.kube;
-    step(
-      `control plane ready at ${cluster.server}${cluster.scheduler ? ' (with kube-scheduler)' : ' (no kube-scheduler: the tests place pods as it would)'}`,
-    );
+    if (!cluster.scheduler) throw new Error('kube-scheduler is not running: the tier needs it (KUBE_SCHEDULER)');
+    step(`control plane ready at ${cluster.server}`);
 
     const pve = await startProxmoxBackend(path.join(dir, 'pve'), { backend: 'none' });
     cleanups.push(() => pve.close());
@@ -320,39 +319,19 @@ export async function startEnv(opts: EnvOptions = {}): Promise<Env> {
     // lifecycle controller has lifted the `node.kubernetes.io/not-ready:NoSchedule` taint that
     // kube-apiserver's TaintNodesByCondition admission puts on every new Node (the chart's
     // tolerations, as the seed sets them, do not cover it), which it does for a Ready node with
-    // a live heartbeat: the kubelet's part above. Without a scheduler the test binds each pod to
-    // the node its affinity names, as kube-scheduler would; then each pod's driver container
-    // runs just long enough to register it as kubelet would.
+    // a live heartbeat: the kubelet's part above. kube-scheduler binds each pod to the node its
+    // affinity names; then each pod's driver container runs just long enough to register it as
+    // kubelet would.
     const ds = only(rendered, 'DaemonSet');
     const dsLabels = present(ds.spec.selector.matchLabels, 'the DaemonSet selector matchLabels');
-    // The node the DaemonSet controller meant the pod for (its affinity's metadata.name field).
-    const targetOf = (p: Pod): string =>
-      present(
-        p.spec.nodeName ??
-          p.spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms[0]?.matchFields?.find(
-            (f) => f.key === 'metadata.name',
-          )?.values?.[0],
-        `the node of DaemonSet pod ${p.metadata.name}`,
-      );
-    let dsPods = await waitPods(
+    const dsPods = await waitPods(
       kube,
       NS,
       dsLabels,
       NODES.length,
-      (p) => p.metadata.ownerReferences?.some((o) => o.kind === 'DaemonSet') ?? false,
-      90_000,
+      (p) => !!p.spec.nodeName && (p.metadata.ownerReferences?.some((o) => o.kind === 'DaemonSet') ?? false),
+      120_000,
     );
-    if (!cluster.scheduler) {
-      for (const p of dsPods.filter((x) => !x.spec.nodeName)) {
-        await kube.create(`/api/v1/namespaces/${NS}/pods/${p.metadata.name}/binding`, {
-          apiVersion: 'v1',
-          kind: 'Binding',
-          metadata: { name: p.metadata.name },
-          target: { apiVersion: 'v1', kind: 'Node', name: targetOf(p) },
-        });
-      }
-    }
-    dsPods = await waitPods(kube, NS, dsLabels, NODES.length, (p) => !!p.spec.nodeName, 60_000);
     const imgs = { ...images(bins), ...opts.images };
     /** Runs `pod`'s containers here, as kubelet would on its node. */
     const runHere = (pod: Pod, o: Pick<PodRunOptions, 'only' | 'extraEnv'>) =>

@@ -1,6 +1,6 @@
-// Workloads for the k8s tier: claims and pods as a user creates them, and the two things no
-// component does here because there is no kubelet (or no scheduler): placing a pod on a node
-// and finishing a pod's deletion.
+// Workloads for the k8s tier: claims and pods as a user creates them (kube-scheduler places
+// them), and the one thing no component does here because there is no kubelet: finishing a
+// pod's deletion.
 import fs from 'node:fs';
 import type * as Lib from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
@@ -69,12 +69,11 @@ export async function waitBound(
   return { pvc: c, pv };
 }
 
-/** A pod using `claims`; `placement` binds it to a node (nodeName) or asks the scheduler (nodeSelector). */
-function podObject(
-  name: string,
-  claims: string[],
-  placement: { nodeName: string } | { nodeSelector: Record<string, string> },
-): Plain<Lib.V1Pod> {
+/** Where a pod may go: a node selector, or node affinity (required and preferred terms). */
+export type Placement = Pick<Plain<Lib.V1PodSpec>, 'nodeSelector' | 'affinity'>;
+
+/** A pod using `claims`, placed by kube-scheduler within `placement`. */
+function podObject(name: string, claims: string[], placement: Placement): Plain<Lib.V1Pod> {
   return {
     ...inApps('Pod', name),
     spec: {
@@ -93,12 +92,28 @@ function podObject(
 }
 
 /**
- * A pod using `claims` on `node`. With kube-scheduler running, the pod names the node in a
- * nodeSelector and the scheduler does the rest (for WaitForFirstConsumer claims: the
- * selected-node annotation, waiting for provisioning, binding). Without it, this does what the
- * scheduler's VolumeBinding plugin does: annotate each unbound WaitForFirstConsumer claim with
- * volume.kubernetes.io/selected-node, wait until it is bound, then bind the pod (spec.nodeName).
+ * A pod using `claims`, scheduled by kube-scheduler within `placement`; resolves once it is
+ * bound to a node (for WaitForFirstConsumer claims the scheduler picked the node from the
+ * claims' classes, CSIStorageCapacity and topology, and waited for provisioning first).
  */
+export async function schedulePod(
+  env: Env,
+  name: string,
+  claims: string[],
+  placement: Placement,
+  timeoutMs = 90_000,
+): Promise<Pod> {
+  await env.kube.create(`/api/v1/namespaces/${APPS}/pods`, podObject(name, claims, placement));
+  return env.kube.waitFor(
+    podPath(name),
+    (p: Pod) => !!p.spec.nodeName,
+    `pod ${name} to be scheduled`,
+    timeoutMs,
+    env.sidecarErrors,
+  );
+}
+
+/** A pod using `claims` on `node` (its nodeSelector names the node; the scheduler does the rest). */
 export async function placePod(
   env: Env,
   name: string,
@@ -106,32 +121,9 @@ export async function placePod(
   node: string,
   timeoutMs = 90_000,
 ): Promise<Pod> {
-  if (env.cluster.scheduler) {
-    const pod = podObject(name, claims, { nodeSelector: { 'kubernetes.io/hostname': node } });
-    await env.kube.create(`/api/v1/namespaces/${APPS}/pods`, pod);
-    return env.kube.waitFor(
-      podPath(name),
-      (p: Pod) => p.spec.nodeName === node,
-      `pod ${name} to be scheduled on ${node}`,
-      timeoutMs,
-      env.sidecarErrors,
-    );
-  }
-  await bindClaims(env, claims, node, timeoutMs);
-  return env.kube.create<Pod>(`/api/v1/namespaces/${APPS}/pods`, podObject(name, claims, { nodeName: node }));
-}
-
-/** The scheduler's VolumeBinding step for claims of a pod bound to `node` (no scheduler running). */
-export async function bindClaims(env: Env, claims: string[], node: string, timeoutMs = 90_000): Promise<void> {
-  await Promise.all(
-    claims.map(async (c) => {
-      const claim = await env.kube.get<PersistentVolumeClaim>(pvcPath(c));
-      if (claim.status?.phase !== 'Bound' && !claim.metadata.annotations?.['volume.kubernetes.io/selected-node']) {
-        await env.kube.patch(pvcPath(c), { metadata: { annotations: { 'volume.kubernetes.io/selected-node': node } } });
-      }
-    }),
-  );
-  await Promise.all(claims.map((c) => waitBound(env, c, timeoutMs)));
+  const pod = await schedulePod(env, name, claims, { nodeSelector: { 'kubernetes.io/hostname': node } }, timeoutMs);
+  if (pod.spec.nodeName !== node) throw new Error(`pod ${name} went to ${pod.spec.nodeName ?? '?'}, not ${node}`);
+  return pod;
 }
 
 /**
