@@ -30,15 +30,20 @@ export interface Table {
   title: string;
   unit: string;
   rows: Row[];
+  /** Also p99 and the tail ratio p95 / p50 (latency tables whose spread is a goal). */
+  tail?: boolean;
 }
 
 /** Plain text, aligned; also the Markdown docs/performance.md is pasted from (--md). */
 export function renderTable(t: Table, markdown = process.argv.includes('--md')): string {
-  const head = ['what', `p50 (${t.unit})`, `p95 (${t.unit})`, 'minimum', 'ratio', 'note'];
+  const tail = t.tail ? [`p99 (${t.unit})`, 'p95 / p50'] : [];
+  const head = ['what', `p50 (${t.unit})`, `p95 (${t.unit})`, ...tail, 'minimum', 'ratio', 'note'];
   const body = t.rows.map((r) => {
     const p50 = pct(r.samples, 50);
+    const p95 = pct(r.samples, 95);
     const ratio = r.min !== undefined && r.min > 0 ? `${(p50 / r.min).toFixed(2)}×` : '–';
-    return [r.what, fmt(p50), fmt(pct(r.samples, 95)), fmt(r.min), ratio, r.note ?? ''];
+    const tails = t.tail ? [fmt(pct(r.samples, 99)), p50 > 0 ? `${(p95 / p50).toFixed(2)}×` : '–'] : [];
+    return [r.what, fmt(p50), fmt(p95), ...tails, fmt(r.min), ratio, r.note ?? ''];
   });
   if (markdown) {
     const line = (c: string[]) => `| ${c.join(' | ')} |`;

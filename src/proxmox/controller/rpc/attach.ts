@@ -93,14 +93,17 @@ export const controllerUnpublishVolume: ControllerHandler<'controllerUnpublishVo
         return {};
       }
       // What was asked decides the answer; a helper leftover elsewhere is removed on the side,
-      // and if that fails, the next publish, expansion or delete of the volume removes it.
+      // and if that fails, the next publish, expansion or delete of the volume removes it. The
+      // side search takes the other VMs' entries as the disk index has them, whatever their age
+      // (a VM never read is read): those paths read fresh before they decide, so an unpublish
+      // does not wait for re-reads it does not need (docs/performance.md, reads per RPC).
       await Promise.all([
         cluster.queues.detach(vm, disk, ctx.signal),
         removeHelperLeftovers(cluster, ref, {
           log: ctx.log,
           signal: ctx.signal,
           exclude: [vm.vmid],
-          maxAgeMs: cluster.ttlMs,
+          maxAgeMs: Number.POSITIVE_INFINITY,
         }).catch((e: unknown) => {
           ctx.log.warn(
             { err: (e as Error).message },
