@@ -19,7 +19,7 @@ export const NFS_DRIVER = NFS_DRIVER_NAME;
 
 export interface Composed {
   drivers: { driver: Driver; endpoint: string }[];
-  /** Gauges for /metrics (pool usage, day-2 findings); only when metrics are served. */
+  /** Gauges for /metrics (pool usage, day-2 findings, NFS volume usage); only when metrics are served. */
   gauges: GaugeSource[];
   close(): Promise<void>;
 }
@@ -81,6 +81,11 @@ export async function buildDrivers(config: AppConfig, log: Logger): Promise<Comp
         })
       : undefined;
     if (c) closers.push(() => c.close());
+    const usage =
+      node && config.metricsAddress
+        ? (await import('./nfs/node/usage.js')).createVolumeUsage({ log: nlog })
+        : undefined;
+    if (usage) gauges.push(usage);
     const n = node
       ? (await import('./nfs/node/node.js')).createNfsNode({
           nodeId: config.node.nodeId,
@@ -90,6 +95,7 @@ export async function buildDrivers(config: AppConfig, log: Logger): Promise<Comp
           ...(config.nfsPort && { nfsPort: config.nfsPort }),
           ...(config.nfsMountPort && { nfsMountPort: config.nfsMountPort }),
           ...(exec && { exec }),
+          ...(usage && { usage }),
         })
       : undefined;
     drivers.push({ endpoint: config.nfsEndpoint, driver: driverOf(NFS_DRIVER, false, c, n) });

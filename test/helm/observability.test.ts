@@ -1,25 +1,22 @@
 // The opt-in observability objects: the PrometheusRule (its alerts are tested by promtool in
 // test/helm/tier.sh) and the Grafana dashboard ConfigMap. Every metric a dashboard panel or an
 // alert names must be one the program exports: the names come from the real metrics registry
-// (src/server/metrics.ts with the gauges of the pool view and the findings registered), not from
+// (src/server/metrics.ts with the gauges of the pool view, the findings and the NFS volume usage registered), not from
 // a list kept here.
 import t from 'tap';
 import { Metrics } from '../../src/server/metrics.js';
 import { POOL_GAUGES } from '../../src/proxmox/controller/pool-metrics.js';
 import { FINDINGS_GAUGES } from '../../src/metrics/findings.js';
+import { NFS_USAGE_GAUGES } from '../../src/nfs/node/usage.js';
 import { render, SEED_VALUES, type K8sObject } from './helm.js';
 
-/** Metrics of other exporters the NFS soft-quota alert joins (kubelet, kube-state-metrics). */
-const EXTERNAL = new Set([
-  'kubelet_volume_stats_used_bytes',
-  'kube_persistentvolumeclaim_resource_requests_storage_bytes',
-  'kube_persistentvolumeclaim_info',
-]);
+/** Metrics of another exporter the NFS soft-quota alert joins (kube-state-metrics: the claim's size and name). */
+const EXTERNAL = new Set(['kube_persistentvolume_capacity_bytes', 'kube_persistentvolume_claim_ref']);
 
 /** Every series name the program's /metrics can carry. */
 async function exportedNames(): Promise<Set<string>> {
   const m = new Metrics(true);
-  for (const defs of [POOL_GAUGES, FINDINGS_GAUGES]) m.addGauges({ defs, snapshot: () => [] });
+  for (const defs of [POOL_GAUGES, FINDINGS_GAUGES, NFS_USAGE_GAUGES]) m.addGauges({ defs, snapshot: () => [] });
   const names = new Set<string>();
   for (const metric of await m.registry.getMetricsAsJSON()) {
     names.add(metric.name);
@@ -117,6 +114,7 @@ t.test('the dashboard: sidecar label, valid JSON, every query names exported met
     'pve_csi_pool_overcommit_ratio',
     'pve_csi_findings',
     'pve_csi_nfs_archives',
+    'pve_csi_nfs_volume_used_bytes',
     'csi_backend_up',
   ])
     t.ok(queried.has(n), `a panel shows ${n}`);

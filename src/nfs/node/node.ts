@@ -41,6 +41,7 @@ import { nodeCall } from '../../csi/node-call.js';
 import { hostForSource, parseNfsContext, sameNfsSource, type NfsVolumeSource } from './context.js';
 import { confineToKubeletDir, DEFAULT_KUBELET_DIR } from '../../csi/node-paths.js';
 import { mountedEntry, mountedUsage, probeVolumePath } from '../../csi/node-stats.js';
+import type { VolumeUsage } from './usage.js';
 
 export const NFS_NODE_CAPABILITIES: readonly NodeCapability[] = [
   'GET_VOLUME_STATS',
@@ -65,6 +66,8 @@ export interface NfsNodeOptions {
   nfsMountPort?: number;
   /** chmod applied after mount when the volume context has no mountPermissions; 0 = leave as is (upstream default). */
   defaultMountPermissions?: number;
+  /** Measures each volume's directory when kubelet asks for its stats (the soft-quota metrics). */
+  usage?: VolumeUsage;
 }
 
 const isNfs = (fstype: string) => fstype === 'nfs' || fstype === 'nfs4';
@@ -254,7 +257,10 @@ export function createNfsNode(o: NfsNodeOptions): NodeBackend {
         const probed = await probeVolumePath(mounter, volumePath);
         if (probed.kind === 'done') return probed.response;
         await mountedEntry(mounter, volumePath, volumeId);
-        return await mountedUsage(statFs, volumePath);
+        const stats = await mountedUsage(statFs, volumePath);
+        // statfs is the whole share's; the claim's own usage is measured apart, in the background.
+        if (!stats.volumeCondition?.abnormal) o.usage?.observe(volumeId, volumePath);
+        return stats;
       });
     },
   };

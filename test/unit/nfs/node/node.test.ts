@@ -342,6 +342,23 @@ t.test('unpublish: unmount, remove the target, idempotent; a dead server gets -f
   t.notOk(fs.existsSync(r.targetPath));
 });
 
+// statfs of an NFS mount is the whole share: the claim's own usage (the soft-quota metrics) is
+// measured apart, and a stats call hands the volume to that measurement without waiting for it.
+t.test('stats: each answered stats call hands the volume to the usage measurement', async (t) => {
+  const seen: string[] = [];
+  const usage = {
+    defs: [],
+    snapshot: () => [],
+    idle: async () => {},
+    observe: (id: string, p: string) => void seen.push(`${id} ${p}`),
+  };
+  const { node, req } = setup(t, { usage });
+  const r = req();
+  await node.nodePublishVolume(r, ctx);
+  await node.nodeGetVolumeStats({ volumeId: r.volumeId, volumePath: r.targetPath, stagingTargetPath: '' }, ctx);
+  t.same(seen, [`${r.volumeId} ${r.targetPath}`]);
+});
+
 t.test('stats via statfs; missing path NotFound; stale mount abnormal', async (t) => {
   const { sys, node, req, dir } = setup(t);
   const r = req();
