@@ -48,7 +48,7 @@ TIERS=(
   'image       | SKIP_IMAGE | image (real Dockerfile, buildah + podman)                                 | bash scripts/image.sh "$@"'
   'containers  | SKIP_IMAGE | csi-sanity proxmox (csi-sanity image, podman)                             | bash scripts/test-images.sh proxmox'
   'containers  | SKIP_IMAGE | csi-sanity nfs (csi-sanity + NFS server images, podman)                   | bash scripts/test-images.sh nfs'
-  'containers  | SKIP_IMAGE | kubelet images (pause, registrar, workload: built, run with podman)       | npx tap --timeout 900 test/kubelet/images.test.ts'
+  'containers  | SKIP_IMAGE | kubelet images (pause, node-driver-registrar, workload images, podman)    | npx tap --timeout 900 test/kubelet/images.test.ts'
   'k8s-cli     |            | k8s CLI tier (day-2 subcommands: etcd, kube-apiserver, simulator, ganesha) | bash test/k8s/cli/tier.sh "$@"'
   'k8s         |            | k8s tier (etcd, kube-apiserver, controller-manager, sidecars, chart)      | bash test/k8s/tier.sh "$@"'
   'release     | SKIP_IMAGE | release (local registry: build, push, helm install, upgrade, rollback)    | bash test/release/tier.sh "${@:-upgrade}"'

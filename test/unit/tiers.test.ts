@@ -31,6 +31,7 @@ const PHASES = [
   'image (real Dockerfile, buildah + podman)',
   'csi-sanity proxmox (csi-sanity image, podman)',
   'csi-sanity nfs (csi-sanity + NFS server images, podman)',
+  'kubelet images (pause, node-driver-registrar, workload images, podman)',
   'k8s CLI tier (day-2 subcommands: etcd, kube-apiserver, simulator, ganesha)',
   'k8s tier (etcd, kube-apiserver, controller-manager, sidecars, chart)',
   'release (local registry: build, push, helm install, upgrade, rollback)',
