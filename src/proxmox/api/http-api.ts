@@ -4,7 +4,7 @@
 // types where they hold on the wire, wire.ts where they do not (said at each use). Failures
 // become typed errors in errors.ts.
 import fs from 'node:fs';
-import { ProxmoxEngine, proxmoxApi, type Proxmox } from 'proxmox-api';
+import type { Proxmox } from 'proxmox-api';
 import type { ProxmoxClusterConfig } from '../../config/types.js';
 import { FailedPrecondition, InvalidArgument } from '../../errors.js';
 import type {
@@ -21,7 +21,6 @@ import type {
 } from './api.js';
 import { taskError, toCsiError } from './errors.js';
 import { backgroundTaskExit } from './package-errors.js';
-import { TicketEngine, TicketSession } from './ticket-session.js';
 import { createTransport, packageFetch } from './transport.js';
 import { flag, num, record, rows, text, upidOrNull } from './wire.js';
 
@@ -99,22 +98,37 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
     ca,
   });
 
-  const common = { host, port, schema, queryTimeout: queryTimeoutMs + 1_000, fetch: packageFetch(transport.fetch) };
-  const engine =
-    credentials.kind === 'token'
-      ? new ProxmoxEngine({ ...common, tokenID: credentials.tokenId, tokenSecret: credentials.tokenSecret })
-      : new TicketEngine(
-          { ...common, username: credentials.username, password: credentials.password },
-          new TicketSession({
-            apiBase: `${schema}://${host}:${port}/api2/json`,
-            username: credentials.username,
-            password: credentials.password,
-            region: c.region,
-            fetch: transport.fetch,
-            ...(opts.ticketRenewAfterMs && { renewAfterMs: opts.ticketRenewAfterMs }),
-          }),
-        );
-  const pve = proxmoxApi(engine);
+  // The proxmox-api package (and the undici it imports) is loaded on the first call, not when
+  // the controller is built: its evaluation was most of what the Proxmox driver added to the
+  // start (docs/performance.md, start-up). Every use of `pve` is inside a call's request.
+  let pve!: Proxmox.Api;
+  let loading: Promise<void> | undefined;
+  const load = (): Promise<void> =>
+    (loading ??= (async () => {
+      const [{ ProxmoxEngine, proxmoxApi }, { TicketEngine, TicketSession }] = await Promise.all([
+        import('proxmox-api'),
+        import('./ticket-session.js'),
+      ]);
+      const common = { host, port, schema, queryTimeout: queryTimeoutMs + 1_000, fetch: packageFetch(transport.fetch) };
+      const engine =
+        credentials.kind === 'token'
+          ? new ProxmoxEngine({ ...common, tokenID: credentials.tokenId, tokenSecret: credentials.tokenSecret })
+          : new TicketEngine(
+              { ...common, username: credentials.username, password: credentials.password },
+              new TicketSession({
+                apiBase: `${schema}://${host}:${port}/api2/json`,
+                username: credentials.username,
+                password: credentials.password,
+                region: c.region,
+                fetch: transport.fetch,
+                ...(opts.ticketRenewAfterMs && { renewAfterMs: opts.ticketRenewAfterMs }),
+              }),
+            );
+      pve = proxmoxApi(engine);
+    })().catch((e: unknown) => {
+      loading = undefined;
+      throw e;
+    }));
   const who = credentials.kind === 'token' ? { tokenId: credentials.tokenId } : { username: credentials.username };
 
   /**
@@ -128,6 +142,7 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
     request: () => Promise<T>,
   ): Promise<T> {
     try {
+      await load();
       return await transport.withSignal(o?.signal, request);
     } catch (e) {
       throw toCsiError(e, { cluster: c.region, what, ...who, aborted: o?.signal?.aborted, timeoutMs: queryTimeoutMs });

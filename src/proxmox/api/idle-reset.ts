@@ -10,7 +10,7 @@
 // many requests it had carried, how many answer bytes it had read), then the request's error.
 import diagnostics from 'node:diagnostics_channel';
 import type { Socket } from 'node:net';
-import { buildConnector } from 'undici';
+import type { buildConnector } from 'undici';
 
 interface Sent {
   socket: Socket;
@@ -50,10 +50,16 @@ function watch(): void {
   });
 }
 
-/** An undici connector (the Agent's `connect`) whose sockets are watched for the race. */
-export function watchedConnector(options: buildConnector.BuildOptions): buildConnector.connector {
+/**
+ * An undici connector (the Agent's `connect`) whose sockets are watched for the race. `build` is
+ * undici's buildConnector (undici is imported on the first request, not at start: transport.ts).
+ */
+export function watchedConnector(
+  options: buildConnector.BuildOptions,
+  build: typeof buildConnector,
+): buildConnector.connector {
   watch();
-  const connect = buildConnector(options);
+  const connect = build(options);
   return (opts, callback) => {
     connect(opts, (...args) => {
       const socket = args[1];

@@ -20,7 +20,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { gunzip, gunzipSync } from 'node:zlib';
 import type { ProxmoxEngineOptions } from 'proxmox-api';
-import { Agent, type Dispatcher } from 'undici';
+import type { Agent, Dispatcher } from 'undici';
 import { isIdleReset, watchedConnector } from './idle-reset.js';
 import { TRANSPORT_MARK } from './package-errors.js';
 
@@ -84,20 +84,39 @@ const INLINE_GUNZIP_MAX = 256 * 1024;
 /** An answer inflating beyond this is refused (no call of the driver reads anything near it). */
 const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
 
+type UndiciPart = Pick<typeof import('undici'), 'Agent' | 'buildConnector'>;
+
 export function createTransport(o: TransportOptions): Transport {
-  const agent = new Agent({
-    connections: o.connections,
-    keepAliveTimeout: IDLE_SOCKET_TIMEOUT_MS,
-    // a server's Keep-Alive hint may shorten it, never lengthen it
-    keepAliveMaxTimeout: IDLE_SOCKET_TIMEOUT_MS,
-    connect: watchedConnector(
-      o.insecure
-        ? { rejectUnauthorized: false }
-        : o.ca
-          ? { ca: o.ca, rejectUnauthorized: true }
-          : { rejectUnauthorized: true },
-    ),
-  });
+  // undici is imported on the first request, not when the controller is built: ~30-50 ms of CPU
+  // off the start path (docs/performance.md, start-up). A failed import is not kept.
+  let agent: Promise<Agent> | undefined;
+  const agentOf = (): Promise<Agent> =>
+    (agent ??= import('undici').then(
+      // undici is CommonJS: the bundle (esbuild) hands its exports over as `default` only.
+      (m) => {
+        const ns = m as unknown as UndiciPart & { default?: UndiciPart };
+        return agentFrom(ns.default ?? ns);
+      },
+      (e: unknown) => {
+        agent = undefined;
+        throw e;
+      },
+    ));
+  const agentFrom = (u: UndiciPart): Agent =>
+    new u.Agent({
+      connections: o.connections,
+      keepAliveTimeout: IDLE_SOCKET_TIMEOUT_MS,
+      // a server's Keep-Alive hint may shorten it, never lengthen it
+      keepAliveMaxTimeout: IDLE_SOCKET_TIMEOUT_MS,
+      connect: watchedConnector(
+        o.insecure
+          ? { rejectUnauthorized: false }
+          : o.ca
+            ? { ca: o.ca, rejectUnauthorized: true }
+            : { rejectUnauthorized: true },
+        u.buildConnector,
+      ),
+    });
   const callSignal = new AsyncLocalStorage<AbortSignal | undefined>();
 
   const fetch: FetchLike = async (url, init = {}) => {
@@ -108,7 +127,7 @@ export function createTransport(o: TransportOptions): Transport {
     // this ends after at most `connections` + 1 attempts.
     for (let attempt = 1; ; attempt++) {
       try {
-        const raw = await exchange(agent, new URL(url), init, outer, deadline - Date.now());
+        const raw = await exchange(await agentOf(), new URL(url), init, outer, deadline - Date.now());
         return answer(raw.status, raw.statusText, raw.headers, await inflate(raw));
       } catch (e) {
         if (read && isIdleReset(e) && !outer?.aborted && Date.now() < deadline && attempt <= o.connections) continue;
@@ -138,7 +157,9 @@ export function createTransport(o: TransportOptions): Transport {
     // destroy, not close: close waits for requests in flight (a VM config batch runs without
     // its caller's deadline), and shutdown must not. What was sent may still land; the next
     // start reconciles from Proxmox's state, as after kill -9.
-    close: () => agent.destroy(),
+    close: async () => {
+      if (agent) await (await agent.catch(() => undefined))?.destroy();
+    },
   };
 }
 

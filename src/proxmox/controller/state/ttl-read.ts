@@ -18,8 +18,6 @@ export class TtlRead<T> {
   private readonly flight: SingleFlight<null, T>;
   /** Counts invalidations: a read sent before one is returned to its callers but not kept. */
   private generation = 0;
-  /** Background reads started (tests count them). */
-  refreshes = 0;
 
   constructor(
     /** The read, for the error of a caller that gives up waiting, e.g. "Proxmox pve1: list VMs". */
@@ -38,7 +36,6 @@ export class TtlRead<T> {
       const age = this.now() - c.at;
       if (age < this.ttlMs) {
         if (age >= this.ttlMs * REFRESH_AHEAD && this.flight.size === 0) {
-          this.refreshes++;
           // Nobody waits for it: a failure leaves the kept value to expire, and the next caller
           // after that reads (and sees the error) itself.
           this.start(undefined, false).catch(() => undefined);
