@@ -47,7 +47,7 @@ const { c } = ctrl;
 const raw = createHttpProxmoxApi({ cluster: clusterOf(sim) });
 /** Rounds on the critical path, and whether a task is outwaited after the last. */
 const FLOOR: Record<BudgetedOp, { rounds: number; task: boolean }> = {
-  CreateVolume: { rounds: 1, task: false }, // the allocation
+  CreateVolume: { rounds: 2, task: false }, // the pool guard's fill read, the allocation
   // the other VMs' and the VM's own entries, the config change, the task list (task ends by then at 5 ms)
   ControllerPublishVolume: { rounds: 4, task: true },
   ControllerUnpublishVolume: { rounds: 2, task: false }, // the VM's entries, the synchronous unlink

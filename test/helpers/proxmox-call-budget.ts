@@ -2,8 +2,11 @@
 // caches warm), shared by the unit test that fails on a regression (test/integration/
 // proxmox/calls-per-op.test.ts) and the bench that prints calls next to them (bench/proxmox-grpc.ts).
 //
-// - CreateVolume 1: POST …/storage/{storage}/content (allocate). The storage content is read
-//   only when the allocation says the name exists (or its answer was lost).
+// - CreateVolume 2: GET …/storage/{storage}/status, the thin-pool guard's fill read at decision
+//   time (guests write into a pool faster than any cache TTL; a create judged on an older fill
+//   over-fills it), then POST …/storage/{storage}/content (allocate). With the guard off
+//   (--pool-guard=off) it is the POST alone. The storage content is read only when the
+//   allocation says the name exists (or its answer was lost).
 // - ControllerPublishVolume 3 + 1 per other VM on the disk's host (4 on the simulator's hyper1):
 //   an exclusive attach reads every other VM of the host (GET …/pending each) at decision time,
 //   since a disk attached there by hand leaves no task the post-landing re-check could find
@@ -28,7 +31,7 @@
 //   task ended). It replaced the cached disk index plus GET /nodes/{node}/tasks (2 calls), which
 //   missed a disk attached by hand within the cache TTL and every non-SCSI key.
 export const PROXMOX_CALL_BUDGET = {
-  CreateVolume: 1,
+  CreateVolume: 2,
   ControllerPublishVolume: 4,
   ControllerUnpublishVolume: 2,
   DeleteVolume: 6,

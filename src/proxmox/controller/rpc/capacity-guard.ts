@@ -33,7 +33,9 @@ export async function guardPlacement(
   if (!g) return { zone: zones[0], release: () => undefined };
   let first: GuardDecision | undefined;
   for (const zone of zones) {
-    const d = guardDecide(g.settings, await g.pools.figures(zone, storage, signal), size, what);
+    // The fill is read now: guests write into a pool far faster than any cache TTL, and a create
+    // judged against a fill read before them over-fills it (the one failure the guard exists for).
+    const d = guardDecide(g.settings, await g.pools.figures(zone, storage, signal, 'status'), size, what);
     if (d.ok) return { zone, release: g.pools.reserve(zone, storage, size) };
     first ??= d;
     if (zone === zones[0] && (await existsOnFirst())) return { zone, release: () => undefined };

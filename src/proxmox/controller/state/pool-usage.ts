@@ -29,14 +29,16 @@ export class PoolUsage {
   }
 
   /**
-   * The pool's figures; `fresh` reads both now. `known`: a status the caller read just now
-   * (GetCapacity reads it anyway), used instead of the kept one.
+   * The pool's figures; `fresh` reads both now, 'status' only the storage status (what guests
+   * wrote moves `used` faster than any TTL; the content list is kept current by this process's
+   * own allocations and frees). `known`: a status the caller read just now (GetCapacity reads it
+   * anyway), used instead of the kept one.
    */
   async figures(
     node: string,
     storage: string,
     signal?: AbortSignal,
-    fresh = false,
+    fresh: boolean | 'status' = false,
     known?: Pick<StorageStatus, 'total' | 'used' | 'active'>,
   ): Promise<PoolFigures> {
     const k = this.key(node, storage);
@@ -50,8 +52,8 @@ export class PoolUsage {
       this.status.set(k, read);
     }
     const [st, items] = await Promise.all([
-      known ?? read.get(signal, fresh),
-      this.content.list(node, storage, undefined, signal, fresh),
+      known ?? read.get(signal, fresh !== false),
+      this.content.list(node, storage, undefined, signal, fresh === true),
     ]);
     let all = this.reserved.get(k) ?? 0;
     let ours = all;

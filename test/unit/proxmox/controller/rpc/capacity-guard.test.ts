@@ -10,7 +10,7 @@ import { callCtx, capacity, createReq, expandReq, zone } from '../../../../helpe
 import { outcome } from '../../../../helpers/outcome.js';
 import { implemented, CONTROLLER_METHODS } from '../../../../helpers/implemented.js';
 
-function setup(poolGuard: PoolGuardSettings = { enabled: true, maxFill: 0.9, maxOvercommit: 0 }) {
+function setup(poolGuard: PoolGuardSettings = { enabled: true, maxFill: 0.9, maxOvercommit: 0 }, cacheTtlMs = 0) {
   const f = new FakeProxmox();
   for (const host of ['hyper1', 'hyper2']) f.addNode(host, { 'local-lvm': { size: 100 * GiB, written: new Map() } });
   f.addVm({ vmid: 101, name: 'talos-1', node: 'hyper1' });
@@ -23,8 +23,8 @@ function setup(poolGuard: PoolGuardSettings = { enabled: true, maxFill: 0.9, max
       },
       log: pino({ level: 'silent' }),
       api: () => f,
-      // Every read is fresh: the test changes the pool between calls.
-      tuning: { cacheTtlMs: 0, queue: { confirmTimeoutMs: 200 } },
+      // 0: every cached read is fresh, the test changes the pool between calls.
+      tuning: { cacheTtlMs, queue: { confirmTimeoutMs: 200 } },
       poolGuard,
     }),
     CONTROLLER_METHODS,
@@ -107,4 +107,18 @@ t.test('over-commit limit, and the off switch', async (t) => {
   off.f.write('hyper1', 'local-lvm', 'vm-9999-pvc-a', 60 * GiB);
   t.ok(await off.c.createVolume(on('hyper1', 'pvc-b', 50 * GiB), callCtx()), 'guard off: allowed');
   t.equal(await cap(off.c, 'hyper1'), 8 * GiB, "guard off: GetCapacity is Proxmox's avail");
+});
+
+// Guests fill a pool between two creates far faster than any cache TTL: the fill a create is
+// judged against is read when it is judged, not reused from the last create or GetCapacity.
+t.test('CreateVolume judges the fill written since the last read, however warm the caches', async (t) => {
+  const { f, c } = setup(undefined, 60_000);
+  t.equal(await cap(c, 'hyper1'), 90 * GiB, 'empty pool: 90 % of it');
+  await c.createVolume(on('hyper1', 'pvc-a', 20 * GiB), callCtx());
+  f.write('hyper1', 'local-lvm', 'vm-101-disk-0', 32 * GiB);
+  f.write('hyper1', 'local-lvm', 'vm-9999-pvc-a', 20 * GiB);
+  // 52 GiB written within the TTL: 38 GiB allowed, a 50 GiB claim is not.
+  const refused = await outcome(c.createVolume(on('hyper1', 'pvc-b', 50 * GiB), callCtx()));
+  t.match(refused, { kind: 'ResourceExhausted', message: /52\.0 GiB of 100\.0 GiB written/ });
+  t.equal(f.count('allocDisk'), 1, 'nothing allocated for the refused claim');
 });

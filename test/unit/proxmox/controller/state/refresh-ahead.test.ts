@@ -18,7 +18,10 @@ import { FakeProxmox, seedCluster } from '../../fake-api.js';
 const TTL = 5_000;
 const VM = 'talos-worker-1';
 const PARAMS = { storage: 'local-lvm', ssd: 'true' };
-/** The cached views' reads (the VM list is also the delete's fresh read: see below). */
+/**
+ * The cached views' reads (the VM list is also the delete's fresh read, the storage status the
+ * pool guard's fresh read on CreateVolume: see below).
+ */
 const CACHED: ReadonlyArray<keyof ProxmoxApi> = ['storageResources', 'storageStatus', 'listContent', 'vmResources'];
 
 /**
@@ -118,8 +121,11 @@ t.test('warm caches: each operation makes its budgeted calls and reads no cached
     f.resetCalls();
     await run();
     const methods = f.calls.map((x) => x.method);
-    // DeleteVolume's VM list is the ownership gate's fresh read (fresh-read.ts), not the locator's.
-    const refreshes = methods.filter((m) => CACHED.includes(m) && !(op === 'DeleteVolume' && m === 'vmResources'));
+    // DeleteVolume's VM list is the ownership gate's fresh read (fresh-read.ts), not the locator's;
+    // CreateVolume's storage status is the pool guard's (rpc/capacity-guard.ts).
+    const fresh = (m: keyof ProxmoxApi) =>
+      (op === 'DeleteVolume' && m === 'vmResources') || (op === 'CreateVolume' && m === 'storageStatus');
+    const refreshes = methods.filter((m) => CACHED.includes(m) && !fresh(m));
     t.same(refreshes, [], `${op}: no cached view read (${methods.join(', ')})`);
     t.equal(methods.length, PROXMOX_CALL_BUDGET[op] + (FAKE_EXTRA[op] ?? 0), `${op}: the budgeted calls`);
   }
@@ -139,8 +145,9 @@ t.test('in steady use the cached views are refreshed ahead of expiry, never whil
       clock.tick(TTL * 0.075);
       setHold((m, args) => {
         // Read at decision time by rule (docs/ownership.md), so waited for: the delete's VM list
-        // and every VM's entries; the publish's other VMs and its own; the unpublish's own VM.
+        // and every VM's entries; the create's pool status (the guard's fill); the publish's other VMs and its own; the unpublish's own VM.
         if (m === 'vmResources') return op !== 'DeleteVolume';
+        if (m === 'storageStatus') return op !== 'CreateVolume';
         if (m === 'vmPending') return op === 'ControllerUnpublishVolume' && args[1] !== target;
         return true;
       });
