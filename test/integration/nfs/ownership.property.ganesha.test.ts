@@ -1,11 +1,13 @@
 // The NFS ownership property against real nfs-ganesha: a few export layouts (v4-only, v3+v4
 // spoken as v3, v3+v4 after the controller fell back to v4; each with a nested export of its own
-// fsid inside the driver's folder and a sibling export on another pseudo path) × generated
-// handles × CreateVolume/DeleteVolume. Before each case the tree is rebuilt on disk; after it,
+// fsid inside the driver's folder and a sibling export on another pseudo path) × a generated set
+// of symlinks (to siblings, parents, "/", into the nested export, inside a claim, as an archive
+// target) × generated handles × CreateVolume/DeleteVolume. Before each case the tree is rebuilt
+// on disk with its links; after it,
 // every path that went, came or moved (by inode) must lie in the one claim directory, its
 // archive target or their empty parents, on the share's own export, and nothing may change
 // when the share is not inside an export or the path leads through a symlink.
-//   PBT_SEED=<n> replays; PBT_RUNS=<n> cases per layout (default 20).
+//   PBT_SEED=<n> replays; PBT_GANESHA_RUNS (or PBT_RUNS)=<n> cases per layout (default 20).
 import t from 'tap';
 import fc from 'fast-check';
 import fs from 'node:fs/promises';
@@ -29,7 +31,7 @@ const ROOTS: Array<[string, string]> = [
   [EXPORT, 'export'],
 ];
 
-async function reset(g: Ganesha): Promise<void> {
+async function reset(g: Ganesha, links: readonly string[]): Promise<void> {
   for (const rel of ['export', 'other']) {
     const d = path.join(g.dir, rel);
     for (const e of await fs.readdir(d))
@@ -42,7 +44,7 @@ async function reset(g: Ganesha): Promise<void> {
   const files: Record<string, string> = {
     'export/talos/ns/pvc/data.txt': 'claim',
     'export/talos/media/app/db': 'db',
-    'export/talos/archived-ns/old/keep': 'old',
+    'export/talos/archived-apps/old/keep': 'old',
     'export/photos/2023/img.jpg': 'jpg',
     'export/outside.txt': 'x',
     'export/talos/nested/ns/pvc/inner.txt': 'inner',
@@ -52,15 +54,25 @@ async function reset(g: Ganesha): Promise<void> {
     await fs.mkdir(path.dirname(path.join(g.dir, p)), { recursive: true });
     await fs.writeFile(path.join(g.dir, p), body);
   }
-  for (const [name, to] of [
-    ['link-sib', 'media'],
-    ['link-parent', '..'],
-    ['link-root', '/'],
-    ['archived-media', 'media'],
-  ] as const) {
+  for (const name of links) {
+    const [, to = ''] = LINKS.find(([n]) => n === name) ?? [];
+    await fs.mkdir(path.dirname(path.join(talos, name)), { recursive: true });
     await fs.symlink(to, path.join(talos, name));
   }
 }
+
+/** Symlinks a case may find below talos: to siblings, parents, "/", into the nested export. */
+const LINKS = [
+  ['link-sib', 'media'],
+  ['link-parent', '..'],
+  ['link-root', '/'],
+  ['archived-media', 'media'], // an archive target that is a link
+  ['archived-ns', 'nested'], // an archive folder that leads into another export
+  ['ns/pvc/escape', '/'], // inside a claim: deleted as a link, never followed
+  ['media/app/up', '../../..'],
+  ['nested-link', 'nested/ns'],
+] as const;
+const LINK_NAMES = LINKS.map(([n]) => n);
 
 /** Everything in the exports, keyed by inode, with pseudo paths. */
 async function snapshot(g: Ganesha): Promise<Map<string, { path: string; type: string; fs: string }>> {
@@ -146,6 +158,11 @@ const NAMES = [
   'link-root',
   'link-parent',
   'archived-media',
+  'archived-ns',
+  'nested-link',
+  'escape',
+  'up',
+  'app',
 ];
 
 const LAYOUTS: Array<{ name: string; v4only: boolean; fallback: boolean }> = [
@@ -154,7 +171,9 @@ const LAYOUTS: Array<{ name: string; v4only: boolean; fallback: boolean }> = [
   { name: 'v3+v4 after a fall back to v4', v4only: false, fallback: true },
 ];
 
-const { seed, numRuns } = pbtParams(20);
+const { seed, numRuns: unitRuns } = pbtParams(20);
+// A real server is slower than the in-memory NAS: npm run pbt gives it a tenth of PBT_RUNS.
+const numRuns = process.env.PBT_GANESHA_RUNS ? Number(process.env.PBT_GANESHA_RUNS) : unitRuns;
 const servers = new Map<boolean, Ganesha>();
 t.teardown(async () => {
   for (const g of servers.values()) await g.stop();
@@ -172,9 +191,9 @@ for (const l of LAYOUTS) {
     const started = Date.now();
     const server = g;
     const result = await fc.check(
-      fc.asyncProperty(steps(g.server, SHARES, NAMES, 2), async (ss) => {
+      fc.asyncProperty(fc.subarray(LINK_NAMES), steps(g.server, SHARES, NAMES, 2), async (links, ss) => {
         cases++;
-        await reset(server);
+        await reset(server, links);
         for (const s of ss) {
           stepsRun++;
           const bad = await runStep(server, c, s);

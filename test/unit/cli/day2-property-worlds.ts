@@ -35,9 +35,11 @@ export const leftoverWorldArb: fc.Arbitrary<World> = fc
     nestedPolicy: fc.constantFrom('delete', 'retain', 'archive', undefined),
     /** How many of the plain world's classes join (on any share: they may overlap the others). */
     more: fc.constantFrom(0, 0, 1),
+    /** Whether the plain world's PVs above directories (a whole share or folder) stay. */
+    above: fc.constantFrom(false, false, true),
     view: fc.constantFrom('owner', 'owner', 'owner', 'owner', 'owner', 'owner', 'foreign', 'rebuilt'),
   })
-  .map(({ base, proving, gone, spelled, user, nestedTemplate, nestedPolicy, more, view }): World => {
+  .map(({ base, proving, gone, spelled, user, nestedTemplate, nestedPolicy, more, above, view }): World => {
     const age = AGES[1] ?? 0; // old enough, younger than the cluster
     const classes: World['classes'] = [
       { ...proving, onDelete: 'delete' },
@@ -54,6 +56,7 @@ export const leftoverWorldArb: fc.Arbitrary<World> = fc
         ...base.claims,
       ].slice(0, 8),
       user: [{ share: proving.share, path: user }, ...base.user].slice(0, 4),
+      parentPvs: above ? base.parentPvs : [],
       view,
     };
   });
