@@ -166,3 +166,14 @@ t.test('move: release overwrites only the held unusedN; destroy only a helper na
   t.equal(reason(decideMoverDestroy({ ...released, name: 'db' }, view(clean), 9999)), 'not-our-helper');
   t.equal(reason(decideMoverDestroy({ ...released, status: 'running' }, view(clean), 9999)), 'helper-state');
 });
+
+// Found by the day-2 search (ownership-day2.pbt.test.ts, seed 1, 200 runs): a static PV whose
+// handle names a marker did not keep the disk's markers, so DeleteVolume of the (gone) disk
+// freed the marker that PV names.
+t.test('a PV naming a marker keeps the disk and every marker of it', async (t) => {
+  const named = proof(['homelab/hyper1/local-lvm/vm-9999-pvc-a+vac1-b0']);
+  t.equal(reason(provenUnclaimed(DISK, named)), 'claimed', 'the disk');
+  t.equal(reason(provenUnclaimed(MARKER, named)), 'claimed', 'the marker it names');
+  t.equal(reason(provenUnclaimed({ ...DISK, disk: 'vm-9999-pvc-a+vac2-i5' }, named)), 'claimed', 'another marker');
+  t.equal(reason(provenUnclaimed({ ...DISK, disk: 'vm-9999-pvc-b' }, named)), 'allowed');
+});
