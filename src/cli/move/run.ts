@@ -55,9 +55,9 @@ export class MoveRun {
     private r: MoveRecord,
   ) {
     const d = deps;
-    this.d = d;
+    this.d = deps;
     this.mover = new MoverVm({
-      api: d.api,
+      api: deps.api,
       cluster: d.region,
       vmid: d.vmid,
       log: d.log,

@@ -1,10 +1,11 @@
 // The ownership gate of the Proxmox driver: the one place that decides whether a call may free,
 // grow, re-line, attach or detach a disk, from the disk's name and what the VM configs say about
 // it (docs/ownership.md, "Proxmox: what the driver frees, grows, changes and attaches"). Every
-// decision is a pure function of its inputs; an allowed one hands out an OwnershipPermit, which
-// only this module can make and which the mutating port (ownership-port.ts) demands for each
-// call that changes Proxmox: freeing or allocating a volume, resizing a disk, changing or
-// unlinking drive keys of a VM. A refusal costs nothing: it comes before any of those.
+// decision is a pure function of its inputs; an allowed one hands out an OwnershipPermit
+// (permit.ts), which only this module and its day-2 half (ownership-day2.ts) make and which the
+// mutating port (ownership-port.ts) demands for each call that changes Proxmox: freeing or
+// allocating a volume, resizing a disk, changing or unlinking drive keys of a VM. A refusal
+// costs nothing: it comes before any of those.
 //
 // Which reads each decision takes (what the callers pass in):
 // - free and grow: a fresh read (fresh-read.ts: the VM list, every VM's config and pending
