@@ -12,6 +12,7 @@ import type { ProxmoxInspect } from '../proxmox/controller/controller.js';
 import type { NfsStores } from '../nfs/controller/store.js';
 import type { GaugeSample } from './source.js';
 import { countingApi } from './findings.js';
+import { withoutWrites } from '../proxmox/api/read-only.js';
 import { timeoutSignal } from '../timeout-signal.js';
 
 export interface CollectInput {
@@ -52,7 +53,8 @@ async function collectUntil(i: CollectInput, signal: AbortSignal): Promise<Colle
   const fences: GaugeSample[] = [];
   for (const [region, c] of i.proxmox?.clusters ?? []) {
     try {
-      const facts = await readCluster(region, countingApi(c.api, i.count), rules.controllerVmId, i.log, signal);
+      const api = countingApi(withoutWrites(c.api), i.count);
+      const facts = await readCluster(region, api, rules.controllerVmId, i.log, signal);
       findings.push(...proxmoxFindings(facts, k, rules));
     } catch (e) {
       findings.push({ kind: 'error', where: `proxmox/${region}`, what: 'cluster', detail: (e as Error).message });

@@ -12,4 +12,5 @@ export { waitTask } from './api/tasks.js';
 export { parseVolumeId, formatVolumeId, diskNameFor, parseVolid, volidOf } from './volume-id.js';
 export { wwnForSlot, FSTYPE_KEY, TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY } from './contract.js';
 export { parseCreateParameters } from './controller/params/params.js';
-export { MOVER_VM_NAME, MoverVm, volidOfValue, type MoverApi } from './mover-vm.js';
+export { MOVER_VM_NAME, MoverVm, volidOfValue, type MoverApi, type MoverReadApi } from './mover-vm.js';
+export { isOwnershipRefusal } from './controller/safety/ownership.js';

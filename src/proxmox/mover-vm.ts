@@ -20,23 +20,41 @@
 // config key; only deletes deallocate), and destroying the VM then frees only that name, which
 // does not exist (lvmthin's free of a missing LV is no error). destroy-unreferenced-disks is
 // never passed: it would free every vm-9999-* disk on the host.
+//
+// Every change goes through the ownership gate (controller/safety/ownership-day2.ts: the mover
+// decisions) and its port (mover-port.ts): this class holds the API read-only by type, reads the
+// helper and the disk's host fresh before each change, and sends only what a permit names.
 import { FailedPrecondition, isCsiError } from '../errors.js';
-import type { ProxmoxApi, ProxmoxVmLifecycle } from './api/api.js';
+import type { ProxmoxApi, ProxmoxReadApi, ProxmoxVmLifecycle, ProxmoxVmLifecycleRead } from './api/api.js';
 import { sleep, upidNode, waitTask } from './api/tasks.js';
+import { readFreshOf } from './controller/safety/fresh-read.js';
+import { MoverPort } from './controller/safety/mover-port.js';
+import {
+  MOVER_VM_NAME,
+  type HelperVm,
+  decideMovable,
+  decideMoverCreate,
+  decideMoverDestroy,
+  decideMoverHold,
+  decideMoverMigrate,
+  decideMoverRelease,
+  decideFreeLeftover,
+  isReleasedPlaceholder,
+  type Unclaimed,
+} from './controller/safety/ownership-day2.js';
+import { type DiskFacts, must } from './controller/safety/ownership.js';
 import { parseVolid } from './volume-id.js';
 
-export const MOVER_VM_NAME = 'pve-nfs-csi-mover';
+export { MOVER_VM_NAME } from './controller/safety/ownership-day2.js';
 const moverVmDescription = (volid: string) =>
   `pve-nfs-csi move: carries ${volid} to another host; removed when the move ends`;
-const releasedPlaceholder = (storage: string, vmid: number) => `${storage}:vm-${vmid}-pve-nfs-csi-released`;
 
+/** What a move is handed: the full API, split here into reads and the gated port. */
 export type MoverApi = ProxmoxApi & ProxmoxVmLifecycle;
+/** What a move reads (the rest of its API is reached only through the port). */
+export type MoverReadApi = ProxmoxReadApi & ProxmoxVmLifecycleRead;
 
-export interface MoverVmState {
-  node: string;
-  name: string;
-  status?: string | undefined;
-  lock?: string | undefined;
+export interface MoverVmState extends HelperVm {
   /** Volume ids the config references (current, pending, unusedN). */
   volids: string[];
 }
@@ -44,6 +62,7 @@ export interface MoverVmState {
 export interface MoverVmOptions {
   api: MoverApi;
   cluster: string;
+  /** The config's controller VMID: the helper's VMID (it must own the disk). */
   vmid: number;
   signal?: AbortSignal;
   /** How long one migration may take (a large disk copies for a while). Default 6 h. */
@@ -61,10 +80,29 @@ export function volidOfValue(key: string, value: string): string | undefined {
 }
 
 export class MoverVm {
-  constructor(private readonly o: MoverVmOptions) {}
+  private readonly api: MoverReadApi;
+  private readonly port: MoverPort;
+  private readonly o: Omit<MoverVmOptions, 'api'>;
+
+  constructor({ api, ...o }: MoverVmOptions) {
+    this.api = api;
+    this.port = new MoverPort(api);
+    this.o = o;
+  }
 
   private get w() {
     return { cluster: this.o.cluster, signal: this.o.signal };
+  }
+
+  private disk(volid: string): DiskFacts {
+    const ref = parseVolid(volid);
+    if (!ref) throw new FailedPrecondition(`move: ${volid} is not a volume id (storage:disk)`);
+    return { storage: ref.storage, disk: ref.disk, controllerVmId: this.o.vmid };
+  }
+
+  /** The disk's host as the gate needs it: every VM's config, pending and snapshot sections, read now. */
+  private fresh(node: string) {
+    return readFreshOf(this.api, [node], this.o.signal);
   }
 
   /**
@@ -74,7 +112,8 @@ export class MoverVm {
    * stale shows up as a config that does not exist there, and is read again.
    */
   async state(): Promise<MoverVmState | undefined> {
-    const { api, vmid, signal } = this.o;
+    const { vmid, signal } = this.o;
+    const api = this.api;
     for (let attempt = 1; ; attempt++) {
       const row = (await api.vmResources({ signal })).find((r) => r.vmid === vmid);
       if (!row) return undefined;
@@ -89,20 +128,21 @@ export class MoverVm {
 
   private stateOf(
     row: { node: string; name: string; status?: string | undefined },
-    entries: Awaited<ReturnType<MoverApi['vmPending']>>,
+    entries: Awaited<ReturnType<MoverReadApi['vmPending']>>,
   ): MoverVmState {
-    const volids = new Set<string>();
+    const held: Array<{ key: string; volid: string }> = [];
     let lock: string | undefined;
     let name = row.name;
     for (const e of entries) {
       if (e.key === 'lock') lock = e.value;
       if (e.key === 'name' && e.value) name = e.value;
-      for (const v of [e.value, e.pending]) {
+      for (const v of new Set([e.value, e.pending])) {
         const volid = v === undefined ? undefined : volidOfValue(e.key, v);
-        if (volid) volids.add(volid);
+        if (volid) held.push({ key: e.key, volid });
       }
     }
-    return { node: row.node, name, status: row.status, lock, volids: [...volids] };
+    const volids = [...new Set(held.map((h) => h.volid))];
+    return { vmid: this.o.vmid, node: row.node, name, status: row.status, lock, held, volids };
   }
 
   /** Refuses a VM with our VMID that is not our helper: it could be a real VM someone made. */
@@ -116,29 +156,35 @@ export class MoverVm {
   }
 
   private async wait(upid: string, node: string, what: string, timeoutMs = 120_000): Promise<void> {
-    await waitTask(this.o.api, node, upid, { ...this.w, what, timeoutMs });
+    await waitTask(this.api, node, upid, { ...this.w, what, timeoutMs });
+  }
+
+  /**
+   * The gate's check for a new move, before anything changes: a disk of the driver that no VM of
+   * `node` references in a fresh read (snapshot sections included). Throws the gate's refusal.
+   */
+  async checkMovable(node: string, volid: string): Promise<void> {
+    must(decideMovable(this.disk(volid), await this.fresh(node)));
   }
 
   /** Makes the helper exist on `node`, stopped, holding exactly `volid` as unused0. Idempotent. */
   async hold(node: string, volid: string, attempt = 1): Promise<void> {
-    const { api, vmid, signal } = this.o;
+    const { vmid, signal } = this.o;
     let st = await this.state();
     if (st) this.assertOurs(st);
     if (st && st.node !== node && st.volids.length === 0) {
       // an empty helper left elsewhere (a crash after its release): remove it, make it here
-      await this.destroy(st.node);
+      await this.destroy(st);
       st = undefined;
     }
     if (!st) {
       this.o.log?.(`create helper VM ${vmid} on ${node} holding ${volid}`);
+      const permit = must(
+        decideMoverCreate(this.disk(volid), node, await this.fresh(node), undefined, moverVmDescription(volid)),
+      );
       let upid: string;
       try {
-        upid = await api.createVm(
-          node,
-          vmid,
-          { name: MOVER_VM_NAME, description: moverVmDescription(volid), unused0: volid },
-          { signal },
-        );
+        upid = await this.port.create(permit, { signal });
       } catch (e) {
         // the VM list lagged behind a create that did happen (ours, retried, or a run that died):
         // read again and go on from what is there
@@ -156,15 +202,23 @@ export class MoverVm {
       );
     }
     if (st.volids.length === 0) {
-      const upid = await api.updateVmConfig(node, vmid, { set: { unused0: volid } }, { signal });
+      const permit = must(decideMoverHold(this.disk(volid), node, await this.fresh(node), st));
+      const upid = await this.port.hold(permit, { signal });
       if (upid) await this.wait(upid, node, `let helper VM ${vmid} hold ${volid}`);
     }
   }
 
-  /** Starts the offline migration; returns the task id. */
-  async startMigration(node: string, target: string): Promise<string> {
+  /**
+   * Starts the offline migration of the helper holding `volid` (default: the one volume it
+   * holds); returns the task id. The gate reads the host fresh: no other VM may name the disk.
+   */
+  async startMigration(node: string, target: string, volid?: string): Promise<string> {
+    const st = await this.state();
+    if (!st) throw new FailedPrecondition(`helper VM ${this.o.vmid} does not exist: nothing to migrate`);
+    const disk = this.disk(volid ?? st.volids[0] ?? '');
+    const permit = must(decideMoverMigrate(disk, target, await this.fresh(st.node), st));
     this.o.log?.(`migrate helper VM ${this.o.vmid} from ${node} to ${target}`);
-    return this.o.api.migrateVm(node, this.o.vmid, target, { signal: this.o.signal });
+    return this.port.migrate(permit, { signal: this.o.signal });
   }
 
   /** Waits for a migration task; resolves to its log, rejects with the task's error. */
@@ -176,7 +230,7 @@ export class MoverVm {
     } catch (e) {
       failure = e;
     }
-    const log = await this.o.api.taskLog(n, upid, { signal: this.o.signal }).catch(() => []);
+    const log = await this.api.taskLog(n, upid, { signal: this.o.signal }).catch(() => []);
     if (failure) {
       const detail = log
         .filter((l) => /ERROR:|can't migrate|failed/.test(l))
@@ -194,7 +248,7 @@ export class MoverVm {
    * Idempotent: nothing to do when the helper is gone.
    */
   async release(volid: string): Promise<void> {
-    const { api, vmid, signal } = this.o;
+    const { vmid, signal } = this.o;
     const st = await this.state();
     if (!st) return;
     this.assertOurs(st);
@@ -202,31 +256,49 @@ export class MoverVm {
       throw new FailedPrecondition(
         `helper VM ${vmid} on ${st.node} is locked (${st.lock}); wait for its task to end, then run move again`,
       );
-    const ref = parseVolid(volid);
-    if (st.volids.includes(volid) && ref) {
+    if (st.volids.includes(volid)) {
       this.o.log?.(`helper VM ${vmid} on ${st.node} lets go of ${volid}`);
-      const upid = await api.updateVmConfig(
-        st.node,
-        vmid,
-        { set: { unused0: releasedPlaceholder(ref.storage, vmid) } },
-        { signal },
-      );
+      const upid = await this.port.release(must(decideMoverRelease(st, volid, vmid)), { signal });
       if (upid) await this.wait(upid, st.node, `let helper VM ${vmid} release ${volid}`);
     }
     const after = await this.state();
     if (!after) return;
-    const real = after.volids.filter((v) => !v.endsWith('-pve-nfs-csi-released'));
+    const real = after.volids.filter((v) => !isReleasedPlaceholder(v));
     if (real.length > 0) {
       throw new FailedPrecondition(
         `helper VM ${vmid} on ${after.node} still references ${real.join(', ')}; not destroying it`,
       );
     }
-    await this.destroy(after.node);
+    await this.destroy(after);
   }
 
-  private async destroy(node: string): Promise<void> {
-    this.o.log?.(`destroy helper VM ${this.o.vmid} on ${node}`);
-    const upid = await this.o.api.destroyVm(node, this.o.vmid, { signal: this.o.signal });
-    await this.wait(upid, node, `destroy helper VM ${this.o.vmid}`);
+  /**
+   * Frees a copy of the disk the migration left on `node`, once the claim is bound on the target:
+   * only a leftover (ownership-day2.ts: no VM of that host references it in a fresh read, no PV
+   * of `proof` names it there). Resolves false when it is gone already; a refusal throws.
+   */
+  async freeSourceCopy(
+    volid: string,
+    node: string,
+    proof: Unclaimed,
+    beforeFree?: () => Promise<void>,
+  ): Promise<boolean> {
+    const d = this.disk(volid);
+    const { signal } = this.o;
+    const there = (await this.api.listContent(node, d.storage, undefined, { signal })).some((c) => c.volid === volid);
+    if (!there) return false;
+    const permit = must(decideFreeLeftover(d, node, await this.fresh(node), proof));
+    await beforeFree?.();
+    this.o.log?.(`free the source copy ${volid} on ${node}`);
+    const upid = await this.port.disks.freeLeftover(permit, { signal });
+    if (upid) await this.wait(upid, node, `free ${volid}`);
+    return true;
+  }
+
+  private async destroy(st: MoverVmState): Promise<void> {
+    const permit = must(decideMoverDestroy(st, await this.fresh(st.node), this.o.vmid));
+    this.o.log?.(`destroy helper VM ${this.o.vmid} on ${st.node}`);
+    const upid = await this.port.destroy(permit, { signal: this.o.signal });
+    await this.wait(upid, st.node, `destroy helper VM ${this.o.vmid}`);
   }
 }

@@ -5,6 +5,7 @@ import {
   MOVER_VM_NAME,
   MoverVm,
   PROXMOX_DRIVER_NAME,
+  isOwnershipRefusal,
   parseVolumeId,
   volidOf,
   volidOfValue,
@@ -133,6 +134,15 @@ export async function planMove(i: PlanInput): Promise<Plan> {
       }
     }
   }
+  // The ownership gate's own check (ownership-day2.ts) on a fresh read: snapshot sections too,
+  // whose disk Proxmox would free on the source once the migration copied it.
+  const mover = new MoverVm({ api, cluster: i.region, vmid: i.vmid, ...(signal && { signal }) });
+  try {
+    await mover.checkMovable(from.zone, volid);
+  } catch (e) {
+    if (!isOwnershipRefusal(e)) throw e;
+    throw new Refusal('disk-in-vm-config', `${e.message} (pve-nfs-csi report shows such leftovers)`);
+  }
   const src = (await api.listContent(from.zone, from.storage, undefined, { signal })).find((c) => c.volid === volid);
   if (!src)
     throw new Refusal(
@@ -146,17 +156,17 @@ export async function planMove(i: PlanInput): Promise<Plan> {
       `a disk ${volid} already exists on ${i.toZone}; Proxmox would import under another name. Remove the leftover first (pve-nfs-csi report)`,
     );
 
-  const mover = await new MoverVm({ api, cluster: i.region, vmid: i.vmid, ...(signal && { signal }) }).state();
-  if (mover) {
-    if (mover.name !== MOVER_VM_NAME)
+  const helper = await mover.state();
+  if (helper) {
+    if (helper.name !== MOVER_VM_NAME)
       throw new Refusal(
         'vmid-taken',
-        `VMID ${i.vmid} is taken by VM "${mover.name}" on ${mover.node}; move needs it for its helper VM`,
+        `VMID ${i.vmid} is taken by VM "${helper.name}" on ${helper.node}; move needs it for its helper VM`,
       );
-    if (mover.volids.length > 0)
+    if (helper.volids.length > 0)
       throw new Refusal(
         'mover-busy',
-        `the helper VM ${i.vmid} on ${mover.node} holds ${mover.volids.join(', ')}: another move is in progress; finish it first`,
+        `the helper VM ${i.vmid} on ${helper.node} holds ${helper.volids.join(', ')}: another move is in progress; finish it first`,
       );
   }
   if (api.permissions) {

@@ -5,7 +5,15 @@
 // source, the PV gets its reclaim policy back, the record goes); after that the only safe
 // direction is forward, and a re-run finishes the move.
 import { isCsiError } from '../../errors.js';
-import { MoverVm, parseVolid, parseVolumeId, volidOf, waitTask, type MoverApi } from '../../proxmox/index.js';
+import {
+  MoverVm,
+  isOwnershipRefusal,
+  parseVolid,
+  parseVolumeId,
+  volidOf,
+  type MoverApi,
+  type MoverReadApi,
+} from '../../proxmox/index.js';
 import type { MoveKube, PersistentVolume, PersistentVolumeClaim } from './kube-port.js';
 import { buildClaim, buildReplacementPv, targetHandle } from './objects.js';
 import { MOVED_FROM_KEY, type MoveRecord, RECORD_KEY, type Step, recordPatch, stepIndex } from './record.js';
@@ -13,6 +21,7 @@ import { Refusal } from './refusal.js';
 
 export interface MoveDeps {
   kube: MoveKube;
+  /** Held read-only by the run; its changes go through the helper's gated port (mover-vm.ts). */
   api: MoverApi;
   region: string;
   vmid: number;
@@ -36,15 +45,19 @@ const isConflict = (e: unknown) => (e as { status?: number }).status === 409;
 
 export class MoveRun {
   private readonly mover: MoverVm;
+  /** The deps with the API read-only by type: every change is the mover's, through the gate. */
+  private readonly d: Omit<MoveDeps, 'api'> & { api: MoverReadApi };
   /** Steps this run completed, for the report. */
   readonly done: string[] = [];
 
   constructor(
-    private readonly d: MoveDeps,
+    deps: MoveDeps,
     private r: MoveRecord,
   ) {
+    const d = deps;
+    this.d = deps;
     this.mover = new MoverVm({
-      api: d.api,
+      api: deps.api,
       cluster: d.region,
       vmid: d.vmid,
       log: d.log,
@@ -143,7 +156,7 @@ export class MoveRun {
       return;
     }
     await this.cp('migrate:before');
-    const upid = await this.mover.startMigration(this.src.node, this.r.toZone);
+    const upid = await this.mover.startMigration(this.src.node, this.r.toZone, this.src.volid);
     await this.cp('migrate:after');
     await this.save('migrating', { upid });
   }
@@ -352,29 +365,25 @@ export class MoveRun {
     this.done.push('done');
   }
 
-  /** The source copy a migration could not free: only now, with the claim bound on the target. */
+  /**
+   * The source copy a migration could not free: only now, with the claim bound on the target, and
+   * only as a leftover (the gate: no VM of the source host references it in a fresh read, no PV
+   * but this move's old one names it there).
+   */
   private async freeLeftover(volid: string): Promise<void> {
     const src = this.src;
-    const there = (await this.d.api.listContent(src.node, src.storage, undefined, { signal: this.d.signal })).some(
-      (c) => c.volid === volid,
+    const pvHandles = (await this.d.kube.listPvs()).flatMap((pv) =>
+      pv.metadata.name !== this.r.oldPv && pv.spec.csi
+        ? [{ pv: pv.metadata.name, handle: pv.spec.csi.volumeHandle }]
+        : [],
     );
-    if (!there) return;
-    for (const vm of (await this.d.api.vmResources({ signal: this.d.signal })).filter((v) => v.node === src.node)) {
-      const refs = await this.d.api.vmPending(vm.node, vm.vmid, { signal: this.d.signal });
-      if (refs.some((e) => [e.value, e.pending].some((v) => v?.split(',')[0] === volid))) {
-        this.d.log(`leftover ${volid} on ${src.node} is in VM ${vm.vmid}'s config; not freeing it`);
-        return;
-      }
-    }
-    await this.cp('free-leftover:before');
-    this.d.log(`free the source copy ${volid} on ${src.node}`);
-    const upid = await this.d.api.freeDisk(src.node, src.storage, volid, { signal: this.d.signal });
-    if (upid) {
-      await waitTask(this.d.api, src.node, upid, {
-        cluster: this.d.region,
-        what: `free ${volid}`,
-        ...(this.d.signal && { signal: this.d.signal }),
-      });
+    try {
+      await this.mover.freeSourceCopy(volid, src.node, { region: this.d.region, pvHandles, zone: src.node }, () =>
+        this.cp('free-leftover:before'),
+      );
+    } catch (e) {
+      if (!isOwnershipRefusal(e)) throw e;
+      this.d.log(`leftover ${volid} on ${src.node} is not freed: ${e.message}`);
     }
   }
 

@@ -40,7 +40,7 @@ export const INFO_KINDS: ReadonlySet<Kind> = new Set(['archive', 'retained-dir']
 
 export type Action =
   | { type: 'delete-volume'; region: string; volumeId: string }
-  | { type: 'free-marker'; region: string; node: string; storage: string; volid: string }
+  | { type: 'free-marker'; region: string; node: string; storage: string; volid: string; shared?: boolean }
   | {
       type: 'drop-unused';
       region: string;
@@ -239,7 +239,14 @@ export function proxmoxFindings(f: ClusterFacts, k: KubeFacts, r: Rules): Findin
     else if (d.createdAt !== undefined && (k.birth === undefined || d.createdAt < k.birth))
       finding.kept = bornBefore(k.birth);
     else if (marker)
-      finding.action = { type: 'free-marker', region: f.region, node: d.node, storage: d.storage, volid: d.volid };
+      finding.action = {
+        type: 'free-marker',
+        region: f.region,
+        node: d.node,
+        storage: d.storage,
+        volid: d.volid,
+        ...(d.shared && { shared: true }),
+      };
     else
       finding.action = {
         type: 'delete-volume',

@@ -1,8 +1,10 @@
 // `report --fix --yes`: carries out the actions findings.ts allowed, each through the driver's
 // own code path (DeleteVolume, the per-VM detach queue, the helper-leftover cleanup, the NFS
-// delete policy), after re-checking right before acting what could have changed since the scan:
-// a PV may have appeared for the disk or the directory (a CreateVolume that was in flight).
-// DeleteVolume itself re-reads every VM config and refuses a disk that got attached meanwhile.
+// delete policy) and, for Proxmox, through the ownership gate, which decides again right before
+// acting from what is there now: the PVs re-read (a CreateVolume that was in flight) are the
+// day-2 proof the gate takes (ownership-day2.ts: provenUnclaimed); DeleteVolume re-reads every VM
+// config, and a marker is freed only as a leftover (decideFreeLeftover) on a fresh read of its
+// host's VMs: a disk attached or snapshotted since the scan is kept.
 import type { Logger } from 'pino';
 import type { KubeApi } from '../../k8s/index.js';
 import { deleteVolumeDir } from '../../nfs/controller/policy.js';
@@ -12,6 +14,9 @@ import type { Cluster } from '../../proxmox/controller/state/cluster.js';
 import type { Core } from '../../proxmox/controller/core.js';
 import { removeHelperLeftovers } from '../../proxmox/controller/safety/leftovers.js';
 import { deleteVolume } from '../../proxmox/controller/rpc/volumes.js';
+import { readFresh } from '../../proxmox/controller/safety/fresh-read.js';
+import { must } from '../../proxmox/controller/safety/ownership.js';
+import { type Unclaimed, decideFreeLeftover, provenUnclaimed } from '../../proxmox/controller/safety/ownership-day2.js';
 import { parseVolid, parseVolumeId } from '../../proxmox/volume-id.js';
 import { PROXMOX_DRIVER, type NfsFacts } from './facts.js';
 import type { Action } from './findings.js';
@@ -28,29 +33,17 @@ export interface FixContext {
   signal: AbortSignal;
 }
 
-/** Does any PV (re-read now) name this disk or directory? */
-async function claimedNow(ctx: FixContext, a: Action): Promise<string | undefined> {
-  const pvs = await ctx.kube.listPersistentVolumes(ctx.signal);
-  if (a.type === 'remove-dir') {
-    return referencedBy(nfsView(ctx.nfs, pvs), a.server, absolute(a.share, a.path))?.pv;
-  }
-  if (a.type === 'delete-volume' || a.type === 'free-marker') {
-    const target = a.type === 'delete-volume' ? parseVolumeId(a.volumeId) : parseVolid(a.volid);
-    if (!target) return `(unreadable target ${a.type === 'delete-volume' ? a.volumeId : a.volid})`;
-    const { storage, disk } = target;
-    const hit = pvs.find((pv) => {
-      if (pv.spec?.csi?.driver !== PROXMOX_DRIVER) return false;
-      const ref = parseVolumeId(pv.spec.csi.volumeHandle);
-      return (
-        !!ref &&
-        ref.region === a.region &&
-        ref.storage === storage &&
-        (disk === ref.disk || disk.startsWith(ref.disk + '+'))
-      );
-    });
-    return hit?.metadata?.name;
-  }
-  return undefined;
+/** The PVs as they are now (re-read right before acting): a CreateVolume may have been in flight. */
+async function pvsNow(ctx: FixContext) {
+  return ctx.kube.listPersistentVolumes(ctx.signal);
+}
+
+/** The day-2 proof for the Proxmox gate: every Proxmox PV's handle, read now. */
+function proofOf(pvs: Awaited<ReturnType<typeof pvsNow>>, region: string): Unclaimed {
+  const pvHandles = pvs.flatMap((pv) =>
+    pv.spec?.csi?.driver === PROXMOX_DRIVER ? [{ pv: pv.metadata?.name ?? '?', handle: pv.spec.csi.volumeHandle }] : [],
+  );
+  return { region, pvHandles };
 }
 
 function clusterOf(ctx: FixContext, region: string): Cluster {
@@ -61,16 +54,26 @@ function clusterOf(ctx: FixContext, region: string): Cluster {
 
 /** Carries out one action; resolves with what was done, rejects with why not. */
 export async function runAction(ctx: FixContext, a: Action): Promise<string> {
-  const pv = await claimedNow(ctx, a);
-  if (pv) throw new Error(`left alone: PV ${pv} now refers to it`);
+  const pvs = await pvsNow(ctx);
   const call = { log: ctx.log, signal: ctx.signal };
   switch (a.type) {
-    case 'delete-volume':
+    case 'delete-volume': {
+      const ref = parseVolumeId(a.volumeId);
+      if (!ref) throw new Error(`unreadable volume id ${a.volumeId}`);
+      // The PV proof here, the rest of the DeleteVolume rule (a fresh read) in deleteVolume itself.
+      must(provenUnclaimed(ref, proofOf(pvs, a.region)));
       await deleteVolume(ctx.core, { volumeId: a.volumeId, secrets: {} }, call);
       return 'freed';
+    }
     case 'free-marker': {
       const cluster = clusterOf(ctx, a.region);
-      const upid = await cluster.api.freeDisk(a.node, a.storage, a.volid, { signal: ctx.signal });
+      const ref = parseVolid(a.volid);
+      if (!ref) throw new Error(`unreadable volume ${a.volid}`);
+      const d = { storage: ref.storage, disk: ref.disk, controllerVmId: ctx.core.controllerVmId };
+      // A shared storage's volume can be named by a VM on any host.
+      const view = await readFresh(cluster, a.shared ? undefined : [a.node], ctx.signal);
+      const permit = must(decideFreeLeftover(d, a.node, view, proofOf(pvs, a.region)));
+      const upid = await cluster.port.freeLeftover(permit, { signal: ctx.signal });
       if (upid)
         await waitTask(cluster.api, a.node, upid, { cluster: a.region, what: `free ${a.volid}`, signal: ctx.signal });
       return 'freed';
@@ -88,6 +91,8 @@ export async function runAction(ctx: FixContext, a: Action): Promise<string> {
       return vms.length ? `unlinked from ${vms.map((v) => v.name).join(', ')}` : 'already gone';
     }
     case 'remove-dir': {
+      const pv = referencedBy(nfsView(ctx.nfs, pvs), a.server, absolute(a.share, a.path))?.pv;
+      if (pv) throw new Error(`left alone: PV ${pv} now refers to it`);
       const removed = await deleteVolumeDir(ctx.stores.open(a.server, a.share), a.path, { signal: ctx.signal });
       return removed ? 'removed' : 'already gone';
     }

@@ -170,7 +170,12 @@ export interface FreeOptions extends CallOptions {
   waitSeconds?: number | undefined;
 }
 
-export interface ProxmoxApi {
+/**
+ * The reads: what every part of the driver may call. Outside the API adapter, code holds the
+ * Proxmox API as this type; the mutating half (ProxmoxWriteApi) is reached only through the
+ * ownership port, with a permit of the ownership gate for each call (docs/ownership.md).
+ */
+export interface ProxmoxReadApi {
   version(o?: CallOptions): Promise<{ version: string; release?: string | undefined }>;
   vmResources(o?: CallOptions): Promise<VmResource[]>;
   storageResources(o?: CallOptions): Promise<StorageResource[]>;
@@ -179,10 +184,6 @@ export interface ProxmoxApi {
   storageStatus(node: string, storage: string, o?: CallOptions): Promise<StorageStatus>;
   /** Image volumes on one storage of one node; `vmid` narrows to the disks that VMID owns. */
   listContent(node: string, storage: string, vmid: number | undefined, o?: CallOptions): Promise<StorageContentItem[]>;
-  /** Allocates a disk; returns its volid. */
-  allocDisk(node: string, storage: string, req: AllocRequest, o?: CallOptions): Promise<string>;
-  /** Frees a disk; returns the task UPID when Proxmox ran it as a task. */
-  freeDisk(node: string, storage: string, volid: string, o?: FreeOptions): Promise<string | null>;
 
   vmConfig(node: string, vmid: number, o?: CallOptions): Promise<VmConfig>;
   /** Every key with its current and pending value. */
@@ -191,6 +192,24 @@ export interface ProxmoxApi {
   vmSnapshots(node: string, vmid: number, o?: CallOptions): Promise<string[]>;
   /** GET …/config?snapshot=NAME: the keys of one snapshot section (`[NAME]` of the config file). */
   vmSnapshotConfig(node: string, vmid: number, snapshot: string, o?: CallOptions): Promise<Record<string, string>>;
+
+  taskStatus(node: string, upid: string, o?: CallOptions): Promise<TaskStatus>;
+  /** Running tasks on a node that this identity may see (its own; every one with Sys.Audit). */
+  activeTasks(node: string, filter: { type?: string; vmid?: number }, o?: CallOptions): Promise<ActiveTask[]>;
+  /**
+   * GET /nodes/{node}/tasks. Without Sys.Audit (the driver's role has none) Proxmox lists only
+   * the caller's own tasks: a token sees the tasks of that token, i.e. of every instance of
+   * this driver, past or concurrent.
+   */
+  nodeTasks(node: string, q: TaskQuery, o?: CallOptions): Promise<TaskListItem[]>;
+}
+
+/** The calls that free, allocate, resize or change: only the ownership port sends them. */
+export interface ProxmoxWriteApi {
+  /** Allocates a disk; returns its volid. */
+  allocDisk(node: string, storage: string, req: AllocRequest, o?: CallOptions): Promise<string>;
+  /** Frees a disk; returns the task UPID when Proxmox ran it as a task. */
+  freeDisk(node: string, storage: string, volid: string, o?: FreeOptions): Promise<string | null>;
   /** POST …/config: asynchronous on Proxmox; returns the task UPID (null when applied inline). */
   updateVmConfig(node: string, vmid: number, change: ConfigChange, o?: CallOptions): Promise<string | null>;
   /**
@@ -205,30 +224,28 @@ export interface ProxmoxApi {
    * With `digest`, the resize task fails (`checksum mismatch`) unless the config still has it.
    */
   resizeDisk(node: string, vmid: number, disk: string, size: string, o?: ResizeOptions): Promise<string | null>;
-
-  taskStatus(node: string, upid: string, o?: CallOptions): Promise<TaskStatus>;
-  /** Running tasks on a node that this identity may see (its own; every one with Sys.Audit). */
-  activeTasks(node: string, filter: { type?: string; vmid?: number }, o?: CallOptions): Promise<ActiveTask[]>;
-  /**
-   * GET /nodes/{node}/tasks. Without Sys.Audit (the driver's role has none) Proxmox lists only
-   * the caller's own tasks: a token sees the tasks of that token, i.e. of every instance of
-   * this driver, past or concurrent.
-   */
-  nodeTasks(node: string, q: TaskQuery, o?: CallOptions): Promise<TaskListItem[]>;
 }
+
+export interface ProxmoxApi extends ProxmoxReadApi, ProxmoxWriteApi {}
 
 /**
  * Creating, destroying and migrating a VM: only `pve-nfs-csi move` uses these, to carry a disk to
  * another host inside a stopped helper VM (offline migration). They need VM.Allocate and
- * VM.Migrate, which the CSI role does not have. Each returns the task's UPID.
+ * VM.Migrate, which the CSI role does not have. Each returns the task's UPID. Like
+ * ProxmoxWriteApi, only the ownership port sends them (the mover's permits, ownership-day2.ts).
  */
-export interface ProxmoxVmLifecycle {
+export interface ProxmoxVmLifecycleWrite {
   /** POST /nodes/{node}/qemu: a stopped VM without new disks; `options` are config keys. */
   createVm(node: string, vmid: number, options: Record<string, string>, o?: CallOptions): Promise<string>;
   /** DELETE /nodes/{node}/qemu/{vmid}: frees the volumes the VM owns that its config references. */
   destroyVm(node: string, vmid: number, o?: CallOptions): Promise<string>;
   /** POST …/migrate: offline migration with the local disks the config references. */
   migrateVm(node: string, vmid: number, target: string, o?: CallOptions): Promise<string>;
+}
+
+export interface ProxmoxVmLifecycleRead {
   /** GET …/tasks/{upid}/log: the task's log lines. */
   taskLog(node: string, upid: string, o?: CallOptions): Promise<string[]>;
 }
+
+export interface ProxmoxVmLifecycle extends ProxmoxVmLifecycleRead, ProxmoxVmLifecycleWrite {}

@@ -1,6 +1,6 @@
 // Waiting: for Proxmox tasks to finish, between retries of a busy VM, for a state to appear.
 import { DeadlineExceeded, isCsiError } from '../../errors.js';
-import type { ProxmoxApi } from './api.js';
+import type { ProxmoxReadApi } from './api.js';
 import { taskError } from './errors.js';
 
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -41,7 +41,7 @@ export interface WaitOptions {
 }
 
 /** Polls a task until it stops; an exit status other than OK is an error (typed by its text). */
-export async function waitTask(api: ProxmoxApi, fallbackNode: string, upid: string, o: WaitOptions): Promise<void> {
+export async function waitTask(api: ProxmoxReadApi, fallbackNode: string, upid: string, o: WaitOptions): Promise<void> {
   const node = upidNode(upid) ?? fallbackNode;
   const deadline = Date.now() + (o.timeoutMs ?? 120_000);
   let delay = 10;

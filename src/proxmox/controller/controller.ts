@@ -6,7 +6,7 @@ import { bindHandlers } from '../../csi/bind.js';
 import type { ControllerBackend, ControllerCapability } from '../../csi/types.js';
 import { InvalidArgument } from '../../errors.js';
 import { defined } from '../../defined.js';
-import type { ProxmoxApi } from '../api/api.js';
+import type { ProxmoxApi, ProxmoxReadApi } from '../api/api.js';
 import { Cluster, type ClusterTuning } from './state/cluster.js';
 import { controllerPublishVolume, controllerUnpublishVolume } from './rpc/attach.js';
 import { controllerGetVolume, listVolumes } from './rpc/list.js';
@@ -70,7 +70,10 @@ export type ProxmoxController = ControllerBackend & {
 export interface ProxmoxInspect {
   controllerVmId: number;
   poolGuard: PoolGuardSettings;
-  clusters: ReadonlyMap<string, { api: ProxmoxApi; fences: Fences; pools: PoolUsage; storages: Cluster['storages'] }>;
+  clusters: ReadonlyMap<
+    string,
+    { api: ProxmoxReadApi; fences: Fences; pools: PoolUsage; storages: Cluster['storages'] }
+  >;
 }
 
 export function createProxmoxController(opts: ProxmoxControllerOptions): ProxmoxController {

@@ -3,7 +3,7 @@
 // the read the plan came from, so a config another writer changed since is refused, never
 // overwritten; then the change's task. Nothing here decides or retries: attach-queue.ts reads
 // back and asks the planner again.
-import type { ConfigChange, ConfigEntry, ProxmoxApi, TaskListItem } from '../../api/api.js';
+import type { ConfigChange, ConfigEntry, ProxmoxReadApi, TaskListItem } from '../../api/api.js';
 import { taskError } from '../../api/errors.js';
 import { waitTask } from '../../api/tasks.js';
 import { what } from './attach-plan.js';
@@ -19,7 +19,7 @@ export interface Landed {
 }
 
 export interface ExecOptions {
-  api: ProxmoxApi;
+  api: ProxmoxReadApi;
   /** The only way to send a change: each one carries the ownership gate's permit. */
   port: OwnershipPort;
   cluster: string;

@@ -16,7 +16,7 @@
 // otherwise); only a VM without disk hot-plug is polled until its change leaves `pending`.
 import type { Logger } from 'pino';
 import { DeadlineExceeded, FailedPrecondition, Unavailable, isCsiError } from '../../../errors.js';
-import type { ProxmoxApi } from '../../api/api.js';
+import type { ProxmoxReadApi } from '../../api/api.js';
 import { digestRefused } from '../../api/errors.js';
 import { ConfigExecutor, type Landed } from './attach-exec.js';
 import { AttachChecks } from './attach-checks.js';
@@ -66,7 +66,7 @@ import { defined } from '../../../defined.js';
 export { type AttachRequest, type DetachRequest, HelperLeftovers, type UpdateRequest } from './attach-plan.js';
 
 export interface QueueOptions {
-  api: ProxmoxApi;
+  api: ProxmoxReadApi;
   cluster: string;
   locator: VmLocator;
   log: Logger;
@@ -85,8 +85,8 @@ export interface QueueOptions {
   content?: ContentCache | undefined;
   /** How old other VMs' entries may be for the exclusivity check before they are read again; default 5 s. */
   indexMaxAgeMs?: number | undefined;
-  /** The mutating calls (ownership-port.ts); over `api` by default. */
-  port?: OwnershipPort | undefined;
+  /** The mutating calls (ownership-port.ts): `api` is read-only by type. */
+  port: OwnershipPort;
 }
 
 /** Unlinks issued per detach batch: each one re-triggers a hot-unplug the guest did not finish. */
@@ -114,7 +114,7 @@ export class AttachQueues {
     const { api, cluster, locator, log, taskTimeoutMs } = o;
     const index = this.index;
     this.reader = new VmReader({ api, cluster, locator, index, confirmTimeoutMs });
-    const port = o.port ?? new OwnershipPort(api);
+    const port = o.port;
     this.exec = new ConfigExecutor({ api, port, cluster, index, taskTimeoutMs, maxAgeMs });
     this.checks = new AttachChecks({ index, content: this.content, log, maxAgeMs, confirmTimeoutMs });
     this.batcher = new Batcher((vmid, jobs) => this.batch(vmid, jobs), { windowMs: o.mergeWindowMs ?? 0 });

@@ -2,7 +2,7 @@
 // …/pending, following a VM that migrated to another node, and re-reading until a change shows
 // (hot-plug still running, a delete still pending). Every read lands in the disk index.
 import { NotFound, isCsiError } from '../../../errors.js';
-import type { ConfigEntry, ProxmoxApi } from '../../api/api.js';
+import type { ConfigEntry, ProxmoxReadApi } from '../../api/api.js';
 import { sleep } from '../../api/tasks.js';
 import type { DiskIndex } from '../state/disk-index.js';
 import type { VmLocator, VmRef } from '../state/vm-locator.js';
@@ -13,7 +13,7 @@ export interface VmState {
 }
 
 export interface VmReaderOptions {
-  api: ProxmoxApi;
+  api: ProxmoxReadApi;
   cluster: string;
   locator: VmLocator;
   index: DiskIndex;

@@ -7,24 +7,51 @@
 // after a rollback to it drops `parent` while a later branch remains
 // (PVE::AbstractConfig::snapshot_delete), and that branch's drive lines still hold disks.
 import { isCsiError } from '../../../errors.js';
-import type { VmResource } from '../../api/api.js';
+import type { ConfigEntry, ProxmoxReadApi, VmResource } from '../../api/api.js';
 import type { Cluster } from '../state/cluster.js';
 import type { VmEntries } from '../state/scan.js';
 import type { FreshView, SnapshotSection } from './ownership.js';
 import { mapLimit } from '../state/scan.js';
 
 /** `nodes`: the disk's hosts (undefined: every node, for a shared storage). */
-export async function readFresh(
+export function readFresh(
   cluster: Cluster,
   nodes: readonly string[] | undefined,
   signal?: AbortSignal,
 ): Promise<FreshView> {
+  // Each VM's entries through the disk index, which records them for the controller's later reads.
+  return readFreshWith(cluster.api, (vm) => cluster.index.read(vm, signal), nodes, signal);
+}
+
+/** The same read without a controller (the day-2 commands): each VM's pending section directly. */
+export function readFreshOf(
+  api: ProxmoxReadApi,
+  nodes: readonly string[] | undefined,
+  signal?: AbortSignal,
+): Promise<FreshView> {
+  const entriesOf = async (vm: VmResource) => {
+    try {
+      return await api.vmPending(vm.node, vm.vmid, { signal });
+    } catch (e) {
+      if (isCsiError(e, 'NotFound')) return undefined; // deleted or migrated since the list was read
+      throw e;
+    }
+  };
+  return readFreshWith(api, entriesOf, nodes, signal);
+}
+
+async function readFreshWith(
+  api: ProxmoxReadApi,
+  entriesOf: (vm: VmResource) => Promise<ConfigEntry[] | undefined>,
+  nodes: readonly string[] | undefined,
+  signal?: AbortSignal,
+): Promise<FreshView> {
   // Templates too (the locator leaves them out): a template's config can hold a disk as well.
-  const vms = (await cluster.api.vmResources({ signal })).filter(
+  const vms = (await api.vmResources({ signal })).filter(
     (v) => v.type === 'qemu' && (!nodes || nodes.includes(v.node)),
   );
   const read = await mapLimit(vms, 8, async (vm) => {
-    const [entries, sections] = await Promise.all([cluster.index.read(vm, signal), snapshotsOf(cluster, vm, signal)]);
+    const [entries, sections] = await Promise.all([entriesOf(vm), snapshotsOf(api, vm, signal)]);
     return entries && { vm, entries, sections };
   });
   const present = read.filter((r): r is VmEntries & { sections: SnapshotSection[] } => r !== undefined);
@@ -36,13 +63,13 @@ export async function readFresh(
   };
 }
 
-async function snapshotsOf(cluster: Cluster, vm: VmResource, signal?: AbortSignal): Promise<SnapshotSection[]> {
+async function snapshotsOf(api: ProxmoxReadApi, vm: VmResource, signal?: AbortSignal): Promise<SnapshotSection[]> {
   try {
-    const names = await cluster.api.vmSnapshots(vm.node, vm.vmid, { signal });
+    const names = await api.vmSnapshots(vm.node, vm.vmid, { signal });
     return await Promise.all(
       names.map(async (name) => ({
         name,
-        values: await cluster.api.vmSnapshotConfig(vm.node, vm.vmid, name, { signal }),
+        values: await api.vmSnapshotConfig(vm.node, vm.vmid, name, { signal }),
       })),
     );
   } catch (e) {

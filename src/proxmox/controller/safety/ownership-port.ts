@@ -1,24 +1,29 @@
-// The mutating half of the Proxmox API, as the controller may use it: every call that frees or
+// The mutating half of the Proxmox API, as the driver may use it: every call that frees or
 // allocates a volume, resizes a disk, or changes or unlinks keys of a VM config takes an
-// OwnershipPermit, which only the ownership gate's decisions make (ownership.ts), and sends
-// exactly what the permit names. Nothing else in the controller calls those API methods
-// (test/unit/proxmox/controller/safety/no-bypass.test.ts).
-import type { CallOptions, FreeOptions, ProxmoxApi } from '../../api/api.js';
-import { OwnershipPermit, type PermitKind } from './ownership.js';
-
-function check(p: OwnershipPermit<PermitKind>, kind: PermitKind): void {
-  if (!(p instanceof OwnershipPermit) || !p.is(kind)) throw new Error(`ownership port: not a ${kind} permit`);
-}
+// OwnershipPermit, which only the ownership gate's decisions make (ownership.ts,
+// ownership-day2.ts), and sends exactly what the permit names. One method per permit kind. The
+// rest of src holds the API read-only by type (ProxmoxReadApi); nothing else calls those
+// methods (test/unit/proxmox/controller/safety/no-bypass.test.ts). The move's helper VM has its
+// own port (mover-port.ts).
+import type { CallOptions, FreeOptions, ProxmoxWriteApi } from '../../api/api.js';
+import { checkPermit as check, type OwnershipPermit } from './permit.js';
 
 export class OwnershipPort {
   /** `onConfigTask`: each config task this process starts (the start-up fence's own set). */
   constructor(
-    private readonly api: ProxmoxApi,
+    private readonly api: ProxmoxWriteApi,
     private readonly onConfigTask?: (upid: string) => void,
   ) {}
 
   freeDisk(p: OwnershipPermit<'free'>, o?: FreeOptions): Promise<string | null> {
     check(p, 'free');
+    const { node, storage, volid } = p.body;
+    return this.api.freeDisk(node, storage, volid, o);
+  }
+
+  /** A day-2 leftover (ownership-day2.ts: decideFreeLeftover). */
+  freeLeftover(p: OwnershipPermit<'free-leftover'>, o?: FreeOptions): Promise<string | null> {
+    check(p, 'free-leftover');
     const { node, storage, volid } = p.body;
     return this.api.freeDisk(node, storage, volid, o);
   }

@@ -1,10 +1,11 @@
 // The ownership gate of the Proxmox driver: the one place that decides whether a call may free,
 // grow, re-line, attach or detach a disk, from the disk's name and what the VM configs say about
 // it (docs/ownership.md, "Proxmox: what the driver frees, grows, changes and attaches"). Every
-// decision is a pure function of its inputs; an allowed one hands out an OwnershipPermit, which
-// only this module can make and which the mutating port (ownership-port.ts) demands for each
-// call that changes Proxmox: freeing or allocating a volume, resizing a disk, changing or
-// unlinking drive keys of a VM. A refusal costs nothing: it comes before any of those.
+// decision is a pure function of its inputs; an allowed one hands out an OwnershipPermit
+// (permit.ts), which only this module and its day-2 half (ownership-day2.ts) make and which the
+// mutating port (ownership-port.ts) demands for each call that changes Proxmox: freeing or
+// allocating a volume, resizing a disk, changing or unlinking drive keys of a VM. A refusal
+// costs nothing: it comes before any of those.
 //
 // Which reads each decision takes (what the callers pass in):
 // - free and grow: a fresh read (fresh-read.ts: the VM list, every VM's config and pending
@@ -18,44 +19,19 @@
 // - config change, unlink and resize of one VM: that VM's entries of the read the change was
 //   planned on, whose digest the change carries (verified by Proxmox on the write path).
 import { FailedPrecondition } from '../../../errors.js';
-import type { AllocRequest, ConfigChange, ConfigEntry, VmResource } from '../../api/api.js';
+import type { ConfigChange, ConfigEntry, VmResource } from '../../api/api.js';
 import { MAX_SLOT, MIN_SLOT, isHelperWwn } from '../../contract.js';
 import { MARKER_BYTES, parseMarker } from '../params/mutable.js';
 import { type DiskSite, isDriverSite, parseDrive, slotOf } from '../state/drives.js';
 import type { VmEntries } from '../state/scan.js';
 import type { VmRef } from '../state/vm-locator.js';
 import { diskOwner, volidOf } from '../../volume-id.js';
+import { type OwnershipPermit, mintPermit } from './permit.js';
 
-// ---- permits ----
+// ---- permits (permit.ts) ----
 
-export interface PermitBodies {
-  free: { node: string; storage: string; volid: string };
-  alloc: { node: string; storage: string; req: AllocRequest };
-  resize: { node: string; vmid: number; key: string; size: string; digest?: string | undefined };
-  config: { node: string; vmid: number; change: ConfigChange };
-  unlink: { node: string; vmid: number; keys: string[]; digest?: string | undefined };
-}
-export type PermitKind = keyof PermitBodies;
-
-let mint: <K extends PermitKind>(kind: K, body: PermitBodies[K]) => OwnershipPermit<K>;
-
-/** Leave to make one exact change; only this module's decisions construct one. */
-export class OwnershipPermit<K extends PermitKind> {
-  readonly #kind: K;
-  private constructor(
-    readonly kind: K,
-    readonly body: Readonly<PermitBodies[K]>,
-  ) {
-    this.#kind = kind;
-  }
-  static {
-    mint = (kind, body) => new OwnershipPermit(kind, body);
-  }
-  /** The port checks the kind at run time too: a permit cast to another kind is refused. */
-  is(kind: PermitKind): boolean {
-    return this.#kind === kind;
-  }
-}
+export { OwnershipPermit, type PermitBodies, type PermitKind } from './permit.js';
+const mint = mintPermit;
 
 // ---- refusals ----
 
@@ -69,7 +45,13 @@ export type RefusalReason =
   /** a VM config key the driver did not write references the disk */
   | 'referenced'
   /** a change would touch a key that is not one of the driver's drive lines */
-  | 'foreign-key';
+  | 'foreign-key'
+  /** day-2: a PersistentVolume names the disk */
+  | 'claimed'
+  /** move: the VM is not the helper the config allows (the controller VMID, named as move names it) */
+  | 'not-our-helper'
+  /** move: the helper is not in the state this step needs (locked, running, holding other volumes) */
+  | 'helper-state';
 
 /** FAILED_PRECONDITION with why; the message names the VM and the config key where there is one. */
 export class OwnershipRefusal extends FailedPrecondition {
@@ -80,6 +62,8 @@ export class OwnershipRefusal extends FailedPrecondition {
     super(message);
   }
 }
+
+export const isOwnershipRefusal = (e: unknown): e is OwnershipRefusal => e instanceof OwnershipRefusal;
 
 // ---- what a disk is ----
 

@@ -14,7 +14,7 @@
 // or it has failed.
 import type { Logger } from 'pino';
 import { Busy } from '../../../errors.js';
-import type { ActiveTask, ProxmoxApi } from '../../api/api.js';
+import type { ActiveTask, ProxmoxReadApi } from '../../api/api.js';
 import { sleep } from '../../api/tasks.js';
 
 /**
@@ -44,7 +44,7 @@ export class StartupFence {
   private readonly own = new Set<string>();
 
   constructor(
-    private readonly api: ProxmoxApi,
+    private readonly api: ProxmoxReadApi,
     private readonly o: StartupFenceOptions,
   ) {
     this.windowMs = o.windowMs ?? STARTUP_FENCE_MS;

@@ -1,7 +1,7 @@
 // Everything the controller keeps per Proxmox cluster (region): its API, the VM locator, the
 // per-VM attach queues, and a short-lived view of where each storage is available.
 import type { Logger } from 'pino';
-import type { ProxmoxApi, StorageResource } from '../../api/api.js';
+import type { ProxmoxApi, ProxmoxReadApi, StorageResource } from '../../api/api.js';
 import { AttachQueues, type QueueOptions } from '../attach/attach-queue.js';
 import { ContentCache } from './content-cache.js';
 import { DiskIndex } from './disk-index.js';
@@ -30,10 +30,10 @@ export class Cluster {
   /** After a restart: config changes a previous process sent that may still land. */
   readonly startup: StartupFence;
   /**
-   * Reads. The controller's mutating calls go through `port` with the ownership gate's permits
-   * (no-bypass.test.ts); the full API stays here for the day-2 commands.
+   * Reads only, by type: every mutating call goes through `port` with a permit of the ownership
+   * gate (no-bypass.test.ts), the day-2 commands' included.
    */
-  readonly api: ProxmoxApi;
+  readonly api: ProxmoxReadApi;
   /** Every mutating Proxmox call of the controller, each with its permit (ownership.ts). */
   readonly port: OwnershipPort;
   /** Every VM's config entries as last read, and other instances' changes since (disk-index.ts). */

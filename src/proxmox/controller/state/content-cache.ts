@@ -11,7 +11,7 @@
 // refresh-ahead, or any read that was in flight) is corrected by them when it lands: a freed
 // disk never comes back from it, an allocated one never drops out, and a list invalidated since
 // it was sent is not kept.
-import type { ProxmoxApi, StorageContentItem } from '../../api/api.js';
+import type { ProxmoxReadApi, StorageContentItem } from '../../api/api.js';
 import { SingleFlight } from '../../../single-flight.js';
 import { REFRESH_AHEAD } from './ttl-read.js';
 
@@ -42,7 +42,7 @@ export class ContentCache {
   refreshes = 0;
 
   constructor(
-    private readonly api: ProxmoxApi,
+    private readonly api: ProxmoxReadApi,
     private readonly ttlMs: number,
   ) {}
 

@@ -13,7 +13,7 @@
 // What this cannot see within the TTL: a disk attached to another VM by hand through a PUT or
 // `qm set` (no task of our token) in the last TTL seconds. Detaches never matter (they free).
 import { isCsiError } from '../../../errors.js';
-import type { ConfigEntry, ProxmoxApi, TaskListItem, VmResource } from '../../api/api.js';
+import type { ConfigEntry, ProxmoxReadApi, TaskListItem, VmResource } from '../../api/api.js';
 import { sleep } from '../../api/tasks.js';
 import type { VmEntries } from './scan.js';
 import type { VmLocator, VmRef } from './vm-locator.js';
@@ -58,7 +58,7 @@ export class DiskIndex {
   private readonly own = new Map<string, number>();
 
   constructor(
-    private readonly api: ProxmoxApi,
+    private readonly api: ProxmoxReadApi,
     private readonly locator: VmLocator,
   ) {}
 

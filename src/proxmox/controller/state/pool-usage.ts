@@ -7,7 +7,7 @@
 // content view (content-cache.ts), which this process's own allocations and frees keep current.
 // Sizes of allocations still in flight are reserved, so parallel creates cannot together pass
 // the over-commit limit that each alone keeps.
-import type { ProxmoxApi, StorageStatus } from '../../api/api.js';
+import type { ProxmoxReadApi, StorageStatus } from '../../api/api.js';
 import type { PoolFigures } from '../safety/pool-guard.js';
 import type { ContentCache } from './content-cache.js';
 import { TtlRead } from './ttl-read.js';
@@ -18,7 +18,7 @@ export class PoolUsage {
 
   constructor(
     private readonly region: string,
-    private readonly api: ProxmoxApi,
+    private readonly api: ProxmoxReadApi,
     private readonly content: ContentCache,
     private readonly controllerVmId: number,
     private readonly ttlMs: number,

@@ -2,7 +2,7 @@
 // Used before deleting a volume, to refuse attaching a single-node volume a second time, to
 // find the VM an online expansion goes through, and for ListVolumes/ControllerGetVolume.
 import { isCsiError } from '../../../errors.js';
-import type { ConfigEntry, ProxmoxApi, VmResource } from '../../api/api.js';
+import type { ConfigEntry, ProxmoxReadApi, VmResource } from '../../api/api.js';
 import { type DiskSite, otherBusKeysOf, sitesOf, unusedOf } from './drives.js';
 import type { VmLocator } from './vm-locator.js';
 
@@ -31,7 +31,7 @@ export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t:
   return out;
 }
 
-export async function scanVms(api: ProxmoxApi, locator: VmLocator, o: ScanOptions = {}): Promise<VmEntries[]> {
+export async function scanVms(api: ProxmoxReadApi, locator: VmLocator, o: ScanOptions = {}): Promise<VmEntries[]> {
   const vms = (await locator.list(o.signal)).filter(
     (v) => (!o.nodes || o.nodes.includes(v.node)) && !o.exclude?.includes(v.vmid),
   );

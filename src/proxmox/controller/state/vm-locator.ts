@@ -9,7 +9,7 @@
 // is found at once.
 import type { Logger } from 'pino';
 import { CsiError, FailedPrecondition, isCsiError } from '../../../errors.js';
-import type { ProxmoxApi, VmResource } from '../../api/api.js';
+import type { ProxmoxReadApi, VmResource } from '../../api/api.js';
 import { entriesFromValues, smbiosUuid } from './drives.js';
 import { TtlRead } from './ttl-read.js';
 
@@ -40,7 +40,7 @@ export class VmLocator {
   private readonly now: () => number;
 
   constructor(
-    private readonly api: ProxmoxApi,
+    private readonly api: ProxmoxReadApi,
     private readonly o: LocatorOptions,
   ) {
     this.ttlMs = o.ttlMs ?? 5_000;

@@ -161,7 +161,66 @@ t.test('a leftover source copy that some VM references is not freed', async (t) 
   );
   await run.run();
   t.same(w.volumes('hyper1'), [DISK]);
-  t.match(w.logs.join('\n'), /is in VM 111's config; not freeing it/);
+  t.match(
+    w.logs.join('\n'),
+    /is not freed: refusing to free local-lvm:vm-9999-pvc-1: it is unused3 of VM talos-worker-1 \(111\)/,
+  );
+});
+
+// The old check read each VM's current and pending values only: a snapshot section of a VM on
+// the source host, or another PV naming the copy there, did not keep it (seen failing before
+// the gate: the copy was freed).
+t.test('a leftover source copy named only by a snapshot section or by another PV is not freed', async (t) => {
+  fakeClock(t);
+  for (const hold of ['snapshot', 'pv'] as const) {
+    const w = world();
+    w.api.migrateFault = 'cleanup';
+    const run = await startOrResume(
+      w.deps({
+        checkpoint: async (n) => {
+          if (n === 'free-leftover:before') t.fail(`${hold}: must not free a disk it names`);
+          if (n !== 'save:bound') return;
+          if (hold === 'snapshot')
+            w.api.vmOf(111).snapshots?.set('pre-upgrade', new Map([['scsi4', `local-lvm:${DISK},size=16M`]]));
+          else
+            await w.kube.createPv({
+              metadata: { name: 'static-copy' },
+              spec: { csi: { driver: 'csi.proxmox.sinextra.dev', volumeHandle: `homelab/hyper1/local-lvm/${DISK}` } },
+            });
+        },
+      }),
+      w.req,
+    );
+    await run.run();
+    t.same(w.volumes('hyper1'), [DISK], `${hold}: the source copy is kept`);
+    t.match(
+      w.logs.join('\n'),
+      hold === 'snapshot' ? /in snapshot "pre-upgrade" of VM talos-worker-1/ : /PersistentVolume static-copy names it/,
+    );
+  }
+});
+
+// Proxmox frees the source copy once the migration copied it: a disk that a snapshot section of
+// another VM on the source host names must not be migrated (the plan and the old run read
+// current and pending values only; seen failing before the gate: the snapshot's disk was gone
+// from hyper1).
+t.test("a disk named by another VM's snapshot section is neither held nor migrated", async (t) => {
+  fakeClock(t);
+  const w = world();
+  w.api.vmOf(111).snapshots?.set('pre-upgrade', new Map([['scsi4', `local-lvm:${DISK},size=16M`]]));
+  const err = await rejection(startOrResume(w.deps(), w.req).then((run) => run.run()));
+  t.match(err, { reason: 'disk-in-vm-config', message: /in snapshot "pre-upgrade" of VM talos-worker-1/ });
+  t.equal(
+    (await w.kube.getPv(OLD_PV))?.spec.persistentVolumeReclaimPolicy,
+    'Delete',
+    'refused before the first change',
+  );
+  t.same(w.volumes('hyper1'), [DISK], 'the disk stays where the snapshot names it');
+  t.notOk(
+    w.api.lifecycle.some((l) => l.startsWith('migrateVm')),
+    'no migration',
+  );
+  t.notOk(w.api.vms.has(9999), 'no helper VM made');
 });
 
 t.test('a different claim of that name after the copy: stop, touch nothing, then finish', async (t) => {

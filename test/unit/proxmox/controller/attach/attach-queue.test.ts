@@ -16,6 +16,7 @@ import {
 } from '../../../../../src/proxmox/controller/params/params.js';
 import { helperWwnForSlot, isHelperWwn, wwnForSlot } from '../../../../../src/proxmox/contract.js';
 import { VmLocator } from '../../../../../src/proxmox/controller/state/vm-locator.js';
+import { OwnershipPort } from '../../../../../src/proxmox/controller/safety/ownership-port.js';
 import { present } from '../../../../helpers/present.js';
 import { rejection } from '../../../../helpers/rejection.js';
 import { seedCluster } from '../../fake-api.js';
@@ -27,7 +28,14 @@ const CP1 = { vmid: 101, node: 'hyper1', name: 'talos-cp-1' };
 function setup(confirmTimeoutMs = 300) {
   const f = seedCluster();
   const locator = new VmLocator(f, { cluster: 'homelab' });
-  const q = new AttachQueues({ api: f, cluster: 'homelab', locator, log: pino({ level: 'silent' }), confirmTimeoutMs });
+  const q = new AttachQueues({
+    api: f,
+    port: new OwnershipPort(f),
+    cluster: 'homelab',
+    locator,
+    log: pino({ level: 'silent' }),
+    confirmTimeoutMs,
+  });
   const vols = f.storageOf('hyper1', 'local-lvm').volumes;
   const disk = (name: string): string => {
     vols.set(`vm-9999-${name}`, GiB);
