@@ -1,9 +1,9 @@
 // NFS snapshots: a full copy of the claim directory, made over the controller's own NFS client
 // (copy-tree.ts), kept on the claim's share outside every claim so it outlives the claim under
 // every onDelete policy. Layout below the share (docs/snapshots.md, NFS):
-//   snapshots/<name>/v1,<created ms>,<bytes>,<source volume handle>/   the snapshot's tree
-//   snapshots/.tmp-<name>/                                          a snapshot being copied
-//   snapshots/.restore-<claim path>/                                a restore or clone being copied
+//   .snapshots/<name>/v1,<created ms>,<bytes>,<source volume handle>/   the snapshot's tree
+//   .snapshots/.tmp-<name>/                                          a snapshot being copied
+//   .snapshots/.restore-<claim path>/                                a restore or clone being copied
 // <name> and the handle are URI-encoded so any CSI name is one directory entry. A copy lands under
 // a temporary name and is renamed into place last: a snapshot that exists is complete, and what a
 // killed copy leaves is a `.tmp-` or `.restore-` entry the next attempt replaces (and `report` lists).
@@ -14,7 +14,7 @@ import type { CopyStats } from './copy-tree.js';
 import type { NfsStore, NfsStores, OpOptions } from './store.js';
 import { composeSnapshotId } from '../snapshot-id.js';
 
-export const SNAPSHOTS = 'snapshots';
+export const SNAPSHOTS = '.snapshots';
 export const TMP_PREFIX = '.tmp-';
 export const RESTORE_PREFIX = '.restore-';
 const DATA_RE = /^v1,(\d+),(\d+),(.+)$/;

@@ -66,9 +66,9 @@ t.test('a snapshot is a complete copy under snapshots/, answered again for the s
   const r = await snap('snap-1', vol);
   t.match(r.snapshot, { sourceVolumeId: vol, readyToUse: true, creationTime: { seconds: 1772366400, nanos: 250e6 } });
   t.equal(r.snapshot?.snapshotId, composeSnapshotId({ server: SERVER, share: SHARE, name: 'snap-1' }));
-  const [data] = await store.list('snapshots/snap-1');
+  const [data] = await store.list('.snapshots/snap-1');
   t.match(data?.name, /^v1,1772366400250,\d+,/);
-  t.same(await store.list(`snapshots/snap-1/${data?.name}`), [{ name: 'data', type: 'dir' }]);
+  t.same(await store.list(`.snapshots/snap-1/${data?.name}`), [{ name: 'data', type: 'dir' }]);
   t.same((await snap('snap-1', vol)).snapshot, r.snapshot, 'same name, same source: the same snapshot');
   t.equal(stores.calls.filter((x) => x.startsWith('copyTree')).length, 1, 'copied once');
 
@@ -83,10 +83,10 @@ t.test('a leftover temporary of a killed attempt is replaced', async (t) => {
   const { stores, c, snap } = setup();
   const vol = await idOf(c.createVolume(volReq('pvc-a', 'delete'), ctx));
   const store = stores.open(SERVER, SHARE);
-  await store.ensureDir('snapshots/.tmp-s/partial/half-copied', {});
+  await store.ensureDir('.snapshots/.tmp-s/partial/half-copied', {});
   await snap('s', vol);
-  t.same(await store.stat('snapshots/.tmp-s'), null, 'temporary gone');
-  t.ok(await store.stat('snapshots/s'), 'snapshot in place');
+  t.same(await store.stat('.snapshots/.tmp-s'), null, 'temporary gone');
+  t.ok(await store.stat('.snapshots/s'), 'snapshot in place');
 });
 
 for (const onDelete of ['delete', 'retain', 'archive']) {
@@ -102,7 +102,7 @@ for (const onDelete of ['delete', 'retain', 'archive']) {
     t.same(r.volume?.contentSource, source);
     t.same(await store.list('pvc-r'), [{ name: 'keep', type: 'dir' }]);
     t.equal((await store.stat('pvc-r/keep'))?.mode, 0o750);
-    t.same(await store.list('snapshots'), [{ name: 's', type: 'dir' }], 'no restore temporary left');
+    t.same(await store.list('.snapshots'), [{ name: 's', type: 'dir' }], 'no restore temporary left');
     await c.createVolume(volReq('pvc-r', 'delete', source), ctx);
     t.equal(stores.calls.filter((x) => x.startsWith('copyTree')).length, 2, 'a repeated restore copies nothing');
   });
