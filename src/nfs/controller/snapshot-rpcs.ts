@@ -47,8 +47,6 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date): SnapshotRpcs {
   ): Promise<void> {
     const store = stores.open(target.server, target.share);
     const o = { signal: ctx.signal };
-    const existing = await store.stat(target.subDir, o);
-    if (existing?.type === 'dir') return; // a repeat of a restore that finished
     const from = await sourcePath(source, target, ctx.log, o);
     if (from.kind === 'upstream') {
       throw new FailedPrecondition(
@@ -61,7 +59,7 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date): SnapshotRpcs {
       ...o,
       progress: progressLog(ctx.log, what),
     });
-    ctx.log.info({ ...what, ...stats }, 'NFS volume filled from its content source');
+    if (stats !== 'done') ctx.log.info({ ...what, ...stats }, 'NFS volume filled from its content source');
   }
 
   /** Where the content source lies on the target's share. */

@@ -1,12 +1,13 @@
 // NFS snapshots: a full copy of the claim directory, made over the controller's own NFS client
 // (copy-tree.ts), kept on the claim's share outside every claim so it outlives the claim under
 // every onDelete policy. Layout below the share (docs/snapshots.md, NFS):
-//   .snapshots/<name>/v1,<created ms>,<bytes>,<source volume handle>/   the snapshot's tree
-//   .snapshots/.tmp-<name>/                                          a snapshot being copied
-//   .snapshots/.restore-<claim path>/                                a restore or clone being copied
-// <name> and the handle are URI-encoded so any CSI name is one directory entry. A copy lands under
-// a temporary name and is renamed into place last: a snapshot that exists is complete, and what a
-// killed copy leaves is a `.tmp-` or `.restore-` entry the next attempt replaces (and `report` lists).
+//   .snapshots/<name>/tree/                                      the snapshot's tree
+//   .snapshots/<name>/v1,<created ms>,<bytes>,<source handle>    empty: the completion record
+//   .snapshots/.restore-<claim path>                             empty: a restore or clone under way
+// <name> and the handle are URI-encoded so any CSI name is one directory entry. The record is
+// made last, so a snapshot with one is complete; one without is what a killed copy left, and the
+// next attempt removes and copies again. Nothing copied is renamed afterwards: the gate's
+// boundary walk before a rename reads every directory, which would move their atimes.
 import type { Logger } from 'pino';
 import { AlreadyExists, Internal, InvalidArgument, isCsiError, NotFound } from '../../errors.js';
 import type * as T from '../../csi/types.js';
@@ -15,7 +16,7 @@ import type { NfsStore, NfsStores, OpOptions } from './store.js';
 import { composeSnapshotId } from '../snapshot-id.js';
 
 export const SNAPSHOTS = '.snapshots';
-export const TMP_PREFIX = '.tmp-';
+const TREE = 'tree';
 export const RESTORE_PREFIX = '.restore-';
 const DATA_RE = /^v1,(\d+),(\d+),(.+)$/;
 /** Room left in a 255-byte entry name for the encoded source handle. */
@@ -62,7 +63,7 @@ export async function findSnapshot(store: NfsStore, name: string, o: OpOptions):
   }
   for (const e of entries) {
     const m = DATA_RE.exec(e.name);
-    if (!m || e.type !== 'dir') continue;
+    if (!m || e.type !== 'dir' || !entries.some((t) => t.name === TREE && t.type === 'dir')) continue;
     return {
       server: store.server,
       share: store.share,
@@ -70,7 +71,7 @@ export async function findSnapshot(store: NfsStore, name: string, o: OpOptions):
       createdMs: Number(m[1]),
       sizeBytes: Number(m[2]),
       sourceVolumeId: decodeURIComponent(m[3] ?? ''),
-      dataPath: `${dir}/${e.name}`,
+      dataPath: `${dir}/${TREE}`,
     };
   }
   return null;
@@ -94,17 +95,21 @@ export async function listShareSnapshots(store: NfsStore, o: OpOptions): Promise
   return out;
 }
 
-/** Entries a killed copy left: `.tmp-` snapshots and `.restore-` claims, share-relative. */
+/** What killed copies left: snapshots without a completion record, restores under way. */
 export async function leftoverCopies(store: NfsStore, o: OpOptions): Promise<string[]> {
+  let entries;
   try {
-    const entries = await store.list(SNAPSHOTS, o);
-    return entries
-      .filter((e) => e.name.startsWith(TMP_PREFIX) || e.name.startsWith(RESTORE_PREFIX))
-      .map((e) => `${SNAPSHOTS}/${e.name}`);
+    entries = await store.list(SNAPSHOTS, o);
   } catch (e) {
     if (isCsiError(e, 'NotFound')) return [];
     throw e;
   }
+  const out: string[] = [];
+  for (const e of entries) {
+    const incomplete = !e.name.startsWith('.') && !(await findSnapshot(store, decodeURIComponent(e.name), o));
+    if (e.name.startsWith(RESTORE_PREFIX) || incomplete) out.push(`${SNAPSHOTS}/${e.name}`);
+  }
+  return out;
 }
 
 export function csiSnapshot(s: NfsSnapshot): T.Snapshot {
@@ -123,19 +128,23 @@ export function progressLog(log: Logger, what: Record<string, unknown>): (s: Cop
 }
 
 /**
- * Copies `from` to `to` through a temporary entry under snapshots/ and renames it into place
- * last. A temporary left by an earlier, killed attempt is removed first.
+ * Copies `from` to the new claim `to`, with a record under .snapshots/ while it runs: a claim
+ * directory that exists with no record is complete; one with a record is a killed copy's, removed
+ * and copied again.
  */
 export async function copyIntoPlace(
   store: NfsStore,
   from: string,
-  tmp: string,
+  marker: string,
   to: string,
   o: OpOptions & { progress?: (s: CopyStats) => void },
-): Promise<CopyStats> {
-  await store.removeTree(tmp, o);
-  const stats = await store.copyTree(from, tmp, o);
-  await store.rename(tmp, to, o);
+): Promise<CopyStats | 'done'> {
+  const underWay = (await store.stat(marker, o))?.type === 'dir';
+  if (!underWay && (await store.stat(to, o))?.type === 'dir') return 'done';
+  await store.ensureDir(marker, {}, o);
+  await store.removeTree(to, o);
+  const stats = await store.copyTree(from, to, o);
+  await store.removeDirIfEmpty(marker, o);
   return stats;
 }
 
@@ -155,25 +164,15 @@ export async function createSnapshot(
   const st = await store.stat(src.subDir, o);
   if (!st || st.type !== 'dir') throw new NotFound(`source volume ${src.id}: its directory does not exist`);
   const created = now().getTime();
-  const tmp = `${SNAPSHOTS}/${TMP_PREFIX}${dir.slice(SNAPSHOTS.length + 1)}`;
   const what = { snapshot: name, source: src.id, to: `${store.server}:${store.share}/${dir}` };
   const t0 = Date.now();
-  await store.removeTree(tmp, o);
-  const stats = await store.copyTree(src.subDir, `${tmp}/partial`, { ...o, progress: progressLog(ctx.log, what) });
-  await store.rename(`${tmp}/partial`, `${tmp}/${dataName(created, stats.bytes, src.id)}`, o);
-  try {
-    await store.rename(tmp, dir, o);
-  } catch (e) {
-    if (!isCsiError(e, 'AlreadyExists')) throw e;
-    await store.removeTree(tmp, o); // another attempt finished first: answer with its snapshot
-    const other = await findSnapshot(store, name, o);
-    if (!other) throw e;
-    return sameSource(other, src.id);
-  }
+  await store.removeTree(dir, o); // a killed attempt's copy: no completion record
+  const stats = await store.copyTree(src.subDir, `${dir}/${TREE}`, { ...o, progress: progressLog(ctx.log, what) });
+  await store.ensureDir(`${dir}/${dataName(created, stats.bytes, src.id)}`, { mode: 0o755 }, o);
   ctx.log.info({ ...what, ...stats, ms: Date.now() - t0 }, 'NFS snapshot ready');
   const made = await findSnapshot(store, name, o);
-  if (!made) throw new Internal(`snapshot "${name}" is gone right after it was renamed into place`);
-  return made;
+  if (!made) throw new Internal(`snapshot "${name}" has no completion record right after it was written`);
+  return sameSource(made, src.id);
 }
 
 function sameSource(s: NfsSnapshot, source: string): NfsSnapshot {

@@ -63,5 +63,5 @@ t.test('snapshot, delete the claim, restore and clone: metadata equal exactly', 
     [snap?.snapshotId],
   );
   await c.deleteSnapshot({ snapshotId: snap?.snapshotId ?? '', secrets: {} }, ctx);
-  t.same(await fs.readdir(onDisk('.snapshots')), [], 'snapshot and every temporary gone');
+  t.same(await fs.readdir(onDisk('.snapshots')), [], 'snapshot and every restore record gone');
 });

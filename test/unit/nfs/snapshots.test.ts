@@ -66,9 +66,9 @@ t.test('a snapshot is a complete copy under snapshots/, answered again for the s
   const r = await snap('snap-1', vol);
   t.match(r.snapshot, { sourceVolumeId: vol, readyToUse: true, creationTime: { seconds: 1772366400, nanos: 250e6 } });
   t.equal(r.snapshot?.snapshotId, composeSnapshotId({ server: SERVER, share: SHARE, name: 'snap-1' }));
-  const [data] = await store.list('.snapshots/snap-1');
-  t.match(data?.name, /^v1,1772366400250,\d+,/);
-  t.same(await store.list(`.snapshots/snap-1/${data?.name}`), [{ name: 'data', type: 'dir' }]);
+  const entries = await store.list('.snapshots/snap-1');
+  t.same(entries.map((e) => e.name).sort()[1], 'v1,1772366400250,0,' + encodeURIComponent(vol), 'completion record');
+  t.same(await store.list('.snapshots/snap-1/tree'), [{ name: 'data', type: 'dir' }]);
   t.same((await snap('snap-1', vol)).snapshot, r.snapshot, 'same name, same source: the same snapshot');
   t.equal(stores.calls.filter((x) => x.startsWith('copyTree')).length, 1, 'copied once');
 
@@ -80,13 +80,14 @@ t.test('a snapshot is a complete copy under snapshots/, answered again for the s
 });
 
 t.test('a leftover temporary of a killed attempt is replaced', async (t) => {
-  const { stores, c, snap } = setup();
+  const { stores, c, snap, list } = setup();
   const vol = await idOf(c.createVolume(volReq('pvc-a', 'delete'), ctx));
   const store = stores.open(SERVER, SHARE);
-  await store.ensureDir('.snapshots/.tmp-s/partial/half-copied', {});
+  await store.ensureDir('.snapshots/s/tree/half-copied', {});
+  t.same((await list()).entries, [], 'a snapshot without its completion record is not listed');
   await snap('s', vol);
-  t.same(await store.stat('.snapshots/.tmp-s'), null, 'temporary gone');
-  t.ok(await store.stat('.snapshots/s'), 'snapshot in place');
+  t.same(await store.list('.snapshots/s/tree'), [], 'the killed copy was replaced');
+  t.equal((await list()).entries.length, 1);
 });
 
 for (const onDelete of ['delete', 'retain', 'archive']) {
@@ -102,7 +103,7 @@ for (const onDelete of ['delete', 'retain', 'archive']) {
     t.same(r.volume?.contentSource, source);
     t.same(await store.list('pvc-r'), [{ name: 'keep', type: 'dir' }]);
     t.equal((await store.stat('pvc-r/keep'))?.mode, 0o750);
-    t.same(await store.list('.snapshots'), [{ name: 's', type: 'dir' }], 'no restore temporary left');
+    t.same(await store.list('.snapshots'), [{ name: 's', type: 'dir' }], 'no restore record left');
     await c.createVolume(volReq('pvc-r', 'delete', source), ctx);
     t.equal(stores.calls.filter((x) => x.startsWith('copyTree')).length, 2, 'a repeated restore copies nothing');
   });
