@@ -108,6 +108,11 @@ export const validate = {
     (r) => parseCapacityRange(r.capacityRange),
   ),
   deleteVolume: rules<T.DeleteVolumeRequest>('DeleteVolume', { need: ['volumeId'] }),
+  createSnapshot: rules<T.CreateSnapshotRequest>('CreateSnapshot', {
+    need: ['name', 'sourceVolumeId'],
+    maps: ['parameters'],
+  }),
+  deleteSnapshot: rules<T.DeleteSnapshotRequest>('DeleteSnapshot', { need: ['snapshotId'] }),
   controllerPublishVolume: rules<T.ControllerPublishVolumeRequest>('ControllerPublishVolume', {
     need: ['volumeId', 'nodeId'],
     capability: 'volumeCapability',

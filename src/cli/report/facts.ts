@@ -12,6 +12,7 @@ import type {
 } from '../../k8s/index.js';
 import { lookup } from 'node:dns/promises';
 import { findArchives, dirsAtDepth, isArchivePath, type Archive } from '../../nfs/controller/archives.js';
+import { SNAPSHOTS } from '../../nfs/controller/snapshots.js';
 import type { NfsStores } from '../../nfs/controller/store.js';
 import type { ProxmoxApi, StorageResource } from '../../proxmox/api/api.js';
 import { Cluster, holdsImages, isAvailable } from '../../proxmox/controller/state/cluster.js';
@@ -200,9 +201,14 @@ export async function readNfs(
         const paths =
           o.claims === false
             ? []
-            : await dirsAtDepth(store, found.length, (name, level) => level > 0 || !isArchivePath(name), {
-                signal: o.signal,
-              });
+            : await dirsAtDepth(
+                store,
+                found.length,
+                (name, level) => level > 0 || !(isArchivePath(name) || name === SNAPSHOTS),
+                {
+                  signal: o.signal,
+                },
+              );
         for (const p of paths) {
           const at = absolute(c.share, p);
           if (!p.split('/').every((s, i) => found[i]?.test(s)) || seenDirs.has(key(c.server, at))) continue;

@@ -44,7 +44,7 @@ export function originalOf(path: string): string {
   return path.slice(ARCHIVE_PREFIX.length).replace(STAMP_RE, '');
 }
 
-async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t: T) => Promise<R>): Promise<R[]> {
+export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t: T) => Promise<R>): Promise<R[]> {
   const out = new Array<R>(items.length);
   let next = 0;
   const worker = async () => {

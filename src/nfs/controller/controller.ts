@@ -16,6 +16,7 @@ import { ACCESS_MODE_NAMES, accessModeName } from '../../csi/access-modes.js';
 import { parseCapacityRange } from '../../csi/capacity.js';
 import { type BackendHealth, HealthLog } from '../../csi/health.js';
 import { confirmed } from '../../csi/confirm.js';
+import { snapshotRpcs } from './snapshot-rpcs.js';
 
 export interface NfsControllerOptions {
   log: Logger;
@@ -104,6 +105,7 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
   const healthLog = new HealthLog(opts.log);
   const now = opts.now ?? (() => new Date());
   const created = new CreatedVolumes();
+  const snapshots = snapshotRpcs(stores, now);
 
   const where = (r: { server: string; share: string; subDir: string }) =>
     `${r.server}:${r.share.replace(/\/$/, '')}/${r.subDir}`;
@@ -127,16 +129,20 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
   }
 
   return {
-    capabilities: ['CREATE_DELETE_VOLUME', 'EXPAND_VOLUME', 'SINGLE_NODE_MULTI_WRITER'],
+    capabilities: [
+      'CREATE_DELETE_VOLUME',
+      'EXPAND_VOLUME',
+      'SINGLE_NODE_MULTI_WRITER',
+      'CREATE_DELETE_SNAPSHOT',
+      'LIST_SNAPSHOTS',
+      'CLONE_VOLUME',
+    ],
 
     // Required fields (name, ids, capabilities, capacity range) are checked once, before these
     // run, by the CSI service (src/csi/validate.ts); what is left here is NFS's own rules.
     async createVolume(req, ctx) {
       const bad = unsupportedCapability(req.volumeCapabilities);
       if (bad) throw new InvalidArgument(bad);
-      if (req.volumeContentSource) {
-        throw new InvalidArgument('creating NFS volumes from a snapshot or another volume is not supported');
-      }
       const { required, limit } = parseCapacityRange(req.capacityRange);
       const p = parseCreateParams(req.name, req.parameters, defaultOnDelete);
       const id = composeVolumeId({ ...p, uuid: p.subDirFromParam ? req.name : '' });
@@ -145,9 +151,13 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
       // The version the node will mount with, when the class names one (mountOptions).
       const version = nfsVersionOf(req.volumeCapabilities.flatMap((c) => c.mount?.mountFlags ?? []));
       const store = stores.open(p.server, p.share, version);
+      snapshots.remember(p.server, p.share);
+      const source = req.volumeContentSource;
+      if (source) await snapshots.restore(source, p, ctx);
       const st = await store.ensureDir(
         p.subDir,
-        { mode: p.mountPermissions, uid: p.uid, gid: p.gid },
+        // A restored or cloned claim keeps its source's root directory attributes.
+        source ? {} : { mode: p.mountPermissions, uid: p.uid, gid: p.gid },
         { signal: ctx.signal },
       );
       created.remember(req.name, id, required, limit);
@@ -161,6 +171,7 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
           // No quota on a directory: report what was asked for, like upstream's PVC-size default.
           capacityBytes: required || limit,
           volumeContext: context(p),
+          ...(source && { contentSource: source }),
         },
       };
     },
@@ -212,6 +223,10 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
       // Directories have no size: any request is met, and there is nothing to grow on the node.
       return { capacityBytes: required || limit, nodeExpansionRequired: false };
     },
+
+    createSnapshot: snapshots.createSnapshot,
+    deleteSnapshot: snapshots.deleteSnapshot,
+    listSnapshots: snapshots.listSnapshots,
 
     async probe(signal) {
       return (await this.health(signal)).every((h) => h.up);

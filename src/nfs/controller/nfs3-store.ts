@@ -23,6 +23,10 @@ import type {
 } from './store.js';
 import { lastOf, pathSegments as segments } from './store.js';
 import { admitted, boundaryError, gated } from './ownership.js';
+import { type CopyStats, slotsFor, TreeCopy } from './copy-tree.js';
+import { copyAttrs, nfs3Sink, nfs3Source } from './nfs3-copy.js';
+import type { CopyTreeOptions } from './store.js';
+import { AlreadyExists } from '../../errors.js';
 
 const DEFAULT_DIR_MODE = 0o755;
 const ENSURE_ATTEMPTS = 4;
@@ -295,6 +299,37 @@ export class Nfs3Store extends ProtocolStore<Buffer> implements RawNfsStore {
           }),
       }),
     );
+  }
+
+  /** The tree at the permit's path copied to its target, made here (MKDIR: never into something). */
+  async copyTree(permit: Permit, o: CopyTreeOptions = {}): Promise<CopyStats> {
+    const { segs, to, fsid } = admitted(permit, 'copy');
+    const { parent, name } = lastOf(to);
+    return this.withRoot(o, async (root) => {
+      const src = await this.walk(root, segs, o);
+      const attrs = copyAttrs(await this.attrsOf(src, o));
+      const dir = parent.length ? (await this.mkdirs(root, parent, null, { ...o, fsid })).handle : root;
+      let made;
+      try {
+        made = await this.s.nfs.mkdir(dir, name, { mode: 0o700 }, { signal: o.signal, path: this.where(to) });
+      } catch (e) {
+        if (isNfsStatus(e, NFS3ERR.EXIST)) throw new AlreadyExists(`${this.describe(to)} already exists`);
+        throw e;
+      }
+      const handle = made.handle ?? (await this.s.nfs.lookup(dir, name, { signal: o.signal })).handle;
+      const where = (p: string) => this.where(p ? [...to, ...p.split('/')] : to);
+      const copy = new TreeCopy(
+        nfs3Source(this.s.nfs, (p) => this.where(p ? [...segs, p] : segs)),
+        nfs3Sink(this.s.nfs, where),
+        {
+          ...o,
+          fsid,
+          slots: slotsFor(this.server),
+          describe: (p) => `${this.server}:${this.where(p ? [...segs, p] : segs)}`,
+        },
+      );
+      return copy.run(src.handle, attrs, handle, '');
+    });
   }
 
   async statfs(o: OpOptions = {}): Promise<FsStat> {

@@ -1,5 +1,6 @@
 // The NFS driver's ownership gate: the one place that decides, from facts the server gives at
-// decision time, whether a create, delete, rmdir or rename may touch a path. A change acts on
+// decision time, whether a create, delete, rmdir, rename or copy may touch a path (a copy reads its source
+// and creates its target). A change acts on
 // exactly one claim directory strictly below the share (and its archive target), never on the
 // share or above it, never across a file system or export boundary (the NFSv4 pseudo-filesystem
 // included: a share that is not inside an export is refused before anything below it is read),
@@ -138,12 +139,12 @@ async function decide(
     if (op === 'rmdir') return 'not-dir'; // a parent that is not a directory is left alone
     throw new FailedPrecondition(`${say(segs)} is a ${last?.type ?? 'file'}, not a claim directory; it is left alone`);
   }
-  if (op === 'rename') {
+  if (op === 'rename' || op === 'copy') {
     if (!exists) throw new NotFound(`${say(segs)} does not exist`);
-    if (to === undefined) throw new Internal('rename without a target');
+    if (to === undefined) throw new Internal(`${op} without a target`);
     const ts = pathSegments(to);
     if (ts.slice(0, segs.length).join('/') === path || segs.slice(0, ts.length).join('/') === to) {
-      throw new FailedPrecondition(`refusing to rename ${say(segs)} into or onto itself (${to})`);
+      throw new FailedPrecondition(`refusing to ${op} ${say(segs)} into or onto itself (${to})`);
     }
     const t = await raw.inspect(to, o);
     refuseSteps({ share: f.share, steps: t.steps.slice(0, ts.length - 1) }, say, ts.length);
@@ -181,5 +182,14 @@ export function gated(raw: RawNfsStore): NfsStore {
       return p === 'missing' ? 'missing' : 'not-empty';
     },
     rename: async (from, to, o = {}) => raw.rename(permitted(await decide(raw, 'rename', from, o, to)), o),
+    copyTree: async (from, to, o = {}) => {
+      if (!raw.copyTree) {
+        throw new FailedPrecondition(
+          `copying directory trees (snapshots, restores, clones) on ${raw.server} needs its NFSv3 service; ` +
+            'this NFS version of the driver cannot copy',
+        );
+      }
+      return raw.copyTree(permitted(await decide(raw, 'copy', from, o, to)), o);
+    },
   };
 }

@@ -8,6 +8,7 @@
 import type { BackendHealth } from '../../csi/health.js';
 import { InvalidArgument } from '../../errors.js';
 import type { FileType, FsStat } from '../client/nfs3.js';
+import type { CopyStats } from './copy-tree.js';
 
 export type { FileType, FsStat };
 
@@ -62,6 +63,11 @@ export interface OpOptions {
   signal?: AbortSignal;
 }
 
+export interface CopyTreeOptions extends OpOptions {
+  /** Totals so far, every few seconds and at the end. */
+  progress?: (s: CopyStats) => void;
+}
+
 export type RmdirResult = 'removed' | 'not-empty' | 'missing';
 
 /** One share of one NFS server. Every method is idempotent and safe to retry. */
@@ -93,6 +99,12 @@ export interface NfsStore {
   rename(from: string, to: string, o?: OpOptions): Promise<void>;
   /** Space and inodes of the file system behind the share. */
   statfs(o?: OpOptions): Promise<FsStat>;
+  /**
+   * Copies the directory `from` and everything below it to `to` (copy-tree.ts says what is
+   * kept), creating the parents of `to`. AlreadyExists when `to` exists; NotFound when `from`
+   * does not; FailedPrecondition when this protocol cannot copy.
+   */
+  copyTree(from: string, to: string, o?: CopyTreeOptions): Promise<CopyStats>;
 }
 
 /** One existing directory entry on the way from the share down to a path. */
@@ -160,13 +172,15 @@ export interface RawNfsStore {
   removeTree(permit: Permit, o?: OpOptions): Promise<boolean>;
   removeDirIfEmpty(permit: Permit, o?: OpOptions): Promise<RmdirResult>;
   rename(permit: Permit, o?: OpOptions): Promise<void>;
+  /** Absent: this protocol cannot copy a tree. */
+  copyTree?(permit: Permit, o?: CopyTreeOptions): Promise<CopyStats>;
 }
 
 /** What the gate allowed: one change of one path (and a rename's target) on one file system. */
 export interface Permit {
-  readonly op: 'create' | 'delete' | 'rmdir' | 'rename';
+  readonly op: 'create' | 'delete' | 'rmdir' | 'rename' | 'copy';
   readonly path: string;
-  /** The rename's target. */
+  /** The rename's or the copy's target (a copy creates it; `path` is only read). */
   readonly to?: string | undefined;
   /** The share's file system: every directory the change reaches must be on it. */
   readonly fsid: string;

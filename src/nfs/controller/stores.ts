@@ -120,6 +120,7 @@ export function createNfsStores(opts: NfsStoresOptions): NfsStores {
       removeDirIfEmpty: (p, o) => run((s) => s.removeDirIfEmpty(p, o)),
       rename: (f, t, o) => run((s) => s.rename(f, t, o)),
       statfs: (o) => run((s) => s.statfs(o)),
+      copyTree: (f, t, o) => run((s) => s.copyTree(f, t, o)),
     };
   }
 

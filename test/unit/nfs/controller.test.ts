@@ -73,7 +73,14 @@ function setup(now = new Date('2026-03-01T12:00:00Z')) {
 
 t.test('capabilities advertise only what works', async (t) => {
   const { c } = setup();
-  t.same([...c.capabilities].sort(), ['CREATE_DELETE_VOLUME', 'EXPAND_VOLUME', 'SINGLE_NODE_MULTI_WRITER']);
+  t.same([...c.capabilities].sort(), [
+    'CLONE_VOLUME',
+    'CREATE_DELETE_SNAPSHOT',
+    'CREATE_DELETE_VOLUME',
+    'EXPAND_VOLUME',
+    'LIST_SNAPSHOTS',
+    'SINGLE_NODE_MULTI_WRITER',
+  ]);
   t.equal(c.listVolumes, undefined);
   t.equal(c.getCapacity, undefined);
   t.equal(c.controllerPublishVolume, undefined);

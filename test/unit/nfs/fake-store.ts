@@ -1,6 +1,7 @@
 // In-memory NfsStores with the semantics the port documents, for controller unit tests.
 // Each server is one tree; a share is a path in it. `calls` records operations, `failWith`
 // makes the next call of an operation throw.
+import type { CopyStats } from '../../../src/nfs/controller/copy-tree.js';
 import type { BackendHealth } from '../../../src/csi/health.js';
 import { AlreadyExists, FailedPrecondition, InvalidArgument, NotFound } from '../../../src/errors.js';
 import type {
@@ -183,6 +184,25 @@ class FakeStore implements NfsStore {
     src.parent.children.delete(src.name);
     if (!dst.parent) throw new NotFound(to);
     dst.parent.children.set(dst.name, src.node);
+  }
+
+  /** A deep copy of the tree (the real copy's fidelity is tested against ganesha). */
+  async copyTree(from: string, to: string): Promise<CopyStats> {
+    this.f.enter('copyTree', `${from} -> ${to}`);
+    const src = this.find(from).node;
+    if (!src || src.type !== 'dir') throw new NotFound(from);
+    const ts = segs(to);
+    if (ts.length > 1) await this.ensureDir(ts.slice(0, -1).join('/'), {});
+    const dst = this.find(to);
+    if (dst.node) throw new AlreadyExists(to);
+    if (!dst.parent) throw new NotFound(to);
+    const stats = { dirs: 0, files: 0, symlinks: 0, hardLinks: 0, specials: 0, bytes: 0 };
+    const clone = (n: Node): Node => {
+      stats[n.type === 'dir' ? 'dirs' : n.type === 'file' ? 'files' : 'symlinks']++;
+      return { ...n, children: new Map([...n.children].map(([k, c]) => [k, clone(c)])) };
+    };
+    dst.parent.children.set(dst.name, clone(src));
+    return stats;
   }
 
   async statfs(): Promise<FsStat> {

@@ -11,7 +11,7 @@ import { CONTROLLER_METHODS, implemented } from '../../helpers/implemented.js';
 export function controllerOn(
   api: ProxmoxApi,
   o: Pick<ProxmoxControllerOptions, 'poolGuard'> = {},
-): Required<ProxmoxController> {
+): ProxmoxController & Required<Pick<ProxmoxController, (typeof CONTROLLER_METHODS)[number]>> {
   const backend = createProxmoxController({
     config: {
       clusters: [{ url: 'https://unused', insecure: false, tokenId: 'a@pve!b', tokenSecret: 'x', region: 'homelab' }],

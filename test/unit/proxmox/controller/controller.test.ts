@@ -3,7 +3,6 @@
 import t from 'tap';
 import pino from 'pino';
 import type * as T from '../../../../src/csi/types.js';
-import type { ProxmoxController } from '../../../../src/proxmox/controller/controller.js';
 import { GiB } from '../../../../src/proxmox/controller/params/params.js';
 import { present } from '../../../helpers/present.js';
 import { FakeProxmox, seedCluster } from '../fake-api.js';
@@ -28,7 +27,7 @@ function createReq(name: string, o: Partial<T.CreateVolumeRequest> = {}): T.Crea
   };
 }
 
-function setup(): { f: FakeProxmox; c: Required<ProxmoxController> } {
+function setup(): { f: FakeProxmox; c: ReturnType<typeof controllerOn> } {
   const f = seedCluster();
   return { f, c: controllerOn(f) };
 }

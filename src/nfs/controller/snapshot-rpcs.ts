@@ -1,0 +1,159 @@
+// The snapshot RPCs of nfs.csi.k8s.io and CreateVolume's content sources (restore from a
+// snapshot, ours or csi-driver-nfs's, and clone of a volume), over snapshots.ts.
+import type { Logger } from 'pino';
+import type { CallContext } from '../../csi/types.js';
+import type * as T from '../../csi/types.js';
+import { Busy, FailedPrecondition, InvalidArgument, NotFound } from '../../errors.js';
+import { parseVolumeId } from '../volume-id.js';
+import { parseSnapshotId } from '../snapshot-id.js';
+import type { NfsStores } from './store.js';
+import {
+  RESTORE_PREFIX,
+  SNAPSHOTS,
+  copyIntoPlace,
+  createSnapshot,
+  csiSnapshot,
+  findSnapshot,
+  listShareSnapshots,
+  progressLog,
+  snapshotDirOf,
+  type NfsSnapshot,
+} from './snapshots.js';
+
+export interface SnapshotRpcs {
+  createSnapshot: (req: T.CreateSnapshotRequest, ctx: CallContext) => Promise<T.CreateSnapshotResponse>;
+  deleteSnapshot: (req: T.DeleteSnapshotRequest, ctx: CallContext) => Promise<T.DeleteSnapshotResponse>;
+  listSnapshots: (req: T.ListSnapshotsRequest, ctx: CallContext) => Promise<T.ListSnapshotsResponse>;
+  /** Fills the new claim `target` from the request's content source; resolves when it is in place. */
+  restore(
+    source: NonNullable<T.CreateVolumeRequest['volumeContentSource']>,
+    target: { server: string; share: string; subDir: string },
+    ctx: CallContext,
+  ): Promise<void>;
+  /** A share this process uses: ListSnapshots without a filter looks there. */
+  remember(server: string, share: string): void;
+}
+
+const restoreTmp = (subDir: string) => `${SNAPSHOTS}/${RESTORE_PREFIX}${encodeURIComponent(subDir)}`;
+
+export function snapshotRpcs(stores: NfsStores, now: () => Date): SnapshotRpcs {
+  const shares = new Map<string, { server: string; share: string }>();
+  const remember = (server: string, share: string) => void shares.set(`${server}#${share}`, { server, share });
+
+  async function restore(
+    source: NonNullable<T.CreateVolumeRequest['volumeContentSource']>,
+    target: { server: string; share: string; subDir: string },
+    ctx: CallContext,
+  ): Promise<void> {
+    const store = stores.open(target.server, target.share);
+    const o = { signal: ctx.signal };
+    const from = await sourcePath(source, target, ctx.log, o);
+    if (from.kind === 'upstream') {
+      throw new FailedPrecondition(
+        `snapshot archive ${target.server}:${target.share}/${from.archive}.tar.gz was made by csi-driver-nfs; ` +
+          'this driver does not unpack its archives yet: restore it with csi-driver-nfs, or unpack it into a claim by hand',
+      );
+    }
+    const what = { from: from.path, to: `${target.server}:${target.share}/${target.subDir}` };
+    const stats = await copyIntoPlace(store, from.path, restoreTmp(target.subDir), target.subDir, {
+      ...o,
+      progress: progressLog(ctx.log, what),
+    });
+    if (stats !== 'done') ctx.log.info({ ...what, ...stats }, 'NFS volume filled from its content source');
+  }
+
+  /** Where the content source lies on the target's share. */
+  async function sourcePath(
+    source: NonNullable<T.CreateVolumeRequest['volumeContentSource']>,
+    target: { server: string; share: string },
+    log: Logger,
+    o: { signal: AbortSignal },
+  ): Promise<{ kind: 'tree'; path: string } | { kind: 'upstream'; archive: string }> {
+    const sameShare = (r: { server: string; share: string }, what: string) => {
+      if (r.server !== target.server || r.share !== target.share) {
+        throw new InvalidArgument(
+          `${what} is on ${r.server}:${r.share}; NFS restores and clones copy within one share, and the ` +
+            `class provisions on ${target.server}:${target.share}`,
+        );
+      }
+    };
+    if (source.volume) {
+      const v = parseVolumeId(source.volume.volumeId);
+      if (!v) throw new NotFound(`source volume "${source.volume.volumeId}" is not an nfs.csi.k8s.io volume handle`);
+      sameShare(v, `source volume ${source.volume.volumeId}`);
+      const st = await stores.open(v.server, v.share).stat(v.subDir, o);
+      if (st?.type !== 'dir') throw new NotFound(`source volume ${source.volume.volumeId} does not exist`);
+      return { kind: 'tree', path: v.subDir };
+    }
+    const id = source.snapshot?.snapshotId ?? '';
+    const ref = parseSnapshotId(id);
+    if (!ref) throw new NotFound(`snapshot "${id}" is not an nfs.csi.k8s.io snapshot handle`);
+    sameShare(ref, `snapshot ${id}`);
+    if (ref.kind === 'upstream') {
+      log.info({ snapshotId: id }, 'content source is a csi-driver-nfs snapshot archive');
+      return { kind: 'upstream', archive: `${ref.dir}/${ref.src}` };
+    }
+    const s = await findSnapshot(stores.open(ref.server, ref.share), ref.name, o);
+    if (!s) throw new NotFound(`snapshot ${id} does not exist`);
+    return { kind: 'tree', path: s.dataPath };
+  }
+
+  return {
+    remember,
+    restore,
+
+    async createSnapshot(req, ctx) {
+      const src = parseVolumeId(req.sourceVolumeId);
+      if (!src) throw new NotFound(`source volume "${req.sourceVolumeId}" is not an nfs.csi.k8s.io volume handle`);
+      remember(src.server, src.share);
+      const s = await createSnapshot(stores, { ...src, id: req.sourceVolumeId }, req.name, ctx, now);
+      return { snapshot: csiSnapshot(s) };
+    },
+
+    async deleteSnapshot(req, ctx) {
+      const ref = parseSnapshotId(req.snapshotId);
+      const o = { signal: ctx.signal };
+      if (!ref) {
+        ctx.log.warn(
+          { snapshotId: req.snapshotId },
+          'DeleteSnapshot: not an nfs.csi.k8s.io snapshot handle; nothing to delete',
+        );
+        return {};
+      }
+      const store = stores.open(ref.server, ref.share);
+      const path = ref.kind === 'ours' ? snapshotDirOf(ref.name) : ref.dir;
+      const removed = await store.removeTree(path, o);
+      ctx.log.info(
+        { snapshotId: req.snapshotId, path: `${ref.server}:${ref.share}/${path}`, removed },
+        'DeleteSnapshot',
+      );
+      return {};
+    },
+
+    async listSnapshots(req, ctx) {
+      const o = { signal: ctx.signal };
+      let found: NfsSnapshot[] = [];
+      if (req.snapshotId) {
+        const ref = parseSnapshotId(req.snapshotId);
+        const s = ref?.kind === 'ours' ? await findSnapshot(stores.open(ref.server, ref.share), ref.name, o) : null;
+        found = s ? [s] : [];
+      } else {
+        const v = req.sourceVolumeId ? parseVolumeId(req.sourceVolumeId) : null;
+        if (req.sourceVolumeId && !v) return { entries: [], nextToken: '' };
+        const where = v ? [{ server: v.server, share: v.share }] : [...shares.values()];
+        for (const w of where) found.push(...(await listShareSnapshots(stores.open(w.server, w.share), o)));
+      }
+      if (req.sourceVolumeId) found = found.filter((s) => s.sourceVolumeId === req.sourceVolumeId);
+      const all = found.map(csiSnapshot).sort((a, b) => (a.snapshotId ?? '').localeCompare(b.snapshotId ?? ''));
+      const start = req.startingToken ? Number(req.startingToken) : 0;
+      if (!Number.isInteger(start) || start < 0 || start > all.length) {
+        throw new Busy(`starting_token "${req.startingToken}" is not a position in the snapshot list`);
+      }
+      const end = req.maxEntries > 0 ? Math.min(all.length, start + req.maxEntries) : all.length;
+      return {
+        entries: all.slice(start, end).map((snapshot) => ({ snapshot })),
+        nextToken: end < all.length ? String(end) : '',
+      };
+    },
+  };
+}

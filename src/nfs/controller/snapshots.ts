@@ -1,0 +1,183 @@
+// NFS snapshots: a full copy of the claim directory, made over the controller's own NFS client
+// (copy-tree.ts), kept on the claim's share outside every claim so it outlives the claim under
+// every onDelete policy. Layout below the share (docs/snapshots.md, NFS):
+//   .snapshots/<name>/tree/                                      the snapshot's tree
+//   .snapshots/<name>/v1,<created ms>,<bytes>,<source handle>    empty: the completion record
+//   .snapshots/.restore-<claim path>                             empty: a restore or clone under way
+// <name> and the handle are URI-encoded so any CSI name is one directory entry. The record is
+// made last, so a snapshot with one is complete; one without is what a killed copy left, and the
+// next attempt removes and copies again. Nothing copied is renamed afterwards: the gate's
+// boundary walk before a rename reads every directory, which would move their atimes.
+import type { Logger } from 'pino';
+import { AlreadyExists, Internal, InvalidArgument, isCsiError, NotFound } from '../../errors.js';
+import type * as T from '../../csi/types.js';
+import type { CopyStats } from './copy-tree.js';
+import type { NfsStore, NfsStores, OpOptions } from './store.js';
+import { composeSnapshotId } from '../snapshot-id.js';
+
+export const SNAPSHOTS = '.snapshots';
+const TREE = 'tree';
+export const RESTORE_PREFIX = '.restore-';
+const DATA_RE = /^v1,(\d+),(\d+),(.+)$/;
+/** Room left in a 255-byte entry name for the encoded source handle. */
+const MAX_ENTRY = 255;
+
+export interface NfsSnapshot {
+  server: string;
+  share: string;
+  name: string;
+  sourceVolumeId: string;
+  createdMs: number;
+  sizeBytes: number;
+  /** Share-relative path of the snapshot's tree. */
+  dataPath: string;
+}
+
+const enc = (s: string) => encodeURIComponent(s).replace(/^\./, '%2E');
+
+export function snapshotDirOf(name: string): string {
+  const e = enc(name);
+  if (name.includes('#') || Buffer.byteLength(e) > 200) {
+    throw new InvalidArgument(`snapshot name "${name}" cannot be stored: at most 200 bytes encoded and no '#'`);
+  }
+  return `${SNAPSHOTS}/${e}`;
+}
+
+function dataName(createdMs: number, bytes: number, source: string): string {
+  const n = `v1,${createdMs},${bytes},${enc(source)}`;
+  if (Buffer.byteLength(n) > MAX_ENTRY) {
+    throw new InvalidArgument(`source volume handle "${source}" is too long to record with an NFS snapshot`);
+  }
+  return n;
+}
+
+/** The snapshot `name` on a share, or null when it does not exist (complete). */
+export async function findSnapshot(store: NfsStore, name: string, o: OpOptions): Promise<NfsSnapshot | null> {
+  const dir = snapshotDirOf(name);
+  let entries;
+  try {
+    entries = await store.list(dir, o);
+  } catch (e) {
+    if (isCsiError(e, 'NotFound')) return null;
+    throw e;
+  }
+  for (const e of entries) {
+    const m = DATA_RE.exec(e.name);
+    if (!m || e.type !== 'dir' || !entries.some((t) => t.name === TREE && t.type === 'dir')) continue;
+    return {
+      server: store.server,
+      share: store.share,
+      name,
+      createdMs: Number(m[1]),
+      sizeBytes: Number(m[2]),
+      sourceVolumeId: decodeURIComponent(m[3] ?? ''),
+      dataPath: `${dir}/${TREE}`,
+    };
+  }
+  return null;
+}
+
+/** The snapshots of a share (complete ones; temporaries are for `report`). */
+export async function listShareSnapshots(store: NfsStore, o: OpOptions): Promise<NfsSnapshot[]> {
+  let entries;
+  try {
+    entries = await store.list(SNAPSHOTS, o);
+  } catch (e) {
+    if (isCsiError(e, 'NotFound')) return [];
+    throw e;
+  }
+  const out: NfsSnapshot[] = [];
+  for (const e of entries) {
+    if (e.type !== 'dir' || e.name.startsWith('.')) continue;
+    const s = await findSnapshot(store, decodeURIComponent(e.name), o);
+    if (s) out.push(s);
+  }
+  return out;
+}
+
+/** What killed copies left: snapshots without a completion record, restores under way. */
+export async function leftoverCopies(store: NfsStore, o: OpOptions): Promise<string[]> {
+  let entries;
+  try {
+    entries = await store.list(SNAPSHOTS, o);
+  } catch (e) {
+    if (isCsiError(e, 'NotFound')) return [];
+    throw e;
+  }
+  const out: string[] = [];
+  for (const e of entries) {
+    const incomplete = !e.name.startsWith('.') && !(await findSnapshot(store, decodeURIComponent(e.name), o));
+    if (e.name.startsWith(RESTORE_PREFIX) || incomplete) out.push(`${SNAPSHOTS}/${e.name}`);
+  }
+  return out;
+}
+
+export function csiSnapshot(s: NfsSnapshot): T.Snapshot {
+  return {
+    snapshotId: composeSnapshotId(s),
+    sourceVolumeId: s.sourceVolumeId,
+    sizeBytes: s.sizeBytes,
+    creationTime: { seconds: Math.floor(s.createdMs / 1000), nanos: (s.createdMs % 1000) * 1e6 },
+    readyToUse: true,
+  };
+}
+
+/** Progress of a copy in the log: every few seconds, and the totals at the end. */
+export function progressLog(log: Logger, what: Record<string, unknown>): (s: CopyStats) => void {
+  return (s) => log.info({ ...what, ...s }, 'NFS copy progress');
+}
+
+/**
+ * Copies `from` to the new claim `to`, with a record under .snapshots/ while it runs: a claim
+ * directory that exists with no record is complete; one with a record is a killed copy's, removed
+ * and copied again.
+ */
+export async function copyIntoPlace(
+  store: NfsStore,
+  from: string,
+  marker: string,
+  to: string,
+  o: OpOptions & { progress?: (s: CopyStats) => void },
+): Promise<CopyStats | 'done'> {
+  const underWay = (await store.stat(marker, o))?.type === 'dir';
+  if (!underWay && (await store.stat(to, o))?.type === 'dir') return 'done';
+  await store.ensureDir(marker, {}, o);
+  await store.removeTree(to, o);
+  const stats = await store.copyTree(from, to, o);
+  await store.removeDirIfEmpty(marker, o);
+  return stats;
+}
+
+/** CreateSnapshot on the source's share; an existing snapshot of that name is answered or refused. */
+export async function createSnapshot(
+  stores: NfsStores,
+  src: { id: string; server: string; share: string; subDir: string },
+  name: string,
+  ctx: { log: Logger; signal: AbortSignal },
+  now: () => Date,
+): Promise<NfsSnapshot> {
+  const store = stores.open(src.server, src.share);
+  const o = { signal: ctx.signal };
+  const dir = snapshotDirOf(name);
+  const existing = await findSnapshot(store, name, o);
+  if (existing) return sameSource(existing, src.id);
+  const st = await store.stat(src.subDir, o);
+  if (!st || st.type !== 'dir') throw new NotFound(`source volume ${src.id}: its directory does not exist`);
+  const created = now().getTime();
+  const what = { snapshot: name, source: src.id, to: `${store.server}:${store.share}/${dir}` };
+  const t0 = Date.now();
+  await store.removeTree(dir, o); // a killed attempt's copy: no completion record
+  const stats = await store.copyTree(src.subDir, `${dir}/${TREE}`, { ...o, progress: progressLog(ctx.log, what) });
+  await store.ensureDir(`${dir}/${dataName(created, stats.bytes, src.id)}`, { mode: 0o755 }, o);
+  ctx.log.info({ ...what, ...stats, ms: Date.now() - t0 }, 'NFS snapshot ready');
+  const made = await findSnapshot(store, name, o);
+  if (!made) throw new Internal(`snapshot "${name}" has no completion record right after it was written`);
+  return sameSource(made, src.id);
+}
+
+function sameSource(s: NfsSnapshot, source: string): NfsSnapshot {
+  if (s.sourceVolumeId !== source) {
+    throw new AlreadyExists(`snapshot "${s.name}" already exists with source volume ${s.sourceVolumeId}`);
+  }
+  return s;
+}
