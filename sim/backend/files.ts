@@ -1,7 +1,7 @@
 // Sparse files standing in for LVM-thin logical volumes: allocation costs no disk space until the
 // guest writes, just like a thin LV.
 
-import { mkdir, open, rm, stat, truncate } from 'node:fs/promises';
+import { mkdir, open, rename, rm, stat, truncate } from 'node:fs/promises';
 
 const CHUNK = 1024 * 1024;
 import { dirname, join } from 'node:path';
@@ -76,5 +76,10 @@ export class SparseFiles implements FileStore {
       await src.close();
       await dst.close();
     }
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    await mkdir(dirname(to), { recursive: true });
+    await rename(from, to);
   }
 }

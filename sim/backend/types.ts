@@ -54,6 +54,8 @@ export interface FileStore {
    * a broken pipe would (fault injection); the partial file is left for the caller to remove.
    */
   copy(from: string, to: string, sizeBytes: number, failAfterBytes?: number): Promise<void>;
+  /** lvrename: the same blocks under a new name. */
+  rename(from: string, to: string): Promise<void>;
 }
 
 export type BackendKind = 'none' | 'loop' | 'qmp';
