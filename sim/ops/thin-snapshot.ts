@@ -49,7 +49,7 @@ export async function snapshotVolume(
   const files = ctx.backend.files;
   if (vol.filePath && files) {
     model.filePath = files.pathFor(node, storage, lv);
-    await files.copy(vol.filePath, model.filePath, vol.sizeBytes);
+    await files.snapshot(vol.filePath, model.filePath);
   } else if (vol.writtenBytes !== undefined) model.writtenBytes = vol.writtenBytes;
   snaps.set(snap, model);
   log.print(`  Logical volume "${lv}" created.`);
@@ -117,7 +117,7 @@ export function cloneVolume(
     const files = ctx.backend.files;
     if (source.filePath && files) {
       clone.filePath = files.pathFor(node, storage, name);
-      await files.copy(source.filePath, clone.filePath, vol.sizeBytes);
+      await files.snapshot(source.filePath, clone.filePath);
     } else if (source.writtenBytes !== undefined) clone.writtenBytes = source.writtenBytes;
     st.volumes.set(name, clone);
     return `${storage}:${name}`;

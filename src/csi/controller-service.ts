@@ -60,9 +60,18 @@ export function controllerService(c: ControllerBackend): ServiceSpecs<Controller
       validate: validate.controllerModifyVolume,
       impl: has('MODIFY_VOLUME') ? c.controllerModifyVolume : undefined,
     },
-    // Snapshots are not offered by either backend; they answer UNIMPLEMENTED.
-    CreateSnapshot: { impl: undefined },
-    DeleteSnapshot: { impl: undefined },
-    ListSnapshots: { impl: undefined },
+    CreateSnapshot: {
+      keys: (r) => [`snapshot:${r.name}`, r.sourceVolumeId],
+      validate: validate.createSnapshot,
+      impl: has('CREATE_DELETE_SNAPSHOT') ? c.createSnapshot : undefined,
+    },
+    DeleteSnapshot: {
+      keys: (r) => [`snapshot-id:${r.snapshotId}`],
+      validate: validate.deleteSnapshot,
+      impl: has('CREATE_DELETE_SNAPSHOT') ? c.deleteSnapshot : undefined,
+    },
+    ListSnapshots: {
+      impl: has('LIST_SNAPSHOTS') ? c.listSnapshots : undefined,
+    },
   };
 }

@@ -20,6 +20,13 @@ export type { ControllerGetVolumeRequest__Output as ControllerGetVolumeRequest }
 export type { ControllerGetVolumeResponse } from '../gen/csi/v1/ControllerGetVolumeResponse.js';
 export type { ControllerModifyVolumeRequest__Output as ControllerModifyVolumeRequest } from '../gen/csi/v1/ControllerModifyVolumeRequest.js';
 export type { ControllerModifyVolumeResponse } from '../gen/csi/v1/ControllerModifyVolumeResponse.js';
+export type { CreateSnapshotRequest__Output as CreateSnapshotRequest } from '../gen/csi/v1/CreateSnapshotRequest.js';
+export type { CreateSnapshotResponse } from '../gen/csi/v1/CreateSnapshotResponse.js';
+export type { DeleteSnapshotRequest__Output as DeleteSnapshotRequest } from '../gen/csi/v1/DeleteSnapshotRequest.js';
+export type { DeleteSnapshotResponse } from '../gen/csi/v1/DeleteSnapshotResponse.js';
+export type { ListSnapshotsRequest__Output as ListSnapshotsRequest } from '../gen/csi/v1/ListSnapshotsRequest.js';
+export type { ListSnapshotsResponse } from '../gen/csi/v1/ListSnapshotsResponse.js';
+export type { Snapshot as CsiSnapshot } from '../gen/csi/v1/Snapshot.js';
 export type { NodeStageVolumeRequest__Output as NodeStageVolumeRequest } from '../gen/csi/v1/NodeStageVolumeRequest.js';
 export type { NodeStageVolumeResponse } from '../gen/csi/v1/NodeStageVolumeResponse.js';
 export type { NodeUnstageVolumeRequest__Output as NodeUnstageVolumeRequest } from '../gen/csi/v1/NodeUnstageVolumeRequest.js';
@@ -68,6 +75,9 @@ export interface ControllerBackend {
   controllerExpandVolume?: H<T.ControllerExpandVolumeRequest, T.ControllerExpandVolumeResponse>;
   controllerGetVolume?: H<T.ControllerGetVolumeRequest, T.ControllerGetVolumeResponse>;
   controllerModifyVolume?: H<T.ControllerModifyVolumeRequest, T.ControllerModifyVolumeResponse>;
+  createSnapshot?: H<T.CreateSnapshotRequest, T.CreateSnapshotResponse>;
+  deleteSnapshot?: H<T.DeleteSnapshotRequest, T.DeleteSnapshotResponse>;
+  listSnapshots?: H<T.ListSnapshotsRequest, T.ListSnapshotsResponse>;
 }
 
 export interface NodeBackend {

@@ -131,6 +131,11 @@ export const validate = {
     maps: ['mutableParameters'],
   }),
   controllerGetVolume: rules<T.ControllerGetVolumeRequest>('ControllerGetVolume', { need: ['volumeId'] }),
+  createSnapshot: rules<T.CreateSnapshotRequest>('CreateSnapshot', {
+    need: ['name', 'sourceVolumeId'],
+    maps: ['parameters'],
+  }),
+  deleteSnapshot: rules<T.DeleteSnapshotRequest>('DeleteSnapshot', { need: ['snapshotId'] }),
   nodeStageVolume: rules<T.NodeStageVolumeRequest>('NodeStageVolume', {
     need: ['volumeId', 'stagingTargetPath'],
     capability: 'volumeCapability',

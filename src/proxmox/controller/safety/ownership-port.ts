@@ -3,8 +3,11 @@
 // OwnershipPermit, which only the ownership gate's decisions make (ownership.ts), and sends
 // exactly what the permit names. Nothing else in the controller calls those API methods
 // (test/unit/proxmox/controller/safety/no-bypass.test.ts).
-import type { CallOptions, FreeOptions, ProxmoxApi } from '../../api/api.js';
+import { Unimplemented } from '../../../errors.js';
+import type { CallOptions, FreeOptions, ProxmoxApi, ProxmoxSnapshotApi, ProxmoxVmLifecycle } from '../../api/api.js';
+import type { ConfigChange } from '../../api/api.js';
 import { OwnershipPermit, type PermitKind } from './ownership.js';
+import { COPY_VM_NAMES, formatRecord } from './copy-vms.js';
 
 function check(p: OwnershipPermit<PermitKind>, kind: PermitKind): void {
   if (!(p instanceof OwnershipPermit) || !p.is(kind)) throw new Error(`ownership port: not a ${kind} permit`);
@@ -48,4 +51,72 @@ export class OwnershipPort {
     const { node, vmid, keys, digest } = p.body;
     return this.api.unlinkDisks(node, vmid, keys, { ...o, digest });
   }
+
+  /** Sends one helper-VM step of a thin copy; returns its task's UPID. */
+  copyStep(p: OwnershipPermit<'copy'>, o?: CallOptions): Promise<string> {
+    check(p, 'copy');
+    const api = copyApi(this.api);
+    const s = p.body;
+    switch (s.op) {
+      case 'create':
+        return api.createVm(
+          s.node,
+          s.vmid,
+          { name: COPY_VM_NAMES[s.record.role], description: formatRecord(s.record) },
+          o,
+        );
+      case 'hold':
+        return this.configTask(s.node, s.vmid, { set: { scsi0: s.volid }, digest: s.digest }, o);
+      case 'snapshot':
+        return api.snapshotVm(s.node, s.vmid, s.snapname, o);
+      case 'unsnapshot':
+        return api.deleteVmSnapshot(s.node, s.vmid, s.snapname, o);
+      case 'clone':
+        return api.linkedClone(
+          s.node,
+          s.vmid,
+          {
+            newid: s.newid,
+            snapname: s.snapname,
+            name: COPY_VM_NAMES[s.record.role],
+            description: formatRecord(s.record),
+          },
+          o,
+        );
+      case 'detach':
+        return this.configTask(s.node, s.vmid, { delete: ['scsi0'], digest: s.digest }, o);
+      case 'release':
+        return this.configTask(s.node, s.vmid, { set: { [s.key]: s.placeholder }, digest: s.digest }, o);
+      case 'free':
+        return this.freeTask(s.node, s.storage, s.volid, o);
+      case 'destroy':
+        return api.destroyVm(s.node, s.vmid, o);
+    }
+  }
+
+  private async freeTask(node: string, storage: string, volid: string, o?: CallOptions): Promise<string> {
+    const upid = await this.api.freeDisk(node, storage, volid, o);
+    if (!upid) throw new Error(`free ${volid}: Proxmox answered without a task`);
+    return upid;
+  }
+
+  private async configTask(node: string, vmid: number, change: ConfigChange, o?: CallOptions): Promise<string> {
+    const upid = await this.api.updateVmConfig(node, vmid, change, o);
+    if (!upid) throw new Error(`config change of VM ${vmid}: Proxmox answered without a task`);
+    this.onConfigTask?.(upid);
+    return upid;
+  }
+}
+
+type CopyApi = ProxmoxApi & ProxmoxVmLifecycle & ProxmoxSnapshotApi;
+
+/** Whether this API can make thin copies (the HTTP adapter can; a test fake may not). */
+export function canCopy(api: ProxmoxApi): api is CopyApi {
+  const a = api as Partial<CopyApi>;
+  return typeof a.createVm === 'function' && typeof a.snapshotVm === 'function' && typeof a.linkedClone === 'function';
+}
+
+function copyApi(api: ProxmoxApi): CopyApi {
+  if (!canCopy(api)) throw new Unimplemented('this Proxmox API adapter cannot make snapshots or clones');
+  return api;
 }

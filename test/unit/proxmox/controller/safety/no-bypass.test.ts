@@ -10,7 +10,21 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../../..');
 const SRC = path.join(ROOT, 'src');
-const MUTATING = ['freeDisk', 'allocDisk', 'resizeDisk', 'updateVmConfig', 'unlinkDisks'];
+const MUTATING = [
+  'freeDisk',
+  'allocDisk',
+  'resizeDisk',
+  'updateVmConfig',
+  'unlinkDisks',
+  // a thin copy's helper VMs (copy-vms.ts)
+  'createVm',
+  'destroyVm',
+  'migrateVm',
+  'snapshotVm',
+  'deleteVmSnapshot',
+  'linkedClone',
+  'reassignDisk',
+];
 /** The adapter implements them; the port is the gate's only way out. */
 const GATE = ['proxmox/api/http-api.ts', 'proxmox/controller/safety/ownership-port.ts'];
 /**
