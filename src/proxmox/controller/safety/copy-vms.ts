@@ -167,6 +167,12 @@ export function copyStepProblem(step: CopyStep, v: CopyView): StepProblem | unde
     case 'snapshot': {
       const f = ours(v, step.vmid, ['copy']);
       if (isProblem(f)) return f;
+      const disk = parseVolid(step.volid)?.disk ?? '';
+      const tail = disk.slice(`vm-${v.controllerVmId}-`.length);
+      const driverDisk =
+        diskOwner(disk) === v.controllerVmId && !/^(?:disk-\d+|cloudinit|state-.*)$/.test(tail) && !tail.includes('+');
+      const source = copySourceProblem(v, step.volid, driverDisk);
+      if (source) return source;
       const others = f.drives.filter((d) => !(d.key === 'scsi0' && d.volid === step.volid));
       if (others.length > 0) return problem('foreign-key', `copy VM ${step.vmid} holds ${others[0]?.volid ?? ''}`);
       if (step.op === 'snapshot' && f.drives.length === 0)
