@@ -9,6 +9,7 @@ import { accessRoutes } from './api/access.js';
 import { clusterRoutes } from './api/cluster.js';
 import { qemuRoutes } from './api/qemu.js';
 import { qemuLifecycleRoutes } from './api/qemu-lifecycle.js';
+import { qemuSnapshotRoutes } from './api/qemu-snapshot.js';
 import { storageRoutes } from './api/storage.js';
 import { taskRoutes } from './api/tasks.js';
 import { type BackendKind, type Exec, createBackend } from './backend/index.js';
@@ -175,6 +176,7 @@ export async function startSimulator(opts: StartOptions = {}): Promise<RunningSi
       ...storageRoutes,
       ...qemuRoutes,
       ...qemuLifecycleRoutes,
+      ...qemuSnapshotRoutes,
       ...taskRoutes,
     );
     const api: ApiServer = await startApiServer({
@@ -250,6 +252,8 @@ async function stateDump(ctx: SimContext): Promise<unknown> {
           size: v.sizeBytes,
           owner: v.ownerVmid,
           file: v.filePath ?? null,
+          // its snap_<volname>_<name> LVs (never in a storage listing) and their files
+          snapshots: [...(v.snapshots ?? [])].map(([name, m]) => ({ name, file: m.filePath ?? null })),
         })),
       })),
     })),

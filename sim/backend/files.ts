@@ -1,10 +1,14 @@
 // Sparse files standing in for LVM-thin logical volumes: allocation costs no disk space until the
 // guest writes, just like a thin LV.
 
-import { mkdir, open, rm, stat, truncate } from 'node:fs/promises';
+import { mkdir, open, rename, rm, stat, truncate } from 'node:fs/promises';
 
 const CHUNK = 1024 * 1024;
 import { dirname, join } from 'node:path';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
 import type { FileStore } from './types.js';
 
 export class SparseFiles implements FileStore {
@@ -76,5 +80,17 @@ export class SparseFiles implements FileStore {
       await src.close();
       await dst.close();
     }
+  }
+
+  async snapshot(from: string, to: string): Promise<void> {
+    await mkdir(dirname(to), { recursive: true });
+    // GNU cp: a reflink where the filesystem has them (btrfs, xfs), else SEEK_DATA/SEEK_HOLE so a
+    // thin 100 GiB volume with 1 MiB written costs 1 MiB and milliseconds, like an LVM-thin snapshot
+    await run('cp', ['--reflink=auto', '--sparse=always', from, to]);
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    await mkdir(dirname(to), { recursive: true });
+    await rename(from, to);
   }
 }

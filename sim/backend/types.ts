@@ -54,6 +54,13 @@ export interface FileStore {
    * a broken pipe would (fault injection); the partial file is left for the caller to remove.
    */
   copy(from: string, to: string, sizeBytes: number, failAfterBytes?: number): Promise<void>;
+  /**
+   * A thin snapshot or linked clone of a volume: the same bytes in a new file, sharing blocks
+   * where the host filesystem can (reflink), else copying only the allocated extents.
+   */
+  snapshot(from: string, to: string): Promise<void>;
+  /** lvrename: the same blocks under a new name. */
+  rename(from: string, to: string): Promise<void>;
 }
 
 export type BackendKind = 'none' | 'loop' | 'qmp';

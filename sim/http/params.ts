@@ -10,7 +10,7 @@ export type ParamSpec =
       pattern?: RegExp;
       enum?: string[];
       maxLength?: number;
-      format?: 'pve-node' | 'pve-storage-id' | 'pve-configid-list';
+      format?: 'pve-node' | 'pve-storage-id' | 'pve-configid' | 'pve-configid-list';
     }
   | { type: 'integer'; optional?: boolean; minimum?: number; maximum?: number }
   | { type: 'boolean'; optional?: boolean };
@@ -27,7 +27,8 @@ export const STORAGE: ParamSpec = { type: 'string', format: 'pve-storage-id' };
 
 const NODE_RE = /^(?=.{1,63}$)[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$/;
 const STORAGE_RE = /^[a-z][a-z0-9\-_.]*[a-z0-9]$/i;
-const CONFIGID_RE = /^[a-z][a-z0-9_]+$/i;
+// PVE::JSONSchema $CONFIGID_RE
+const CONFIGID_RE = /^[a-z][a-z0-9_-]+$/i;
 
 /** PVE::Tools::split_list: separators are `,`, `;`, spaces and NULs. */
 export function splitList(value: string): string[] {
@@ -65,6 +66,8 @@ function checkOne(spec: ParamSpec, value: string): { error?: string; value: stri
       if (spec.format === 'pve-storage-id' && !STORAGE_RE.test(value)) {
         return { error: `storage ID '${value}' contains illegal characters`, value };
       }
+      if (spec.format === 'pve-configid' && !CONFIGID_RE.test(value))
+        return { error: `invalid format - invalid configuration ID '${value}'\n`, value };
       if (spec.format === 'pve-configid-list') {
         for (const id of splitList(value)) {
           if (!CONFIGID_RE.test(id)) return { error: `invalid format - invalid configuration ID '${id}'\n`, value };

@@ -16,6 +16,19 @@ export interface VolumeModel {
    * data usage counts for this volume. With one, the file's allocated blocks count instead.
    */
   writtenBytes?: number;
+  /**
+   * Its LVM-thin snapshots `snap_<volname>_<name>` (LvmThinPlugin volume_snapshot), by name:
+   * read-only thin LVs that list_images never lists (its `^(vm|base)-` filter) and free_image
+   * removes with the volume. With a backing file each is a frozen copy of the volume's bytes.
+   */
+  snapshots?: Map<string, VolumeSnapshotModel>;
+}
+
+export interface VolumeSnapshotModel {
+  ctime: number;
+  filePath?: string;
+  /** Bytes a guest had written when it was taken (volumes without a backing file). */
+  writtenBytes?: number;
 }
 
 export interface StorageModel {

@@ -8,15 +8,9 @@ import type { StorageModel, VolumeModel } from '../model/types.js';
 import { driveVolid } from '../model/vmconfig.js';
 import type { TaskLog } from '../tasks.js';
 import { type SimContext, getStorage, withStorageLock } from './context.js';
+import { findFreeDiskName, removeVolumeSnapshots } from './thin-snapshot.js';
 
 const LVM_NAME_RE = /^[a-zA-Z0-9+_.][a-zA-Z0-9+_.-]{0,126}$/;
-
-function findFreeDiskName(st: StorageModel, vmid: number): string {
-  for (let i = 0; ; i++) {
-    const name = `vm-${vmid}-disk-${i}`;
-    if (!st.volumes.has(name)) return name;
-  }
-}
 
 /** PVE::Storage::vdisk_alloc on an lvmthin storage; returns the volume id. */
 export async function allocVolume(
@@ -93,7 +87,10 @@ export function volumeInUse(ctx: SimContext, vol: VolumeModel, unplugged?: Unplu
   return false;
 }
 
-/** PVE::Storage::vdisk_free on lvmthin: a missing LV is not an error, an open one is. */
+/**
+ * PVE::Storage::vdisk_free on lvmthin: a missing LV is not an error, an open one is; the
+ * volume's `snap_<volname>_*` snapshots are removed first (LvmThinPlugin free_image).
+ */
 export async function freeVolume(
   ctx: SimContext,
   node: string,
@@ -109,6 +106,7 @@ export async function freeVolume(
     if (volumeInUse(ctx, vol, unplugged)) {
       throw fail(`lvremove '${st.vgname}/${volname}' error:   Logical volume ${st.vgname}/${volname} in use.`);
     }
+    await removeVolumeSnapshots(ctx, st, vol, log);
     if (vol.filePath && ctx.backend.files) await ctx.backend.files.remove(vol.filePath);
     st.volumes.delete(volname);
     log?.print(`  Logical volume "${volname}" successfully removed.`);

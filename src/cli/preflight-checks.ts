@@ -21,7 +21,15 @@ import {
   parseCreateParameters,
   type HttpProxmoxApi,
 } from '../proxmox/index.js';
-import { effectiveMissing, fixNeeds, missingMovePrivileges, reportNeeds, type Need } from './privileges.js';
+import {
+  effectiveMissing,
+  fixNeeds,
+  missingMovePrivileges,
+  missingNeeds,
+  reportNeeds,
+  snapshotNeeds,
+  type Need,
+} from './privileges.js';
 
 export type Status = 'pass' | 'fail' | 'warn' | 'info' | 'skip';
 export interface CheckResult {
@@ -158,6 +166,16 @@ export async function checkProxmox(input: PreflightInput, signal: AbortSignal): 
             moveMissing.length === 0
               ? `${who} may run pve-nfs-csi move (helper VM ${cfg.controllerVmId}: VM.Allocate, VM.Migrate)`
               : `pve-nfs-csi move (optional) would need ${moveMissing.join('; ')}`,
+        });
+        // snapshots, restores and clones (docs/snapshots.md): CreateSnapshot is refused without them
+        const snapMissing = missingNeeds(perms, snapshotNeeds(cfg.controllerVmId));
+        out.push({
+          name: `${base}/snapshot-privileges`,
+          status: 'info',
+          message:
+            snapMissing.length === 0
+              ? `${who} may make snapshots, restores and clones (VM.Allocate, VM.Snapshot, VM.Clone)`
+              : `snapshots, restores and clones (optional) would need ${snapMissing.map((n) => `${n.privilege} on ${n.path} (${n.why})`).join('; ')}`,
         });
         // nor for `pve-nfs-csi report` (read) and `report --fix` (free disks, drop config entries)
         const reportMissing = effectiveMissing(perms, reportNeeds(cfg.controllerVmId), storages);

@@ -93,3 +93,31 @@ export function moveNeeds(vmid: number, storage: string): Need[] {
 export function missingMovePrivileges(perms: Permissions, vmid: number, storage: string): string[] {
   return missingNeeds(perms, moveNeeds(vmid, storage)).map((n) => `${n.privilege} on ${n.path} (${n.why})`);
 }
+
+/**
+ * Snapshots, restores and clones (docs/snapshots.md, "Proxmox: design"): beyond the CSI role,
+ * the helper VMs' create and destroy (VM.Allocate), the copy VM's snapshot (VM.Snapshot) and
+ * its linked clone (VM.Clone, and Datastore.AllocateSpace on the storage), and holding a disk of
+ * the controller VMID on a helper VM (VM.Config.Disk there and Datastore.Audit). All on /vms
+ * and /storage: the helper VMIDs are chosen per operation.
+ */
+export function snapshotNeeds(controllerVmId: number): Need[] {
+  return [
+    { path: '/vms', privilege: 'VM.Audit', why: 'find the helper VMs and read their configs' },
+    { path: '/vms', privilege: 'VM.Allocate', why: 'create and destroy the copy, snapshot and volume VMs' },
+    { path: '/vms', privilege: 'VM.Snapshot', why: 'snapshot the copy VM that holds only the source disk' },
+    { path: '/vms', privilege: 'VM.Clone', why: 'make the linked clone from that snapshot' },
+    { path: '/vms', privilege: 'VM.Config.Disk', why: 'let the copy VM hold the source disk' },
+    {
+      path: `/vms/${controllerVmId}`,
+      privilege: 'VM.Config.Disk',
+      why: `attach disks owned by VMID ${controllerVmId} to the copy VM`,
+    },
+    { path: '/storage', privilege: 'Datastore.Audit', why: 'read the disks of the storage' },
+    { path: '/storage', privilege: 'Datastore.AllocateSpace', why: 'allocate the linked clone' },
+    { path: '/storage', privilege: 'Datastore.Allocate', why: 'free a restored volume' },
+  ];
+}
+
+/** The privileges a token needs for snapshots, as a Proxmox role lists them (tests, docs). */
+export const SNAPSHOT_PRIVILEGES = [...new Set(snapshotNeeds(0).map((n) => n.privilege))];

@@ -61,7 +61,7 @@ export function controllerService(c: ControllerBackend): ServiceSpecs<Controller
       impl: has('MODIFY_VOLUME') ? c.controllerModifyVolume : undefined,
     },
     CreateSnapshot: {
-      keys: (r) => [`snapshot:${r.name}`],
+      keys: (r) => [`snapshot:${r.name}`, r.sourceVolumeId],
       validate: validate.createSnapshot,
       impl: has('CREATE_DELETE_SNAPSHOT') ? c.createSnapshot : undefined,
     },

@@ -27,6 +27,7 @@ export type { DeleteSnapshotResponse } from '../gen/csi/v1/DeleteSnapshotRespons
 export type { ListSnapshotsRequest__Output as ListSnapshotsRequest } from '../gen/csi/v1/ListSnapshotsRequest.js';
 export type { ListSnapshotsResponse } from '../gen/csi/v1/ListSnapshotsResponse.js';
 export type { Snapshot } from '../gen/csi/v1/Snapshot.js';
+export type { Snapshot as CsiSnapshot } from '../gen/csi/v1/Snapshot.js';
 export type { NodeStageVolumeRequest__Output as NodeStageVolumeRequest } from '../gen/csi/v1/NodeStageVolumeRequest.js';
 export type { NodeStageVolumeResponse } from '../gen/csi/v1/NodeStageVolumeResponse.js';
 export type { NodeUnstageVolumeRequest__Output as NodeUnstageVolumeRequest } from '../gen/csi/v1/NodeUnstageVolumeRequest.js';

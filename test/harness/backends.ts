@@ -5,7 +5,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { type RunningSimulator, startSimulator } from '../../sim/index.js';
+import { DEFAULT_CONFIG_PATH, type RunningSimulator, startSimulator } from '../../sim/index.js';
+import { BUILTIN_ROLES } from '../../sim/config.js';
+import { SNAPSHOT_PRIVILEGES } from '../../src/cli/privileges.js';
+import { parse as parseYaml } from 'yaml';
 import { defined } from '../../src/defined.js';
 import { undoOnExit } from './reaper.js';
 
@@ -90,7 +93,16 @@ export async function startProxmoxBackend(
   opts: { backend?: 'loop' | 'none' | 'qmp'; qmp?: Record<number, string> } = {},
 ): Promise<Backends<ProxmoxInfo>> {
   const linkDir = path.join(runDir, 'links');
+  // The driver's token with what snapshots add (privileges.ts snapshotNeeds): the snapshot specs run.
+  const config = parseYaml(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as { tokens: Array<Record<string, unknown>> };
+  const csiToken = config.tokens[0] ?? {};
+  config.tokens[0] = {
+    id: csiToken.id,
+    secret: csiToken.secret,
+    privileges: [...new Set([...(BUILTIN_ROLES.CSI ?? []), ...SNAPSHOT_PRIVILEGES])],
+  };
   const sim = await startSimulator({
+    config,
     backend: opts.backend ?? 'loop',
     stateDir: path.join(runDir, 'sim'),
     loopLinkDir: linkDir,

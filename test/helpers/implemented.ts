@@ -21,6 +21,9 @@ export const CONTROLLER_METHODS = [
   'controllerExpandVolume',
   'controllerGetVolume',
   'controllerModifyVolume',
+  'createSnapshot',
+  'deleteSnapshot',
+  'listSnapshots',
 ] as const satisfies readonly (keyof ControllerBackend)[];
 
 /** Every optional method of a node backend (the Proxmox node implements them all). */

@@ -249,3 +249,30 @@ export interface ProxmoxVmLifecycleRead {
 }
 
 export interface ProxmoxVmLifecycle extends ProxmoxVmLifecycleRead, ProxmoxVmLifecycleWrite {}
+
+/**
+ * Snapshots, linked clones and disk reassignment (docs/snapshots.md, "Proxmox: what the API
+ * allows a token"): the controller's thin copies of one disk. VM.Snapshot, VM.Clone and
+ * VM.Allocate on the helper VMs, which the CSI role has only when snapshots are wanted. Each
+ * returns the task's UPID.
+ */
+export interface ProxmoxSnapshotApi {
+  /** POST …/qemu/{vmid}/snapshot: a disk-only snapshot of every drive of the VM. */
+  snapshotVm(node: string, vmid: number, snapname: string, o?: CallOptions): Promise<string>;
+  /** DELETE …/qemu/{vmid}/snapshot/{snapname}, with `force` (a missing volume snapshot is a warning). */
+  deleteVmSnapshot(node: string, vmid: number, snapname: string, o?: CallOptions): Promise<string>;
+  /** POST …/qemu/{vmid}/clone from a snapshot with full=0: linked clones of its drives. */
+  linkedClone(
+    node: string,
+    vmid: number,
+    req: { newid: number; snapname: string; name: string; description: string },
+    o?: CallOptions,
+  ): Promise<string>;
+  /** POST …/qemu/{vmid}/move_disk with target-vmid: renames the disk to vm-<target>-disk-N. */
+  reassignDisk(
+    node: string,
+    vmid: number,
+    req: { disk: string; targetVmid: number; targetDisk: string; digest: string; targetDigest: string },
+    o?: CallOptions,
+  ): Promise<string>;
+}

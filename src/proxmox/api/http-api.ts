@@ -13,6 +13,7 @@ import type {
   ConfigEntry,
   NodeResource,
   ProxmoxApi,
+  ProxmoxSnapshotApi,
   ProxmoxVmLifecycle,
   StorageContentItem,
   StorageResource,
@@ -35,7 +36,8 @@ export interface HttpApiOptions {
 }
 
 export type HttpProxmoxApi = ProxmoxApi &
-  ProxmoxVmLifecycle & {
+  ProxmoxVmLifecycle &
+  ProxmoxSnapshotApi & {
     close(): Promise<void>;
     /** GET /access/permissions: the caller's effective privileges per ACL path (preflight). */
     permissions(o?: CallOptions): Promise<Record<string, Record<string, number>>>;
@@ -383,6 +385,42 @@ export function createHttpProxmoxApi(opts: HttpApiOptions): HttpProxmoxApi {
         vm(node, vmid).migrate.$post({ target }),
       );
       return upidOf(r, `migrate VM ${vmid}`);
+    },
+    async snapshotVm(node, vmid, snapname, o) {
+      const r: unknown = await call('POST', `snapshot VM ${vmid} on ${node}`, o, () =>
+        vm(node, vmid).snapshot.$post({ snapname }),
+      );
+      return upidOf(r, `snapshot VM ${vmid}`);
+    },
+    async deleteVmSnapshot(node, vmid, snapname, o) {
+      const r: unknown = await call('DELETE', `delete snapshot ${snapname} of VM ${vmid} on ${node}`, o, () =>
+        vm(node, vmid).snapshot.$(snapname).$delete({ force: true }),
+      );
+      return upidOf(r, `delete snapshot ${snapname} of VM ${vmid}`);
+    },
+    async linkedClone(node, vmid, req, o) {
+      const r: unknown = await call('POST', `clone VM ${vmid} on ${node} as ${req.newid}`, o, () =>
+        vm(node, vmid).clone.$post({
+          newid: req.newid,
+          snapname: req.snapname,
+          full: false,
+          name: req.name,
+          description: req.description,
+        }),
+      );
+      return upidOf(r, `clone VM ${vmid}`);
+    },
+    async reassignDisk(node, vmid, req, o) {
+      const r: unknown = await call('POST', `move ${req.disk} of VM ${vmid} to VM ${req.targetVmid}`, o, () =>
+        vm(node, vmid).move_disk.$post({
+          disk: req.disk as never,
+          'target-vmid': req.targetVmid,
+          'target-disk': req.targetDisk as never,
+          digest: req.digest,
+          'target-digest': req.targetDigest,
+        }),
+      );
+      return upidOf(r, `move ${req.disk} of VM ${vmid}`);
     },
     async taskLog(node, upid, o) {
       const list = await call('GET', `read log of task ${upid}`, o, () =>

@@ -16,6 +16,7 @@ import { controllerExpandVolume } from './rpc/expand.js';
 import { createHttpProxmoxApi } from '../api/http-api.js';
 import { type BackendHealth, HealthLog } from '../../csi/health.js';
 import { controllerModifyVolume } from './rpc/modify.js';
+import { createSnapshot, deleteSnapshot, listSnapshots } from './rpc/snapshot.js';
 import { configuredHelpers, type HelperVmNames } from './safety/expansion-helpers.js';
 import { DEFAULT_POOL_GUARD, type PoolGuardSettings } from './safety/pool-guard.js';
 import { PoolUsage } from './state/pool-usage.js';
@@ -39,6 +40,13 @@ export const PROXMOX_CONTROLLER_CAPABILITIES: readonly ControllerCapability[] = 
   'VOLUME_CONDITION',
   'SINGLE_NODE_MULTI_WRITER',
   'MODIFY_VOLUME',
+];
+
+/** With an API that can make thin copies (the HTTP adapter): snapshots, restores and clones too. */
+const SNAPSHOT_CAPABILITIES: readonly ControllerCapability[] = [
+  'CREATE_DELETE_SNAPSHOT',
+  'LIST_SNAPSHOTS',
+  'CLONE_VOLUME',
 ];
 
 export interface ProxmoxControllerOptions {
@@ -136,7 +144,9 @@ export function createProxmoxController(opts: ProxmoxControllerOptions): Proxmox
 
   return {
     inspect,
-    capabilities: PROXMOX_CONTROLLER_CAPABILITIES,
+    capabilities: [...clusters.values()].every((c) => c.port.canCopy())
+      ? [...PROXMOX_CONTROLLER_CAPABILITIES, ...SNAPSHOT_CAPABILITIES]
+      : PROXMOX_CONTROLLER_CAPABILITIES,
     ...bindHandlers(core, {
       createVolume,
       deleteVolume,
@@ -148,6 +158,9 @@ export function createProxmoxController(opts: ProxmoxControllerOptions): Proxmox
       controllerExpandVolume,
       controllerGetVolume,
       controllerModifyVolume,
+      createSnapshot,
+      deleteSnapshot,
+      listSnapshots,
     }),
     async probe(signal) {
       const all = await this.health(signal);

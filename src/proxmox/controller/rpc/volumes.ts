@@ -29,6 +29,7 @@ import { retryBusy, waitTask } from '../../api/tasks.js';
 import { diskNameFor, formatVolumeId, volidOf } from '../../volume-id.js';
 import { confirmed } from '../../../csi/confirm.js';
 import { guardedCapacity, guardPlacement } from './capacity-guard.js';
+import { deleteRestored, restoreVolume } from './restore.js';
 
 interface Target {
   cluster: Cluster;
@@ -110,11 +111,7 @@ async function existingOn(
 }
 
 export const createVolume: ControllerHandler<'createVolume'> = async (core, req, ctx) => {
-  if (req.volumeContentSource?.snapshot || req.volumeContentSource?.volume) {
-    throw new InvalidArgument(
-      'volume_content_source is not supported: this driver cannot clone volumes or restore snapshots',
-    );
-  }
+  if (req.volumeContentSource?.snapshot || req.volumeContentSource?.volume) return restoreVolume(core, req, ctx);
   const params = parseCreateParameters(req.parameters);
   // A VolumeAttributesClass at creation: its values go into the context like StorageClass ones.
   const mutable = mutableContext(parseMutableParameters(req.mutableParameters));
@@ -202,6 +199,8 @@ export const createVolume: ControllerHandler<'createVolume'> = async (core, req,
 
 export const deleteVolume: ControllerHandler<'deleteVolume'> = async (core, req, ctx) => {
   return ifOurVolume(core, req.volumeId, ctx, 'delete', async (v) => {
+    // A restored or cloned volume is owned by its volume VM (restore.ts), not the controller VMID.
+    if (await deleteRestored(core, req.volumeId, ctx)) return {};
     const { cluster, ref, volid } = v;
     cluster.fences.check(volid, `deleting ${volid}`);
     const found = await findVolume(v, ctx.signal, true);

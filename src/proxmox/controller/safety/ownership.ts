@@ -27,6 +27,7 @@ import type { VmEntries } from '../state/scan.js';
 import type { VmRef } from '../state/vm-locator.js';
 import { diskOwner, volidOf } from '../../volume-id.js';
 import { type OwnershipPermit, mintPermit } from './permit.js';
+import { type CopyStep, type CopyView, copyStepProblem } from './copy-vms.js';
 
 // ---- permits (permit.ts) ----
 
@@ -494,4 +495,15 @@ export function permitResize(
   const r = e?.value !== undefined && refersTo(e.value, d) ? classifyRef(vm, key, e.value, 'config') : undefined;
   if (!r?.driverSite) return keyRefusal(vm, key, `it is not the driver's drive line of ${volid(d)}`);
   return allow(mint('resize', { node: vm.node, vmid: vm.vmid, key, size, digest }));
+}
+
+/**
+ * A call on a thin copy's helper VM (docs/snapshots.md): allowed only when the rules of
+ * copy-vms.ts find the VMs it touches to be ours, stopped, and holding exactly what the step
+ * names, in a view read at decision time (the host's VMs fresh, the cluster's VMIDs).
+ */
+export function decideCopyStep(step: CopyStep, view: CopyView): Verdict<OwnershipPermit<'copy'>> {
+  const p = copyStepProblem(step, view);
+  if (p) return refuse(new OwnershipRefusal(p.reason, `refusing to ${step.op} helper VM ${step.vmid}: ${p.message}`));
+  return allow(mint('copy', step));
 }

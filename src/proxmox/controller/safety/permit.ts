@@ -8,6 +8,7 @@
 // in the gate that mints it (with its rule and unit tests), a port method that checks the kind
 // and sends the body, and the API method in ProxmoxWriteApi or ProxmoxVmLifecycleWrite.
 import type { AllocRequest, ConfigChange } from '../../api/api.js';
+import type { CopyStep } from './copy-vms.js';
 
 export interface PermitBodies {
   /** DeleteVolume (decideFree) and a modify's older markers (decideModify). */
@@ -29,6 +30,8 @@ export interface PermitBodies {
   'mover-release': { node: string; vmid: number; change: ConfigChange };
   /** move: the helper, holding no volume, is destroyed (decideMoverDestroy). */
   'mover-destroy': { node: string; vmid: number };
+  /** One call on a thin copy's helper VM (copy-vms.ts): create, hold, snapshot, clone, reassign, destroy. */
+  copy: CopyStep;
 }
 export type PermitKind = keyof PermitBodies;
 

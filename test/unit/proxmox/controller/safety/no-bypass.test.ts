@@ -26,6 +26,11 @@ const MUTATING = [
   'createVm',
   'destroyVm',
   'migrateVm',
+  // a thin copy's helper VMs (copy-vms.ts)
+  'snapshotVm',
+  'deleteVmSnapshot',
+  'linkedClone',
+  'reassignDisk',
 ];
 /** The adapter implements them; the ports are the gate's only way out. */
 const GATE = [

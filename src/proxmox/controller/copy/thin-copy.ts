@@ -1,0 +1,168 @@
+// A thin copy of one disk through helper VMs (docs/snapshots.md, "Proxmox: design"): a copy
+// VM holds only the source as scsi0 and is snapshotted (a storage-level LVM-thin snapshot,
+// crash-consistent while a worker keeps writing to the disk), a linked clone is made from that
+// snapshot, and the copy VM and its snapshot are removed. A snapshot is that clone, kept in its
+// snapshot VM; a restore or clone hands the clone to the controller VMID (move_disk through the
+// mover VM), where it becomes an ordinary vm-<controller>-disk-N volume. Every call is a step the
+// ownership gate decides on a fresh read (ownership.ts decideCopyStep). The helper VMIDs follow
+// from the operation's name, so a retry after a crash finds what the last attempt left.
+import { createHash } from 'node:crypto';
+import { Busy } from '../../../errors.js';
+import { waitTask } from '../../api/tasks.js';
+import type { Cluster } from '../state/cluster.js';
+import { readFresh } from '../safety/fresh-read.js';
+import { type CopyRecord, type CopyRole, type CopyStep, helperFacts } from '../safety/copy-vms.js';
+import { decideCopyStep, must } from '../safety/ownership.js';
+
+/** Helper VMIDs live in [800000000, 900000000): far above what Proxmox hands out by default. */
+const VMID_BASE = 800_000_000;
+const VMID_SPAN = 100_000_000;
+const RELEASED = 'pve-nfs-csi-released';
+
+export interface CopyContext {
+  cluster: Cluster;
+  controllerVmId: number;
+  signal: AbortSignal;
+  log: (msg: string, fields?: Record<string, unknown>) => void;
+}
+
+export interface CopyRequest {
+  node: string;
+  /** The source volume, storage:disk. */
+  volid: string;
+  /** The source's volume (or snapshot) handle, for the record. */
+  source: string;
+  /** The CSI snapshot name, or the new volume's name. */
+  name: string;
+}
+
+const hashOf = (s: string) => createHash('sha256').update(s).digest();
+
+/** The VMID a helper of `role` for `name` takes: hashed into the range, then the next free one. */
+export function helperVmid(role: CopyRole, name: string, taken: (vmid: number) => boolean): number {
+  let n = hashOf(`${role}\0${name}`).readUInt32BE(0) % VMID_SPAN;
+  for (let i = 0; i < 64; i++, n = (n + 1) % VMID_SPAN) if (!taken(VMID_BASE + n)) return VMID_BASE + n;
+  throw new Busy(`no free helper VMID for ${name}`);
+}
+
+/** A configid (pve-snapshot-name) from the name: `csi` + 24 hex digits. */
+export const snapnameFor = (name: string) => `csi${hashOf(name).toString('hex').slice(0, 24)}`;
+
+async function view(c: CopyContext, node: string) {
+  const [host, all] = await Promise.all([
+    readFresh(c.cluster, [node], c.signal),
+    c.cluster.api.vmResources({ signal: c.signal }),
+  ]);
+  return { host, vmids: new Set(all.map((v) => v.vmid)), controllerVmId: c.controllerVmId };
+}
+
+/** Decides one step on a fresh read, sends it and waits for its task. */
+export async function runStep(c: CopyContext, step: CopyStep): Promise<void> {
+  return run(c, step);
+}
+
+async function run(c: CopyContext, step: CopyStep): Promise<void> {
+  const permit = must(decideCopyStep(step, await view(c, step.node)));
+  const upid = await c.cluster.port.copyStep(permit, { signal: c.signal });
+  await waitTask(c.cluster.api, step.node, upid, {
+    cluster: c.cluster.region,
+    what: `${step.op} helper VM ${step.vmid}`,
+    signal: c.signal,
+  });
+}
+
+/** The helper VM of `role` that `name`'s record names on the host, if one exists. */
+export async function findHelper(c: CopyContext, node: string, role: CopyRole, name: string) {
+  const v = await view(c, node);
+  for (const e of v.host.entries) {
+    const f = helperFacts(v.host, e.vm.vmid);
+    if (f?.record?.role === role && f.record.name === name && f.record.controller === c.controllerVmId) return f;
+  }
+  return undefined;
+}
+
+/** Removes a copy VM (its snapshot first): what an interrupted attempt left, or this one's. */
+async function dropCopyVm(c: CopyContext, node: string, vmid: number): Promise<void> {
+  const sections = (await view(c, node)).host.snapshots.get(vmid) ?? [];
+  for (const s of sections) await run(c, { op: 'unsnapshot', node, vmid, snapname: s.name });
+  await run(c, { op: 'destroy', node, vmid });
+}
+
+/**
+ * Makes the linked clone of `req.volid` in a new VM of `role` (a snapshot VM, or a restore VM
+ * whose disk restore() hands on); returns that VM's VMID and the clone's volume id.
+ */
+export async function linkedCopy(
+  c: CopyContext,
+  req: CopyRequest,
+  role: 'snapshot' | 'volume',
+): Promise<{ vmid: number; volid: string }> {
+  const record = (r: CopyRole): CopyRecord => ({
+    role: r,
+    controller: c.controllerVmId,
+    name: req.name,
+    source: req.source,
+    created: Math.floor(Date.now() / 1000),
+  });
+  const done = await findHelper(c, req.node, role, req.name);
+  const disk = done?.drives.find((d) => d.key === 'scsi0');
+  if (done && disk) return { vmid: done.vm.vmid, volid: disk.volid };
+  const stale = await findHelper(c, req.node, 'copy', req.name);
+  if (stale) await dropCopyVm(c, req.node, stale.vm.vmid);
+
+  const v0 = await view(c, req.node);
+  const copyVmid = helperVmid('copy', req.name, (id) => v0.vmids.has(id));
+  const snapname = snapnameFor(req.name);
+  await run(c, { op: 'create', node: req.node, vmid: copyVmid, record: record('copy') });
+  try {
+    const digest =
+      helperFacts((await view(c, req.node)).host, copyVmid)?.entries.find((e) => e.key === 'digest')?.value ?? '';
+    await run(c, { op: 'hold', node: req.node, vmid: copyVmid, volid: req.volid, digest });
+    const t0 = Date.now();
+    await run(c, { op: 'snapshot', node: req.node, vmid: copyVmid, snapname, volid: req.volid });
+    c.log('thin snapshot taken', { source: req.volid, ms: Date.now() - t0 });
+    const v1 = await view(c, req.node);
+    const newid = helperVmid(role, req.name, (id) => v1.vmids.has(id));
+    await run(c, { op: 'clone', node: req.node, vmid: copyVmid, snapname, newid, record: record(role) });
+    const made = helperFacts((await view(c, req.node)).host, newid)?.drives.find((d) => d.key === 'scsi0');
+    if (!made) throw new Busy(`the linked clone VM ${newid} holds no disk`);
+    return { vmid: newid, volid: made.volid };
+  } finally {
+    await dropCopyVm(c, req.node, copyVmid).catch((e: unknown) =>
+      c.log('copy VM left for the next attempt', { vmid: copyVmid, err: (e as Error).message }),
+    );
+  }
+}
+
+/**
+ * Restore or clone: the linked clone in a volume VM, which then lets go of it (scsi0 unlinked,
+ * the unusedN Proxmox leaves overwritten with a name that is no volume), so the new volume is
+ * `vm-<volume VM>-disk-0`, owned by an existing VM of ours and referenced by none. Returns it.
+ */
+export async function restoreCopy(c: CopyContext, req: CopyRequest): Promise<{ vmid: number; volid: string }> {
+  const held = await findHelper(c, req.node, 'volume', req.name);
+  // Released earlier: the placeholder names the disk it stands for (`…-released-disk-0`).
+  const marker = held?.entries.find((e) => e.key.startsWith('unused') && e.value?.includes(`-${RELEASED}-`));
+  if (held && held.drives.length === 0 && marker?.value) {
+    const [storage = '', rest = ''] = marker.value.split(':');
+    const disk = `vm-${held.vm.vmid}-${rest.slice(rest.indexOf(`${RELEASED}-`) + RELEASED.length + 1)}`;
+    const items = await c.cluster.api.listContent(req.node, storage, held.vm.vmid, { signal: c.signal });
+    if (items.some((i) => i.volid === `${storage}:${disk}`)) return { vmid: held.vm.vmid, volid: `${storage}:${disk}` };
+  }
+  const clone = held?.drives.length ? { vmid: held.vm.vmid, volid: held.drives[0]?.volid ?? '' } : undefined;
+  const made = clone ?? (await linkedCopy(c, req, 'volume'));
+  const node = req.node;
+  const digest = async () =>
+    helperFacts((await view(c, node)).host, made.vmid)?.entries.find((e) => e.key === 'digest')?.value ?? '';
+  if (helperFacts((await view(c, node)).host, made.vmid)?.drives.length)
+    await run(c, { op: 'detach', node, vmid: made.vmid, digest: await digest() });
+  const f = helperFacts((await view(c, node)).host, made.vmid);
+  const key = f?.entries.find((e) => e.key.startsWith('unused') && e.value === made.volid)?.key;
+  if (key) {
+    const [storage = '', disk = ''] = made.volid.split(':');
+    const placeholder = `${storage}:vm-${made.vmid}-${RELEASED}-${disk.slice(`vm-${made.vmid}-`.length)}`;
+    await run(c, { op: 'release', node, vmid: made.vmid, key, placeholder, digest: await digest() });
+  }
+  c.log('restored disk released by its volume VM', { volid: made.volid, vmid: made.vmid });
+  return made;
+}

@@ -1,0 +1,138 @@
+// CreateSnapshot, DeleteSnapshot and ListSnapshots for Proxmox disks (docs/snapshots.md): a
+// snapshot is the linked clone of the source's thin snapshot, kept in a stopped snapshot VM of
+// ours. Its handle has the volume-handle form `region/zone/storage/vm-<snapshot VM>-disk-0`; a
+// proxmox-csi-plugin snapshot (`region/zone/storage/vm-<controller>-<name>`, a plain copy) has the
+// same form and is restored and deleted like a volume.
+import type * as T from '../../../csi/types.js';
+import { AlreadyExists, InvalidArgument, NotFound } from '../../../errors.js';
+import type { VmResource } from '../../api/api.js';
+import { type ControllerHandler, type Core, foundVolume, requireVolume, resolveVolume } from '../core.js';
+import { type CopyContext, findHelper, linkedCopy } from '../copy/thin-copy.js';
+import { COPY_VM_NAMES, type CopyRecord, parseRecord } from '../safety/copy-vms.js';
+import { decideCopyStep, must } from '../safety/ownership.js';
+import { readFresh } from '../safety/fresh-read.js';
+import type { Cluster } from '../state/cluster.js';
+import { waitTask } from '../../api/tasks.js';
+import { diskOwner, formatVolumeId, parseVolid } from '../../volume-id.js';
+import { decodeToken, encodeToken } from './list.js';
+import { deleteVolume } from './volumes.js';
+
+export const copyContext = (core: Core, cluster: Cluster, ctx: T.CallContext): CopyContext => ({
+  cluster,
+  controllerVmId: core.controllerVmId,
+  signal: ctx.signal,
+  log: (msg, fields) => ctx.log.info(fields ?? {}, msg),
+});
+
+const timestamp = (sec: number) => ({ seconds: String(sec), nanos: 0 });
+
+function snapshotOf(region: string, node: string, volid: string, record: CopyRecord, size: number): T.CsiSnapshot {
+  const ref = parseVolid(volid);
+  return {
+    snapshotId: formatVolumeId({ region, zone: node, storage: ref?.storage ?? '', disk: ref?.disk ?? '' }),
+    sourceVolumeId: record.source,
+    creationTime: timestamp(record.created),
+    sizeBytes: String(size),
+    // The clone exists and its VM is unlocked (findHelper's rules): it can be restored now.
+    readyToUse: true,
+  };
+}
+
+export const createSnapshot: ControllerHandler<'createSnapshot'> = async (core, req, ctx) => {
+  const v = requireVolume(core, req.sourceVolumeId);
+  return v.cluster.exclusive(`snapshot:${req.name}`, async () => {
+    const found = await foundVolume(v, req.sourceVolumeId, ctx.signal);
+    const c = copyContext(core, v.cluster, ctx);
+    const existing = await findHelper(c, found.node, 'snapshot', req.name);
+    if (existing?.record && existing.record.source !== req.sourceVolumeId)
+      throw new AlreadyExists(
+        `snapshot ${req.name} already exists for volume ${existing.record.source}, not ${req.sourceVolumeId}`,
+      );
+    const t0 = Date.now();
+    const made = await linkedCopy(
+      c,
+      { node: found.node, volid: v.volid, source: req.sourceVolumeId, name: req.name },
+      'snapshot',
+    );
+    const record = (await findHelper(c, found.node, 'snapshot', req.name))?.record;
+    if (!record) throw new NotFound(`snapshot VM ${made.vmid} vanished after it was made`);
+    ctx.log.info({ snapshot: made.volid, source: v.volid, ms: Date.now() - t0 }, 'snapshot made (thin, linked clone)');
+    return { snapshot: snapshotOf(v.cluster.region, found.node, made.volid, record, found.item.size) };
+  });
+};
+
+/** The snapshot VM a handle names, when it is one of ours. */
+async function snapshotVmOf(core: Core, snapshotId: string, ctx: T.CallContext) {
+  const v = resolveVolume(core, snapshotId);
+  if (!v) return undefined;
+  const owner = diskOwner(v.ref.disk);
+  if (owner === undefined || owner === core.controllerVmId) return { v, vm: undefined };
+  const vm = (await v.cluster.api.vmResources({ signal: ctx.signal })).find((r) => r.vmid === owner);
+  return { v, vm };
+}
+
+export const deleteSnapshot: ControllerHandler<'deleteSnapshot'> = async (core, req, ctx) => {
+  const at = await snapshotVmOf(core, req.snapshotId, ctx);
+  if (!at) return {};
+  // proxmox-csi-plugin's snapshots are plain disks of the controller VMID: freed like a volume.
+  if (!at.vm && diskOwner(at.v.ref.disk) === core.controllerVmId) {
+    await deleteVolume(core, { volumeId: req.snapshotId, secrets: {} }, ctx);
+    return {};
+  }
+  const vm = at.vm;
+  if (!vm || vm.name !== COPY_VM_NAMES.snapshot) return {};
+  const { cluster } = at.v;
+  return cluster.exclusive(`snapshot-vm:${vm.vmid}`, async () => {
+    const host = await readFresh(cluster, [vm.node], ctx.signal);
+    const all = await cluster.api.vmResources({ signal: ctx.signal });
+    const view = { host, vmids: new Set(all.map((r) => r.vmid)), controllerVmId: core.controllerVmId };
+    const permit = must(decideCopyStep({ op: 'destroy', node: vm.node, vmid: vm.vmid }, view));
+    const upid = await cluster.port.copyStep(permit, { signal: ctx.signal });
+    await waitTask(cluster.api, vm.node, upid, { cluster: cluster.region, what: `delete snapshot VM ${vm.vmid}` });
+    ctx.log.info({ snapshot: req.snapshotId, vmid: vm.vmid }, 'snapshot deleted');
+    return {};
+  });
+};
+
+/** Every snapshot VM of ours, with its record and clone. */
+async function listAll(core: Core, ctx: T.CallContext): Promise<T.CsiSnapshot[]> {
+  const out: T.CsiSnapshot[] = [];
+  for (const cluster of core.clusters.values()) {
+    const vms = (await cluster.api.vmResources({ signal: ctx.signal })).filter(
+      (r: VmResource) => r.type === 'qemu' && r.name === COPY_VM_NAMES.snapshot,
+    );
+    for (const vm of vms) {
+      const conf = await cluster.api.vmConfig(vm.node, vm.vmid, { signal: ctx.signal }).catch(() => undefined);
+      const record = parseRecord(conf?.values.description);
+      const disk = conf?.values.scsi0?.split(',')[0];
+      const ref = disk ? parseVolid(disk) : undefined;
+      if (!record || record.role !== 'snapshot' || record.controller !== core.controllerVmId || !disk || !ref) continue;
+      const items = await cluster.api
+        .listContent(vm.node, ref.storage, vm.vmid, { signal: ctx.signal })
+        .catch(() => []);
+      const size = items.find((i) => i.volid === disk)?.size ?? 0;
+      out.push(snapshotOf(cluster.region, vm.node, disk, record, size));
+    }
+  }
+  const id = (x: T.CsiSnapshot) => x.snapshotId ?? '';
+  return out.sort((a, b) => (id(a) < id(b) ? -1 : id(a) > id(b) ? 1 : 0));
+}
+
+export const listSnapshots: ControllerHandler<'listSnapshots'> = async (core, req, ctx) => {
+  let all = await listAll(core, ctx);
+  if (req.snapshotId) all = all.filter((s) => s.snapshotId === req.snapshotId);
+  if (req.sourceVolumeId) all = all.filter((s) => s.sourceVolumeId === req.sourceVolumeId);
+  let start = 0;
+  if (req.startingToken) {
+    const after = decodeToken(req.startingToken);
+    if (after === undefined)
+      throw new InvalidArgument(`starting_token "${req.startingToken}" is not one this driver issued`);
+    start = all.findIndex((s) => (s.snapshotId ?? '') > after);
+    if (start < 0) start = all.length;
+  }
+  const max = req.maxEntries > 0 ? req.maxEntries : all.length;
+  const page = all.slice(start, start + max);
+  const last = page.at(-1);
+  const more = start + max < all.length && last?.snapshotId;
+  return { entries: page.map((snapshot) => ({ snapshot })), nextToken: more ? encodeToken(last.snapshotId ?? '') : '' };
+};

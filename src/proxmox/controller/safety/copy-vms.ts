@@ -1,0 +1,240 @@
+// The helper VMs of thin copies (docs/snapshots.md, "Proxmox: design") and the rules the
+// ownership gate applies before each call on them (ownership.ts decideCopyStep). A helper VM is
+// the driver's only when its name is one of ours and its description is our record naming it;
+// each rule reads a fresh view of the host (fresh-read.ts) and the VMIDs of the whole cluster.
+// Nothing here makes a permit: the gate does, once a rule found no problem.
+import type { ConfigEntry, VmResource } from '../../api/api.js';
+import { volidOfValue } from '../../mover-vm.js';
+import { diskOwner, parseVolid } from '../../volume-id.js';
+import type { FreshView, RefusalReason } from './ownership.js';
+
+/**
+ * What a helper VM is for: `copy` holds the source for a moment and is snapshotted; `snapshot`
+ * keeps a CSI snapshot (its clone as scsi0); `volume` owns a restored or cloned volume without
+ * referencing it (the VMID in the disk's name must stay an existing VM of ours).
+ */
+export type CopyRole = 'copy' | 'snapshot' | 'volume';
+
+export const COPY_VM_NAMES: Readonly<Record<CopyRole, string>> = {
+  copy: 'pve-nfs-csi-copy',
+  snapshot: 'pve-nfs-csi-snapshot',
+  volume: 'pve-nfs-csi-volume',
+};
+
+/** What a helper VM's description records (one line of JSON after a fixed prefix). */
+export interface CopyRecord {
+  role: CopyRole;
+  /** The controller VMID of the driver that made it (its disks are vm-<this>-…). */
+  controller: number;
+  /** The CSI snapshot name, or the new volume's name for a restore or clone. */
+  name: string;
+  /** The source volume handle. */
+  source: string;
+  /** Creation time, epoch seconds. */
+  created: number;
+}
+
+const PREFIX = 'pve-nfs-csi thin copy ';
+
+export function formatRecord(r: CopyRecord): string {
+  return PREFIX + JSON.stringify(r);
+}
+
+export function parseRecord(description: string | undefined): CopyRecord | undefined {
+  if (!description?.startsWith(PREFIX)) return undefined;
+  try {
+    const r = JSON.parse(description.slice(PREFIX.length)) as Partial<CopyRecord>;
+    if (
+      (r.role === 'copy' || r.role === 'snapshot' || r.role === 'volume') &&
+      typeof r.controller === 'number' &&
+      typeof r.name === 'string' &&
+      typeof r.source === 'string' &&
+      typeof r.created === 'number'
+    )
+      return r as CopyRecord;
+  } catch {
+    // not ours
+  }
+  return undefined;
+}
+
+/** One call on a helper VM, exactly as the port sends it. */
+export type CopyStep =
+  | { op: 'create'; node: string; vmid: number; record: CopyRecord }
+  | { op: 'hold'; node: string; vmid: number; volid: string; digest: string }
+  | { op: 'snapshot'; node: string; vmid: number; snapname: string; volid: string }
+  | { op: 'unsnapshot'; node: string; vmid: number; snapname: string }
+  | { op: 'clone'; node: string; vmid: number; snapname: string; newid: number; record: CopyRecord }
+  /** A volume VM lets go of its clone: scsi0 unlinked (Proxmox keeps it as unusedN of its owner)… */
+  | { op: 'detach'; node: string; vmid: number; digest: string }
+  /** …then that unusedN overwritten with a name that is no volume: no reference, nothing freed. */
+  | { op: 'release'; node: string; vmid: number; key: string; placeholder: string; digest: string }
+  /** DeleteVolume of a restored volume: the disk its volume VM owns, unreferenced. */
+  | { op: 'free'; node: string; vmid: number; storage: string; volid: string }
+  | { op: 'destroy'; node: string; vmid: number };
+
+export interface CopyView {
+  host: FreshView;
+  /** Every VMID of the cluster, read now. */
+  vmids: ReadonlySet<number>;
+  controllerVmId: number;
+}
+
+export interface StepProblem {
+  reason: RefusalReason;
+  message: string;
+}
+
+export interface HelperFacts {
+  vm: VmResource;
+  entries: readonly ConfigEntry[];
+  record: CopyRecord | undefined;
+  /** Drive keys (not unusedN) with their volume ids, current and pending. */
+  drives: Array<{ key: string; volid: string }>;
+  /** Volumes the VM's config names that the VM owns (destroy would free them). */
+  owned: string[];
+}
+
+export function helperFacts(view: FreshView, vmid: number): HelperFacts | undefined {
+  const at = view.entries.find((e) => e.vm.vmid === vmid);
+  if (!at) return undefined;
+  const drives: HelperFacts['drives'] = [];
+  const owned = new Set<string>();
+  for (const e of at.entries) {
+    for (const value of [e.value, e.pending]) {
+      if (value === undefined) continue;
+      const volid = volidOfValue(e.key, value);
+      if (!volid) continue;
+      if (!e.key.startsWith('unused')) drives.push({ key: e.key, volid });
+      const disk = parseVolid(volid)?.disk;
+      if (disk && diskOwner(disk) === vmid) owned.add(volid);
+    }
+  }
+  const description = at.entries.find((e) => e.key === 'description')?.value;
+  return { vm: at.vm, entries: at.entries, record: parseRecord(description), drives, owned: [...owned] };
+}
+
+const problem = (reason: RefusalReason, message: string): StepProblem => ({ reason, message });
+
+/** The helper VM is ours in that role (name, record, controller), stopped and unlocked. */
+function ours(v: CopyView, vmid: number, roles: readonly CopyRole[]): HelperFacts | StepProblem {
+  const f = helperFacts(v.host, vmid);
+  if (!f) return problem('orphan-owner', `VM ${vmid} is not on the host any more`);
+  const r = f.record;
+  const named = r && roles.includes(r.role) && f.vm.name === COPY_VM_NAMES[r.role];
+  if (!named || r.controller !== v.controllerVmId)
+    return problem('foreign-key', `VM ${f.vm.name} (${vmid}) is not a ${roles.join('/')} VM of this driver`);
+  if (f.vm.status === 'running') return problem('foreign-key', `helper VM ${vmid} is running; it must never run`);
+  const lock = f.entries.find((e) => e.key === 'lock')?.value;
+  if (lock) return problem('referenced', `helper VM ${vmid} is locked (${lock})`);
+  return f;
+}
+
+const isProblem = (x: HelperFacts | StepProblem): x is StepProblem => 'reason' in x;
+
+/** The disk a copy may start from: a driver disk, or the disk of one of our snapshot VMs. */
+export function copySourceProblem(v: CopyView, volid: string, driverDisk: boolean): StepProblem | undefined {
+  if (driverDisk) return undefined;
+  const disk = parseVolid(volid)?.disk ?? '';
+  const owner = diskOwner(disk);
+  const holder = owner === undefined ? undefined : ours(v, owner, ['snapshot']);
+  if (!holder || isProblem(holder) || !/^vm-\d+-disk-\d+$/.test(disk))
+    return problem('not-driver-disk', `${volid} is neither a disk of this driver nor one of its snapshots`);
+  return undefined;
+}
+
+/** Why the step must not be sent, or undefined. */
+export function copyStepProblem(step: CopyStep, v: CopyView): StepProblem | undefined {
+  switch (step.op) {
+    case 'create':
+    case 'clone': {
+      const newid = step.op === 'create' ? step.vmid : step.newid;
+      if (v.vmids.has(newid)) return problem('referenced', `VMID ${newid} is taken`);
+      if (step.record.controller !== v.controllerVmId) return problem('foreign-key', 'a record of another controller');
+      if (step.op === 'create') return undefined;
+      const f = ours(v, step.vmid, ['copy']);
+      if (isProblem(f)) return f;
+      const section = v.host.snapshots.get(step.vmid)?.find((s) => s.name === step.snapname);
+      if (!section) return problem('referenced', `VM ${step.vmid} has no snapshot ${step.snapname}`);
+      const drives = Object.entries(section.values).filter(
+        ([k, val]) => !k.startsWith('unused') && volidOfValue(k, val),
+      );
+      return drives.length === 1 && drives[0]?.[0] === 'scsi0'
+        ? undefined
+        : problem('foreign-key', `snapshot ${step.snapname} of VM ${step.vmid} holds more than the one disk`);
+    }
+    case 'hold':
+    case 'snapshot': {
+      const f = ours(v, step.vmid, ['copy']);
+      if (isProblem(f)) return f;
+      const disk = parseVolid(step.volid)?.disk ?? '';
+      const tail = disk.slice(`vm-${v.controllerVmId}-`.length);
+      const driverDisk =
+        diskOwner(disk) === v.controllerVmId && !/^(?:disk-\d+|cloudinit|state-.*)$/.test(tail) && !tail.includes('+');
+      const source = copySourceProblem(v, step.volid, driverDisk);
+      if (source) return source;
+      const others = f.drives.filter((d) => !(d.key === 'scsi0' && d.volid === step.volid));
+      if (others.length > 0) return problem('foreign-key', `copy VM ${step.vmid} holds ${others[0]?.volid ?? ''}`);
+      if (step.op === 'snapshot' && f.drives.length === 0)
+        return problem('referenced', `copy VM ${step.vmid} does not hold ${step.volid}`);
+      return f.owned.length ? problem('foreign-key', `copy VM ${step.vmid} owns ${f.owned.join(', ')}`) : undefined;
+    }
+    case 'unsnapshot': {
+      const f = ours(v, step.vmid, ['copy']);
+      return isProblem(f) ? f : undefined;
+    }
+    case 'detach':
+    case 'release': {
+      const f = ours(v, step.vmid, ['volume']);
+      if (isProblem(f)) return f;
+      if (step.op === 'detach') {
+        const d = f.drives;
+        return d.length === 1 && d[0]?.key === 'scsi0' && f.owned.includes(d[0].volid)
+          ? undefined
+          : problem('foreign-key', `volume VM ${step.vmid} does not hold exactly its clone as scsi0`);
+      }
+      const held = f.entries.find((e) => e.key === step.key)?.value;
+      return step.key.startsWith('unused') && held && f.owned.includes(held) && f.drives.length === 0
+        ? undefined
+        : problem('foreign-key', `${step.key} of volume VM ${step.vmid} is not its own detached clone`);
+    }
+    case 'free': {
+      const f = ours(v, step.vmid, ['volume']);
+      if (isProblem(f)) return f;
+      if (diskOwner(parseVolid(step.volid)?.disk ?? '') !== step.vmid)
+        return problem('not-driver-disk', `${step.volid} is not the disk of volume VM ${step.vmid}`);
+      return referencesProblem(v, step.volid);
+    }
+    case 'destroy': {
+      const f = ours(v, step.vmid, ['copy', 'snapshot', 'volume']);
+      if (isProblem(f)) return f;
+      // A copy VM owns nothing (its disk is the source's); a snapshot VM owns its clone; a volume
+      // VM references only placeholders once its clone is released (destroying it frees none).
+      if (f.record?.role === 'copy' && f.owned.length)
+        return problem('foreign-key', `copy VM ${step.vmid} owns ${f.owned.join(', ')}`);
+      if (f.owned.length > 1) return problem('foreign-key', `VM ${step.vmid} owns more than one disk`);
+      // A snapshot's clone being copied by a restore (a copy VM holds it) stays until that ends.
+      const own = f.owned[0];
+      const others: CopyView = {
+        ...v,
+        host: { ...v.host, entries: v.host.entries.filter((e) => e.vm.vmid !== step.vmid) },
+      };
+      return own && f.record?.role === 'snapshot' ? referencesProblem(others, own) : undefined;
+    }
+  }
+}
+
+/** Any reference to the volume, in any VM's config, pending or snapshot section on the host. */
+function referencesProblem(v: CopyView, volid: string): StepProblem | undefined {
+  for (const e of v.host.entries)
+    for (const x of e.entries)
+      for (const value of [x.value, x.pending])
+        if (value !== undefined && volidOfValue(x.key, value) === volid)
+          return problem('referenced', `${volid} is ${x.key} of VM ${e.vm.name} (${e.vm.vmid}): unpublish it first`);
+  for (const [vmid, sections] of v.host.snapshots)
+    for (const s of sections)
+      for (const [k, value] of Object.entries(s.values))
+        if (volidOfValue(k, value) === volid)
+          return problem('referenced', `${volid} is ${k} in snapshot ${s.name} of VM ${vmid}`);
+  return undefined;
+}

@@ -1,0 +1,186 @@
+// Snapshots, restores and clones of Proxmox disks against the simulator with real bytes (qmp
+// backend without sockets: every volume, volume snapshot and clone is a sparse file):
+// a snapshot is thin and outlives its source, a restore holds the source's bytes of snapshot
+// time, a snapshot of a volume attached to a running worker leaves the worker's config alone,
+// and no helper VM is left behind (docs/snapshots.md).
+import t from 'tap';
+import fs from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import type * as T from '../../../src/csi/types.js';
+import { DEFAULT_CONFIG_PATH } from '../../../sim/index.js';
+import { callCtx as ctx, capacity, createReq, preferZone, publishReq } from '../../helpers/csi-requests.js';
+import { startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
+import { present } from '../../helpers/present.js';
+import { outcome } from '../../helpers/outcome.js';
+import type { Teardown } from '../../helpers/teardown.js';
+
+/** The CSI role plus what snapshots add (docs/snapshots.md, "Privileges"). */
+const SNAPSHOT_TOKEN = {
+  id: 'kubernetes-csi@pve!csi',
+  secret: '0b6e3f6a-51c8-4d29-9a43-6f1c2b7d8e90',
+  privileges: [
+    'VM.Audit',
+    'VM.Config.Disk',
+    'Datastore.Allocate',
+    'Datastore.AllocateSpace',
+    'Datastore.Audit',
+    'VM.Allocate',
+    'VM.Snapshot',
+    'VM.Clone',
+  ],
+};
+
+async function start(t: Teardown) {
+  const config = parseYaml(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as { tokens: unknown[] };
+  config.tokens[0] = SNAPSHOT_TOKEN;
+  const on = await startProxmoxOnSim(t, { sim: { config, backend: 'qmp', qmp: {} } });
+  // The admin server closes idle keep-alive sockets; a read after a long copy may meet one.
+  const state = async () => on.state().catch(async () => on.state());
+  const s = { ...on, state };
+  const fileOf = async (volid: string) =>
+    present(
+      (await s.state()).nodes.flatMap((n) => n.storages.flatMap((st) => st.volumes)).find((v) => v.volid === volid)
+        ?.file,
+      `the file behind ${volid}`,
+    );
+  const head = async (volid: string, n: number) =>
+    fs
+      .readFileSync(await fileOf(volid))
+      .subarray(0, n)
+      .toString();
+  const write = async (volid: string, text: string) => fs.writeFileSync(await fileOf(volid), text, { flag: 'r+' });
+  const helpers = async () => (await s.state()).vms.filter((v) => v.name?.startsWith('pve-nfs-csi-copy'));
+  return { ...s, head, write, helpers };
+}
+
+/** Small volumes: the simulator's files are real (sparse) files. */
+const SIZE = 64 * 1024 * 1024;
+const kind = async (p: Promise<unknown>) => (await outcome(p)).kind;
+const volid = (id: string) => {
+  const [, , storage, disk] = id.split('/');
+  return `${storage}:${disk}`;
+};
+const make = (name: string, source?: T.CreateVolumeRequest['volumeContentSource']) =>
+  createReq(name, {
+    capacityRange: capacity(SIZE),
+    parameters: { storage: 'local-lvm' },
+    accessibilityRequirements: preferZone('hyper1'),
+    volumeContentSource: source ?? null,
+  });
+const snapReq = (name: string, sourceVolumeId: string): T.CreateSnapshotRequest => ({
+  name,
+  sourceVolumeId,
+  secrets: {},
+  parameters: {},
+});
+
+t.test('a snapshot is thin, outlives its source and restores the bytes of its time', async (t) => {
+  const s = await start(t);
+  t.ok(s.c.capabilities.includes('CREATE_DELETE_SNAPSHOT') && s.c.capabilities.includes('CLONE_VOLUME'));
+  const created = present((await s.c.createVolume(make('pvc-src'), ctx())).volume, 'source');
+  const src = present(created.volumeId, 'source id');
+  await s.write(volid(src), 'bytes at snapshot time');
+
+  const snap = present((await s.c.createSnapshot(snapReq('snapshot-a', src), ctx())).snapshot, 'snapshot');
+  t.match(snap.snapshotId, /^homelab\/hyper1\/local-lvm\/vm-8\d{8}-disk-0$/);
+  t.equal(snap.sourceVolumeId, src);
+  t.equal(snap.readyToUse, true);
+  t.equal(snap.sizeBytes, String(created.capacityBytes), "the source's size");
+  const again = present((await s.c.createSnapshot(snapReq('snapshot-a', src), ctx())).snapshot, 'retry');
+  t.equal(again.snapshotId, snap.snapshotId, 'same name, same snapshot');
+  t.same(await s.helpers(), [], 'the copy VM is gone');
+  const state = await s.state();
+  t.same(
+    state.vms.filter((v) => Object.keys(v.snapshots).length).map((v) => v.vmid),
+    [],
+    'no VM is left with a snapshot section',
+  );
+
+  await s.write(volid(src), 'BYTES AFTER THE SNAPSHOT');
+  t.equal(await kind(s.c.deleteVolume({ volumeId: src, secrets: {} }, ctx())), 'ok', 'the source goes');
+  const listed = await s.c.listSnapshots(
+    { maxEntries: 0, startingToken: '', sourceVolumeId: src, snapshotId: '', secrets: {} },
+    ctx(),
+  );
+  t.same(
+    (listed.entries ?? []).map((e) => e.snapshot?.snapshotId),
+    [snap.snapshotId],
+    'the snapshot outlives its source',
+  );
+
+  const restored = present(
+    (await s.c.createVolume(make('pvc-restored', { snapshot: { snapshotId: present(snap.snapshotId, 'id') } }), ctx()))
+      .volume,
+    'restored',
+  );
+  const rid = present(restored.volumeId, 'restored id');
+  t.equal(await s.head(volid(rid), 22), 'bytes at snapshot time', 'restored bytes are those of snapshot time');
+  t.same(restored.contentSource?.snapshot?.snapshotId, snap.snapshotId);
+  const retried = present(
+    (await s.c.createVolume(make('pvc-restored', { snapshot: { snapshotId: present(snap.snapshotId, 'id') } }), ctx()))
+      .volume,
+    'retry',
+  );
+  t.equal(retried.volumeId, rid, 'a retried restore finds its volume');
+
+  const pub = await s.c.controllerPublishVolume(publishReq(rid, 'talos-worker-1'), ctx());
+  t.ok(pub.publishContext, 'a restored volume attaches like any other');
+
+  t.equal(await kind(s.c.deleteSnapshot({ snapshotId: present(snap.snapshotId, 'id'), secrets: {} }, ctx())), 'ok');
+  t.same(
+    (
+      await s.c.listSnapshots(
+        { maxEntries: 0, startingToken: '', sourceVolumeId: '', snapshotId: '', secrets: {} },
+        ctx(),
+      )
+    ).entries,
+    [],
+  );
+  t.equal(
+    await kind(s.c.deleteSnapshot({ snapshotId: present(snap.snapshotId, 'id'), secrets: {} }, ctx())),
+    'ok',
+    'again: nothing to do',
+  );
+});
+
+t.test('a clone of a volume attached to a running worker leaves the worker untouched', async (t) => {
+  const s = await start(t);
+  const src = present((await s.c.createVolume(make('pvc-live'), ctx())).volume?.volumeId, 'source');
+  await s.c.controllerPublishVolume(publishReq(src, 'talos-worker-1'), ctx());
+  await s.write(volid(src), 'written by the running pod');
+  const worker = (await s.state()).vms.find((v) => v.name === 'talos-worker-1');
+  const clone = present(
+    (await s.c.createVolume(make('pvc-clone', { volume: { volumeId: src } }), ctx())).volume,
+    'clone',
+  );
+  const cid = present(clone.volumeId, 'clone id');
+  t.equal(await s.head(volid(cid), 26), 'written by the running pod');
+  const after = (await s.state()).vms.find((v) => v.name === 'talos-worker-1');
+  t.same(after?.config, worker?.config, "the worker's config is unchanged");
+  t.same(after?.snapshots, {}, 'and it has no snapshot section');
+  t.equal(await kind(s.c.deleteVolume({ volumeId: cid, secrets: {} }, ctx())), 'ok');
+  t.same(
+    (await s.state()).vms.filter((v) => v.name?.startsWith('pve-nfs-csi-')).map((v) => v.name),
+    [],
+    'no helper VM left',
+  );
+});
+
+t.test('refusals: unknown source, larger size, another host, a name reused for another source', async (t) => {
+  const s = await start(t);
+  const a = present((await s.c.createVolume(make('pvc-ra'), ctx())).volume?.volumeId, 'a');
+  const b = present((await s.c.createVolume(make('pvc-rb'), ctx())).volume?.volumeId, 'b');
+  await s.c.createSnapshot(snapReq('snapshot-r', a), ctx());
+  t.equal(await kind(s.c.createSnapshot(snapReq('snapshot-r', b), ctx())), 'AlreadyExists');
+  t.equal(
+    await kind(s.c.createSnapshot(snapReq('snapshot-x', 'homelab/hyper1/local-lvm/vm-9999-pvc-none'), ctx())),
+    'NotFound',
+  );
+  const bigger = { ...make('pvc-big', { volume: { volumeId: a } }), capacityRange: capacity(4 * 512 * 1024 * 1024) };
+  t.equal(await kind(s.c.createVolume(bigger, ctx())), 'OutOfRange');
+  const elsewhere = {
+    ...make('pvc-far', { volume: { volumeId: a } }),
+    accessibilityRequirements: preferZone('hyper2'),
+  };
+  t.equal(await kind(s.c.createVolume(elsewhere, ctx())), 'ResourceExhausted');
+});
