@@ -60,8 +60,8 @@ interface Claim {
   remove(): Promise<void>;
 }
 
-async function claim(env: Env, c: ClassCase, name: string, extra: ClaimSpec = {}): Promise<Claim> {
-  await createPvc(env, name, c.storageClass, '1Gi', extra);
+async function claim(env: Env, c: ClassCase, name: string, extra: ClaimSpec = {}, size = '1Gi'): Promise<Claim> {
+  await createPvc(env, name, c.storageClass, size, extra);
   // The pod that mounts it; for WaitForFirstConsumer (Proxmox) it is also what provisions it.
   await placePod(env, name, [name], c.node);
   const { pv } = await waitBound(env, name, 120_000);
@@ -190,6 +190,7 @@ export function snapshotScenarios(t: Test, env: Env): void {
         t.equal(content.spec.driver, c.driver, 'taken by its driver');
         t.equal(content.spec.deletionPolicy, 'Delete', "the class's deletionPolicy");
         const handle = present(content.status?.snapshotHandle, 'the snapshot handle');
+        // At least the source's size: VolSync sizes its restored claim from it.
         t.ok(Number(content.status?.restoreSize) >= GiB, `restoreSize ${content.status?.restoreSize} covers the claim`);
         t.ok(snapshot.status?.creationTime, 'a creation time');
         changed(t, src, atSnapshot);
@@ -243,9 +244,11 @@ export function snapshotScenarios(t: Test, env: Env): void {
         // VolSync names no class unless told: the driver's default VolumeSnapshotClass applies.
         const snap = `volsync-${c.key}`;
         await createSnapshot(env, snap, src.name);
-        const { content } = await waitSnapshotReady(env, snap);
+        const { snapshot, content } = await waitSnapshotReady(env, snap);
         t.equal(content.spec.driver, c.driver, "the default class of the source volume's driver");
-        const mover = await claim(env, c, `volsync-tmp-${c.key}`, fromSnapshot(snap));
+        // VolSync sizes the temporary claim from the snapshot's restoreSize.
+        const size = present(snapshot.status?.restoreSize, 'the restoreSize VolSync sizes its claim from');
+        const mover = await claim(env, c, `volsync-tmp-${c.key}`, fromSnapshot(snap), size);
         t.same(mover.read(), data, "the mover pod's claim holds the source's data");
         await mover.remove();
         await kube.delete(snapshotPath(snap));

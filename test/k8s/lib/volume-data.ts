@@ -98,6 +98,9 @@ export function writeTree(dir: string, seed: string): void {
     fs.chmodSync(p, mode);
     if (owner) fs.chownSync(p, ...owner);
   };
+  // The volume's own root too: an application's data directory (owner and mode matter to it).
+  fs.chmodSync(dir, 0o750);
+  fs.chownSync(dir, 1000, 1000);
   fs.mkdirSync(path.join(dir, 'db'), { recursive: true });
   fs.chmodSync(path.join(dir, 'db'), 0o700);
   fs.chownSync(path.join(dir, 'db'), 999, 999);
