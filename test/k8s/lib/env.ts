@@ -7,7 +7,8 @@ import path from 'node:path';
 import type * as Lib from '@kubernetes/client-node';
 import YAML from 'yaml';
 import { startProxmoxBackend, type Backends } from '../../harness/backends.js';
-import { SimulatorAdmin } from '../../../sim/index.js';
+import { DEFAULT_CONFIG_PATH, SimulatorAdmin } from '../../../sim/index.js';
+import { BUILTIN_ROLES } from '../../../sim/config.js';
 import type { Plain } from '../../../src/k8s/api.js';
 import { csiClient } from '../../helpers/csi-client.js';
 import { present } from '../../helpers/present.js';
@@ -97,6 +98,23 @@ export function images(bins: Binaries): Record<string, ImageCommand> {
       version: version(bins.CSI_SNAPSHOTTER),
     },
   };
+}
+
+/**
+ * The seed's Proxmox cluster (sim/default-cluster.yaml) with the token's role widened by what
+ * snapshots, restores and clones need (docs/snapshots.md, "Privileges"), as a user enabling
+ * them grants.
+ */
+export const SNAPSHOT_PRIVILEGES = ['VM.Allocate', 'VM.Snapshot', 'VM.Clone'];
+function tierCluster(): object {
+  const cfg = YAML.parse(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as {
+    tokens: { role?: string; privileges?: string[] }[];
+  };
+  cfg.tokens = cfg.tokens.map(({ role = 'CSI', ...t }) => ({
+    ...t,
+    privileges: [...present(BUILTIN_ROLES[role], `the simulator's role ${role}`), ...SNAPSHOT_PRIVILEGES],
+  }));
+  return cfg;
 }
 
 /** The seed's values, with the NAS replaced by the test's ganesha (the one change). */
@@ -299,7 +317,7 @@ export async function startEnv(opts: EnvOptions = {}): Promise<Env> {
 
     // Loop devices hold each disk's data: what a workload writes through an attached disk is
     // what a snapshot, a restore or a clone must carry (lib/volume-data.ts).
-    const pve = await startProxmoxBackend(path.join(dir, 'pve'), { backend: 'loop' });
+    const pve = await startProxmoxBackend(path.join(dir, 'pve'), { backend: 'loop', config: tierCluster() });
     cleanups.push(() => pve.close());
     const sim = new SimulatorAdmin(present(pve.info.adminUrl, 'the simulator admin URL'));
     const nfs = await startGanesha({ dir: path.join(dir, 'ganesha') });
