@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes components the k8s tier runs, from their Go modules:
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the CSI sidecars the chart
-# pins (versions read from charts/pve-nfs-csi/values.yaml, so a pin change rebuilds).
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the CSI sidecars the chart
+# pins (versions read from charts/pve-nfs-csi/values.yaml, so a pin change rebuilds), and
+# snapshot-controller with the VolumeSnapshot CRDs at the snapshotter's pin.
 # Binaries are cached outside the checkout, keyed by version:
 #   ~/.cache/pve-nfs-csi/k8s-<version>/kube-*   ~/.cache/pve-nfs-csi/etcd-<version>/etcd
-#   ~/.cache/pve-nfs-csi/<sidecar>-<version>/<sidecar>
+#   ~/.cache/pve-nfs-csi/<sidecar>-<version>/<sidecar>   (snapshot-controller too)
+#   ~/.cache/pve-nfs-csi/snapshot-crds-<version>/*.yaml
 # Usage: scripts/k8s-build.sh [component...]   (default: all; components: etcd csi-provisioner
-#   csi-attacher csi-resizer kube-apiserver kube-controller-manager kube-scheduler)
+#   csi-attacher csi-resizer csi-snapshotter snapshot-controller snapshot-crds kube-apiserver
+#   kube-controller-manager kube-scheduler)
 # Prints NAME=/path/to/binary lines on stdout (NAME upper-cased, dashes as underscores); the
 # build log goes to stderr with each build's time. Cold, on 2 shared cores, this takes tens of
 # minutes (kube-apiserver dominates); warm it takes well under a second.
@@ -35,10 +38,12 @@ sidecar_version() { # sidecar_version provisioner
     console.log(tag);' "$1"
 }
 
-# upstream_gomod MODULE VERSION: path of the upstream go.mod in the module cache (downloads it).
-upstream_gomod() {
-  go mod download -json "$1@$2" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);if(j.Error){console.error(j.Error);process.exit(1)}console.log(j.GoMod)})'
+# mod_download MODULE VERSION FIELD: downloads the module into the module cache and prints one
+# field of `go mod download -json` (GoMod: its go.mod; Dir: its unpacked tree).
+mod_download() {
+  go mod download -json "$1@$2" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);if(j.Error){console.error(j.Error);process.exit(1)}console.log(j[process.argv[1]])})' "$3"
 }
+upstream_gomod() { mod_download "$1" "$2" GoMod; }
 
 # prepare_wrapper DIR MODULE VERSION [STAGING_VERSION]: DIR holds the wrapper's Go files;
 # writes its go.mod and resolves it (go mod tidy) unless it is already resolved.
@@ -100,6 +105,43 @@ build_sidecar() {
   build "$name" "$CACHE/$name-$version" "$dir" "$module/cmd/$name" "-X main.version=$version"
 }
 
+# csi-snapshotter and snapshot-controller come from one module and are released together: one
+# wrapper builds both at the chart's snapshotter pin. The VolumeSnapshot CRDs are the YAML files of
+# the same release's client module (config/crd), copied into the cache at build time.
+snapshotter_version() { sidecar_version snapshotter; }
+snapshotter_dir() { echo "$WRAPPERS/external-snapshotter-$1"; }
+prepare_snapshotter() {
+  local version="$1" dir; dir="$(snapshotter_dir "$1")"
+  local major="${version%%.*}"
+  local module="github.com/kubernetes-csi/external-snapshotter/$major"
+  mkdir -p "$dir"
+  printf '//go:build tools\n\n// Pins the commands this wrapper module builds.\npackage tools\n\nimport (\n\t_ "%s/cmd/csi-snapshotter"\n\t_ "%s/cmd/snapshot-controller"\n)\n' "$module" "$module" >"$dir/tools.go"
+  prepare_wrapper "$dir" "$module" "$version"
+}
+build_snapshotter() { # build_snapshotter csi-snapshotter|snapshot-controller
+  local name="$1" version; version="$(snapshotter_version)"
+  local major="${version%%.*}"
+  [ -x "$CACHE/$name-$version/$name" ] || prepare_snapshotter "$version"
+  build "$name" "$CACHE/$name-$version" "$(snapshotter_dir "$version")" \
+    "github.com/kubernetes-csi/external-snapshotter/$major/cmd/$name" "-X main.version=$version"
+}
+# snapshot-crds: a directory of the three snapshot.storage.k8s.io CRDs (the group snapshot ones
+# stay out: neither driver offers group snapshots).
+build_snapshot_crds() {
+  local version; version="$(snapshotter_version)"
+  local out="$CACHE/snapshot-crds-$version"
+  if [ ! -f "$out/.done" ]; then
+    local major="${version%%.*}" src
+    src="$(mod_download "github.com/kubernetes-csi/external-snapshotter/client/$major" "$version" Dir)"
+    mkdir -p "$out"
+    cp "$src"/config/crd/snapshot.storage.k8s.io_*.yaml "$out/"
+    chmod 0644 "$out"/*.yaml
+    touch "$out/.done"
+    log "copied the VolumeSnapshot CRDs of $version -> $out"
+  fi
+  echo "SNAPSHOT_CRDS=$out"
+}
+
 kube_dir() { echo "$WRAPPERS/kubernetes-$K8S_VERSION"; }
 prepare_kube() {
   local dir; dir="$(kube_dir)"
@@ -121,7 +163,7 @@ build_kube() {
 }
 
 components=("$@")
-[ ${#components[@]} -eq 0 ] && components=(etcd csi-provisioner csi-attacher csi-resizer kube-apiserver kube-controller-manager kube-scheduler)
+[ ${#components[@]} -eq 0 ] && components=(etcd csi-provisioner csi-attacher csi-resizer csi-snapshotter snapshot-controller snapshot-crds kube-apiserver kube-controller-manager kube-scheduler)
 t0=$SECONDS
 for c in "${components[@]}"; do
   case "$c" in
@@ -129,6 +171,8 @@ for c in "${components[@]}"; do
     csi-provisioner) build_sidecar csi-provisioner provisioner github.com/kubernetes-csi/external-provisioner ;;
     csi-attacher) build_sidecar csi-attacher attacher github.com/kubernetes-csi/external-attacher ;;
     csi-resizer) build_sidecar csi-resizer resizer github.com/kubernetes-csi/external-resizer ;;
+    csi-snapshotter|snapshot-controller) build_snapshotter "$c" ;;
+    snapshot-crds) build_snapshot_crds ;;
     kube-apiserver|kube-controller-manager|kube-scheduler) build_kube "$c" ;;
     # Resolves (downloads) the Kubernetes wrapper without compiling: network-bound, so it can
     # overlap with the compile of another component.

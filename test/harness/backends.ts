@@ -90,7 +90,12 @@ export const socketEndpointArgs = (proxmoxSock: string, nfsSock: string): string
 
 export async function startProxmoxBackend(
   runDir: string,
-  opts: { backend?: 'loop' | 'none' | 'qmp'; qmp?: Record<number, string> } = {},
+  opts: {
+    backend?: 'loop' | 'none' | 'qmp';
+    qmp?: Record<number, string>;
+    /** The simulated cluster (default sim/default-cluster.yaml): a path or the parsed object. */
+    config?: string | object;
+  } = {},
 ): Promise<Backends<ProxmoxInfo>> {
   const linkDir = path.join(runDir, 'links');
   // The driver's token with what snapshots add (privileges.ts snapshotNeeds): the snapshot specs run.
@@ -107,6 +112,7 @@ export async function startProxmoxBackend(
     stateDir: path.join(runDir, 'sim'),
     loopLinkDir: linkDir,
     ...(opts.qmp && { qmp: opts.qmp }),
+    ...(opts.config && { config: opts.config }),
   });
   const cfg = path.join(runDir, 'proxmox-config.yaml');
   writeProxmoxConfig(cfg, sim);

@@ -64,9 +64,11 @@ t.test('controller: one driver process, each driver with its own sidecars', asyn
   t.strictSame(names, [
     'nfs-provisioner',
     'nfs-resizer',
+    'nfs-snapshotter',
     'proxmox-attacher',
     'proxmox-provisioner',
     'proxmox-resizer',
+    'proxmox-snapshotter',
     'pve-nfs-csi',
   ]);
   const plugin = container(spec, 'pve-nfs-csi');
@@ -84,8 +86,10 @@ t.test('controller: one driver process, each driver with its own sidecars', asyn
     ['proxmox-provisioner', '--proxmox-endpoint'],
     ['proxmox-attacher', '--proxmox-endpoint'],
     ['proxmox-resizer', '--proxmox-endpoint'],
+    ['proxmox-snapshotter', '--proxmox-endpoint'],
     ['nfs-provisioner', '--nfs-endpoint'],
     ['nfs-resizer', '--nfs-endpoint'],
+    ['nfs-snapshotter', '--nfs-endpoint'],
   ] as const) {
     const w = socketWiring(spec, s, endpoint);
     t.equal(w.csiAddress, '/csi/csi.sock', `${s} socket address`);
@@ -97,7 +101,7 @@ t.test('controller: one driver process, each driver with its own sidecars', asyn
 
 t.test('controller sidecar arguments', async (t) => {
   const spec = controllerOf();
-  for (const s of spec.containers.filter((c) => /-(provisioner|attacher|resizer)$/.test(c.name))) {
+  for (const s of spec.containers.filter((c) => /-(provisioner|attacher|resizer|snapshotter)$/.test(c.name))) {
     t.ok(s.args?.includes('--leader-election'), `${s.name} elects a leader`);
     t.match(flag(s.args, '--timeout'), /^\d+m$/, `${s.name} has a timeout`);
   }
@@ -126,7 +130,7 @@ t.test('controller sidecar arguments', async (t) => {
   for (const c of spec.containers.filter((c) => c.image.startsWith('registry.k8s.io/'))) {
     t.match(
       c.image,
-      /^registry\.k8s\.io\/sig-storage\/(csi-provisioner|csi-attacher|csi-resizer):v\d+\.\d+\.\d+$/,
+      /^registry\.k8s\.io\/sig-storage\/(csi-provisioner|csi-attacher|csi-resizer|csi-snapshotter):v\d+\.\d+\.\d+$/,
       c.name,
     );
   }

@@ -55,4 +55,4 @@ echo "helm-test: promtool check rules + test rules ($PROMTOOL_VERSION)"
 "$PROMTOOL" check rules "$PROM/rules.yaml"
 "$PROMTOOL" test rules "$PROM/alerts.promtool.yaml"
 
-HELM="$HELM" npx tap --disable-coverage test/helm/chart.test.ts test/helm/values.test.ts test/helm/schema-params.test.ts test/helm/preflight.test.ts test/helm/archives.test.ts test/helm/observability.test.ts
+HELM="$HELM" npx tap --disable-coverage test/helm/chart.test.ts test/helm/values.test.ts test/helm/schema-params.test.ts test/helm/preflight.test.ts test/helm/archives.test.ts test/helm/observability.test.ts test/helm/snapshots.test.ts

@@ -11,7 +11,7 @@ ensure_build
 ensure_helm
 ensure_apt nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils openssl util-linux
 # kube-scheduler places every pod (WaitForFirstConsumer, CSIStorageCapacity, topology).
-components=(etcd csi-provisioner csi-attacher csi-resizer kube-apiserver kube-controller-manager kube-scheduler)
+components=(etcd csi-provisioner csi-attacher csi-resizer csi-snapshotter snapshot-controller snapshot-crds kube-apiserver kube-controller-manager kube-scheduler)
 bash scripts/k8s-build.sh "${components[@]}" >/dev/null
 echo "k8s-tier: binaries and tools ready ($((SECONDS-t0)) s)"
 npx tap --disable-coverage --timeout 900 "${@:-test/k8s/tier.test.ts}"

@@ -11,6 +11,7 @@ import { wwnHexForSlot } from '../../src/proxmox/contract.js';
 import { present } from '../helpers/present.js';
 import { rejection } from '../helpers/rejection.js';
 import { find, only } from './lib/chart.js';
+import { snapshotScenarios } from './lib/snapshot-scenarios.js';
 import { NFS_DRIVER, NODES, NS, PROXMOX_DRIVER, REGION, startEnv, type Env } from './lib/env.js';
 import type {
   CSIDriver,
@@ -109,11 +110,18 @@ const logOf = (pod: string, container: string) => {
 /** Waits until the provisioner has deleted `pv` (its claim gone, reclaim policy Delete). */
 const pvDeleted = (pv: PersistentVolume, what: string, ms = 60_000) =>
   kube.waitGone(`/api/v1/persistentvolumes/${pv.metadata.name}`, what, ms, env.sidecarErrors);
-/** Containers of the controller pod that take part in leader election. */
+/**
+ * Containers of the controller pod that take part in leader election. A snapshotter next to a
+ * driver that advertises no snapshots exits at start (lib/snapshot-scenarios.ts checks that).
+ */
 const sidecars = () =>
   present(only(env.rendered, 'Deployment').spec.template.spec, 'the Deployment pod template spec')
     .containers.filter((c) => (c.args ?? []).includes('--leader-election'))
-    .map((c) => c.name);
+    .map((c) => c.name)
+    .filter((name) => {
+      const driver = { 'proxmox-snapshotter': PROXMOX_DRIVER, 'nfs-snapshotter': NFS_DRIVER }[name];
+      return !driver || (env.capabilities[driver] ?? []).includes('CREATE_DELETE_SNAPSHOT');
+    });
 
 t.test('the chart applied: drivers, classes, CSINodes from NodeGetInfo, every sidecar leading', async (t) => {
   const drivers = (await kube.list<CSIDriver>('/apis/storage.k8s.io/v1/csidrivers')).map((d) => d.metadata.name).sort();
@@ -407,6 +415,8 @@ t.test('24 pods with one PVC each on one node at once', async (t) => {
   const left = [...(await pve.disks(node.zone)).keys()].filter((k) => k.includes('pvc-'));
   t.same(left, [], 'every disk freed');
 });
+
+snapshotScenarios(t, env);
 
 t.test('two controller replicas: one leader per sidecar; killing it moves the work', async (t) => {
   const deploy = only(env.rendered, 'Deployment');

@@ -48,6 +48,11 @@ Every sidecar talks to its driver through /csi/csi.sock, the driver's own emptyD
 {{ include "pve-nfs-csi.controllerSidecar" (dict "root" . "name" "proxmox-provisioner" "sidecar" $v.sidecars.provisioner "socket" "socket-proxmox" "timeout" $v.proxmox.timeout "args" $provArgs "env" $provEnv) }}
 {{ include "pve-nfs-csi.controllerSidecar" (dict "root" . "name" "proxmox-attacher" "sidecar" $v.sidecars.attacher "socket" "socket-proxmox" "timeout" $v.proxmox.timeout "args" (list)) }}
 {{ include "pve-nfs-csi.controllerSidecar" (dict "root" . "name" "proxmox-resizer" "sidecar" $v.sidecars.resizer "socket" "socket-proxmox" "timeout" $v.proxmox.timeout "args" (concat (list "--handle-volume-inuse-error=false") $vacArgs)) }}
+{{- /* Neither driver offers group snapshots: with that gate off csi-snapshotter neither looks for
+the VolumeGroupSnapshot CRDs nor needs their RBAC. */ -}}
+{{- if $v.proxmox.snapshots.enabled }}
+{{ include "pve-nfs-csi.controllerSidecar" (dict "root" . "name" "proxmox-snapshotter" "sidecar" $v.sidecars.snapshotter "socket" "socket-proxmox" "timeout" $v.proxmox.timeout "args" (list "--feature-gates=CSIVolumeGroupSnapshot=false")) }}
+{{- end }}
 {{- end -}}
 
 {{/* The sidecars of the NFS driver in the controller pod: no attacher, nothing to hot-plug. */}}
@@ -55,6 +60,10 @@ Every sidecar talks to its driver through /csi/csi.sock, the driver's own emptyD
 {{- $v := .Values -}}
 {{ include "pve-nfs-csi.controllerSidecar" (dict "root" . "name" "nfs-provisioner" "sidecar" $v.sidecars.provisioner "socket" "socket-nfs" "timeout" $v.nfs.timeout "args" (list "--extra-create-metadata")) }}
 {{ include "pve-nfs-csi.controllerSidecar" (dict "root" . "name" "nfs-resizer" "sidecar" $v.sidecars.resizer "socket" "socket-nfs" "timeout" $v.nfs.timeout "args" (list "--handle-volume-inuse-error=false")) }}
+{{- /* As for Proxmox: no group snapshots. */ -}}
+{{- if $v.nfs.snapshots.enabled }}
+{{ include "pve-nfs-csi.controllerSidecar" (dict "root" . "name" "nfs-snapshotter" "sidecar" $v.sidecars.snapshotter "socket" "socket-nfs" "timeout" $v.nfs.timeout "args" (list "--feature-gates=CSIVolumeGroupSnapshot=false")) }}
+{{- end }}
 {{- end -}}
 
 {{/*

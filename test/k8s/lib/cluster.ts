@@ -15,7 +15,8 @@ export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 export type Binaries = Record<
   'ETCD' | 'KUBE_APISERVER' | 'KUBE_CONTROLLER_MANAGER' | 'CSI_PROVISIONER' | 'CSI_ATTACHER' | 'CSI_RESIZER',
   string
-> & { KUBE_SCHEDULER?: string };
+> &
+  Record<'CSI_SNAPSHOTTER' | 'SNAPSHOT_CONTROLLER' | 'SNAPSHOT_CRDS', string> & { KUBE_SCHEDULER?: string };
 
 /**
  * What the tier runs. kube-scheduler decides where pods go and so WaitForFirstConsumer binding,
@@ -27,6 +28,10 @@ export const COMPONENTS = [
   'csi-provisioner',
   'csi-attacher',
   'csi-resizer',
+  // VolumeSnapshots: the chart's snapshotter sidecar, snapshot-controller and the CRDs (a directory).
+  'csi-snapshotter',
+  'snapshot-controller',
+  'snapshot-crds',
   'kube-apiserver',
   'kube-controller-manager',
   'kube-scheduler',
@@ -85,7 +90,8 @@ export interface Cluster {
   stop(): Promise<void>;
 }
 
-function kubeconfig(server: string, caFile: string, token: string): string {
+/** A kubeconfig for `token` (an identity of its own, e.g. a ServiceAccount's). */
+export function kubeconfig(server: string, caFile: string, token: string): string {
   return [
     'apiVersion: v1',
     'kind: Config',

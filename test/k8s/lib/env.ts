@@ -7,7 +7,8 @@ import path from 'node:path';
 import type * as Lib from '@kubernetes/client-node';
 import YAML from 'yaml';
 import { startProxmoxBackend, type Backends } from '../../harness/backends.js';
-import { SimulatorAdmin } from '../../../sim/index.js';
+import { DEFAULT_CONFIG_PATH, SimulatorAdmin } from '../../../sim/index.js';
+import { BUILTIN_ROLES } from '../../../sim/config.js';
 import type { Plain } from '../../../src/k8s/api.js';
 import { csiClient } from '../../helpers/csi-client.js';
 import { present } from '../../helpers/present.js';
@@ -66,6 +67,13 @@ export interface Env {
   values: TierValues;
   rendered: K8sObject[];
   controllerPods: RunningPod[];
+  /**
+   * What each driver advertises (ControllerGetCapabilities, asked once the first controller pod
+   * is ready), by driver name: the snapshot scenarios run for a driver that offers them.
+   */
+  capabilities: Record<string, string[]>;
+  /** The simulator's loop-device links: `<loopLinkDir>/<VM name>/wwn-0x…`, as a node's /dev/disk/by-id. */
+  loopLinkDir: string;
   /** Runs the processes of controller pods not running yet (after a scale-up). */
   syncControllerPods(): Promise<RunningPod[]>;
   /** Runs one controller pod's containers here, as its kubelet would, until its driver is ready. */
@@ -85,7 +93,28 @@ export function images(bins: Binaries): Record<string, ImageCommand> {
     },
     'registry.k8s.io/sig-storage/csi-attacher': { cmd: [bins.CSI_ATTACHER], version: version(bins.CSI_ATTACHER) },
     'registry.k8s.io/sig-storage/csi-resizer': { cmd: [bins.CSI_RESIZER], version: version(bins.CSI_RESIZER) },
+    'registry.k8s.io/sig-storage/csi-snapshotter': {
+      cmd: [bins.CSI_SNAPSHOTTER],
+      version: version(bins.CSI_SNAPSHOTTER),
+    },
   };
+}
+
+/**
+ * The seed's Proxmox cluster (sim/default-cluster.yaml) with the token's role widened by what
+ * snapshots, restores and clones need (docs/snapshots.md, "Privileges"), as a user enabling
+ * them grants.
+ */
+export const SNAPSHOT_PRIVILEGES = ['VM.Allocate', 'VM.Snapshot', 'VM.Clone'];
+function tierCluster(): object {
+  const cfg = YAML.parse(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as {
+    tokens: { role?: string; privileges?: string[] }[];
+  };
+  cfg.tokens = cfg.tokens.map(({ role = 'CSI', ...t }) => ({
+    ...t,
+    privileges: [...present(BUILTIN_ROLES[role], `the simulator's role ${role}`), ...SNAPSHOT_PRIVILEGES],
+  }));
+  return cfg;
 }
 
 /** The seed's values, with the NAS replaced by the test's ganesha (the one change). */
@@ -244,6 +273,21 @@ async function registerNodePlugin(kube: Kube, n: NodeSpec, endpoints: string[]):
   });
 }
 
+/** ControllerGetCapabilities of each driver endpoint (driver name -> endpoint), by driver name. */
+async function controllerCapabilities(endpoints: Record<string, string>): Promise<Record<string, string[]>> {
+  const out: Record<string, string[]> = {};
+  for (const [driver, ep] of Object.entries(endpoints)) {
+    const c = csiClient(ep, 20_000);
+    try {
+      const { capabilities } = await c.controller.ControllerGetCapabilities();
+      out[driver] = capabilities.flatMap((x) => (x.rpc?.type ? [x.rpc.type] : []));
+    } finally {
+      c.close();
+    }
+  }
+  return out;
+}
+
 /** How the chart gets into the cluster; by default `helm template` + server-side apply. */
 export type Install = (ctx: { kube: Kube; cluster: Cluster; dir: string; values: TierValues }) => Promise<K8sObject[]>;
 
@@ -271,7 +315,9 @@ export async function startEnv(opts: EnvOptions = {}): Promise<Env> {
     if (!cluster.scheduler) throw new Error('kube-scheduler is not running: the tier needs it (KUBE_SCHEDULER)');
     step(`control plane ready at ${cluster.server}`);
 
-    const pve = await startProxmoxBackend(path.join(dir, 'pve'), { backend: 'none' });
+    // Loop devices hold each disk's data: what a workload writes through an attached disk is
+    // what a snapshot, a restore or a clone must carry (lib/volume-data.ts).
+    const pve = await startProxmoxBackend(path.join(dir, 'pve'), { backend: 'loop', config: tierCluster() });
     cleanups.push(() => pve.close());
     const sim = new SimulatorAdmin(present(pve.info.adminUrl, 'the simulator admin URL'));
     const nfs = await startGanesha({ dir: path.join(dir, 'ganesha') });
@@ -356,6 +402,7 @@ export async function startEnv(opts: EnvOptions = {}): Promise<Env> {
     const deploy = only(rendered, 'Deployment');
     const deployLabels = present(deploy.spec.selector.matchLabels, 'the Deployment selector matchLabels');
     const controllerPods: RunningPod[] = [];
+    const capabilities: Record<string, string[]> = {};
     const syncControllerPods = async () => {
       const live = await kube.get<Deployment>(`/apis/apps/v1/namespaces/${NS}/deployments/${deploy.metadata.name}`);
       const want = present(live.spec.replicas, 'the Deployment spec.replicas (defaulted by the API server)');
@@ -373,7 +420,9 @@ export async function startEnv(opts: EnvOptions = {}): Promise<Env> {
         extraEnv: { 'pve-nfs-csi': { NFS_PORT: String(nfs.nfsPort), NFS_MOUNT_PORT: String(nfs.mountPort) } },
       });
       controllerPods.push(run);
-      await driverIn(run).readyJson(isReady, 60_000);
+      const ready = await driverIn(run).readyJson<{ endpoints: Record<string, string> }>(isReady, 60_000);
+      if (Object.keys(capabilities).length === 0)
+        Object.assign(capabilities, await controllerCapabilities(ready.endpoints));
       return run;
     };
     await syncControllerPods();
@@ -409,6 +458,8 @@ export async function startEnv(opts: EnvOptions = {}): Promise<Env> {
       values,
       rendered,
       controllerPods,
+      capabilities,
+      loopLinkDir: path.join(dir, 'pve', 'links'),
       syncControllerPods,
       runControllerPod,
       sidecarErrors,
