@@ -46,6 +46,10 @@ echo 1 >/proc/sys/net/ipv4/ip_forward
 ip route add 10.96.0.0/16 dev eth0
 iptables -t nat -A OUTPUT -d "$KN_API_VIP/32" -p tcp --dport 443 -j DNAT --to-destination "$KN_API_FWD"
 iptables -t nat -A PREROUTING -d "$KN_API_VIP/32" -p tcp --dport 443 -j DNAT --to-destination "$KN_API_FWD"
+# The host reaches guest services through QEMU's hostfwd, which delivers to 127.0.0.1 from the
+# user network's host address; kubelet's KUBE-FIREWALL drops non-loopback sources to 127/8
+# (the route_localnet guard), so that one source is let in ahead of it.
+iptables -I INPUT 1 -s 10.0.2.2/32 -d 127.0.0.0/8 -i eth0 -j ACCEPT
 # Pod traffic to the forward leaves by eth0 with the node's address, as a SNAT to the node IP.
 iptables -t nat -A POSTROUTING -s 10.88.0.0/16 ! -d 10.88.0.0/16 -j MASQUERADE
 
