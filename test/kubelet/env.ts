@@ -13,7 +13,7 @@ import { startProxmoxBackend, type Backends } from '../harness/backends.js';
 import { SimulatorAdmin } from '../../sim/index.js';
 import { present } from '../helpers/present.js';
 import { applyAll, isHook, only, render, type K8sObject } from '../k8s/lib/chart.js';
-import { binaries, COMPONENTS, ROOT, startCluster, type Cluster } from '../k8s/lib/cluster.js';
+import { binaries, ROOT, startCluster, type Cluster } from '../k8s/lib/cluster.js';
 import {
   images as hostImages,
   KUBE_VERSION,
@@ -97,7 +97,7 @@ export async function startKubeletEnv(log: (s: string) => void): Promise<Kubelet
   const t0 = Date.now();
   const timings: Record<string, number> = {};
   const step = (s: string) => log(`[${((Date.now() - t0) / 1000).toFixed(1)} s] ${s}`);
-  const bins = binaries([...COMPONENTS.filter((c) => c !== 'kube-scheduler'), 'kube-scheduler']);
+  const bins = binaries();
   const nodeBins = nodeBinaries();
   const images = nodeImages();
   step(`binaries and images ready: ${Object.keys(images.archives).join(', ')}`);
