@@ -46,10 +46,6 @@ echo 1 >/proc/sys/net/ipv4/ip_forward
 ip route add 10.96.0.0/16 dev eth0
 iptables -t nat -A OUTPUT -d "$KN_API_VIP/32" -p tcp --dport 443 -j DNAT --to-destination "$KN_API_FWD"
 iptables -t nat -A PREROUTING -d "$KN_API_VIP/32" -p tcp --dport 443 -j DNAT --to-destination "$KN_API_FWD"
-# The host reaches guest services through QEMU's hostfwd, which delivers to 127.0.0.1 from the
-# user network's host address; kubelet's KUBE-FIREWALL drops non-loopback sources to 127/8
-# (the route_localnet guard), so that one source is let in ahead of it.
-iptables -I INPUT 1 -s 10.0.2.2/32 -d 127.0.0.0/8 -i eth0 -j ACCEPT
 # Pod traffic to the forward leaves by eth0 with the node's address, as a SNAT to the node IP.
 iptables -t nat -A POSTROUTING -s 10.88.0.0/16 ! -d 10.88.0.0/16 -j MASQUERADE
 
@@ -131,6 +127,18 @@ EOF
 printf '%s' "$KN_KUBECONFIG_DATA" >/var/lib/kubelet/kubeconfig
 
 say "starting kubelet"
-exec "$KN_KUBELET" --config=/var/lib/kubelet/config.yaml --kubeconfig=/var/lib/kubelet/kubeconfig \
+"$KN_KUBELET" --config=/var/lib/kubelet/config.yaml --kubeconfig=/var/lib/kubelet/kubeconfig \
   --hostname-override="$KN_NODE_NAME" --node-labels="$KN_NODE_LABELS" --node-ip=10.0.2.15 \
-  --root-dir=/var/lib/kubelet --cert-dir=/var/lib/kubelet/pki --v=2 >>"$log_dir/kubelet.log" 2>&1
+  --root-dir=/var/lib/kubelet --cert-dir=/var/lib/kubelet/pki --v=2 >>"$log_dir/kubelet.log" 2>&1 &
+kubelet=$!
+# The host reaches guest services through QEMU's hostfwd, which delivers to 127.0.0.1 from the
+# user network's host address; kubelet's KUBE-FIREWALL drops non-loopback sources to 127/8 (the
+# route_localnet guard). kubelet puts its jump first in INPUT, then only checks that it exists:
+# so once it is there, that one source is let in ahead of it.
+for _ in $(seq 1 1200); do
+  iptables -C INPUT -j KUBE-FIREWALL 2>/dev/null && break
+  sleep 0.5
+done
+iptables -I INPUT 1 -s 10.0.2.2/32 -d 127.0.0.0/8 -i eth0 -j ACCEPT
+say "hostfwd source let in ahead of KUBE-FIREWALL"
+wait "$kubelet"
