@@ -9,7 +9,9 @@
 #   ~/.cache/pve-nfs-csi/snapshot-crds-<version>/*.yaml
 # Usage: scripts/k8s-build.sh [component...]   (default: all; components: etcd csi-provisioner
 #   csi-attacher csi-resizer csi-snapshotter snapshot-controller snapshot-crds kube-apiserver
-#   kube-controller-manager kube-scheduler)
+#   kube-controller-manager kube-scheduler; kubelet, containerd, containerd-shim-runc-v2 and ctr
+#   are built only when named: the kubelet tier asks for them; containerd lands in
+#   ~/.cache/pve-nfs-csi/containerd-<version>/)
 # Prints NAME=/path/to/binary lines on stdout (NAME upper-cased, dashes as underscores); the
 # build log goes to stderr with each build's time. Cold, on 2 shared cores, this takes tens of
 # minutes (kube-apiserver dominates); warm it takes well under a second.
@@ -19,6 +21,8 @@ source scripts/lib/ensure.sh
 
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
+# The kubelet node's CRI runtime: kubelet >= 1.36 needs the RuntimeConfig CRI call (containerd 2.x).
+CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
 CACHE="${PVE_NFS_CSI_CACHE:-$HOME/.cache/pve-nfs-csi}"
 WRAPPERS="$CACHE/build"
 # The build competes with whatever else the machine runs; a little nice keeps it from starving
@@ -146,7 +150,7 @@ kube_dir() { echo "$WRAPPERS/kubernetes-$K8S_VERSION"; }
 prepare_kube() {
   local dir; dir="$(kube_dir)"
   mkdir -p "$dir"
-  printf '//go:build tools\n\n// Pins the commands this wrapper module builds.\npackage tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"\n\t_ "k8s.io/kubernetes/cmd/kube-scheduler"\n)\n' >"$dir/tools.go"
+  printf '//go:build tools\n\n// Pins the commands this wrapper module builds.\npackage tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"\n\t_ "k8s.io/kubernetes/cmd/kube-scheduler"\n\t_ "k8s.io/kubernetes/cmd/kubelet"\n)\n' >"$dir/tools.go"
   local minor_patch="${K8S_VERSION#v1.}"
   prepare_wrapper "$dir" k8s.io/kubernetes "$K8S_VERSION" "v0.$minor_patch"
 }
@@ -162,6 +166,24 @@ build_kube() {
   build "$name" "$out" "$(kube_dir)" "k8s.io/kubernetes/cmd/$name" "$x"
 }
 
+# build_containerd NAME: containerd's go.mod has no replace lines, so `go install` builds it
+# straight from the module proxy (no wrapper). no_btrfs: the btrfs snapshotter needs cgo.
+build_containerd() {
+  local name="$1" out="$CACHE/containerd-$CONTAINERD_VERSION" mod=github.com/containerd/containerd/v2
+  if [ -x "$out/$name" ]; then echo "$(echo "$name" | tr a-z- A-Z_)=$out/$name"; return 0; fi
+  mkdir -p "$out"
+  local lock; exec {lock}>"$out/$name.lock"; flock "$lock"
+  if [ ! -x "$out/$name" ]; then
+    local t0=$SECONDS
+    log "building $name $CONTAINERD_VERSION"
+    GOBIN="$out" GOFLAGS= nice -n "$NICE" go install -tags no_btrfs \
+      -ldflags "-s -w -X $mod/version.Version=$CONTAINERD_VERSION" "$mod/cmd/$name@$CONTAINERD_VERSION" >&2
+    log "built $name in $((SECONDS-t0)) s -> $out/$name"
+  fi
+  exec {lock}>&-
+  echo "$(echo "$name" | tr a-z- A-Z_)=$out/$name"
+}
+
 components=("$@")
 [ ${#components[@]} -eq 0 ] && components=(etcd csi-provisioner csi-attacher csi-resizer csi-snapshotter snapshot-controller snapshot-crds kube-apiserver kube-controller-manager kube-scheduler)
 t0=$SECONDS
@@ -173,7 +195,8 @@ for c in "${components[@]}"; do
     csi-resizer) build_sidecar csi-resizer resizer github.com/kubernetes-csi/external-resizer ;;
     csi-snapshotter|snapshot-controller) build_snapshotter "$c" ;;
     snapshot-crds) build_snapshot_crds ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler) build_kube "$c" ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet) build_kube "$c" ;;
+    containerd|containerd-shim-runc-v2|ctr) build_containerd "$c" ;;
     # Resolves (downloads) the Kubernetes wrapper without compiling: network-bound, so it can
     # overlap with the compile of another component.
     prepare-kube) prepare_kube ;;

@@ -31,6 +31,8 @@
 #   release      a local TLS registry: release N-1 and N built and pushed, pulled, installed with
 #                helm from oci://, upgraded and rolled back in the k8s tier's cluster
 #   vm           the QEMU guest: csi-sanity of both drivers, end-to-end
+#   kubelet      a real node in the QEMU guest (kubelet, containerd, runc, CNI) joined to the k8s
+#                tier's control plane with kube-scheduler; the chart's DaemonSet and real pods
 # shellcheck disable=SC2016 # the commands are expanded when they run, not here
 TIERS=(
   'lint        |            | lint (typescript-eslint, strict type-checked)                             | npm run --silent lint'
@@ -53,6 +55,7 @@ TIERS=(
   'k8s         |            | k8s tier (etcd, kube-apiserver, controller-manager, sidecars, chart)      | bash test/k8s/tier.sh "$@"'
   'release     | SKIP_IMAGE | release (local registry: build, push, helm install, upgrade, rollback)    | bash test/release/tier.sh "${@:-upgrade}"'
   'vm          | SKIP_VM    | VM tier (guest: sanity proxmox+nfs, end-to-end)                           | bash test/vm/tier.sh "${@:-all}"'
+  'kubelet     | SKIP_VM    | kubelet tier (guest node: kubelet+containerd+CNI, chart DaemonSet, pods)  | bash test/kubelet/tier.sh "$@"'
 )
 
 _tiers_trim() {

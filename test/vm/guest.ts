@@ -32,6 +32,11 @@ export interface Forward {
 export interface GuestOptions {
   /** Guest TCP ports reachable from the host at 127.0.0.1:hostPort (NFS ports are added). */
   forwards?: Forward[];
+  /**
+   * Guest-side addresses QEMU relays to a host loopback port (guestfwd, one relay per connection):
+   * the one way out of the guest, e.g. to a kube-apiserver on the host.
+   */
+  guestForwards?: { guestAddress: string; guestPort: number; hostPort: number }[];
   /** Where QEMU serves the QMP socket meant for the simulator; default `<dir>/qmp.sock`. */
   qmpSocket?: string;
   /** Bash script run as root in the guest (own process group, cwd /) once NFS and the agent are up. */
@@ -227,7 +232,13 @@ class GuestImpl implements Guest {
     for (const p of [a.stage2, a.modules]) {
       if (/\s/.test(p)) throw new Error(`path ${p} contains whitespace; the kernel command line can't carry it`);
     }
-    const fwd = [...this.ports].map(([g, h]) => `hostfwd=tcp:127.0.0.1:${h}-127.0.0.1:${g}`).join(',');
+    const fwd = [
+      ...[...this.ports].map(([g, h]) => `hostfwd=tcp:127.0.0.1:${h}-127.0.0.1:${g}`),
+      // busybox nc per connection: a chardev relay would carry only one connection at a time.
+      ...(this.opts.guestForwards ?? []).map(
+        (f) => `guestfwd=tcp:${f.guestAddress}:${f.guestPort}-cmd:busybox nc 127.0.0.1 ${f.hostPort}`,
+      ),
+    ].join(',');
     return [
       '-accel',
       'tcg',
@@ -387,9 +398,9 @@ class GuestImpl implements Guest {
   private saveLogs(): void {
     if (!this.opts.logDir) return;
     fs.mkdirSync(this.opts.logDir, { recursive: true });
-    for (const name of ['console.log', 'run.log', 'qga.log', 'qemu.log']) {
-      const from = path.join(this.dir, name);
-      if (fs.existsSync(from)) fs.copyFileSync(from, path.join(this.opts.logDir, name));
+    // console.log, run.log, qga.log, qemu.log, and whatever the run script logged beside them.
+    for (const name of fs.existsSync(this.dir) ? fs.readdirSync(this.dir) : []) {
+      if (name.endsWith('.log')) fs.copyFileSync(path.join(this.dir, name), path.join(this.opts.logDir, name));
     }
   }
 

@@ -87,6 +87,8 @@ export interface Cluster {
   dir: string;
   /** A kubeconfig for the admin identity (token auth, the serving certificate as CA). */
   adminConfig: string;
+  /** Node name → the token of its kubelet (startCluster's `nodes`). */
+  nodeTokens: Record<string, string>;
   stop(): Promise<void>;
 }
 
@@ -132,7 +134,14 @@ export const API_ONLY = ['etcd', 'kube-apiserver'];
 export async function startCluster(
   dir: string,
   bins: Binaries,
-  opts: { scheduler?: boolean; controllerManager?: boolean } = {},
+  opts: {
+    scheduler?: boolean;
+    controllerManager?: boolean;
+    /** Nodes a real kubelet runs as: each gets a token (Cluster.nodeTokens). */
+    nodes?: string[];
+    /** More kube-controller-manager controllers than CONTROLLERS. */
+    controllers?: string[];
+  } = {},
 ): Promise<Cluster> {
   fs.mkdirSync(dir, { recursive: true });
   const procs: Proc[] = [];
@@ -145,7 +154,8 @@ export async function startCluster(
   const { certPath: caFile, keyPath: keyFile } = selfSigned(pki, 'apiserver', {
     keyType: 'rsa',
     commonName: 'kube-apiserver',
-    subjectAltName: 'IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc',
+    // 10.96.0.1: the "kubernetes" Service IP, which a real kubelet's pods dial (the kubelet tier).
+    subjectAltName: 'IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes.default.svc',
     days: 2,
   });
   const saKey = path.join(pki, 'sa.key');
@@ -153,7 +163,17 @@ export async function startCluster(
   execFileSync('openssl', ['genrsa', '-out', saKey, '2048'], { stdio: 'ignore' });
   execFileSync('openssl', ['rsa', '-in', saKey, '-pubout', '-out', saPub], { stdio: 'ignore' });
   const adminToken = crypto.randomBytes(24).toString('hex');
-  fs.writeFileSync(path.join(pki, 'tokens.csv'), `${adminToken},admin,admin,"system:masters"\n`);
+  // Each real kubelet's identity (system:node:<name> in system:nodes), which the Node authorizer
+  // limits to its own pods' objects.
+  const nodeTokens = Object.fromEntries((opts.nodes ?? []).map((n) => [n, crypto.randomBytes(24).toString('hex')]));
+  fs.writeFileSync(
+    path.join(pki, 'tokens.csv'),
+    [
+      `${adminToken},admin,admin,"system:masters"`,
+      ...Object.entries(nodeTokens).map(([n, t]) => `${t},system:node:${n},node-${n},"system:nodes"`),
+      '',
+    ].join('\n'),
+  );
 
   const [etcdPort, etcdPeer, apiPort] = [await freePort(), await freePort(), await freePort()];
   const etcd = start(
@@ -216,7 +236,7 @@ export async function startCluster(
     await kube.close();
   };
   if (opts.controllerManager === false)
-    return { kube, server, port: apiPort, caFile, ca, scheduler: false, procs, dir, adminConfig, stop };
+    return { kube, server, port: apiPort, caFile, ca, scheduler: false, procs, dir, adminConfig, nodeTokens, stop };
   // Each controller with its own service account and the bootstrap RBAC roles, as kubeadm runs it.
   const kcm = start(
     'kube-controller-manager',
@@ -226,7 +246,7 @@ export async function startCluster(
       '--bind-address=127.0.0.1',
       '--secure-port=0',
       '--leader-elect=false',
-      `--controllers=${CONTROLLERS.join(',')}`,
+      `--controllers=${[...CONTROLLERS, ...(opts.controllers ?? [])].join(',')}`,
       `--service-account-private-key-file=${saKey}`,
       '--use-service-account-credentials=true',
       `--root-ca-file=${caFile}`,
@@ -264,6 +284,7 @@ export async function startCluster(
     procs,
     dir,
     adminConfig,
+    nodeTokens,
     stop,
   };
 }

@@ -127,7 +127,7 @@ export function tierValues(nfs: NfsServer): TierValues {
   return values;
 }
 
-function nodeObject(n: NodeSpec): Plain<Lib.V1Node> {
+export function nodeObject(n: NodeSpec): Plain<Lib.V1Node> {
   return {
     apiVersion: 'v1',
     kind: 'Node',
@@ -149,7 +149,7 @@ function nodeObject(n: NodeSpec): Plain<Lib.V1Node> {
   };
 }
 
-async function nodeStatus(kube: Kube, n: NodeSpec): Promise<void> {
+export async function nodeStatus(kube: Kube, n: NodeSpec): Promise<void> {
   const now = new Date().toISOString();
   const res = { cpu: '4', memory: '8Gi', pods: '110' };
   await kube.patch(`/api/v1/nodes/${n.name}/status`, {
@@ -184,7 +184,7 @@ const ownedBy = (node: Node) => [{ apiVersion: 'v1', kind: 'Node', name: node.me
  * every 10 s (pkg/kubelet/nodelease). The node lifecycle controller reads it; a node whose
  * heartbeat stops is tainted unreachable after --node-monitor-grace-period (50 s).
  */
-async function startHeartbeats(kube: Kube, nodes: NodeSpec[]): Promise<() => void> {
+export async function startHeartbeats(kube: Kube, nodes: NodeSpec[]): Promise<() => void> {
   const path = (n: string) => `/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${n}`;
   for (const n of nodes) {
     const node = await kube.get<Node>(`/api/v1/nodes/${n.name}`);
@@ -202,7 +202,7 @@ async function startHeartbeats(kube: Kube, nodes: NodeSpec[]): Promise<() => voi
   return () => clearInterval(timer);
 }
 
-async function waitPods(
+export async function waitPods(
   kube: Kube,
   ns: string,
   selector: Record<string, string>,

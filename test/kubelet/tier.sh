@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# `npm run test:kubelet` (scripts/tiers.sh): the kubelet tier (test/kubelet/tier.test.ts). A real
+# node in the QEMU guest (kubelet v1.37.2, containerd 2.x, runc, CNI) joined to the k8s tier's
+# control plane (with kube-scheduler) on the host; the chart's node DaemonSet as real containers there. Builds or
+# finds every binary (scripts/k8s-build.sh, cached under ~/.cache/pve-nfs-csi by version) and the
+# node's images (scripts/lib/kubelet-images.sh), prepares the guest (test/vm/prepare.sh), then
+# runs the tier. Cold: kubelet ~10 min and containerd several more on 2 shared cores.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/lib/ensure.sh
+
+t0=$SECONDS
+ensure_build
+ensure_helm
+# runc and the CNI plugins the guest's containerd runs (the guest reads the host's /usr);
+# iptables for the guest's route to the API server; the VM tier's guest packages.
+ensure_apt runc containernetworking-plugins iptables openssl util-linux
+bash test/vm/prepare.sh >/dev/null
+bash scripts/k8s-build.sh etcd csi-provisioner csi-attacher csi-resizer kube-apiserver kube-controller-manager \
+  kube-scheduler kubelet containerd containerd-shim-runc-v2 ctr >/dev/null
+bash scripts/lib/kubelet-images.sh >/dev/null
+echo "kubelet-tier: binaries, images and guest ready ($((SECONDS-t0)) s)"
+npx tap --disable-coverage --timeout 2400 "${@:-test/kubelet/tier.test.ts}"
+echo "kubelet-tier: done in $((SECONDS-t0)) s"
