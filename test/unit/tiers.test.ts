@@ -50,6 +50,11 @@ t.test('npm test runs every phase of the list, in order, under its name', async 
     PHASES.filter((p) => !/^(image|VM tier) |images?, podman\)$|^release /.test(p)),
   );
   t.same(dryRun({ SKIP_IMAGE: '0' }).phases, PHASES, 'only 1 skips');
+  t.same(
+    dryRun({ SKIP_KUBELET: '0' }).phases,
+    [...PHASES, 'kubelet tier (guest node: kubelet+containerd+CNI, chart DaemonSet, pods)'],
+    'the kubelet tier is opt-in',
+  );
 });
 
 t.test('scripts/tier.sh --list: the tiers, and the npm scripts that run them', async (t) => {
@@ -72,6 +77,7 @@ t.test('scripts/tier.sh --list: the tiers, and the npm scripts that run them', a
     'k8s',
     'release',
     'vm',
+    'kubelet',
   ]);
   const scripts = (
     JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }
@@ -88,7 +94,9 @@ t.test('scripts/tier.sh --list: the tiers, and the npm scripts that run them', a
     [],
     'one npm script name per tier',
   );
-  const runners = rows.flatMap((r) => /\| *bash (scripts\/\S+\.sh)/.exec(r.replace(/\s{2,}/g, ' | '))?.[1] ?? []);
+  const runners = rows.flatMap(
+    (r) => /\| *bash ((?:scripts|test)\/\S+\.sh)/.exec(r.replace(/\s{2,}/g, ' | '))?.[1] ?? [],
+  );
   const direct = Object.entries(scripts).filter(
     ([name, cmd]) => name !== 'sanity' && runners.some((r) => cmd.startsWith(`bash ${r}`)),
   );
@@ -103,5 +111,5 @@ t.test('an unknown tier is refused with the list', async (t) => {
     out = (e as { stderr?: string }).stderr ?? '';
     t.equal((e as { status?: number }).status, 2);
   }
-  t.match(out, /unknown tier "nope" \(usage: scripts\/tier.sh lint\|format\|.*\|vm \[args\] \| --list\)/);
+  t.match(out, /unknown tier "nope" \(usage: scripts\/tier.sh lint\|format\|.*\|vm\|kubelet \[args\] \| --list\)/);
 });
