@@ -166,7 +166,6 @@ export function auditExport(exportDir: string, rec: Recorder, expected: string[]
   walk('', 0);
 }
 
-
 /**
  * Counts the faults the simulator applied, from its request log and task list: answers it
  * refused (5xx) or dropped (before/after effect), tasks it failed, and per fault profile the

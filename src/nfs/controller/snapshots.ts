@@ -95,23 +95,6 @@ export async function listShareSnapshots(store: NfsStore, o: OpOptions): Promise
   return out;
 }
 
-/** What killed copies left: snapshots without a completion record, restores under way. */
-export async function leftoverCopies(store: NfsStore, o: OpOptions): Promise<string[]> {
-  let entries;
-  try {
-    entries = await store.list(SNAPSHOTS, o);
-  } catch (e) {
-    if (isCsiError(e, 'NotFound')) return [];
-    throw e;
-  }
-  const out: string[] = [];
-  for (const e of entries) {
-    const incomplete = !e.name.startsWith('.') && !(await findSnapshot(store, decodeURIComponent(e.name), o));
-    if (e.name.startsWith(RESTORE_PREFIX) || incomplete) out.push(`${SNAPSHOTS}/${e.name}`);
-  }
-  return out;
-}
-
 export function csiSnapshot(s: NfsSnapshot): T.Snapshot {
   return {
     snapshotId: composeSnapshotId(s),

@@ -17,7 +17,14 @@ import { normaliseShare } from '../../../src/nfs/path-rules.js';
 import { type Ganesha, startGanesha } from './ganesha.js';
 import { controllerOn, createReq, ctx, picture } from './ownership-rig.js';
 import { freePort } from '../../helpers/free-port.js';
-import { type Step, changedPaths, claimMayChange, pbtParams, steps, volumeId } from '../../unit/nfs/ownership-model.js';
+import {
+  type Step,
+  changedPaths,
+  claimMayChange,
+  pbtParams,
+  steps,
+  volumeId,
+} from '../../unit/nfs/controller/ownership-model.js';
 
 const EXPORT = '/volume1/k8s-volumes';
 const NESTED = `${EXPORT}/talos/nested`;

@@ -9,7 +9,7 @@ import type { KubeApi } from '../../../src/k8s/index.js';
 import type { NfsStores } from '../../../src/nfs/controller/store.js';
 import { runAction } from '../../../src/cli/report/fix.js';
 import { Cluster } from '../../../src/proxmox/controller/state/cluster.js';
-import { FakeProxmox } from '../proxmox/fake-api.js';
+import { FakeProxmox } from '../proxmox/api/fake-api.js';
 
 const MARKER = 'vm-9999-pvc-gone+vac1-b0';
 

@@ -31,7 +31,7 @@ import { type CopyStep, type CopyView, copyStepProblem } from './copy-vms.js';
 
 // ---- permits (permit.ts) ----
 
-export { OwnershipPermit, type PermitBodies, type PermitKind } from './permit.js';
+export { OwnershipPermit } from './permit.js';
 const mint = mintPermit;
 
 // ---- refusals ----

@@ -1,4 +1,4 @@
-// The in-memory Proxmox of test/unit/proxmox/fake-api.ts plus what `move` needs beyond it: the
+// The in-memory Proxmox of test/unit/proxmox/api/fake-api.ts plus what `move` needs beyond it: the
 // VM lifecycle (create, destroy, offline migration with local disks, task logs) and the
 // caller's privileges. The migration follows qemu-server's offline path as the simulator models
 // it (sim/ops/migrate.ts): the VM is locked `migrate`, every volume its config references is
@@ -8,7 +8,7 @@
 import { AlreadyExists, FailedPrecondition, NotFound } from '../../../../src/errors.js';
 import type { CallOptions, ProxmoxVmLifecycle, TaskStatus } from '../../../../src/proxmox/api/api.js';
 import { volidOfValue } from '../../../../src/proxmox/index.js';
-import { FakeProxmox, type FakeVm } from '../../proxmox/fake-api.js';
+import { FakeProxmox, type FakeVm } from '../../proxmox/api/fake-api.js';
 
 type Perms = Record<string, Record<string, number>>;
 

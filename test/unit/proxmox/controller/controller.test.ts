@@ -5,7 +5,7 @@ import pino from 'pino';
 import type * as T from '../../../../src/csi/types.js';
 import { GiB } from '../../../../src/proxmox/controller/params/params.js';
 import { present } from '../../../helpers/present.js';
-import { FakeProxmox, seedCluster } from '../fake-api.js';
+import { FakeProxmox, seedCluster } from '../api/fake-api.js';
 import { controllerOn } from '../fake-controller.js';
 import { BLOCK, MOUNT, expandReq, publishReq as controllerPublishReq, zone } from '../../../helpers/csi-requests.js';
 import { outcome as err } from '../../../helpers/outcome.js';

@@ -18,7 +18,7 @@ import {
 } from '../../../../../src/proxmox/controller/params/params.js';
 import { VmLocator, type VmRef } from '../../../../../src/proxmox/controller/state/vm-locator.js';
 import { helperWwnForSlot, wwnForSlot } from '../../../../../src/proxmox/contract.js';
-import { seedCluster } from '../../fake-api.js';
+import { seedCluster } from '../../api/fake-api.js';
 
 const WORKER1 = { vmid: 102, node: 'hyper1', name: 'talos-worker-1' };
 

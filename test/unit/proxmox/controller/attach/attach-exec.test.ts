@@ -13,7 +13,7 @@ import { VmLocator } from '../../../../../src/proxmox/controller/state/vm-locato
 import { VmReader } from '../../../../../src/proxmox/controller/attach/vm-state.js';
 import { rejection } from '../../../../helpers/rejection.js';
 import { fakeClock } from '../../../../helpers/fake-clock.js';
-import { seedCluster } from '../../fake-api.js';
+import { seedCluster } from '../../api/fake-api.js';
 
 const WORKER1 = { vmid: 102, node: 'hyper1', name: 'talos-worker-1' };
 const DRIVE = 'local-lvm:vm-9999-pvc-exec,iothread=1,size=1G';

@@ -19,7 +19,7 @@ import { VmLocator } from '../../../../../src/proxmox/controller/state/vm-locato
 import { OwnershipPort } from '../../../../../src/proxmox/controller/safety/ownership-port.js';
 import { present } from '../../../../helpers/present.js';
 import { rejection } from '../../../../helpers/rejection.js';
-import { seedCluster } from '../../fake-api.js';
+import { seedCluster } from '../../api/fake-api.js';
 import { fakeClock } from '../../../../helpers/fake-clock.js';
 
 const WORKER1 = { vmid: 102, node: 'hyper1', name: 'talos-worker-1' };

@@ -5,7 +5,7 @@ import pino from 'pino';
 import { createProxmoxController } from '../../../../../src/proxmox/controller/controller.js';
 import type { PoolGuardSettings } from '../../../../../src/proxmox/controller/safety/pool-guard.js';
 import { GiB } from '../../../../../src/proxmox/controller/params/params.js';
-import { FakeProxmox } from '../../fake-api.js';
+import { FakeProxmox } from '../../api/fake-api.js';
 import { callCtx, capacity, createReq, expandReq, zone } from '../../../../helpers/csi-requests.js';
 import { outcome } from '../../../../helpers/outcome.js';
 import { implemented, CONTROLLER_METHODS } from '../../../../helpers/implemented.js';

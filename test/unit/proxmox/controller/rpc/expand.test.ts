@@ -10,7 +10,7 @@ import type { ProxmoxApi } from '../../../../../src/proxmox/api/api.js';
 import { GiB } from '../../../../../src/proxmox/controller/params/params.js';
 import { helperWwnForSlot, isHelperWwn, wwnForSlot } from '../../../../../src/proxmox/contract.js';
 import { present } from '../../../../helpers/present.js';
-import { type FakeProxmox, seedCluster } from '../../fake-api.js';
+import { type FakeProxmox, seedCluster } from '../../api/fake-api.js';
 import { controllerOn } from '../../fake-controller.js';
 import { BLOCK, MOUNT, expandReq, publishReq as controllerPublishReq } from '../../../../helpers/csi-requests.js';
 import { outcome as err } from '../../../../helpers/outcome.js';

@@ -3,7 +3,7 @@
 // running VMs 101 and 111 and a stopped VM 131; every case states which call must refuse and
 // that nothing changed: no disk freed or resized, no VM config rewritten, no marker left.
 import t from 'tap';
-import { FakeProxmox } from '../../fake-api.js';
+import { FakeProxmox } from '../../api/fake-api.js';
 import { controllerOn } from '../../fake-controller.js';
 import { callCtx, expandReq, publishReq, unpublishReq } from '../../../../helpers/csi-requests.js';
 import { kindOf } from '../../../../helpers/outcome.js';

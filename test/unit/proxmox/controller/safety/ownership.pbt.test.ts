@@ -4,7 +4,7 @@
 // resized, re-lined, attached or detached, no disk went onto a second VM, and no helper
 // attachment outlived its call. PBT_SEED replays a run, PBT_RUNS sets how many cases.
 import t from 'tap';
-import { FakeProxmox } from '../../fake-api.js';
+import { FakeProxmox } from '../../api/fake-api.js';
 import { controllerOn } from '../../fake-controller.js';
 import {
   type ClusterPicture,

@@ -13,7 +13,7 @@ import { createProxmoxController } from '../../../../../src/proxmox/controller/c
 import { CONTROLLER_METHODS, implemented } from '../../../../helpers/implemented.js';
 import { createReq, publishReq } from '../../../../helpers/csi-requests.js';
 import { PROXMOX_CALL_BUDGET } from '../../../../helpers/proxmox-call-budget.js';
-import { FakeProxmox, seedCluster } from '../../fake-api.js';
+import { FakeProxmox, seedCluster } from '../../api/fake-api.js';
 
 const TTL = 5_000;
 const VM = 'talos-worker-1';

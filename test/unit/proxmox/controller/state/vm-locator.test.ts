@@ -4,7 +4,7 @@ import { pino } from 'pino';
 import { isCsiError, NotFound } from '../../../../../src/errors.js';
 import { toCsiError } from '../../../../../src/proxmox/api/errors.js';
 import { VmLocator } from '../../../../../src/proxmox/controller/state/vm-locator.js';
-import { seedCluster } from '../../fake-api.js';
+import { seedCluster } from '../../api/fake-api.js';
 
 const W1 = { vmid: 102, node: 'hyper1', name: 'talos-worker-1' };
 const W2 = { vmid: 104, node: 'hyper2', name: 'talos-worker-2' };

@@ -6,12 +6,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
-import { isCsiError } from '../../../src/errors.js';
-import { createNfsController } from '../../../src/nfs/controller/controller.js';
-import { admitted } from '../../../src/nfs/controller/ownership.js';
+import { isCsiError } from '../../../../src/errors.js';
+import { createNfsController } from '../../../../src/nfs/controller/controller.js';
+import { admitted } from '../../../../src/nfs/controller/ownership.js';
 import { FakeNas, FakeNasStores } from './fake-nas.js';
 
-const SRC = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../src');
+const SRC = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../../src');
 const read = (rel: string) => fs.readFileSync(path.join(SRC, rel), 'utf8');
 const ctx = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 

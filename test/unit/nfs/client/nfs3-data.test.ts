@@ -1,9 +1,9 @@
 // XDR of the NFSv3 procedures the snapshot copy uses (RFC 1813): what each call puts on the
 // wire, and how its reply decodes, against byte layouts written out by hand from the RFC.
 import t from 'tap';
-import { Nfs3Client, type RpcTransport } from '../../../src/nfs/client/nfs3.js';
-import type { RpcCall } from '../../../src/nfs/client/rpc.js';
-import { XdrReader, XdrWriter } from '../../../src/nfs/client/xdr.js';
+import { Nfs3Client, type RpcTransport } from '../../../../src/nfs/client/nfs3.js';
+import type { RpcCall } from '../../../../src/nfs/client/rpc.js';
+import { XdrReader, XdrWriter } from '../../../../src/nfs/client/xdr.js';
 
 /** A transport that records each call and answers with the reply `reply` builds. */
 function rig(reply: (w: XdrWriter) => void): { client: Nfs3Client; calls: RpcCall[] } {

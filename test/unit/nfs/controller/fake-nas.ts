@@ -4,10 +4,10 @@
 // like a server, not like our stores: LOOKUP crosses into exports, MKDIR and RENAME work anywhere
 // writable, nothing checks fsids. The real ownership gate wraps it and the real tree walker
 // deletes with it, so whatever the gate lets through is done to the tree.
-import { AlreadyExists, CsiError, FailedPrecondition, NotFound } from '../../../src/errors.js';
-import type { BackendHealth } from '../../../src/csi/health.js';
-import { admitted, gated } from '../../../src/nfs/controller/ownership.js';
-import { TreeWalker } from '../../../src/nfs/controller/tree-walk.js';
+import { AlreadyExists, CsiError, FailedPrecondition, NotFound } from '../../../../src/errors.js';
+import type { BackendHealth } from '../../../../src/csi/health.js';
+import { admitted, gated } from '../../../../src/nfs/controller/ownership.js';
+import { TreeWalker } from '../../../../src/nfs/controller/tree-walk.js';
 import type {
   DirAttrs,
   FileType,
@@ -22,8 +22,8 @@ import type {
   Permit,
   RawNfsStore,
   RmdirResult,
-} from '../../../src/nfs/controller/store.js';
-import { pathSegments } from '../../../src/nfs/controller/store.js';
+} from '../../../../src/nfs/controller/store.js';
+import { pathSegments } from '../../../../src/nfs/controller/store.js';
 
 export interface FNode {
   id: number;

@@ -3,7 +3,14 @@
 // same typed errors the HTTP adapter produces, and records every call and any slot conflict
 // (a scsiN set over another disk), which is the race the attach queue must prevent.
 import { createHash } from 'node:crypto';
-import { Busy, InvalidArgument, NotFound, ResourceExhausted, Unavailable, AlreadyExists } from '../../../src/errors.js';
+import {
+  Busy,
+  InvalidArgument,
+  NotFound,
+  ResourceExhausted,
+  Unavailable,
+  AlreadyExists,
+} from '../../../../src/errors.js';
 import type {
   ActiveTask,
   AllocRequest,
@@ -23,8 +30,8 @@ import type {
   UnlinkOptions,
   VmConfig,
   VmResource,
-} from '../../../src/proxmox/api/api.js';
-import { taskError } from '../../../src/proxmox/api/errors.js';
+} from '../../../../src/proxmox/api/api.js';
+import { taskError } from '../../../../src/proxmox/api/errors.js';
 
 export interface FakeVm {
   vmid: number;

@@ -1,9 +1,9 @@
 // In-memory NfsStores with the semantics the port documents, for controller unit tests.
 // Each server is one tree; a share is a path in it. `calls` records operations, `failWith`
 // makes the next call of an operation throw.
-import type { CopyStats } from '../../../src/nfs/controller/copy-tree.js';
-import type { BackendHealth } from '../../../src/csi/health.js';
-import { AlreadyExists, FailedPrecondition, InvalidArgument, NotFound } from '../../../src/errors.js';
+import type { CopyStats } from '../../../../src/nfs/controller/copy-tree.js';
+import type { BackendHealth } from '../../../../src/csi/health.js';
+import { AlreadyExists, FailedPrecondition, InvalidArgument, NotFound } from '../../../../src/errors.js';
 import type {
   DirAttrs,
   FsStat,
@@ -12,7 +12,7 @@ import type {
   NfsStore,
   NfsStores,
   RmdirResult,
-} from '../../../src/nfs/controller/store.js';
+} from '../../../../src/nfs/controller/store.js';
 
 interface Node {
   type: 'dir' | 'file' | 'symlink';

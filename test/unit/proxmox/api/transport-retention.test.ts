@@ -8,8 +8,8 @@ import t from 'tap';
 import http from 'node:http';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { createTransport } from '../../../src/proxmox/api/transport.js';
-import { listenLocal } from '../../helpers/local-server.js';
+import { createTransport } from '../../../../src/proxmox/api/transport.js';
+import { listenLocal } from '../../../helpers/local-server.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;

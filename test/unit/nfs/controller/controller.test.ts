@@ -2,15 +2,15 @@
 // archive collisions, capabilities.
 import t from 'tap';
 import { pino } from 'pino';
-import type { CallContext, CreateVolumeRequest, VolumeCapability } from '../../../src/csi/types.js';
-import { isCsiError, Unavailable } from '../../../src/errors.js';
-import { createNfsController } from '../../../src/nfs/controller/controller.js';
-import { validate } from '../../../src/csi/validate.js';
-import { _csi_v1_VolumeCapability_AccessMode_Mode } from '../../../src/gen/csi/v1/VolumeCapability.js';
-import { implemented } from '../../helpers/implemented.js';
-import { present } from '../../helpers/present.js';
+import type { CallContext, CreateVolumeRequest, VolumeCapability } from '../../../../src/csi/types.js';
+import { isCsiError, Unavailable } from '../../../../src/errors.js';
+import { createNfsController } from '../../../../src/nfs/controller/controller.js';
+import { validate } from '../../../../src/csi/validate.js';
+import { _csi_v1_VolumeCapability_AccessMode_Mode } from '../../../../src/gen/csi/v1/VolumeCapability.js';
+import { implemented } from '../../../helpers/implemented.js';
+import { present } from '../../../helpers/present.js';
 import { FakeStores } from './fake-store.js';
-import { createdId } from '../../helpers/created.js';
+import { createdId } from '../../../helpers/created.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 const SERVER = 'nas.local';

@@ -2,9 +2,9 @@
 // answer that is not JSON keeps the parse error as its cause; concurrent callers share one login,
 // and a failed login is not kept for the next caller.
 import t from 'tap';
-import { TicketSession } from '../../../src/proxmox/api/ticket-session.js';
-import type { FetchLike, WireResponse } from '../../../src/proxmox/api/transport.js';
-import { isCsiError } from '../../../src/errors.js';
+import { TicketSession } from '../../../../src/proxmox/api/ticket-session.js';
+import type { FetchLike, WireResponse } from '../../../../src/proxmox/api/transport.js';
+import { isCsiError } from '../../../../src/errors.js';
 
 const answer = (status: number, text: string): WireResponse => ({
   status,

@@ -3,7 +3,7 @@
 // move disk…) `detected modified configuration - file changed by other user? Try again.`. Both
 // mean nothing was done and the config must be read again: Busy (ABORTED), and digestRefused.
 import t from 'tap';
-import { digestRefused, toCsiError } from '../../../src/proxmox/api/errors.js';
+import { digestRefused, toCsiError } from '../../../../src/proxmox/api/errors.js';
 
 const http = (status: number, reason: string) =>
   Object.assign(new Error(`${status} ${reason}`), { status, statusText: reason, reason });
