@@ -71,6 +71,7 @@ export function controllerService(c: ControllerBackend): ServiceSpecs<Controller
       impl: has('CREATE_DELETE_SNAPSHOT') ? c.deleteSnapshot : undefined,
     },
     ListSnapshots: {
+      validate: validate.listSnapshots,
       impl: has('LIST_SNAPSHOTS') ? c.listSnapshots : undefined,
     },
   };

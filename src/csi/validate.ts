@@ -113,6 +113,9 @@ export const validate = {
     maps: ['parameters'],
   }),
   deleteSnapshot: rules<T.DeleteSnapshotRequest>('DeleteSnapshot', { need: ['snapshotId'] }),
+  listSnapshots: rules<T.ListSnapshotsRequest>('ListSnapshots', {}, (r) => {
+    if (r.maxEntries < 0) throw new InvalidArgument('ListSnapshots: max_entries must not be negative');
+  }),
   controllerPublishVolume: rules<T.ControllerPublishVolumeRequest>('ControllerPublishVolume', {
     need: ['volumeId', 'nodeId'],
     capability: 'volumeCapability',

@@ -292,15 +292,30 @@ export function inputRows({
         [IA, FP, NF],
       );
     }
-    for (const m of [
-      'CreateSnapshot',
-      'DeleteSnapshot',
-      'ListSnapshots',
-      ...(d === 'nfs' ? ['ControllerModifyVolume'] : []),
-    ])
-      rowOf('controller', m)('not offered', { sourceVolumeId: own[d], name: 'x', snapshotId: 'x', volumeId: own[d] }, [
-        UNIMPL,
-      ]);
+    if (d === 'nfs') controllerModifyVolume('not offered', { volumeId: own[d] }, [UNIMPL]);
+    // Snapshots: hostile handles and names only; none of these may make a snapshot (the audit
+    // counts what appears on the export and in the simulator).
+    const createSnapshot = rowOf('controller', 'CreateSnapshot');
+    const deleteSnapshot = rowOf('controller', 'DeleteSnapshot');
+    const listSnapshots = rowOf('controller', 'ListSnapshots');
+    for (const [label, v] of hostileIds) {
+      createSnapshot(`source ${label}`, { name: 'snap-chaos-input', sourceVolumeId: v }, idAllow(label, [NF]));
+      // A snapshot that does not exist is deleted already (CSI: OK).
+      deleteSnapshot(`id ${label}`, { snapshotId: v }, idAllow(label, ['OK', NF]));
+      listSnapshots(`snapshot id ${label}`, { snapshotId: v }, ['OK', IA]);
+      listSnapshots(`source ${label}`, { sourceVolumeId: v }, ['OK', IA]);
+    }
+    // A Proxmox handle reads as a legacy NFS handle (server "homelab"): UNAVAILABLE, as for expansion.
+    createSnapshot("other driver's handle", { name: 'snap-chaos-input', sourceVolumeId: wrong[d] }, [
+      IA,
+      NF,
+      ...(d === 'nfs' ? ['UNAVAILABLE'] : []),
+    ]);
+    createSnapshot('empty name', { name: '', sourceVolumeId: own[d] }, [IA]);
+    createSnapshot('name with NUL', { name: 'snap\u0000x', sourceVolumeId: own[d] }, [IA]);
+    createSnapshot('huge name (1 MiB)', { name: 'x'.repeat(1 << 20), sourceVolumeId: own[d] }, [IA]);
+    listSnapshots('negative max_entries', { maxEntries: -1 }, [IA]);
+    listSnapshots('bogus starting token', { startingToken: 'not-a-token' }, ['ABORTED', IA]);
 
     // Node service.
     nodeGetCapabilities('plain', {}, ['OK']);

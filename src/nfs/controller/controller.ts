@@ -151,7 +151,6 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
       // The version the node will mount with, when the class names one (mountOptions).
       const version = nfsVersionOf(req.volumeCapabilities.flatMap((c) => c.mount?.mountFlags ?? []));
       const store = stores.open(p.server, p.share, version);
-      snapshots.remember(p.server, p.share);
       const source = req.volumeContentSource;
       if (source) await snapshots.restore(source, p, ctx);
       const st = await store.ensureDir(
@@ -160,6 +159,9 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
         source ? {} : { mode: p.mountPermissions, uid: p.uid, gid: p.gid },
         { signal: ctx.signal },
       );
+      // Only a share the server let this claim be made on: ListSnapshots without a filter looks
+      // there, and a share refused once would fail every later list.
+      snapshots.remember(p.server, p.share);
       created.remember(req.name, id, required, limit);
       ctx.log.info(
         { volumeId: id, path: where(p), mode: '0' + st.mode.toString(8), uid: st.uid, gid: st.gid },

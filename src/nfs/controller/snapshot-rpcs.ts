@@ -105,8 +105,9 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date): SnapshotRpcs {
     async createSnapshot(req, ctx) {
       const src = parseVolumeId(req.sourceVolumeId);
       if (!src) throw new NotFound(`source volume "${req.sourceVolumeId}" is not an nfs.csi.k8s.io volume handle`);
-      remember(src.server, src.share);
       const s = await createSnapshot(stores, { ...src, id: req.sourceVolumeId }, req.name, ctx, now);
+      // Only once the share answered: a share remembered from a refused call fails every list.
+      remember(src.server, src.share);
       return { snapshot: csiSnapshot(s) };
     },
 
