@@ -105,7 +105,12 @@ export class ControllerKubelet {
         st.availableReplicas === want &&
         st.replicas === want &&
         pods.length === want;
-      const led = [...holders.values()].every((hs) => pods.some((p) => hs.at(-1)?.startsWith(p)));
+      // Every lease of a sidecar the running release has is held by a running pod. A release
+      // without csi-snapshotter (a rollback to one from before snapshots) leaves the
+      // snapshotters' leases to expire with the pod that held them: not this release's.
+      const snapshotter = (d.spec.template.spec?.containers ?? []).some((c) => c.name.includes('snapshotter'));
+      const ours = [...holders].filter(([name]) => snapshotter || !name.startsWith('external-snapshotter-'));
+      const led = ours.every(([, hs]) => pods.some((p) => hs.at(-1)?.startsWith(p)));
       if (rolled && led && holders.size > 0) return { holders, detached, samples };
       if (Date.now() > end)
         throw new Error(
