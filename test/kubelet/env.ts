@@ -22,6 +22,7 @@ import {
   NS,
   REGION,
   startHeartbeats,
+  tearDown,
   tierValues,
   waitPods,
   type NodeSpec,
@@ -209,15 +210,10 @@ export async function startKubeletEnv(log: (s: string) => void): Promise<Kubelet
       images,
       controllerPods,
       timings,
-      async stop(ok: boolean) {
-        for (const c of cleanups.reverse()) await c().catch(() => {});
-        if (ok && process.env.K8S_KEEP_LOGS !== '1') fs.rmSync(dir, { recursive: true, force: true });
-        else log(`kubelet tier: logs kept in ${dir}`);
-      },
+      stop: (ok: boolean) => tearDown({ tier: 'kubelet tier', dir, log, cleanups }, ok ? 'passed' : 'failed'),
     };
   } catch (e) {
-    for (const c of cleanups.reverse()) await c().catch(() => {});
-    log(`kubelet tier: setup failed; logs kept in ${dir}`);
+    await tearDown({ tier: 'kubelet tier', dir, log, cleanups }, 'setup failed');
     throw e;
   }
 }

@@ -463,16 +463,23 @@ export async function startEnv(opts: EnvOptions = {}): Promise<Env> {
       syncControllerPods,
       runControllerPod,
       sidecarErrors,
-      async stop(ok: boolean) {
-        for (const c of cleanups.reverse()) await c().catch(() => {});
-        // K8S_KEEP_LOGS=1 keeps every component's log after a passing run too.
-        if (ok && process.env.K8S_KEEP_LOGS !== '1') fs.rmSync(dir, { recursive: true, force: true });
-        else log(`k8s tier: logs kept in ${dir}`);
-      },
+      stop: (ok: boolean) => tearDown({ tier: 'k8s tier', dir, log, cleanups }, ok ? 'passed' : 'failed'),
     };
   } catch (e) {
-    for (const c of cleanups.reverse()) await c().catch(() => {});
-    log(`k8s tier: setup failed; logs kept in ${dir}`);
+    await tearDown({ tier: 'k8s tier', dir, log, cleanups }, 'setup failed');
     throw e;
   }
+}
+
+/**
+ * Stops what a tier's environment started, last first, and removes its logs after a passing run
+ * (K8S_KEEP_LOGS=1 keeps every component's log after a passing run too).
+ */
+export async function tearDown(
+  env: { tier: string; dir: string; log: (s: string) => void; cleanups: (() => Promise<void>)[] },
+  outcome: 'passed' | 'failed' | 'setup failed',
+): Promise<void> {
+  for (const c of env.cleanups.reverse()) await c().catch(() => {});
+  if (outcome === 'passed' && process.env.K8S_KEEP_LOGS !== '1') fs.rmSync(env.dir, { recursive: true, force: true });
+  else env.log(`${env.tier}: ${outcome === 'setup failed' ? 'setup failed; ' : ''}logs kept in ${env.dir}`);
 }
