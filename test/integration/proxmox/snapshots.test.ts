@@ -143,6 +143,41 @@ t.test('a snapshot is thin, outlives its source and restores the bytes of its ti
   );
 });
 
+t.test('a restored volume is listed with its node and publishes on a VM list read before it existed', async (t) => {
+  // csi-attacher reconciles VolumeAttachments against ListVolumes' published nodes: a restored
+  // volume left out of the listing is "attached but not found" and re-attached every minute,
+  // which held up its detach (the k8s tier's VolSync scenario).
+  const s = await start(t);
+  const src = present((await s.c.createVolume(make('pvc-listed'), ctx())).volume?.volumeId, 'source');
+  // Warms the controller's cached VM list before the restore's volume VM exists.
+  await s.c.controllerPublishVolume(publishReq(src, 'talos-worker-1'), ctx());
+  const snap = present((await s.c.createSnapshot(snapReq('snapshot-l', src), ctx())).snapshot?.snapshotId, 'snap');
+  const rid = present(
+    (await s.c.createVolume(make('pvc-listed-restored', { snapshot: { snapshotId: snap } }), ctx())).volume?.volumeId,
+    'restored id',
+  );
+  await s.c.controllerPublishVolume(publishReq(rid, 'talos-worker-1'), ctx());
+  const list = async () =>
+    (await s.c.listVolumes({ maxEntries: 0, startingToken: '' }, ctx())).entries?.map((e) => ({
+      id: e.volume?.volumeId,
+      nodes: e.status?.publishedNodeIds,
+      abnormal: e.status?.volumeCondition?.abnormal,
+    })) ?? [];
+  t.same(
+    (await list()).filter((e) => e.id === rid || e.id === src),
+    [src, rid].sort().map((id) => ({ id, nodes: ['talos-worker-1'], abnormal: false })),
+    'both listed, published to the worker',
+  );
+  t.notOk(
+    (await list()).some((e) => /vm-8\d{8}-disk-0$/.test(e.id ?? '') && e.id !== rid),
+    "the snapshot VM's disk is a snapshot, not a volume",
+  );
+  const got = await s.c.controllerGetVolume({ volumeId: rid }, ctx());
+  t.same(got.status?.publishedNodeIds, ['talos-worker-1'], 'ControllerGetVolume agrees');
+  await s.c.controllerUnpublishVolume({ volumeId: rid, nodeId: 'talos-worker-1', secrets: {} }, ctx());
+  t.same((await list()).find((e) => e.id === rid)?.nodes, [], 'unpublished: no node');
+});
+
 t.test('a clone of a volume attached to a running worker leaves the worker untouched', async (t) => {
   const s = await start(t);
   const src = present((await s.c.createVolume(make('pvc-live'), ctx())).volume?.volumeId, 'source');

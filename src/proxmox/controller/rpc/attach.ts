@@ -32,8 +32,11 @@ export const controllerPublishVolume: ControllerHandler<'controllerPublishVolume
     );
   }
   // The ownership gate, the disk's side: never the VM's own disk, never an orphan (the queue's
-  // checks then refuse a disk any other VM config references).
-  must(decideAttach(diskFacts(core, ref), await cluster.locator.list(ctx.signal), vm));
+  // checks then refuse a disk any other VM config references). A refusal on the cached VM list
+  // is decided again on a fresh one: the owner may be a VM made since (a restore's volume VM).
+  const facts = diskFacts(core, ref);
+  const onCached = decideAttach(facts, await cluster.locator.list(ctx.signal), vm);
+  must(onCached.allowed ? onCached : decideAttach(facts, await cluster.locator.list(ctx.signal, true), vm));
   const rows = await cluster.storageRows(ref.storage, ctx.signal);
   const shared = rows.some((r) => r.shared);
   const exclusive = isSingleNode(req.volumeCapability);

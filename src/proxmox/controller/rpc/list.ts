@@ -5,6 +5,7 @@ import { defined } from '../../../defined.js';
 import { holdsImages, isAvailable } from '../state/cluster.js';
 import { type ControllerHandler, type Core, foundVolume, requireVolume, topologyOf } from '../core.js';
 import { isHelperSite } from '../state/drives.js';
+import { volumeVmIds } from '../safety/copy-vms.js';
 import { type DiskUse, usesOf } from '../state/scan.js';
 import { isMarkerName } from '../params/mutable.js';
 import { diskOwner, formatVolumeId, parseVolid } from '../../volume-id.js';
@@ -83,20 +84,28 @@ async function listAll(
       seenShared.add(r.storage);
       return true;
     });
+    // Every disk of the storage, not only the controller VMID's: restored and cloned volumes
+    // are owned by the driver's volume VMs (copy-vms.ts), and a volume missing here is one
+    // csi-attacher's reconciliation takes for detached and attaches again.
     const [lists, scan] = await Promise.all([
       Promise.all(
         wanted.map(async (r) => ({
           r,
-          items: await cluster.content.list(r.node, r.storage, core.controllerVmId, signal, !later),
+          items: await cluster.content.list(r.node, r.storage, undefined, signal, !later),
         })),
       ),
       cluster.index.scan({ signal, maxAgeMs: later ? cluster.ttlMs : 0 }),
     ]);
+    const restoredOwners = volumeVmIds(scan, core.controllerVmId);
+    const ours = (disk: string) => {
+      const owner = diskOwner(disk);
+      if (owner === core.controllerVmId) return !isMarkerName(disk);
+      return owner !== undefined && restoredOwners.has(owner) && /^vm-\d+-disk-\d+$/.test(disk);
+    };
     for (const { r, items } of lists) {
       for (const item of items) {
         const vol = parseVolid(item.volid);
-        if (!vol || vol.storage !== r.storage || diskOwner(vol.disk) !== core.controllerVmId || isMarkerName(vol.disk))
-          continue;
+        if (!vol || vol.storage !== r.storage || !ours(vol.disk)) continue;
         const ref = { region: cluster.region, zone: r.node, storage: r.storage, disk: vol.disk };
         const volumeId = formatVolumeId(ref);
         volumes.push({ volumeId, ...ref, size: item.size, shared: r.shared });

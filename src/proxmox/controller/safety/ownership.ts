@@ -94,7 +94,7 @@ type Verb = 'free' | 'grow' | 'change' | 'attach';
 
 function notDriverDisk(d: DiskFacts, verb: Verb, vms: readonly VmResource[] | undefined): OwnershipRefusal {
   const owner = diskOwner(d.disk);
-  const scheme = `this driver ${verb}s only disks of its own, named vm-${d.controllerVmId}-<pv name>`;
+  const scheme = `this driver ${verb === 'attach' ? 'attaches' : `${verb}s`} only disks of its own, named vm-${d.controllerVmId}-<pv name> (or restored from its snapshots)`;
   if (classify(d.disk, d.controllerVmId) === 'proxmox')
     return new OwnershipRefusal(
       'not-driver-disk',
