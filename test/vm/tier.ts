@@ -13,12 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { start, stopAll } from '../harness/procs.js';
-import {
-  NFS_V4_ONLY_UNSUPPORTED,
-  PROXMOX_SANITY_MUTABLE,
-  startProxmoxBackend,
-  type Backends,
-} from '../harness/backends.js';
+import { PROXMOX_SANITY_MUTABLE, startProxmoxBackend, type Backends } from '../harness/backends.js';
 import { runSanity } from '../sanity/run.js';
 import { runE2e } from './e2e.js';
 import { runLuks } from './luks.js';
@@ -119,7 +114,7 @@ async function sanityNfsV4Only(extra: string[]): Promise<number> {
   console.log(`guest nfsd versions: ${versions}`);
   if (!/-3/.test(versions)) throw new Error(`NFSv3 is still on in the guest's nfsd: ${versions}`);
   try {
-    return await sanity('nfs', [`--ginkgo.skip=${NFS_V4_ONLY_UNSUPPORTED}`, ...extra], 'nfs-v4only');
+    return await sanity('nfs', extra, 'nfs-v4only');
   } finally {
     console.log(`guest nfsd versions restored: ${nfsd('')}`);
   }

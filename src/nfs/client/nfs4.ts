@@ -8,7 +8,7 @@ import os from 'node:os';
 import type { Logger } from 'pino';
 import { CsiError, type ErrorKind, FailedPrecondition } from '../../errors.js';
 import { defined } from '../../defined.js';
-import type { FileType, FsStat } from './nfs3.js';
+import type { FileType, FsStat, NfsTime } from './nfs3.js';
 import { byStatus, NFS_ERROR_HINTS, NFS_ERROR_KINDS } from './status.js';
 import type { RpcCall } from './rpc.js';
 import { XdrReader, XdrWriter } from './xdr.js';
@@ -16,19 +16,27 @@ import { XdrReader, XdrWriter } from './xdr.js';
 export const NFS4_PROGRAM = 100003;
 export const NFS_V4 = 4;
 
-const OP = {
+export const OP = {
   ACCESS: 3,
+  CLOSE: 4,
+  COMMIT: 5,
   CREATE: 6,
+  DELEGRETURN: 8,
   GETATTR: 9,
   GETFH: 10,
+  LINK: 11,
   LOOKUP: 15,
+  OPEN: 18,
   PUTFH: 22,
   PUTROOTFH: 24,
+  READ: 25,
   READDIR: 26,
+  READLINK: 27,
   REMOVE: 28,
   RENAME: 29,
   SAVEFH: 32,
   SETATTR: 34,
+  WRITE: 38,
   EXCHANGE_ID: 42,
   CREATE_SESSION: 43,
   SEQUENCE: 53,
@@ -151,22 +159,28 @@ export const isNfs4Status = (e: unknown, ...s: number[]): e is Nfs4StatusError =
   e instanceof Nfs4StatusError && s.includes(e.status);
 
 // Attribute numbers (RFC 7530 §5).
-const A = {
+export const A = {
   TYPE: 1,
   SIZE: 4,
   FSID: 8,
+  FILEHANDLE: 19,
   FILEID: 20,
   FILES_AVAIL: 21,
   FILES_FREE: 22,
   FILES_TOTAL: 23,
   MODE: 33,
+  NUMLINKS: 35,
   OWNER: 36,
   OWNER_GROUP: 37,
+  RAWDEV: 41,
   SPACE_AVAIL: 42,
   SPACE_FREE: 43,
   SPACE_TOTAL: 44,
+  TIME_ACCESS: 47,
+  TIME_ACCESS_SET: 48,
   TIME_METADATA: 52,
   TIME_MODIFY: 53,
+  TIME_MODIFY_SET: 54,
   MOUNTED_ON_FILEID: 55,
 } as const;
 const TYPES: Record<number, FileType> = {
@@ -189,7 +203,7 @@ export const FSSTAT_ATTRS: readonly number[] = [
 /** The FSSTAT attributes are the uint64 counters the decoder keeps in `u64`. */
 const U64_ATTRS = new Set<number>(FSSTAT_ATTRS);
 
-function bitmap(w: XdrWriter, attrs: readonly number[]): void {
+export function bitmap(w: XdrWriter, attrs: readonly number[]): void {
   const words: number[] = [];
   for (const a of attrs) {
     const i = a >> 5;
@@ -200,7 +214,7 @@ function bitmap(w: XdrWriter, attrs: readonly number[]): void {
   for (const x of words) w.u32(x);
 }
 
-function readBitmap(r: XdrReader): number[] {
+export function readBitmap(r: XdrReader): number[] {
   const n = r.u32();
   if (n > 8) throw new FailedPrecondition(`NFSv4 reply has a bitmap of ${n} words`);
   const out: number[] = [];
@@ -225,10 +239,20 @@ export interface Attrs4 {
   fileid?: bigint;
   /** At the root of a file system: the fileid of the directory it is mounted on; else fileid. */
   mountedOnFileid?: bigint;
+  /** What a tree copy reads besides the above: exact times, link count, device numbers, handle. */
+  atime?: NfsTime;
+  mtime?: NfsTime;
+  numlinks?: number;
+  rawdev?: { major: number; minor: number };
+  filehandle?: Buffer;
   u64: Map<number, number>;
 }
 
-function readFattr(r: XdrReader): Attrs4 {
+/** nfstime4: signed 64-bit seconds and nanoseconds. */
+const readTime = (r: XdrReader): NfsTime => ({ sec: Number(BigInt.asIntN(64, r.u64())), nsec: r.u32() });
+export const writeTime = (w: XdrWriter, t: NfsTime) => w.u64(BigInt.asUintN(64, BigInt(t.sec))).u32(t.nsec);
+
+export function readFattr(r: XdrReader): Attrs4 {
   const bits = readBitmap(r);
   const vals = new XdrReader(r.opaque());
   const out: Attrs4 = { u64: new Map() };
@@ -241,9 +265,15 @@ function readFattr(r: XdrReader): Attrs4 {
     else if (b === A.FSID) out.fsid = `${vals.u64()}:${vals.u64()}`;
     else if (b === A.FILEID) out.fileid = vals.u64();
     else if (b === A.MOUNTED_ON_FILEID) out.mountedOnFileid = vals.u64();
+    else if (b === A.FILEHANDLE) out.filehandle = vals.opaque(128);
+    else if (b === A.NUMLINKS) out.numlinks = vals.u32();
+    else if (b === A.RAWDEV) out.rawdev = { major: vals.u32(), minor: vals.u32() };
+    else if (b === A.TIME_ACCESS) out.atime = readTime(vals);
     else if (b === A.TIME_METADATA) out.ctimeMs = vals.u64n() * 1000 + Math.floor(vals.u32() / 1e6);
-    else if (b === A.TIME_MODIFY) out.mtimeMs = vals.u64n() * 1000 + Math.floor(vals.u32() / 1e6);
-    else if (U64_ATTRS.has(b)) out.u64.set(b, vals.u64n());
+    else if (b === A.TIME_MODIFY) {
+      out.mtime = readTime(vals);
+      out.mtimeMs = out.mtime.sec * 1000 + Math.floor(out.mtime.nsec / 1e6);
+    } else if (U64_ATTRS.has(b)) out.u64.set(b, vals.u64n());
     else break; // not asked for: its size is unknown, and nothing after it is needed
   }
   return out;
@@ -253,9 +283,12 @@ export interface SetAttrs4 {
   mode?: number;
   owner?: string;
   group?: string;
+  /** Set to these client times (SET_TO_CLIENT_TIME4). */
+  atime?: NfsTime;
+  mtime?: NfsTime;
 }
 
-function writeFattr(w: XdrWriter, s: SetAttrs4): void {
+export function writeFattr(w: XdrWriter, s: SetAttrs4): void {
   const bits: number[] = [];
   const vals = new XdrWriter();
   if (s.mode !== undefined) {
@@ -270,11 +303,20 @@ function writeFattr(w: XdrWriter, s: SetAttrs4): void {
     bits.push(A.OWNER_GROUP);
     vals.string(s.group);
   }
+  // Ascending attribute numbers: the values follow the bitmap's order.
+  if (s.atime !== undefined) {
+    bits.push(A.TIME_ACCESS_SET);
+    writeTime(vals.u32(1), s.atime);
+  }
+  if (s.mtime !== undefined) {
+    bits.push(A.TIME_MODIFY_SET);
+    writeTime(vals.u32(1), s.mtime);
+  }
   bitmap(w, bits);
   w.opaque(vals.bytes());
 }
 
-const skipChangeInfo = (r: XdrReader) => {
+export const skipChangeInfo = (r: XdrReader) => {
   r.bool();
   r.u64();
   r.u64();
@@ -423,6 +465,8 @@ export type MinorVersion = 0 | 1;
 
 interface Session {
   id: Buffer;
+  /** EXCHANGE_ID's client id: what an open-owner names (OPEN). */
+  clientid: bigint;
   slots: number[];
   free: number[];
   waiters: Array<() => void>;
@@ -463,6 +507,17 @@ export class Nfs4Client {
   /** The minor version in use once known (after the first call). */
   get minorVersion(): MinorVersion | undefined {
     return this.minor;
+  }
+
+  /**
+   * The open-owner an OPEN names (RFC 8881 §18.16: this client's id and an owner string), or
+   * null on NFSv4.0, whose OPEN needs client state (SETCLIENTID) and per-owner sequencing
+   * this client does not keep.
+   */
+  async openOwner(signal?: AbortSignal): Promise<{ clientid: bigint; owner: Buffer } | null> {
+    if (this.minor === undefined) await this.negotiate(signal);
+    if (this.minor === 0) return null;
+    return { clientid: (await this.openSession(signal)).clientid, owner: this.owner };
   }
 
   null(signal?: AbortSignal): Promise<void> {
@@ -638,6 +693,7 @@ export class Nfs4Client {
     const n = Math.max(1, Math.min(cs.slots, 16));
     const s: Session = {
       id: cs.id,
+      clientid: ex.clientid,
       slots: new Array<number>(n).fill(0),
       free: [...Array(n).keys()].reverse(),
       waiters: [],

@@ -24,6 +24,9 @@ export interface CopyAttrs {
   atime: NfsTime;
   mtime: NfsTime;
   rdev: { major: number; minor: number };
+  /** NFSv4: the owner and group strings as the server sent them, set back verbatim. */
+  owner?: string;
+  group?: string;
 }
 
 export interface SourceEntry<S> {
@@ -52,6 +55,8 @@ export interface CopySink<D> {
   link(file: D, dir: D, name: string, path: string, o: OpOptions): Promise<void>;
   /** Owner and group first (a chown clears setuid/setgid), then mode and times. */
   setattrs(h: D, a: CopyAttrs, path: string, o: OpOptions): Promise<void>;
+  /** Lets go of what createFile holds open (NFSv4's open state); after the file's last write, or its failure. */
+  release?(file: D, path: string): Promise<void>;
 }
 
 export interface CopyStats {
@@ -180,16 +185,21 @@ export class TreeCopy<S, D> {
   private async content(e: SourceEntry<S>, dir: D, path: string): Promise<D> {
     const h = await this.sink.createFile(dir, e.name, path, this.o);
     const verfs = new Set<string>();
-    for (let off = 0; ;) {
-      const r = await this.src.read(e.handle, off, CHUNK, path, this.o);
-      if (r.data.length > 0) {
-        verfs.add((await this.sink.write(h, off, r.data, path, this.o)).toString('hex'));
-        off += r.data.length;
-        this.stats.bytes += r.data.length;
+    let committed: Buffer;
+    try {
+      for (let off = 0; ;) {
+        const r = await this.src.read(e.handle, off, CHUNK, path, this.o);
+        if (r.data.length > 0) {
+          verfs.add((await this.sink.write(h, off, r.data, path, this.o)).toString('hex'));
+          off += r.data.length;
+          this.stats.bytes += r.data.length;
+        }
+        if (r.eof || r.data.length === 0) break;
       }
-      if (r.eof || r.data.length === 0) break;
+      committed = await this.sink.commit(h, path, this.o);
+    } finally {
+      await this.sink.release?.(h, path);
     }
-    const committed = await this.sink.commit(h, path, this.o);
     if (verfs.size > 1 || (verfs.size === 1 && !verfs.has(committed.toString('hex')))) {
       // The server restarted between WRITE and COMMIT: unstable data may be lost.
       throw new Unavailable(`${this.o.describe(path)}: the NFS server restarted during the copy; it is retried`);

@@ -3,7 +3,7 @@
 // an operation (except while emptying a tree) and nothing is mounted. The share is the path a
 // kernel client mounts with NFSv4 (e.g. ganesha's Pseudo path, the NAS's share path).
 import type { Logger } from 'pino';
-import { FailedPrecondition } from '../../errors.js';
+import { AlreadyExists, FailedPrecondition } from '../../errors.js';
 import {
   ACCESS4,
   BOUNDARY_ATTRS,
@@ -20,9 +20,13 @@ import {
   isNfs4Status,
   op,
 } from '../client/nfs4.js';
+import { COPY_ATTRS } from '../client/nfs4-io.js';
 import { RpcConnection } from '../client/rpc.js';
+import { TreeCopy, slotsFor, type CopyStats } from './copy-tree.js';
+import { copyAttrs4, nfs4Sink, nfs4Source } from './nfs4-copy.js';
 import { ProtocolStore, type RenameSteps, attrsToChange, nullHealth } from './protocol-store.js';
 import type {
+  CopyTreeOptions,
   DirAttrs,
   FsStat,
   InspectOptions,
@@ -317,6 +321,51 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements RawNfsStore {
         if (!isNfs4Status(e, NFS4ERR.EXIST)) throw e;
       }
     }
+  }
+
+  /** The tree at the permit's path copied to its target, made here (CREATE: never into something). */
+  async copyTree(permit: Permit, o: CopyTreeOptions = {}): Promise<CopyStats> {
+    const { segs, to, fsid } = admitted(permit, 'copy');
+    const owner = await this.c.openOwner(o.signal);
+    if (!owner) {
+      throw new FailedPrecondition(
+        `NFS server ${this.server} speaks NFSv4.0 only to this driver; copying directory trees (snapshots, ` +
+          'restores, clones) needs NFSv4.1 (its OPEN needs no client state setup) or NFSv3: enable one on the server',
+      );
+    }
+    let src: unknown[];
+    try {
+      src = await this.run([...this.to(segs), op.getfh(), op.getattr(COPY_ATTRS)], segs, o);
+    } catch (e) {
+      this.notFound(e, segs);
+    }
+    const [srcFh, srcAttrs] = src.slice(-2) as [Buffer, Attrs4];
+    const parent = to.slice(0, -1);
+    if (parent.length) {
+      await this.ensureParents(parent, o);
+      const pa = await this.getattr(parent, o);
+      if (pa.type !== 'dir') {
+        throw new FailedPrecondition(
+          `${this.server}:${this.where(parent)} exists and is a ${pa.type}, not a directory`,
+        );
+      }
+      this.sameFs(pa, fsid, parent);
+    }
+    let made: unknown[];
+    try {
+      made = await this.run([...this.to(parent), op.mkdir(lastOf(to).name, { mode: 0o700 }), op.getfh()], to, o);
+    } catch (e) {
+      if (isNfs4Status(e, NFS4ERR.EXIST)) throw new AlreadyExists(`${this.describe(to)} already exists`);
+      throw e;
+    }
+    const at = (base: string[]) => (p: string) => this.where(p ? [...base, ...p.split('/')] : base);
+    const copy = new TreeCopy(nfs4Source(this.c, at(segs)), nfs4Sink(this.c, owner, at(to)), {
+      ...o,
+      fsid,
+      slots: slotsFor(this.server),
+      describe: (p) => `${this.server}:${at(segs)(p)}`,
+    });
+    return copy.run(srcFh, copyAttrs4(srcAttrs, this.where(segs)), { fh: made[made.length - 1] as Buffer }, '');
   }
 
   async statfs(o: OpOptions = {}): Promise<FsStat> {

@@ -182,14 +182,6 @@ export function gated(raw: RawNfsStore): NfsStore {
       return p === 'missing' ? 'missing' : 'not-empty';
     },
     rename: async (from, to, o = {}) => raw.rename(permitted(await decide(raw, 'rename', from, o, to)), o),
-    copyTree: async (from, to, o = {}) => {
-      if (!raw.copyTree) {
-        throw new FailedPrecondition(
-          `copying directory trees (snapshots, restores, clones) on ${raw.server} needs its NFSv3 service; ` +
-            'this NFS version of the driver cannot copy',
-        );
-      }
-      return raw.copyTree(permitted(await decide(raw, 'copy', from, o, to)), o);
-    },
+    copyTree: async (from, to, o = {}) => raw.copyTree(permitted(await decide(raw, 'copy', from, o, to)), o),
   };
 }

@@ -102,7 +102,7 @@ export interface NfsStore {
   /**
    * Copies the directory `from` and everything below it to `to` (copy-tree.ts says what is
    * kept), creating the parents of `to`. AlreadyExists when `to` exists; NotFound when `from`
-   * does not; FailedPrecondition when this protocol cannot copy.
+   * does not; FailedPrecondition when the server's protocol cannot (NFSv4.0 only).
    */
   copyTree(from: string, to: string, o?: CopyTreeOptions): Promise<CopyStats>;
 }
@@ -172,8 +172,7 @@ export interface RawNfsStore {
   removeTree(permit: Permit, o?: OpOptions): Promise<boolean>;
   removeDirIfEmpty(permit: Permit, o?: OpOptions): Promise<RmdirResult>;
   rename(permit: Permit, o?: OpOptions): Promise<void>;
-  /** Absent: this protocol cannot copy a tree. */
-  copyTree?(permit: Permit, o?: CopyTreeOptions): Promise<CopyStats>;
+  copyTree(permit: Permit, o?: CopyTreeOptions): Promise<CopyStats>;
 }
 
 /** What the gate allowed: one change of one path (and a rename's target) on one file system. */

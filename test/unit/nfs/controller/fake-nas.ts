@@ -346,6 +346,12 @@ class FakeRaw implements RawNfsStore {
     src.parent.children.delete(src.name);
     toParent.children.set(toName, src.node);
   }
+
+  /** The fake NAS models names and file systems, not contents: its tests never copy. */
+  copyTree(permit: Permit): Promise<never> {
+    admitted(permit, 'copy');
+    return Promise.reject(new FailedPrecondition('the fake NAS does not copy trees'));
+  }
 }
 
 /** NfsStores over fake NASes, each in the version it `speaks`. */

@@ -1,0 +1,49 @@
+// The tree copy over NFSv4.1 against a real nfs-ganesha that serves NFSv4 only: a copy of a tree
+// with every kind of entry and odd attribute equals its source exactly, as the NFSv3 copy's does
+// (copy.ganesha.test.ts); the gate's rules for a copy hold; NFSv4.0 cannot copy and says so.
+import t from 'tap';
+import fs from 'node:fs/promises';
+import { createNfs4Stores } from '../../../src/nfs/controller/nfs4-store.js';
+import { startTalosExport } from '../../helpers/ganesha-export.js';
+import { outcomeText as kindOf } from '../../helpers/outcome.js';
+import { buildTree, describeTree, restoreTimes, settable } from './tree-meta.js';
+
+const { g, talos: TALOS, onDisk } = await startTalosExport(t, { v4only: true });
+const stores = createNfs4Stores({ timeoutMs: 5000, nfsPort: g.nfsPort, minor: 1 });
+t.teardown(() => stores.close());
+const store = stores.open(g.server, TALOS);
+
+t.test('an NFSv4.1 copy keeps every entry and attribute exactly', async (t) => {
+  await fs.mkdir(onDisk('claim'), { recursive: true });
+  await buildTree(onDisk('claim'));
+  await fs.chmod(onDisk('claim'), 0o2775);
+  await fs.chown(onDisk('claim'), 1000, 2000);
+  const want = await describeTree(onDisk('claim'), true);
+  restoreTimes(onDisk('claim'), want);
+  const progress: number[] = [];
+  const stats = await store.copyTree('claim', 'snapshots/s1/tree', { progress: (s) => progress.push(s.files) });
+  t.match(stats, { files: 7, hardLinks: 2, symlinks: 3, specials: 1 });
+  t.ok(stats.bytes > 300 * 1024, 'all bytes counted');
+  t.ok(progress.length >= 1, 'progress reported at the end');
+  const got = await describeTree(onDisk('snapshots/s1/tree'), true);
+  t.same(settable(got), settable(want));
+});
+
+t.test('an NFSv4.1 copy never lands on something that exists, nor inside itself', async (t) => {
+  await fs.mkdir(onDisk('c2/x'), { recursive: true });
+  await fs.mkdir(onDisk('taken'), { recursive: true });
+  t.match(await kindOf(store.copyTree('c2', 'taken')), /^AlreadyExists/);
+  t.match(await kindOf(store.copyTree('c2', 'c2/x/y')), /^FailedPrecondition: refusing to copy/);
+  t.match(await kindOf(store.copyTree('nothing-here', 'z')), /^NotFound/);
+  await fs.symlink('c2', onDisk('c2-link'));
+  t.match(await kindOf(store.copyTree('c2-link', 'z')), /^FailedPrecondition: .*symbolic link/);
+  await t.rejects(fs.stat(onDisk('z')), 'nothing made');
+});
+
+t.test('NFSv4.0 cannot copy: FAILED_PRECONDITION naming what would', async (t) => {
+  const v40 = createNfs4Stores({ timeoutMs: 5000, nfsPort: g.nfsPort, minor: 0 });
+  t.teardown(() => v40.close());
+  await fs.mkdir(onDisk('c3'), { recursive: true });
+  t.match(await kindOf(v40.open(g.server, TALOS).copyTree('c3', 'c3-copy')), /^FailedPrecondition: .*NFSv4\.1/);
+  await t.rejects(fs.stat(onDisk('c3-copy')), 'nothing made');
+});
