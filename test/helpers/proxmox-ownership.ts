@@ -15,6 +15,11 @@ export const CTRL = 9999;
 export const NODE = 'hyper1';
 export const STORAGE = 'local-lvm';
 export const REGION = 'homelab';
+/** A volume VM of this controller in generated clusters (the next VMID: another controller's). */
+export const OUR_VOLUME_VM = 812_000_001;
+function volumeRecord(controller: number): string {
+  return `pve-nfs-csi thin copy ${JSON.stringify({ role: 'volume', controller, name: 'pvc-r', source: 'x', created: 1 })}`;
+}
 
 export interface VmPicture {
   vmid: number;
@@ -34,11 +39,18 @@ export interface ClusterPicture {
 
 // ---- generated clusters ----
 
-const VMS = [
+type VmSeed = { vmid: number; name: string; description?: string };
+const VMS: VmSeed[] = [
   { vmid: 101, name: 'talos-cp-1' },
   { vmid: 111, name: 'talos-worker-1' },
   { vmid: 131, name: 'spare' },
   { vmid: 141, name: 'talos-worker-4' },
+];
+// Volume VMs of finished restores (no boot disk, docs/snapshots.md): one of this controller,
+// whose vm-…-disk-0 is the driver's own; one whose record names another controller.
+const VOLUME_VMS: VmSeed[] = [
+  { vmid: OUR_VOLUME_VM, name: 'pve-nfs-csi-volume', description: volumeRecord(CTRL) },
+  { vmid: OUR_VOLUME_VM + 1, name: 'pve-nfs-csi-volume', description: volumeRecord(1234) },
 ];
 /** Disks of every kind: the driver's, Proxmox's own name under 9999, other VMs', an orphan's. */
 export const DISKS = [
@@ -51,6 +63,20 @@ export const DISKS = [
   'vm-111-disk-1',
   'vm-5555-disk-0',
 ];
+
+/**
+ * What a search generates from: the VMs and disks of its clusters. `BASE` is the original search
+ * (its seeds replay as before); `RESTORED` adds volume VMs and their disks (restored volumes).
+ */
+export interface World {
+  vms: readonly VmSeed[];
+  disks: readonly string[];
+}
+export const BASE: World = { vms: VMS, disks: DISKS };
+export const RESTORED: World = {
+  vms: [...VMS, ...VOLUME_VMS],
+  disks: [...DISKS, `vm-${OUR_VOLUME_VM}-disk-0`, `vm-${OUR_VOLUME_VM + 1}-disk-0`],
+};
 const KEYS = ['scsi1', 'scsi2', 'scsi7', 'virtio1', 'virtio2', 'sata1', 'sata2', 'ide2', 'unused0', 'unused1'];
 
 export interface RefSpec {
@@ -62,7 +88,8 @@ export interface RefSpec {
 }
 
 export interface ClusterSpec {
-  vms: Array<{ vmid: number; name: string; running: boolean }>;
+  /** `description`: a volume VM's record; such a VM has no boot disk. */
+  vms: Array<{ vmid: number; name: string; running: boolean; description?: string | undefined }>;
   disks: Array<{ disk: string; gib: number }>;
   refs: RefSpec[];
 }
@@ -81,24 +108,32 @@ export const refValue = (r: Pick<RefSpec, 'key' | 'disk' | 'wwn'>): string => {
   return `${STORAGE}:${r.disk},size=1G${wwn}`;
 };
 
-const refArb = (vmids: number[]) =>
+const refArb = (vmids: number[], w: World) =>
   fc.record({
     vm: fc.constantFrom(...vmids),
     key: fc.constantFrom(...KEYS),
-    disk: fc.constantFrom(...DISKS),
+    disk: fc.constantFrom(...w.disks),
     where: fc.constantFrom('config' as const, 'pending' as const, 'snapshot' as const),
     wwn: fc.constantFrom('none' as const, 'slot' as const, 'helper' as const, 'hand' as const),
   });
 
-export const clusterArb: fc.Arbitrary<ClusterSpec> = fc.subarray(VMS, { minLength: 2 }).chain((vms) =>
-  fc.record({
-    vms: fc.tuple(...vms.map((v) => fc.boolean().map((running) => ({ ...v, running })))),
-    disks: fc
-      .subarray(DISKS)
-      .chain((ds) => fc.tuple(...ds.map((disk) => fc.integer({ min: 1, max: 8 }).map((gib) => ({ disk, gib }))))),
-    refs: fc.array(refArb(vms.map((v) => v.vmid)), { maxLength: 6 }),
-  }),
-);
+export const clusterArbOf = (w: World): fc.Arbitrary<ClusterSpec> =>
+  fc.subarray([...w.vms], { minLength: 2 }).chain((vms) =>
+    fc.record({
+      vms: fc.tuple(...vms.map((v) => fc.boolean().map((running) => ({ ...v, running })))),
+      disks: fc
+        .subarray([...w.disks])
+        .chain((ds) => fc.tuple(...ds.map((disk) => fc.integer({ min: 1, max: 8 }).map((gib) => ({ disk, gib }))))),
+      refs: fc.array(
+        refArb(
+          vms.map((v) => v.vmid),
+          w,
+        ),
+        { maxLength: 6 },
+      ),
+    }),
+  );
+export const clusterArb: fc.Arbitrary<ClusterSpec> = clusterArbOf(BASE);
 
 // ---- generated steps ----
 
@@ -124,49 +159,50 @@ export interface Step {
   fault: Fault;
 }
 
-const handles = [...DISKS, 'vm-9999-pvc-new'];
-const vmNames = [...VMS.map((v) => v.name), 'no-such-vm'];
-
-export const opArb: fc.Arbitrary<Op> = fc.oneof(
-  fc.record({ kind: fc.constant('create' as const), name: fc.constantFrom('pvc-a', 'pvc-new', 'disk-5') }),
-  fc.record({ kind: fc.constant('delete' as const), disk: fc.constantFrom(...handles) }),
-  fc.record({
-    kind: fc.constant('publish' as const),
-    disk: fc.constantFrom(...handles),
-    vm: fc.constantFrom(...vmNames),
-    readonly: fc.boolean(),
-  }),
-  fc.record({
-    kind: fc.constant('unpublish' as const),
-    disk: fc.constantFrom(...handles),
-    vm: fc.constantFrom('', ...vmNames),
-  }),
-  fc.record({
-    kind: fc.constant('expand' as const),
-    disk: fc.constantFrom(...handles),
-    gib: fc.constantFrom(1, 2, 4, 16),
-  }),
-  fc.record({
-    kind: fc.constant('modify' as const),
-    disk: fc.constantFrom(...handles),
-    params: fc.constantFrom({ backup: 'false' }, { diskIOPS: '500' }, { backup: 'true', diskMBps: '40' }),
-  }),
-  fc.constant({ kind: 'list' as const }),
-  fc.record({ kind: fc.constant('get' as const), disk: fc.constantFrom(...handles) }),
-);
+const opArbOf = (w: World): fc.Arbitrary<Op> => {
+  const handles = [...w.disks, 'vm-9999-pvc-new'];
+  const vmNames = [...new Set(w.vms.map((v) => v.name)), 'no-such-vm'];
+  return fc.oneof(
+    fc.record({ kind: fc.constant('create' as const), name: fc.constantFrom('pvc-a', 'pvc-new', 'disk-5') }),
+    fc.record({ kind: fc.constant('delete' as const), disk: fc.constantFrom(...handles) }),
+    fc.record({
+      kind: fc.constant('publish' as const),
+      disk: fc.constantFrom(...handles),
+      vm: fc.constantFrom(...vmNames),
+      readonly: fc.boolean(),
+    }),
+    fc.record({
+      kind: fc.constant('unpublish' as const),
+      disk: fc.constantFrom(...handles),
+      vm: fc.constantFrom('', ...vmNames),
+    }),
+    fc.record({
+      kind: fc.constant('expand' as const),
+      disk: fc.constantFrom(...handles),
+      gib: fc.constantFrom(1, 2, 4, 16),
+    }),
+    fc.record({
+      kind: fc.constant('modify' as const),
+      disk: fc.constantFrom(...handles),
+      params: fc.constantFrom({ backup: 'false' }, { diskIOPS: '500' }, { backup: 'true', diskMBps: '40' }),
+    }),
+    fc.constant({ kind: 'list' as const }),
+    fc.record({ kind: fc.constant('get' as const), disk: fc.constantFrom(...handles) }),
+  );
+};
 
 const MUTATING = ['updateVmConfig', 'unlinkDisks', 'freeDisk', 'resizeDisk', 'allocDisk', 'vmPending'];
 
-export const stepArb = (vmids: number[], faults: boolean): fc.Arbitrary<Step> =>
+export const stepArb = (vmids: number[], faults: boolean, w: World = BASE): fc.Arbitrary<Step> =>
   fc.record({
     hand: fc.option(
       fc.oneof(
-        refArb(vmids),
+        refArb(vmids, w),
         fc.record({ vm: fc.constantFrom(...vmids), key: fc.constantFrom(...KEYS), remove: fc.constant(true as const) }),
       ),
       { nil: undefined, freq: 3 },
     ),
-    op: opArb,
+    op: opArbOf(w),
     fault: faults
       ? fc.oneof(
           { weight: 6, arbitrary: fc.constant({ kind: 'none' as const }) },
@@ -194,9 +230,23 @@ export const ownerOf = (disk: string): number | undefined => {
   const m = /^vm-(\d+)-/.exec(disk);
   return m ? Number(m[1]) : undefined;
 };
-/** A disk of the driver's naming scheme. */
-export const driverDisk = (disk: string): boolean =>
-  disk.startsWith(`vm-${CTRL}-`) && !disk.includes('+') && !/^vm-\d+-(?:disk-\d+|cloudinit|state-.*)$/.test(disk);
+/**
+ * A disk of the driver's naming scheme, or (with the cluster's picture) a restored volume: its
+ * owner VM is named pve-nfs-csi-volume and its description records role volume of CTRL.
+ */
+export const driverDisk = (disk: string, p?: ClusterPicture): boolean =>
+  (disk.startsWith(`vm-${CTRL}-`) && !disk.includes('+') && !/^vm-\d+-(?:disk-\d+|cloudinit|state-.*)$/.test(disk)) ||
+  (!!p && !!ourVolumeVm(p, disk));
+
+/** The volume VM of this controller that owns the restored volume `disk`, in the picture. */
+export function ourVolumeVm(p: ClusterPicture, disk: string): VmPicture | undefined {
+  const m = /^vm-(\d+)-disk-\d+$/.exec(disk);
+  const vm = m ? p.vms.find((v) => v.vmid === Number(m[1])) : undefined;
+  const text = vm?.config.description ?? '';
+  const json = text.startsWith('pve-nfs-csi thin copy ') ? text.slice('pve-nfs-csi thin copy '.length) : '';
+  const r = json ? (JSON.parse(json) as { role?: string; controller?: number }) : {};
+  return vm?.name === 'pve-nfs-csi-volume' && r.role === 'volume' && r.controller === CTRL ? vm : undefined;
+}
 
 const diskOf = (value: string): string | undefined => {
   const first = value.split(',')[0] ?? '';
@@ -269,14 +319,15 @@ export function violations(before: ClusterPicture, after: ClusterPicture, op: Op
     const base = MARKER_RE.exec(disk)?.[1] ?? disk;
     if (!after.volumes.has(disk)) {
       const byOp = (op.kind === 'delete' || (op.kind === 'modify' && base !== disk)) && target === base;
-      if (!byOp || !driverDisk(base)) bad.push(`freed ${disk} (op ${op.kind} of ${target ?? '-'})`);
+      if (!byOp || !driverDisk(base, before)) bad.push(`freed ${disk} (op ${op.kind} of ${target ?? '-'})`);
       else if (base === disk) {
         const held = refsOf(before, disk).find((r) => !isHelperLeftover(r));
         if (held) bad.push(`freed ${disk} while ${held.where} ${held.key} of VM ${held.vm.vmid} referenced it`);
       }
     } else if (after.volumes.get(disk) !== size) {
       const foreign = refsOf(before, disk).find((r) => !driverLine(r.vm.vmid, r.key, r.value));
-      if (op.kind !== 'expand' || target !== disk || !driverDisk(disk)) bad.push(`resized ${disk} (op ${op.kind})`);
+      if (op.kind !== 'expand' || target !== disk || !driverDisk(disk, before))
+        bad.push(`resized ${disk} (op ${op.kind})`);
       else if (foreign) bad.push(`resized ${disk} held as ${foreign.where} ${foreign.key} of VM ${foreign.vm.vmid}`);
     }
   }
@@ -284,14 +335,16 @@ export function violations(before: ClusterPicture, after: ClusterPicture, op: Op
     if (before.volumes.has(disk)) continue;
     const base = MARKER_RE.exec(disk)?.[1];
     const ok = base
-      ? op.kind === 'modify' && target === base && driverDisk(base)
+      ? op.kind === 'modify' && target === base && driverDisk(base, before)
       : op.kind === 'create' && target === disk && driverDisk(disk);
     if (!ok) bad.push(`allocated ${disk} (op ${op.kind})`);
   }
   for (const vmB of before.vms) {
     const vmA = after.vms.find((v) => v.vmid === vmB.vmid);
     if (!vmA) {
-      bad.push(`VM ${vmB.vmid} disappeared`);
+      // DeleteVolume of a restored volume destroys its volume VM, once the disk is gone.
+      const restored = op.kind === 'delete' && ourVolumeVm(before, op.disk)?.vmid === vmB.vmid;
+      if (!restored || after.volumes.has(op.disk)) bad.push(`VM ${vmB.vmid} disappeared`);
       continue;
     }
     if (JSON.stringify(vmA.snapshots) !== JSON.stringify(vmB.snapshots))
@@ -363,7 +416,7 @@ function keyChanges(
     else if (!ownerKnown) bad.push(`${where}: attached orphan ${disk}`);
     else if (elsewhere)
       bad.push(`${where}: attached ${disk} held as ${elsewhere.where} ${elsewhere.key} of VM ${elsewhere.vm.vmid}`);
-    else if (op.kind === 'expand' && (!disk || !driverDisk(disk) || !helperLine(vm.vmid, key, now)))
+    else if (op.kind === 'expand' && (!disk || !driverDisk(disk, before) || !helperLine(vm.vmid, key, now)))
       bad.push(`${where}: expand attached ${now}`);
   }
   return bad;
@@ -450,18 +503,20 @@ export function callOp(c: Calls, op: Op, ms: number): Promise<string> {
  * its own runner (`open`, closed after the case). Resolves with what it tried, for the report.
  */
 export async function search(
-  o: { seed: number; numRuns: number; maxSteps: number },
+  o: { seed: number; numRuns: number; maxSteps: number; world?: World },
   open: (spec: ClusterSpec) => Promise<{ runner: StepRunner; close: () => Promise<void> }>,
 ): Promise<{ cases: number; steps: number; ms: number }> {
   const count = { cases: 0, steps: 0 };
   const started = Date.now();
-  const scenario = clusterArb.chain((spec) =>
+  const w = o.world ?? BASE;
+  const scenario = clusterArbOf(w).chain((spec) =>
     fc.tuple(
       fc.constant(spec),
       fc.array(
         stepArb(
           spec.vms.map((v) => v.vmid),
           true,
+          w,
         ),
         { minLength: 1, maxLength: o.maxSteps },
       ),

@@ -17,6 +17,7 @@ import {
   type Fault,
   type Hand,
   NODE,
+  RESTORED,
   STORAGE,
   type StepRunner,
   callOp,
@@ -51,8 +52,8 @@ function clusterFile(spec: ClusterSpec): Record<string, unknown> {
       vmid: v.vmid,
       name: v.name,
       status: v.running ? 'running' : 'stopped',
-      bootDisk: { storage: STORAGE, size: '32G' },
-      config: keys('config'),
+      ...(v.description === undefined && { bootDisk: { storage: STORAGE, size: '32G' } }),
+      config: { ...keys('config'), ...(v.description !== undefined && { description: v.description }) },
       pending: keys('pending'),
       ...(Object.keys(snap).length > 0 && { snapshots: { [SNAP]: snap } }),
     };
@@ -146,6 +147,16 @@ t.test('no generated cluster and call sequence breaks the ownership invariant (s
   const r = await search({ seed, numRuns, maxSteps: 5 }, open);
   t.comment(
     `ownership PBT (simulator): seed=${seed} runs=${numRuns}: ${r.cases} cases, ${r.steps} steps in ${r.ms} ms; replay: PBT_SEED=${seed} PBT_SIM_RUNS=${numRuns}`,
+  );
+  t.pass(`${r.cases} cases, ${r.steps} steps, no counterexample`);
+});
+
+t.test('with volume VMs: restored disks are grown, re-lined and freed only when ours (simulator)', async (t) => {
+  const { seed } = pbtSettings(0, 8);
+  const numRuns = process.env.PBT_SIM_RUNS ? Number(process.env.PBT_SIM_RUNS) : 10;
+  const r = await search({ seed, numRuns, maxSteps: 5, world: RESTORED }, open);
+  t.comment(
+    `ownership PBT with volume VMs (simulator): seed=${seed} runs=${numRuns}: ${r.cases} cases, ${r.steps} steps`,
   );
   t.pass(`${r.cases} cases, ${r.steps} steps, no counterexample`);
 });

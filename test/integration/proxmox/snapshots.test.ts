@@ -8,7 +8,15 @@ import fs from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type * as T from '../../../src/csi/types.js';
 import { DEFAULT_CONFIG_PATH } from '../../../sim/index.js';
-import { callCtx as ctx, capacity, createReq, preferZone, publishReq } from '../../helpers/csi-requests.js';
+import {
+  MOUNT,
+  callCtx as ctx,
+  capacity,
+  createReq,
+  expandReq,
+  preferZone,
+  publishReq,
+} from '../../helpers/csi-requests.js';
 import { startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
 import { present } from '../../helpers/present.js';
 import { outcome } from '../../helpers/outcome.js';
@@ -201,7 +209,88 @@ t.test('a clone of a volume attached to a running worker leaves the worker untou
   );
 });
 
-t.test('refusals: unknown source, larger size, another host, a name reused for another source', async (t) => {
+t.test('a larger restore is cloned then grown; a restored volume expands, modifies and goes', async (t) => {
+  const s = await start(t);
+  const src = present((await s.c.createVolume(make('pvc-small'), ctx())).volume?.volumeId, 'source');
+  await s.write(volid(src), 'the small source');
+  const snap = present((await s.c.createSnapshot(snapReq('snapshot-g', src), ctx())).snapshot?.snapshotId, 'snap');
+  const bigger = (name: string, bytes: number) => ({
+    ...make(name, { snapshot: { snapshotId: snap } }),
+    capacityRange: capacity(bytes),
+  });
+  const made = present((await s.c.createVolume(bigger('pvc-grown', 100 * 1024 * 1024), ctx())).volume, 'grown');
+  const id = present(made.volumeId, 'grown id');
+  t.equal(made.capacityBytes, String(512 * 1024 * 1024), 'the size CreateVolume gives 100 MiB (512 MiB steps)');
+  const sizeOf = async (v: string) =>
+    (await s.state()).nodes.flatMap((n) => n.storages.flatMap((st) => st.volumes)).find((x) => x.volid === v)?.size;
+  t.equal(await sizeOf(volid(id)), 512 * 1024 * 1024, 'grown on the storage');
+  t.equal(await s.head(volid(id), 16), 'the small source', 'with the bytes of the snapshot');
+  const again = present((await s.c.createVolume(bigger('pvc-grown', 100 * 1024 * 1024), ctx())).volume, 'retry');
+  t.same([again.volumeId, again.capacityBytes], [id, made.capacityBytes], 'a retry finds it');
+  t.equal(await kind(s.c.createVolume(bigger('pvc-grown', 2 * 1024 ** 3), ctx())), 'AlreadyExists', 'other size');
+
+  t.equal(await kind(s.c.controllerExpandVolume(expandReq(id, 1024 ** 3, MOUNT), ctx())), 'ok', 'expand (offline)');
+  t.equal(await sizeOf(volid(id)), 1024 ** 3);
+  const modified = s.c.controllerModifyVolume(
+    { volumeId: id, mutableParameters: { backup: 'false' }, secrets: {} },
+    ctx(),
+  );
+  t.equal(await kind(modified), 'ok', 'modify');
+  const owner = volid(id).split(':')[1]?.split('-')[1] ?? '?';
+  const ofOwner = async () =>
+    (await s.state()).nodes
+      .flatMap((n) => n.storages.flatMap((st) => st.volumes))
+      .filter((x) => x.volid.includes(`vm-${owner}-`))
+      .map((x) => x.volid);
+  t.ok(
+    (await ofOwner()).some((v) => v.includes('+vac1-b0')),
+    'the marker beside the restored disk',
+  );
+  const pub = await s.c.controllerPublishVolume(publishReq(id, 'talos-worker-1'), ctx());
+  t.ok(pub.publishContext, 'published');
+  t.equal(await kind(s.c.controllerExpandVolume(expandReq(id, 2 * 1024 ** 3, MOUNT), ctx())), 'ok', 'expand (online)');
+  t.equal(await sizeOf(volid(id)), 2 * 1024 ** 3);
+  await s.c.controllerUnpublishVolume({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
+  t.equal(await kind(s.c.deleteVolume({ volumeId: id, secrets: {} }, ctx())), 'ok', 'delete');
+  t.same(await ofOwner(), [], 'the disk and its marker are gone');
+  t.same(
+    (await s.state()).vms.filter((v) => v.name === 'pve-nfs-csi-volume').map((v) => v.vmid),
+    [],
+    'and its volume VM',
+  );
+});
+
+t.test('a retry finishes a restore left detached, or held before its growth, by a killed controller', async (t) => {
+  const s = await start(t);
+  const src = present((await s.c.createVolume(make('pvc-kill'), ctx())).volume?.volumeId, 'source');
+  await s.write(volid(src), 'kept across the kill');
+  const restore = (bytes: number) => ({
+    ...make('pvc-after-kill', { volume: { volumeId: src } }),
+    capacityRange: capacity(bytes),
+  });
+  const id = present((await s.c.createVolume(restore(SIZE), ctx())).volume?.volumeId, 'restored');
+  const disk = volid(id);
+  const vmid = Number(disk.split(':')[1]?.split('-')[1]);
+  const volumeVms = async () => (await s.state()).vms.filter((v) => v.name === 'pve-nfs-csi-volume').map((v) => v.vmid);
+  const unused0 = async () => (await s.state()).vms.find((v) => v.vmid === vmid)?.config.unused0 ?? '';
+
+  // Killed after the detach, before the release: the clone is the volume VM's unused0.
+  await s.admin.patchVm(vmid, { config: { unused0: disk } });
+  const again = present((await s.c.createVolume(restore(SIZE), ctx())).volume, 'retry after detach');
+  t.equal(again.volumeId, id, 'the same volume');
+  t.same(await volumeVms(), [vmid], 'no second volume VM');
+  t.match(await unused0(), /-pve-nfs-csi-released-/, 'released now');
+
+  // Killed before the growth of a larger request: the clone is still the volume VM's scsi0.
+  await s.admin.patchVm(vmid, { config: { unused0: null, scsi0: `${disk},size=64M` } });
+  const grown = present((await s.c.createVolume(restore(600 * 1024 * 1024), ctx())).volume, 'retry, larger');
+  t.same([grown.volumeId, grown.capacityBytes], [id, String(1024 * 1024 * 1024)], 'grown to 1 GiB (512 MiB steps)');
+  t.same(await volumeVms(), [vmid], 'still one volume VM');
+  t.match(await unused0(), /-pve-nfs-csi-released-/, 'and released');
+  t.equal(await s.head(disk, 20), 'kept across the kill');
+});
+
+t.test('refusals: unknown source, another host, a name reused for another source', async (t) => {
   const s = await start(t);
   const a = present((await s.c.createVolume(make('pvc-ra'), ctx())).volume?.volumeId, 'a');
   const b = present((await s.c.createVolume(make('pvc-rb'), ctx())).volume?.volumeId, 'b');
@@ -211,8 +300,11 @@ t.test('refusals: unknown source, larger size, another host, a name reused for a
     await kind(s.c.createSnapshot(snapReq('snapshot-x', 'homelab/hyper1/local-lvm/vm-9999-pvc-none'), ctx())),
     'NotFound',
   );
-  const bigger = { ...make('pvc-big', { volume: { volumeId: a } }), capacityRange: capacity(4 * 512 * 1024 * 1024) };
-  t.equal(await kind(s.c.createVolume(bigger, ctx())), 'OutOfRange');
+  const limited = {
+    ...make('pvc-big', { volume: { volumeId: a } }),
+    capacityRange: { requiredBytes: String(SIZE), limitBytes: String(SIZE / 2) },
+  };
+  t.equal(await kind(s.c.createVolume(limited, ctx())), 'OutOfRange', 'a limit below the source');
   const elsewhere = {
     ...make('pvc-far', { volume: { volumeId: a } }),
     accessibilityRequirements: preferZone('hyper2'),

@@ -2,8 +2,8 @@
 // VM holds only the source as scsi0 and is snapshotted (a storage-level LVM-thin snapshot,
 // crash-consistent while a worker keeps writing to the disk), a linked clone is made from that
 // snapshot, and the copy VM and its snapshot are removed. A snapshot is that clone, kept in its
-// snapshot VM; a restore or clone hands the clone to the controller VMID (move_disk through the
-// mover VM), where it becomes an ordinary vm-<controller>-disk-N volume. Every call is a step the
+// snapshot VM; a restore or clone keeps it in a volume VM, which owns it without referencing it
+// (restoreCopy). Every call is a step the
 // ownership gate decides on a fresh read (ownership.ts decideCopyStep). The helper VMIDs follow
 // from the operation's name, so a retry after a crash finds what the last attempt left.
 import { createHash } from 'node:crypto';
@@ -18,6 +18,7 @@ import { decideCopyStep, must } from '../safety/ownership.js';
 const VMID_BASE = 800_000_000;
 const VMID_SPAN = 100_000_000;
 const RELEASED = 'pve-nfs-csi-released';
+const MiB = 1024 * 1024;
 
 export interface CopyContext {
   cluster: Cluster;
@@ -135,11 +136,18 @@ export async function linkedCopy(
 }
 
 /**
- * Restore or clone: the linked clone in a volume VM, which then lets go of it (scsi0 unlinked,
- * the unusedN Proxmox leaves overwritten with a name that is no volume), so the new volume is
- * `vm-<volume VM>-disk-0`, owned by an existing VM of ours and referenced by none. Returns it.
+ * Restore or clone: the linked clone in a volume VM, grown to `sizeBytes` while the volume VM
+ * still holds it as scsi0 (a stopped VM of ours: no guest, no other VM touched), which then
+ * lets go of it (scsi0 unlinked, the unusedN Proxmox leaves overwritten with a name that is no
+ * volume), so the new volume is `vm-<volume VM>-disk-0`, owned by an existing VM of ours and
+ * referenced by none. Returns it. Each state a crash can leave is picked up by a retry: clone
+ * held (grown or not), clone detached but not released, released.
  */
-export async function restoreCopy(c: CopyContext, req: CopyRequest): Promise<{ vmid: number; volid: string }> {
+export async function restoreCopy(
+  c: CopyContext,
+  req: CopyRequest,
+  sizeBytes?: number,
+): Promise<{ vmid: number; volid: string }> {
   const held = await findHelper(c, req.node, 'volume', req.name);
   // Released earlier: the placeholder names the disk it stands for (`…-released-disk-0`).
   const marker = held?.entries.find((e) => e.key.startsWith('unused') && e.value?.includes(`-${RELEASED}-`));
@@ -149,13 +157,23 @@ export async function restoreCopy(c: CopyContext, req: CopyRequest): Promise<{ v
     const items = await c.cluster.api.listContent(req.node, storage, held.vm.vmid, { signal: c.signal });
     if (items.some((i) => i.volid === `${storage}:${disk}`)) return { vmid: held.vm.vmid, volid: `${storage}:${disk}` };
   }
-  const clone = held?.drives.length ? { vmid: held.vm.vmid, volid: held.drives[0]?.volid ?? '' } : undefined;
+  // Detached but not released yet: its own clone as unusedN (grown already: growing comes first).
+  const unused = held?.entries.find(
+    (e) => e.key.startsWith('unused') && e.value && !e.value.includes(`-${RELEASED}-`) && held.owned.includes(e.value),
+  );
+  const clone = held?.drives.length
+    ? { vmid: held.vm.vmid, volid: held.drives[0]?.volid ?? '' }
+    : held && unused?.value
+      ? { vmid: held.vm.vmid, volid: unused.value }
+      : undefined;
   const made = clone ?? (await linkedCopy(c, req, 'volume'));
   const node = req.node;
   const digest = async () =>
     helperFacts((await view(c, node)).host, made.vmid)?.entries.find((e) => e.key === 'digest')?.value ?? '';
-  if (helperFacts((await view(c, node)).host, made.vmid)?.drives.length)
+  if (helperFacts((await view(c, node)).host, made.vmid)?.drives.length) {
+    if (sizeBytes !== undefined) await growHeld(c, node, made, sizeBytes, await digest());
     await run(c, { op: 'detach', node, vmid: made.vmid, digest: await digest() });
+  }
   const f = helperFacts((await view(c, node)).host, made.vmid);
   const key = f?.entries.find((e) => e.key.startsWith('unused') && e.value === made.volid)?.key;
   if (key) {
@@ -165,4 +183,24 @@ export async function restoreCopy(c: CopyContext, req: CopyRequest): Promise<{ v
   }
   c.log('restored disk released by its volume VM', { volid: made.volid, vmid: made.vmid });
   return made;
+}
+
+/** Grows the clone its volume VM holds as scsi0 to `sizeBytes`, unless it is that large already. */
+async function growHeld(
+  c: CopyContext,
+  node: string,
+  made: { vmid: number; volid: string },
+  sizeBytes: number,
+  digest: string,
+): Promise<void> {
+  const storage = made.volid.split(':')[0] ?? '';
+  const sizeNow = async () =>
+    (await c.cluster.api.listContent(node, storage, made.vmid, { signal: c.signal })).find(
+      (i) => i.volid === made.volid,
+    )?.size ?? 0;
+  const from = await sizeNow();
+  if (from >= sizeBytes) return;
+  const t0 = Date.now();
+  await run(c, { op: 'grow', node, vmid: made.vmid, size: `${Math.ceil(sizeBytes / MiB)}M`, digest });
+  c.log('restored disk grown to the requested size', { volid: made.volid, from, to: sizeBytes, ms: Date.now() - t0 });
 }

@@ -31,12 +31,16 @@ import { retryBusy, sleep, waitTask } from '../../api/tasks.js';
 import { untilAborted } from '../safety/fences.js';
 import type { VmRef } from '../state/vm-locator.js';
 import { diskOwner } from '../../volume-id.js';
+import { COPY_VM_NAMES } from '../safety/copy-vms.js';
+import { MOVER_VM_NAME } from '../safety/ownership-day2.js';
+import type { FreshView } from '../safety/ownership.js';
 import { guardGrowth } from './capacity-guard.js';
 
 /** Helper VMs tried per expansion before giving up (each may be full, locked or refuse hot-plug). */
 const MAX_HELPERS = 3;
 /** Failures on one helper VM that another VM may not have. */
 const TRY_NEXT = new Set(['ResourceExhausted', 'Unavailable', 'Aborted', 'NotFound']);
+const HELPER_VM_NAMES: ReadonlySet<string> = new Set([...Object.values(COPY_VM_NAMES), MOVER_VM_NAME]);
 
 export const controllerExpandVolume: ControllerHandler<'controllerExpandVolume'> = async (core, req, ctx) => {
   const v = requireVolume(core, req.volumeId);
@@ -77,18 +81,19 @@ export const controllerExpandVolume: ControllerHandler<'controllerExpandVolume'>
     await guardGrowth(core, cluster, found.node, ref.storage, growth, `ControllerExpandVolume ${volid}`, ctx.signal);
     if (plan.mode === 'online') {
       const read = view.entries.find((s) => s.vm.vmid === plan.vm.vmid)?.entries;
-      await resizeThrough(core, v, plan.vm, size, ctx.signal, read);
+      await resizeThrough(core, v, plan.vm, size, ctx.signal, view, read);
       ctx.log.info({ volid, vmid: plan.vm.vmid, size }, 'volume expanded online');
     } else {
       const allowed = await core.helperVms?.get(cluster.region)?.(ctx.signal);
-      await expandOffline(core, v, { node: found.node, size, vms: view.vms }, ctx, allowed);
+      await expandOffline(core, v, { node: found.node, size, view }, ctx, allowed);
     }
     return { capacityBytes: String(size), nodeExpansionRequired };
   });
 };
 
 /**
- * Resizes through a VM that has the disk attached; the task must end OK. Each resize carries the
+ * Resizes through a VM that has the disk attached; the task must end OK (`owners`: the read the
+ * gate's grow decision was taken on, which says whose a restored volume is). Each resize carries the
  * digest of the config read it was planned on (`read`: the scan's entries of that VM, else a read
  * now), so a slot that another writer gave to another disk in between is never resized: Proxmox
  * refuses (`checksum mismatch`, the task's exit status), the VM is read again and the resize
@@ -100,6 +105,7 @@ async function resizeThrough(
   vm: VmRef,
   size: number,
   signal: AbortSignal,
+  owners: FreshView,
   read?: readonly ConfigEntry[],
 ): Promise<void> {
   const { cluster } = v;
@@ -116,7 +122,7 @@ async function resizeThrough(
       if (!key) return true;
       const digest = entries.find((e) => e.key === 'digest')?.value || undefined;
       // The gate: that key must be the driver's drive line of this disk in the read the digest is of.
-      const permit = must(permitResize(diskFacts(core, v.ref), vm, entries, key, target, digest));
+      const permit = must(permitResize(diskFacts(core, v.ref), vm, entries, key, target, digest, owners));
       await cluster.fences.run(
         v.volid,
         'resize',
@@ -163,8 +169,12 @@ export function helperCandidates(
   return (
     vms
       // Never the disk's owner: unlinking would turn the disk into an unusedN entry of its owner,
-      // and deleting that entry frees the disk.
-      .filter((vm) => vm.node === node && vm.vmid !== owner && (!allowed || allowed.has(vm.name)))
+      // and deleting that entry frees the disk. Never one of the driver's own helper VMs (copy,
+      // snapshot, volume, mover): each step on them requires them to hold exactly their disk.
+      .filter(
+        (vm) =>
+          vm.node === node && vm.vmid !== owner && !HELPER_VM_NAMES.has(vm.name) && (!allowed || allowed.has(vm.name)),
+      )
       .sort((a, b) => stopped(a) - stopped(b) || a.vmid - b.vmid)
       .map((vm) => ({ vmid: vm.vmid, node: vm.node, name: vm.name }))
   );
@@ -173,7 +183,7 @@ export function helperCandidates(
 async function expandOffline(
   core: Core,
   v: ResolvedVolume,
-  at: { node: string; size: number; vms: readonly VmResource[] },
+  at: { node: string; size: number; view: FreshView },
   ctx: CallContext,
   allowed?: ReadonlySet<string>,
 ): Promise<void> {
@@ -181,7 +191,7 @@ async function expandOffline(
   const { node, size } = at;
   const disk = { storage: ref.storage, disk: ref.disk };
   // From the fresh read the decision was made on; never a template.
-  const vms = at.vms.filter((vm) => !vm.template);
+  const vms = at.view.vms.filter((vm) => !vm.template);
   const candidates = helperCandidates(vms, node, diskOwner(ref.disk), allowed);
   if (candidates.length === 0 && allowed) {
     throw new FailedPrecondition(
@@ -225,7 +235,7 @@ async function expandOffline(
     ctx.log.info({ volid, vmid: vm.vmid, vm: vm.name, slot }, 'attached to a helper VM for an offline expansion');
     let resizeErr: Error | undefined;
     // The attach changed the helper's config: its digest comes from a read after it.
-    await resizeThrough(core, v, vm, size, ctx.signal).catch(
+    await resizeThrough(core, v, vm, size, ctx.signal, at.view).catch(
       (e: unknown) => (resizeErr = e instanceof Error ? e : new Error(`resize failed: ${String(e)}`)),
     );
     try {

@@ -82,7 +82,9 @@ export const controllerModifyVolume: ControllerHandler<'controllerModifyVolume'>
     const found = await foundVolume(v, req.volumeId, ctx.signal);
     if (Object.keys(change).length === 0) return {};
     // The VMs' drive lines as they are now (a fresh read of each VM on the volume's host): the
-    // ownership gate decides on them before anything is created or rewritten.
+    // ownership gate decides on them before anything is created or rewritten. A restored volume
+    // is ours only while its volume VM is (its name and record): the VM list read now, not cached.
+    if (diskOwner(ref.disk) !== core.controllerVmId) cluster.locator.invalidate();
     const [markers, scan, vms] = await Promise.all([
       readMarkers(v, found.node, ctx.signal),
       cluster.index.scan({ signal: ctx.signal, nodes: ref.zone ? [ref.zone] : undefined }),

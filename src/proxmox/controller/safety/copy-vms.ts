@@ -6,6 +6,7 @@
 import type { ConfigEntry, VmResource } from '../../api/api.js';
 import { volidOfValue } from '../../mover-vm.js';
 import { diskOwner, parseVolid } from '../../volume-id.js';
+import type { VmEntries } from '../state/scan.js';
 import type { FreshView, RefusalReason } from './ownership.js';
 
 /**
@@ -82,6 +83,8 @@ export type CopyStep =
   | { op: 'snapshot'; node: string; vmid: number; snapname: string; volid: string }
   | { op: 'unsnapshot'; node: string; vmid: number; snapname: string }
   | { op: 'clone'; node: string; vmid: number; snapname: string; newid: number; record: CopyRecord }
+  /** A restore or clone larger than its source: the volume VM grows its clone (scsi0) before letting go. */
+  | { op: 'grow'; node: string; vmid: number; size: string; digest: string }
   /** A volume VM lets go of its clone: scsi0 unlinked (Proxmox keeps it as unusedN of its owner)… */
   | { op: 'detach'; node: string; vmid: number; digest: string }
   /** …then that unusedN overwritten with a name that is no volume: no reference, nothing freed. */
@@ -129,6 +132,27 @@ export function helperFacts(view: FreshView, vmid: number): HelperFacts | undefi
   }
   const description = at.entries.find((e) => e.key === 'description')?.value;
   return { vm: at.vm, entries: at.entries, record: parseRecord(description), drives, owned: [...owned] };
+}
+
+/**
+ * The volume VM of ours that owns `disk`, if it is one: a restored or cloned volume
+ * (`vm-<volume VM>-disk-N`, the name Proxmox gave the clone) whose owner VM, in `entries` (a read
+ * taken now), carries our volume VM's name and a record of this controller. Such a disk is the
+ * driver's own like `vm-<controller>-<pv name>`: the gate frees, grows and re-lines it. Nothing
+ * else is: a snapshot VM's clone, a copy VM, another controller's volume VM, a disk named otherwise.
+ */
+export function ourVolumeVm(
+  entries: readonly VmEntries[],
+  disk: string,
+  controllerVmId: number,
+): VmResource | undefined {
+  const owner = diskOwner(disk);
+  if (owner === undefined || owner === controllerVmId || !/^vm-\d+-disk-\d+$/.test(disk)) return undefined;
+  const at = entries.find((e) => e.vm.vmid === owner);
+  const record = parseRecord(at?.entries.find((e) => e.key === 'description')?.value);
+  return at && at.vm.name === COPY_VM_NAMES.volume && record?.role === 'volume' && record.controller === controllerVmId
+    ? at.vm
+    : undefined;
 }
 
 const problem = (reason: RefusalReason, message: string): StepProblem => ({ reason, message });
@@ -200,11 +224,12 @@ export function copyStepProblem(step: CopyStep, v: CopyView): StepProblem | unde
       const f = ours(v, step.vmid, ['copy']);
       return isProblem(f) ? f : undefined;
     }
+    case 'grow':
     case 'detach':
     case 'release': {
       const f = ours(v, step.vmid, ['volume']);
       if (isProblem(f)) return f;
-      if (step.op === 'detach') {
+      if (step.op !== 'release') {
         const d = f.drives;
         return d.length === 1 && d[0]?.key === 'scsi0' && f.owned.includes(d[0].volid)
           ? undefined

@@ -69,7 +69,7 @@ export class OwnershipPort {
   }
 
   /** Sends one helper-VM step of a thin copy; returns its task's UPID. */
-  copyStep(p: OwnershipPermit<'copy'>, o?: CallOptions): Promise<string> {
+  async copyStep(p: OwnershipPermit<'copy'>, o?: CallOptions): Promise<string> {
     check(p, 'copy');
     const api = copyApi(this.api);
     const s = p.body;
@@ -99,6 +99,11 @@ export class OwnershipPort {
           },
           o,
         );
+      case 'grow': {
+        const upid = await this.api.resizeDisk(s.node, s.vmid, 'scsi0', s.size, { ...o, digest: s.digest });
+        if (!upid) throw new Error(`resize of VM ${s.vmid}: Proxmox answered without a task`);
+        return upid;
+      }
       case 'detach':
         return this.configTask(s.node, s.vmid, { delete: ['scsi0'], digest: s.digest }, o);
       case 'release':

@@ -27,7 +27,7 @@ import type { VmEntries } from '../state/scan.js';
 import type { VmRef } from '../state/vm-locator.js';
 import { diskOwner, volidOf } from '../../volume-id.js';
 import { type OwnershipPermit, mintPermit } from './permit.js';
-import { type CopyStep, type CopyView, copyStepProblem } from './copy-vms.js';
+import { type CopyStep, type CopyView, copyStepProblem, ourVolumeVm } from './copy-vms.js';
 
 // ---- permits (permit.ts) ----
 
@@ -78,6 +78,17 @@ export function classify(disk: string, controllerVmId: number): DiskClass {
   if (parseMarker(disk)) return 'marker';
   if (diskOwner(disk) !== controllerVmId) return 'foreign';
   return PROXMOX_OWN_RE.test(disk.slice(`vm-${controllerVmId}-`.length)) ? 'proxmox' : 'driver';
+}
+
+/**
+ * Whether the gate may free, grow or re-line the disk: a disk of the driver's scheme, or a
+ * restored or cloned volume whose owner is one of our volume VMs in `view` (read at decision
+ * time: copy-vms.ts ourVolumeVm). Markers, Proxmox's names of the controller VMID's disks and
+ * every other disk are not.
+ */
+function isOurDisk(d: DiskFacts, view: Pick<HostView, 'entries'> | undefined): boolean {
+  const c = classify(d.disk, d.controllerVmId);
+  return c === 'driver' || (c === 'foreign' && !!view && !!ourVolumeVm(view.entries, d.disk, d.controllerVmId));
 }
 
 export interface DiskFacts {
@@ -281,7 +292,7 @@ export type GrowPlan =
  * not write, a second VM — refuses; a pending attach or detach is `settling` (ABORTED, retry).
  */
 export function decideGrow(d: DiskFacts, view: FreshView): Verdict<GrowPlan> {
-  if (classify(d.disk, d.controllerVmId) !== 'driver') return refuse(notDriverDisk(d, 'grow', view.vms));
+  if (!isOurDisk(d, view)) return refuse(notDriverDisk(d, 'grow', view.vms));
   const refs = referencesOf(view, d);
   const foreign = refs.find((r) => !r.driverSite);
   if (foreign) return refuse(referenced(d, 'grow', foreign, 'the driver grows only disks it attached'));
@@ -320,7 +331,7 @@ export function decideModify(
   markerFile: string,
   older: readonly string[],
 ): Verdict<ModifyLeave> {
-  if (classify(d.disk, d.controllerVmId) !== 'driver') return refuse(notDriverDisk(d, 'change', view.vms));
+  if (!isOurDisk(d, view)) return refuse(notDriverDisk(d, 'change', view.vms));
   const refs = referencesOf(view, d);
   const foreign = refs.find((r) => !r.driverSite && r.where !== 'snapshot');
   if (foreign) return refuse(referenced(d, 'change', foreign, 'the driver changes only drive lines it wrote'));
@@ -330,7 +341,13 @@ export function decideModify(
     marker: mint('alloc', {
       node,
       storage: d.storage,
-      req: { vmid: d.controllerVmId, filename: markerFile, sizeBytes: MARKER_BYTES, format: 'raw' },
+      // A marker is named after its disk, so it has the disk's owner (Proxmox requires vm-<vmid>-…).
+      req: {
+        vmid: diskOwner(d.disk) ?? d.controllerVmId,
+        filename: markerFile,
+        sizeBytes: MARKER_BYTES,
+        format: 'raw',
+      },
     }),
     older: ownMarkers(d, older).map((m) => mint('free', { node, storage: d.storage, volid: m })),
     vms: holders(refs.filter((r) => !r.helper && r.where !== 'snapshot')),
@@ -480,7 +497,8 @@ export function permitUnlink(
 
 /**
  * Resizing `key` of one VM to `size`, planned on `entries`: the key must be the driver's
- * current drive line of a disk of the driver's scheme.
+ * current drive line of a disk of the driver's scheme, or of a restored volume whose volume VM
+ * is ours in `owners` (the read decideGrow decided on).
  */
 export function permitResize(
   d: DiskFacts,
@@ -489,8 +507,9 @@ export function permitResize(
   key: string,
   size: string,
   digest: string | undefined,
+  owners?: Pick<HostView, 'entries'>,
 ): Verdict<OwnershipPermit<'resize'>> {
-  if (classify(d.disk, d.controllerVmId) !== 'driver') return refuse(notDriverDisk(d, 'grow', undefined));
+  if (!isOurDisk(d, owners)) return refuse(notDriverDisk(d, 'grow', undefined));
   const e = entries.find((x) => x.key === key);
   const r = e?.value !== undefined && refersTo(e.value, d) ? classifyRef(vm, key, e.value, 'config') : undefined;
   if (!r?.driverSite) return keyRefusal(vm, key, `it is not the driver's drive line of ${volid(d)}`);

@@ -12,6 +12,7 @@ import {
   type Fault,
   type Hand,
   NODE,
+  RESTORED,
   STORAGE,
   type StepRunner,
   callOp,
@@ -25,7 +26,12 @@ const GiB = 2 ** 30;
 function build(spec: ClusterSpec): FakeProxmox {
   const f = new FakeProxmox();
   f.addNode(NODE);
-  for (const v of spec.vms) f.addVm({ vmid: v.vmid, name: v.name, node: NODE, running: v.running });
+  for (const v of spec.vms) {
+    const vm = f.addVm({ vmid: v.vmid, name: v.name, node: NODE, running: v.running });
+    if (v.description === undefined) continue;
+    vm.config.delete('scsi0');
+    vm.config.set('description', v.description);
+  }
   for (const d of spec.disks) f.storageOf(NODE, STORAGE).volumes.set(d.disk, d.gib * GiB);
   for (const r of spec.refs) applyHand(f, r);
   return f;
@@ -97,6 +103,17 @@ t.test('no generated cluster and call sequence breaks the ownership invariant (f
   );
   t.comment(
     `ownership PBT (fake API): seed=${seed} runs=${numRuns}: ${r.cases} cases, ${r.steps} steps in ${r.ms} ms; replay: PBT_SEED=${seed} PBT_RUNS=${numRuns}`,
+  );
+  t.pass(`${r.cases} cases, ${r.steps} steps, no counterexample`);
+});
+
+t.test('with volume VMs: only our volume VM makes its restored disk the driver’s (fake API)', async (t) => {
+  const { seed, numRuns } = pbtSettings(300);
+  const r = await search({ seed, numRuns, maxSteps: 8, world: RESTORED }, (spec) =>
+    Promise.resolve({ runner: runner(build(spec)), close: () => Promise.resolve() }),
+  );
+  t.comment(
+    `ownership PBT with volume VMs (fake API): seed=${seed} runs=${numRuns}: ${r.cases} cases, ${r.steps} steps`,
   );
   t.pass(`${r.cases} cases, ${r.steps} steps, no counterexample`);
 });
