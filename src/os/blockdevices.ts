@@ -2,13 +2,13 @@
 // filesystems, grow them, read sizes. Filesystem creation is only ever done by the caller after
 // probe() reported an empty disk. That check is the guard: mkfs.ext4 overwrites silently when
 // stdin is not a terminal; mkfs.xfs at least refuses without -f, which we never pass.
-import { promises as fs } from 'node:fs';
+import fsSync, { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { type Exec, isCommandError } from './exec.js';
 import { isErrno } from './paths.js';
 import { type DriverDisks, findScsiByWwn, foreignScsiSlots, isDriverScsiDisk, rescanScsiHosts } from './scsi.js';
 import { readSignature, type Signature } from './signature.js';
-import { readOrEmpty } from './sysfs.js';
+import { listOrEmpty, readIfPresent, readOrEmpty } from './sysfs.js';
 
 export type FsType = 'ext4' | 'xfs';
 
@@ -154,7 +154,7 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
     if (!d?.blockName) return undefined;
     const node = path.join(devRoot, d.blockName);
     try {
-      return (await fs.stat(node)).isBlockDevice() ? node : undefined;
+      return fsSync.statSync(node).isBlockDevice() ? node : undefined;
     } catch (e) {
       if (isErrno(e, 'ENOENT')) return undefined; // kernel knows it, the node is not there yet
       throw e;
@@ -164,8 +164,8 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
   const viaLink = async (wwn: string) => {
     const link = path.join(deviceDir, `wwn-0x${wwn}`);
     try {
-      const real = await fs.realpath(link);
-      return (await fs.stat(real)).isBlockDevice() ? real : undefined;
+      const real = fsSync.realpathSync(link);
+      return fsSync.statSync(real).isBlockDevice() ? real : undefined;
     } catch (e) {
       if (isErrno(e, 'ENOENT', 'ENOTDIR')) return undefined;
       throw e;
@@ -261,19 +261,16 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
     },
 
     async majMinOf(devicePath) {
-      const st = await fs.stat(devicePath, { bigint: true });
+      // In-thread (no pool round trip): every caller passes a device node in /dev or a file a
+      // device node is bound onto (devtmpfs, tmpfs), never a path on a network filesystem.
+      const st = await Promise.resolve().then(() => fsSync.statSync(devicePath, { bigint: true }));
       if (!st.isBlockDevice()) throw new Error(`${devicePath} is not a block device`);
       return majMinFromRdev(st.rdev);
     },
 
     async deviceByMajMin(majMin) {
-      let uevent: string;
-      try {
-        uevent = await fs.readFile(path.join(sysfsRoot, 'dev', 'block', majMin, 'uevent'), 'utf8');
-      } catch (e) {
-        if (isErrno(e, 'ENOENT', 'ENOTDIR')) return undefined;
-        throw e;
-      }
+      const uevent = await readIfPresent(path.join(sysfsRoot, 'dev', 'block', majMin, 'uevent'));
+      if (uevent === undefined) return undefined;
       const name = /^DEVNAME=(.+)$/m.exec(uevent)?.[1]?.trim();
       return name ? path.join(devRoot, name) : undefined;
     },
@@ -287,18 +284,12 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
         readOrEmpty(path.join(dev, 'wwid')),
       ]);
       if (isDriverScsiDisk({ vendor, wwid }, o.driverDisks)) return true;
-      let names: string[];
-      try {
-        names = await fs.readdir(deviceDir);
-      } catch (e) {
-        if (isErrno(e, 'ENOENT', 'ENOTDIR')) return false;
-        throw e;
-      }
-      for (const name of names) {
+      // The device dir is /dev/disk/by-id (devtmpfs): listed and stat'ed in-thread, like sysfs.
+      for (const name of await listOrEmpty(deviceDir)) {
         const hex = /^wwn-0x([0-9a-fA-F]+)$/.exec(name)?.[1];
         if (!hex || !o.driverDisks.ownsWwn(hex.toLowerCase())) continue;
         try {
-          const st = await fs.stat(path.join(deviceDir, name), { bigint: true });
+          const st = fsSync.statSync(path.join(deviceDir, name), { bigint: true });
           if (st.isBlockDevice() && majMinFromRdev(st.rdev) === majMin) return true;
         } catch (e) {
           if (!isErrno(e, 'ENOENT', 'ENOTDIR')) throw e;
@@ -309,7 +300,7 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
 
     async blockDeviceExists(majMin) {
       try {
-        await fs.access(path.join(sysfsRoot, 'dev', 'block', majMin));
+        await Promise.resolve().then(() => fsSync.accessSync(path.join(sysfsRoot, 'dev', 'block', majMin)));
         return true;
       } catch (e) {
         if (isErrno(e, 'ENOENT', 'ENOTDIR')) return false;

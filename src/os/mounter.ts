@@ -1,7 +1,7 @@
 // Mounter port and its Linux adapter (util-linux mount/umount/stat through Exec, the mount table
 // from /proc/self/mountinfo). Everything that could block on a dead filesystem runs as a child
 // process under a timeout, so a hung NFS server costs a killed process, never a stuck libuv thread.
-import { promises as fs } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { type Exec, isCommandError } from './exec.js';
 import { parseMountinfo } from './mountinfo.js';
 import { canonicalPath } from './paths.js';
@@ -121,7 +121,10 @@ const notMounted = (e: unknown) => isCommandError(e, 'exit') && /not mounted|no 
 
 export function createLinuxMounter(o: LinuxMounterOptions): Mounter {
   const bin = { mount: 'mount', umount: 'umount', stat: 'stat', ...o.bin };
-  const mountinfo = o.mountinfo ?? (() => fs.readFile('/proc/self/mountinfo', 'utf8'));
+  // Read synchronously: procfs prints the table from the kernel's mount structures (no
+  // filesystem is asked, so nothing can hang), and fs.promises.readFile would be five thread-pool
+  // round trips for it (open, fstat, read, read, close); a node call reads the table 2–4 times.
+  const mountinfo = o.mountinfo ?? (() => Promise.resolve().then(() => readFileSync('/proc/self/mountinfo', 'utf8')));
   const timeoutMs = o.timeoutMs ?? 60_000;
   const probeTimeoutMs = o.probeTimeoutMs ?? 5_000;
   const exec = o.exec;
@@ -134,6 +137,9 @@ export function createLinuxMounter(o: LinuxMounterOptions): Mounter {
     return wanted.map((want) => all.findLast((e) => e.target === want));
   };
   const find = async (target: string): Promise<MountEntry | undefined> => (await findEach([target]))[0];
+  // For a path already made canonical: no second realpath (a thread-pool round trip) per look.
+  const topAt = async (canonical: string): Promise<MountEntry | undefined> =>
+    (await list()).findLast((e) => e.target === canonical);
 
   const umountOnce = async (args: string[], t: number) => {
     try {
@@ -175,7 +181,7 @@ export function createLinuxMounter(o: LinuxMounterOptions): Mounter {
       const t = opts.timeoutMs ?? timeoutMs;
       const path = await canonicalPath(target);
       for (let layer = 0; layer < MAX_LAYERS; layer++) {
-        const top = await find(path);
+        const top = await topAt(path);
         if (!top) return undefined;
         if (opts.owns && !(await opts.owns(top))) return top;
         // --no-canonicalize: umount would otherwise stat the mount point, which can hang on a dead server.
@@ -193,7 +199,7 @@ export function createLinuxMounter(o: LinuxMounterOptions): Mounter {
         }
         await umountOnce(['--no-canonicalize', '-l', path], t);
       }
-      if (await find(path)) throw new Error(`${path} is still mounted after unmounting ${MAX_LAYERS} layers`);
+      if (await topAt(path)) throw new Error(`${path} is still mounted after unmounting ${MAX_LAYERS} layers`);
       return undefined;
     },
 
