@@ -5,7 +5,7 @@ import { defined } from '../../../defined.js';
 import { holdsImages, isAvailable } from '../state/cluster.js';
 import { type ControllerHandler, type Core, foundVolume, requireVolume, topologyOf } from '../core.js';
 import { isHelperSite } from '../state/drives.js';
-import { volumeVmIds } from '../safety/copy-vms.js';
+import { ourVolumeVm } from '../safety/copy-vms.js';
 import { type DiskUse, usesOf } from '../state/scan.js';
 import { isMarkerName } from '../params/mutable.js';
 import { diskOwner, formatVolumeId, parseVolid } from '../../volume-id.js';
@@ -85,7 +85,7 @@ async function listAll(
       return true;
     });
     // Every disk of the storage, not only the controller VMID's: restored and cloned volumes
-    // are owned by the driver's volume VMs (copy-vms.ts), and a volume missing here is one
+    // are owned by the driver's volume VMs (copy-vms.ts ourVolumeVm), and a volume missing here is one
     // csi-attacher's reconciliation takes for detached and attaches again.
     const [lists, scan] = await Promise.all([
       Promise.all(
@@ -96,12 +96,10 @@ async function listAll(
       ),
       cluster.index.scan({ signal, maxAgeMs: later ? cluster.ttlMs : 0 }),
     ]);
-    const restoredOwners = volumeVmIds(scan, core.controllerVmId);
-    const ours = (disk: string) => {
-      const owner = diskOwner(disk);
-      if (owner === core.controllerVmId) return !isMarkerName(disk);
-      return owner !== undefined && restoredOwners.has(owner) && /^vm-\d+-disk-\d+$/.test(disk);
-    };
+    const ours = (disk: string) =>
+      diskOwner(disk) === core.controllerVmId
+        ? !isMarkerName(disk)
+        : ourVolumeVm(scan, disk, core.controllerVmId) !== undefined;
     for (const { r, items } of lists) {
       for (const item of items) {
         const vol = parseVolid(item.volid);

@@ -59,23 +59,6 @@ export function parseRecord(description: string | undefined): CopyRecord | undef
   return undefined;
 }
 
-/**
- * The VMIDs of this driver's volume VMs (name and record) among VM configs as a scan reads them:
- * the owners of restored and cloned volumes (`vm-<volume VM>-disk-0`) besides the controller VMID.
- */
-export function volumeVmIds(
-  scan: ReadonlyArray<{ vm: VmResource; entries: readonly ConfigEntry[] }>,
-  controllerVmId: number,
-): Set<number> {
-  const ids = new Set<number>();
-  for (const { vm, entries } of scan) {
-    if (vm.name !== COPY_VM_NAMES.volume) continue;
-    const r = parseRecord(entries.find((e) => e.key === 'description')?.value);
-    if (r?.role === 'volume' && r.controller === controllerVmId) ids.add(vm.vmid);
-  }
-  return ids;
-}
-
 /** One call on a helper VM, exactly as the port sends it. */
 export type CopyStep =
   | { op: 'create'; node: string; vmid: number; record: CopyRecord }
