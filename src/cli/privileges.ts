@@ -54,11 +54,18 @@ export function reportNeeds(controllerVmId: number): Need[] {
 }
 
 /** `report --fix`: also free disks and drop config entries. */
-export function fixNeeds(controllerVmId: number): Need[] {
+export function fixNeeds(controllerVmId: number, o: { helperVms?: boolean } = {}): Need[] {
   return [
     ...reportNeeds(controllerVmId),
     { path: '/storage', privilege: 'Datastore.Allocate', why: 'free orphaned disks' },
     { path: '/vms', privilege: 'VM.Config.Disk', why: 'remove unusedN entries and helper attachments from VM configs' },
+    // Only where the driver has helper VMs of snapshots and clones (docs/snapshots.md).
+    ...(o.helperVms
+      ? [
+          { path: '/vms', privilege: 'VM.Allocate', why: 'destroy leftover copy, snapshot and volume VMs' },
+          { path: '/vms', privilege: 'VM.Snapshot', why: "delete a leftover copy VM's temporary snapshot" },
+        ]
+      : []),
   ];
 }
 

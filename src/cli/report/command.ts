@@ -146,7 +146,9 @@ async function run(argv: string[], io: Parameters<Subcommand['run']>[1]): Promis
         apis.push(api);
         const facts = await readCluster(c.region, api, rules.controllerVmId, log, signal);
         clusters.set(c.region, facts);
-        const needs = fix ? fixNeeds(rules.controllerVmId) : reportNeeds(rules.controllerVmId);
+        const needs = fix
+          ? fixNeeds(rules.controllerVmId, { helperVms: (facts.helpers ?? []).length > 0 })
+          : reportNeeds(rules.controllerVmId);
         const missing = effectiveMissing(await api.permissions({ signal }), needs, [
           ...new Set(facts.storages.map((s) => s.storage)),
         ]);
@@ -192,7 +194,7 @@ async function run(argv: string[], io: Parameters<Subcommand['run']>[1]): Promis
       };
       const ctx = { core, kube: await getKube(), stores, nfs, log, signal };
       // Config entries first (one VM at a time through its queue), then disks and directories.
-      const order = ['drop-unused', 'unlink-helpers', 'delete-volume', 'free-marker', 'remove-dir'];
+      const order = ['drop-unused', 'unlink-helpers', 'delete-volume', 'free-marker', 'remove-helper', 'remove-dir'];
       const todo = findings.flatMap((f) => (f.action ? [{ f, action: f.action }] : []));
       for (const { f, action } of todo.sort((a, b) => order.indexOf(a.action.type) - order.indexOf(b.action.type))) {
         try {

@@ -18,6 +18,7 @@ import type { ProxmoxApi, StorageResource } from '../../proxmox/api/api.js';
 import { Cluster, holdsImages, isAvailable } from '../../proxmox/controller/state/cluster.js';
 import { scanVms, type VmEntries } from '../../proxmox/controller/state/scan.js';
 import { diskOwner, parseVolid } from '../../proxmox/volume-id.js';
+import { type HelperFact, readHelpers } from './helper-vms.js';
 import { absolute, classPlace, nfsPlaceOf, NFS_DRIVER, servers, type Addresses, type ClassPlace } from './ownership.js';
 
 export const PROXMOX_DRIVER = 'csi.proxmox.sinextra.dev';
@@ -68,6 +69,8 @@ export interface ClusterFacts {
   /** Storages that could not be listed (node down…): their disks are unknown, not missing. */
   unlisted: Array<{ node: string; storage: string; error: string }>;
   scan: VmEntries[];
+  /** The driver's helper VMs of thin copies (copy, snapshot and volume VMs) with what they own. */
+  helpers?: HelperFact[];
 }
 
 /** One cluster's facts; throws when its API cannot be read at all. */
@@ -111,8 +114,9 @@ export async function readCluster(
     }),
   );
   const scan = await scanVms(api, cluster.locator, { signal });
+  const helpers = await readHelpers(api, scan, storages, controllerVmId, signal);
   disks.sort((a, b) => a.volid.localeCompare(b.volid) || a.node.localeCompare(b.node));
-  return { region, cluster, storages, disks, unlisted, scan };
+  return { region, cluster, storages, disks, unlisted, scan, helpers };
 }
 
 /** The NFS side, across every share of every NFS StorageClass, each directory once. */

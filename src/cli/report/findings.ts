@@ -21,6 +21,7 @@ import { parseMarker } from '../../proxmox/controller/params/mutable.js';
 import { usesOf } from '../../proxmox/controller/state/scan.js';
 import { diskOwner, formatVolumeId, parseVolumeId, type VolumeRef } from '../../proxmox/volume-id.js';
 import { PROXMOX_DRIVER, type ClusterFacts, type DiskFact, type KubeFacts } from './facts.js';
+import { helperFindings } from './helper-findings.js';
 
 export type Kind =
   | 'orphan-disk'
@@ -33,10 +34,14 @@ export type Kind =
   | 'pv-missing-dir'
   | 'retained-dir'
   | 'archive'
+  /** A CSI snapshot of the Proxmox driver (its snapshot VM and clone): information. */
+  | 'snapshot'
+  /** A copy, snapshot or volume VM of the driver that is not what a finished call leaves. */
+  | 'helper-vm'
   | 'error';
 
 /** Kinds that are information, not problems: they do not make the exit code 1. */
-export const INFO_KINDS: ReadonlySet<Kind> = new Set(['archive', 'retained-dir']);
+export const INFO_KINDS: ReadonlySet<Kind> = new Set(['archive', 'retained-dir', 'snapshot']);
 
 export type Action =
   | { type: 'delete-volume'; region: string; volumeId: string }
@@ -49,6 +54,8 @@ export type Action =
       disk: string;
     }
   | { type: 'unlink-helpers'; region: string; volumeId: string }
+  /** A leftover helper VM of a thin copy (helper-vms.ts); `created`: its record's, re-checked. */
+  | { type: 'remove-helper'; region: string; node: string; vmid: number; created: number }
   | { type: 'remove-dir'; server: string; share: string; path: string };
 
 export interface Finding {
@@ -260,9 +267,17 @@ export function proxmoxFindings(f: ClusterFacts, k: KubeFacts, r: Rules): Findin
     const listedHere = f.storages.some((s) => s.storage === ref.storage && (ref.zone === '' || s.node === ref.zone));
     const unknown = f.unlisted.some((u) => u.storage === ref.storage && (ref.zone === '' || u.node === ref.zone));
     if (unknown) continue;
-    const found = f.disks.some(
-      (d) => d.storage === ref.storage && d.disk === ref.disk && (ref.zone === '' || d.shared || d.node === ref.zone),
+    // A restored or cloned volume is owned by its volume VM, not the controller VMID (helper-vms.ts).
+    const restored = (f.helpers ?? []).some(
+      (h) =>
+        (ref.zone === '' || h.vm.node === ref.zone) &&
+        h.owned?.some((d) => d.storage === ref.storage && d.disk === ref.disk),
     );
+    const found =
+      restored ||
+      f.disks.some(
+        (d) => d.storage === ref.storage && d.disk === ref.disk && (ref.zone === '' || d.shared || d.node === ref.zone),
+      );
     if (found) continue;
     out.push({
       kind: 'pv-missing-disk',
@@ -273,6 +288,17 @@ export function proxmoxFindings(f: ClusterFacts, k: KubeFacts, r: Rules): Findin
         : `storage ${ref.storage} is not on ${ref.zone || 'any node'}`,
     });
   }
+  out.push(
+    ...helperFindings(f, {
+      now: r.now,
+      graceMs: r.graceMs,
+      claimed: (storage, disk) => pvByDisk.has(`${storage}:${disk}`),
+      viewProblem: (createdAt) =>
+        pvByDisk.size === 0
+          ? `this cluster has no PersistentVolume of ${PROXMOX_DRIVER} in region ${f.region}: the kubeconfig may be another or a rebuilt cluster's, which would take every restored volume for an orphan`
+          : (foreign ?? (k.birth === undefined || createdAt < k.birth ? bornBefore(k.birth) : undefined)),
+    }),
+  );
   for (const u of f.unlisted)
     out.push({
       kind: 'error',

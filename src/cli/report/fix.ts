@@ -10,7 +10,9 @@ import type { KubeApi } from '../../k8s/index.js';
 import { deleteVolumeDir } from '../../nfs/controller/policy.js';
 import type { NfsStores } from '../../nfs/controller/store.js';
 import { waitTask } from '../../proxmox/api/tasks.js';
-import type { Cluster } from '../../proxmox/controller/state/cluster.js';
+import { type Cluster, holdsImages } from '../../proxmox/controller/state/cluster.js';
+import { runStep } from '../../proxmox/controller/copy/thin-copy.js';
+import { removeHelperVm } from './helper-vms.js';
 import type { Core } from '../../proxmox/controller/core.js';
 import { removeHelperLeftovers } from '../../proxmox/controller/safety/leftovers.js';
 import { deleteVolume } from '../../proxmox/controller/rpc/volumes.js';
@@ -45,6 +47,8 @@ function proofOf(pvs: Awaited<ReturnType<typeof pvsNow>>, region: string): Uncla
   );
   return { region, pvHandles };
 }
+
+const logOf = (ctx: FixContext) => (msg: string, fields?: Record<string, unknown>) => ctx.log.info(fields ?? {}, msg);
 
 function clusterOf(ctx: FixContext, region: string): Cluster {
   const c = ctx.core.clusters.get(region);
@@ -89,6 +93,21 @@ export async function runAction(ctx: FixContext, a: Action): Promise<string> {
         removeHelperLeftovers(cluster, ref, call),
       );
       return vms.length ? `unlinked from ${vms.map((v) => v.name).join(', ')}` : 'already gone';
+    }
+    case 'remove-helper': {
+      const cluster = clusterOf(ctx, a.region);
+      const c = { cluster, controllerVmId: ctx.core.controllerVmId, signal: ctx.signal, log: logOf(ctx) };
+      return removeHelperVm(
+        {
+          api: cluster.api,
+          storages: async () => (await cluster.storages(ctx.signal, true)).filter(holdsImages),
+          step: (s) => runStep(c, s),
+          controllerVmId: ctx.core.controllerVmId,
+          signal: ctx.signal,
+          now: Date.now,
+        },
+        a,
+      );
     }
     case 'remove-dir': {
       const pv = referencedBy(nfsView(ctx.nfs, pvs), a.server, absolute(a.share, a.path))?.pv;

@@ -21,6 +21,12 @@ import { startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
 import { present } from '../../helpers/present.js';
 import { outcome } from '../../helpers/outcome.js';
 import type { Teardown } from '../../helpers/teardown.js';
+import pino from 'pino';
+import { readCluster } from '../../../src/cli/report/facts.js';
+import { proxmoxFindings } from '../../../src/cli/report/findings.js';
+import { COPY_VM_STALE_MS, removeHelperVm } from '../../../src/cli/report/helper-vms.js';
+import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
+import { runStep } from '../../../src/proxmox/controller/copy/thin-copy.js';
 
 /** The CSI role plus what snapshots add (docs/snapshots.md, "Privileges"). */
 const SNAPSHOT_TOKEN = {
@@ -288,6 +294,77 @@ t.test('a retry finishes a restore left detached, or held before its growth, by 
   t.same(await volumeVms(), [vmid], 'still one volume VM');
   t.match(await unused0(), /-pve-nfs-csi-released-/, 'and released');
   t.equal(await s.head(disk, 20), 'kept across the kill');
+});
+
+t.test('report finds what interrupted copies and deletes leave; --fix removes it through the gate', async (t) => {
+  const s = await start(t);
+  const src = present((await s.c.createVolume(make('pvc-left'), ctx())).volume?.volumeId, 'source');
+  await s.c.createSnapshot(snapReq('snapshot-kept', src), ctx());
+  const restored = present(
+    (await s.c.createVolume(make('pvc-half-deleted', { volume: { volumeId: src } }), ctx())).volume?.volumeId,
+    'restored',
+  );
+  // Proxmox refuses the clone, and the clean-up after it: the copy VM stays with its snapshot.
+  // Then a DeleteVolume of the restored volume frees the disk but cannot destroy its volume VM.
+  await s.admin.patchFaults({
+    errorRate: 1,
+    errorRoutes: [
+      'POST /nodes/{node}/qemu/{vmid}/clone',
+      'DELETE /nodes/{node}/qemu/{vmid}/snapshot/{snapname}',
+      'DELETE /nodes/{node}/qemu/{vmid}',
+    ],
+  });
+  t.not(await kind(s.c.createSnapshot(snapReq('snapshot-killed', src), ctx())), 'ok', 'the copy fails');
+  t.not(await kind(s.c.deleteVolume({ volumeId: restored, secrets: {} }, ctx())), 'ok', 'the delete fails half-way');
+  await s.admin.patchFaults({ errorRate: 0, errorRoutes: [] });
+  const helperVms = async () =>
+    (await s.state()).vms
+      .filter((v) => v.name?.startsWith('pve-nfs-csi-'))
+      .map((v) => `${v.name ?? ''}${Object.keys(v.snapshots).length ? '+snapshot' : ''}`)
+      .sort();
+  t.same(await helperVms(), ['pve-nfs-csi-copy+snapshot', 'pve-nfs-csi-snapshot', 'pve-nfs-csi-volume']);
+
+  const log = pino({ level: 'silent' });
+  const api = createHttpProxmoxApi({ cluster: s.cluster });
+  t.teardown(() => api.close());
+  const later = Date.now() + COPY_VM_STALE_MS + 60_000;
+  const kubeView = { pvs: [], pvcs: [], attachments: [], classes: [] };
+  const judge = async (now: number) =>
+    proxmoxFindings(await readCluster('homelab', api, 9999, log), kubeView, { controllerVmId: 9999, graceMs: 0, now });
+  const young = (await judge(Date.now())).filter((f) => f.kind === 'helper-vm' || f.kind === 'snapshot');
+  t.same(
+    young.map((f) => `${f.kind} ${f.action?.type ?? f.kept?.split(':')[0] ?? ''}`).sort(),
+    ['helper-vm remove-helper', 'helper-vm younger than 30 min', 'snapshot '],
+    'a young copy VM is kept; the volume VM without its disk is a leftover; the snapshot is listed',
+  );
+  const findings = await judge(later);
+  const actions = findings.flatMap((f) => (f.action?.type === 'remove-helper' ? [f.action] : []));
+  t.equal(actions.length, 2, 'the stale copy VM and the diskless volume VM');
+  t.ok(
+    findings.some((f) => f.kind === 'helper-vm' && /temporary snapshot csi/.test(f.detail)),
+    'with the copy VM’s temporary snapshot',
+  );
+  const facts = await readCluster('homelab', api, 9999, log);
+  const c = { cluster: facts.cluster, controllerVmId: 9999, signal: new AbortController().signal, log: () => {} };
+  const removal = {
+    api,
+    storages: () => Promise.resolve(facts.storages),
+    step: (st: Parameters<typeof runStep>[1]) => runStep(c, st),
+    controllerVmId: 9999,
+    now: () => later,
+  };
+  for (const a of actions) t.equal(await removeHelperVm(removal, a), 'removed');
+  t.same(await helperVms(), ['pve-nfs-csi-snapshot'], 'only the snapshot is left');
+  for (const a of actions) t.equal(await removeHelperVm(removal, a), 'already gone', 'again: nothing to do');
+  const snapVm = present(
+    facts.helpers?.find((h) => h.record.role === 'snapshot'),
+    'snapshot VM',
+  );
+  await t.rejects(
+    removeHelperVm(removal, { node: snapVm.vm.node, vmid: snapVm.vm.vmid, created: snapVm.record.created }),
+    /left alone/,
+    'a snapshot with its clone is never removed',
+  );
 });
 
 t.test('refusals: unknown source, another host, a name reused for another source', async (t) => {

@@ -12,6 +12,8 @@ import { absolute } from '../../../src/cli/report/ownership.js';
 import { clusterFacts, HOUR, kube, NOW, proxmoxPv, rules, uid } from './day2-fixtures.js';
 import { AGES, BIRTH_AGO, build, facts, violation, type World, worldArb } from './day2-world.js';
 import { leftoverWorldArb } from './day2-property-worlds.js';
+import type { HelperFact } from '../../../src/cli/report/helper-vms.js';
+import { COPY_VM_NAMES, formatRecord } from '../../../src/proxmox/controller/safety/copy-vms.js';
 
 const seed =
   process.env.PBT_SEED && process.env.PBT_SEED !== 'random' ? Number(process.env.PBT_SEED) : Date.now() % 2 ** 31;
@@ -120,5 +122,106 @@ t.test('Proxmox: only disks of the driver that no PV and no VM names, seen by th
   );
   t.comment(`day-2 Proxmox: ${runs} cases, ${runs} steps, ${frees} frees checked, seed ${seed} (PBT_SEED=${seed})`);
   t.ok(frees > 0, 'the search reaches frees');
+  t.end();
+});
+
+t.test('Proxmox helper VMs: only provable leftovers, and restored volumes only as orphans, seen by the owner', (t) => {
+  let removals = 0;
+  let frees = 0;
+  const helperArb = fc.record({
+    role: fc.constantFrom('copy' as const, 'snapshot' as const, 'volume' as const, 'volume' as const),
+    age: fc.constantFrom(60e3, 20 * 60e3, HOUR, 48 * HOUR),
+    diskAge: fc.constantFrom(...AGES),
+    locked: fc.constantFrom(false, false, false, true),
+    running: fc.constantFrom(false, false, false, true),
+    holds: fc.constantFrom(false, false, true),
+    disk: fc.constantFrom(true, true, false),
+    marker: fc.boolean(),
+    listed: fc.constantFrom(true, true, true, false),
+    snapshot: fc.boolean(),
+    pv: fc.constantFrom(false, false, true),
+    attached: fc.constantFrom(false, false, true),
+  });
+  fc.assert(
+    fc.property(fc.array(helperArb, { maxLength: 4 }), fc.constantFrom('owner', 'foreign', 'rebuilt'), (hs, view) => {
+      const vmid = (i: number) => 800_000_100 + i;
+      const clone = (i: number) => `local-lvm:vm-${vmid(i)}-disk-0`;
+      const helpers: HelperFact[] = hs.map((h, i) => {
+        const record = { role: h.role, controller: 9999, name: `pvc-${i}`, source: 's', created: (NOW - h.age) / 1000 };
+        const entries = [
+          { key: 'description', value: formatRecord(record) },
+          ...(h.holds ? [{ key: 'scsi0', value: `${clone(i)},size=1G` }] : []),
+          ...(h.locked ? [{ key: 'lock', value: 'clone' }] : []),
+        ];
+        const owned = [...(h.disk ? [clone(i)] : []), ...(h.marker ? [`${clone(i)}+vac1-b0`] : [])].map((volid) => ({
+          storage: 'local-lvm',
+          disk: volid.slice(10),
+          volid,
+          size: 1,
+          createdAt: NOW - h.diskAge,
+        }));
+        return {
+          vm: {
+            type: 'qemu',
+            vmid: vmid(i),
+            name: COPY_VM_NAMES[h.role],
+            node: 'hyper1',
+            status: h.running ? 'running' : 'stopped',
+          },
+          record,
+          entries,
+          snapshots: h.snapshot ? ['csi0'] : [],
+          owned: h.listed ? owned : undefined,
+        };
+      });
+      const pvs = [
+        proxmoxPv('pv-other', `vm-9999-pvc-${uid(99)}`),
+        ...hs.flatMap((h, i) => (h.pv ? [proxmoxPv(`pv-${i}`, clone(i).slice(10))] : [])),
+      ];
+      const seen = view === 'foreign' ? [] : view === 'rebuilt' ? pvs.slice(1) : pvs;
+      const scan = hs.flatMap((h, i) =>
+        h.attached
+          ? [
+              {
+                vm: { type: 'qemu' as const, vmid: 111 + i, name: `w${i}`, node: 'hyper1' },
+                entries: [{ key: 'scsi1', value: `${clone(i)},wwn=0x5056432d49443031` }],
+              },
+            ]
+          : [],
+      );
+      const cf = { ...clusterFacts([{ disk: `vm-9999-pvc-${uid(99)}`, age: 48 * HOUR }], scan), helpers };
+      for (const f of proxmoxFindings(cf, kube({ pvs: seen, birth: NOW - BIRTH_AGO }), rules)) {
+        const a = f.action;
+        if (a?.type === 'remove-helper') {
+          removals++;
+          const i = a.vmid - vmid(0);
+          const h = hs[i];
+          if (!h) throw new Error(`removes VM ${a.vmid}, not in the world`);
+          if (h.locked || h.running) throw new Error(`removes ${h.role} VM ${a.vmid}: locked or running`);
+          if (h.role === 'copy' && h.age < 30 * 60e3) throw new Error(`removes a copy VM ${h.age} ms old`);
+          if (h.role === 'snapshot' && (!h.listed || (h.holds && h.disk)))
+            throw new Error(`removes snapshot VM ${a.vmid}, which may hold its clone`);
+          if (h.role === 'volume' && (!h.listed || h.holds || h.disk))
+            throw new Error(`removes volume VM ${a.vmid}, which may own its volume`);
+        } else if (a?.type === 'delete-volume' && a.volumeId.includes('/vm-8')) {
+          frees++;
+          const i = hs.findIndex((_, j) => a.volumeId.endsWith('/' + clone(j).slice(10)));
+          const h = hs[i];
+          if (!h) throw new Error(`frees ${a.volumeId}, not in the world`);
+          if (h.role !== 'volume' || h.holds || !h.disk || !h.listed)
+            throw new Error(`frees ${a.volumeId}: no restored volume`);
+          if (view === 'foreign') throw new Error(`frees ${a.volumeId} from a view without PVs`);
+          const existing = view === 'rebuilt' ? seen : pvs;
+          if (existing.some((pv) => pv.spec?.csi?.volumeHandle.endsWith('/' + clone(i).slice(10))))
+            throw new Error(`frees ${a.volumeId}: a PV names it`);
+          if (h.attached) throw new Error(`frees ${a.volumeId}: on a VM`);
+          if (h.diskAge < HOUR || h.diskAge > BIRTH_AGO) throw new Error(`frees ${a.volumeId}: age ${h.diskAge}`);
+        }
+      }
+    }),
+    { seed, numRuns: runs },
+  );
+  t.comment(`day-2 Proxmox helper VMs: ${runs} cases, ${removals} removals and ${frees} frees checked, seed ${seed}`);
+  t.ok(removals > 0 && frees > 0, 'the search reaches removals and frees');
   t.end();
 });
