@@ -4,6 +4,7 @@
 import type { Fattr, Nfs3Client } from '../client/nfs3.js';
 import { isNfsStatus, NFS3ERR } from '../client/status.js';
 import type { CopyAttrs, CopySink, CopySource, SourceEntry } from './copy-tree.js';
+import type { UnpackSink } from './tar-unpack.js';
 import type { OpOptions } from './store.js';
 
 export const copyAttrs = (a: Fattr): CopyAttrs => ({
@@ -100,6 +101,23 @@ export function nfs3Sink(nfs: Nfs3Client, where: Where): CopySink<Buffer> {
       await nfs.setattr(h, { uid: a.uid, gid: a.gid }, opts(path, o));
       const mode = a.type === 'symlink' ? undefined : a.mode;
       await nfs.setattr(h, { mode, atime: a.atime, mtime: a.mtime }, opts(path, o));
+    },
+  };
+}
+
+/** The sink with LOOKUP, for an unpack's hard links. */
+export function nfs3UnpackSink(nfs: Nfs3Client, where: Where): UnpackSink<Buffer> {
+  return {
+    ...nfs3Sink(nfs, where),
+    async lookup(dir, name, path, o) {
+      try {
+        const r = await nfs.lookup(dir, name, { signal: o.signal, path: where(path) });
+        const attrs = r.attrs ?? (await nfs.getattr(r.handle, { signal: o.signal }));
+        return { handle: r.handle, type: attrs.type };
+      } catch (e) {
+        if (isNfsStatus(e, NFS3ERR.NOENT)) return null;
+        throw e;
+      }
     },
   };
 }

@@ -24,7 +24,8 @@ import type {
 import { lastOf, pathSegments as segments } from './store.js';
 import { admitted, boundaryError, gated } from './ownership.js';
 import { type CopyStats, slotsFor, TreeCopy } from './copy-tree.js';
-import { copyAttrs, nfs3Sink, nfs3Source } from './nfs3-copy.js';
+import { copyAttrs, nfs3Sink, nfs3Source, nfs3UnpackSink } from './nfs3-copy.js';
+import { unpackTar } from './tar-unpack.js';
 import type { CopyTreeOptions } from './store.js';
 import { AlreadyExists } from '../../errors.js';
 
@@ -301,22 +302,27 @@ export class Nfs3Store extends ProtocolStore<Buffer> implements RawNfsStore {
     );
   }
 
-  /** The tree at the permit's path copied to its target, made here (MKDIR: never into something). */
+  /** The target of a copy or unpack, made here (MKDIR: never into something): its handle. */
+  private async makeTarget(root: Buffer, to: string[], fsid: string, o: OpOptions): Promise<Buffer> {
+    const { parent, name } = lastOf(to);
+    const dir = parent.length ? (await this.mkdirs(root, parent, null, { ...o, fsid })).handle : root;
+    let made;
+    try {
+      made = await this.s.nfs.mkdir(dir, name, { mode: 0o700 }, { signal: o.signal, path: this.where(to) });
+    } catch (e) {
+      if (isNfsStatus(e, NFS3ERR.EXIST)) throw new AlreadyExists(`${this.describe(to)} already exists`);
+      throw e;
+    }
+    return made.handle ?? (await this.s.nfs.lookup(dir, name, { signal: o.signal })).handle;
+  }
+
+  /** The tree at the permit's path copied to its target. */
   async copyTree(permit: Permit, o: CopyTreeOptions = {}): Promise<CopyStats> {
     const { segs, to, fsid } = admitted(permit, 'copy');
-    const { parent, name } = lastOf(to);
     return this.withRoot(o, async (root) => {
       const src = await this.walk(root, segs, o);
       const attrs = copyAttrs(await this.attrsOf(src, o));
-      const dir = parent.length ? (await this.mkdirs(root, parent, null, { ...o, fsid })).handle : root;
-      let made;
-      try {
-        made = await this.s.nfs.mkdir(dir, name, { mode: 0o700 }, { signal: o.signal, path: this.where(to) });
-      } catch (e) {
-        if (isNfsStatus(e, NFS3ERR.EXIST)) throw new AlreadyExists(`${this.describe(to)} already exists`);
-        throw e;
-      }
-      const handle = made.handle ?? (await this.s.nfs.lookup(dir, name, { signal: o.signal })).handle;
+      const handle = await this.makeTarget(root, to, fsid, o);
       const where = (p: string) => this.where(p ? [...to, ...p.split('/')] : to);
       const copy = new TreeCopy(
         nfs3Source(this.s.nfs, (p) => this.where(p ? [...segs, p] : segs)),
@@ -329,6 +335,27 @@ export class Nfs3Store extends ProtocolStore<Buffer> implements RawNfsStore {
         },
       );
       return copy.run(src.handle, attrs, handle, '');
+    });
+  }
+
+  /** The archive file at the permit's path unpacked into its target. */
+  async unpackArchive(permit: Permit, o: CopyTreeOptions = {}): Promise<CopyStats> {
+    const { segs, to, fsid } = admitted(permit, 'unpack');
+    return this.withRoot(o, async (root) => {
+      const src = await this.walk(root, segs, o);
+      const a = await this.attrsOf(src, o);
+      if (a.type !== 'file' || String(a.fsid) !== fsid) {
+        throw new FailedPrecondition(`${this.describe(segs)} is not an archive file on the share's file system`);
+      }
+      const handle = await this.makeTarget(root, to, fsid, o);
+      const where = (p: string) => this.where(p ? [...to, ...p.split('/')] : to);
+      const read = (offset: number, count: number) =>
+        this.s.nfs.read(src.handle, offset, count, { signal: o.signal, path: this.where(segs) });
+      return unpackTar(read, nfs3UnpackSink(this.s.nfs, where), handle, {
+        ...o,
+        slots: slotsFor(this.server),
+        archive: this.describe(segs),
+      });
     });
   }
 

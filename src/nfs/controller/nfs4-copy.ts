@@ -8,6 +8,7 @@ import type { Attrs4, Nfs4Client } from '../client/nfs4.js';
 import { NFS4ERR, isJunction, isNfs4Status, op } from '../client/nfs4.js';
 import { COPY_ATTRS, type OpenOwner, type Stateid, io } from '../client/nfs4-io.js';
 import type { CopyAttrs, CopySink, CopySource, SourceEntry } from './copy-tree.js';
+import type { UnpackSink } from './tar-unpack.js';
 import type { OpOptions } from './store.js';
 
 /** Where the copy is, for messages: `where(path)` is the server path. */
@@ -155,6 +156,26 @@ export function nfs4Sink(c: Nfs4Client, owner: OpenOwner, where: Where): CopySin
         path,
         o,
       );
+    },
+  };
+}
+
+/** The sink with LOOKUP, for an unpack's hard links. */
+export function nfs4UnpackSink(c: Nfs4Client, owner: OpenOwner, where: Where): UnpackSink<Made4> {
+  return {
+    ...nfs4Sink(c, owner, where),
+    async lookup(dir, name, path, o) {
+      try {
+        const r = await c.compound(
+          [op.putfh(dir.fh), op.lookup(name), op.getfh(), op.getattr(COPY_ATTRS)],
+          where(path),
+          o.signal,
+        );
+        return { handle: { fh: r[2] as Buffer }, type: (r[3] as Attrs4).type ?? 'file' };
+      } catch (e) {
+        if (isNfs4Status(e, NFS4ERR.NOENT)) return null;
+        throw e;
+      }
     },
   };
 }

@@ -20,10 +20,11 @@ import {
   isNfs4Status,
   op,
 } from '../client/nfs4.js';
-import { COPY_ATTRS } from '../client/nfs4-io.js';
+import { COPY_ATTRS, type OpenOwner, io } from '../client/nfs4-io.js';
 import { RpcConnection } from '../client/rpc.js';
 import { TreeCopy, slotsFor, type CopyStats } from './copy-tree.js';
-import { copyAttrs4, nfs4Sink, nfs4Source } from './nfs4-copy.js';
+import { copyAttrs4, nfs4Sink, nfs4Source, nfs4UnpackSink } from './nfs4-copy.js';
+import { unpackTar } from './tar-unpack.js';
 import { ProtocolStore, type RenameSteps, attrsToChange, nullHealth } from './protocol-store.js';
 import type {
   CopyTreeOptions,
@@ -323,9 +324,8 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements RawNfsStore {
     }
   }
 
-  /** The tree at the permit's path copied to its target, made here (CREATE: never into something). */
-  async copyTree(permit: Permit, o: CopyTreeOptions = {}): Promise<CopyStats> {
-    const { segs, to, fsid } = admitted(permit, 'copy');
+  /** The open-owner a copy's OPENs name; FAILED_PRECONDITION on NFSv4.0. */
+  private async owner(o: OpOptions): Promise<OpenOwner> {
     const owner = await this.c.openOwner(o.signal);
     if (!owner) {
       throw new FailedPrecondition(
@@ -333,13 +333,21 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements RawNfsStore {
           'restores, clones) needs NFSv4.1 (its OPEN needs no client state setup) or NFSv3: enable one on the server',
       );
     }
-    let src: unknown[];
+    return owner;
+  }
+
+  /** The handle and copy attributes of an existing path. */
+  private async source(segs: string[], o: OpOptions): Promise<[Buffer, Attrs4]> {
     try {
-      src = await this.run([...this.to(segs), op.getfh(), op.getattr(COPY_ATTRS)], segs, o);
+      const r = await this.run([...this.to(segs), op.getfh(), op.getattr(COPY_ATTRS)], segs, o);
+      return r.slice(-2) as [Buffer, Attrs4];
     } catch (e) {
       this.notFound(e, segs);
     }
-    const [srcFh, srcAttrs] = src.slice(-2) as [Buffer, Attrs4];
+  }
+
+  /** The target of a copy or unpack, made here (CREATE: never into something): its handle. */
+  private async makeTarget(to: string[], fsid: string, o: OpOptions): Promise<Buffer> {
     const parent = to.slice(0, -1);
     if (parent.length) {
       await this.ensureParents(parent, o);
@@ -351,21 +359,58 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements RawNfsStore {
       }
       this.sameFs(pa, fsid, parent);
     }
-    let made: unknown[];
     try {
-      made = await this.run([...this.to(parent), op.mkdir(lastOf(to).name, { mode: 0o700 }), op.getfh()], to, o);
+      const made = await this.run([...this.to(parent), op.mkdir(lastOf(to).name, { mode: 0o700 }), op.getfh()], to, o);
+      return made[made.length - 1] as Buffer;
     } catch (e) {
       if (isNfs4Status(e, NFS4ERR.EXIST)) throw new AlreadyExists(`${this.describe(to)} already exists`);
       throw e;
     }
-    const at = (base: string[]) => (p: string) => this.where(p ? [...base, ...p.split('/')] : base);
-    const copy = new TreeCopy(nfs4Source(this.c, at(segs)), nfs4Sink(this.c, owner, at(to)), {
+  }
+
+  private at(base: string[]): (p: string) => string {
+    return (p) => this.where(p ? [...base, ...p.split('/')] : base);
+  }
+
+  /** The tree at the permit's path copied to its target. */
+  async copyTree(permit: Permit, o: CopyTreeOptions = {}): Promise<CopyStats> {
+    const { segs, to, fsid } = admitted(permit, 'copy');
+    const owner = await this.owner(o);
+    const [srcFh, srcAttrs] = await this.source(segs, o);
+    const fh = await this.makeTarget(to, fsid, o);
+    const copy = new TreeCopy(nfs4Source(this.c, this.at(segs)), nfs4Sink(this.c, owner, this.at(to)), {
       ...o,
       fsid,
       slots: slotsFor(this.server),
-      describe: (p) => `${this.server}:${at(segs)(p)}`,
+      describe: (p) => `${this.server}:${this.at(segs)(p)}`,
     });
-    return copy.run(srcFh, copyAttrs4(srcAttrs, this.where(segs)), { fh: made[made.length - 1] as Buffer }, '');
+    return copy.run(srcFh, copyAttrs4(srcAttrs, this.where(segs)), { fh }, '');
+  }
+
+  /** The archive file at the permit's path unpacked into its target. */
+  async unpackArchive(permit: Permit, o: CopyTreeOptions = {}): Promise<CopyStats> {
+    const { segs, to, fsid } = admitted(permit, 'unpack');
+    const owner = await this.owner(o);
+    const [srcFh, a] = await this.source(segs, o);
+    if (a.type !== 'file' || a.fsid !== fsid || isJunction(a)) {
+      throw new FailedPrecondition(`${this.describe(segs)} is not an archive file on the share's file system`);
+    }
+    const fh = await this.makeTarget(to, fsid, o);
+    const read = async (offset: number, count: number) =>
+      (await this.c.compound([op.putfh(srcFh), io.read(offset, count)], this.where(segs), o.signal))[1] as {
+        eof: boolean;
+        data: Buffer;
+      };
+    return unpackTar(
+      read,
+      nfs4UnpackSink(this.c, owner, this.at(to)),
+      { fh },
+      {
+        ...o,
+        slots: slotsFor(this.server),
+        archive: this.describe(segs),
+      },
+    );
   }
 
   async statfs(o: OpOptions = {}): Promise<FsStat> {

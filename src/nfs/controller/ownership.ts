@@ -1,6 +1,6 @@
 // The NFS driver's ownership gate: the one place that decides, from facts the server gives at
-// decision time, whether a create, delete, rmdir, rename or copy may touch a path (a copy reads its source
-// and creates its target). A change acts on
+// decision time, whether a create, delete, rmdir, rename, copy or unpack may touch a path (a copy
+// reads its source directory, an unpack its archive file, and both create their target). A change acts on
 // exactly one claim directory strictly below the share (and its archive target), never on the
 // share or above it, never across a file system or export boundary (the NFSv4 pseudo-filesystem
 // included: a share that is not inside an export is refused before anything below it is read),
@@ -135,11 +135,14 @@ async function decide(
   refuseExports(f, segs, op, say);
   const exists = f.steps.length === segs.length;
   const last = f.steps.at(-1);
-  if (op !== 'create' && exists && last?.type !== 'dir') {
+  if (op === 'unpack' && exists && last?.type !== 'file') {
+    throw new FailedPrecondition(`${say(segs)} is a ${last?.type ?? 'file'}, not an archive file; it is left alone`);
+  }
+  if (op !== 'create' && op !== 'unpack' && exists && last?.type !== 'dir') {
     if (op === 'rmdir') return 'not-dir'; // a parent that is not a directory is left alone
     throw new FailedPrecondition(`${say(segs)} is a ${last?.type ?? 'file'}, not a claim directory; it is left alone`);
   }
-  if (op === 'rename' || op === 'copy') {
+  if (op === 'rename' || op === 'copy' || op === 'unpack') {
     if (!exists) throw new NotFound(`${say(segs)} does not exist`);
     if (to === undefined) throw new Internal(`${op} without a target`);
     const ts = pathSegments(to);
@@ -183,5 +186,7 @@ export function gated(raw: RawNfsStore): NfsStore {
     },
     rename: async (from, to, o = {}) => raw.rename(permitted(await decide(raw, 'rename', from, o, to)), o),
     copyTree: async (from, to, o = {}) => raw.copyTree(permitted(await decide(raw, 'copy', from, o, to)), o),
+    unpackArchive: async (archive, to, o = {}) =>
+      raw.unpackArchive(permitted(await decide(raw, 'unpack', archive, o, to)), o),
   };
 }

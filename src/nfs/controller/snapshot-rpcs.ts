@@ -3,14 +3,14 @@
 import type { Logger } from 'pino';
 import type { CallContext } from '../../csi/types.js';
 import type * as T from '../../csi/types.js';
-import { Busy, FailedPrecondition, InvalidArgument, NotFound } from '../../errors.js';
+import { Busy, InvalidArgument, NotFound } from '../../errors.js';
 import { parseVolumeId } from '../volume-id.js';
 import { parseSnapshotId } from '../snapshot-id.js';
 import type { NfsStores } from './store.js';
 import {
   RESTORE_PREFIX,
   SNAPSHOTS,
-  copyIntoPlace,
+  fillIntoPlace,
   createSnapshot,
   csiSnapshot,
   findSnapshot,
@@ -48,17 +48,13 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date): SnapshotRpcs {
     const store = stores.open(target.server, target.share);
     const o = { signal: ctx.signal };
     const from = await sourcePath(source, target, ctx.log, o);
-    if (from.kind === 'upstream') {
-      throw new FailedPrecondition(
-        `snapshot archive ${target.server}:${target.share}/${from.archive}.tar.gz was made by csi-driver-nfs; ` +
-          'this driver does not unpack its archives yet: restore it with csi-driver-nfs, or unpack it into a claim by hand',
-      );
-    }
     const what = { from: from.path, to: `${target.server}:${target.share}/${target.subDir}` };
-    const stats = await copyIntoPlace(store, from.path, restoreTmp(target.subDir), target.subDir, {
-      ...o,
-      progress: progressLog(ctx.log, what),
-    });
+    const fo = { ...o, progress: progressLog(ctx.log, what) };
+    const fill = () =>
+      from.kind === 'archive'
+        ? store.unpackArchive(from.path, target.subDir, fo)
+        : store.copyTree(from.path, target.subDir, fo);
+    const stats = await fillIntoPlace(store, restoreTmp(target.subDir), target.subDir, fill, o);
     if (stats !== 'done') ctx.log.info({ ...what, ...stats }, 'NFS volume filled from its content source');
   }
 
@@ -68,7 +64,7 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date): SnapshotRpcs {
     target: { server: string; share: string },
     log: Logger,
     o: { signal: AbortSignal },
-  ): Promise<{ kind: 'tree'; path: string } | { kind: 'upstream'; archive: string }> {
+  ): Promise<{ kind: 'tree' | 'archive'; path: string }> {
     const sameShare = (r: { server: string; share: string }, what: string) => {
       if (r.server !== target.server || r.share !== target.share) {
         throw new InvalidArgument(
@@ -90,8 +86,18 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date): SnapshotRpcs {
     if (!ref) throw new NotFound(`snapshot "${id}" is not an nfs.csi.k8s.io snapshot handle`);
     sameShare(ref, `snapshot ${id}`);
     if (ref.kind === 'upstream') {
-      log.info({ snapshotId: id }, 'content source is a csi-driver-nfs snapshot archive');
-      return { kind: 'upstream', archive: `${ref.dir}/${ref.src}` };
+      // csi-driver-nfs looks for the compressed archive first, then the plain one; so does this.
+      const store = stores.open(ref.server, ref.share);
+      for (const ext of ['.tar.gz', '.tar']) {
+        const path = `${ref.dir}/${ref.src}${ext}`;
+        if ((await store.stat(path, o))?.type === 'file') {
+          log.info({ snapshotId: id, archive: path }, 'content source is a csi-driver-nfs snapshot archive');
+          return { kind: 'archive', path };
+        }
+      }
+      throw new NotFound(
+        `snapshot ${id}: no csi-driver-nfs archive ${ref.server}:${ref.share}/${ref.dir}/${ref.src}.tar.gz (or .tar)`,
+      );
     }
     const s = await findSnapshot(stores.open(ref.server, ref.share), ref.name, o);
     if (!s) throw new NotFound(`snapshot ${id} does not exist`);

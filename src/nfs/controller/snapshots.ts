@@ -111,22 +111,22 @@ export function progressLog(log: Logger, what: Record<string, unknown>): (s: Cop
 }
 
 /**
- * Copies `from` to the new claim `to`, with a record under .snapshots/ while it runs: a claim
- * directory that exists with no record is complete; one with a record is a killed copy's, removed
- * and copied again.
+ * Fills the new claim `to` with `fill` (a copy of a tree, an unpacked archive), with a record
+ * under .snapshots/ while it runs: a claim directory that exists with no record is complete;
+ * one with a record is a killed attempt's, removed and filled again.
  */
-export async function copyIntoPlace(
+export async function fillIntoPlace(
   store: NfsStore,
-  from: string,
   marker: string,
   to: string,
-  o: OpOptions & { progress?: (s: CopyStats) => void },
+  fill: () => Promise<CopyStats>,
+  o: OpOptions,
 ): Promise<CopyStats | 'done'> {
   const underWay = (await store.stat(marker, o))?.type === 'dir';
   if (!underWay && (await store.stat(to, o))?.type === 'dir') return 'done';
   await store.ensureDir(marker, {}, o);
   await store.removeTree(to, o);
-  const stats = await store.copyTree(from, to, o);
+  const stats = await fill();
   await store.removeDirIfEmpty(marker, o);
   return stats;
 }

@@ -105,6 +105,12 @@ export interface NfsStore {
    * does not; FailedPrecondition when the server's protocol cannot (NFSv4.0 only).
    */
   copyTree(from: string, to: string, o?: CopyTreeOptions): Promise<CopyStats>;
+  /**
+   * Unpacks the tar or tar.gz file `archive` into the new directory `to` (tar-unpack.ts says
+   * what is kept and refused), creating the parents of `to`. AlreadyExists when `to` exists;
+   * NotFound when `archive` does not; InvalidArgument for an unreadable or unsafe archive.
+   */
+  unpackArchive(archive: string, to: string, o?: CopyTreeOptions): Promise<CopyStats>;
 }
 
 /** One existing directory entry on the way from the share down to a path. */
@@ -173,13 +179,14 @@ export interface RawNfsStore {
   removeDirIfEmpty(permit: Permit, o?: OpOptions): Promise<RmdirResult>;
   rename(permit: Permit, o?: OpOptions): Promise<void>;
   copyTree(permit: Permit, o?: CopyTreeOptions): Promise<CopyStats>;
+  unpackArchive(permit: Permit, o?: CopyTreeOptions): Promise<CopyStats>;
 }
 
 /** What the gate allowed: one change of one path (and a rename's target) on one file system. */
 export interface Permit {
-  readonly op: 'create' | 'delete' | 'rmdir' | 'rename' | 'copy';
+  readonly op: 'create' | 'delete' | 'rmdir' | 'rename' | 'copy' | 'unpack';
   readonly path: string;
-  /** The rename's or the copy's target (a copy creates it; `path` is only read). */
+  /** The rename's, copy's or unpack's target (a copy or unpack creates it; `path` is only read). */
   readonly to?: string | undefined;
   /** The share's file system: every directory the change reaches must be on it. */
   readonly fsid: string;

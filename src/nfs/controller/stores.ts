@@ -121,6 +121,7 @@ export function createNfsStores(opts: NfsStoresOptions): NfsStores {
       rename: (f, t, o) => run((s) => s.rename(f, t, o)),
       statfs: (o) => run((s) => s.statfs(o)),
       copyTree: (f, t, o) => run((s) => s.copyTree(f, t, o)),
+      unpackArchive: (f, t, o) => run((s) => s.unpackArchive(f, t, o)),
     };
   }
 

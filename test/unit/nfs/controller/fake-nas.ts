@@ -352,6 +352,11 @@ class FakeRaw implements RawNfsStore {
     admitted(permit, 'copy');
     return Promise.reject(new FailedPrecondition('the fake NAS does not copy trees'));
   }
+
+  unpackArchive(permit: Permit): Promise<never> {
+    admitted(permit, 'unpack');
+    return Promise.reject(new FailedPrecondition('the fake NAS does not unpack archives'));
+  }
 }
 
 /** NfsStores over fake NASes, each in the version it `speaks`. */

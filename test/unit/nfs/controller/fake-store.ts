@@ -205,6 +205,16 @@ class FakeStore implements NfsStore {
     return stats;
   }
 
+  /** The target made empty: the unpack's fidelity is tested against ganesha. */
+  async unpackArchive(from: string, to: string): Promise<CopyStats> {
+    this.f.enter('unpackArchive', `${from} -> ${to}`);
+    const src = this.find(from).node;
+    if (!src || src.type !== 'file') throw new NotFound(from);
+    if (this.find(to).node) throw new AlreadyExists(to);
+    await this.ensureDir(to, {});
+    return { dirs: 1, files: 0, symlinks: 0, hardLinks: 0, specials: 0, bytes: 0 };
+  }
+
   async statfs(): Promise<FsStat> {
     this.f.enter('statfs', '');
     return { totalBytes: 1e12, freeBytes: 5e11, availBytes: 5e11, totalFiles: 1e6, freeFiles: 5e5, availFiles: 5e5 };

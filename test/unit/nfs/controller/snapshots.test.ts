@@ -172,3 +172,25 @@ t.test('snapshot handles: ours and csi-driver-nfs, never one read as the other',
   for (const bad of ['', 'a#b#c', 'a#b#x#y#..', 'a#b#x#y#z', 'nfs-snapshot/1#a#b', 's p#b#x#x#z'])
     t.equal(parseSnapshotId(bad), null, bad);
 });
+
+t.test('a csi-driver-nfs snapshot restores from its .tar.gz, else its .tar; neither is NotFound', async (t) => {
+  const { stores, c } = setup();
+  const base = '/volume1/k8s-volumes/talos';
+  const handle = (name: string) => `${SERVER}#${base.slice(1)}#${name}#${name}#pvc-src`;
+  stores.put(SERVER, `${base}/snapshot-a/pvc-src.tar.gz`, 'file');
+  stores.put(SERVER, `${base}/snapshot-a/pvc-src.tar`, 'file');
+  stores.put(SERVER, `${base}/snapshot-b/pvc-src.tar`, 'file');
+  const restore = (pvc: string, name: string) =>
+    c.createVolume(volReq(pvc, 'delete', { snapshot: { snapshotId: handle(name) } }), ctx);
+  await restore('pvc-r1', 'snapshot-a');
+  await restore('pvc-r2', 'snapshot-b');
+  t.same(
+    stores.calls.filter((x) => x.startsWith('unpackArchive')),
+    ['unpackArchive snapshot-a/pvc-src.tar.gz -> pvc-r1', 'unpackArchive snapshot-b/pvc-src.tar -> pvc-r2'],
+    'the compressed archive first, as csi-driver-nfs looks',
+  );
+  await restore('pvc-r1', 'snapshot-a');
+  t.equal(stores.calls.filter((x) => x.startsWith('unpackArchive')).length, 2, 'a repeated restore unpacks nothing');
+  t.match(await outcomeText(restore('pvc-r3', 'snapshot-c')), /^NotFound: .*pvc-src\.tar\.gz \(or \.tar\)/);
+  t.same(await stores.open(SERVER, SHARE).list('.snapshots'), [], 'no restore record left');
+});
