@@ -8,7 +8,7 @@ import { taskError } from '../../api/errors.js';
 import { waitTask } from '../../api/tasks.js';
 import { what } from './attach-plan.js';
 import type { DiskIndex } from '../state/disk-index.js';
-import { must, permitConfigChange, permitUnlink } from '../safety/ownership.js';
+import { type VmRunState, foreignPendingKeys, must, permitConfigChange, permitUnlink } from '../safety/ownership.js';
 import type { OwnershipPort } from '../safety/ownership-port.js';
 import type { VmRef } from '../state/vm-locator.js';
 
@@ -37,7 +37,18 @@ export class ConfigExecutor {
    * one a drive line of the driver in `entries`, the read whose digest goes with it.
    */
   async unlink(vm: VmRef, keys: string[], entries: readonly ConfigEntry[], digest: string | undefined): Promise<void> {
-    await this.o.port.unlinkDisks(must(permitUnlink(vm, entries, keys, digest)));
+    const state = await this.runState(vm, entries);
+    await this.o.port.unlinkDisks(must(permitUnlink(vm, entries, keys, digest, state)));
+  }
+
+  /**
+   * Whether the VM runs, read now, only when it has pending changes of others: the gate refuses
+   * to change a stopped VM then (ownership.ts foreignPendingKeys), and needs a fresh answer.
+   */
+  private async runState(vm: VmRef, entries: readonly ConfigEntry[]): Promise<VmRunState | undefined> {
+    if (foreignPendingKeys(vm, entries).length === 0) return undefined;
+    const now = (await this.o.api.vmResources()).find((r) => r.vmid === vm.vmid && r.type === 'qemu');
+    return { running: now?.status === 'running' };
   }
 
   /**
@@ -52,7 +63,8 @@ export class ConfigExecutor {
     list: boolean,
   ): Promise<{ landed: Landed | undefined } | undefined> {
     // Planned on `entries` (whose digest the change carries): the gate checks every key it touches.
-    const upid = await this.o.port.updateVmConfig(must(permitConfigChange(vm, entries, change)));
+    const state = await this.runState(vm, entries);
+    const upid = await this.o.port.updateVmConfig(must(permitConfigChange(vm, entries, change, state)));
     if (!upid) return undefined;
     this.o.index.mine(upid);
     return { landed: await this.finish(vm, upid, whatFor, list) };

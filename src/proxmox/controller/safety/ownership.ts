@@ -441,15 +441,61 @@ function driverKey(vm: VmRef, key: string, values: readonly string[]): string | 
 }
 
 /**
+ * Keys with a pending change the driver did not make (anything but its own drive lines on
+ * scsi1..30). Any config change or unlink of a stopped VM makes Proxmox apply the whole pending
+ * section with it (qemu-server update_vm_api: vmconfig_apply_pending), so on such a VM the
+ * driver's change would also apply these. On a running VM it hot-plugs the pending section
+ * again (vmconfig_hotplug_pending), which leaves what cannot be hot-plugged pending, as every
+ * edit in the web UI does.
+ */
+export function foreignPendingKeys(vm: VmRef, entries: readonly ConfigEntry[]): string[] {
+  return entries
+    .filter((e) => e.pending !== undefined || e.pendingDelete)
+    .filter(
+      (e) =>
+        driverKey(
+          vm,
+          e.key,
+          [e.value, e.pending].filter((v): v is string => v !== undefined),
+        ) !== undefined,
+    )
+    .map((e) => e.key);
+}
+
+/** The VM's state as read now, when it has foreign pending changes (the caller reads it then). */
+export interface VmRunState {
+  running: boolean;
+}
+
+function pendingRefusal(
+  vm: VmRef,
+  entries: readonly ConfigEntry[],
+  state: VmRunState | undefined,
+): Verdict<never> | undefined {
+  const keys = foreignPendingKeys(vm, entries);
+  if (keys.length === 0 || state?.running) return undefined;
+  return refuse(
+    new OwnershipRefusal(
+      'foreign-key',
+      `refusing to change the config of ${vmText(vm)}: it is ${state ? 'stopped' : 'in an unknown state'} and has pending changes the driver did not make (${keys.join(', ')}); Proxmox applies every pending change of a stopped VM together with any config change, so the driver's would apply them too. Start the VM (which applies them) or revert them, then retry`,
+    ),
+  );
+}
+
+/**
  * A config change of one VM, planned on `entries`: it may set only scsi1..30 keys that are
  * free or hold the driver's drive line of the same disk, to a disk the VM does not own, and
- * delete only such lines or dangling unusedN entries (of disks the VM does not own).
+ * delete only such lines or dangling unusedN entries (of disks the VM does not own). On a VM
+ * with pending changes of others, `state` (read now) must say it runs (foreignPendingKeys).
  */
 export function permitConfigChange(
   vm: VmRef,
   entries: readonly ConfigEntry[],
   change: ConfigChange,
+  state?: VmRunState,
 ): Verdict<OwnershipPermit<'config'>> {
+  const pending = pendingRefusal(vm, entries, state);
+  if (pending) return pending;
   for (const [key, value] of Object.entries(change.set ?? {})) {
     const now = held(entries, key);
     const why = driverKey(vm, key, now);
@@ -487,7 +533,11 @@ export function permitUnlink(
   entries: readonly ConfigEntry[],
   keys: readonly string[],
   digest: string | undefined,
+  state?: VmRunState,
 ): Verdict<OwnershipPermit<'unlink'>> {
+  // PUT …/unlink is update_vm_api with `delete`: it applies the pending section like a change.
+  const pending = pendingRefusal(vm, entries, state);
+  if (pending) return pending;
   for (const key of keys) {
     const why = deletable(vm, entries, key);
     if (why) return keyRefusal(vm, key, why);
