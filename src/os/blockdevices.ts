@@ -161,6 +161,7 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
     }
   };
 
+  // The device nodes and the by-id links live on devtmpfs: looked up in-thread, like sysfs.
   const viaLink = async (wwn: string) => {
     const link = path.join(deviceDir, `wwn-0x${wwn}`);
     try {
@@ -261,9 +262,9 @@ export function createLinuxBlockDevices(o: LinuxBlockDevicesOptions): BlockDevic
     },
 
     async majMinOf(devicePath) {
-      // In-thread (no pool round trip): every caller passes a device node in /dev or a file a
-      // device node is bound onto (devtmpfs, tmpfs), never a path on a network filesystem.
-      const st = await Promise.resolve().then(() => fsSync.statSync(devicePath, { bigint: true }));
+      // Through the pool, not in-thread like the reads above: a caller may hand it a mount target
+      // (publications.ts), and a stat of a path on a dead network filesystem would block.
+      const st = await fs.stat(devicePath, { bigint: true });
       if (!st.isBlockDevice()) throw new Error(`${devicePath} is not a block device`);
       return majMinFromRdev(st.rdev);
     },
