@@ -54,6 +54,9 @@ export class KubeletDir {
       );
     }
     const abs = path.resolve(raw);
+    // Both resolutions at once: each is a thread-pool round trip, and every node call pays them.
+    const rootOf = this.root();
+    rootOf.catch(() => undefined); // awaited below; only the path's own error is reported first
     let canonical: string;
     try {
       canonical = abs === '/' ? '/' : path.join(await resolveExisting(path.dirname(abs)), path.basename(abs));
@@ -63,7 +66,7 @@ export class KubeletDir {
       }
       throw e;
     }
-    const root = await this.root();
+    const root = await rootOf;
     const inside = root === '/' ? canonical !== '/' : canonical.startsWith(`${root}/`);
     if (!inside) {
       const via = canonical === raw ? '' : ` (resolves to ${canonical})`;
