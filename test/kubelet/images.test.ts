@@ -59,6 +59,11 @@ async function runArchive(archive: string, args: string[], cmd: string[]) {
     return { code: err.code ?? -1, out: (err.stdout ?? '').trim() };
   }
 }
+const jsonLines = (out: string) =>
+  out
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
 const lastJson = (out: string) => JSON.parse(out.split('\n').filter(Boolean).at(-1) ?? '{}') as Record<string, unknown>;
 
 t.test('archives: each names its image by the reference printed beside it', async (t) => {
@@ -134,9 +139,27 @@ t.test('workload: --hold keeps a passed write running until SIGTERM, then exits 
   t.teardown(() => podman('rm', '-f', '-t', '0', id).catch(() => undefined));
   for (let i = 0; i < 50 && !fs.existsSync(path.join(dir, 'data.bin.json')); i++) await sleep(100);
   t.equal(await podman('inspect', '--format', '{{.State.Running}}', id), 'true', 'still running after its write');
-  t.match(lastJson(await podman('logs', id)), { mode: 'write', ok: true });
+  t.match(jsonLines(await podman('logs', id))[0], { mode: 'write', ok: true });
   await podman('stop', '-t', '20', id);
   t.equal(await podman('inspect', '--format', '{{.State.ExitCode}}', id), '0');
+});
+
+t.test('workload: a held write re-reads its file every 10 s and says when it changed under it', async (t) => {
+  const dir = tempDir(t, 'workload-');
+  const id = await podman(...RUN, '-d', '-v', `${dir}:/data`, `oci-archive:${need('WORKLOAD')}`, 'write', '--hold');
+  t.teardown(() => podman('rm', '-f', '-t', '0', id).catch(() => undefined));
+  const checked = async (ok: boolean) => {
+    for (let i = 0; i < 300; i++) {
+      const found = jsonLines(await podman('logs', id)).find((r) => r.mode === 'checked' && r.ok === ok);
+      if (found) return found;
+      await sleep(100);
+    }
+    throw new Error(`no checked report with ok=${String(ok)}`);
+  };
+  t.match(await checked(true), { ok: true, at: /^\d{4}-/ });
+  fs.writeFileSync(path.join(dir, 'data.bin'), 'not what was written');
+  t.match(await checked(false), { ok: false, error: /now has 20 bytes/ });
+  t.equal(await podman('inspect', '--format', '{{.State.Running}}', id), 'true', 'it keeps running: the test decides');
 });
 
 // The kubelet's side of plugin registration (pkg/apis/pluginregistration/v1 of k8s.io/kubelet):

@@ -11,7 +11,11 @@
 // into /dev/termination-log (so the pod's status carries it) with what a test asserts: the
 // outcome, the checksum, the process's uid/gid/groups, the owner and mode of the directory and
 // the file, and the filesystem's size. A failed check exits 1; with --hold a passed one keeps the
-// container running until SIGTERM (exit 0), as a long-lived pod does.
+// container running until SIGTERM (exit 0), as a long-lived pod does, and prints a new report
+// (mode "resized") each time the filesystem's size changes under it, an online expansion seen
+// from inside the pod; after a write or verify it also reads the file again every 10 s and
+// prints a report (mode "checked", with the time), so a test sees the data path still works
+// after whatever it did to the node.
 package main
 
 import (
@@ -60,6 +64,7 @@ type report struct {
 	Dir     *owner  `json:"dir,omitempty"`
 	File    *owner  `json:"file,omitempty"`
 	FSBytes *uint64 `json:"fsBytes,omitempty"`
+	At      string  `json:"at"`
 }
 
 func main() {
@@ -77,7 +82,7 @@ func main() {
 	_ = fs.Parse(os.Args[2:])
 
 	host, _ := os.Hostname()
-	r := report{Mode: mode, Host: host, UID: os.Getuid(), GID: os.Getgid()}
+	r := report{Mode: mode, Host: host, UID: os.Getuid(), GID: os.Getgid(), At: now()}
 	r.Groups, _ = os.Getgroups()
 	if r.Groups == nil {
 		r.Groups = []int{}
@@ -107,7 +112,11 @@ func main() {
 		os.Exit(1)
 	}
 	if *hold {
-		waitForTerm()
+		check := ""
+		if mode == "write" || mode == "verify" {
+			check = path
+		}
+		waitForTerm(r, *dir, check)
 	}
 }
 
@@ -246,9 +255,47 @@ func emit(r report) {
 	}
 }
 
-func waitForTerm() {
+func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+
+// recheck reads the file again and compares it with what the first check found.
+func recheck(r report, path string) report {
+	r.Mode, r.At, r.Error = "checked", now(), ""
+	got, err := os.ReadFile(path)
+	switch {
+	case err != nil:
+		r.Error = err.Error()
+	case checksum(got) != r.SHA256:
+		r.Error = fmt.Sprintf("%s now has %d bytes (sha256 %s), not %d (sha256 %s)", path, len(got), checksum(got), r.Bytes, r.SHA256)
+	}
+	r.OK = r.Error == ""
+	return r
+}
+
+func waitForTerm(r report, dir, check string) {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	<-signals
-	os.Exit(0)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-signals:
+			os.Exit(0)
+		case <-tick.C:
+			if check != "" && n%10 == 0 {
+				line, _ := json.Marshal(recheck(r, check))
+				fmt.Println(string(line))
+			}
+			var st syscall.Statfs_t
+			if syscall.Statfs(dir, &st) != nil {
+				continue
+			}
+			size := st.Blocks * uint64(st.Bsize)
+			if r.FSBytes != nil && *r.FSBytes == size {
+				continue
+			}
+			r.Mode, r.FSBytes, r.At = "resized", &size, now()
+			line, _ := json.Marshal(r)
+			fmt.Println(string(line))
+		}
+	}
 }
