@@ -95,7 +95,9 @@ t.test('pause: reaps the zombies of the processes sharing its PID namespace', as
   const dir = tempDir(t, 'pause-');
   const child = spawnGuarded(
     'unshare',
-    ['--pid', '--fork', '--mount-proc', 'sh', '-c', `sleep 0.2 & exec ${need('PAUSE_BIN')}`],
+    // --kill-child: unshare's forked child (pause, PID 1 of the namespace) dies with unshare;
+    // without it the teardown's SIGKILL of unshare left pause running, reparented to init.
+    ['--pid', '--fork', '--kill-child', '--mount-proc', 'sh', '-c', `sleep 0.2 & exec ${need('PAUSE_BIN')}`],
     {
       stdio: 'ignore',
       cwd: dir,
