@@ -47,15 +47,17 @@ _free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# _test_ca DIR: a CA and a serving certificate for 127.0.0.1/localhost signed by it (2 days).
+# _test_ca DIR: a CA and a serving certificate for 127.0.0.1/localhost signed by it (2 days),
+# plus the names in REGISTRY_EXTRA_SAN (e.g. IP:10.0.2.101: the address a QEMU guest reaches the
+# registry at through a guestfwd relay, which a client there verifies the certificate against).
 _test_ca() {
-  local d="$1"
+  local d="$1" san="IP:127.0.0.1,DNS:localhost${REGISTRY_EXTRA_SAN:+,$REGISTRY_EXTRA_SAN}"
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
     -subj "/CN=pve-nfs-csi test registry CA" -keyout "$d/ca.key" -out "$d/ca.pem" 2>/dev/null &&
     openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
       -subj "/CN=127.0.0.1" -keyout "$d/server.key" -out "$d/server.csr" 2>/dev/null &&
     openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial -days 2 \
-      -extfile <(printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n') \
+      -extfile <(printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\n' "$san") \
       -out "$d/server.pem" 2>/dev/null
 }
 

@@ -4,7 +4,10 @@
 // DaemonSet run by that kubelet as real containers, and its controller Deployment run on the
 // host as the k8s tier runs it (local processes, ../k8s/lib/pods.ts) on a control-plane Node
 // that has no kubelet (the k8s tier's declared-ready Node with heartbeats). Disks: the simulator
-// hot-plugs them into the guest over QMP. NFS: the guest's kernel nfsd.
+// hot-plugs them into the guest over QMP. NFS: the guest's kernel nfsd. The chart and the node
+// plugin's image are the release this tree builds, as a user gets them: test/kubelet/tier.sh
+// pushed both to the release tier's registry, the chart is rendered from oci:// and the guest's
+// containerd pulls the image from there (TLS with the test CA).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -31,6 +34,7 @@ import {
 import type { Kube } from '../k8s/lib/kube.js';
 import type { CSINode, Pod } from '../k8s/lib/objects.js';
 import { runPod, type RunningPod } from '../k8s/lib/pods.js';
+import { registry, release, type Registry, type Release } from '../release/lib/release.js';
 import { nodeBinaries, startKubeletNode, type KubeletNode } from './node.js';
 
 /** The guest plays talos-worker-1 (VMID 111 on hyper1 in sim/default-cluster.yaml). */
@@ -52,31 +56,40 @@ export interface KubeletEnv {
   sim: SimulatorAdmin;
   values: TierValues;
   rendered: K8sObject[];
-  /** What the guest's containerd has. */
+  /** What the guest's containerd has (pause, registrar, workload) or pulls (driver). */
   images: NodeImages;
+  /** The release the chart and the driver image come from, and its registry. */
+  release: Release;
+  registry: Registry;
   controllerPods: RunningPod[];
   timings: Record<string, number>;
   stop(ok: boolean): Promise<void>;
 }
 
 export interface NodeImages {
-  /** Image reference → OCI archive, for `ctr images import`. */
+  /** Image reference → OCI archive, unpacked into the node's containerd before it starts. */
   archives: Record<string, string>;
   pause: string;
   registrar: string;
   workload: string;
+  /** The release's image in the registry: pulled by the node's containerd. */
   driver: string;
 }
 
 /**
- * The images the node imports, from scripts/lib/kubelet-images.sh: NAME=archive and
- * NAME_REF=reference lines for PAUSE, REGISTRAR, WORKLOAD and DRIVER.
+ * The images the node has from the start, from scripts/lib/kubelet-images.sh: NAME=archive and
+ * NAME_REF=reference lines for PAUSE, REGISTRAR and WORKLOAD; the driver is the release's.
  */
-export function nodeImages(): NodeImages {
-  const out = execFileSync('bash', [path.join(ROOT, 'scripts/lib/kubelet-images.sh')], {
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+export function nodeImages(driver: string): NodeImages {
+  const names = ['PAUSE', 'REGISTRAR', 'WORKLOAD'];
+  const out = execFileSync(
+    'bash',
+    [path.join(ROOT, 'scripts/lib/kubelet-images.sh'), ...names.map((n) => n.toLowerCase())],
+    {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   const kv = new Map(
     out
       .trim()
@@ -84,13 +97,12 @@ export function nodeImages(): NodeImages {
       .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)] as const),
   );
   const ref = (n: string) => present(kv.get(`${n}_REF`), `kubelet-images.sh printed no ${n}_REF`);
-  const names = ['PAUSE', 'REGISTRAR', 'WORKLOAD', 'DRIVER'];
   return {
     archives: Object.fromEntries(names.map((n) => [ref(n), present(kv.get(n), `kubelet-images.sh printed no ${n}`)])),
     pause: ref('PAUSE'),
     registrar: ref('REGISTRAR'),
     workload: ref('WORKLOAD'),
-    driver: ref('DRIVER'),
+    driver,
   };
 }
 
@@ -100,8 +112,10 @@ export async function startKubeletEnv(log: (s: string) => void): Promise<Kubelet
   const step = (s: string) => log(`[${((Date.now() - t0) / 1000).toFixed(1)} s] ${s}`);
   const bins = binaries();
   const nodeBins = nodeBinaries();
-  const images = nodeImages();
-  step(`binaries and images ready: ${Object.keys(images.archives).join(', ')}`);
+  const reg = registry();
+  const rel = release(present(process.env.KUBELET_RELEASE_DIR, 'KUBELET_RELEASE_DIR (set by test/kubelet/tier.sh)'));
+  const images = nodeImages(rel.image);
+  step(`binaries and images ready: ${Object.keys(images.archives).join(', ')}; ${rel.image} in the registry`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pnc-kubelet-'));
   const logDir = path.join(dir, 'logs');
   const cleanups: (() => Promise<void>)[] = [];
@@ -127,6 +141,14 @@ export async function startKubeletEnv(log: (s: string) => void): Promise<Kubelet
       labels: { 'topology.kubernetes.io/region': REGION, 'topology.kubernetes.io/zone': WORKER.zone },
       images: images.archives,
       sandboxImage: images.pause,
+      registry: {
+        host: reg.host,
+        ca: fs.readFileSync(reg.ca, 'utf8'),
+        guestIp: present(
+          process.env.KUBELET_REGISTRY_GUEST_IP,
+          'KUBELET_REGISTRY_GUEST_IP (set by test/kubelet/tier.sh)',
+        ),
+      },
       logDir,
       log: step,
     });
@@ -153,7 +175,20 @@ export async function startKubeletEnv(log: (s: string) => void): Promise<Kubelet
         ),
       },
     });
-    const rendered = render({ values, namespace: NS, kubeVersion: KUBE_VERSION, dir });
+    // The chart as a user installs it: from the registry, the image pinned to the release.
+    const rendered = render({
+      values,
+      namespace: NS,
+      kubeVersion: KUBE_VERSION,
+      dir,
+      chart: rel.chartRef,
+      chartArgs: ['--version', rel.version, '--ca-file', reg.ca],
+    });
+    const dsImage = only(rendered, 'DaemonSet').spec.template.spec?.containers.find(
+      (c) => c.name === 'pve-nfs-csi',
+    )?.image;
+    if (dsImage !== rel.image)
+      throw new Error(`the release chart's DaemonSet runs ${String(dsImage)}, not ${rel.image}`);
     await applyAll(
       kube,
       rendered.filter((o) => !isHook(o)),
@@ -177,7 +212,11 @@ export async function startKubeletEnv(log: (s: string) => void): Promise<Kubelet
       ca: cluster.ca,
       pod: present(ctrlPod, 'the controller pod'),
       dir: path.join(dir, 'pods'),
-      images: hostImages(bins),
+      // The controller runs this tree's build on the host, whatever repository the chart names.
+      images: {
+        ...hostImages(bins),
+        [rel.repository]: present(hostImages(bins)['ghcr.io/pve-nfs-csi/pve-nfs-csi'], 'the driver command'),
+      },
       extraEnv: {
         'pve-nfs-csi': { NFS_PORT: String(node.guest.nfsPort), NFS_MOUNT_PORT: String(node.guest.nfsMountPort) },
       },
@@ -192,10 +231,15 @@ export async function startKubeletEnv(log: (s: string) => void): Promise<Kubelet
       `/apis/storage.k8s.io/v1/csinodes/${WORKER.name}`,
       (c) => drivers.every((d) => csiDrivers(c).some((x) => x.name === d)),
       `CSINode ${WORKER.name} with drivers ${drivers.join(', ')}`,
-      600_000,
+      // The node plugin's image is pulled from the registry first (unpacked under TCG).
+      900_000,
       () => nodePodState(kube),
     );
     timings.csiNodeSeconds = (Date.now() - t0) / 1000;
+    const pulled = (await kube.list<{ reason?: string; message?: string }>(`/api/v1/namespaces/${NS}/events`)).filter(
+      (e) => e.reason === 'Pulled' && e.message?.includes(rel.image),
+    );
+    step(`kubelet: ${pulled.map((e) => e.message).join('; ') || `no Pulled event for ${rel.image}`}`);
     step(`CSINode ${WORKER.name} has ${drivers.join(', ')}`);
 
     return {
@@ -208,6 +252,8 @@ export async function startKubeletEnv(log: (s: string) => void): Promise<Kubelet
       values,
       rendered,
       images,
+      release: rel,
+      registry: reg,
       controllerPods,
       timings,
       stop: (ok: boolean) => tearDown({ tier: 'kubelet tier', dir, log, cleanups }, ok ? 'passed' : 'failed'),

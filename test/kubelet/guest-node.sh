@@ -13,6 +13,9 @@
 #   KN_SANDBOX_IMAGE    the pause image containerd runs sandboxes with
 #   KN_API_VIP          the Service IP of "kubernetes" (10.96.0.1), DNATed to KN_API_FWD
 #   KN_API_FWD          the guestfwd address:port QEMU relays to the host's kube-apiserver
+#   KN_REGISTRY         the image registry as images name it (127.0.0.1:PORT on the host)
+#   KN_REGISTRY_MIRROR  the guestfwd address:port QEMU relays to it (its certificate names it)
+#   KN_REGISTRY_CA_DATA the registry's test CA (PEM text)
 #   KN_LOG_DIR          where containerd.log and kubelet.log go (the harness's shared dir)
 set -euo pipefail
 say() { echo "kubelet-node[$(cut -d' ' -f1 /proc/uptime)s]: $*"; }
@@ -66,6 +69,8 @@ state = "/run/containerd"
   address = "/run/containerd/containerd.sock"
 [plugins.'io.containerd.cri.v1.images']
   snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = "/etc/containerd/certs.d"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "$KN_SANDBOX_IMAGE"
 [plugins.'io.containerd.cri.v1.runtime']
@@ -80,6 +85,19 @@ state = "/run/containerd"
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["/usr/lib/cni"]
     conf_dir = "/etc/cni/net.d"
+EOF
+
+# The registry's 127.0.0.1 is the host's, not this guest's: containerd pulls through the relay,
+# verifying the registry's certificate against the test CA (hosts.toml, as a user configures a
+# mirror with a private CA).
+certs="/etc/containerd/certs.d/$KN_REGISTRY"
+mkdir -p "$certs"
+printf '%s' "$KN_REGISTRY_CA_DATA" >"$certs/ca.crt"
+cat >"$certs/hosts.toml" <<EOF
+server = "https://$KN_REGISTRY"
+[host."https://$KN_REGISTRY_MIRROR"]
+  capabilities = ["pull", "resolve"]
+  ca = "$certs/ca.crt"
 EOF
 
 export PATH="$KN_CONTAINERD_DIR:$PATH"
@@ -126,11 +144,18 @@ EOF
 : >>/etc/resolv.conf
 printf '%s' "$KN_KUBECONFIG_DATA" >/var/lib/kubelet/kubeconfig
 
-say "starting kubelet"
-"$KN_KUBELET" --config=/var/lib/kubelet/config.yaml --kubeconfig=/var/lib/kubelet/kubeconfig \
-  --hostname-override="$KN_NODE_NAME" --node-labels="$KN_NODE_LABELS" --node-ip=10.0.2.15 \
-  --root-dir=/var/lib/kubelet --cert-dir=/var/lib/kubelet/pki --v=2 >>"$log_dir/kubelet.log" 2>&1 &
-kubelet=$!
+# kubelet's pid is in /run/kubelet.pid; when it exits it is started again, as systemd's
+# Restart=always does on a real node (the tier kills it to test volume reconstruction).
+start_kubelet() {
+  say "starting kubelet"
+  "$KN_KUBELET" --config=/var/lib/kubelet/config.yaml --kubeconfig=/var/lib/kubelet/kubeconfig \
+    --hostname-override="$KN_NODE_NAME" --node-labels="$KN_NODE_LABELS" --node-ip=10.0.2.15 \
+    --root-dir=/var/lib/kubelet --cert-dir=/var/lib/kubelet/pki --v=2 >>"$log_dir/kubelet.log" 2>&1 &
+  kubelet=$!
+  kubelet_started=$SECONDS
+  echo "$kubelet" >/run/kubelet.pid
+}
+start_kubelet
 # The host reaches guest services through QEMU's hostfwd, which delivers to 127.0.0.1 from the
 # user network's host address; kubelet's KUBE-FIREWALL drops non-loopback sources to 127/8 (the
 # route_localnet guard). kubelet puts its jump first in INPUT, then only checks that it exists:
@@ -141,4 +166,12 @@ for _ in $(seq 1 1200); do
 done
 iptables -I INPUT 1 -s 10.0.2.2/32 -d 127.0.0.0/8 -i eth0 -j ACCEPT
 say "hostfwd source let in ahead of KUBE-FIREWALL"
-wait "$kubelet"
+while :; do
+  code=0
+  wait "$kubelet" || code=$?
+  # One that cannot start at all ends the node (the harness reports it) instead of looping.
+  [ $((SECONDS - kubelet_started)) -ge 20 ] || { say "kubelet exited ($code) within 20 s of its start"; exit 1; }
+  say "kubelet exited ($code); starting it again in 1 s"
+  sleep 1
+  start_kubelet
+done

@@ -1,7 +1,9 @@
 // A real Kubernetes node in the VM-tier guest: containerd, runc, the CNI bridge and kubelet
 // v1.37.2 (test/kubelet/guest-node.sh), registered against the host's kube-apiserver. The guest
 // reaches the host only through one QEMU guestfwd relay to the apiserver, at the "kubernetes"
-// Service IP a pod would dial (DNATed in the guest, as kube-proxy would route it).
+// Service IP a pod would dial (DNATed in the guest, as kube-proxy would route it), and one more
+// to the image registry, which the guest's containerd reaches as a mirror of the registry's
+// 127.0.0.1 name (the name the release's chart pins the image under).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -51,6 +53,8 @@ export interface KubeletNodeOptions {
   /** Image reference → OCI archive; containerd's k8s.io namespace gets them all. */
   images: Record<string, string>;
   sandboxImage: string;
+  /** The registry the node pulls the release's image from: host:port, CA (PEM text), the relay's guest-side address. */
+  registry: { host: string; ca: string; guestIp: string };
   logDir: string;
   memoryMb?: number;
   log?: (s: string) => void;
@@ -91,9 +95,14 @@ export async function startKubeletNode(o: KubeletNodeOptions): Promise<KubeletNo
     [path.join(repoRoot, 'test/kubelet/containerd-root.sh'), o.bins.containerdDir, ...Object.values(o.images)],
     { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
   ).trim();
+  const registryPort = Number(o.registry.host.split(':')[1]);
+  if (!Number.isInteger(registryPort)) throw new Error(`registry ${o.registry.host}: no port`);
   const guest = await startGuest({
     memoryMb: o.memoryMb ?? 3072,
-    guestForwards: [{ guestAddress: API_FWD.address, guestPort: API_FWD.port, hostPort: o.cluster.port }],
+    guestForwards: [
+      { guestAddress: API_FWD.address, guestPort: API_FWD.port, hostPort: o.cluster.port },
+      { guestAddress: o.registry.guestIp, guestPort: registryPort, hostPort: registryPort },
+    ],
     waitPorts: [KUBELET_HEALTHZ],
     run: `exec bash ${path.join(repoRoot, 'test/kubelet/guest-node.sh')}`,
     env: {
@@ -104,6 +113,9 @@ export async function startKubeletNode(o: KubeletNodeOptions): Promise<KubeletNo
       KN_NODE_LABELS: labels,
       KN_CONTAINERD_ROOT: containerdRoot,
       KN_SANDBOX_IMAGE: o.sandboxImage,
+      KN_REGISTRY: o.registry.host,
+      KN_REGISTRY_MIRROR: `${o.registry.guestIp}:${registryPort}`,
+      KN_REGISTRY_CA_DATA: o.registry.ca,
       KN_API_VIP: API_VIP,
       KN_API_FWD: `${API_FWD.address}:${API_FWD.port}`,
       VM_HOSTNAME: o.name,

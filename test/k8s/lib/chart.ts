@@ -30,7 +30,18 @@ export function helmBinary(): string {
   return bin;
 }
 
-export function render(opts: { values: unknown; namespace: string; kubeVersion: string; dir: string }): K8sObject[] {
+/**
+ * `helm template` of the chart (this tree's, or `chart`: a packaged or oci:// one, with
+ * `chartArgs` such as --version and --ca-file) with `values`.
+ */
+export function render(opts: {
+  values: unknown;
+  namespace: string;
+  kubeVersion: string;
+  dir: string;
+  chart?: string;
+  chartArgs?: string[];
+}): K8sObject[] {
   const valuesFile = path.join(opts.dir, 'values.yaml');
   fs.writeFileSync(valuesFile, YAML.stringify(opts.values));
   const env = {
@@ -44,7 +55,8 @@ export function render(opts: { values: unknown; namespace: string; kubeVersion: 
     [
       'template',
       'pve-nfs-csi',
-      CHART,
+      opts.chart ?? CHART,
+      ...(opts.chartArgs ?? []),
       '--namespace',
       opts.namespace,
       '--kube-version',

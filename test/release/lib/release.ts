@@ -52,7 +52,8 @@ export function registry(): Registry {
   };
 }
 
-function release(dir: string): Release {
+/** A release as scripts/release.sh described it in DIR/release.env. */
+export function release(dir: string): Release {
   const e = envFile(path.join(dir, 'release.env'));
   const image = present(e.IMAGE, `IMAGE in ${dir}/release.env`);
   return {
