@@ -10,6 +10,20 @@ import type { ProxmoxController } from '../../src/proxmox/controller/controller.
 import { callCtx, createReq, expandReq, publishReq, unpublishReq } from './csi-requests.js';
 import { kindOf } from './outcome.js';
 import { helperWwnForSlot, isHelperWwn, isPvcIdWwn, wwnForSlot } from '../../src/proxmox/contract.js';
+import {
+  COPY_DISKS,
+  type CopyOp,
+  type Made,
+  type PermitSeen,
+  type SentRequest,
+  callCopyOp,
+  copyOpArb,
+  copySpecArb,
+  copyViolations,
+  diskOfHandle,
+  helpersOf,
+  resolve,
+} from './proxmox-ownership-copies.js';
 
 export const CTRL = 9999;
 export const NODE = 'hyper1';
@@ -35,6 +49,8 @@ export interface ClusterPicture {
   /** disk name → bytes, on NODE's STORAGE */
   volumes: Map<string, number>;
   vms: VmPicture[];
+  /** Volume snapshots (snap_ LVs) as `disk@name`, where the runner can see them. */
+  volumeSnaps?: Set<string>;
 }
 
 // ---- generated clusters ----
@@ -92,6 +108,8 @@ export interface ClusterSpec {
   vms: Array<{ vmid: number; name: string; running: boolean; description?: string | undefined }>;
   disks: Array<{ disk: string; gib: number }>;
   refs: RefSpec[];
+  /** With the snapshot steps: which helper look-alikes (proxmox-ownership-copies.ts) exist. */
+  copies?: { vms: Array<{ vmid: number; running: boolean }> } | undefined;
 }
 
 export const refValue = (r: Pick<RefSpec, 'key' | 'disk' | 'wwn'>): string => {
@@ -145,7 +163,8 @@ export type Op =
   | { kind: 'expand'; disk: string; gib: number }
   | { kind: 'modify'; disk: string; params: Record<string, string> }
   | { kind: 'list' }
-  | { kind: 'get'; disk: string };
+  | { kind: 'get'; disk: string }
+  | CopyOp;
 
 /** A change by hand between two calls (no task of the driver's token): what caches miss. */
 export type Hand = RefSpec | { vm: number; key: string; remove: true };
@@ -159,10 +178,21 @@ export interface Step {
   fault: Fault;
 }
 
-const opArbOf = (w: World): fc.Arbitrary<Op> => {
-  const handles = [...w.disks, 'vm-9999-pvc-new'];
+/** With the snapshot steps, ordinary calls also name snapshots, restored volumes and look-alikes. */
+const COPY_HANDLES = [
+  'made:pvc-r1',
+  'made:pvc-r2',
+  'made:snap-a',
+  'vm-800000126-disk-0',
+  'vm-800000123-disk-0',
+  'vm-850000000-disk-0',
+];
+
+const opArbOf = (w: World, copies: boolean): fc.Arbitrary<Op> => {
+  const plainHandles = [...w.disks, 'vm-9999-pvc-new'];
+  const handles = copies ? [...plainHandles, ...COPY_DISKS, ...COPY_HANDLES] : plainHandles;
   const vmNames = [...new Set(w.vms.map((v) => v.name)), 'no-such-vm'];
-  return fc.oneof(
+  const plain = fc.oneof(
     fc.record({ kind: fc.constant('create' as const), name: fc.constantFrom('pvc-a', 'pvc-new', 'disk-5') }),
     fc.record({ kind: fc.constant('delete' as const), disk: fc.constantFrom(...handles) }),
     fc.record({
@@ -189,11 +219,14 @@ const opArbOf = (w: World): fc.Arbitrary<Op> => {
     fc.constant({ kind: 'list' as const }),
     fc.record({ kind: fc.constant('get' as const), disk: fc.constantFrom(...handles) }),
   );
+  return copies ? fc.oneof({ weight: 1, arbitrary: plain }, { weight: 1, arbitrary: copyOpArb }) : plain;
 };
 
 const MUTATING = ['updateVmConfig', 'unlinkDisks', 'freeDisk', 'resizeDisk', 'allocDisk', 'vmPending'];
+/** The snapshot steps' calls a fault may hit too (the simulator's routes; the fake has none). */
+export const COPY_MUTATING = ['createVm', 'destroyVm', 'snapshotVm', 'deleteVmSnapshot', 'linkedClone'];
 
-export const stepArb = (vmids: number[], faults: boolean, w: World = BASE): fc.Arbitrary<Step> =>
+export const stepArb = (vmids: number[], faults: boolean, w: World = BASE, copies = false): fc.Arbitrary<Step> =>
   fc.record({
     hand: fc.option(
       fc.oneof(
@@ -202,18 +235,24 @@ export const stepArb = (vmids: number[], faults: boolean, w: World = BASE): fc.A
       ),
       { nil: undefined, freq: 3 },
     ),
-    op: opArbOf(w),
+    op: opArbOf(w, copies),
     fault: faults
       ? fc.oneof(
           { weight: 6, arbitrary: fc.constant({ kind: 'none' as const }) },
           { weight: 1, arbitrary: fc.constant({ kind: 'lock' as const }) },
           {
             weight: 1,
-            arbitrary: fc.record({ kind: fc.constant('lost' as const), method: fc.constantFrom(...MUTATING) }),
+            arbitrary: fc.record({
+              kind: fc.constant('lost' as const),
+              method: fc.constantFrom(...MUTATING, ...(copies ? COPY_MUTATING : [])),
+            }),
           },
           {
             weight: 1,
-            arbitrary: fc.record({ kind: fc.constant('refused' as const), method: fc.constantFrom(...MUTATING) }),
+            arbitrary: fc.record({
+              kind: fc.constant('refused' as const),
+              method: fc.constantFrom(...MUTATING, ...(copies ? COPY_MUTATING : [])),
+            }),
           },
         )
       : fc.constant({ kind: 'none' as const }),
@@ -304,21 +343,56 @@ const helperSites = (p: ClusterPicture) =>
     ),
   );
 
-const targetOf = (op: Op): string | undefined =>
-  op.kind === 'create' ? `vm-${CTRL}-${op.name}` : op.kind === 'list' ? undefined : op.disk;
+const targetOf = (op: Op): string | undefined => {
+  switch (op.kind) {
+    case 'create':
+      return `vm-${CTRL}-${op.name}`;
+    case 'list':
+    case 'listSnapshots':
+    case 'snapshot':
+    case 'restore':
+    case 'clone':
+      return undefined;
+    case 'deleteSnapshot':
+      return op.id;
+    case 'delete':
+    case 'publish':
+    case 'unpublish':
+    case 'expand':
+    case 'modify':
+    case 'get':
+      return op.disk;
+  }
+};
+
+/** Leaves the VMs and volumes the copy rules judge (proxmox-ownership-copies.ts) out of the base rules. */
+export interface Skip {
+  vm: (vmid: number) => boolean;
+  volume: (disk: string) => boolean;
+}
 
 /**
  * What the step changed that docs/ownership.md does not allow; empty when the step kept the
  * invariant. `faulted`: a fault was injected (a helper attachment may then be left for the
  * next call to remove).
  */
-export function violations(before: ClusterPicture, after: ClusterPicture, op: Op, faulted: boolean): string[] {
+export function violations(
+  before: ClusterPicture,
+  after: ClusterPicture,
+  op: Op,
+  faulted: boolean,
+  skip: Skip = { vm: () => false, volume: () => false },
+): string[] {
   const bad: string[] = [];
   const target = targetOf(op);
   for (const [disk, size] of before.volumes) {
+    if (skip.volume(disk)) continue;
     const base = MARKER_RE.exec(disk)?.[1] ?? disk;
     if (!after.volumes.has(disk)) {
-      const byOp = (op.kind === 'delete' || (op.kind === 'modify' && base !== disk)) && target === base;
+      // proxmox-csi-plugin's snapshots are disks of the driver's scheme: DeleteSnapshot frees them.
+      const byOp =
+        (op.kind === 'delete' || op.kind === 'deleteSnapshot' || (op.kind === 'modify' && base !== disk)) &&
+        target === base;
       if (!byOp || !driverDisk(base, before)) bad.push(`freed ${disk} (op ${op.kind} of ${target ?? '-'})`);
       else if (base === disk) {
         const held = refsOf(before, disk).find((r) => !isHelperLeftover(r));
@@ -332,7 +406,7 @@ export function violations(before: ClusterPicture, after: ClusterPicture, op: Op
     }
   }
   for (const disk of after.volumes.keys()) {
-    if (before.volumes.has(disk)) continue;
+    if (before.volumes.has(disk) || skip.volume(disk)) continue;
     const base = MARKER_RE.exec(disk)?.[1];
     const ok = base
       ? op.kind === 'modify' && target === base && driverDisk(base, before)
@@ -340,6 +414,7 @@ export function violations(before: ClusterPicture, after: ClusterPicture, op: Op
     if (!ok) bad.push(`allocated ${disk} (op ${op.kind})`);
   }
   for (const vmB of before.vms) {
+    if (skip.vm(vmB.vmid)) continue;
     const vmA = after.vms.find((v) => v.vmid === vmB.vmid);
     if (!vmA) {
       // DeleteVolume of a restored volume destroys its volume VM, once the disk is gone.
@@ -429,22 +504,78 @@ export interface StepRunner {
   hand(h: Hand): Promise<void>;
   fault(f: Fault): Promise<void>;
   clearFaults(): Promise<void>;
-  call(op: Op): Promise<string>;
+  /** `made`: the handles earlier steps of the case got back, by name (a copy step adds to it). */
+  call(op: Op, made: Made): Promise<string>;
+  /** The mutating requests Proxmox saw since the last call of this (runners that can see them). */
+  sent?(): Promise<SentRequest[]>;
+  /** The permits the ports were handed since the last call of this. */
+  permits?(): PermitSeen[];
+}
+
+/** A `made:<name>` reference of a generated step, replaced by the disk that step made (or a stale one). */
+const disk = (made: Made, ref: string) => diskOfHandle(resolve(made, ref));
+function resolveOp(op: Op, made: Made): Op {
+  switch (op.kind) {
+    case 'create':
+    case 'list':
+      return op;
+    case 'snapshot':
+      return { ...op, source: disk(made, op.source) };
+    case 'listSnapshots':
+      return op.source ? { ...op, source: disk(made, op.source) } : op;
+    case 'deleteSnapshot':
+      return { ...op, id: disk(made, op.id) };
+    case 'restore':
+    case 'clone':
+      return { ...op, from: disk(made, op.from) };
+    case 'delete':
+    case 'publish':
+    case 'unpublish':
+    case 'expand':
+    case 'modify':
+    case 'get':
+      return { ...op, disk: disk(made, op.disk) };
+  }
 }
 
 /** Runs the steps, checking the invariant after each; throws the first violation with the trace. */
-export async function runSteps(r: StepRunner, steps: readonly Step[], count: { steps: number }): Promise<void> {
+export async function runSteps(
+  r: StepRunner,
+  steps: readonly Step[],
+  count: { steps: number; outcomes?: Map<string, number> },
+): Promise<void> {
   const trace: string[] = [];
+  const made: Made = new Map();
   for (const step of steps) {
     if (step.hand) await r.hand(step.hand);
     const before = await r.picture();
+    const op = resolveOp(step.op, made);
+    await r.sent?.();
+    r.permits?.();
     await r.fault(step.fault);
-    const outcome = await r.call(step.op);
+    const outcome = await r.call(op, made);
     await r.clearFaults();
     const after = await r.picture();
     count.steps++;
-    trace.push(`${JSON.stringify(step)} -> ${outcome}`);
-    const bad = violations(before, after, step.op, step.fault.kind !== 'none');
+    const key = `${op.kind}:${outcome}`;
+    count.outcomes?.set(key, (count.outcomes.get(key) ?? 0) + 1);
+    trace.push(`${JSON.stringify({ ...step, op })} -> ${outcome}`);
+    const faulted = step.fault.kind !== 'none';
+    // Helper VMs are left to the copy rules only where those rules run (a runner that sees the
+    // requests and permits); elsewhere (the volume-VM world) the base rules judge every VM.
+    const copyRules = !!(r.sent && r.permits);
+    const helpers = copyRules ? helpersOf(before, after) : new Map<number, unknown>();
+    const skip: Skip = {
+      vm: (vmid) => helpers.has(vmid),
+      volume: (d) => helpers.has(ownerOf(d) ?? -1),
+    };
+    const bad = violations(before, after, op, faulted, skip);
+    if (r.sent && r.permits) {
+      const name = 'name' in op && typeof op.name === 'string' ? op.name : undefined;
+      bad.push(
+        ...copyViolations(before, after, { kind: op.kind, name }, targetOf(op), faulted, await r.sent(), r.permits()),
+      );
+    }
     if (bad.length) throw new Error(`ownership violated: ${bad.join('; ')}\nsteps:\n${trace.join('\n')}`);
   }
 }
@@ -472,11 +603,18 @@ type Calls = Required<
     | 'controllerGetVolume'
   >
 >;
+type CopyCalls = Required<Pick<ProxmoxController, 'createSnapshot' | 'deleteSnapshot' | 'listSnapshots'>>;
 
 /** One CSI call of the generated kind; its outcome kind (`ok`, a CsiError kind), never a throw. */
-export function callOp(c: Calls, op: Op, ms: number): Promise<string> {
+export function callOp(c: Calls, op: Op, ms: number, made: Made = new Map()): Promise<string> {
   const ctx = callCtx(ms);
   switch (op.kind) {
+    case 'snapshot':
+    case 'deleteSnapshot':
+    case 'listSnapshots':
+    case 'restore':
+    case 'clone':
+      return callCopyOp(c as Calls & CopyCalls, op, made, ms);
     case 'create':
       return kindOf(c.createVolume(createReq(op.name), ctx));
     case 'delete':
@@ -503,13 +641,22 @@ export function callOp(c: Calls, op: Op, ms: number): Promise<string> {
  * its own runner (`open`, closed after the case). Resolves with what it tried, for the report.
  */
 export async function search(
-  o: { seed: number; numRuns: number; maxSteps: number; world?: World },
+  o: { seed: number; numRuns: number; maxSteps: number; world?: World; copies?: boolean },
   open: (spec: ClusterSpec) => Promise<{ runner: StepRunner; close: () => Promise<void> }>,
-): Promise<{ cases: number; steps: number; ms: number }> {
-  const count = { cases: 0, steps: 0 };
+): Promise<{ cases: number; steps: number; ms: number; outcomes: Map<string, number> }> {
+  const count = { cases: 0, steps: 0, outcomes: new Map<string, number>() };
   const started = Date.now();
   const w = o.world ?? BASE;
-  const scenario = clusterArbOf(w).chain((spec) =>
+  const clusters = o.copies
+    ? fc.tuple(clusterArbOf(w), copySpecArb, fc.subarray(COPY_DISKS)).map(([spec, copies, extra]) => {
+        // pvc-a always exists here, so snapshots of it (the way that works) are reached.
+        const disks = spec.disks.some((d) => d.disk === 'vm-9999-pvc-a')
+          ? spec.disks
+          : [...spec.disks, { disk: 'vm-9999-pvc-a', gib: 1 }];
+        return { ...spec, copies, disks: [...disks, ...extra.map((disk) => ({ disk, gib: 1 }))] };
+      })
+    : clusterArbOf(w);
+  const scenario = clusters.chain((spec) =>
     fc.tuple(
       fc.constant(spec),
       fc.array(
@@ -517,6 +664,7 @@ export async function search(
           spec.vms.map((v) => v.vmid),
           true,
           w,
+          o.copies,
         ),
         { minLength: 1, maxLength: o.maxSteps },
       ),

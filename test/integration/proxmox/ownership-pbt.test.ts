@@ -27,6 +27,9 @@ import {
   search,
 } from '../../helpers/proxmox-ownership.js';
 import { simState } from '../../helpers/sim-state.js';
+import { COPY_VMS, type PermitSeen, type SentRequest } from '../../helpers/proxmox-ownership-copies.js';
+import { OwnershipPort } from '../../../src/proxmox/controller/safety/ownership-port.js';
+import { OwnershipPermit, type PermitKind } from '../../../src/proxmox/controller/safety/permit.js';
 
 const GiB = 2 ** 30;
 const SNAP = 'before-upgrade';
@@ -37,11 +40,54 @@ const ROUTES: Record<string, string> = {
   resizeDisk: 'PUT /nodes/{node}/qemu/{vmid}/resize',
   allocDisk: 'POST /nodes/{node}/storage/{storage}/content',
   vmPending: 'GET /nodes/{node}/qemu/{vmid}/pending',
+  createVm: 'POST /nodes/{node}/qemu',
+  destroyVm: 'DELETE /nodes/{node}/qemu/{vmid}',
+  snapshotVm: 'POST /nodes/{node}/qemu/{vmid}/snapshot',
+  deleteVmSnapshot: 'DELETE /nodes/{node}/qemu/{vmid}/snapshot/{snapname}',
+  linkedClone: 'POST /nodes/{node}/qemu/{vmid}/clone',
 };
+
+/** The CSI role plus what snapshots add (docs/snapshots.md, "Privileges"). */
+const SNAPSHOT_PRIVILEGES = [
+  'VM.Audit',
+  'VM.Config.Disk',
+  'Datastore.Allocate',
+  'Datastore.AllocateSpace',
+  'Datastore.Audit',
+  'VM.Allocate',
+  'VM.Snapshot',
+  'VM.Clone',
+];
+
+// Every permit a port of this process is handed, recorded before the port checks and sends it:
+// the search then asks whether each mutating request the simulator saw had one naming it.
+const permitsSeen: PermitSeen[] = [];
+for (const m of ['freeDisk', 'allocDisk', 'resizeDisk', 'updateVmConfig', 'unlinkDisks', 'copyStep'] as const) {
+  const proto = OwnershipPort.prototype as unknown as Record<string, (...a: unknown[]) => unknown>;
+  const orig = proto[m];
+  if (!orig) throw new Error(`OwnershipPort has no ${m}`);
+  proto[m] = function (this: unknown, p: unknown, ...rest: unknown[]): unknown {
+    if (p instanceof OwnershipPermit) {
+      const q = p as unknown as OwnershipPermit<PermitKind>;
+      permitsSeen.push({ kind: q.kind, body: { ...q.body } });
+    }
+    return orig.call(this, p, ...rest);
+  };
+}
 
 /** The default cluster file with hyper1 alone, holding the generated VMs and their keys. */
 function clusterFile(spec: ClusterSpec): Record<string, unknown> {
   const base = parseYaml(readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as Record<string, unknown>;
+  const copies = (spec.copies?.vms ?? []).map((c) => {
+    const v = COPY_VMS.find((x) => x.vmid === c.vmid);
+    return {
+      vmid: c.vmid,
+      name: v?.name ?? 'x',
+      status: c.running ? 'running' : 'stopped',
+      bootDisk: { storage: STORAGE, size: '1G' },
+      config: v?.description ? { description: v.description } : {},
+    };
+  });
   const vms = spec.vms.map((v) => {
     const keys = (where: string) =>
       Object.fromEntries(
@@ -58,13 +104,17 @@ function clusterFile(spec: ClusterSpec): Record<string, unknown> {
       ...(Object.keys(snap).length > 0 && { snapshots: { [SNAP]: snap } }),
     };
   });
+  const tokens = base.tokens as Array<Record<string, unknown>>;
   return {
     ...base,
+    ...(spec.copies && {
+      tokens: [{ id: tokens[0]?.id, secret: tokens[0]?.secret, privileges: SNAPSHOT_PRIVILEGES }, ...tokens.slice(1)],
+    }),
     nodes: [
       {
         name: NODE,
         storages: [{ id: STORAGE, type: 'lvmthin', vgname: 'pve', thinpool: 'data', size: '200G', used: '24G' }],
-        vms,
+        vms: [...vms, ...copies],
       },
     ],
   };
@@ -75,7 +125,11 @@ type Sim = Awaited<ReturnType<typeof startSimCluster>>;
 async function picture(s: Sim): Promise<ClusterPicture> {
   const st = await simState(s.admin);
   const storage = st.nodes.find((n) => n.name === NODE)?.storages.find((x) => x.id === STORAGE);
+  const snaps = (storage?.volumes ?? []) as Array<{ volid: string; snapshots?: Array<{ name: string }> }>;
   return {
+    volumeSnaps: new Set(
+      snaps.flatMap((v) => (v.snapshots ?? []).map((x) => `${v.volid.slice(STORAGE.length + 1)}@${x.name}`)),
+    ),
     volumes: new Map((storage?.volumes ?? []).map((v) => [v.volid.slice(STORAGE.length + 1), v.size])),
     vms: st.vms.map((v) => ({
       vmid: v.vmid,
@@ -118,6 +172,7 @@ async function open(spec: ClusterSpec): Promise<{ runner: StepRunner; close: () 
       if (!have.has(d.disk))
         await api.allocDisk(NODE, STORAGE, { vmid: ownerOf(d.disk) ?? 0, filename: d.disk, sizeBytes: d.gib * GiB });
     const c = proxmoxController(local, s.cluster, { tuning: { startupFenceMs: 0 } });
+    let seen = (await s.admin.requests(0)).lastSeq;
     const runner: StepRunner = {
       picture: () => picture(s),
       hand: (h) => hand(s, h),
@@ -132,7 +187,17 @@ async function open(spec: ClusterSpec): Promise<{ runner: StepRunner; close: () 
       clearFaults: async () => {
         await s.admin.patchFaults({ dropRate: 0, dropRoutes: [] });
       },
-      call: (op) => callOp(c, op, 15_000),
+      call: (op, made) => callOp(c, op, 15_000, made),
+      ...(spec.copies && {
+        sent: async () => {
+          const r = await s.admin.requests(seen);
+          seen = r.lastSeq;
+          return r.entries
+            .filter((e) => e.method !== 'GET')
+            .map((e): SentRequest => ({ method: e.method, path: e.path, route: e.route, params: e.params ?? {} }));
+        },
+        permits: () => permitsSeen.splice(0),
+      }),
     };
     return { runner, close };
   } catch (e) {
@@ -157,6 +222,20 @@ t.test('with volume VMs: restored disks are grown, re-lined and freed only when 
   const r = await search({ seed, numRuns, maxSteps: 5, world: RESTORED }, open);
   t.comment(
     `ownership PBT with volume VMs (simulator): seed=${seed} runs=${numRuns}: ${r.cases} cases, ${r.steps} steps`,
+  );
+  t.pass(`${r.cases} cases, ${r.steps} steps, no counterexample`);
+});
+
+t.test('snapshots, restores and clones keep the ownership invariant (simulator)', async (t) => {
+  const { seed } = pbtSettings(0, 8);
+  const numRuns = process.env.PBT_SIM_RUNS ? Number(process.env.PBT_SIM_RUNS) : 25;
+  const r = await search({ seed, numRuns, maxSteps: 6, copies: true }, open);
+  t.comment(
+    `ownership PBT with snapshots (simulator): seed=${seed} runs=${numRuns}: ${r.cases} cases, ${r.steps} steps in ${r.ms} ms; replay: PBT_SEED=${seed} PBT_SIM_RUNS=${numRuns}`,
+  );
+  const ok = (k: string) => [...r.outcomes].filter(([x]) => x === `${k}:ok`).reduce((n, [, c]) => n + c, 0);
+  t.comment(
+    `answered OK: ${['snapshot', 'deleteSnapshot', 'restore', 'clone', 'delete'].map((k) => `${k} ${ok(k)}`).join(', ')}`,
   );
   t.pass(`${r.cases} cases, ${r.steps} steps, no counterexample`);
 });

@@ -92,7 +92,7 @@ function runner(f: FakeProxmox): StepRunner {
       f.faults.dropBefore.clear();
       return Promise.resolve();
     },
-    call: (op) => callOp(c, op, 10_000),
+    call: (op, made) => callOp(c, op, 10_000, made),
   };
 }
 
