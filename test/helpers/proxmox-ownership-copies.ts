@@ -14,9 +14,6 @@ import { kindOf } from './outcome.js';
 import {
   CTRL,
   type ClusterPicture,
-  type ClusterSpec,
-  NODE,
-  REGION,
   STORAGE,
   type VmPicture,
   driverDisk,
@@ -363,11 +360,3 @@ export const copySpecArb: fc.Arbitrary<CopySpec> = fc
   .subarray(COPY_VMS)
   .chain((vms) => fc.tuple(...vms.map((v) => fc.boolean().map((running) => ({ vmid: v.vmid, running })))))
   .map((vms) => ({ vms }));
-
-/** Adds the generated helper look-alikes (and COPY_DISKS as candidates) to a base cluster spec. */
-export const withCopies = (base: ClusterSpec, extra: CopySpec): ClusterSpec & { copies: CopySpec } => ({
-  ...base,
-  copies: extra,
-});
-
-export { NODE, REGION };
