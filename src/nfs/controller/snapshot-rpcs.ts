@@ -3,10 +3,10 @@
 import type { Logger } from 'pino';
 import type { CallContext } from '../../csi/types.js';
 import type * as T from '../../csi/types.js';
-import { Busy, InvalidArgument, NotFound } from '../../errors.js';
+import { Busy, FailedPrecondition, InvalidArgument, NotFound } from '../../errors.js';
 import { parseVolumeId } from '../volume-id.js';
-import { parseSnapshotId } from '../snapshot-id.js';
-import type { NfsStores } from './store.js';
+import { type UpstreamSnapshotRef, parseSnapshotId } from '../snapshot-id.js';
+import type { NfsStore, NfsStores, OpOptions } from './store.js';
 import {
   RESTORE_PREFIX,
   SNAPSHOTS,
@@ -35,6 +35,27 @@ export interface SnapshotRpcs {
 }
 
 const restoreTmp = (subDir: string) => `${SNAPSHOTS}/${RESTORE_PREFIX}${encodeURIComponent(subDir)}`;
+
+/**
+ * csi-driver-nfs's snapshot directory `<dir>` (what its DeleteSnapshot removes), only when it
+ * holds its archive (`<src>.tar.gz` or `.tar`) and nothing else: no archive there, no snapshot
+ * (OK, nothing done); anything else beside it is not the snapshot's and is left alone.
+ */
+async function removeUpstreamArchive(store: NfsStore, ref: UpstreamSnapshotRef, o: OpOptions): Promise<boolean> {
+  const st = await store.stat(ref.dir, o);
+  if (st?.type !== 'dir') return false;
+  const archives = new Set([`${ref.src}.tar.gz`, `${ref.src}.tar`]);
+  const entries = await store.list(ref.dir, o);
+  const ours = entries.filter((e) => e.type === 'file' && archives.has(e.name));
+  if (ours.length === 0) return false;
+  const other = entries.find((e) => !ours.includes(e));
+  if (other)
+    throw new FailedPrecondition(
+      `${store.server}:${store.share}/${ref.dir} holds ${other.name} besides the csi-driver-nfs archive; ` +
+        'the driver removes a snapshot directory only when it holds nothing else: move that entry away first',
+    );
+  return store.removeTree(ref.dir, o);
+}
 
 export function snapshotRpcs(stores: NfsStores, now: () => Date): SnapshotRpcs {
   const shares = new Map<string, { server: string; share: string }>();
@@ -129,7 +150,10 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date): SnapshotRpcs {
       }
       const store = stores.open(ref.server, ref.share);
       const path = ref.kind === 'ours' ? snapshotDirOf(ref.name) : ref.dir;
-      const removed = await store.removeTree(path, o);
+      // A csi-driver-nfs handle names any directory below its base (a claim, a parent of
+      // claims): only its archive is removed, and the directory only when that left it empty.
+      const removed =
+        ref.kind === 'ours' ? await store.removeTree(path, o) : await removeUpstreamArchive(store, ref, o);
       ctx.log.info(
         { snapshotId: req.snapshotId, path: `${ref.server}:${ref.share}/${path}`, removed },
         'DeleteSnapshot',

@@ -6,7 +6,8 @@
 // deletes with it, so whatever the gate lets through is done to the tree.
 import { AlreadyExists, CsiError, FailedPrecondition, NotFound } from '../../../../src/errors.js';
 import type { BackendHealth } from '../../../../src/csi/health.js';
-import { admitted, gated } from '../../../../src/nfs/controller/ownership.js';
+import { admitted, boundaryError, gated } from '../../../../src/nfs/controller/ownership.js';
+import { type CopyStats, emptyStats } from '../../../../src/nfs/controller/copy-tree.js';
 import { TreeWalker } from '../../../../src/nfs/controller/tree-walk.js';
 import type {
   DirAttrs,
@@ -149,6 +150,15 @@ export class FakeNas {
     };
     walk(this.root, '');
     return out;
+  }
+
+  /** A file or symlink made in `parent` (a copy's), on its file system. */
+  fileIn(parent: FNode, name: string, type: 'file' | 'symlink', what: string): FNode {
+    if (parent.pseudo) throw new FakeStatus('ROFS', what);
+    const c = this.node(type, parent.fsid);
+    c.v3fsid = parent.v3fsid;
+    parent.children.set(name, c);
+    return c;
   }
 
   mkdirIn(parent: FNode, name: string, what: string): FNode {
@@ -347,12 +357,32 @@ class FakeRaw implements RawNfsStore {
     toParent.children.set(toName, src.node);
   }
 
-  /** The fake NAS models names and file systems, not contents: its tests never copy. */
-  copyTree(permit: Permit): Promise<never> {
-    admitted(permit, 'copy');
-    return Promise.reject(new FailedPrecondition('the fake NAS does not copy trees'));
+  /**
+   * The tree copy as the NFSv3 copy does it (copy-tree.ts): `to` and its parents made, every
+   * entry copied, a link as a link (never followed), and a stop at an entry of another file system.
+   */
+  async copyTree(permit: Permit): Promise<CopyStats> {
+    const { segs, to, fsid } = admitted(permit, 'copy');
+    const src = this.walk(segs);
+    if (src.node?.type !== 'dir') throw new NotFound(`${permit.path} is not a directory`);
+    const parent = this.mkdirs(to.slice(0, -1), permit.to ?? '');
+    const name = to.at(-1) ?? '';
+    if (parent.children.has(name)) throw new AlreadyExists(`${permit.to ?? ''} already exists`);
+    const stats = emptyStats();
+    const copy = (from: FNode, into: FNode, n: string, where: string) => {
+      if (this.fsid(from) !== fsid || this.junction(from)) throw boundaryError(where);
+      const c = from.type === 'dir' ? this.nas.mkdirIn(into, n, where) : this.nas.fileIn(into, n, from.type, where);
+      if (from.type === 'dir') {
+        stats.dirs++;
+        for (const [k, child] of from.children) copy(child, c, k, `${where}/${k}`);
+      } else if (from.type === 'file') stats.files++;
+      else stats.symlinks++;
+    };
+    copy(src.node, parent, name, permit.path);
+    return stats;
   }
 
+  /** The fake NAS models names and file systems, not contents: it does not unpack archives. */
   unpackArchive(permit: Permit): Promise<never> {
     admitted(permit, 'unpack');
     return Promise.reject(new FailedPrecondition('the fake NAS does not unpack archives'));
