@@ -70,6 +70,9 @@ async function run(c: CopyContext, step: CopyStep): Promise<void> {
     what: `${step.op} helper VM ${step.vmid}`,
     signal: c.signal,
   });
+  // This process's own free, like DeleteVolume's: a retry must not find the disk in the cached
+  // content and take it for an orphan whose owner VM is gone.
+  if (step.op === 'free') c.cluster.content.removed(step.node, step.storage, step.volid);
 }
 
 /** The helper VM of `role` that `name`'s record names on the host, if one exists. */
