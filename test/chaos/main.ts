@@ -1,4 +1,4 @@
-// `npm run chaos [-- --long] [-- --only storm,kill,cancel,nfs,input]`
+// `npm run chaos [-- --long] [-- --only storm,kill,snapshots,cancel,nfs,input]`
 // The chaos suite: the real program over gRPC, called the way the CSI sidecars call it, while
 // the Proxmox simulator injects faults, the controller is killed with SIGKILL, callers give up,
 // the NFS server is frozen and killed, and every RPC of both drivers gets hostile input. After
@@ -12,6 +12,7 @@ import { ROOT, programEntry } from './program.js';
 import type { Recorder } from './rpc.js';
 import { faultStorm } from './storm.js';
 import { killScenario } from './kill.js';
+import { snapshotScenario } from './snapshots.js';
 import { cancelScenario } from './cancel.js';
 import { nfsScenario, type NfsShared } from './nfs.js';
 import { badInput } from './bad-input.js';
@@ -83,6 +84,7 @@ async function main(): Promise<number> {
   const scenarios: [string, () => Promise<Recorder>][] = [
     ['storm', () => faultStorm(env)],
     ['kill', () => killScenario(env)],
+    ['snapshots', () => snapshotScenario(env)],
     ['cancel', () => cancelScenario(env)],
     ['nfs', () => nfsScenario(env, nfs)],
     ['input', () => badInput(env, nfs)],

@@ -192,9 +192,12 @@ async function open(spec: ClusterSpec): Promise<{ runner: StepRunner; close: () 
         sent: async () => {
           const r = await s.admin.requests(seen);
           seen = r.lastSeq;
-          return r.entries
-            .filter((e) => e.method !== 'GET')
-            .map((e): SentRequest => ({ method: e.method, path: e.path, route: e.route, params: e.params ?? {} }));
+          return (
+            r.entries
+              // A request dropped before the simulator read it changed nothing (and has no params).
+              .filter((e) => e.method !== 'GET' && e.fault !== 'drop-before')
+              .map((e): SentRequest => ({ method: e.method, path: e.path, route: e.route, params: e.params ?? {} }))
+          );
         },
         permits: () => permitsSeen.splice(0),
       }),
