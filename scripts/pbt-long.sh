@@ -16,6 +16,7 @@ export PBT_SEED="$seed" PBT_RUNS="$runs" PBT_SIM_RUNS="$((runs / 10))" PBT_GANES
 npx tap --timeout 3600 \
   test/unit/proxmox/controller/safety/ownership.pbt.test.ts \
   test/unit/nfs/controller/ownership.property.test.ts \
+  test/unit/nfs/controller/ownership-snapshots.property.test.ts \
   test/unit/cli/day2-property.test.ts \
   test/integration/proxmox/ownership-pbt.test.ts \
   test/integration/nfs/ownership.property.ganesha.test.ts
