@@ -204,6 +204,20 @@ t.test('parallel ensureDir on shared parents all succeed', async (t) => {
   for (const n of names) t.equal(await mode(n), 0o770);
 });
 
+/** Until every thread of `pid` is stopped (state T in /proc/<pid>/task/<tid>/stat), 5 s at most. */
+async function allStopped(pid: number): Promise<void> {
+  const end = Date.now() + 5000;
+  for (;;) {
+    const tasks = await fs.readdir(`/proc/${pid}/task`);
+    const states = await Promise.all(
+      tasks.map(async (tid) => (await fs.readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8')).replace(/^.*\) /s, '')[0]),
+    );
+    if (states.every((st) => st === 'T' || st === 't')) return;
+    if (Date.now() > end) throw new Error(`ganesha ${pid} did not stop: thread states ${states.join('')}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 t.test('a stopped server is Unavailable within the call timeout; it recovers', async (t) => {
   const quick = createNfs3Stores({ timeoutMs: 800, nfsPort: g.nfsPort, mountPort: g.mountPort });
   t.teardown(() => quick.close());
@@ -218,6 +232,9 @@ t.test('a stopped server is Unavailable within the call timeout; it recovers', a
       // ganesha is gone already: nothing to resume.
     }
   });
+  // kill() returns before every thread has stopped: a thread still running on the other core
+  // answered the LOOKUP now and then on a loaded machine. Wait for each thread's state T.
+  await allStopped(pid);
   const t0 = Date.now();
   t.match(
     await kindOf(s.stat('hang')),
