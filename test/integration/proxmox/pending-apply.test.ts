@@ -11,6 +11,7 @@ import { callCtx as ctx, capacity, createReq, preferZone, publishReq } from '../
 import { startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
 import { present } from '../../helpers/present.js';
 import type { Teardown } from '../../helpers/teardown.js';
+import { wwnForSlot } from '../../../src/proxmox/contract.js';
 
 const HAND_SET = 'local-lvm:vm-131-disk-1,size=1G';
 
@@ -54,11 +55,23 @@ t.test('a stopped VM with a pending change of others: publish refused, nothing a
   const before = await s.vm131();
   await t.rejects(s.c.controllerPublishVolume(publishReq(s.volume, 'talos-worker-9'), ctx()), {
     kind: 'FailedPrecondition',
-    message: /stopped and has pending changes the driver did not make \(scsi1\).*Start the VM/,
+    message: /stopped and has pending changes this change does not make \(scsi1\).*Start the VM/,
   });
   const after = await s.vm131();
   t.same(after.pending, before.pending, 'the pending scsi1 is still pending');
   t.same(after.config, before.config, 'the config is unchanged');
+});
+
+t.test('a pending line that only looks like the driver’s (its slot and WWN) is refused too', async (t) => {
+  // Found by the property search (seed 31337): an offline expansion's attach to a stopped helper
+  // VM applied a hand-set pending scsi1 naming VM 101's disk with the driver's WWN scheme.
+  const s = await start(t, 'stopped', { scsi1: `local-lvm:vm-101-disk-1,size=1G,wwn=${wwnForSlot(1)}` });
+  const before = await s.vm131();
+  await t.rejects(s.c.controllerPublishVolume(publishReq(s.volume, 'talos-worker-9'), ctx()), {
+    kind: 'FailedPrecondition',
+    message: /pending changes this change does not make \(scsi1\)/,
+  });
+  t.same((await s.vm131()).config, before.config, 'the config is unchanged');
 });
 
 t.test('the same VM running: Proxmox hot-plugs the pending section as any edit does; publish goes ahead', async (t) => {
@@ -67,7 +80,7 @@ t.test('the same VM running: Proxmox hot-plugs the pending section as any edit d
   t.ok(pub.publishContext, 'published');
 });
 
-t.test('a stopped VM whose pending section holds only the driver’s own lines is published to', async (t) => {
+t.test('a stopped VM with no pending changes is published to', async (t) => {
   const s = await start(t, 'stopped', {});
   const pub = await s.c.controllerPublishVolume(publishReq(s.volume, 'talos-worker-9'), ctx());
   t.ok(pub.publishContext, 'published');

@@ -8,7 +8,14 @@ import { taskError } from '../../api/errors.js';
 import { waitTask } from '../../api/tasks.js';
 import { what } from './attach-plan.js';
 import type { DiskIndex } from '../state/disk-index.js';
-import { type VmRunState, foreignPendingKeys, must, permitConfigChange, permitUnlink } from '../safety/ownership.js';
+import {
+  type VmRunState,
+  changedKeys,
+  foreignPendingKeys,
+  must,
+  permitConfigChange,
+  permitUnlink,
+} from '../safety/ownership.js';
 import type { OwnershipPort } from '../safety/ownership-port.js';
 import type { VmRef } from '../state/vm-locator.js';
 
@@ -37,7 +44,7 @@ export class ConfigExecutor {
    * one a drive line of the driver in `entries`, the read whose digest goes with it.
    */
   async unlink(vm: VmRef, keys: string[], entries: readonly ConfigEntry[], digest: string | undefined): Promise<void> {
-    const state = await this.runState(vm, entries);
+    const state = await this.runState(vm, entries, keys);
     await this.o.port.unlinkDisks(must(permitUnlink(vm, entries, keys, digest, state)));
   }
 
@@ -45,8 +52,12 @@ export class ConfigExecutor {
    * Whether the VM runs, read now, only when it has pending changes of others: the gate refuses
    * to change a stopped VM then (ownership.ts foreignPendingKeys), and needs a fresh answer.
    */
-  private async runState(vm: VmRef, entries: readonly ConfigEntry[]): Promise<VmRunState | undefined> {
-    if (foreignPendingKeys(vm, entries).length === 0) return undefined;
+  private async runState(
+    vm: VmRef,
+    entries: readonly ConfigEntry[],
+    touched: readonly string[],
+  ): Promise<VmRunState | undefined> {
+    if (foreignPendingKeys(entries, touched).length === 0) return undefined;
     const now = (await this.o.api.vmResources()).find((r) => r.vmid === vm.vmid && r.type === 'qemu');
     return { running: now?.status === 'running' };
   }
@@ -63,7 +74,7 @@ export class ConfigExecutor {
     list: boolean,
   ): Promise<{ landed: Landed | undefined } | undefined> {
     // Planned on `entries` (whose digest the change carries): the gate checks every key it touches.
-    const state = await this.runState(vm, entries);
+    const state = await this.runState(vm, entries, changedKeys(change));
     const upid = await this.o.port.updateVmConfig(must(permitConfigChange(vm, entries, change, state)));
     if (!upid) return undefined;
     this.o.index.mine(upid);

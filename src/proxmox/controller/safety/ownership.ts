@@ -441,26 +441,25 @@ function driverKey(vm: VmRef, key: string, values: readonly string[]): string | 
 }
 
 /**
- * Keys with a pending change the driver did not make (anything but its own drive lines on
- * scsi1..30). Any config change or unlink of a stopped VM makes Proxmox apply the whole pending
+ * Keys with a pending change that the change at hand does not touch (`touched`: the keys it sets
+ * or deletes). Any config change or unlink of a stopped VM makes Proxmox apply the whole pending
  * section with it (qemu-server update_vm_api: vmconfig_apply_pending), so on such a VM the
- * driver's change would also apply these. On a running VM it hot-plugs the pending section
- * again (vmconfig_hotplug_pending), which leaves what cannot be hot-plugged pending, as every
- * edit in the web UI does.
+ * driver's change would also apply these, whoever queued them: a drive line that merely looks
+ * like the driver's (its slot and WWN scheme) may name any disk. On a running VM it hot-plugs the
+ * pending section again (vmconfig_hotplug_pending), which leaves what cannot be hot-plugged
+ * pending, as every edit in the web UI does.
  */
-export function foreignPendingKeys(vm: VmRef, entries: readonly ConfigEntry[]): string[] {
+export function foreignPendingKeys(entries: readonly ConfigEntry[], touched: readonly string[]): string[] {
   return entries
-    .filter((e) => e.pending !== undefined || e.pendingDelete)
-    .filter(
-      (e) =>
-        driverKey(
-          vm,
-          e.key,
-          [e.value, e.pending].filter((v): v is string => v !== undefined),
-        ) !== undefined,
-    )
+    .filter((e) => (e.pending !== undefined || e.pendingDelete) && !touched.includes(e.key))
     .map((e) => e.key);
 }
+
+/** The keys a config change sets or deletes. */
+export const changedKeys = (change: ConfigChange): string[] => [
+  ...Object.keys(change.set ?? {}),
+  ...(change.delete ?? []),
+];
 
 /** The VM's state as read now, when it has foreign pending changes (the caller reads it then). */
 export interface VmRunState {
@@ -470,14 +469,15 @@ export interface VmRunState {
 function pendingRefusal(
   vm: VmRef,
   entries: readonly ConfigEntry[],
+  touched: readonly string[],
   state: VmRunState | undefined,
 ): Verdict<never> | undefined {
-  const keys = foreignPendingKeys(vm, entries);
+  const keys = foreignPendingKeys(entries, touched);
   if (keys.length === 0 || state?.running) return undefined;
   return refuse(
     new OwnershipRefusal(
       'foreign-key',
-      `refusing to change the config of ${vmText(vm)}: it is ${state ? 'stopped' : 'in an unknown state'} and has pending changes the driver did not make (${keys.join(', ')}); Proxmox applies every pending change of a stopped VM together with any config change, so the driver's would apply them too. Start the VM (which applies them) or revert them, then retry`,
+      `refusing to change the config of ${vmText(vm)}: it is ${state ? 'stopped' : 'in an unknown state'} and has pending changes this change does not make (${keys.join(', ')}); Proxmox applies every pending change of a stopped VM together with any config change, so the driver's would apply them too. Start the VM (which applies them) or revert them, then retry`,
     ),
   );
 }
@@ -494,7 +494,7 @@ export function permitConfigChange(
   change: ConfigChange,
   state?: VmRunState,
 ): Verdict<OwnershipPermit<'config'>> {
-  const pending = pendingRefusal(vm, entries, state);
+  const pending = pendingRefusal(vm, entries, changedKeys(change), state);
   if (pending) return pending;
   for (const [key, value] of Object.entries(change.set ?? {})) {
     const now = held(entries, key);
@@ -536,7 +536,7 @@ export function permitUnlink(
   state?: VmRunState,
 ): Verdict<OwnershipPermit<'unlink'>> {
   // PUT …/unlink is update_vm_api with `delete`: it applies the pending section like a change.
-  const pending = pendingRefusal(vm, entries, state);
+  const pending = pendingRefusal(vm, entries, keys, state);
   if (pending) return pending;
   for (const key of keys) {
     const why = deletable(vm, entries, key);
