@@ -27,7 +27,7 @@ import {
 } from './common.js';
 import type { Subcommand } from './index.js';
 import { nfsClasses, readNfs, type NfsFacts } from './report/facts.js';
-import { archiveVerdicts, nfsView } from './report/nfs-findings.js';
+import { archiveVerdicts, nfsView, sourceClaimOf } from './report/nfs-findings.js';
 import { absolute, judgeArchive } from './report/ownership.js';
 import { kubeFrom } from './sources.js';
 
@@ -37,6 +37,9 @@ Archived claim directories (onDelete: archive) on the shares of the NFS StorageC
 their age and size. Age: the time in the archive's name (archived-<subDir>-<UTC time>, this
 driver's name when archived-<subDir> was taken), else the later of the directory's mtime and
 ctime (csi-driver-nfs's archived-<subDir> carries no time; the rename that archived it set ctime).
+NFS snapshots (<share>/.snapshots/<name>) are listed apart and never pruned: a complete one is
+removed by DeleteSnapshot (delete its VolumeSnapshot or VolumeSnapshotContent), a partial one (a
+copy that did not finish) by report --fix once it is older than report's grace period.
   --older-than DUR       only archives older than this (90d, 12h, 2w); required for prune
   --class NAME           only the shares of this StorageClass (repeatable)
   --no-sizes             do not measure sizes (walks every archived tree)
@@ -55,6 +58,52 @@ interface Row extends Archive {
   /** Where --yes removes it from (the innermost class share holding it). */
   remove: { server: string; share: string; path: string };
   result?: string;
+}
+
+interface SnapshotRow {
+  server: string;
+  share: string;
+  name: string;
+  path: string;
+  /** The claim it was taken of (its source handle's subDir); unknown for a partial one. */
+  source?: string;
+  state: 'complete' | 'partial';
+  /** Complete: its creation time; partial: the latest change below it. */
+  at: number;
+  sizeBytes?: number;
+}
+
+function snapshotRows(n: Pick<NfsFacts, 'snapshots'>): SnapshotRow[] {
+  return n.snapshots.map((s) => ({
+    server: s.server,
+    share: s.share,
+    name: s.name,
+    path: s.dir,
+    state: s.complete ? 'complete' : 'partial',
+    at: s.complete?.createdMs ?? s.changedAt ?? 0,
+    ...(s.complete && { source: sourceClaimOf(s.complete.sourceVolumeId) }),
+    ...((s.complete?.sizeBytes ?? s.sizeBytes) !== undefined && { sizeBytes: s.complete?.sizeBytes ?? s.sizeBytes }),
+  }));
+}
+
+function formatSnapshots(rows: readonly SnapshotRow[], now: number, mode: 'list' | 'dry-run' | 'pruned'): string {
+  if (rows.length === 0) return '';
+  const partial = rows.filter((r) => r.state === 'partial').length;
+  if (mode !== 'list')
+    return `${rows.length} snapshot(s) left alone: prune never removes snapshots (DeleteSnapshot does${partial ? `; report --fix removes the ${partial} partial one(s) past its grace period` : ''})\n`;
+  const out = table(
+    ['SHARE', 'SNAPSHOT', 'OF', 'STATE', 'AGE', 'SIZE'],
+    rows.map((r) => [
+      `${r.server}:${r.share}`,
+      r.name,
+      r.source ?? '?',
+      r.state,
+      r.at ? formatAge(now - r.at) : '?',
+      formatBytes(r.sizeBytes),
+    ]),
+  );
+  const total = rows.reduce((a, r) => a + (r.sizeBytes ?? 0), 0);
+  return `\n${out}\n${rows.length} snapshot(s), ${formatBytes(total)}${partial ? `; ${partial} partial (a copy that did not finish: report --fix removes it past its grace period)` : ''}\n`;
 }
 
 function format(rows: readonly Row[], now: number, mode: 'list' | 'dry-run' | 'pruned', olderThanMs?: number): string {
@@ -172,12 +221,13 @@ async function run(argv: string[], io: Io): Promise<number> {
         return row;
       });
     rows.sort((a, b) => a.archivedAt - b.archivedAt);
+    const snapshots = snapshotRows(nfs);
     if (verb === 'list' || !common.yes) {
       const mode = verb === 'list' ? 'list' : 'dry-run';
       io.out.write(
         common.json
-          ? JSON.stringify({ ok: true, mode, olderThanMs, archives: rows }, null, 2) + '\n'
-          : format(rows, now, mode, olderThanMs),
+          ? JSON.stringify({ ok: true, mode, olderThanMs, archives: rows, snapshots }, null, 2) + '\n'
+          : format(rows, now, mode, olderThanMs) + formatSnapshots(snapshots, now, mode),
       );
       return verb === 'prune' && rows.some((r) => r.result === undefined) ? EXIT.FINDINGS : EXIT.OK;
     }
@@ -198,8 +248,8 @@ async function run(argv: string[], io: Io): Promise<number> {
     const failed = rows.some((r) => r.result?.startsWith('failed'));
     io.out.write(
       common.json
-        ? JSON.stringify({ ok: !failed, mode: 'pruned', olderThanMs, archives: rows }, null, 2) + '\n'
-        : format(rows, now, 'pruned'),
+        ? JSON.stringify({ ok: !failed, mode: 'pruned', olderThanMs, archives: rows, snapshots }, null, 2) + '\n'
+        : format(rows, now, 'pruned') + formatSnapshots(snapshots, now, 'pruned'),
     );
     return failed ? EXIT.FAILED : EXIT.OK;
   } finally {
@@ -208,6 +258,7 @@ async function run(argv: string[], io: Io): Promise<number> {
 }
 
 export const archives: Subcommand = {
-  summary: 'list archived NFS claim directories with age and size; prune --older-than DUR removes old ones',
+  summary:
+    'list archived NFS claim directories and NFS snapshots with age and size; prune --older-than DUR removes old archives',
   run: (argv, io) => runCommand('archives', io, () => run(argv, io)),
 };

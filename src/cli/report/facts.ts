@@ -1,6 +1,6 @@
 // What `report` looks at, read once: the Kubernetes objects, and per Proxmox cluster the driver's
 // disks on every storage plus every VM's config (current and pending) through the driver's own
-// scan; per NFS share the claim directories and archives. Nothing here decides anything
+// scan; per NFS share the claim directories, archives and snapshots. Nothing here decides anything
 // (findings.ts does) or changes anything (fix.ts does).
 import type { Logger } from 'pino';
 import type {
@@ -13,6 +13,7 @@ import type {
 import { lookup } from 'node:dns/promises';
 import { findArchives, dirsAtDepth, isArchivePath, type Archive } from '../../nfs/controller/archives.js';
 import { SNAPSHOTS } from '../../nfs/controller/snapshots.js';
+import { scanShareSnapshots, type SnapshotDir } from '../../nfs/controller/snapshot-scan.js';
 import type { NfsStores } from '../../nfs/controller/store.js';
 import type { ProxmoxApi, StorageResource } from '../../proxmox/api/api.js';
 import { Cluster, holdsImages, isAvailable } from '../../proxmox/controller/state/cluster.js';
@@ -127,6 +128,8 @@ export interface NfsFacts {
   /** Claim-shaped directories (a class's layout, proof names where it has them). */
   dirs: NfsDir[];
   archives: NfsArchive[];
+  /** The snapshot directories (.snapshots/<name>) of every class share, complete or partial. */
+  snapshots: NfsSnapshotDir[];
   /** Shares that could not be scanned: what they hold is unknown, not absent. */
   errors: Array<{ where: string; error: string }>;
 }
@@ -144,6 +147,13 @@ export interface NfsDir {
 export interface NfsArchive extends Archive {
   server: string;
   share: string;
+  at: string;
+}
+
+export interface NfsSnapshotDir extends SnapshotDir {
+  server: string;
+  share: string;
+  /** Absolute path on the server. */
   at: string;
 }
 
@@ -193,9 +203,10 @@ export async function readNfs(
   });
   const addresses = await resolveServers([...classes.map((c) => c.server), ...pvServers]);
   const ids = servers(addresses);
-  const facts: NfsFacts = { classes: [...classes], addresses, dirs: [], archives: [], errors: [] };
+  const facts: NfsFacts = { classes: [...classes], addresses, dirs: [], archives: [], snapshots: [], errors: [] };
   const seenDirs = new Set<string>();
   const seenArchives = new Set<string>();
+  const seenSnapshotShares = new Set<string>();
   const key = (server: string, at: string) => `${ids.idOf(server) ?? server}\u0000${at}`;
   await Promise.all(
     (o.scan ?? classes).map(async (c) => {
@@ -233,6 +244,12 @@ export async function readNfs(
           seenArchives.add(key(c.server, at));
           facts.archives.push({ ...a, server: c.server, share: c.share, at });
         }
+        // Snapshots sit on the share of the claim's class, once per share however many classes use it.
+        if (!seenSnapshotShares.has(key(c.server, absolute(c.share, SNAPSHOTS)))) {
+          seenSnapshotShares.add(key(c.server, absolute(c.share, SNAPSHOTS)));
+          for (const sn of await scanShareSnapshots(store, { signal: o.signal, sizes: o.sizes }))
+            facts.snapshots.push({ ...sn, server: c.server, share: c.share, at: absolute(c.share, sn.dir) });
+        }
       } catch (e) {
         facts.errors.push({ where: `${c.server}:${c.share}`, error: (e as Error).message });
       }
@@ -240,5 +257,6 @@ export async function readNfs(
   );
   facts.dirs.sort((a, b) => a.at.localeCompare(b.at));
   facts.archives.sort((a, b) => a.at.localeCompare(b.at));
+  facts.snapshots.sort((a, b) => a.at.localeCompare(b.at));
   return facts;
 }

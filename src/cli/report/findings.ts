@@ -36,12 +36,16 @@ export type Kind =
   | 'archive'
   /** A CSI snapshot of the Proxmox driver (its snapshot VM and clone): information. */
   | 'snapshot'
+  /** A complete NFS snapshot (.snapshots/<name> with its completion record): information. */
+  | 'nfs-snapshot'
+  /** An NFS snapshot copy without its completion record: a CreateSnapshot that did not finish. */
+  | 'partial-snapshot'
   /** A copy, snapshot or volume VM of the driver that is not what a finished call leaves. */
   | 'helper-vm'
   | 'error';
 
 /** Kinds that are information, not problems: they do not make the exit code 1. */
-export const INFO_KINDS: ReadonlySet<Kind> = new Set(['archive', 'retained-dir', 'snapshot']);
+export const INFO_KINDS: ReadonlySet<Kind> = new Set(['archive', 'retained-dir', 'snapshot', 'nfs-snapshot']);
 
 export type Action =
   | { type: 'delete-volume'; region: string; volumeId: string }
@@ -56,7 +60,9 @@ export type Action =
   | { type: 'unlink-helpers'; region: string; volumeId: string }
   /** A leftover helper VM of a thin copy (helper-vms.ts); `created`: its record's, re-checked. */
   | { type: 'remove-helper'; region: string; node: string; vmid: number; created: number }
-  | { type: 'remove-dir'; server: string; share: string; path: string };
+  | { type: 'remove-dir'; server: string; share: string; path: string }
+  /** A partial NFS snapshot (.snapshots/<entry>); `changedAt`: the judged latest change, re-checked. */
+  | { type: 'remove-partial-snapshot'; server: string; share: string; dir: string; changedAt: number };
 
 export interface Finding {
   kind: Kind;

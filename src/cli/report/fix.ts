@@ -8,6 +8,8 @@
 import type { Logger } from 'pino';
 import type { KubeApi } from '../../k8s/index.js';
 import { deleteVolumeDir } from '../../nfs/controller/policy.js';
+import { readSnapshotDir } from '../../nfs/controller/snapshot-scan.js';
+import { SNAPSHOTS } from '../../nfs/controller/snapshots.js';
 import type { NfsStores } from '../../nfs/controller/store.js';
 import { waitTask } from '../../proxmox/api/tasks.js';
 import { type Cluster, holdsImages } from '../../proxmox/controller/state/cluster.js';
@@ -115,5 +117,28 @@ export async function runAction(ctx: FixContext, a: Action): Promise<string> {
       const removed = await deleteVolumeDir(ctx.stores.open(a.server, a.share), a.path, { signal: ctx.signal });
       return removed ? 'removed' : 'already gone';
     }
+    case 'remove-partial-snapshot':
+      return removePartialSnapshot(ctx, a);
   }
+}
+
+/**
+ * A partial NFS snapshot, judged again on a fresh read: still one directory right below
+ * .snapshots/, still without its completion record, nothing changed since it was judged (older
+ * than the grace period then). The removal is the gate's (a boundary walk, no symlink followed).
+ */
+async function removePartialSnapshot(
+  ctx: FixContext,
+  a: Extract<Action, { type: 'remove-partial-snapshot' }>,
+): Promise<string> {
+  const entry = a.dir.slice(SNAPSHOTS.length + 1);
+  if (!a.dir.startsWith(`${SNAPSHOTS}/`) || entry === '' || entry.includes('/') || entry.startsWith('.'))
+    throw new Error(`left alone: ${a.dir} is not a snapshot directory`);
+  const store = ctx.stores.open(a.server, a.share);
+  const now = await readSnapshotDir(store, entry, { signal: ctx.signal, sizes: false });
+  if (!now) return 'already gone';
+  if (now.complete) throw new Error('left alone: it is complete now (its copy finished)');
+  if (!now.ours || !now.changedAt || now.changedAt > a.changedAt)
+    throw new Error('left alone: it changed since the listing (a copy may be running into it)');
+  return (await store.removeTree(a.dir, { signal: ctx.signal })) ? 'removed' : 'already gone';
 }

@@ -2,7 +2,8 @@
 // remove: the rule of ownership.ts applied to every claim-shaped directory and every archive,
 // once, across all shares (a directory two classes can reach is one directory). Pure.
 import type { Archive } from '../../nfs/controller/archives.js';
-import type { NfsArchive, NfsDir, NfsFacts } from './facts.js';
+import type { NfsArchive, NfsDir, NfsFacts, NfsSnapshotDir } from './facts.js';
+import { parseVolumeId } from '../../nfs/volume-id.js';
 import type { Finding, Rules } from './findings.js';
 import { bornBefore } from './findings.js';
 import { innermostShare, judgeArchive, judgeClaimDir, servers, type View } from './ownership.js';
@@ -89,6 +90,53 @@ export function archiveFinding(at: string, a: Archive, now: number): Finding {
   };
 }
 
+/** The claim a snapshot was taken of, as its source handle names it. */
+export function sourceClaimOf(handle: string): string {
+  const v = parseVolumeId(handle);
+  return v ? v.subDir || '(share root)' : handle;
+}
+
+/**
+ * A snapshot directory: a complete one is information (only DeleteSnapshot, through its
+ * VolumeSnapshotContent, removes it); a partial one is a leftover `report --fix` removes once
+ * nothing below it changed within the grace period (no copy can be running into it: a copy sets
+ * ctime on everything it makes) and its name is one the driver makes.
+ */
+export function snapshotFinding(s: NfsSnapshotDir, r: Rules): Finding {
+  const where = `${s.server}:${s.share}`;
+  if (s.complete)
+    return {
+      kind: 'nfs-snapshot',
+      where,
+      what: s.dir,
+      detail: `snapshot ${s.name} of ${sourceClaimOf(s.complete.sourceVolumeId)} (complete; removed only by DeleteSnapshot)`,
+      ageMs: r.now - s.complete.createdMs,
+      sizeBytes: s.complete.sizeBytes,
+    };
+  const age = r.now - (s.changedAt ?? r.now);
+  const f: Finding = {
+    kind: 'partial-snapshot',
+    where,
+    what: s.dir,
+    detail: `snapshot ${s.name} has no completion record: a copy that did not finish (a retry of CreateSnapshot copies again)`,
+    ageMs: age,
+    ...(s.sizeBytes !== undefined && { sizeBytes: s.sizeBytes }),
+  };
+  if (!s.ours) f.kept = 'its name is not one the driver gives a snapshot directory';
+  else if (!s.changedAt) f.kept = 'the server reports no change times: a copy may be running into it';
+  else if (age < r.graceMs)
+    f.kept = `changed within the grace period (${Math.round(r.graceMs / 1000)} s): a CreateSnapshot may be copying`;
+  else
+    f.action = {
+      type: 'remove-partial-snapshot',
+      server: s.server,
+      share: s.share,
+      dir: s.dir,
+      changedAt: s.changedAt,
+    };
+  return f;
+}
+
 export function nfsFindings(n: NfsFacts, k: KubeFacts, r: Rules): Finding[] {
   const out: Finding[] = n.errors.map((e) => ({
     kind: 'error' as const,
@@ -103,6 +151,7 @@ export function nfsFindings(n: NfsFacts, k: KubeFacts, r: Rules): Finding[] {
   }
   for (const a of archiveVerdicts(n, k.pvs))
     out.push(archiveFinding(`${a.archive.server}:${a.archive.share}`, a.archive, r.now));
+  for (const s of n.snapshots) out.push(snapshotFinding(s, r));
   return out;
 }
 

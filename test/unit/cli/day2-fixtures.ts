@@ -93,7 +93,7 @@ export function nfsFacts(l: Layout): NfsFacts {
       timeFrom: 'times',
     };
   });
-  return { classes, addresses: ADDRESSES, dirs, archives, errors: [] };
+  return { classes, addresses: ADDRESSES, dirs, archives, snapshots: [], errors: [] };
 }
 
 export function proxmoxPv(name: string, disk: string, region = 'homelab'): V1PersistentVolume {

@@ -142,6 +142,7 @@ t.test(
       addresses: new Map([['nas', ['192.0.2.1']]]),
       dirs: [{ server: 'nas', share: '/v/k8s', path: UIDDIR, at: `/v/k8s/${UIDDIR}`, changedAt: NOW - 7200e3 }],
       archives: [],
+      snapshots: [],
       errors: [],
     });
     const nfsPv = (subDir: string, name = 's') =>

@@ -42,6 +42,8 @@ export interface FNode {
    */
   v3fsid: string;
   children: Map<string, FNode>;
+  /** mtime and ctime the server reports, when set (touch); none otherwise. */
+  changedMs?: number;
 }
 
 /** A protocol status, as the stores see one. */
@@ -136,6 +138,13 @@ export class FakeNas {
       }
       n = c;
     });
+  }
+
+  /** Sets what the server reports as the node's mtime and ctime. */
+  touch(abs: string, ms: number): void {
+    const n = this.find(abs);
+    if (!n) throw new Error(`touch: no ${abs}`);
+    n.changedMs = ms;
   }
 
   /** Every node but the root: id -> path, type, fsid. */
@@ -287,7 +296,9 @@ class FakeRaw implements RawNfsStore {
   async stat(path: string): Promise<NfsStat | null> {
     try {
       const { node } = this.walk(pathSegments(path, true));
-      return node ? { type: node.type, mode: 0o755, uid: 0, gid: 0 } : null;
+      if (!node) return null;
+      const times = node.changedMs !== undefined ? { mtimeMs: node.changedMs, ctimeMs: node.changedMs } : {};
+      return { type: node.type, mode: 0o755, uid: 0, gid: 0, ...times };
     } catch (e) {
       if (is(e, 'NOENT') || is(e, 'NOTDIR')) return null;
       throw e;
