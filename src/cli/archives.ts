@@ -4,7 +4,8 @@
 // times. prune removes only archives older than --older-than, re-checks each right before
 // removing it (still an archive path, still old enough, no PV points into or above it: a static
 // PV may have been made to recover data from one), and never touches anything outside an
-// `archived-*` tree: a live claim directory cannot be reached. Conventions: common.ts.
+// `archived-*` tree: a live claim directory cannot be reached. NFS snapshots are listed beside
+// them and never pruned (archive-snapshots.ts). Conventions: common.ts.
 import { destination, pino } from 'pino';
 import type { KubeApi } from '../k8s/index.js';
 import { isArchivePath, archiveStampOf, type Archive } from '../nfs/controller/archives.js';
@@ -27,7 +28,8 @@ import {
 } from './common.js';
 import type { Subcommand } from './index.js';
 import { nfsClasses, readNfs, type NfsFacts } from './report/facts.js';
-import { archiveVerdicts, nfsView, sourceClaimOf } from './report/nfs-findings.js';
+import { archiveVerdicts, nfsView } from './report/nfs-findings.js';
+import { formatSnapshots, snapshotRows } from './archive-snapshots.js';
 import { absolute, judgeArchive } from './report/ownership.js';
 import { kubeFrom } from './sources.js';
 
@@ -58,52 +60,6 @@ interface Row extends Archive {
   /** Where --yes removes it from (the innermost class share holding it). */
   remove: { server: string; share: string; path: string };
   result?: string;
-}
-
-interface SnapshotRow {
-  server: string;
-  share: string;
-  name: string;
-  path: string;
-  /** The claim it was taken of (its source handle's subDir); unknown for a partial one. */
-  source?: string;
-  state: 'complete' | 'partial';
-  /** Complete: its creation time; partial: the latest change below it. */
-  at: number;
-  sizeBytes?: number;
-}
-
-function snapshotRows(n: Pick<NfsFacts, 'snapshots'>): SnapshotRow[] {
-  return n.snapshots.map((s) => ({
-    server: s.server,
-    share: s.share,
-    name: s.name,
-    path: s.dir,
-    state: s.complete ? 'complete' : 'partial',
-    at: s.complete?.createdMs ?? s.changedAt ?? 0,
-    ...(s.complete && { source: sourceClaimOf(s.complete.sourceVolumeId) }),
-    ...((s.complete?.sizeBytes ?? s.sizeBytes) !== undefined && { sizeBytes: s.complete?.sizeBytes ?? s.sizeBytes }),
-  }));
-}
-
-function formatSnapshots(rows: readonly SnapshotRow[], now: number, mode: 'list' | 'dry-run' | 'pruned'): string {
-  if (rows.length === 0) return '';
-  const partial = rows.filter((r) => r.state === 'partial').length;
-  if (mode !== 'list')
-    return `${rows.length} snapshot(s) left alone: prune never removes snapshots (DeleteSnapshot does${partial ? `; report --fix removes the ${partial} partial one(s) past its grace period` : ''})\n`;
-  const out = table(
-    ['SHARE', 'SNAPSHOT', 'OF', 'STATE', 'AGE', 'SIZE'],
-    rows.map((r) => [
-      `${r.server}:${r.share}`,
-      r.name,
-      r.source ?? '?',
-      r.state,
-      r.at ? formatAge(now - r.at) : '?',
-      formatBytes(r.sizeBytes),
-    ]),
-  );
-  const total = rows.reduce((a, r) => a + (r.sizeBytes ?? 0), 0);
-  return `\n${out}\n${rows.length} snapshot(s), ${formatBytes(total)}${partial ? `; ${partial} partial (a copy that did not finish: report --fix removes it past its grace period)` : ''}\n`;
 }
 
 function format(rows: readonly Row[], now: number, mode: 'list' | 'dry-run' | 'pruned', olderThanMs?: number): string {
