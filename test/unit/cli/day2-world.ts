@@ -63,6 +63,26 @@ export const worldArb = fc.record({
     maxLength: 2,
   }),
   view: fc.constantFrom('owner', 'owner', 'owner', 'foreign', 'rebuilt'),
+  /**
+   * Snapshot directories (<share>/.snapshots/<name>) on any share, class share or not: complete or
+   * partial, old or young, with or without server times, named as the driver names them or not.
+   */
+  snapshots: fc.array(
+    fc.record({
+      share: SHARE_ARB,
+      name: fc.constantFrom(
+        'snapshot-a',
+        'snapshot-b',
+        'archived-x',
+        'pvc-00000000-0000-0000-0000-000000000001',
+        '%61',
+      ),
+      complete: fc.boolean(),
+      age: fc.constantFrom(...AGES),
+      times: fc.constantFrom(true, true, false),
+    }),
+    { maxLength: 3 },
+  ),
 });
 export type World = typeof worldArb extends fc.Arbitrary<infer W> ? W : never;
 
@@ -156,7 +176,10 @@ export function build(w: World, root = '/v', prefix = '') {
   // The PVs that exist: another cluster's all are there (the view is the wrong one); a rebuilt
   // cluster's are what it shows (the old cluster and its PVs are gone).
   const existing = w.view === 'rebuilt' ? seen : truePvs;
-  return { classes, items, dirs, existing, seen, shares };
+  const snaps = w.snapshots
+    .map((x) => ({ ...x, share: root + x.share, at: absolute(root + x.share, `.snapshots/${x.name}`) }))
+    .filter((x, i, all) => all.findIndex((y) => y.at === x.at) === i);
+  return { classes, items, dirs, existing, seen, shares, snaps };
 }
 
 /** What readNfs finds: every directory of the world at a class's depth, by its discovery rule. */
@@ -165,13 +188,47 @@ export function facts(b: ReturnType<typeof build>): NfsFacts {
   const dirs: NfsFacts['dirs'] = [];
   const archives: NfsFacts['archives'] = [];
   const ageOf = (at: string) => b.items.find((x) => x.at === at || x.at.startsWith(at + '/'))?.age ?? AGES[1] ?? 0;
+  // The snapshot directories are on the share too: a class's claim scan walks past them (readNfs
+  // skips .snapshots at its share's root only).
+  const onShare = new Set(b.dirs);
+  for (const x of b.snaps) {
+    const segs = `${x.at}/tree`.split('/');
+    for (let i = 2; i <= segs.length; i++) onShare.add(segs.slice(0, i).join('/'));
+  }
+  const snapshots: NfsFacts['snapshots'] = [];
   for (const c of classes) {
     const found = c.layout.proof ?? c.layout.could;
-    for (const d of b.dirs) {
+    for (const x of b.snaps) {
+      if (x.share !== c.share || snapshots.some((y) => y.at === x.at)) continue;
+      const dir = `.snapshots/${x.name}`;
+      const name = x.name === '%61' ? 'a' : x.name;
+      const changedAt = x.times ? NOW - x.age : 0;
+      snapshots.push(
+        x.complete
+          ? {
+              server: c.server,
+              share: c.share,
+              at: x.at,
+              name,
+              dir,
+              complete: {
+                server: c.server,
+                share: c.share,
+                name,
+                sourceVolumeId: `${c.server}#${c.share.slice(1)}#src##`,
+                createdMs: NOW - x.age,
+                sizeBytes: 1,
+                dataPath: `${dir}/tree`,
+              },
+            }
+          : { server: c.server, share: c.share, at: x.at, name: x.name, dir, ours: x.name !== '%61', changedAt },
+      );
+    }
+    for (const d of onShare) {
       if (!d.startsWith(c.share + '/')) continue;
       const rel = d.slice(c.share.length + 1);
       const segs = rel.split('/');
-      if (segs.length !== found.length) continue;
+      if (segs.length !== found.length || segs[0] === '.snapshots') continue;
       if (segs[0]?.startsWith('archived-')) {
         if (!archives.some((a) => a.at === d))
           archives.push({
@@ -187,7 +244,7 @@ export function facts(b: ReturnType<typeof build>): NfsFacts {
         dirs.push({ server: c.server, share: c.share, path: rel, at: d, changedAt: NOW - ageOf(d) });
     }
   }
-  return { classes, addresses: ADDRESSES, dirs, archives, snapshots: [], errors: [] };
+  return { classes, addresses: ADDRESSES, dirs, archives, snapshots, errors: [] };
 }
 
 const under = (a: string, b: string) => a === b || a.startsWith(b + '/');
@@ -206,8 +263,20 @@ export function violation(
   w: World,
   b: ReturnType<typeof build>,
   target: string,
-  kind: 'claim' | 'archive',
+  kind: 'claim' | 'archive' | 'partial-snapshot',
 ): string | null {
+  const snap = b.snaps.find((x) => x.at === target);
+  if (kind === 'partial-snapshot') {
+    // Any view: a partial copy is no claim's data, and a CreateSnapshot retry copies it again.
+    if (!snap) return `${target} is not a snapshot directory`;
+    if (snap.complete) return `${target} is a complete snapshot: only DeleteSnapshot removes it`;
+    if (snap.name === '%61') return `${target}: not a name the driver gives a snapshot`;
+    if (!snap.times) return `${target}: no change times, a copy may be running`;
+    if (snap.age < HOUR) return `${target} is within the grace period`;
+    return null;
+  }
+  const holds = b.snaps.find((x) => under(x.at, target));
+  if (holds) return `${target} holds the snapshot ${holds.at}`;
   if (w.view === 'foreign') return `removed ${target} from a view without PVs`;
   const it = b.items.find((x) => x.at === target && x.kind === kind);
   if (!it) return `${target} is not a ${kind} any class made`;
