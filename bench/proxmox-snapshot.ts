@@ -12,11 +12,11 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parse as parseYaml } from 'yaml';
-import { DEFAULT_CONFIG_PATH, SimulatorAdmin, startSimulator } from '../sim/index.js';
+import { SimulatorAdmin, startSimulator } from '../sim/index.js';
 import { callCtx as ctx, capacity, createReq, preferZone } from '../test/helpers/csi-requests.js';
 import { clusterOf, proxmoxController } from '../test/helpers/proxmox-on-sim.js';
 import { simState } from '../test/helpers/sim-state.js';
+import { snapshotSimConfig } from '../test/helpers/snapshot-sim-config.js';
 import { benchFlags } from './lib/flags.js';
 import { printTable, since, type Row } from './lib/table.js';
 
@@ -25,27 +25,9 @@ const GiB = 2 ** 30;
 const SIZES = [1, 10, 100];
 const WRITTEN = 64 * 2 ** 20;
 
-/** The CSI role plus what snapshots add (docs/snapshots.md, "Privileges"). */
-const config = parseYaml(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as {
-  tokens: unknown[];
-  nodes: Array<{ storages: Array<{ id: string; size: string; used: string }> }>;
-};
-config.tokens[0] = {
-  id: 'kubernetes-csi@pve!csi',
-  secret: '0b6e3f6a-51c8-4d29-9a43-6f1c2b7d8e90',
-  privileges: [
-    'VM.Audit',
-    'VM.Config.Disk',
-    'Datastore.Allocate',
-    'Datastore.AllocateSpace',
-    'Datastore.Audit',
-    'VM.Allocate',
-    'VM.Snapshot',
-    'VM.Clone',
-  ],
-};
+const config = snapshotSimConfig();
 // Room for every size twice (source and restore) under the pool guard's default limits.
-for (const n of config.nodes) for (const s of n.storages) if (s.id === 'local-lvm') Object.assign(s, { size: '4T' });
+for (const n of config.nodes) for (const st of n.storages) if (st.id === 'local-lvm') Object.assign(st, { size: '4T' });
 
 const closers: Array<() => unknown> = [];
 const t = { teardown: (fn: () => unknown) => closers.push(fn) };

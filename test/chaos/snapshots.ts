@@ -8,30 +8,17 @@
 // snapshot needs VM.Allocate, VM.Snapshot and VM.Clone (docs/snapshots.md, "Privileges").
 import fs from 'node:fs';
 import path from 'node:path';
-import { parse as parseYaml } from 'yaml';
-import { DEFAULT_CONFIG_PATH, SimulatorAdmin, startSimulator } from '../../sim/index.js';
+import { SimulatorAdmin, startSimulator } from '../../sim/index.js';
 import { writeProxmoxConfig } from '../harness/backends.js';
+import { snapshotSimConfig } from '../helpers/snapshot-sim-config.js';
 import { type SimState, auditProxmox } from './audit.js';
 import { BASE_FAULTS, type ChaosEnv, singleWriterVolume } from './env.js';
 import { startProxmoxController } from './program.js';
 import { type Answer, Recorder, field, pool, sleep, strikeAt, volumeIdOf } from './rpc.js';
 
-const PRIVILEGES = [
-  'VM.Audit',
-  'VM.Config.Disk',
-  'Datastore.Allocate',
-  'Datastore.AllocateSpace',
-  'Datastore.Audit',
-  'VM.Allocate',
-  'VM.Snapshot',
-  'VM.Clone',
-];
-
 export async function snapshotScenario(env: ChaosEnv): Promise<Recorder> {
   const rec = new Recorder('6 kill -9 in snapshots + restores');
-  const config = parseYaml(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as { tokens: Array<Record<string, unknown>> };
-  const [token] = config.tokens;
-  config.tokens[0] = { id: token?.id, secret: token?.secret, privileges: PRIVILEGES };
+  const config = snapshotSimConfig();
   const runDir = path.join(env.runDir, 'snapshots');
   fs.mkdirSync(runDir, { recursive: true });
   // Slow enough that a kill lands between the helper VMs' steps (each a call and a task).

@@ -6,6 +6,7 @@
 // generated steps is none here: the unit run covers lock timeouts). Fewer cases: each one
 // starts a simulator. PBT_SEED replays a run, PBT_SIM_RUNS sets how many cases.
 import t from 'tap';
+import { SNAPSHOT_TOKEN_PRIVILEGES } from '../../helpers/snapshot-sim-config.js';
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { DEFAULT_CONFIG_PATH } from '../../../sim/index.js';
@@ -46,18 +47,6 @@ const ROUTES: Record<string, string> = {
   deleteVmSnapshot: 'DELETE /nodes/{node}/qemu/{vmid}/snapshot/{snapname}',
   linkedClone: 'POST /nodes/{node}/qemu/{vmid}/clone',
 };
-
-/** The CSI role plus what snapshots add (docs/snapshots.md, "Privileges"). */
-const SNAPSHOT_PRIVILEGES = [
-  'VM.Audit',
-  'VM.Config.Disk',
-  'Datastore.Allocate',
-  'Datastore.AllocateSpace',
-  'Datastore.Audit',
-  'VM.Allocate',
-  'VM.Snapshot',
-  'VM.Clone',
-];
 
 // Every permit a port of this process is handed, recorded before the port checks and sends it:
 // the search then asks whether each mutating request the simulator saw had one naming it.
@@ -108,7 +97,10 @@ function clusterFile(spec: ClusterSpec): Record<string, unknown> {
   return {
     ...base,
     ...(spec.copies && {
-      tokens: [{ id: tokens[0]?.id, secret: tokens[0]?.secret, privileges: SNAPSHOT_PRIVILEGES }, ...tokens.slice(1)],
+      tokens: [
+        { id: tokens[0]?.id, secret: tokens[0]?.secret, privileges: SNAPSHOT_TOKEN_PRIVILEGES },
+        ...tokens.slice(1),
+      ],
     }),
     nodes: [
       {

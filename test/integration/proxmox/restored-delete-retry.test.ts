@@ -4,32 +4,14 @@
 // exist") for the storage-content cache's TTL: the free of the volume VM's disk did not tell the
 // cache, so the retry took the freed disk for an orphan that still exists.
 import t from 'tap';
-import fs from 'node:fs';
-import { parse as parseYaml } from 'yaml';
-import { DEFAULT_CONFIG_PATH } from '../../../sim/index.js';
 import { callCtx as ctx, createReq } from '../../helpers/csi-requests.js';
 import { startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
+import { snapshotSimConfig } from '../../helpers/snapshot-sim-config.js';
 import { present } from '../../helpers/present.js';
 import { outcomeText } from '../../helpers/outcome.js';
 
 t.test('a second DeleteVolume of a restored volume answers OK', async (t) => {
-  const config = parseYaml(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as { tokens: Array<Record<string, unknown>> };
-  const [token] = config.tokens;
-  config.tokens[0] = {
-    id: token?.id,
-    secret: token?.secret,
-    privileges: [
-      'VM.Audit',
-      'VM.Config.Disk',
-      'Datastore.Allocate',
-      'Datastore.AllocateSpace',
-      'Datastore.Audit',
-      'VM.Allocate',
-      'VM.Snapshot',
-      'VM.Clone',
-    ],
-  };
-  const s = await startProxmoxOnSim(t, { sim: { config } });
+  const s = await startProxmoxOnSim(t, { sim: { config: snapshotSimConfig() } });
   const src = present((await s.c.createVolume(createReq('pvc-src'), ctx())).volume?.volumeId, 'source');
   const snap = present(
     (await s.c.createSnapshot({ name: 'snap-1', sourceVolumeId: src, secrets: {}, parameters: {} }, ctx())).snapshot

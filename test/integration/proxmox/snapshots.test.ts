@@ -5,9 +5,7 @@
 // and no helper VM is left behind (docs/snapshots.md).
 import t from 'tap';
 import fs from 'node:fs';
-import { parse as parseYaml } from 'yaml';
 import type * as T from '../../../src/csi/types.js';
-import { DEFAULT_CONFIG_PATH } from '../../../sim/index.js';
 import {
   MOUNT,
   callCtx as ctx,
@@ -18,6 +16,7 @@ import {
   publishReq,
 } from '../../helpers/csi-requests.js';
 import { startProxmoxOnSim } from '../../helpers/proxmox-on-sim.js';
+import { snapshotSimConfig } from '../../helpers/snapshot-sim-config.js';
 import { present } from '../../helpers/present.js';
 import { outcome } from '../../helpers/outcome.js';
 import type { Teardown } from '../../helpers/teardown.js';
@@ -28,26 +27,8 @@ import { COPY_VM_STALE_MS, removeHelperVm } from '../../../src/cli/report/helper
 import { createHttpProxmoxApi } from '../../../src/proxmox/api/http-api.js';
 import { runStep } from '../../../src/proxmox/controller/copy/thin-copy.js';
 
-/** The CSI role plus what snapshots add (docs/snapshots.md, "Privileges"). */
-const SNAPSHOT_TOKEN = {
-  id: 'kubernetes-csi@pve!csi',
-  secret: '0b6e3f6a-51c8-4d29-9a43-6f1c2b7d8e90',
-  privileges: [
-    'VM.Audit',
-    'VM.Config.Disk',
-    'Datastore.Allocate',
-    'Datastore.AllocateSpace',
-    'Datastore.Audit',
-    'VM.Allocate',
-    'VM.Snapshot',
-    'VM.Clone',
-  ],
-};
-
 async function start(t: Teardown) {
-  const config = parseYaml(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as { tokens: unknown[] };
-  config.tokens[0] = SNAPSHOT_TOKEN;
-  const on = await startProxmoxOnSim(t, { sim: { config, backend: 'qmp', qmp: {} } });
+  const on = await startProxmoxOnSim(t, { sim: { config: snapshotSimConfig(), backend: 'qmp', qmp: {} } });
   // The admin server closes idle keep-alive sockets; a read after a long copy may meet one.
   const state = async () => on.state().catch(async () => on.state());
   const s = { ...on, state };
