@@ -50,6 +50,7 @@ export async function buildDrivers(config: AppConfig, log: Logger): Promise<Comp
           nodeId: config.node.nodeId,
           ...(config.node.region && { region: config.node.region }),
           ...(config.node.zone && { zone: config.node.zone }),
+          ...(config.node.maxVolumes && { maxVolumes: config.node.maxVolumes }),
           deviceDir: config.deviceDir,
           kubeletDir: config.kubeletDir,
           log: plog,

@@ -6,6 +6,7 @@ import { readProxmoxConfig } from './proxmox-file.js';
 import type { AppConfig, Mode } from './types.js';
 import { parseEndpoint, splitHostPort } from './endpoint.js';
 import { hasControlCharacter } from '../control-characters.js';
+import { MAX_SLOT, MIN_SLOT } from '../proxmox/contract.js';
 
 const OPTIONS = {
   mode: { type: 'string', env: 'CSI_MODE' },
@@ -25,6 +26,7 @@ const OPTIONS = {
   'metrics-address': { type: 'string', env: 'CSI_METRICS_ADDRESS' },
   'log-level': { type: 'string', env: 'LOG_LEVEL' },
   'drain-timeout': { type: 'string', env: 'CSI_DRAIN_TIMEOUT' },
+  'max-volumes-per-node': { type: 'string', env: 'CSI_MAX_VOLUMES_PER_NODE' },
   'pool-guard': { type: 'string', env: 'PROXMOX_POOL_GUARD' },
   'pool-max-fill': { type: 'string', env: 'PROXMOX_POOL_MAX_FILL' },
   'pool-max-overcommit': { type: 'string', env: 'PROXMOX_POOL_MAX_OVERCOMMIT' },
@@ -52,6 +54,7 @@ export const SERVE_FLAGS = `  --mode controller|node|all        services to serv
   --metrics-address HOST:PORT       Prometheus metrics (env CSI_METRICS_ADDRESS)
   --log-level LEVEL                 trace|debug|info|warn|error (env LOG_LEVEL; default info)
   --drain-timeout DUR               how long SIGTERM waits for calls in flight (default 30s)
+  --max-volumes-per-node N          Proxmox: at most N of this driver's disks per node, reported to kubelet (env CSI_MAX_VOLUMES_PER_NODE; default 0 = the free SCSI slots)
   --pool-guard on|off               Proxmox thin-pool guard: refuse volumes that could over-fill a pool (default on; docs/operations.md)
   --pool-max-fill PERCENT           the guard's fill limit: used + the new size within this share of the pool (default 90; 0 = no limit)
   --pool-max-overcommit RATIO       the guard's over-commit limit: virtual sizes / pool size (default 0 = no limit)
@@ -151,6 +154,11 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): LoadResult {
   const nfsDefaultOnDelete = onDeleteRaw as 'delete' | 'retain' | 'archive';
   const poolGuard = poolGuardOf(get);
   const findingsIntervalMs = parseDuration(get('findings-interval') ?? '5m', 'findings-interval');
+  const maxVolumes = get('max-volumes-per-node') ?? '0';
+  if (!/^\d+$/.test(maxVolumes) || Number(maxVolumes) > MAX_SLOT - MIN_SLOT + 1)
+    throw new ConfigError(
+      `--max-volumes-per-node: "${maxVolumes}" must be a whole number from 0 (the free SCSI slots) to ${MAX_SLOT - MIN_SLOT + 1}`,
+    );
   const budget = get('findings-call-budget') ?? '30';
   if (!/^\d+$/.test(budget) || Number(budget) < 1)
     throw new ConfigError(`--findings-call-budget: "${budget}" must be a whole number of calls per minute, 1 or more`);
@@ -162,7 +170,12 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): LoadResult {
       ...(proxmoxEndpoint && { proxmoxEndpoint }),
       ...(nfsEndpoint && { nfsEndpoint }),
       ...(proxmox && { proxmox }),
-      node: { nodeId, ...(region && { region }), ...(zone && { zone }) },
+      node: {
+        nodeId,
+        ...(region && { region }),
+        ...(zone && { zone }),
+        ...(Number(maxVolumes) > 0 && { maxVolumes: Number(maxVolumes) }),
+      },
       deviceDir,
       kubeletDir,
       ...(nfsPort && { nfsPort }),

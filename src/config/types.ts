@@ -41,6 +41,11 @@ export interface NodeIdentity {
   /** Topology outside a cluster (flags/env); inside one it comes from the Node's labels. */
   region?: string;
   zone?: string;
+  /**
+   * Proxmox: the most of this driver's disks kubelet may count on this node (NodeGetInfo's
+   * max_volumes_per_node), below what the free SCSI slots allow; undefined = the free slots.
+   */
+  maxVolumes?: number;
 }
 
 export interface AppConfig {

@@ -208,6 +208,7 @@ t.test('values.schema.json refuses bad values', async (t) => {
     ['logLevel=loud', /logLevel/],
     ['drainTimeout=soon', /drainTimeout/],
     ['node.kubeletDir=var/lib/kubelet', /kubeletDir/],
+    ['node.maxVolumesPerNode=31', /maxVolumesPerNode/],
     ['metrics.controllerPort=70000', /controllerPort/],
     ['proxmox.capacity.enabled=yes', /enabled/],
     ['controlller.replicas=2', /controlller/],
@@ -221,6 +222,12 @@ t.test('values.schema.json refuses bad values', async (t) => {
     t.match(err, /values don't meet the specifications of the schema/, `${set} fails the schema`);
     t.match(err, field, `${set}: the error names the field`);
   }
+});
+
+t.test('node.maxVolumesPerNode: passed to the Proxmox node plugin only when set', async (t) => {
+  const plugin = (set: string[]) => container(podSpec(render({ set }).one('DaemonSet')), 'pve-nfs-csi');
+  t.equal(flag(plugin([]).args, '--max-volumes-per-node'), undefined, 'default: the free SCSI slots');
+  t.equal(flag(plugin(['node.maxVolumesPerNode=4']).args, '--max-volumes-per-node'), '4');
 });
 
 t.test('kubelet directory and host network are followed everywhere', async (t) => {

@@ -42,7 +42,15 @@ export const WORKER: NodeSpec = { name: 'talos-worker-1', zone: 'hyper1', vmid: 
 /** The control plane the controller Deployment's nodeSelector picks; no kubelet behind it. */
 export const CONTROL_PLANE: NodeSpec = { name: 'talos-cp-1', zone: 'hyper1', vmid: 101, controlPlane: true };
 /** The guest's NFS tree (test/vm/guest-init.sh): v3 export and v4 path of the NAS share. */
-const GUEST_SHARE = '/volume1/k8s-volumes';
+export const GUEST_SHARE = '/volume1/k8s-volumes';
+/** Where that share is in the guest's own filesystem. */
+export const GUEST_SHARE_DIR = `/srv/nas${GUEST_SHARE}`;
+/**
+ * The Proxmox driver's volume limit on the node (chart node.maxVolumesPerNode, reported by
+ * NodeGetInfo): low enough that the volume-limit scenario fills it under TCG, high enough for
+ * the most any other scenario holds at once (the kubelet restart: two).
+ */
+export const NODE_VOLUME_LIMIT = 3;
 
 /** More kube-controller-manager controllers a real node's pods need (projected token volumes). */
 const NODE_CONTROLLERS = ['root-ca-certificate-publisher-controller', 'pod-garbage-collector-controller'];
@@ -163,6 +171,11 @@ export async function startKubeletEnv(log: (s: string) => void): Promise<Kubelet
     const sim = new SimulatorAdmin(present(pve.info.adminUrl, 'the simulator admin URL'));
 
     const values = tierValues({ server: '127.0.0.1', share: GUEST_SHARE, nfsPort: 0, mountPort: 0, exportDir: '' });
+    // The scenarios' own settings on top of the seed's values: a volume limit the node can
+    // reach, and inline NFS volumes for the Pod Security restricted case.
+    const nodeValues = (values['node'] ??= {}) as Record<string, unknown>;
+    nodeValues['maxVolumesPerNode'] = NODE_VOLUME_LIMIT;
+    (values['nfs'] as Record<string, unknown>)['enableInlineVolume'] = true;
     await kube.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
     await kube.create(`/api/v1/namespaces/${NS}/secrets`, {
       apiVersion: 'v1',

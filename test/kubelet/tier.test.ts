@@ -14,7 +14,15 @@ import { present } from '../helpers/present.js';
 import { Pve } from '../k8s/lib/workload.js';
 import type { CSINode, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass } from '../k8s/lib/objects.js';
 import { NFS_DRIVER, NS, PROXMOX_DRIVER, REGION } from '../k8s/lib/env.js';
-import { csiDrivers, startKubeletEnv, WORKER, type KubeletEnv } from './env.js';
+import {
+  csiDrivers,
+  GUEST_SHARE,
+  GUEST_SHARE_DIR,
+  NODE_VOLUME_LIMIT,
+  startKubeletEnv,
+  WORKER,
+  type KubeletEnv,
+} from './env.js';
 import { forbiddenLines, median, repeatedErrors } from './logscan.js';
 
 const APPS = 'apps';
@@ -618,6 +626,195 @@ t.test(
       await deleteTimed(k.driver, k.claim, k.claim);
       await deleteClaim(k.claim);
     }
+  },
+);
+
+t.test(
+  `proxmox-local volume limit: with ${NODE_VOLUME_LIMIT} volumes in use the scheduler keeps one more pod Pending, then places it`,
+  async (t) => {
+    const csiNode = await kube.get<CSINode>(`/apis/storage.k8s.io/v1/csinodes/${WORKER.name}`);
+    const limit = csiDrivers(csiNode).find((d) => d.name === PROXMOX_DRIVER)?.allocatable?.count;
+    t.equal(limit, NODE_VOLUME_LIMIT, "CSINode's count is NodeGetInfo's max_volumes_per_node (node.maxVolumesPerNode)");
+    const names = Array.from({ length: NODE_VOLUME_LIMIT + 1 }, (_, i) => `limit-${i}`);
+    const held: Pod[] = [];
+    for (const n of names.slice(0, NODE_VOLUME_LIMIT)) {
+      const t0 = await createClaim(n, 'proxmox-local');
+      const { pod, ms } = await startHeld(n, n, ['hold'], {}, t0);
+      times.proxmox.running.push(ms);
+      held.push(pod);
+    }
+    const extra = present(names[NODE_VOLUME_LIMIT], 'the extra claim');
+    await createClaim(extra, 'proxmox-local');
+    await kube.create(`/api/v1/namespaces/${APPS}/pods`, workloadPod(extra, extra, ['hold', '--hold']));
+    const pending = await kube.waitFor<Pod>(
+      podPath(extra),
+      (p) =>
+        p.status?.conditions?.some(
+          (c) => c.type === 'PodScheduled' && c.status === 'False' && /max volume count/.test(c.message ?? ''),
+        ) ?? false,
+      `${extra} unschedulable: the node's volume limit`,
+      180_000,
+      () => events(extra),
+    );
+    t.notOk(pending.spec.nodeName, 'the extra pod is placed on no node');
+    t.comment(`scheduler: ${pending.status?.conditions?.find((c) => c.type === 'PodScheduled')?.message ?? ''}`);
+    const vas = await kube.list<{ spec: { nodeName: string; attacher: string } }>(
+      '/apis/storage.k8s.io/v1/volumeattachments',
+    );
+    t.equal(
+      vas.filter((v) => v.spec.nodeName === WORKER.name && v.spec.attacher === PROXMOX_DRIVER).length,
+      NODE_VOLUME_LIMIT,
+      'never more attachments on the node than its limit',
+    );
+    // One pod leaves: its volume no longer counts, and the scheduler places the waiting pod.
+    await deleteTimed('proxmox', present(names[0], 'the first claim'), present(names[0], 'the first claim'));
+    const ran = await waitRunning(extra);
+    t.equal(ran.spec.nodeName, WORKER.name, 'placed once a volume was freed');
+    t.ok((await waitReport(ran, (r) => r.mode === 'hold', 'of the hold')).ok, `${extra} runs on its volume`);
+    for (const n of names.slice(1)) {
+      await deleteTimed('proxmox', n, n);
+      await deleteClaim(n);
+    }
+    await deleteClaim(present(names[0], 'the first claim'));
+  },
+);
+
+t.test(
+  'inline NFS volume in a Pod Security restricted namespace: csi: allowed and mounted, in-tree nfs: refused, folder kept',
+  async (t) => {
+    const ns = 'reelsmith';
+    await kube.create('/api/v1/namespaces', {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: ns, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
+    });
+    await kube.waitFor(`/api/v1/namespaces/${ns}/serviceaccounts/default`, () => true, `${ns}/default SA`, 60_000);
+    // The folder must exist: the driver never creates anything on the server for an inline volume.
+    const folder = 'media/reelsmith';
+    await env.node.guest.sh(
+      `mkdir -p ${GUEST_SHARE_DIR}/${folder} && chown 1000:1000 ${GUEST_SHARE_DIR}/${folder} && echo kept > ${GUEST_SHARE_DIR}/${folder}/before.txt`,
+    );
+    const restricted = {
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: 1000,
+        runAsGroup: 1000,
+        seccompProfile: { type: 'RuntimeDefault' },
+      },
+      containerSecurityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+    };
+    const pod = (name: string, volume: Record<string, unknown>) => {
+      const p = workloadPod(name, 'unused', ['write', '--seed', name, '--hold'], restricted);
+      return {
+        ...p,
+        metadata: { name, namespace: ns },
+        spec: { ...p.spec, volumes: [{ name: 'data', ...volume }] },
+      };
+    };
+    // In-tree NFS is not among the restricted profile's volume types: admission refuses the pod.
+    const refused = await kube
+      .create(
+        `/api/v1/namespaces/${ns}/pods`,
+        pod('intree', { nfs: { server: '127.0.0.1', path: `${GUEST_SHARE}/${folder}` } }),
+      )
+      .then(
+        () => undefined,
+        (e: unknown) => String(e),
+      );
+    t.match(refused ?? 'created', /restricted|nfs/, `the in-tree nfs: pod is refused by Pod Security: ${refused}`);
+    const inline = {
+      csi: {
+        driver: NFS_DRIVER,
+        volumeAttributes: { server: '127.0.0.1', share: GUEST_SHARE, subDir: folder, mountOptions: 'nfsvers=4.1' },
+      },
+    };
+    const t0 = Date.now();
+    await kube.create(`/api/v1/namespaces/${ns}/pods`, pod('inline', inline));
+    const running = await kube.waitFor<Pod>(
+      `/api/v1/namespaces/${ns}/pods/inline`,
+      (p) => ['Running', 'Succeeded', 'Failed'].includes(p.status?.phase ?? ''),
+      'the inline pod running',
+      600_000,
+    );
+    t.equal(running.status?.phase, 'Running', 'the csi: inline pod runs under restricted');
+    t.comment(`inline NFS pod Running in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    const logDir = `/var/log/pods/${ns}_inline_${present(running.metadata.uid, 'pod uid')}/workload`;
+    const end = Date.now() + 120_000;
+    let out = '';
+    while (!/"mode":"write"/.test(out) && Date.now() < end) {
+      await new Promise((r) => setTimeout(r, 1000));
+      out = await env.node.guest.sh(`cat ${logDir}/*.log 2>/dev/null || true`);
+    }
+    const report = JSON.parse(/stdout F (\{.*"mode":"write".*\})/.exec(out)?.[1] ?? '{}') as Partial<Report>;
+    t.ok(report.ok, `the non-root pod wrote into the NAS folder: ${JSON.stringify(report)}`);
+    const onServer = await env.node.guest.sh(`ls -n ${GUEST_SHARE_DIR}/${folder}`);
+    t.match(onServer, /before\.txt/, 'what was in the folder is there');
+    t.ok(onServer.split('\n').length > 2, `the pod's file is on the server: ${onServer}`);
+    await kube.delete(`/api/v1/namespaces/${ns}/pods/inline`);
+    await kube.waitGone(`/api/v1/namespaces/${ns}/pods/inline`, 'inline pod gone', 300_000);
+    t.same(await podMounts(running), [], 'unmounted from the node');
+    t.match(
+      await env.node.guest.sh(`ls ${GUEST_SHARE_DIR}/${folder}`),
+      /before\.txt/,
+      'unpublish only unmounts: the folder and its files stay',
+    );
+    await kube.delete(`/api/v1/namespaces/${ns}`);
+  },
+);
+
+t.test(
+  'node drain: cordon and evict, every volume detached, no VolumeAttachment, no pending change in Proxmox',
+  async (t) => {
+    const claims = ['drain-pv', 'drain-nfs'] as const;
+    const t0 = await createClaim('drain-pv', 'proxmox-local');
+    const a = await startHeld('drain-pv', 'drain-pv', ['write', '--seed', 'drain-pv'], {}, t0);
+    times.proxmox.running.push(a.ms);
+    const t1 = await createClaim('drain-nfs', 'syno-nfs-csi');
+    const b = await startHeld('drain-nfs', 'drain-nfs', ['write', '--seed', 'drain-nfs'], {}, t1);
+    times.nfs.running.push(b.ms);
+    const pvs = await Promise.all(claims.map((c) => boundPv(c)));
+    await kube.patch(`/api/v1/nodes/${WORKER.name}`, { spec: { unschedulable: true } });
+    const drained = Date.now();
+    // What `kubectl drain` does for pods that are not the DaemonSet's: the Eviction API.
+    for (const c of claims)
+      await kube.create(`/api/v1/namespaces/${APPS}/pods/${c}/eviction`, {
+        apiVersion: 'policy/v1',
+        kind: 'Eviction',
+        metadata: { name: c, namespace: APPS },
+      });
+    for (const c of claims) await kube.waitGone(podPath(c), `${c} evicted`, 300_000, () => events(c));
+    await waitNoAttachment(present(pvs[0], 'the Proxmox PV'));
+    t.comment(`drain: evicted → detached in ${((Date.now() - drained) / 1000).toFixed(1)} s`);
+    for (const p of [a.pod, b.pod]) t.same(await podMounts(p), [], `${p.metadata.name}: nothing mounted in the node`);
+    const disk = present(
+      (await kube.get<PersistentVolume>(`/api/v1/persistentvolumes/${present(pvs[0], 'PV')}`)).spec.csi?.volumeHandle
+        .split('/')
+        .pop(),
+      'the disk',
+    );
+    const cfg = await pve.vmConfig(WORKER.zone, WORKER.vmid);
+    t.notOk(
+      Object.values(cfg).some((v) => String(v).includes(disk)),
+      `${disk} left VM ${WORKER.vmid}`,
+    );
+    const pending = await pve.get<{ key: string; pending?: unknown; delete?: number }[]>(
+      `/nodes/${WORKER.zone}/qemu/${WORKER.vmid}/pending`,
+    );
+    t.same(
+      pending.filter((p) => p.pending !== undefined || p.delete !== undefined).map((p) => p.key),
+      [],
+      'no change pending on the node VM',
+    );
+    const stillThere = (
+      await kube.list<Pod>(`/api/v1/namespaces/${NS}/pods?fieldSelector=spec.nodeName=${WORKER.name}`)
+    ).length;
+    t.ok(stillThere > 0, 'the node plugin (DaemonSet) stays on the cordoned node, as drain leaves it');
+    await kube.patch(`/api/v1/nodes/${WORKER.name}`, { spec: { unschedulable: false } });
+    // Back in service: the claims' data is still there for a new pod.
+    const r = await runToEnd('drain-pv-after', 'drain-pv', ['verify']);
+    t.ok(r.report.ok, `the data survived the drain: ${JSON.stringify(r.report)}`);
+    await deletePod('drain-pv-after');
+    for (const c of claims) await deleteClaim(c);
   },
 );
 

@@ -20,6 +20,11 @@ export interface ProxmoxNodeOptions {
   /** Topology outside Kubernetes, or when the Node lacks the labels. */
   region?: string | undefined;
   zone?: string | undefined;
+  /**
+   * At most this many of the driver's disks on this node (an operator keeping SCSI slots for
+   * other disks); NodeGetInfo reports the smaller of it and the free slots. Undefined: the free slots.
+   */
+  maxVolumes?: number | undefined;
   /** Where `wwn-0x…` links are looked for when sysfs has no matching disk. Default /dev/disk/by-id. */
   deviceDir?: string | undefined;
   log: Logger;
@@ -51,6 +56,7 @@ export interface ProxmoxNodeDeps {
   nodeId: string;
   region?: string | undefined;
   zone?: string | undefined;
+  maxVolumes: number | undefined;
   deviceDir: string;
   sysfsRoot: string;
   log: Logger;
@@ -72,6 +78,7 @@ export function proxmoxNodeDeps(o: ProxmoxNodeOptions): ProxmoxNodeDeps {
     nodeId: o.nodeId,
     region: o.region,
     zone: o.zone,
+    maxVolumes: o.maxVolumes,
     deviceDir,
     sysfsRoot,
     log: o.log,

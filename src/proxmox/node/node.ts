@@ -50,7 +50,9 @@ export function createProxmoxNode(opts: ProxmoxNodeOptions): NodeBackend {
           ctx.log.warn({ err: e }, 'cannot count SCSI disks not managed by this driver; assuming none');
         }
         // Zero would mean "no limit" to the CO; with every slot taken the honest answer is unusable anyway.
-        const maxVolumesPerNode = Math.max(1, MAX_SLOT - MIN_SLOT + 1 - foreign);
+        const free = Math.max(1, MAX_SLOT - MIN_SLOT + 1 - foreign);
+        // The operator's limit only lowers it: a slot another disk holds is never offered.
+        const maxVolumesPerNode = d.maxVolumes ? Math.min(d.maxVolumes, free) : free;
         return {
           nodeId: d.nodeId,
           maxVolumesPerNode,

@@ -60,7 +60,17 @@ t.test('flags and environment', async (t) => {
     t.equal(r.config.node.zone, 'hyper1');
     t.equal(r.config.drainTimeoutMs, 30_000);
     t.equal(r.config.nfsDefaultOnDelete, 'delete', "csi-driver-nfs's default");
+    t.equal(r.config.node.maxVolumes, undefined, 'no volume limit of its own: the free SCSI slots');
   }
+  const limited = loadConfig(['--mode', 'node', '--proxmox-endpoint', 'unix:///a', '--node-id', 'n'], {
+    CSI_MAX_VOLUMES_PER_NODE: '8',
+  });
+  t.equal(limited.kind === 'run' && limited.config.node.maxVolumes, 8, 'CSI_MAX_VOLUMES_PER_NODE');
+  const zero = loadConfig(
+    ['--mode', 'node', '--proxmox-endpoint', 'unix:///a', '--node-id', 'n', '--max-volumes-per-node', '0'],
+    {},
+  );
+  t.equal(zero.kind === 'run' && zero.config.node.maxVolumes, undefined, '0 = the free SCSI slots');
   const retain = loadConfig(['--mode', 'node', '--nfs-endpoint', 'unix:///a', '--node-id', 'n'], {
     NFS_DEFAULT_ONDELETE_POLICY: 'Retain',
   });
@@ -87,6 +97,12 @@ t.test('flags and environment', async (t) => {
     [['--mode', 'controller', '--proxmox-endpoint', 'unix:///a'], /--proxmox-config is required/],
     [['--mode', 'node', '--nfs-endpoint', 'unix:///a'], /--node-id/],
     [['--mode', 'controller', '--nfs-endpoint', 'unix:///a', '--drain-timeout', 'soon'], /--drain-timeout/],
+    [['--mode', 'node', '--node-id', 'n', '--proxmox-endpoint', 'unix:///a', '--max-volumes-per-node', '31'], /from 0/],
+    [
+      ['--mode', 'node', '--node-id', 'n', '--proxmox-endpoint', 'unix:///a', '--max-volumes-per-node=-1'],
+      /"-1" must be a whole number/,
+    ],
+    [['--mode', 'node', '--node-id', 'n', '--proxmox-endpoint', 'unix:///a', '--max-volumes-per-node', '2.5'], /2\.5/],
     [
       ['--mode', 'controller', '--nfs-endpoint', 'unix:///a', '--proxmox-config', '/nonexistent.yaml'],
       /cannot read \/nonexistent.yaml/,

@@ -30,7 +30,7 @@ const cap = (
 
 function setup(
   t: { teardown(fn: () => void): void },
-  o: { labels?: Record<string, string>; region?: string; zone?: string } = {},
+  o: { labels?: Record<string, string>; region?: string; zone?: string; maxVolumes?: number } = {},
 ) {
   const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'pve-node-test-')));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -41,6 +41,7 @@ function setup(
       nodeId: 'talos-w1',
       region: o.region,
       zone: o.zone,
+      maxVolumes: o.maxVolumes,
       log: pino({ level: 'silent' }),
       exec: sys,
       mounter: createLinuxMounter({ exec: sys, mountinfo: sys.mountinfo }),
@@ -106,6 +107,15 @@ t.test('NodeGetInfo: topology from labels (Proxmox labels win), slots left', asy
   });
   disks.foreign = 30;
   t.equal((await node.nodeGetInfo(ctx)).maxVolumesPerNode, 1, 'never 0, which would mean unlimited');
+});
+
+t.test('NodeGetInfo: --max-volumes-per-node lowers the limit, never raises it past the free slots', async (t) => {
+  const { node, disks } = setup(t, { region: 'homelab', zone: 'hyper1', maxVolumes: 4 });
+  t.equal((await node.nodeGetInfo(ctx)).maxVolumesPerNode, 4, 'the operator limit, 30 slots free');
+  disks.foreign = 27;
+  t.equal((await node.nodeGetInfo(ctx)).maxVolumesPerNode, 3, 'only 3 slots free: the slots win');
+  disks.foreign = 30;
+  t.equal((await node.nodeGetInfo(ctx)).maxVolumesPerNode, 1, 'still never 0');
 });
 
 t.test('NodeGetInfo without any topology is a clear FailedPrecondition', async (t) => {
