@@ -7,6 +7,7 @@
 // (claim → pod Running, pod deleted → volume detached) and a scan of every component's log.
 // Only the Proxmox API is simulated (it hot-plugs disks into the guest over QMP); NFS is the
 // guest's kernel nfsd.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t, { type Test } from 'tap';
@@ -17,6 +18,7 @@ import { NFS_DRIVER, NS, PROXMOX_DRIVER, REGION } from '../k8s/lib/env.js';
 import {
   csiDrivers,
   GUEST_SHARE,
+  nodePodState,
   GUEST_SHARE_DIR,
   NODE_VOLUME_LIMIT,
   startKubeletEnv,
@@ -587,7 +589,7 @@ t.test(
 );
 
 t.test(
-  'node plugin container killed with volumes mounted: it is restarted, running pods keep their data paths',
+  'node plugin container killed, then its image upgraded, with volumes mounted: running pods keep their data paths',
   async (t) => {
     t.ok(kept.length === 2, 'the pods of the kubelet restart test run');
     const pluginStatus = async () => {
@@ -622,6 +624,56 @@ t.test(
     t.ok((await waitReport(pod, (r) => r.mode === 'write', 'of the write')).ok, 'a new pod writes to a new volume');
     await deleteTimed('proxmox', 'after-kill', 'after-kill');
     await deleteClaim('after-kill');
+    // An upgrade of the node plugin while pods keep their volumes: the image under a new tag in
+    // the registry (the same build), the DaemonSet's image changed, the rolled pod pulls it.
+    const upgraded = `${env.release.repository}:${env.release.version}-upgrade`;
+    execFileSync(
+      'skopeo',
+      [
+        'copy',
+        '--quiet',
+        '--src-cert-dir',
+        env.registry.certDir,
+        '--dest-cert-dir',
+        env.registry.certDir,
+        `docker://${env.release.image}`,
+        `docker://${upgraded}`,
+      ],
+      { stdio: ['ignore', 'ignore', 'inherit'] },
+    );
+    const ds = present(
+      env.rendered.find((o) => o.kind === 'DaemonSet'),
+      'the node DaemonSet',
+    ).metadata.name;
+    const oldPod = (
+      await kube.list<Pod>(`/api/v1/namespaces/${NS}/pods?fieldSelector=spec.nodeName=${WORKER.name}`)
+    ).find((p) => p.status?.containerStatuses?.some((c) => c.name === 'pve-nfs-csi'));
+    const rolledAt = Date.now();
+    await kube.patch(
+      `/apis/apps/v1/namespaces/${NS}/daemonsets/${ds}`,
+      { spec: { template: { spec: { containers: [{ name: 'pve-nfs-csi', image: upgraded }] } } } },
+      'strategic',
+    );
+    const rollEnd = Date.now() + 600_000;
+    for (;;) {
+      const c = await pluginStatus().catch(() => undefined);
+      const pods = await kube.list<Pod>(`/api/v1/namespaces/${NS}/pods?fieldSelector=spec.nodeName=${WORKER.name}`);
+      const fresh = pods.find((p) => p.metadata.name !== oldPod?.metadata.name);
+      if (c?.image === upgraded && c.ready && fresh) break;
+      if (Date.now() > rollEnd) throw new Error(`the upgraded plugin is not ready: ${await nodePodState(kube)}`);
+      await new Promise((r) => setTimeout(r, 2000));
+    }
+    t.comment(
+      `plugin image ${env.release.image} → ${upgraded}: new pod ready in ${((Date.now() - rolledAt) / 1000).toFixed(1)} s`,
+    );
+    await assertUndisturbed(t, rolledAt);
+    await kube.waitFor<CSINode>(
+      `/apis/storage.k8s.io/v1/csinodes/${WORKER.name}`,
+      (n) => csiDrivers(n).some((d) => d.name === PROXMOX_DRIVER) && csiDrivers(n).some((d) => d.name === NFS_DRIVER),
+      'both drivers registered by the upgraded plugin',
+      120_000,
+    );
+
     for (const k of kept.splice(0)) {
       await deleteTimed(k.driver, k.claim, k.claim);
       await deleteClaim(k.claim);
