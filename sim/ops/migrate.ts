@@ -4,8 +4,9 @@
 // - guest_migration_lock (`pve-migrate-<vmid>`), then the VM config lock for the whole run;
 // - prepare: the config must exist on the source, carry no lock, and the VM must be stopped;
 // - phase1: `lock: migrate` written to the config, every volume the config references (current,
-//   pending, unusedN) scanned — it must exist, its target storage must exist on the target node,
-//   and the VM must own it (`owned by other VM (owner = VM n)`) — then copied with
+//   pending, unusedN, snapshot sections) scanned — it must exist, its target storage must exist
+//   on the target node, the VM must own it (`owned by other VM (owner = VM n)`), and no snapshot
+//   section may reference it (LVM-thin raw: `non-migratable snapshot exists`) — then copied with
 //   storage_migrate (pvesm export | pvesm import, raw+size): the target name is the source name,
 //   or a free `vm-<vmid>-disk-N` when that name exists on the target (allow_rename);
 //   a failure frees what was copied and leaves the VM on the source (`migration aborted`);
@@ -52,6 +53,25 @@ export function mapStorage(map: StorageMap | undefined, sid: string): string {
 
 type Ref = 'attached' | 'unused' | 'pending';
 
+const volidOf = (k: string, v: string): string | undefined => {
+  try {
+    return driveVolid(k, v);
+  } catch {
+    return undefined;
+  }
+};
+
+/** Volumes a snapshot section references (foreach_volid's `referenced_in_snapshot`). */
+export function snapshotVolumes(vm: VmModel): Set<string> {
+  const out = new Set<string>();
+  for (const section of vm.snapshots.values())
+    for (const [k, v] of section) {
+      const volid = volidOf(k, v);
+      if (volid) out.add(volid);
+    }
+  return out;
+}
+
 /** Volumes the config references (PVE::QemuServer::foreach_volid), with how. */
 export function referencedVolumes(vm: VmModel): Map<string, Ref> {
   const out = new Map<string, Ref>();
@@ -60,12 +80,7 @@ export function referencedVolumes(vm: VmModel): Map<string, Ref> {
     [vm.pending, true],
   ] as const) {
     for (const [k, v] of map) {
-      let volid: string | undefined;
-      try {
-        volid = driveVolid(k, v);
-      } catch {
-        volid = undefined;
-      }
+      const volid = volidOf(k, v);
       if (!volid) continue;
       const ref: Ref = pending ? 'pending' : /^unused\d+$/.test(k) ? 'unused' : 'attached';
       if (!out.has(volid) || ref === 'attached') out.set(volid, ref);
@@ -116,7 +131,11 @@ class Migration {
   private scan(vm: VmModel): void {
     const { ctx, req } = this;
     const errors = new Map<string, string>();
-    for (const [volid, ref] of referencedVolumes(vm)) {
+    const inSnapshots = snapshotVolumes(vm);
+    const scanned = referencedVolumes(vm);
+    // Only in a snapshot section: scanned as well (foreach_volid walks the sections), and refused.
+    for (const volid of inSnapshots) if (!scanned.has(volid)) scanned.set(volid, 'unused');
+    for (const [volid, ref] of scanned) {
       try {
         const parsed = parseVolid(volid);
         if (!parsed) continue;
@@ -128,6 +147,8 @@ class Migration {
         if (!vol) throw fail(`unable to determine size for volume '${volid}'`);
         const owner = volumeOwner(volname);
         if (owner === undefined || owner !== vm.vmid) throw fail(`owned by other VM (owner = VM ${owner ?? 0})`);
+        // QemuMigrate: snapshots migrate only on zfspool, raw btrfs or in-qcow2; LVM-thin is none.
+        if (inSnapshots.has(volid)) throw fail('non-migratable snapshot exists');
         this.local.set(volid, { ref, vol, targetsid });
       } catch (e) {
         errors.set(volid, errText(e));
