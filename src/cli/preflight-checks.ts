@@ -174,7 +174,7 @@ export async function checkProxmox(input: PreflightInput, signal: AbortSignal): 
           status: 'info',
           message:
             snapMissing.length === 0
-              ? `${who} may make snapshots, restores and clones (VM.Allocate, VM.Snapshot, VM.Clone)`
+              ? `${who} may make snapshots, restores and clones (VM.Allocate, VM.Snapshot, VM.Clone, VM.Migrate)`
               : `snapshots, restores and clones (optional) would need ${snapMissing.map((n) => `${n.privilege} on ${n.path} (${n.why})`).join('; ')}`,
         });
         // nor for `pve-nfs-csi report` (read) and `report --fix` (free disks, drop config entries)

@@ -104,7 +104,8 @@ export function missingMovePrivileges(perms: Permissions, vmid: number, storage:
 /**
  * Snapshots, restores and clones (docs/snapshots.md, "Proxmox: design"): beyond the CSI role,
  * the helper VMs' create and destroy (VM.Allocate), the copy VM's snapshot (VM.Snapshot) and
- * its linked clone (VM.Clone, and Datastore.AllocateSpace on the storage), and holding a disk of
+ * its linked clone (VM.Clone, and Datastore.AllocateSpace on the storage), the volume VM's
+ * offline migration of a restore into another zone (VM.Migrate), and holding a disk of
  * the controller VMID on a helper VM (VM.Config.Disk there and Datastore.Audit). All on /vms
  * and /storage: the helper VMIDs are chosen per operation.
  */
@@ -114,6 +115,11 @@ export function snapshotNeeds(controllerVmId: number): Need[] {
     { path: '/vms', privilege: 'VM.Allocate', why: 'create and destroy the copy, snapshot and volume VMs' },
     { path: '/vms', privilege: 'VM.Snapshot', why: 'snapshot the copy VM that holds only the source disk' },
     { path: '/vms', privilege: 'VM.Clone', why: 'make the linked clone from that snapshot' },
+    {
+      path: '/vms',
+      privilege: 'VM.Migrate',
+      why: 'migrate a volume VM with its clone to the requested host (a restore or clone into another zone)',
+    },
     { path: '/vms', privilege: 'VM.Config.Disk', why: 'let the copy VM hold the source disk' },
     {
       path: `/vms/${controllerVmId}`,

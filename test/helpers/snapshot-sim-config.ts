@@ -14,6 +14,7 @@ export const SNAPSHOT_TOKEN_PRIVILEGES = [
   'VM.Allocate',
   'VM.Snapshot',
   'VM.Clone',
+  'VM.Migrate',
 ];
 
 export interface SimYaml {

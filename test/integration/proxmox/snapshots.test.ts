@@ -348,7 +348,7 @@ t.test('report finds what interrupted copies and deletes leave; --fix removes it
   );
 });
 
-t.test('refusals: unknown source, another host, a name reused for another source', async (t) => {
+t.test('refusals: unknown source, a host without the storage, a name reused for another source', async (t) => {
   const s = await start(t);
   const a = present((await s.c.createVolume(make('pvc-ra'), ctx())).volume?.volumeId, 'a');
   const b = present((await s.c.createVolume(make('pvc-rb'), ctx())).volume?.volumeId, 'b');
@@ -363,9 +363,10 @@ t.test('refusals: unknown source, another host, a name reused for another source
     capacityRange: { requiredBytes: String(SIZE), limitBytes: String(SIZE / 2) },
   };
   t.equal(await kind(s.c.createVolume(limited, ctx())), 'OutOfRange', 'a limit below the source');
-  const elsewhere = {
+  // Another host is a copy (snapshots-cross-zone.test.ts); a host without the storage is none.
+  const nowhere = {
     ...make('pvc-far', { volume: { volumeId: a } }),
-    accessibilityRequirements: preferZone('hyper2'),
+    accessibilityRequirements: preferZone('hyper9'),
   };
-  t.equal(await kind(s.c.createVolume(elsewhere, ctx())), 'ResourceExhausted');
+  t.equal(await kind(s.c.createVolume(nowhere, ctx())), 'ResourceExhausted');
 });

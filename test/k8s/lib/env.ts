@@ -105,7 +105,7 @@ export function images(bins: Binaries): Record<string, ImageCommand> {
  * snapshots, restores and clones need (docs/snapshots.md, "Privileges"), as a user enabling
  * them grants.
  */
-export const SNAPSHOT_PRIVILEGES = ['VM.Allocate', 'VM.Snapshot', 'VM.Clone'];
+export const SNAPSHOT_PRIVILEGES = ['VM.Allocate', 'VM.Snapshot', 'VM.Clone', 'VM.Migrate'];
 function tierCluster(): object {
   const cfg = YAML.parse(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as {
     tokens: { role?: string; privileges?: string[] }[];

@@ -9,9 +9,16 @@
 import { createHash } from 'node:crypto';
 import { Busy } from '../../../errors.js';
 import { waitTask } from '../../api/tasks.js';
-import type { Cluster } from '../state/cluster.js';
+import { type Cluster, holdsImages, isAvailable } from '../state/cluster.js';
 import { readFresh } from '../safety/fresh-read.js';
-import { type CopyRecord, type CopyRole, type CopyStep, helperFacts } from '../safety/copy-vms.js';
+import {
+  type CopyRecord,
+  type CopyRole,
+  type CopyStep,
+  type CopyView,
+  type MigrationTarget,
+  helperFacts,
+} from '../safety/copy-vms.js';
 import { decideCopyStep, must } from '../safety/ownership.js';
 
 /** Helper VMIDs live in [800000000, 900000000): far above what Proxmox hands out by default. */
@@ -19,6 +26,8 @@ const VMID_BASE = 800_000_000;
 const VMID_SPAN = 100_000_000;
 const RELEASED = 'pve-nfs-csi-released';
 const MiB = 1024 * 1024;
+/** How long one offline migration may run (a large disk copies for a while); the task goes on after. */
+export const MIGRATE_TIMEOUT_MS = 6 * 3600_000;
 
 export interface CopyContext {
   cluster: Cluster;
@@ -62,17 +71,33 @@ export async function runStep(c: CopyContext, step: CopyStep): Promise<void> {
   return run(c, step);
 }
 
+/** A migration's target host, read now: its available image storages, and the helper's volumes on the step's. */
+async function targetOf(c: CopyContext, node: string, vmid: number, volid: string): Promise<MigrationTarget> {
+  const storage = volid.split(':')[0] ?? '';
+  const rows = (await c.cluster.storages(c.signal, true)).filter((r) => r.node === node && holdsImages(r));
+  const storages = rows.filter(isAvailable).map((r) => r.storage);
+  const items = storages.includes(storage)
+    ? await c.cluster.api.listContent(node, storage, vmid, { signal: c.signal })
+    : [];
+  return { node, storages, volids: items.map((i) => i.volid) };
+}
+
 async function run(c: CopyContext, step: CopyStep): Promise<void> {
-  const permit = must(decideCopyStep(step, await view(c, step.node)));
+  const v: CopyView = await view(c, step.node);
+  if (step.op === 'migrate') v.target = await targetOf(c, step.target, step.vmid, step.volid);
+  const permit = must(decideCopyStep(step, v));
   const upid = await c.cluster.port.copyStep(permit, { signal: c.signal });
   await waitTask(c.cluster.api, step.node, upid, {
     cluster: c.cluster.region,
-    what: `${step.op} helper VM ${step.vmid}`,
+    what:
+      step.op === 'migrate' ? `migrate volume VM ${step.vmid} to ${step.target}` : `${step.op} helper VM ${step.vmid}`,
     signal: c.signal,
+    ...(step.op === 'migrate' && { timeoutMs: MIGRATE_TIMEOUT_MS }),
   });
   // This process's own free, like DeleteVolume's: a retry must not find the disk in the cached
-  // content and take it for an orphan whose owner VM is gone.
+  // content and take it for an orphan whose owner VM is gone. A migration frees its source copy.
   if (step.op === 'free') c.cluster.content.removed(step.node, step.storage, step.volid);
+  if (step.op === 'migrate') c.cluster.content.removed(step.node, step.volid.split(':')[0] ?? '', step.volid);
 }
 
 /** The helper VM of `role` that `name`'s record names on the host, if one exists. */
@@ -150,6 +175,7 @@ export async function restoreCopy(
   c: CopyContext,
   req: CopyRequest,
   sizeBytes?: number,
+  make: () => Promise<{ vmid: number; volid: string }> = () => linkedCopy(c, req, 'volume'),
 ): Promise<{ vmid: number; volid: string }> {
   const held = await findHelper(c, req.node, 'volume', req.name);
   // Released earlier: the placeholder names the disk it stands for (`…-released-disk-0`).
@@ -169,10 +195,9 @@ export async function restoreCopy(
     : held && unused?.value
       ? { vmid: held.vm.vmid, volid: unused.value }
       : undefined;
-  const made = clone ?? (await linkedCopy(c, req, 'volume'));
+  const made = clone ?? (await make());
   const node = req.node;
-  const digest = async () =>
-    helperFacts((await view(c, node)).host, made.vmid)?.entries.find((e) => e.key === 'digest')?.value ?? '';
+  const digest = () => digestOf(c, node, made.vmid);
   if (helperFacts((await view(c, node)).host, made.vmid)?.drives.length) {
     if (sizeBytes !== undefined) await growHeld(c, node, made, sizeBytes, await digest());
     await run(c, { op: 'detach', node, vmid: made.vmid, digest: await digest() });
@@ -188,8 +213,13 @@ export async function restoreCopy(
   return made;
 }
 
+/** The helper VM's config digest, read now. */
+export async function digestOf(c: CopyContext, node: string, vmid: number): Promise<string> {
+  return helperFacts((await view(c, node)).host, vmid)?.entries.find((e) => e.key === 'digest')?.value ?? '';
+}
+
 /** Grows the clone its volume VM holds as scsi0 to `sizeBytes`, unless it is that large already. */
-async function growHeld(
+export async function growHeld(
   c: CopyContext,
   node: string,
   made: { vmid: number; volid: string },

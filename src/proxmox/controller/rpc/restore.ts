@@ -2,18 +2,23 @@
 // proxmox-csi-plugin copy) or a clone of a volume, both as a thin linked clone on the source's
 // host (docs/snapshots.md). The new volume is `vm-<volume VM>-disk-0`: Proxmox names clones, so
 // the handle records that disk, and the volume VM's record names the new volume, which makes
-// a retry find it. A larger request is cloned, then grown. Into another host it would take the
-// offline migration; that is refused.
+// a retry find it. A larger request is cloned, then grown. When the requisite topology leaves
+// out the source's host, the volume VM then migrates offline with its clone to the first
+// preferred requisite host that has the storage (copy/cross-zone.ts): a full copy, logged with
+// its bytes and seconds.
 import type * as T from '../../../csi/types.js';
 import { AlreadyExists, InvalidArgument, NotFound, OutOfRange, ResourceExhausted } from '../../../errors.js';
 import { type Core, capabilityProblem, findVolume, placementsOf, resolveVolume, topologyOf } from '../core.js';
 import { restoreCopy, runStep } from '../copy/thin-copy.js';
+import { restoreInto } from '../copy/cross-zone.js';
+import { holdsImages, isAvailable } from '../state/cluster.js';
 import { COPY_VM_NAMES } from '../safety/copy-vms.js';
 import { parseCreateParameters, sizeForCreate, volumeContextOf } from '../params/params.js';
 import { guardGrowth } from './capacity-guard.js';
 import { markersOf } from '../params/mutable.js';
 import { diskOwner, formatVolumeId, parseVolid } from '../../volume-id.js';
 import { copyContext } from './snapshot.js';
+import type { Cluster } from '../state/cluster.js';
 
 export async function restoreVolume(
   core: Core,
@@ -42,14 +47,9 @@ export async function restoreVolume(
   // Larger than the source: cloned, then grown to the size CreateVolume would give (its rounding
   // and limit), through the volume VM before it lets go of the clone (thin-copy.ts restoreCopy).
   const target = required > size ? sizeForCreate(req.capacityRange) : size;
-  const zones = placementsOf(req.accessibilityRequirements)
-    .map((p) => p.zone)
-    .filter((z): z is string => !!z);
-  if (zones.length > 0 && !zones.includes(found.node))
-    throw new ResourceExhausted(
-      `the source ${what} is on ${found.node}; a thin clone is made on its host, and ${zones.join(', ')} was requested (a copy to another host is not supported yet)`,
-    );
+  const to = await targetZone(v.cluster, req.accessibilityRequirements, found.node, v.ref.storage, ctx.signal);
   const c = copyContext(core, v.cluster, ctx);
+  const copy = { node: found.node, volid: v.volid, source: sourceId, name: req.name };
   const made = await v.cluster.exclusive(`restore:${req.name}`, async () => {
     if (target > size)
       await guardGrowth(
@@ -61,12 +61,22 @@ export async function restoreVolume(
         `CreateVolume ${req.name}`,
         ctx.signal,
       );
-    return restoreCopy(c, { node: found.node, volid: v.volid, source: sourceId, name: req.name }, target);
+    if (to === found.node) return { ...(await restoreCopy(c, copy, target)), node: found.node };
+    // The copy on the target is full, not thin: the guard judges all of it there.
+    const guard = (bytes: number) =>
+      guardGrowth(core, v.cluster, to, v.ref.storage, bytes, `CreateVolume ${req.name} (copy to ${to})`, ctx.signal);
+    const carried = await restoreInto(c, copy, to, target, guard);
+    if (carried.copied)
+      ctx.log.info(
+        { name: req.name, from: found.node, to, bytes: carried.copied.bytes, seconds: carried.copied.seconds },
+        `${what} restored into another zone: ${carried.copied.bytes} bytes copied from ${found.node} to ${to} in ${carried.copied.seconds.toFixed(1)} s (offline migration)`,
+      );
+    return carried;
   });
   const disk = parseVolid(made.volid)?.disk;
   if (!disk) throw new AlreadyExists(`volume ${req.name}: its volume VM ${made.vmid} holds ${made.volid}`);
   // A retry finds the volume made earlier: it must fit this request as well.
-  const items = await v.cluster.api.listContent(found.node, v.ref.storage, made.vmid, { signal: ctx.signal });
+  const items = await v.cluster.api.listContent(made.node, v.ref.storage, made.vmid, { signal: ctx.signal });
   const bytes = items.find((i) => i.volid === made.volid)?.size ?? 0;
   if (bytes < target || (limit > 0 && bytes > limit))
     throw new AlreadyExists(
@@ -74,13 +84,43 @@ export async function restoreVolume(
     );
   return {
     volume: {
-      volumeId: formatVolumeId({ region: v.cluster.region, zone: found.node, storage: v.ref.storage, disk }),
+      volumeId: formatVolumeId({ region: v.cluster.region, zone: made.node, storage: v.ref.storage, disk }),
       capacityBytes: String(bytes),
       volumeContext: volumeContextOf(req.parameters),
       contentSource: src,
-      accessibleTopology: [topologyOf(v.cluster.region, found.node)],
+      accessibleTopology: [topologyOf(v.cluster.region, made.node)],
     },
   };
+}
+
+/**
+ * Where the restore goes (CSI accessibility_requirements): the source's host when the requisite
+ * topologies name it, or name no host of this region (none given: the preferred ones stand for
+ * them, as for a new volume); else the first preferred topology among the requisite ones, then
+ * the other requisite ones in order, whose host has the storage available. None: RESOURCE_EXHAUSTED.
+ */
+async function targetZone(
+  cluster: Cluster,
+  reqs: T.CreateVolumeRequest['accessibilityRequirements'],
+  source: string,
+  storage: string,
+  signal: AbortSignal,
+): Promise<string> {
+  const zonesOf = (ts: T.Topology[] | undefined) =>
+    placementsOf({ requisite: ts ?? [] })
+      .filter((p) => p.zone && (p.region === undefined || p.region === cluster.region))
+      .map((p) => p.zone as string);
+  const preferred = zonesOf(reqs?.preferred);
+  const requisite = reqs?.requisite.length ? zonesOf(reqs.requisite) : preferred;
+  if (requisite.length === 0 || requisite.includes(source)) return source;
+  const ordered = [...new Set([...preferred.filter((z) => requisite.includes(z)), ...requisite])];
+  const rows = (await cluster.storageRows(storage, signal)).filter((r) => holdsImages(r) && isAvailable(r));
+  const to = ordered.find((z) => rows.some((r) => r.node === z));
+  if (!to)
+    throw new ResourceExhausted(
+      `the source is on ${source}, and storage "${storage}" is not available on the requested host(s) ${ordered.join(', ')} (available on: ${rows.map((r) => r.node).join(', ') || 'none'})`,
+    );
+  return to;
 }
 
 /**

@@ -72,6 +72,11 @@ export type CopyStep =
   | { op: 'detach'; node: string; vmid: number; digest: string }
   /** …then that unusedN overwritten with a name that is no volume: no reference, nothing freed. */
   | { op: 'release'; node: string; vmid: number; key: string; placeholder: string; digest: string }
+  /**
+   * A restore or clone into another zone: the volume VM, still holding its clone (grown) as
+   * scsi0, migrates offline to `target`, where Proxmox copies the clone in full and frees it here.
+   */
+  | { op: 'migrate'; node: string; vmid: number; volid: string; target: string }
   /** DeleteVolume of a restored volume: the disk its volume VM owns, unreferenced. */
   | { op: 'free'; node: string; vmid: number; storage: string; volid: string }
   | { op: 'destroy'; node: string; vmid: number };
@@ -81,6 +86,16 @@ export interface CopyView {
   /** Every VMID of the cluster, read now. */
   vmids: ReadonlySet<number>;
   controllerVmId: number;
+  /** For a migration only: the target host, read now (its storages, and the volumes on them). */
+  target?: MigrationTarget;
+}
+
+export interface MigrationTarget {
+  node: string;
+  /** The storages the target host has available. */
+  storages: readonly string[];
+  /** Every volume id on those storages of the target host (owner filter: the helper VMID). */
+  volids: readonly string[];
 }
 
 export interface StepProblem {
@@ -223,6 +238,8 @@ export function copyStepProblem(step: CopyStep, v: CopyView): StepProblem | unde
         ? undefined
         : problem('foreign-key', `${step.key} of volume VM ${step.vmid} is not its own detached clone`);
     }
+    case 'migrate':
+      return migrateProblem(step, v);
     case 'free': {
       const f = ours(v, step.vmid, ['volume']);
       if (isProblem(f)) return f;
@@ -247,6 +264,44 @@ export function copyStepProblem(step: CopyStep, v: CopyView): StepProblem | unde
       return own && f.record?.role === 'snapshot' ? referencesProblem(others, own) : undefined;
     }
   }
+}
+
+/**
+ * An offline migration copies every volume the VM's config references and frees the source copies
+ * (QemuMigrate scan_local_volumes, phase3_cleanup): the volume VM may reference only its own clone,
+ * as scsi0, with no snapshot section (Proxmox refuses `non-migratable snapshot exists` on LVM-thin,
+ * and the snapshot's LVs would stay behind), and no other VM of the host may reference the clone
+ * (it would lose its disk). On the target, the storage must be there and hold no volume of the
+ * volume VM's VMID: Proxmox would import under another name, and the one found there would then
+ * pass for the volume VM's own disk.
+ */
+function migrateProblem(step: Extract<CopyStep, { op: 'migrate' }>, v: CopyView): StepProblem | undefined {
+  const f = ours(v, step.vmid, ['volume']);
+  if (isProblem(f)) return f;
+  if (step.target === step.node) return problem('foreign-key', `volume VM ${step.vmid} is on ${step.target} already`);
+  const d = f.drives;
+  const unused = f.entries.filter((e) => e.key.startsWith('unused') && e.value && volidOfValue(e.key, e.value));
+  if (!(d.length === 1 && d[0]?.key === 'scsi0' && d[0].volid === step.volid && f.owned.includes(step.volid)))
+    return problem('foreign-key', `volume VM ${step.vmid} does not hold exactly its clone ${step.volid} as scsi0`);
+  if (unused.length > 0 || f.owned.length !== 1)
+    return problem('foreign-key', `volume VM ${step.vmid} references more than its clone (${f.owned.join(', ')})`);
+  if ((v.host.snapshots.get(step.vmid) ?? []).length > 0)
+    return problem('foreign-key', `volume VM ${step.vmid} has a snapshot section`);
+  const others: CopyView = {
+    ...v,
+    host: { ...v.host, entries: v.host.entries.filter((e) => e.vm.vmid !== step.vmid) },
+  };
+  const ref = referencesProblem(others, step.volid);
+  if (ref) return ref;
+  const t = v.target;
+  const storage = parseVolid(step.volid)?.storage ?? '';
+  if (t?.node !== step.target) return problem('referenced', `the target host ${step.target} was not read`);
+  if (!t.storages.includes(storage))
+    return problem('referenced', `storage ${storage} is not available on ${step.target}`);
+  const there = t.volids.filter((x) => diskOwner(parseVolid(x)?.disk ?? '') === step.vmid);
+  return there.length
+    ? problem('referenced', `${step.target} already holds ${there.join(', ')} of VMID ${step.vmid}`)
+    : undefined;
 }
 
 /** Any reference to the volume, in any VM's config, pending or snapshot section on the host. */

@@ -110,6 +110,8 @@ export class OwnershipPort {
         return this.configTask(s.node, s.vmid, { set: { [s.key]: s.placeholder }, digest: s.digest }, o);
       case 'free':
         return this.freeTask(s.node, s.storage, s.volid, o);
+      case 'migrate':
+        return api.migrateVm(s.node, s.vmid, s.target, o);
       case 'destroy':
         return api.destroyVm(s.node, s.vmid, o);
     }
