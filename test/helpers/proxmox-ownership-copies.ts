@@ -9,7 +9,7 @@
 import fc from 'fast-check';
 import type * as T from '../../src/csi/types.js';
 import type { ProxmoxController } from '../../src/proxmox/controller/controller.js';
-import { callCtx, createReq } from './csi-requests.js';
+import { callCtx, createReq, preferZone } from './csi-requests.js';
 import { kindOf } from './outcome.js';
 import {
   CTRL,
@@ -78,8 +78,11 @@ export type CopyOp =
   | { kind: 'snapshot'; name: string; source: string }
   | { kind: 'deleteSnapshot'; id: string }
   | { kind: 'listSnapshots'; source: string }
-  | { kind: 'restore'; name: string; from: string }
-  | { kind: 'clone'; name: string; from: string };
+  | { kind: 'restore'; name: string; from: string; zone: string }
+  | { kind: 'clone'; name: string; from: string; zone: string };
+
+/** Where a restore or clone is asked for: the source's host (thin) or another one (migrated). */
+export const COPY_ZONES = ['hyper1', 'hyper2'];
 
 /** `made:<name>`: the handle an earlier step of this case got back for that name. */
 const madeRef = (name: string) => `made:${name}`;
@@ -116,11 +119,13 @@ export const copyOpArb: fc.Arbitrary<CopyOp> = fc.oneof(
     kind: fc.constant('restore' as const),
     name: fc.constantFrom(...VOL_NAMES),
     from: biased('made:snap-a', snapshotIds),
+    zone: fc.constantFrom(...COPY_ZONES),
   }),
   fc.record({
     kind: fc.constant('clone' as const),
     name: fc.constantFrom(...VOL_NAMES),
     from: fc.constantFrom(...volumeIds),
+    zone: fc.constantFrom(...COPY_ZONES),
   }),
 );
 
@@ -171,7 +176,10 @@ export async function callCopyOp(c: CopyCalls, op: CopyOp, made: Made, ms: numbe
       const from = resolve(made, op.from);
       const source: T.CreateVolumeRequest['volumeContentSource'] =
         op.kind === 'restore' ? { snapshot: { snapshotId: from } } : { volume: { volumeId: from } };
-      const p = c.createVolume(createReq(op.name, { volumeContentSource: source }), ctx);
+      const p = c.createVolume(
+        createReq(op.name, { volumeContentSource: source, accessibilityRequirements: preferZone(op.zone) }),
+        ctx,
+      );
       const id = await p.then((r) => r.volume?.volumeId).catch(() => undefined);
       if (id) made.set(op.name, id);
       return kindOf(p);
@@ -251,18 +259,33 @@ export function copyViolations(
       (ofThisCall(h) && h.role === 'copy');
     if (!ok) bad.push(`helper VM ${vm.vmid} (${h.role} ${h.name}) destroyed by op ${op.kind}`);
   }
-  for (const disk of before.volumes.keys()) {
-    const h = owner(disk);
-    if (!h || after.volumes.has(disk)) continue;
-    const ok =
-      (op.kind === 'deleteSnapshot' && target === disk && h.role === 'snapshot') ||
-      (op.kind === 'delete' && target === disk && h.role === 'volume');
-    if (!ok) bad.push(`freed ${disk} of helper VM ${ownerOf(disk) ?? ''} (op ${op.kind})`);
-  }
-  for (const disk of after.volumes.keys()) {
-    if (before.volumes.has(disk)) continue;
-    const h = owner(disk);
-    if (h && !ofThisCall(h)) bad.push(`allocated ${disk} (op ${op.kind})`);
+  // On the source's host and on the others: a restore or clone into another zone moves its own
+  // volume VM's clone there (freed here by the migration, allocated there), and nothing else.
+  // The base invariant judges other disks of the source's host; on the other hosts nothing else appears.
+  const sides = [
+    { b: before.volumes, a: after.volumes, other: after.elsewhere, onlyHelpers: false },
+    {
+      b: before.elsewhere ?? new Set<string>(),
+      a: after.elsewhere ?? new Set<string>(),
+      other: after.volumes,
+      onlyHelpers: true,
+    },
+  ];
+  for (const { b, a, other, onlyHelpers } of sides) {
+    for (const disk of b.keys()) {
+      const h = owner(disk);
+      if (!h || a.has(disk)) continue;
+      const ok =
+        (op.kind === 'deleteSnapshot' && target === disk && h.role === 'snapshot') ||
+        (op.kind === 'delete' && target === disk && h.role === 'volume') ||
+        (ofThisCall(h) && h.role === 'volume' && !!other?.has(disk));
+      if (!ok) bad.push(`freed ${disk} of helper VM ${ownerOf(disk) ?? ''} (op ${op.kind})`);
+    }
+    for (const disk of a.keys()) {
+      if (b.has(disk)) continue;
+      const h = owner(disk);
+      if (h ? !ofThisCall(h) : onlyHelpers) bad.push(`allocated ${disk} (op ${op.kind})`);
+    }
   }
   // Volume snapshots (snap_ LVs): only of the driver's disks or our snapshots' clones, and none
   // outlives the call that made it unless a fault cut that call short.

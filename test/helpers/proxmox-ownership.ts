@@ -48,6 +48,11 @@ export interface VmPicture {
 export interface ClusterPicture {
   /** disk name → bytes, on NODE's STORAGE */
   volumes: Map<string, number>;
+  /**
+   * Disk names on STORAGE of the other hosts (a restore or clone into another zone migrates its
+   * volume VM there), where the runner has them.
+   */
+  elsewhere?: Set<string>;
   vms: VmPicture[];
   /** Volume snapshots (snap_ LVs) as `disk@name`, where the runner can see them. */
   volumeSnaps?: Set<string>;
@@ -224,7 +229,7 @@ const opArbOf = (w: World, copies: boolean): fc.Arbitrary<Op> => {
 
 const MUTATING = ['updateVmConfig', 'unlinkDisks', 'freeDisk', 'resizeDisk', 'allocDisk', 'vmPending'];
 /** The snapshot steps' calls a fault may hit too (the simulator's routes; the fake has none). */
-export const COPY_MUTATING = ['createVm', 'destroyVm', 'snapshotVm', 'deleteVmSnapshot', 'linkedClone'];
+export const COPY_MUTATING = ['createVm', 'destroyVm', 'snapshotVm', 'deleteVmSnapshot', 'linkedClone', 'migrateVm'];
 
 export const stepArb = (vmids: number[], faults: boolean, w: World = BASE, copies = false): fc.Arbitrary<Step> =>
   fc.record({

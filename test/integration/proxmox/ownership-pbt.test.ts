@@ -46,6 +46,7 @@ const ROUTES: Record<string, string> = {
   snapshotVm: 'POST /nodes/{node}/qemu/{vmid}/snapshot',
   deleteVmSnapshot: 'DELETE /nodes/{node}/qemu/{vmid}/snapshot/{snapname}',
   linkedClone: 'POST /nodes/{node}/qemu/{vmid}/clone',
+  migrateVm: 'POST /nodes/{node}/qemu/{vmid}/migrate',
 };
 
 // Every permit a port of this process is handed, recorded before the port checks and sends it:
@@ -64,7 +65,10 @@ for (const m of ['freeDisk', 'allocDisk', 'resizeDisk', 'updateVmConfig', 'unlin
   };
 }
 
-/** The default cluster file with hyper1 alone, holding the generated VMs and their keys. */
+const LVM = { id: STORAGE, type: 'lvmthin', vgname: 'pve', thinpool: 'data', size: '200G', used: '24G' };
+const OTHER_NODE = 'hyper2';
+
+/** The default cluster file with hyper1 alone (and hyper2, empty, for copies), holding the generated VMs and their keys. */
 function clusterFile(spec: ClusterSpec): Record<string, unknown> {
   const base = parseYaml(readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as Record<string, unknown>;
   const copies = (spec.copies?.vms ?? []).map((c) => {
@@ -105,9 +109,11 @@ function clusterFile(spec: ClusterSpec): Record<string, unknown> {
     nodes: [
       {
         name: NODE,
-        storages: [{ id: STORAGE, type: 'lvmthin', vgname: 'pve', thinpool: 'data', size: '200G', used: '24G' }],
+        storages: [LVM],
         vms: [...vms, ...copies],
       },
+      // A second host for restores and clones into another zone (its volume VMs migrate there).
+      ...(spec.copies ? [{ name: OTHER_NODE, storages: [LVM], vms: [] }] : []),
     ],
   };
 }
@@ -123,6 +129,12 @@ async function picture(s: Sim): Promise<ClusterPicture> {
       snaps.flatMap((v) => (v.snapshots ?? []).map((x) => `${v.volid.slice(STORAGE.length + 1)}@${x.name}`)),
     ),
     volumes: new Map((storage?.volumes ?? []).map((v) => [v.volid.slice(STORAGE.length + 1), v.size])),
+    elsewhere: new Set(
+      st.nodes
+        .filter((n) => n.name !== NODE)
+        .flatMap((n) => n.storages.filter((x) => x.id === STORAGE).flatMap((x) => x.volumes))
+        .map((v) => v.volid.slice(STORAGE.length + 1)),
+    ),
     vms: st.vms.map((v) => ({
       vmid: v.vmid,
       name: v.name ?? '',
