@@ -1,11 +1,13 @@
 // Scenario 6, snapshots under kill -9 (Proxmox): the controller is killed with SIGKILL in the
-// middle of CreateSnapshot, of restores (CreateVolume from a snapshot) and of DeleteSnapshot /
+// middle of CreateSnapshot, of restores (CreateVolume from a snapshot, on the source's host and
+// into another zone, where the volume VM migrates offline with its clone) and of DeleteSnapshot /
 // DeleteVolume of restored volumes, started again, and every request replayed until it has its
 // answer. The replay must converge: the same snapshot and volume handles as the first OK answers
 // (a retry finds what the killed attempt left), and after the deletes no helper VM, snapshot
 // section, volume snapshot or disk of the driver is left, and the workers' configs are those
 // of the start. Its own simulator: the default one's token has the CSI role only, and a
-// snapshot needs VM.Allocate, VM.Snapshot and VM.Clone (docs/snapshots.md, "Privileges").
+// snapshot needs VM.Allocate, VM.Snapshot and VM.Clone, a restore into another zone VM.Migrate
+// (docs/snapshots.md, "Privileges").
 import fs from 'node:fs';
 import path from 'node:path';
 import { SimulatorAdmin, startSimulator } from '../../sim/index.js';
@@ -95,7 +97,8 @@ export async function snapshotScenario(env: ChaosEnv): Promise<Recorder> {
             'controller',
             'CreateVolume',
             {
-              ...singleWriterVolume(`pvc-chaos-restored-${i}`, 'hyper1'),
+              // Every other one into another zone: its volume VM migrates offline with the clone.
+              ...singleWriterVolume(`pvc-chaos-restored-${i}`, i % 2 ? 'hyper2' : 'hyper1'),
               volumeContentSource: { snapshot: { snapshotId } },
             },
             opts,
