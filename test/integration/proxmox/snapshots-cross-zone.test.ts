@@ -143,9 +143,16 @@ t.test('a larger clone into another zone is grown on the source, then migrated',
   // Requisite hyper2 and hyper3, hyper3 preferred: hyper3.
   const topology = { requisite: [zone('hyper2'), zone('hyper3')], preferred: [zone('hyper3'), zone('hyper2')] };
   const req = make('pvc-cfar', { volume: { volumeId: src } }, topology, 100 * 1024 * 1024);
-  const made = present((await s.c.createVolume(req, ctx())).volume, 'clone');
+  const { ctx: logged, lines } = loggedCtx();
+  const made = present((await s.c.createVolume(req, logged)).volume, 'clone');
   const id = present(made.volumeId, 'id');
   t.match(id, /^homelab\/hyper3\//, 'the first preferred requisite host');
+  t.ok(
+    lines.some((l) =>
+      /^volume cloned into another zone: \d+ bytes copied from hyper1 to hyper3 in /.test(String(l.msg)),
+    ),
+    'logged as a clone',
+  );
   t.equal(made.capacityBytes, String(512 * 1024 * 1024), 'the size CreateVolume gives 100 MiB');
   const vol = (await s.volumesOf()).find((v) => v.volid === volid(id));
   t.same([vol?.node, vol?.size], ['hyper3', 512 * 1024 * 1024]);

@@ -69,7 +69,7 @@ export async function restoreVolume(
     if (carried.copied)
       ctx.log.info(
         { name: req.name, from: found.node, to, bytes: carried.copied.bytes, seconds: carried.copied.seconds },
-        `${what} restored into another zone: ${carried.copied.bytes} bytes copied from ${found.node} to ${to} in ${carried.copied.seconds.toFixed(1)} s (offline migration)`,
+        `${what === 'snapshot' ? 'snapshot restored' : 'volume cloned'} into another zone: ${carried.copied.bytes} bytes copied from ${found.node} to ${to} in ${carried.copied.seconds.toFixed(1)} s (offline migration)`,
       );
     return carried;
   });
