@@ -1,6 +1,8 @@
 // The NFS snapshots `archives list` shows next to the archives, one row per snapshot directory of
 // the scanned shares. Never pruned: a complete snapshot goes through DeleteSnapshot only, a
 // partial one through `report --fix` (nfs-findings.ts); prune only says how many it left alone.
+// csi-driver-nfs's own snapshot archives (<share>/<name>/<src>.tar.gz) are rows too (state
+// csi-driver-nfs): this driver restores them, and only their DeleteSnapshot removes them.
 import { formatAge, formatBytes, table } from './common.js';
 import type { NfsFacts } from './report/facts.js';
 import { sourceClaimOf } from './report/nfs-findings.js';
@@ -10,16 +12,18 @@ export interface SnapshotRow {
   share: string;
   name: string;
   path: string;
-  /** The claim it was taken of (its source handle's subDir); unknown for a partial one. */
+  /** The claim it was taken of (its source handle's subDir, upstream's archive name); unknown for a partial one. */
   source?: string;
-  state: 'complete' | 'partial';
+  state: 'complete' | 'partial' | 'csi-driver-nfs';
   /** Complete: its creation time; partial: the latest change below it. */
   at: number;
   sizeBytes?: number;
 }
 
-export function snapshotRows(n: Pick<NfsFacts, 'snapshots'>): SnapshotRow[] {
-  return n.snapshots.map((s) => ({
+export function snapshotRows(
+  n: Pick<NfsFacts, 'snapshots'> & Partial<Pick<NfsFacts, 'upstreamSnapshots'>>,
+): SnapshotRow[] {
+  const ours = n.snapshots.map((s): SnapshotRow => ({
     server: s.server,
     share: s.share,
     name: s.name,
@@ -29,6 +33,20 @@ export function snapshotRows(n: Pick<NfsFacts, 'snapshots'>): SnapshotRow[] {
     ...(s.complete && { source: sourceClaimOf(s.complete.sourceVolumeId) }),
     ...((s.complete?.sizeBytes ?? s.sizeBytes) !== undefined && { sizeBytes: s.complete?.sizeBytes ?? s.sizeBytes }),
   }));
+  const upstream = (n.upstreamSnapshots ?? []).map((s): SnapshotRow => {
+    const sizes = s.archives.flatMap((a) => (a.sizeBytes === undefined ? [] : [a.sizeBytes]));
+    return {
+      server: s.server,
+      share: s.share,
+      name: s.name,
+      path: `${s.name}/${s.archives.map((a) => a.name).join(' + ')}`,
+      source: s.src,
+      state: 'csi-driver-nfs',
+      at: Math.max(0, ...s.archives.map((a) => a.mtimeMs ?? 0)),
+      ...(sizes.length > 0 && { sizeBytes: sizes.reduce((a, b) => a + b, 0) }),
+    };
+  });
+  return [...ours, ...upstream];
 }
 
 export function formatSnapshots(

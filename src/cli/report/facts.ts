@@ -14,13 +14,24 @@ import { lookup } from 'node:dns/promises';
 import { findArchives, dirsAtDepth, isArchivePath, type Archive } from '../../nfs/controller/archives.js';
 import { SNAPSHOTS } from '../../nfs/controller/snapshots.js';
 import { scanShareSnapshots, type SnapshotDir } from '../../nfs/controller/snapshot-scan.js';
+import { scanRestoreMarkers, type RestoreMarker } from '../../nfs/controller/restore-markers.js';
+import { scanUpstreamSnapshots, type UpstreamSnapshot } from '../../nfs/controller/upstream-snapshot-scan.js';
 import type { NfsStores } from '../../nfs/controller/store.js';
 import type { ProxmoxApi, StorageResource } from '../../proxmox/api/api.js';
 import { Cluster, holdsImages, isAvailable } from '../../proxmox/controller/state/cluster.js';
 import { scanVms, type VmEntries } from '../../proxmox/controller/state/scan.js';
 import { diskOwner, parseVolid } from '../../proxmox/volume-id.js';
 import { type HelperFact, readHelpers } from './helper-vms.js';
-import { absolute, classPlace, nfsPlaceOf, NFS_DRIVER, servers, type Addresses, type ClassPlace } from './ownership.js';
+import {
+  absolute,
+  classPlace,
+  nfsPlaceOf,
+  NFS_DRIVER,
+  servers,
+  within,
+  type Addresses,
+  type ClassPlace,
+} from './ownership.js';
 
 export const PROXMOX_DRIVER = 'csi.proxmox.sinextra.dev';
 export { NFS_DRIVER };
@@ -130,6 +141,10 @@ export interface NfsFacts {
   archives: NfsArchive[];
   /** The snapshot directories (.snapshots/<name>) of every class share, complete or partial. */
   snapshots: NfsSnapshotDir[];
+  /** csi-driver-nfs's snapshot archives (<share>/<name>/<src>.tar.gz or .tar) right below every class share. */
+  upstreamSnapshots: NfsUpstreamSnapshot[];
+  /** The restore records (.snapshots/.restore-<claim>) of every class share. */
+  restoreMarkers: NfsRestoreMarker[];
   /** Shares that could not be scanned: what they hold is unknown, not absent. */
   errors: Array<{ where: string; error: string }>;
 }
@@ -151,6 +166,20 @@ export interface NfsArchive extends Archive {
 }
 
 export interface NfsSnapshotDir extends SnapshotDir {
+  server: string;
+  share: string;
+  /** Absolute path on the server. */
+  at: string;
+}
+
+export interface NfsUpstreamSnapshot extends UpstreamSnapshot {
+  server: string;
+  share: string;
+  /** Absolute path of its directory on the server. */
+  at: string;
+}
+
+export interface NfsRestoreMarker extends RestoreMarker {
   server: string;
   share: string;
   /** Absolute path on the server. */
@@ -197,17 +226,29 @@ export async function readNfs(
     claims?: boolean;
   },
 ): Promise<NfsFacts> {
-  const pvServers = pvs.flatMap((pv) => {
+  const pvPlaces = pvs.flatMap((pv) => {
     const p = nfsPlaceOf(pv);
-    return p && p !== 'unknown' ? [p.server] : [];
+    return p && p !== 'unknown' ? [p] : [];
   });
+  const pvServers = pvPlaces.map((p) => p.server);
   const addresses = await resolveServers([...classes.map((c) => c.server), ...pvServers]);
   const ids = servers(addresses);
-  const facts: NfsFacts = { classes: [...classes], addresses, dirs: [], archives: [], snapshots: [], errors: [] };
+  const facts: NfsFacts = {
+    classes: [...classes],
+    addresses,
+    dirs: [],
+    archives: [],
+    snapshots: [],
+    upstreamSnapshots: [],
+    restoreMarkers: [],
+    errors: [],
+  };
   const seenDirs = new Set<string>();
   const seenArchives = new Set<string>();
   const seenSnapshotShares = new Set<string>();
+  const upstreamAt = new Set<string>();
   const key = (server: string, at: string) => `${ids.idOf(server) ?? server}\u0000${at}`;
+  const sameServer = (a: string, b: string) => (ids.idOf(a) ?? a) === (ids.idOf(b) ?? b);
   await Promise.all(
     (o.scan ?? classes).map(async (c) => {
       const store = stores.open(c.server, c.share);
@@ -249,14 +290,28 @@ export async function readNfs(
           seenSnapshotShares.add(key(c.server, absolute(c.share, SNAPSHOTS)));
           for (const sn of await scanShareSnapshots(store, { signal: o.signal, sizes: o.sizes }))
             facts.snapshots.push({ ...sn, server: c.server, share: c.share, at: absolute(c.share, sn.dir) });
+          for (const m of await scanRestoreMarkers(store, { signal: o.signal }))
+            facts.restoreMarkers.push({ ...m, server: c.server, share: c.share, at: absolute(c.share, m.path) });
+          // A directory a PV uses (at or below it) is a claim or holds claims: not listed as a candidate.
+          const used = (name: string) =>
+            pvPlaces.some((p) => sameServer(p.server, c.server) && within(p.path, absolute(c.share, name)));
+          for (const u of await scanUpstreamSnapshots(store, { signal: o.signal, skip: used })) {
+            const at = absolute(c.share, u.name);
+            facts.upstreamSnapshots.push({ ...u, server: c.server, share: c.share, at });
+            upstreamAt.add(key(c.server, at));
+          }
         }
       } catch (e) {
         facts.errors.push({ where: `${c.server}:${c.share}`, error: (e as Error).message });
       }
     }),
   );
+  // A csi-driver-nfs snapshot's directory is the snapshot's, not an orphaned claim of a class whose layout it fits.
+  facts.dirs = facts.dirs.filter((d) => !upstreamAt.has(key(d.server, d.at)));
   facts.dirs.sort((a, b) => a.at.localeCompare(b.at));
   facts.archives.sort((a, b) => a.at.localeCompare(b.at));
   facts.snapshots.sort((a, b) => a.at.localeCompare(b.at));
+  facts.upstreamSnapshots.sort((a, b) => a.at.localeCompare(b.at));
+  facts.restoreMarkers.sort((a, b) => a.at.localeCompare(b.at));
   return facts;
 }

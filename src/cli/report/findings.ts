@@ -40,12 +40,22 @@ export type Kind =
   | 'nfs-snapshot'
   /** An NFS snapshot copy without its completion record: a CreateSnapshot that did not finish. */
   | 'partial-snapshot'
+  /** A csi-driver-nfs snapshot archive (<share>/<name>/<src>.tar.gz or .tar): information, restorable. */
+  | 'upstream-snapshot'
+  /** A restore record (.snapshots/.restore-<claim>) no running restore may need: a restore that died. */
+  | 'restore-marker'
   /** A copy, snapshot or volume VM of the driver that is not what a finished call leaves. */
   | 'helper-vm'
   | 'error';
 
 /** Kinds that are information, not problems: they do not make the exit code 1. */
-export const INFO_KINDS: ReadonlySet<Kind> = new Set(['archive', 'retained-dir', 'snapshot', 'nfs-snapshot']);
+export const INFO_KINDS: ReadonlySet<Kind> = new Set([
+  'archive',
+  'retained-dir',
+  'snapshot',
+  'nfs-snapshot',
+  'upstream-snapshot',
+]);
 
 export type Action =
   | { type: 'delete-volume'; region: string; volumeId: string }
@@ -62,7 +72,9 @@ export type Action =
   | { type: 'remove-helper'; region: string; node: string; vmid: number; created: number }
   | { type: 'remove-dir'; server: string; share: string; path: string }
   /** A partial NFS snapshot (.snapshots/<entry>); `changedAt`: the judged latest change, re-checked. */
-  | { type: 'remove-partial-snapshot'; server: string; share: string; dir: string; changedAt: number };
+  | { type: 'remove-partial-snapshot'; server: string; share: string; dir: string; changedAt: number }
+  /** A restore record (.snapshots/.restore-<claim>) whose claim is gone; `changedAt`: the judged one, re-checked. */
+  | { type: 'remove-restore-marker'; server: string; share: string; marker: string; changedAt: number };
 
 export interface Finding {
   kind: Kind;

@@ -10,6 +10,7 @@ import type { KubeApi } from '../../k8s/index.js';
 import { deleteVolumeDir } from '../../nfs/controller/policy.js';
 import { readSnapshotDir } from '../../nfs/controller/snapshot-scan.js';
 import { SNAPSHOTS } from '../../nfs/controller/snapshots.js';
+import { readRestoreMarker } from '../../nfs/controller/restore-markers.js';
 import type { NfsStores } from '../../nfs/controller/store.js';
 import { waitTask } from '../../proxmox/api/tasks.js';
 import { type Cluster, holdsImages } from '../../proxmox/controller/state/cluster.js';
@@ -119,6 +120,8 @@ export async function runAction(ctx: FixContext, a: Action): Promise<string> {
     }
     case 'remove-partial-snapshot':
       return removePartialSnapshot(ctx, a);
+    case 'remove-restore-marker':
+      return removeRestoreMarker(ctx, a);
   }
 }
 
@@ -141,4 +144,36 @@ async function removePartialSnapshot(
   if (!now.ours || !now.changedAt || now.changedAt > a.changedAt)
     throw new Error('left alone: it changed since the listing (a copy may be running into it)');
   return (await store.removeTree(a.dir, { signal: ctx.signal })) ? 'removed' : 'already gone';
+}
+
+/**
+ * A restore record whose claim was gone, judged again on a fresh read: still the driver's empty
+ * record, untouched since it was judged, its claim still missing. The rmdir is the gate's. A
+ * restore that made its claim between the read and the rmdir gets its record back (the claim is
+ * read again after): without it, a kill of that restore would leave a partial claim that the
+ * next attempt answers as complete.
+ */
+async function removeRestoreMarker(
+  ctx: FixContext,
+  a: Extract<Action, { type: 'remove-restore-marker' }>,
+): Promise<string> {
+  const entry = a.marker.slice(SNAPSHOTS.length + 1);
+  if (!a.marker.startsWith(`${SNAPSHOTS}/`) || entry.includes('/'))
+    throw new Error(`left alone: ${a.marker} is not a restore record`);
+  const store = ctx.stores.open(a.server, a.share);
+  const o = { signal: ctx.signal };
+  const now = await readRestoreMarker(store, entry, o);
+  if (!now) return 'already gone';
+  if (now.claim === undefined || now.type !== 'dir' || now.entries > 0)
+    throw new Error(`left alone: ${a.marker} is not a restore record the driver makes`);
+  if (now.target !== 'missing') throw new Error(`left alone: its claim ${now.claim} exists now (a restore started)`);
+  if (now.changedAt === undefined || now.changedAt > a.changedAt)
+    throw new Error('left alone: it changed since the listing (a restore may be starting)');
+  const r = await store.removeDirIfEmpty(a.marker, o);
+  if (r === 'not-empty') throw new Error('left alone: it holds entries now');
+  if ((await store.stat(now.claim, o)) !== null) {
+    await store.ensureDir(a.marker, {}, o);
+    throw new Error(`left alone: its claim ${now.claim} appeared meanwhile (a restore started); the record is back`);
+  }
+  return r === 'removed' ? 'removed' : 'already gone';
 }

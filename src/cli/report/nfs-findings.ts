@@ -2,11 +2,20 @@
 // remove: the rule of ownership.ts applied to every claim-shaped directory and every archive,
 // once, across all shares (a directory two classes can reach is one directory). Pure.
 import type { Archive } from '../../nfs/controller/archives.js';
-import type { NfsArchive, NfsDir, NfsFacts, NfsSnapshotDir } from './facts.js';
+import type { NfsArchive, NfsDir, NfsFacts, NfsRestoreMarker, NfsSnapshotDir, NfsUpstreamSnapshot } from './facts.js';
+import { upstreamSnapshotId } from '../../nfs/controller/upstream-snapshot-scan.js';
 import { parseVolumeId } from '../../nfs/volume-id.js';
 import type { Finding, Rules } from './findings.js';
 import { bornBefore } from './findings.js';
-import { innermostShare, judgeArchive, judgeClaimDir, servers, type View } from './ownership.js';
+import {
+  absolute,
+  innermostShare,
+  judgeArchive,
+  judgeClaimDir,
+  referencedBy,
+  servers,
+  type View,
+} from './ownership.js';
 import type { KubeFacts } from './facts.js';
 import type { V1PersistentVolume } from '../../k8s/index.js';
 
@@ -137,6 +146,67 @@ export function snapshotFinding(s: NfsSnapshotDir, r: Rules): Finding {
   return f;
 }
 
+/**
+ * A csi-driver-nfs snapshot: information. This driver restores it (CreateVolume from its handle);
+ * only DeleteSnapshot of that handle removes it, never --fix.
+ */
+export function upstreamSnapshotFinding(s: NfsUpstreamSnapshot, r: Rules): Finding {
+  const times = s.archives.flatMap((a) => (a.mtimeMs === undefined ? [] : [a.mtimeMs]));
+  const sizes = s.archives.flatMap((a) => (a.sizeBytes === undefined ? [] : [a.sizeBytes]));
+  return {
+    kind: 'upstream-snapshot',
+    where: `${s.server}:${s.share}`,
+    what: `${s.name}/${s.archives.map((a) => a.name).join(' + ')}`,
+    detail:
+      `csi-driver-nfs snapshot ${s.name} of ${s.src} (restorable by this driver from handle ` +
+      `${upstreamSnapshotId(s.server, s.share, s)}; removed only by DeleteSnapshot)`,
+    ...(times.length > 0 && { ageMs: r.now - Math.max(...times) }),
+    ...(sizes.length > 0 && { sizeBytes: sizes.reduce((a, b) => a + b, 0) }),
+  };
+}
+
+/**
+ * A restore record. Provably left over only when its name is one the driver makes, it is still
+ * the empty directory the driver made, the claim it names does not exist (a restore makes the
+ * claim right after the record, so no attempt needs a record without its claim for longer than
+ * a few calls) and nothing touched it within the grace period. A record next to an existing
+ * claim is kept: a kill after the last byte and one in the middle leave the same claim, and
+ * without its record the next CreateVolume would answer a partial claim as complete.
+ */
+export function restoreMarkerFinding(v: View, m: NfsRestoreMarker, r: Rules): Finding {
+  const age = r.now - (m.changedAt ?? r.now);
+  const claim = m.claim ?? '?';
+  const f: Finding = {
+    kind: 'restore-marker',
+    where: `${m.server}:${m.share}`,
+    what: m.path,
+    detail: `record of a restore or clone into ${claim}, which ${m.target === 'missing' ? 'does not exist' : m.target === 'dir' ? 'exists' : `is ${m.target}`}`,
+    ageMs: age,
+  };
+  if (m.claim === undefined) f.kept = 'its name is not one the driver gives a restore record';
+  else if (m.type !== 'dir' || m.entries > 0)
+    f.kept = `it is ${m.type === 'dir' ? `a directory holding ${m.entries} entries` : `a ${m.type}`}, not the empty record the driver makes`;
+  else if (m.target === 'dir') {
+    const pv = referencedBy(v, m.server, absolute(m.share, m.claim))?.pv;
+    f.kept =
+      `its claim directory exists: a restore into it is running or was cut (a partial claim looks like a ` +
+      `complete one; the next CreateVolume of ${claim} empties and fills it again, and removes the record)` +
+      (pv ? `; PV ${pv} uses that directory` : '; once the claim is removed (orphan-dir) the record is a leftover');
+  } else if (m.target !== 'missing') f.kept = `what is at ${claim} cannot be told (${m.target}): the claim may exist`;
+  else if (m.changedAt === undefined) f.kept = 'the server reports no change times: a restore may be starting';
+  else if (age < r.graceMs)
+    f.kept = `changed within the grace period (${Math.round(r.graceMs / 1000)} s): a restore may be starting`;
+  else
+    f.action = {
+      type: 'remove-restore-marker',
+      server: m.server,
+      share: m.share,
+      marker: m.path,
+      changedAt: m.changedAt,
+    };
+  return f;
+}
+
 export function nfsFindings(n: NfsFacts, k: KubeFacts, r: Rules): Finding[] {
   const out: Finding[] = n.errors.map((e) => ({
     kind: 'error' as const,
@@ -152,6 +222,8 @@ export function nfsFindings(n: NfsFacts, k: KubeFacts, r: Rules): Finding[] {
   for (const a of archiveVerdicts(n, k.pvs))
     out.push(archiveFinding(`${a.archive.server}:${a.archive.share}`, a.archive, r.now));
   for (const s of n.snapshots) out.push(snapshotFinding(s, r));
+  for (const s of n.upstreamSnapshots) out.push(upstreamSnapshotFinding(s, r));
+  for (const m of n.restoreMarkers) out.push(restoreMarkerFinding(v, m, r));
   return out;
 }
 

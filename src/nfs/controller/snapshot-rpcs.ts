@@ -8,14 +8,13 @@ import { parseVolumeId } from '../volume-id.js';
 import { type UpstreamSnapshotRef, parseSnapshotId } from '../snapshot-id.js';
 import type { NfsStore, NfsStores, OpOptions } from './store.js';
 import {
-  RESTORE_PREFIX,
-  SNAPSHOTS,
   fillIntoPlace,
   createSnapshot,
   csiSnapshot,
   findSnapshot,
   listShareSnapshots,
   progressLog,
+  restoreMarkerOf,
   snapshotDirOf,
   type NfsSnapshot,
 } from './snapshots.js';
@@ -33,8 +32,6 @@ export interface SnapshotRpcs {
   /** A share this process uses: ListSnapshots without a filter looks there. */
   remember(server: string, share: string): void;
 }
-
-const restoreTmp = (subDir: string) => `${SNAPSHOTS}/${RESTORE_PREFIX}${encodeURIComponent(subDir)}`;
 
 /**
  * csi-driver-nfs's snapshot directory `<dir>` (what its DeleteSnapshot removes), only when it
@@ -75,7 +72,7 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date): SnapshotRpcs {
       from.kind === 'archive'
         ? store.unpackArchive(from.path, target.subDir, fo)
         : store.copyTree(from.path, target.subDir, fo);
-    const stats = await fillIntoPlace(store, restoreTmp(target.subDir), target.subDir, fill, o);
+    const stats = await fillIntoPlace(store, restoreMarkerOf(target.subDir), target.subDir, fill, o);
     if (stats !== 'done') ctx.log.info({ ...what, ...stats }, 'NFS volume filled from its content source');
   }
 

@@ -35,6 +35,10 @@ export interface NfsSnapshot {
 
 const enc = (s: string) => encodeURIComponent(s).replace(/^\./, '%2E');
 
+/** The record of a restore or clone into the claim `subDir` (share-relative), while it runs. */
+export const restoreMarkerOf = (subDir: string): string =>
+  `${SNAPSHOTS}/${RESTORE_PREFIX}${encodeURIComponent(subDir)}`;
+
 export function snapshotDirOf(name: string): string {
   const e = enc(name);
   if (name.includes('#') || Buffer.byteLength(e) > 200) {

@@ -2,7 +2,7 @@
 // archives with their source claim, state, age and size; prune names them as left alone.
 import t from 'tap';
 import { formatSnapshots, snapshotRows } from '../../../src/cli/archive-snapshots.js';
-import type { NfsSnapshotDir } from '../../../src/cli/report/facts.js';
+import type { NfsSnapshotDir, NfsUpstreamSnapshot } from '../../../src/cli/report/facts.js';
 
 const NOW = Date.UTC(2026, 11, 2, 12);
 const HOUR = 3_600_000;
@@ -57,4 +57,27 @@ t.test('prune: snapshots are never among what it removes', async (t) => {
     );
     t.notMatch(out, /would remove|removed/);
   }
+});
+
+t.test('csi-driver-nfs snapshot archives are rows of their own, never pruned', async (t) => {
+  const upstreamSnapshots: NfsUpstreamSnapshot[] = [
+    {
+      ...place,
+      name: 'snapshot-9',
+      src: 'pvc-9',
+      at: '/v/k8s/snapshot-9',
+      archives: [{ name: 'pvc-9.tar.gz', sizeBytes: 2048, mtimeMs: NOW - 5 * HOUR }],
+    },
+  ];
+  const rows = snapshotRows({ snapshots, upstreamSnapshots });
+  t.match(rows[2], {
+    name: 'snapshot-9',
+    path: 'snapshot-9/pvc-9.tar.gz',
+    source: 'pvc-9',
+    state: 'csi-driver-nfs',
+    at: NOW - 5 * HOUR,
+    sizeBytes: 2048,
+  });
+  t.match(formatSnapshots(rows, NOW, 'list'), /snapshot-9\s+pvc-9\s+csi-driver-nfs\s+5h/);
+  t.match(formatSnapshots(rows, NOW, 'pruned'), /^3 snapshot\(s\) left alone/);
 });

@@ -93,7 +93,16 @@ export function nfsFacts(l: Layout): NfsFacts {
       timeFrom: 'times',
     };
   });
-  return { classes, addresses: ADDRESSES, dirs, archives, snapshots: [], errors: [] };
+  return {
+    classes,
+    addresses: ADDRESSES,
+    dirs,
+    archives,
+    snapshots: [],
+    upstreamSnapshots: [],
+    restoreMarkers: [],
+    errors: [],
+  };
 }
 
 export function proxmoxPv(name: string, disk: string, region = 'homelab'): V1PersistentVolume {

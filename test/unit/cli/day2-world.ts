@@ -244,7 +244,16 @@ export function facts(b: ReturnType<typeof build>): NfsFacts {
         dirs.push({ server: c.server, share: c.share, path: rel, at: d, changedAt: NOW - ageOf(d) });
     }
   }
-  return { classes, addresses: ADDRESSES, dirs, archives, snapshots, errors: [] };
+  return {
+    classes,
+    addresses: ADDRESSES,
+    dirs,
+    archives,
+    snapshots,
+    upstreamSnapshots: [],
+    restoreMarkers: [],
+    errors: [],
+  };
 }
 
 const under = (a: string, b: string) => a === b || a.startsWith(b + '/');

@@ -143,6 +143,8 @@ t.test(
       dirs: [{ server: 'nas', share: '/v/k8s', path: UIDDIR, at: `/v/k8s/${UIDDIR}`, changedAt: NOW - 7200e3 }],
       archives: [],
       snapshots: [],
+      upstreamSnapshots: [],
+      restoreMarkers: [],
       errors: [],
     });
     const nfsPv = (subDir: string, name = 's') =>
