@@ -1,7 +1,7 @@
-// `npm run chaos [-- --long] [-- --only storm,kill,snapshots,cancel,nfs,input]`
+// `npm run chaos [-- --long] [-- --only storm,kill,snapshots,cancel,nfs,nfs-snapshots,input]`
 // The chaos suite: the real program over gRPC, called the way the CSI sidecars call it, while
 // the Proxmox simulator injects faults, the controller is killed with SIGKILL, callers give up,
-// the NFS server is frozen and killed, and every RPC of both drivers gets hostile input. After
+// the NFS server is frozen and killed, the NFS controller is killed inside its copies, and every RPC of both drivers gets hostile input. After
 // each scenario an audit reads the simulator's state, the export and the mount table. Prints one
 // table; exits non-zero on any violation (each one is listed under the table).
 import fs from 'node:fs';
@@ -15,6 +15,7 @@ import { killScenario } from './kill.js';
 import { snapshotScenario } from './snapshots.js';
 import { cancelScenario } from './cancel.js';
 import { nfsScenario, type NfsShared } from './nfs.js';
+import { nfsSnapshotScenario } from './nfs-snapshots.js';
 import { badInput } from './bad-input.js';
 
 const argv = process.argv.slice(2);
@@ -87,6 +88,7 @@ async function main(): Promise<number> {
     ['snapshots', () => snapshotScenario(env)],
     ['cancel', () => cancelScenario(env)],
     ['nfs', () => nfsScenario(env, nfs)],
+    ['nfs-snapshots', () => nfsSnapshotScenario(env, nfs)],
     ['input', () => badInput(env, nfs)],
   ];
   try {
