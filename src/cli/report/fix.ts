@@ -171,7 +171,9 @@ async function removeRestoreMarker(
     throw new Error('left alone: it changed since the listing (a restore may be starting)');
   const r = await store.removeDirIfEmpty(a.marker, o);
   if (r === 'not-empty') throw new Error('left alone: it holds entries now');
-  if ((await store.stat(now.claim, o)) !== null) {
+  // Unreadable counts as there: the record goes back unless the claim is provably still missing.
+  const after = await store.stat(now.claim, o).catch(() => 'unknown' as const);
+  if (after !== null) {
     await store.ensureDir(a.marker, {}, o);
     throw new Error(`left alone: its claim ${now.claim} appeared meanwhile (a restore started); the record is back`);
   }

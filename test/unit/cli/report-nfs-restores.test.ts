@@ -15,6 +15,7 @@ import { INFO_KINDS, type Action } from '../../../src/cli/report/findings.js';
 import { nfsFindings } from '../../../src/cli/report/nfs-findings.js';
 import { upstreamArchiveSource } from '../../../src/nfs/controller/upstream-snapshot-scan.js';
 import { pino } from 'pino';
+import type { NfsStore } from '../../../src/nfs/controller/store.js';
 import { FakeNas, FakeNasStores, type FNode } from '../nfs/controller/fake-nas.js';
 
 const SERVER = '127.0.0.1';
@@ -215,4 +216,37 @@ t.test('report --fix removes a dead restore’s record through the gate, judged 
   t.ok(nas.find(at('.snapshots/.restore-full/x')) && nas.find(at('.snapshots/.restore-file')));
   await t.rejects(runAction(ctx, act('.snapshots/.restore-pvc-restored')), /exists now/, 'its claim exists');
   t.ok(nas.find(at('pvc-restored/data')) && nas.find(at('.snapshots/.restore-pvc-restored')));
+});
+
+t.test('a restore that makes its claim while --fix removes the record gets the record back', async (t) => {
+  const { nas, k, at } = world();
+  // The claim appears right after the rmdir: a restore started between the re-read and it.
+  class Racing extends FakeNasStores {
+    override open(server: string, share: string): NfsStore {
+      const store = super.open(server, share);
+      return {
+        ...store,
+        removeDirIfEmpty: async (p, o) => {
+          const r = await store.removeDirIfEmpty(p, o);
+          nas.put(at('claim-gone'));
+          return r;
+        },
+      };
+    }
+  }
+  const racing = new Racing(new Map([[SERVER, nas]]));
+  const ctx = {
+    core: {} as never,
+    kube: { listPersistentVolumes: () => Promise.resolve([]) } as unknown as KubeApi,
+    stores: racing,
+    nfs: { classes: nfsClasses(k.classes), addresses: new Map([[SERVER, [SERVER]]]) },
+    log,
+    signal: AbortSignal.timeout(5_000),
+  };
+  const marker = '.snapshots/.restore-claim-gone';
+  await t.rejects(
+    runAction(ctx, { type: 'remove-restore-marker', server: SERVER, share: SHARE, marker, changedAt: NOW - 3 * HOUR }),
+    /appeared meanwhile.*record is back/,
+  );
+  t.equal(nas.find(at(marker))?.type, 'dir', 'the record is there again');
 });
