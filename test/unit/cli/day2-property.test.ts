@@ -26,6 +26,7 @@ function searchNfs(t: Test, arb: fc.Arbitrary<World>, label: string) {
   let steps = 0;
   let removals = 0;
   let snapshotRemovals = 0;
+  let markerRemovals = 0;
   let prunes = 0;
   let reaching = 0;
   const started = Date.now();
@@ -39,6 +40,11 @@ function searchNfs(t: Test, arb: fc.Arbitrary<World>, label: string) {
       steps++; // report --fix
       for (const finding of nfsFindings(f, k, rules)) {
         const a = finding.action;
+        if (a?.type === 'remove-restore-marker') {
+          markerRemovals++;
+          const v = violation(w, b, absolute(a.share, a.marker), 'restore-marker');
+          if (v) throw new Error(v);
+        }
         if (a?.type === 'remove-partial-snapshot') {
           snapshotRemovals++;
           const v = violation(w, b, absolute(a.share, a.dir), 'partial-snapshot');
@@ -61,16 +67,17 @@ function searchNfs(t: Test, arb: fc.Arbitrary<World>, label: string) {
     { seed, numRuns: runs },
   );
   t.comment(
-    `day-2 ${label}: ${cases} cases, ${steps} steps, ${removals} directory removals, ${snapshotRemovals} partial snapshot removals and ${prunes} archive prunes ` +
+    `day-2 ${label}: ${cases} cases, ${steps} steps, ${removals} directory removals, ${snapshotRemovals} partial snapshot removals, ${markerRemovals} restore record removals and ${prunes} archive prunes ` +
       `checked (${reaching} worlds with one), seed ${seed} (PBT_SEED=${seed} PBT_RUNS=${runs}), ${Date.now() - started} ms`,
   );
-  return { removals, snapshotRemovals, prunes, reaching, cases };
+  return { removals, snapshotRemovals, markerRemovals, prunes, reaching, cases };
 }
 
 t.test('report --fix and archives prune remove only provable leftovers', (t) => {
   const r = searchNfs(t, worldArb, 'plain worlds');
   t.ok(r.removals > 0 && r.prunes > 0, 'the search reaches removals, not only refusals');
   t.ok(r.snapshotRemovals > 0, 'and removals of partial snapshots');
+  t.ok(r.markerRemovals > 0, 'and removals of restore records');
   t.end();
 });
 

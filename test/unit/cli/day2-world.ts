@@ -83,6 +83,22 @@ export const worldArb = fc.record({
     }),
     { maxLength: 3 },
   ),
+  /**
+   * Restore records (<share>/.snapshots/.restore-<claim>) on any share: of a directory of the world
+   * (`of`, which exists) or of a claim that does not, named as the driver names them or not, the
+   * empty directory the driver makes or not, old or young, with or without server times.
+   */
+  markers: fc.array(
+    fc.record({
+      share: SHARE_ARB,
+      of: fc.option(fc.nat(12), { nil: null }),
+      odd: fc.constantFrom(false, false, false, true),
+      shape: fc.constantFrom('empty', 'empty', 'empty', 'full', 'file'),
+      age: fc.constantFrom(...AGES),
+      times: fc.constantFrom(true, true, false),
+    }),
+    { maxLength: 3 },
+  ),
 });
 export type World = typeof worldArb extends fc.Arbitrary<infer W> ? W : never;
 
@@ -179,7 +195,17 @@ export function build(w: World, root = '/v', prefix = '') {
   const snaps = w.snapshots
     .map((x) => ({ ...x, share: root + x.share, at: absolute(root + x.share, `.snapshots/${x.name}`) }))
     .filter((x, i, all) => all.findIndex((y) => y.at === x.at) === i);
-  return { classes, items, dirs, existing, seen, shares, snaps };
+  const markers = w.markers
+    .map((m) => {
+      const share = root + m.share;
+      const it = m.of === null ? undefined : items[m.of % Math.max(1, items.length)];
+      const claim = it && it.at.startsWith(share + '/') ? it.at.slice(share.length + 1) : `pvc-${uid(99)}`;
+      const entry = m.odd ? '.restore-%2E%2E' : `.restore-${encodeURIComponent(claim)}`;
+      const path = `.snapshots/${entry}`;
+      return { ...m, share, claim, path, at: absolute(share, path), exists: dirs.has(absolute(share, claim)) };
+    })
+    .filter((x, i, all) => all.findIndex((y) => y.at === x.at) === i);
+  return { classes, items, dirs, existing, seen, shares, snaps, markers };
 }
 
 /** What readNfs finds: every directory of the world at a class's depth, by its discovery rule. */
@@ -251,7 +277,22 @@ export function facts(b: ReturnType<typeof build>): NfsFacts {
     archives,
     snapshots,
     upstreamSnapshots: [],
-    restoreMarkers: [],
+    restoreMarkers: classes.flatMap((c) =>
+      b.markers
+        .filter((m) => m.share === c.share)
+        .map((m) => ({
+          server: c.server,
+          share: c.share,
+          at: m.at,
+          path: m.path,
+          ...(!m.odd && { claim: m.claim }),
+          type: m.shape === 'file' ? ('file' as const) : ('dir' as const),
+          entries: m.shape === 'full' ? 1 : 0,
+          ...(m.times && { changedAt: NOW - m.age }),
+          target: m.odd ? ('unknown' as const) : m.exists ? ('dir' as const) : ('missing' as const),
+        }))
+        .filter((m, i, all) => all.findIndex((y) => y.at === m.at) === i),
+    ),
     errors: [],
   };
 }
@@ -272,8 +313,19 @@ export function violation(
   w: World,
   b: ReturnType<typeof build>,
   target: string,
-  kind: 'claim' | 'archive' | 'partial-snapshot',
+  kind: 'claim' | 'archive' | 'partial-snapshot' | 'restore-marker',
 ): string | null {
+  if (kind === 'restore-marker') {
+    // Any view: a record holds no data; only its claim's state and its age decide.
+    const m = b.markers.find((x) => x.at === target);
+    if (!m) return `${target} is not a restore record`;
+    if (m.odd) return `${target}: not a name the driver gives a restore record`;
+    if (m.shape !== 'empty') return `${target} is not the empty record the driver makes (${m.shape})`;
+    if (b.dirs.has(absolute(m.share, m.claim))) return `${target}: its claim ${m.claim} exists (may be partial)`;
+    if (!m.times) return `${target}: no change times, a restore may be starting`;
+    if (m.age < HOUR) return `${target} is within the grace period`;
+    return null;
+  }
   const snap = b.snaps.find((x) => x.at === target);
   if (kind === 'partial-snapshot') {
     // Any view: a partial copy is no claim's data, and a CreateSnapshot retry copies it again.
@@ -286,6 +338,8 @@ export function violation(
   }
   const holds = b.snaps.find((x) => under(x.at, target));
   if (holds) return `${target} holds the snapshot ${holds.at}`;
+  const record = b.markers.find((x) => under(x.at, target));
+  if (record) return `${target} holds the restore record ${record.at}`;
   if (w.view === 'foreign') return `removed ${target} from a view without PVs`;
   const it = b.items.find((x) => x.at === target && x.kind === kind);
   if (!it) return `${target} is not a ${kind} any class made`;
