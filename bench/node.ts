@@ -7,9 +7,12 @@
 // ownership) runs as it does on a node. The raw commands use the driver's mkfs options
 // (mkfsCommand) and mount options (nouuid for xfs). Raw and driver runs alternate on one device so drift and
 // noise from other processes hit both; the minimum column is the raw p50, the ratio driver p50 /
-// raw p50. The goal: at most upstream's node plugin per case (issue figures: upstream stages an
-// empty disk 6-10 ms above this floor, and tears down at 0.76-0.82x of ours before this work).
-//   npx tsx bench/node.ts [--n 20] [--md]
+// raw p50. The goal: at most upstream's node plugin per case. Upstream's node plugin
+// (proxmox-csi-plugin, bench/lib/upstream-node.ts: a cached binary, skipped with a message when
+// there is none) runs on its own socket against the same device, in the same rotation (raw,
+// ours, upstream, each going first in turn), with its own staging and target paths; each of its
+// rows has the raw floor as minimum and notes our p50 / its p50.
+//   npx tsx bench/node.ts [--n 20] [--skip-upstream] [--case ext4-empty|ext4-fs|xfs-empty|xfs-fs ...] [--md]
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -22,15 +25,27 @@ import { canUseLoopDevices, LoopRig } from '../test/integration/node/loop-rig.js
 import { csiClient, type VolumeCapability } from '../test/helpers/csi-client.js';
 import { stageAndPublish, unpublishAndUnstage } from '../test/helpers/stage-publish.js';
 import { cpuMs, startProgram } from './lib/program.js';
+import {
+  startUpstreamNode,
+  upstreamNodeBinary,
+  UPSTREAM_NODE_VERSION,
+  type UpstreamNode,
+} from './lib/upstream-node.js';
 import { pct, printTable, since, type Row } from './lib/table.js';
 
 const { values } = parseArgs({
   options: {
     n: { type: 'string', default: '20' },
     md: { type: 'boolean', default: false },
+    'skip-upstream': { type: 'boolean', default: false },
+    // Only these cases (repeatable): a quiet window of a few minutes holds one or two of them.
+    case: { type: 'string', multiple: true },
   },
 });
 const N = Number(values.n);
+const CASES = ['ext4-empty', 'ext4-fs', 'xfs-empty', 'xfs-fs'];
+const only = values.case ?? CASES;
+for (const k of only) if (!CASES.includes(k)) throw new Error(`--case ${k}: expected one of ${CASES.join(', ')}`);
 const WARM = 2;
 const MiB = 1024 * 1024;
 const execFileP = promisify(execFile);
@@ -80,12 +95,29 @@ const p = await startProgram(
 );
 const c = csiClient(ep);
 
+// Upstream's plugin on its own socket, or the reason its rows are left out.
+const found = values['skip-upstream'] ? { skip: 'upstream rows skipped (--skip-upstream)' } : upstreamNodeBinary();
+let up: UpstreamNode | undefined;
+let upClient: ReturnType<typeof csiClient> | undefined;
+if ('bin' in found) {
+  const upSock = rig.path('upstream.sock');
+  up = await startUpstreamNode(found.bin, upSock, 'bench-node');
+  upClient = csiClient(`unix://${upSock}`);
+} else process.stdout.write(`${found.skip}\n\n`);
+
 /** The volume as kubelet names it; the capability (its fsType) is each case's. */
 const volume = {
   volumeId: `bench/bench/local-lvm/vm-9999-pvc-node`,
   publishContext: { DevicePath: `/dev/disk/by-id/wwn-0x${wwn}`, lun: String(SLOT) },
   stagingTargetPath: rig.path('plugins', 'kubernetes.io', 'csi', 'pv', 'stage'),
   targetPath: rig.path('pods', 'p1', 'volumes', 'kubernetes.io~csi', 'pv', 'mount'),
+};
+/** Upstream's: the same volume, paths of its own, DevicePath the rig's link (see upstream-node.ts). */
+const upVolume = {
+  volumeId: volume.volumeId,
+  publishContext: { DevicePath: `${rig.devDir}/wwn-0x${wwn}`, lun: String(SLOT) },
+  stagingTargetPath: rig.path('upstream', 'plugins', 'kubernetes.io', 'csi', 'pv', 'stage'),
+  targetPath: rig.path('upstream', 'pods', 'p1', 'volumes', 'kubernetes.io~csi', 'pv', 'mount'),
 };
 const rawStaging = rig.path('raw', 'stage');
 const rawTarget = rig.path('raw', 'pod', 'mount');
@@ -115,98 +147,131 @@ async function rawDown(): Promise<number> {
   return since(t0);
 }
 
-/** The program's CPU time (all threads) of the last driverUp: wall figures on a busy machine say
- * little, CPU time is what the driver itself spends. */
-let lastUpCpu = 0;
+/** One plugin's stage + publish and teardown, timed, with its process's CPU time (all threads):
+ * wall figures on a busy machine say little, CPU time is what the plugin itself spends. */
+interface Plugin {
+  pid: number;
+  client: ReturnType<typeof csiClient>;
+  vol: typeof volume;
+}
+const ours: Plugin = { pid: p.pid, client: c, vol: volume };
+const theirs: Plugin | undefined = up && upClient && { pid: up.pid, client: upClient, vol: upVolume };
 
-async function driverUp(fsType: FsType): Promise<number> {
+interface Sample {
+  ms: number;
+  cpu: number;
+}
+
+async function pluginUp(pl: Plugin, fsType: FsType): Promise<Sample> {
   const volumeCapability: VolumeCapability = {
     mount: { fsType, mountFlags: [], volumeMountGroup: '' },
     accessMode: { mode: 'SINGLE_NODE_WRITER' },
   };
-  const c0 = cpuMs(p.pid);
+  const c0 = cpuMs(pl.pid);
   const t0 = process.hrtime.bigint();
-  await stageAndPublish(c, { ...volume, volumeCapability });
+  await stageAndPublish(pl.client, { ...pl.vol, volumeCapability });
   const ms = since(t0);
-  lastUpCpu = cpuMs(p.pid) - c0;
-  return ms;
+  return { ms, cpu: cpuMs(pl.pid) - c0 };
 }
 
-/** The program's CPU time of the last driverDown. */
-let lastDownCpu = 0;
-
-async function driverDown(): Promise<number> {
-  const c0 = cpuMs(p.pid);
+async function pluginDown(pl: Plugin): Promise<Sample> {
+  const c0 = cpuMs(pl.pid);
   const t0 = process.hrtime.bigint();
-  await unpublishAndUnstage(c, volume);
+  await unpublishAndUnstage(pl.client, pl.vol);
   const ms = since(t0);
-  lastDownCpu = cpuMs(p.pid) - c0;
-  return ms;
+  return { ms, cpu: cpuMs(pl.pid) - c0 };
 }
 
 const fmt = (x: number) => x.toFixed(1);
+type Who = 'raw' | 'ours' | 'upstream';
+const ORDERS: Who[][] = [
+  ['raw', 'ours', 'upstream'],
+  ['ours', 'upstream', 'raw'],
+  ['upstream', 'raw', 'ours'],
+];
 const rows: Row[] = [];
-const downRaw: number[] = [];
-const downDriver: number[] = [];
-const downCpu: number[] = [];
+const down = { raw: [] as number[], ours: [] as Sample[], upstream: [] as Sample[] };
+const col = (xs: readonly Sample[], k: keyof Sample) => xs.map((x) => x[k]);
 try {
   for (const fsType of ['ext4', 'xfs'] as const) {
     for (const existing of [false, true]) {
+      if (!only.includes(`${fsType}-${existing ? 'fs' : 'empty'}`)) continue;
       if (existing) {
         await wipe();
         const [cmd, args] = mkfsCommand(disk.device, fsType);
         await run(cmd, args);
       }
       const raw: number[] = [];
-      const drv: number[] = [];
-      const drvCpu: number[] = [];
+      const got = { ours: [] as Sample[], upstream: [] as Sample[] };
       for (let i = 0; i < WARM + N; i++) {
         const keep = i >= WARM;
-        // Alternate which goes first, so neither always runs on a warmer cache.
-        for (const which of i % 2 === 0 ? ['raw', 'driver'] : ['driver', 'raw']) {
+        // Rotate which goes first, so none always runs on a warmer cache.
+        for (const who of ORDERS[i % ORDERS.length] ?? []) {
+          const pl = who === 'ours' ? ours : who === 'upstream' ? theirs : undefined;
+          if (who !== 'raw' && !pl) continue;
           if (!existing) await wipe();
-          if (which === 'raw') {
-            const up = await rawUp(fsType, !existing);
-            const down = await rawDown();
+          if (!pl) {
+            const u = await rawUp(fsType, !existing);
+            const d = await rawDown();
             if (keep) {
-              raw.push(up);
-              downRaw.push(down);
+              raw.push(u);
+              down.raw.push(d);
             }
           } else {
-            const up = await driverUp(fsType);
-            const down = await driverDown();
+            const u = await pluginUp(pl, fsType);
+            const d = await pluginDown(pl);
             if (keep) {
-              drv.push(up);
-              drvCpu.push(lastUpCpu);
-              downDriver.push(down);
-              downCpu.push(lastDownCpu);
+              got[who as 'ours' | 'upstream'].push(u);
+              down[who as 'ours' | 'upstream'].push(d);
             }
           }
         }
       }
       const base = pct(raw, 50);
       const cmds = `${existing ? '' : `mkfs.${fsType} + `}mount + mount --bind`;
+      const state = existing ? ', has fs' : ', empty disk';
       rows.push({ what: `raw ${cmds}, ${fsType}${existing ? ', has fs' : ', empty'}`, samples: raw });
       rows.push({
-        what: `NodeStage + NodePublish, ${fsType}${existing ? ', has fs' : ', empty disk'}`,
-        samples: drv,
+        what: `NodeStage + NodePublish, ${fsType}${state}`,
+        samples: col(got.ours, 'ms'),
         min: base,
-        note: `minimum = raw p50 (raw min ${fmt(Math.min(...raw))} ms); program CPU p50 ${fmt(pct(drvCpu, 50))} ms`,
+        note: `minimum = raw p50 (raw min ${fmt(Math.min(...raw))} ms); program CPU p50 ${fmt(pct(col(got.ours, 'cpu'), 50))} ms`,
       });
+      if (theirs) {
+        const upP50 = pct(col(got.upstream, 'ms'), 50);
+        rows.push({
+          what: `upstream ${UPSTREAM_NODE_VERSION}: NodeStage + NodePublish, ${fsType}${state}`,
+          samples: col(got.upstream, 'ms'),
+          min: base,
+          note: `its CPU p50 ${fmt(pct(col(got.upstream, 'cpu'), 50))} ms; ours / upstream p50 = ${(pct(col(got.ours, 'ms'), 50) / upP50).toFixed(2)}×`,
+        });
+      }
     }
   }
-  rows.push({ what: 'raw umount + umount (all cases)', samples: downRaw });
+  rows.push({ what: 'raw umount + umount (all cases)', samples: down.raw });
   rows.push({
     what: 'NodeUnpublish + NodeUnstage (all cases)',
-    samples: downDriver,
-    min: pct(downRaw, 50),
-    note: `minimum = raw p50 (raw min ${fmt(Math.min(...downRaw))} ms); program CPU p50 ${fmt(pct(downCpu, 50))} ms`,
+    samples: col(down.ours, 'ms'),
+    min: pct(down.raw, 50),
+    note: `minimum = raw p50 (raw min ${fmt(Math.min(...down.raw))} ms); program CPU p50 ${fmt(pct(col(down.ours, 'cpu'), 50))} ms`,
   });
+  if (theirs) {
+    rows.push({
+      what: `upstream ${UPSTREAM_NODE_VERSION}: NodeUnpublish + NodeUnstage (all cases)`,
+      samples: col(down.upstream, 'ms'),
+      min: pct(down.raw, 50),
+      note:
+        `its CPU p50 ${fmt(pct(col(down.upstream, 'cpu'), 50))} ms; ours / upstream p50 = ` +
+        `${(pct(col(down.ours, 'ms'), 50) / pct(col(down.upstream, 'ms'), 50)).toFixed(3)}×; ` +
+        'its unstage runs fstrim and sleeps 3 s after the umount',
+    });
+  }
   // What the driver does on top of the raw commands: two gRPC round trips (a CSI call is one),
   // and the signature check that keeps it from formatting or mounting a disk it must not — read
   // in-process (68 KiB at the start and the last 1544 KiB, src/os/signature.ts) on an empty disk or one
   // holding the filesystem asked for, blkid -p for anything else.
   const probe: number[] = [];
+  const upProbe: number[] = [];
   const blkid: number[] = [];
   const quick: number[] = [];
   const bd = createLinuxBlockDevices({ exec: createExec(), driverDisks: PROXMOX_DISKS });
@@ -214,6 +279,11 @@ try {
     let t0 = process.hrtime.bigint();
     await c.identity.Probe({});
     probe.push(since(t0));
+    if (upClient) {
+      t0 = process.hrtime.bigint();
+      await upClient.identity.Probe({});
+      upProbe.push(since(t0));
+    }
     t0 = process.hrtime.bigint();
     await run('blkid', ['-p', '-o', 'export', disk.device]);
     blkid.push(since(t0));
@@ -233,6 +303,7 @@ try {
     if (sig.kind !== 'empty') throw new Error(`a wiped disk read as ${sig.kind}`);
   }
   rows.push({ what: 'of which: one gRPC round trip (Probe)', samples: probe, note: 'stage + publish make 2' });
+  if (upClient) rows.push({ what: `upstream ${UPSTREAM_NODE_VERSION}: one gRPC round trip (Probe)`, samples: upProbe });
   rows.push({
     what: 'signature check in-process (2 reads)',
     samples: quick,
@@ -255,6 +326,8 @@ try {
   });
 } finally {
   c.close();
+  upClient?.close();
   await p.stop();
+  await up?.stop();
   for (const fn of teardown) fn();
 }
