@@ -194,3 +194,44 @@ t.test('the regions cover every offset blkid reads, and a filesystem costs two r
   t.same(await classify(image(64), reads), { kind: 'empty' });
   t.same(reads, [START_BYTES, TAIL_BYTES, MiB + 4096 - START_BYTES, 4096], 'empty: the rest of the first MiB, 2 MiB');
 });
+
+t.test('on an empty disk the rest of the first MiB is read while the tail still is', async (t) => {
+  // A slow tail: it answers only once the rest was asked for, or after 300 ms. Read one after
+  // the other (the start and tail first, then the rest), an empty disk's check waits for the
+  // whole tail before it starts on the rest of the first MiB.
+  const size = 64 * MiB;
+  const events: string[] = [];
+  let restAsked: () => void = () => undefined;
+  const asked = new Promise<void>((resolve) => (restAsked = resolve));
+  const got = await readSignature(size, async (r) => {
+    const zeros = new Uint8Array(r.length);
+    if (r.offset === 0) return zeros;
+    if (r.offset === size - TAIL_BYTES) {
+      await Promise.race([asked, new Promise((resolve) => setTimeout(resolve, 300))]);
+      events.push('tail read');
+      return zeros;
+    }
+    events.push(`asked for ${r.offset}`);
+    restAsked();
+    return zeros;
+  });
+  t.same(got, { kind: 'empty' });
+  t.same(
+    events,
+    [`asked for ${START_BYTES}`, `asked for ${2 * MiB}`, 'tail read'],
+    'the rest went out before the tail came back',
+  );
+});
+
+t.test('a formatted start is not followed by the rest of the first MiB, whatever the tail holds', async (t) => {
+  const size = 64 * MiB;
+  const asked: number[] = [];
+  const start = new Uint8Array(START_BYTES);
+  start[1080] = 0x53; // something non-zero at the start: not an empty disk
+  const got = await readSignature(size, async (r) => {
+    asked.push(r.offset);
+    return r.offset === 0 ? start : new Uint8Array(r.length).fill(r.offset === size - TAIL_BYTES ? 1 : 0);
+  });
+  t.same(got, { kind: 'unknown' }, 'a non-zero tail: blkid decides');
+  t.same(asked, [0, size - TAIL_BYTES], 'only the start and the tail');
+});
