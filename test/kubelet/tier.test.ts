@@ -370,7 +370,12 @@ t.test('proxmox-local fsGroup: a non-root pod writes to a fresh volume kubelet c
   const driver = await kube.get<{ spec: { fsGroupPolicy?: string } }>(
     `/apis/storage.k8s.io/v1/csidrivers/${PROXMOX_DRIVER}`,
   );
-  t.equal(driver.spec.fsGroupPolicy, 'File', "the chart's fsGroupPolicy");
+  // The chart sets none, as upstream's: the API's default, which applies fsGroup to an RWO volume with an fsType.
+  t.equal(
+    driver.spec.fsGroupPolicy,
+    'ReadWriteOnceWithFSType',
+    "the API's default fsGroupPolicy (the chart sets none, as upstream)",
+  );
   const claim = 'fsgroup';
   const t0 = await createClaim(claim, 'proxmox-local');
   const { pod, ms } = await startHeld(
