@@ -6,7 +6,6 @@ import { readProxmoxConfig } from './proxmox-file.js';
 import type { AppConfig, Mode } from './types.js';
 import { parseEndpoint, splitHostPort } from './endpoint.js';
 import { hasControlCharacter } from '../control-characters.js';
-import { MAX_SLOT, MIN_SLOT } from '../proxmox/contract.js';
 
 const OPTIONS = {
   mode: { type: 'string', env: 'CSI_MODE' },
@@ -155,10 +154,10 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): LoadResult {
   const poolGuard = poolGuardOf(get);
   const findingsIntervalMs = parseDuration(get('findings-interval') ?? '5m', 'findings-interval');
   const maxVolumes = get('max-volumes-per-node') ?? '0';
-  if (!/^\d+$/.test(maxVolumes) || Number(maxVolumes) > MAX_SLOT - MIN_SLOT + 1)
-    throw new ConfigError(
-      `--max-volumes-per-node: "${maxVolumes}" must be a whole number from 0 (the free SCSI slots) to ${MAX_SLOT - MIN_SLOT + 1}`,
-    );
+  // Only a whole number is checked here (the configuration knows no driver); the Proxmox node
+  // never reports more than its free SCSI slots, whatever is asked.
+  if (!/^\d+$/.test(maxVolumes))
+    throw new ConfigError(`--max-volumes-per-node: "${maxVolumes}" must be a whole number (0 = the free SCSI slots)`);
   const budget = get('findings-call-budget') ?? '30';
   if (!/^\d+$/.test(budget) || Number(budget) < 1)
     throw new ConfigError(`--findings-call-budget: "${budget}" must be a whole number of calls per minute, 1 or more`);
