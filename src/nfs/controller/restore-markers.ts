@@ -9,7 +9,7 @@
 // partial claim as complete.
 import { isCsiError } from '../../errors.js';
 import { mapLimit } from './archives.js';
-import { RESTORE_PREFIX, SNAPSHOTS, restoreMarkerOf } from './snapshots.js';
+import { RESTORE_PREFIX, SNAPSHOTS, restoreMarkerOf, snapshotsDirEntries } from './snapshots.js';
 import { pathSegments, type FileType, type NfsStore, type OpOptions } from './store.js';
 
 export interface RestoreMarker {
@@ -78,13 +78,7 @@ export async function readRestoreMarker(
 
 /** Every restore record of a share, sorted. */
 export async function scanRestoreMarkers(store: NfsStore, o: OpOptions): Promise<RestoreMarker[]> {
-  let entries;
-  try {
-    entries = await store.list(SNAPSHOTS, o);
-  } catch (e) {
-    if (isCsiError(e, 'NotFound')) return [];
-    throw e;
-  }
+  const entries = await snapshotsDirEntries(store, o);
   const found = entries.filter((e) => e.name.startsWith(RESTORE_PREFIX));
   const out = await mapLimit(found, 4, (e) => readRestoreMarker(store, e.name, o));
   return out.filter((m): m is RestoreMarker => m !== undefined).sort((a, b) => a.path.localeCompare(b.path));

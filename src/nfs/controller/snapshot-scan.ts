@@ -6,7 +6,7 @@
 // Symlinks are never followed: list() names their type and stat() does not resolve them.
 import { isCsiError } from '../../errors.js';
 import { mapLimit } from './archives.js';
-import { findSnapshot, snapshotDirOf, SNAPSHOTS, type NfsSnapshot } from './snapshots.js';
+import { findSnapshot, snapshotDirOf, SNAPSHOTS, snapshotsDirEntries, type NfsSnapshot } from './snapshots.js';
 import type { NfsStore, OpOptions } from './store.js';
 
 export interface SnapshotDir {
@@ -78,13 +78,7 @@ function decodedName(entry: string): string | undefined {
 
 /** The snapshot directories of a share (restore records, the dot entries, are not snapshots). */
 export async function scanShareSnapshots(store: NfsStore, o: OpOptions & { sizes?: boolean }): Promise<SnapshotDir[]> {
-  let entries;
-  try {
-    entries = await store.list(SNAPSHOTS, o);
-  } catch (e) {
-    if (isCsiError(e, 'NotFound')) return [];
-    throw e;
-  }
+  const entries = await snapshotsDirEntries(store, o);
   const dirs = entries.filter((e) => e.type === 'dir' && !e.name.startsWith('.'));
   const out = await mapLimit(dirs, 4, (e) => readSnapshotDir(store, e.name, o));
   return out.filter((s): s is SnapshotDir => s !== undefined).sort((a, b) => a.dir.localeCompare(b.dir));

@@ -81,15 +81,19 @@ export async function findSnapshot(store: NfsStore, name: string, o: OpOptions):
   return null;
 }
 
-/** The snapshots of a share (complete ones; temporaries are for `report`). */
-export async function listShareSnapshots(store: NfsStore, o: OpOptions): Promise<NfsSnapshot[]> {
-  let entries;
+/** The entries of a share's snapshot directory; none when the share has none yet. */
+export async function snapshotsDirEntries(store: NfsStore, o: OpOptions): ReturnType<NfsStore['list']> {
   try {
-    entries = await store.list(SNAPSHOTS, o);
+    return await store.list(SNAPSHOTS, o);
   } catch (e) {
     if (isCsiError(e, 'NotFound')) return [];
     throw e;
   }
+}
+
+/** The snapshots of a share (complete ones; temporaries are for `report`). */
+export async function listShareSnapshots(store: NfsStore, o: OpOptions): Promise<NfsSnapshot[]> {
+  const entries = await snapshotsDirEntries(store, o);
   const out: NfsSnapshot[] = [];
   for (const e of entries) {
     if (e.type !== 'dir' || e.name.startsWith('.')) continue;
