@@ -52,7 +52,7 @@ export async function restoreInto(
   if (await findHelper(c, to, 'volume', req.name)) return finish();
 
   let held = await findHelper(c, req.node, 'volume', req.name);
-  if (held?.entries.some((e) => e.key === 'lock' && e.value === 'migrate')) {
+  if (held && migrating(held)) {
     // A migration an earlier attempt started (the task outlives a killed controller): wait for it.
     c.log('waiting for the migration an earlier attempt started', { vmid: held.vm.vmid, from: req.node, to });
     held = await migrationEnded(c, req, to);
@@ -83,6 +83,10 @@ export async function restoreInto(
   return finish({ bytes, seconds });
 }
 
+/** A volume VM a migration holds (Proxmox's `lock: migrate` while the task runs). */
+const migrating = (h: { entries: readonly { key: string; value?: unknown }[] }): boolean =>
+  h.entries.some((e) => e.key === 'lock' && e.value === 'migrate');
+
 /** Polls until the volume VM is no longer locked by a migration; returns it if it is still on the source. */
 async function migrationEnded(c: CopyContext, req: CopyRequest, to: string) {
   const end = Date.now() + MIGRATE_TIMEOUT_MS;
@@ -94,7 +98,7 @@ async function migrationEnded(c: CopyContext, req: CopyRequest, to: string) {
       await appeared(c, to, req.name);
       return undefined;
     }
-    if (!held.entries.some((e) => e.key === 'lock' && e.value === 'migrate')) return held;
+    if (!migrating(held)) return held;
     if (Date.now() > end) throw new Busy(`volume VM ${held.vm.vmid} is still migrating to ${to}`);
   }
 }
