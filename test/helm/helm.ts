@@ -127,6 +127,8 @@ export function helm(args: string[]): { status: number; stdout: string; stderr: 
 export interface RenderOptions {
   valuesFiles?: string[];
   set?: string[];
+  /** APIs the cluster is taken to serve beyond the built-in ones (`helm template --api-versions`). */
+  apiVersions?: string[];
   namespace?: string;
   release?: string;
 }
@@ -143,6 +145,7 @@ function templateArgs(o: RenderOptions): string[] {
   ];
   for (const f of o.valuesFiles ?? []) args.push('--values', f);
   for (const s of o.set ?? []) args.push('--set', s);
+  for (const a of o.apiVersions ?? []) args.push('--api-versions', a);
   return args;
 }
 

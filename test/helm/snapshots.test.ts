@@ -38,37 +38,63 @@ const snapshotRules = (o: K8sObject | undefined) =>
   o ? rules(o).filter((r) => r.apiGroups.includes('snapshot.storage.k8s.io')) : [];
 const classes = (r: Rendered) => r.all('VolumeSnapshotClass');
 const off = ['proxmox.snapshots.enabled=false', 'nfs.snapshots.enabled=false'];
+const on = ['proxmox.snapshots.enabled=true', 'nfs.snapshots.enabled=true'];
+/** What `helm install` sees on a cluster where the VolumeSnapshot CRDs are installed. */
+const withCrds = { apiVersions: ['snapshot.storage.k8s.io/v1/VolumeSnapshotContent'] };
 const createBoth = [
   'proxmox.snapshots.volumeSnapshotClass.create=true',
   'nfs.snapshots.volumeSnapshotClass.create=true',
 ];
 
-t.test('defaults: one csi-snapshotter per driver, on its socket, at the pinned version', async (t) => {
-  const r = render();
-  const spec = controller(r);
-  t.strictSame(snapshotters(r), ['nfs-snapshotter', 'proxmox-snapshotter']);
-  for (const [name, socket, timeout] of [
-    ['proxmox-snapshotter', 'socket-proxmox', '3m'],
-    ['nfs-snapshotter', 'socket-nfs', '5m'],
-  ] as const) {
-    const c = container(spec, name);
-    t.equal(c.image, pinned, `${name} image is sidecars.snapshotter's`);
-    t.equal(mountAt(c, '/csi')?.name, socket, `${name} reaches its own driver`);
-    t.equal(flag(c.args, '--csi-address'), '/csi/csi.sock');
-    t.equal(flag(c.args, '--timeout'), timeout, `${name} waits as long as the driver's other sidecars`);
-    t.ok(c.args?.includes('--leader-election'), `${name} elects a leader`);
-    t.equal(
-      flag(c.args, '--feature-gates'),
-      'CSIVolumeGroupSnapshot=false',
-      `${name}: no group snapshots, so no VolumeGroupSnapshot CRD lookups or RBAC`,
+t.test(
+  'defaults (auto): no csi-snapshotter and no snapshot RBAC where the cluster has no VolumeSnapshot API',
+  async (t) => {
+    // The seed's cluster runs no snapshot-controller: a sidecar there would only log a failed list
+    // of VolumeSnapshotContents every few seconds for as long as the pod runs.
+    for (const r of [render(), render({ valuesFiles: [SEED_VALUES] })]) {
+      t.strictSame(snapshotters(r), []);
+      t.equal(r.find('ClusterRole', SNAPSHOTTER_ROLE), undefined);
+      t.strictSame(snapshotRules(r.find('ClusterRole', PROVISIONER_ROLE)), []);
+    }
+    t.strictSame(snapshotters(render({ set: on })), ['nfs-snapshotter', 'proxmox-snapshotter'], 'true runs it anyway');
+    t.strictSame(
+      snapshotters(render({ set: ['proxmox.snapshots.volumeSnapshotClass.create=true'] })),
+      ['proxmox-snapshotter'],
+      "auto with the driver's own VolumeSnapshotClass (which needs the CRDs) runs that driver's",
     );
-  }
-  t.equal(classes(r).length, 0, 'no VolumeSnapshotClass unless asked for');
-  t.equal(classes(render({ valuesFiles: [SEED_VALUES] })).length, 0, 'the seed has none either');
-});
+    t.strictSame(snapshotters(render({ ...withCrds, set: off })), [], 'false keeps it off with the CRDs');
+  },
+);
+
+t.test(
+  'auto on a cluster with the CRDs: one csi-snapshotter per driver, on its socket, at the pinned version',
+  async (t) => {
+    const r = render(withCrds);
+    const spec = controller(r);
+    t.strictSame(snapshotters(r), ['nfs-snapshotter', 'proxmox-snapshotter']);
+    for (const [name, socket, timeout] of [
+      ['proxmox-snapshotter', 'socket-proxmox', '3m'],
+      ['nfs-snapshotter', 'socket-nfs', '5m'],
+    ] as const) {
+      const c = container(spec, name);
+      t.equal(c.image, pinned, `${name} image is sidecars.snapshotter's`);
+      t.equal(mountAt(c, '/csi')?.name, socket, `${name} reaches its own driver`);
+      t.equal(flag(c.args, '--csi-address'), '/csi/csi.sock');
+      t.equal(flag(c.args, '--timeout'), timeout, `${name} waits as long as the driver's other sidecars`);
+      t.ok(c.args?.includes('--leader-election'), `${name} elects a leader`);
+      t.equal(
+        flag(c.args, '--feature-gates'),
+        'CSIVolumeGroupSnapshot=false',
+        `${name}: no group snapshots, so no VolumeGroupSnapshot CRD lookups or RBAC`,
+      );
+    }
+    t.equal(classes(r).length, 0, 'no VolumeSnapshotClass unless asked for');
+    t.equal(classes(render({ valuesFiles: [SEED_VALUES] })).length, 0, 'the seed has none either');
+  },
+);
 
 t.test('RBAC: what external-snapshotter and external-provisioner ask for, no group snapshots', async (t) => {
-  const r = render();
+  const r = render(withCrds);
   t.strictSame(rules(r.get('ClusterRole', SNAPSHOTTER_ROLE)), [
     { apiGroups: [''], resources: ['events'], verbs: ['list', 'watch', 'create', 'update', 'patch'] },
     { apiGroups: ['snapshot.storage.k8s.io'], resources: ['volumesnapshotclasses'], verbs: ['get', 'list', 'watch'] },
@@ -108,7 +134,7 @@ t.test('snapshots off for both drivers: no sidecar and no snapshot RBAC', async 
 });
 
 t.test('snapshots for one driver only: its sidecar, and the RBAC for it', async (t) => {
-  const onlyNfs = render({ set: ['proxmox.snapshots.enabled=false'] });
+  const onlyNfs = render({ ...withCrds, set: ['proxmox.snapshots.enabled=false'] });
   t.strictSame(snapshotters(onlyNfs), ['nfs-snapshotter']);
   t.ok(onlyNfs.find('ClusterRole', SNAPSHOTTER_ROLE));
   // The driver that is off takes its snapshot settings with it.

@@ -37,13 +37,7 @@ t.test('NFS driver off: nothing of it is rendered', async (t) => {
   t.strictSame(names(r.all('CSIDriver')), [PROXMOX]);
   t.strictSame(names(r.all('StorageClass')), ['proxmox-local']);
   const ctl = r.one('Deployment');
-  t.strictSame(containers(ctl), [
-    'proxmox-attacher',
-    'proxmox-provisioner',
-    'proxmox-resizer',
-    'proxmox-snapshotter',
-    'pve-nfs-csi',
-  ]);
+  t.strictSame(containers(ctl), ['proxmox-attacher', 'proxmox-provisioner', 'proxmox-resizer', 'pve-nfs-csi']);
   t.equal(flag(container(podSpec(ctl), 'pve-nfs-csi').args, '--nfs-endpoint'), undefined);
   t.equal(podSpec(ctl).securityContext?.sysctls, undefined, 'no low source ports without NFS');
   const node = r.one('DaemonSet');
@@ -57,7 +51,7 @@ t.test('Proxmox driver off: no attacher, capacity, config or hot-plug RBAC', asy
   t.strictSame(names(r.all('CSIDriver')), [NFS]);
   t.strictSame(names(r.all('StorageClass')), ['nfs']);
   const ctl = podSpec(r.one('Deployment'));
-  t.strictSame(containers(r.one('Deployment')), ['nfs-provisioner', 'nfs-resizer', 'nfs-snapshotter', 'pve-nfs-csi']);
+  t.strictSame(containers(r.one('Deployment')), ['nfs-provisioner', 'nfs-resizer', 'pve-nfs-csi']);
   const plugin = container(ctl, 'pve-nfs-csi');
   t.equal(flag(plugin.args, '--proxmox-endpoint'), undefined);
   t.equal(flag(plugin.args, '--proxmox-config'), undefined);

@@ -42,6 +42,22 @@ export function repeatedErrors(
     .sort((a, b) => b.count - a.count);
 }
 
+/**
+ * The pod ("namespace/name") of a kubelet status-manager line that is forbidden only because the
+ * pod is already deleted, else undefined. kubelet's status manager GETs a pod before patching its
+ * status (pkg/kubelet/status/status_manager.go, syncPod) and treats NotFound as "gone"; but the
+ * Node authorizer answers for objects in its graph only, and a deleted pod has left it, so the GET
+ * is refused ("no relationship found between node ... and this object") instead of NotFound.
+ * kubelet logs it once and drops the status with the pod. The tier still checks that each pod so
+ * named is gone from the API: a refusal for a pod that exists is a real RBAC defect.
+ */
+export function deletedPodStatusGet(line: string): string | undefined {
+  if (!line.includes('"Failed to get status for pod"')) return undefined;
+  if (!/is forbidden: User \\?"system:node:[^"\\]+\\?" cannot get resource \\?"pods\\?"/.test(line)) return undefined;
+  if (!line.includes('no relationship found between node')) return undefined;
+  return / pod="([^"\\]+)"/.exec(line)?.[1];
+}
+
 /** The lines that say "forbidden", whatever the case. */
 export const forbiddenLines = (lines: Iterable<string>): string[] => [...lines].filter((l) => /forbidden/i.test(l));
 

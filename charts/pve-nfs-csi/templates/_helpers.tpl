@@ -157,3 +157,20 @@ on the pod network, every address of the pod.
 {{- end -}}
 {{- toJson $l -}}
 {{- end -}}
+
+{{/*
+"true" when csi-snapshotter runs for one driver, "" otherwise. Call with (dict "root" $ "key"
+"proxmox"). <driver>.snapshots.enabled: true or false decides; "auto" (the default) runs it only
+where the cluster serves VolumeSnapshotContents (helm install/upgrade against the cluster, or
+`helm template --api-versions snapshot.storage.k8s.io/v1/VolumeSnapshotContent`) or where this
+release creates the driver's VolumeSnapshotClass, which needs the CRDs anyway. Without the CRDs
+the sidecar's informers fail their list every few seconds for as long as the pod runs, which is
+all a cluster without snapshot-controller (the seed's) would get from it.
+*/}}
+{{- define "pve-nfs-csi.snapshotsOn" -}}
+{{- $d := index .root.Values .key -}}
+{{- $s := $d.snapshots -}}
+{{- if and $d.enabled (or (eq (toString $s.enabled) "true") (and (eq (toString $s.enabled) "auto") (or (.root.Capabilities.APIVersions.Has "snapshot.storage.k8s.io/v1/VolumeSnapshotContent") $s.volumeSnapshotClass.create))) -}}
+true
+{{- end -}}
+{{- end -}}

@@ -50,7 +50,7 @@ Every sidecar talks to its driver through /csi/csi.sock, the driver's own emptyD
 {{ include "pve-nfs-csi.controllerSidecar" (dict "root" . "name" "proxmox-resizer" "sidecar" $v.sidecars.resizer "socket" "socket-proxmox" "timeout" $v.proxmox.timeout "args" (concat (list "--handle-volume-inuse-error=false") $vacArgs)) }}
 {{- /* Neither driver offers group snapshots: with that gate off csi-snapshotter neither looks for
 the VolumeGroupSnapshot CRDs nor needs their RBAC. */ -}}
-{{- if $v.proxmox.snapshots.enabled }}
+{{- if include "pve-nfs-csi.snapshotsOn" (dict "root" . "key" "proxmox") }}
 {{ include "pve-nfs-csi.controllerSidecar" (dict "root" . "name" "proxmox-snapshotter" "sidecar" $v.sidecars.snapshotter "socket" "socket-proxmox" "timeout" $v.proxmox.timeout "args" (list "--feature-gates=CSIVolumeGroupSnapshot=false")) }}
 {{- end }}
 {{- end -}}
@@ -61,7 +61,7 @@ the VolumeGroupSnapshot CRDs nor needs their RBAC. */ -}}
 {{ include "pve-nfs-csi.controllerSidecar" (dict "root" . "name" "nfs-provisioner" "sidecar" $v.sidecars.provisioner "socket" "socket-nfs" "timeout" $v.nfs.timeout "args" (list "--extra-create-metadata")) }}
 {{ include "pve-nfs-csi.controllerSidecar" (dict "root" . "name" "nfs-resizer" "sidecar" $v.sidecars.resizer "socket" "socket-nfs" "timeout" $v.nfs.timeout "args" (list "--handle-volume-inuse-error=false")) }}
 {{- /* As for Proxmox: no group snapshots. */ -}}
-{{- if $v.nfs.snapshots.enabled }}
+{{- if include "pve-nfs-csi.snapshotsOn" (dict "root" . "key" "nfs") }}
 {{ include "pve-nfs-csi.controllerSidecar" (dict "root" . "name" "nfs-snapshotter" "sidecar" $v.sidecars.snapshotter "socket" "socket-nfs" "timeout" $v.nfs.timeout "args" (list "--feature-gates=CSIVolumeGroupSnapshot=false")) }}
 {{- end }}
 {{- end -}}

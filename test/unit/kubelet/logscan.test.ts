@@ -1,7 +1,14 @@
 // The kubelet tier's log scan (test/kubelet/logscan.ts): what counts as the same error line, what
 // counts as an error at all, and the median of the tier's summary.
 import t from 'tap';
-import { errorShape, forbiddenLines, isErrorLine, median, repeatedErrors } from '../../kubelet/logscan.js';
+import {
+  deletedPodStatusGet,
+  errorShape,
+  forbiddenLines,
+  isErrorLine,
+  median,
+  repeatedErrors,
+} from '../../kubelet/logscan.js';
 
 t.test('klog lines that differ only in time, pid, numbers and ids have one shape', async (t) => {
   const a =
@@ -36,6 +43,29 @@ t.test('forbidden in any case', async (t) => {
     'User "system:node:x" cannot get resource: Forbidden',
   ]);
 });
+
+t.test(
+  "kubelet's status GET of a deleted pod, refused by the Node authorizer: named; any other refusal is not",
+  async (t) => {
+    const line = (err: string, msg = 'Failed to get status for pod') =>
+      `E1202 06:01:02.345678    812 status_manager.go:1257] "${msg}" err="${err}" podUID="0f8b3c1e-1111-2222-3333-444455556666" pod="apps/rwop-a"`;
+    const gone =
+      'pods \\"rwop-a\\" is forbidden: User \\"system:node:talos-worker-1\\" cannot get resource \\"pods\\" in API group \\"\\" in the namespace \\"apps\\": no relationship found between node \'talos-worker-1\' and this object';
+    t.equal(deletedPodStatusGet(line(gone)), 'apps/rwop-a');
+    t.equal(deletedPodStatusGet(line(gone, 'Failed to update status for pod')), undefined, 'a refused patch is not it');
+    t.equal(
+      deletedPodStatusGet(line(gone.replace('cannot get resource \\"pods\\"', 'cannot get resource \\"secrets\\"'))),
+      undefined,
+      'nor a refused read of anything but the pod',
+    );
+    t.equal(
+      deletedPodStatusGet(line(gone.replace(/: no relationship.*/, ''))),
+      undefined,
+      'nor a refusal by RBAC with no graph reason',
+    );
+    t.equal(deletedPodStatusGet('I1202 06:01:02.345678 1 x.go:1] all fine'), undefined);
+  },
+);
 
 t.test('median: odd, even, unsorted; nothing is an error', async (t) => {
   t.equal(median([3, 1, 2]), 2);
