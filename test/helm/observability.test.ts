@@ -7,6 +7,7 @@ import t from 'tap';
 import { Metrics } from '../../src/server/metrics.js';
 import { POOL_GAUGES } from '../../src/proxmox/controller/pool-metrics.js';
 import { FINDINGS_GAUGES } from '../../src/metrics/findings.js';
+import { KIND_CLASS, type Kind } from '../../src/cli/report/findings.js';
 import { NFS_USAGE_GAUGES } from '../../src/nfs/node/usage.js';
 import { render, SEED_VALUES, type K8sObject } from './helm.js';
 
@@ -140,4 +141,35 @@ t.test('the PrometheusRule: every alert has a runbook and names exported metrics
     );
     for (const n of metricNames(a.expr)) t.ok(names.has(n) || EXTERNAL.has(n), `${a.alert}: ${n} is exported`);
   }
+});
+
+t.test('every finding kind reaches the alert of its class, and information reaches none', async (t) => {
+  const objs = render({ valuesFiles: [SEED_VALUES], set: ['metrics.prometheusRule.enabled=true'] }).objects;
+  const rule = objs.find((o) => o.kind === 'PrometheusRule');
+  if (!rule) throw new Error('no PrometheusRule rendered');
+  const alerts = (rule.spec as { groups: Array<{ rules: Array<{ alert: string; expr: string }> }> }).groups.flatMap(
+    (g) => g.rules,
+  );
+  // The kinds an alert's pve_csi_findings selector matches (kind="x" or kind=~"a|b").
+  const matched = (expr: string): string[] =>
+    [...expr.matchAll(/pve_csi_findings\{[^}]*\bkind(=~|=)"([^"]*)"/g)].flatMap((m) =>
+      m[1] === '=' ? [m[2] ?? ''] : (m[2] ?? '').split('|'),
+    );
+  const byKind = new Map<string, string[]>();
+  for (const a of alerts) for (const k of matched(a.expr)) byKind.set(k, [...(byKind.get(k) ?? []), a.alert]);
+  const alertOf = {
+    leftover: ['PveCsiLeftovers'],
+    volume: ['PveCsiVolumeBackingMismatch'],
+    pending: ['PveCsiPendingChangeStuck'],
+    info: [],
+    // A failed read sets pve_csi_findings_up to 0 (src/metrics/findings-collect.ts), which PveCsiFindingsStale watches.
+    error: [],
+  } as const;
+  for (const [kind, cls] of Object.entries(KIND_CLASS) as [Kind, keyof typeof alertOf][])
+    t.strictSame(byKind.get(kind) ?? [], alertOf[cls], `${kind} (${cls})`);
+  for (const k of byKind.keys()) t.ok(k in KIND_CLASS, `the alerts name only kinds report makes: ${k}`);
+  t.ok(
+    alerts.some((a) => a.alert === 'PveCsiFindingsStale' && a.expr.includes('pve_csi_findings_up == 0')),
+    'a failed read (kind error) reaches PveCsiFindingsStale',
+  );
 });

@@ -48,14 +48,38 @@ export type Kind =
   | 'helper-vm'
   | 'error';
 
+/**
+ * What each kind is to an operator, and so which alert of the chart's PrometheusRule fires on it
+ * (the findings metric counts every kind): information (none), a leftover (PveCsiLeftovers), a
+ * volume whose backing is gone or held outside Kubernetes (PveCsiVolumeBackingMismatch), a stuck
+ * pending change (PveCsiPendingChangeStuck), or a failed read (PveCsiFindingsStale). A Record, so
+ * a new kind does not compile until it is placed; test/helm/observability.test.ts holds the
+ * chart's alerts to this table.
+ */
+export const KIND_CLASS: Readonly<Record<Kind, 'info' | 'leftover' | 'volume' | 'pending' | 'error'>> = {
+  archive: 'info',
+  'retained-dir': 'info',
+  snapshot: 'info',
+  'nfs-snapshot': 'info',
+  'upstream-snapshot': 'info',
+  'orphan-disk': 'leftover',
+  'orphan-dir': 'leftover',
+  'unused-entry': 'leftover',
+  'helper-attachment': 'leftover',
+  'helper-vm': 'leftover',
+  'partial-snapshot': 'leftover',
+  'restore-marker': 'leftover',
+  'attached-without-attachment': 'volume',
+  'pv-missing-disk': 'volume',
+  'pv-missing-dir': 'volume',
+  'pending-delete': 'pending',
+  error: 'error',
+};
+
 /** Kinds that are information, not problems: they do not make the exit code 1. */
-export const INFO_KINDS: ReadonlySet<Kind> = new Set([
-  'archive',
-  'retained-dir',
-  'snapshot',
-  'nfs-snapshot',
-  'upstream-snapshot',
-]);
+export const INFO_KINDS: ReadonlySet<Kind> = new Set(
+  (Object.keys(KIND_CLASS) as Kind[]).filter((k) => KIND_CLASS[k] === 'info'),
+);
 
 export type Action =
   | { type: 'delete-volume'; region: string; volumeId: string }
