@@ -173,14 +173,16 @@ export function upstreamSnapshotFinding(s: NfsUpstreamSnapshot, r: Rules): Findi
  * claim is kept: a kill after the last byte and one in the middle leave the same claim, and
  * without its record the next CreateVolume would answer a partial claim as complete.
  */
-export function restoreMarkerFinding(v: View, m: NfsRestoreMarker, r: Rules): Finding {
+export function restoreMarkerFinding(v: View, m: NfsRestoreMarker, r: Rules): Finding | undefined {
+  // A finished restore's filled record next to its claim is what every restored claim has.
+  if (m.filled && m.claim !== undefined && m.type === 'dir' && m.entries === 0 && m.target === 'dir') return undefined;
   const age = r.now - (m.changedAt ?? r.now);
   const claim = m.claim ?? '?';
   const f: Finding = {
     kind: 'restore-marker',
     where: `${m.server}:${m.share}`,
     what: m.path,
-    detail: `record of a restore or clone into ${claim}, which ${m.target === 'missing' ? 'does not exist' : m.target === 'dir' ? 'exists' : `is ${m.target}`}`,
+    detail: `record of a ${m.filled ? 'finished ' : ''}restore or clone into ${claim}, which ${m.target === 'missing' ? 'does not exist' : m.target === 'dir' ? 'exists' : `is ${m.target}`}`,
     ageMs: age,
   };
   if (m.claim === undefined) f.kept = 'its name is not one the driver gives a restore record';
@@ -223,7 +225,10 @@ export function nfsFindings(n: NfsFacts, k: KubeFacts, r: Rules): Finding[] {
     out.push(archiveFinding(`${a.archive.server}:${a.archive.share}`, a.archive, r.now));
   for (const s of n.snapshots) out.push(snapshotFinding(s, r));
   for (const s of n.upstreamSnapshots) out.push(upstreamSnapshotFinding(s, r));
-  for (const m of n.restoreMarkers) out.push(restoreMarkerFinding(v, m, r));
+  for (const m of n.restoreMarkers) {
+    const f = restoreMarkerFinding(v, m, r);
+    if (f) out.push(f);
+  }
   return out;
 }
 

@@ -17,6 +17,7 @@ import { parseCapacityRange } from '../../csi/capacity.js';
 import { type BackendHealth, HealthLog } from '../../csi/health.js';
 import { confirmed } from '../../csi/confirm.js';
 import { snapshotRpcs } from './snapshot-rpcs.js';
+import { forgetFilled } from './snapshots.js';
 
 export interface NfsControllerOptions {
   log: Logger;
@@ -152,7 +153,7 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
       const version = nfsVersionOf(req.volumeCapabilities.flatMap((c) => c.mount?.mountFlags ?? []));
       const store = stores.open(p.server, p.share, version);
       const source = req.volumeContentSource;
-      if (source) await snapshots.restore(source, p, ctx);
+      if (source) await snapshots.restore(source, p, req.name, ctx);
       const st = await store.ensureDir(
         p.subDir,
         // A restored or cloned claim keeps its source's root directory attributes.
@@ -205,6 +206,11 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
         const removed = await deleteVolumeDir(store, ref.subDir, o);
         ctx.log.info({ volumeId: req.volumeId, path: where(ref), removed }, 'DeleteVolume: directory deleted');
       }
+      // The claim's filled records (snapshots.ts) go with its directory, last, so that a retry
+      // after a kill still finds them. Retain makes no NAS call, as upstream's; the record it keeps
+      // names this claim's CSI volume name, which no later claim has, so no later restore is
+      // answered with the retained directory, and report lists it once the directory is gone.
+      if (policy !== 'retain') await forgetFilled(store, ref.subDir, o);
       return {};
     },
 

@@ -1,4 +1,5 @@
-// The restore records of a share (.snapshots/.restore-<claim>, snapshots.ts) as `report` sees
+// The restore records of a share (.snapshots/.restore-<claim> while a fill runs, and
+// .snapshots/.filled-<claim>@<volume name> once it was answered: snapshots.ts) as `report` sees
 // them, with the state of the claim each one names. A record exists while a restore or clone
 // fills its claim; one a killed restore left stays until a CreateVolume of that claim runs again
 // (which removes the partial claim and fills it again) — or forever, when the claim was given up.
@@ -9,7 +10,14 @@
 // partial claim as complete.
 import { isCsiError } from '../../errors.js';
 import { mapLimit } from './archives.js';
-import { RESTORE_PREFIX, SNAPSHOTS, restoreMarkerOf, snapshotsDirEntries } from './snapshots.js';
+import {
+  FILLED_PREFIX,
+  RESTORE_PREFIX,
+  SNAPSHOTS,
+  filledPrefixOf,
+  restoreMarkerOf,
+  snapshotsDirEntries,
+} from './snapshots.js';
 import { pathSegments, type FileType, type NfsStore, type OpOptions } from './store.js';
 
 export interface RestoreMarker {
@@ -17,6 +25,11 @@ export interface RestoreMarker {
   path: string;
   /** The claim it names (share-relative), when the entry is one this driver makes. */
   claim?: string;
+  /**
+   * A filled record (.snapshots/.filled-<claim>@<volume name>): the restore or clone finished and
+   * was answered. Normal next to its claim; left over once the claim directory is gone.
+   */
+  filled: boolean;
   type: FileType;
   /** Entries inside it (the driver's record is an empty directory). */
   entries: number;
@@ -28,14 +41,24 @@ export interface RestoreMarker {
 
 /** The claim path a record entry names, when this driver would have made exactly that entry. */
 export function claimOfMarker(entry: string): string | undefined {
-  if (!entry.startsWith(RESTORE_PREFIX)) return undefined;
   try {
-    const claim = decodeURIComponent(entry.slice(RESTORE_PREFIX.length));
-    pathSegments(claim);
-    return restoreMarkerOf(claim) === `${SNAPSHOTS}/${entry}` ? claim : undefined;
+    if (entry.startsWith(RESTORE_PREFIX)) {
+      const claim = decodeURIComponent(entry.slice(RESTORE_PREFIX.length));
+      pathSegments(claim);
+      return restoreMarkerOf(claim) === `${SNAPSHOTS}/${entry}` ? claim : undefined;
+    }
+    if (entry.startsWith(FILLED_PREFIX)) {
+      const [encClaim, encName, ...more] = entry.slice(FILLED_PREFIX.length).split('@');
+      if (encClaim === undefined || encName === undefined || more.length > 0) return undefined;
+      const claim = decodeURIComponent(encClaim);
+      const name = decodeURIComponent(encName);
+      pathSegments(claim);
+      return name !== '' && `${filledPrefixOf(claim)}${encodeURIComponent(name)}` === entry ? claim : undefined;
+    }
   } catch {
-    return undefined;
+    // not an encoding the driver writes
   }
+  return undefined;
 }
 
 /** One record, read now (undefined when it is gone). */
@@ -69,6 +92,7 @@ export async function readRestoreMarker(
   return {
     path,
     ...(claim !== undefined && { claim }),
+    filled: entry.startsWith(FILLED_PREFIX),
     type: st.type,
     entries,
     ...(changedAt !== undefined && { changedAt }),
@@ -79,7 +103,7 @@ export async function readRestoreMarker(
 /** Every restore record of a share, sorted. */
 export async function scanRestoreMarkers(store: NfsStore, o: OpOptions): Promise<RestoreMarker[]> {
   const entries = await snapshotsDirEntries(store, o);
-  const found = entries.filter((e) => e.name.startsWith(RESTORE_PREFIX));
+  const found = entries.filter((e) => e.name.startsWith(RESTORE_PREFIX) || e.name.startsWith(FILLED_PREFIX));
   const out = await mapLimit(found, 4, (e) => readRestoreMarker(store, e.name, o));
   return out.filter((m): m is RestoreMarker => m !== undefined).sort((a, b) => a.path.localeCompare(b.path));
 }

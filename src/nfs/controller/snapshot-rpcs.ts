@@ -14,7 +14,6 @@ import {
   findSnapshot,
   listShareSnapshots,
   progressLog,
-  restoreMarkerOf,
   snapshotDirOf,
   type NfsSnapshot,
 } from './snapshots.js';
@@ -23,10 +22,11 @@ export interface SnapshotRpcs {
   createSnapshot: (req: T.CreateSnapshotRequest, ctx: CallContext) => Promise<T.CreateSnapshotResponse>;
   deleteSnapshot: (req: T.DeleteSnapshotRequest, ctx: CallContext) => Promise<T.DeleteSnapshotResponse>;
   listSnapshots: (req: T.ListSnapshotsRequest, ctx: CallContext) => Promise<T.ListSnapshotsResponse>;
-  /** Fills the new claim `target` from the request's content source; resolves when it is in place. */
+  /** Fills the new claim `target` of CSI volume `name` from its content source; resolves when it is in place. */
   restore(
     source: NonNullable<T.CreateVolumeRequest['volumeContentSource']>,
     target: { server: string; share: string; subDir: string },
+    name: string,
     ctx: CallContext,
   ): Promise<void>;
   /** A share this process uses: ListSnapshots without a filter looks there. */
@@ -61,6 +61,7 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date): SnapshotRpcs {
   async function restore(
     source: NonNullable<T.CreateVolumeRequest['volumeContentSource']>,
     target: { server: string; share: string; subDir: string },
+    name: string,
     ctx: CallContext,
   ): Promise<void> {
     const store = stores.open(target.server, target.share);
@@ -72,7 +73,7 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date): SnapshotRpcs {
       from.kind === 'archive'
         ? store.unpackArchive(from.path, target.subDir, fo)
         : store.copyTree(from.path, target.subDir, fo);
-    const stats = await fillIntoPlace(store, restoreMarkerOf(target.subDir), target.subDir, fill, o);
+    const stats = await fillIntoPlace(store, target.subDir, name, fill, o);
     if (stats !== 'done') ctx.log.info({ ...what, ...stats }, 'NFS volume filled from its content source');
   }
 

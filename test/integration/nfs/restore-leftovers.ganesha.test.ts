@@ -159,10 +159,10 @@ t.test('restore records: young by the server ctime, then the dead one is removed
   t.equal(await runAction(ctxFix, next), 'removed');
   t.same(await fs.readdir(onDisk('.snapshots')), ['snap-1'], 'only the snapshot is left');
 
-  // The claim whose restore died restores cleanly now, and leaves no record.
+  // The claim whose restore died restores cleanly now, and leaves only its filled record.
   await c.createVolume(volReq(`pvc-${UID(12)}`, { snapshot: { snapshotId: snap?.snapshotId ?? '' } }), ctx);
   t.equal(await fs.readFile(onDisk(`pvc-${UID(12)}/data`), 'utf8'), 'source data');
-  t.same(await fs.readdir(onDisk('.snapshots')), ['snap-1']);
+  t.same((await fs.readdir(onDisk('.snapshots'))).sort(), [`.filled-pvc-${UID(12)}@pvc-${UID(12)}`, 'snap-1']);
   t.same(
     summary((await judge(1_000)).filter((f) => f.kind !== 'orphan-dir' && f.kind !== 'upstream-snapshot')),
     [['nfs-snapshot', '.snapshots/snap-1', undefined]],

@@ -84,7 +84,7 @@ export const worldArb = fc.record({
     { maxLength: 3 },
   ),
   /**
-   * Restore records (<share>/.snapshots/.restore-<claim>) on any share: of a directory of the world
+   * Restore records (<share>/.snapshots/.restore-<claim>, or .filled-<claim>@<volume name> once finished) on any share: of a directory of the world
    * (`of`, which exists) or of a claim that does not, named as the driver names them or not, the
    * empty directory the driver makes or not, old or young, with or without server times.
    */
@@ -93,6 +93,8 @@ export const worldArb = fc.record({
       share: SHARE_ARB,
       of: fc.option(fc.nat(12), { nil: null }),
       odd: fc.constantFrom(false, false, false, true),
+      // The record of a fill under way (.restore-<claim>) or of a finished one (.filled-<claim>@<volume name>).
+      filled: fc.boolean(),
       shape: fc.constantFrom('empty', 'empty', 'empty', 'full', 'file'),
       age: fc.constantFrom(...AGES),
       times: fc.constantFrom(true, true, false),
@@ -200,7 +202,13 @@ export function build(w: World, root = '/v', prefix = '') {
       const share = root + m.share;
       const it = m.of === null ? undefined : items[m.of % Math.max(1, items.length)];
       const claim = it && it.at.startsWith(share + '/') ? it.at.slice(share.length + 1) : `pvc-${uid(99)}`;
-      const entry = m.odd ? '.restore-%2E%2E' : `.restore-${encodeURIComponent(claim)}`;
+      const entry = m.filled
+        ? m.odd
+          ? `.filled-${encodeURIComponent(claim)}@`
+          : `.filled-${encodeURIComponent(claim)}@pvc-${uid(98)}`
+        : m.odd
+          ? '.restore-%2E%2E'
+          : `.restore-${encodeURIComponent(claim)}`;
       const path = `.snapshots/${entry}`;
       return { ...m, share, claim, path, at: absolute(share, path), exists: dirs.has(absolute(share, claim)) };
     })
@@ -286,6 +294,7 @@ export function facts(b: ReturnType<typeof build>): NfsFacts {
           at: m.at,
           path: m.path,
           ...(!m.odd && { claim: m.claim }),
+          filled: m.filled,
           type: m.shape === 'file' ? ('file' as const) : ('dir' as const),
           entries: m.shape === 'full' ? 1 : 0,
           ...(m.times && { changedAt: NOW - m.age }),

@@ -60,6 +60,10 @@ function world() {
   nas.put(at('.snapshots/.restore-full/x'), 'file');
   nas.put(at('.snapshots/.restore-file'), 'file');
   nas.put(at('.snapshots/.restore-live'));
+  // Filled records (a finished restore's, kept until DeleteVolume): next to their claim, without it.
+  nas.put(at(`.snapshots/.filled-${enc('pvc-restored')}@pvc-restored`));
+  nas.put(at(`.snapshots/.filled-${enc('ns/claim-gone')}@pvc-${UID}`));
+  nas.put(at(`.snapshots/.filled-${enc('claim-gone')}@`));
   touchAll(nas.find(SHARE) as FNode, NOW - 3 * HOUR);
   nas.touch(at(`.snapshots/.restore-${enc('claim-young')}`), NOW - 60_000);
   const stores = new FakeNasStores(new Map([[SERVER, nas]]));
@@ -152,6 +156,8 @@ t.test('restore records: a dead restore’s is a leftover, the others stay', asy
       .map((f) => [f.what, f]),
   );
   t.same([...by.keys()].sort(), [
+    '.snapshots/.filled-claim-gone@',
+    `.snapshots/.filled-ns%2Fclaim-gone@pvc-${UID}`,
     '.snapshots/.restore-%2E%2E',
     '.snapshots/.restore-claim-gone',
     '.snapshots/.restore-claim-young',
@@ -173,7 +179,17 @@ t.test('restore records: a dead restore’s is a leftover, the others stay', asy
   t.match(by.get('.snapshots/.restore-%2E%2E'), { kept: /not one the driver gives/ });
   t.match(by.get('.snapshots/.restore-full'), { kept: /holding 1 entries/ });
   t.match(by.get('.snapshots/.restore-file'), { kept: /a file, not the empty record/ });
-  for (const [what, f] of by) if (!what.includes('claim-gone')) t.notOk(f.action, `${what}: no action`);
+  t.notOk(
+    by.has('.snapshots/.filled-pvc-restored@pvc-restored'),
+    'a finished restore’s record next to its claim is no finding: every restored claim has one',
+  );
+  t.match(by.get(`.snapshots/.filled-ns%2Fclaim-gone@pvc-${UID}`), {
+    detail: /finished restore or clone into ns\/claim-gone, which does not exist/,
+    action: { type: 'remove-restore-marker', marker: `.snapshots/.filled-ns%2Fclaim-gone@pvc-${UID}` },
+  });
+  t.match(by.get('.snapshots/.filled-claim-gone@'), { kept: /not one the driver gives/ }, 'no volume name');
+  for (const [what, f] of by)
+    if (!what.includes('claim-gone') || what.endsWith('@')) t.notOk(f.action, `${what}: no action`);
   t.notOk(INFO_KINDS.has('restore-marker'), 'a problem: report exits 1 while one is there');
 });
 
@@ -197,6 +213,9 @@ t.test('report --fix removes a dead restore’s record through the gate, judged 
   t.equal(await runAction(ctx, act('.snapshots/.restore-claim-gone')), 'removed');
   t.notOk(nas.find(at('.snapshots/.restore-claim-gone')), 'the record is gone');
   t.equal(await runAction(ctx, act('.snapshots/.restore-claim-gone')), 'already gone', 'a retry');
+  const filled = `.snapshots/.filled-ns%2Fclaim-gone@pvc-${UID}`;
+  t.equal(await runAction(ctx, act(filled)), 'removed', 'a finished restore’s record whose claim is gone');
+  t.notOk(nas.find(at(filled)));
   // A restore started since the listing: its claim exists now.
   nas.put(at('ns/claim-gone'));
   await t.rejects(runAction(ctx, act('.snapshots/.restore-ns%2Fclaim-gone')), /exists now/);

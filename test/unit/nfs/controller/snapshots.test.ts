@@ -103,11 +103,70 @@ for (const onDelete of ['delete', 'retain', 'archive']) {
     t.same(r.volume?.contentSource, source);
     t.same(await store.list('pvc-r'), [{ name: 'keep', type: 'dir' }]);
     t.equal((await store.stat('pvc-r/keep'))?.mode, 0o750);
-    t.same(await store.list('.snapshots'), [{ name: 's', type: 'dir' }], 'no restore record left');
+    t.same(
+      await store.list('.snapshots'),
+      [
+        { name: 's', type: 'dir' },
+        { name: '.filled-pvc-r@pvc-r', type: 'dir' },
+      ],
+      'no restore record left; the filled record of this claim',
+    );
     await c.createVolume(volReq('pvc-r', 'delete', source), ctx);
     t.equal(stores.calls.filter((x) => x.startsWith('copyTree')).length, 2, 'a repeated restore copies nothing');
   });
 }
+
+t.test('a restore never answers with a claim directory it did not fill', async (t) => {
+  const { stores, c, snap } = setup();
+  const store = stores.open(SERVER, SHARE);
+  const vol = await idOf(c.createVolume(volReq('pvc-a', 'delete'), ctx));
+  await store.ensureDir('pvc-a/new', {});
+  const source = {
+    snapshot: { snapshotId: (await snap('s', vol)).snapshot?.snapshotId ?? '' },
+    type: 'snapshot' as const,
+  };
+  // Claims whose subDir is not unique per claim (the seed's namespace/name template, one PVC
+  // re-created under its name): every request below lands in `shared`.
+  const into = (name: string, onDelete: string, subDir = 'shared') => {
+    const r = volReq(name, onDelete, source);
+    return c.createVolume({ ...r, parameters: { ...r.parameters, subDir } }, ctx);
+  };
+  const copies = () => stores.calls.filter((x) => x.startsWith('copyTree')).length;
+  // What onDelete: retain kept of an earlier claim.
+  await store.ensureDir('shared/old', {});
+  t.match(
+    await outcomeText(into('pvc-r1', 'retain')),
+    /^AlreadyExists: .*shared already exists and was not filled by this restore or clone \(pvc-r1\)/,
+  );
+  t.same(await store.list('shared'), [{ name: 'old', type: 'dir' }], 'the directory is left as it was');
+  t.equal(copies(), 1, 'nothing was copied into it');
+
+  // A restore that filled its claim is answered again, and only for that request.
+  await store.removeTree('shared');
+  const r1 = await idOf(into('pvc-r1', 'retain'));
+  t.same(await store.list('shared'), [{ name: 'new', type: 'dir' }]);
+  t.equal(await idOf(into('pvc-r1', 'retain')), r1, 'the same request again: answered');
+  t.equal(copies(), 2, 'without a copy');
+  await c.deleteVolume({ volumeId: r1, secrets: {} }, ctx);
+  t.same(await store.list('shared'), [{ name: 'new', type: 'dir' }], 'retained');
+  t.match(await outcomeText(into('pvc-r2', 'retain')), /^AlreadyExists/, 'a new claim is not handed the old data');
+
+  // A record whose claim directory went (removed by hand) answers for nothing: filled again.
+  await store.removeTree('shared');
+  t.equal(await idOf(into('pvc-r1', 'retain')), r1);
+  t.equal(copies(), 3, 'copied again');
+
+  // DeleteVolume of a deleted or archived claim takes its record with it.
+  for (const onDelete of ['delete', 'archive']) {
+    const id = await idOf(into(`pvc-${onDelete}`, onDelete, onDelete));
+    t.ok((await store.list('.snapshots')).some((e) => e.name === `.filled-${onDelete}@pvc-${onDelete}`));
+    await c.deleteVolume({ volumeId: id, secrets: {} }, ctx);
+    t.notOk(
+      (await store.list('.snapshots')).some((e) => e.name.startsWith(`.filled-${onDelete}@`)),
+      `onDelete=${onDelete}: no record left`,
+    );
+  }
+});
 
 t.test('clone of a volume; sources that do not exist are NotFound', async (t) => {
   const { stores, c } = setup();
@@ -192,5 +251,9 @@ t.test('a csi-driver-nfs snapshot restores from its .tar.gz, else its .tar; neit
   await restore('pvc-r1', 'snapshot-a');
   t.equal(stores.calls.filter((x) => x.startsWith('unpackArchive')).length, 2, 'a repeated restore unpacks nothing');
   t.match(await outcomeText(restore('pvc-r3', 'snapshot-c')), /^NotFound: .*pvc-src\.tar\.gz \(or \.tar\)/);
-  t.same(await stores.open(SERVER, SHARE).list('.snapshots'), [], 'no restore record left');
+  t.same(
+    (await stores.open(SERVER, SHARE).list('.snapshots')).map((e) => e.name).sort(),
+    ['.filled-pvc-r1@pvc-r1', '.filled-pvc-r2@pvc-r2'],
+    'no restore record left; a filled record per restored claim, none for the failed one',
+  );
 });
