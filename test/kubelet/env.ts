@@ -175,6 +175,19 @@ export async function startKubeletEnv(log: (s: string) => void): Promise<Kubelet
     // reach, and inline NFS volumes for the Pod Security restricted case.
     const nodeValues = (values['node'] ??= {}) as Record<string, unknown>;
     nodeValues['maxVolumesPerNode'] = NODE_VOLUME_LIMIT;
+    // The control-plane Node is a stand-in with no kubelet (the controller's pod runs on the host):
+    // a node plugin pod placed there would never run, and a rolling update of the DaemonSet,
+    // counting it as the one pod allowed to be unavailable, would never replace the worker's. On
+    // a real cluster that node runs one; here the DaemonSet keeps to the nodes with a kubelet.
+    nodeValues['affinity'] = {
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [
+            { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'NotIn', values: [CONTROL_PLANE.name] }] },
+          ],
+        },
+      },
+    };
     (values['nfs'] as Record<string, unknown>)['enableInlineVolume'] = true;
     await kube.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
     await kube.create(`/api/v1/namespaces/${NS}/secrets`, {
