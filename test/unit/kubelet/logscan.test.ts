@@ -4,6 +4,7 @@ import t from 'tap';
 import {
   deletedPodStatusGet,
   errorShape,
+  imageFsOnTmpfs,
   forbiddenLines,
   isErrorLine,
   median,
@@ -36,6 +37,47 @@ t.test('a shape repeated to the threshold is reported with its count; fewer is n
   t.equal(found.length, 1);
   t.equal(found[0]?.count, 20);
   t.same(repeatedErrors(lines, 21), []);
+});
+
+t.test('a loop is one failure repeating for one object, not one failure each for many', async (t) => {
+  const pv = (n: number) => `pvc-0f8b3c1e-1111-2222-3333-${n.toString(16).padStart(12, '0')}`;
+  const conflict = (n: number) =>
+    `E1202 18:20:${String(n % 60).padStart(2, '0')}.422695   25889 pv_protection_controller.go:126] "Unhandled Error" err="PV ${pv(n)} failed with : Operation cannot be fulfilled on persistentvolumes \\"${pv(n)}\\": the object has been modified"`;
+  t.same(
+    repeatedErrors(
+      Array.from({ length: 22 }, (_, i) => conflict(i)),
+      20,
+    ),
+    [],
+    'one conflict for each of 22 PVs',
+  );
+  const same = repeatedErrors(
+    Array.from({ length: 20 }, () => conflict(7)),
+    20,
+  );
+  t.equal(same.length, 1, 'twenty for one PV');
+  t.equal(same[0]?.count, 20);
+  const crd =
+    'E1202 06:01:02.345678 1 reflector.go:1] "Failed to watch" err="the server could not find the requested resource"';
+  t.equal(
+    repeatedErrors(
+      Array.from({ length: 20 }, () => crd),
+      20,
+    )[0]?.count,
+    20,
+    'and a loop about nothing in particular',
+  );
+});
+
+t.test('kubelet on an image filesystem that is a tmpfs: its three lines, nothing else', async (t) => {
+  const lines = [
+    'E1202 18:18:15.233753     408 cri_stats_provider.go:533] "Failed to get the info of the filesystem with mountpoint" err="cannot find filesystem info for device \\"/var/lib/containerd\\"" mountpoint="/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"',
+    'E1202 18:18:15.237284     408 eviction_manager.go:272] "Eviction manager: failed to get HasDedicatedImageFs" err="get filesystem info: Failed to get the info of the filesystem with mountpoint: cannot find filesystem info for device \\"/var/lib/containerd\\""',
+    'E1202 18:18:15.240423     408 eviction_manager.go:220] "Eviction manager: failed to synchronize" err="eviction manager: failed to get HasDedicatedImageFs: get filesystem info: Failed to get the info of the filesystem with mountpoint: cannot find filesystem info for device \\"/var/lib/containerd\\""',
+  ];
+  for (const l of lines) t.ok(imageFsOnTmpfs(l), l.slice(0, 60));
+  t.notOk(imageFsOnTmpfs(lines[0]?.replaceAll('/var/lib/containerd', '/var/lib/kubelet') ?? ''), 'another directory');
+  t.notOk(imageFsOnTmpfs(lines[1]?.replace('eviction_manager.go', 'csi_attacher.go') ?? ''), 'another component');
 });
 
 t.test('forbidden in any case', async (t) => {
