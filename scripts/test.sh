@@ -8,8 +8,6 @@ source scripts/lib/ensure.sh
 source scripts/tiers.sh
 
 # The phases to run, in order: every line of TIERS but those whose skip switch is 1.
-# The kubelet tier is opt-in for now (scripts/tiers.sh says why).
-: "${SKIP_KUBELET:=1}"
 selected=()
 for line in "${TIERS[@]}"; do
   tier_fields "$line"

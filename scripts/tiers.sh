@@ -7,9 +7,7 @@
 # - tier: the name scripts/tier.sh takes; a tier of several lines runs them in order and stops at
 #   the first that fails (sanity: its three csi-sanity runs).
 # - skip switch: an environment variable; `npm test` skips the phase when it is 1 (scripts/tier.sh
-#   runs a tier it is asked for regardless). SKIP_KUBELET is 1 unless set: the kubelet tier is
-#   opt-in (SKIP_KUBELET=0 npm test, or npm run test:kubelet) until it has passed unattended in
-#   a fresh-clone run (docs/testing.md).
+#   runs a tier it is asked for regardless).
 # - command: bash, run in a subshell with scripts/lib/ensure.sh loaded; "$@" in it is
 #   scripts/tier.sh's extra arguments (npm test passes none).
 # Adding a tier or a phase is adding its line here.
