@@ -325,10 +325,13 @@ export async function startEnv(opts: EnvOptions = {}): Promise<Env> {
     step(`simulator ${pve.info.url}, ganesha ${nfs.server}:${nfs.nfsPort}`);
 
     const values = tierValues(nfs);
-    // The tier installs the chart before the VolumeSnapshot CRDs (the snapshot scenarios add them
-    // later, to see the sidecar wait for them), so `auto` would render no snapshotter: ask for it.
-    for (const key of ['proxmox', 'nfs'] as const)
-      (values[key] as Record<string, unknown>)['snapshots'] = { enabled: true };
+    // The tier installs this tree's chart before the VolumeSnapshot CRDs (the snapshot scenarios
+    // add them later, to see the sidecar wait for them), so `auto` would render no snapshotter:
+    // ask for it. Another install (the release tier's, of older releases too) keeps the values
+    // every release's schema takes.
+    if (!opts.install)
+      for (const key of ['proxmox', 'nfs'] as const)
+        (values[key] as Record<string, unknown>)['snapshots'] = { enabled: true };
     await kube.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
     // What the seed's ExternalSecret provides: the upstream-format Proxmox config.
     await kube.create(`/api/v1/namespaces/${NS}/secrets`, {
