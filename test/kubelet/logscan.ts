@@ -2,12 +2,15 @@
 // word "forbidden" (an RBAC or admission refusal somebody's retry hides) and error lines that
 // repeat (a loop that a passing scenario outlives), each error line reduced to its shape first.
 
+/** A UUID (a PV's, a pod's): a shape hides it; a loop is told by it. */
+const UUID_RE = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i;
+
 /** The klog header (`E1202 06:01:02.345678   123 file.go:45] `), timestamps, numbers and ids go. */
 export function errorShape(line: string): string {
   return line
     .replace(/^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+\S+\]\s*/, '')
     .replace(/\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?/g, 'T')
-    .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi, 'U')
+    .replace(new RegExp(UUID_RE.source, 'gi'), 'U')
     .replace(/\b[0-9a-f]{12,}\b/gi, 'H')
     .replace(/\d+(\.\d+)?/g, 'N')
     .slice(0, 300);
@@ -22,8 +25,6 @@ export function isErrorLine(line: string): boolean {
     /\bERROR\b/.test(line)
   );
 }
-
-const UUID_RE = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i;
 
 /**
  * Error shapes seen at least `threshold` times about one object, most frequent first, with their
