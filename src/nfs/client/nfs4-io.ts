@@ -1,6 +1,8 @@
 // The NFSv4.1 operations a tree copy needs beyond directory work (nfs4.ts): OPEN to create a
 // file, WRITE/COMMIT/CLOSE on its open stateid, READ and READLINK with the anonymous stateid,
-// CREATE of symlinks and special files, LINK, and READDIR with the attributes of every entry.
+// CREATE of symlinks and special files, LINK, and READDIR with the attributes of every entry;
+// and NFSv4.2's server-side CLONE and COPY (RFC 7862 §15.13, §15.2), with OFFLOAD_CANCEL for a
+// COPY the server ran asynchronously although a synchronous one was asked for.
 import type { FileType } from './nfs3.js';
 import {
   A,
@@ -190,4 +192,56 @@ export const io = {
       return { cookieverf, entries, eof: r.bool() };
     },
   }),
+  /**
+   * CLONE (RFC 7862 §15.13): the saved handle's bytes from `srcOffset` shared into the current
+   * handle at `dstOffset`; count 0 is "to the end of the source".
+   */
+  clone: (src: Stateid, dst: Stateid, srcOffset: number, dstOffset: number, count: number): Op4 => ({
+    code: OP.CLONE,
+    name: 'CLONE',
+    args: (w) => w.fixed(src).fixed(dst).u64(srcOffset).u64(dstOffset).u64(count),
+  }),
+  /**
+   * Intra-server COPY (RFC 7862 §15.2): saved handle to current handle, asked to be synchronous
+   * (no callback channel here) and with no source server list. The reply's write_response4
+   * carries a callback stateid only when the server went asynchronous anyway.
+   */
+  copy: (src: Stateid, dst: Stateid, srcOffset: number, dstOffset: number, count: number): Op4<Copied> => ({
+    code: OP.COPY,
+    name: 'COPY',
+    args: (w) =>
+      w
+        .fixed(src)
+        .fixed(dst)
+        .u64(srcOffset)
+        .u64(dstOffset)
+        .u64(count)
+        .bool(false) // ca_consecutive
+        .bool(true) // ca_synchronous
+        .u32(0), // ca_source_server<>: this server
+    read: (r) => {
+      const callbacks = r.u32();
+      const callback = callbacks > 0 ? r.fixed(16) : undefined;
+      const count = Number(r.u64());
+      const committed = r.u32();
+      const verf = r.fixed(8);
+      r.bool(); // cr_consecutive
+      r.bool(); // cr_synchronous
+      return { callback, count, committed, verf };
+    },
+  }),
+  offloadCancel: (stateid: Stateid): Op4 => ({
+    code: OP.OFFLOAD_CANCEL,
+    name: 'OFFLOAD_CANCEL',
+    args: (w) => w.fixed(stateid),
+  }),
 };
+
+/** What one COPY did: bytes copied, how stable (stable_how4) and the write verifier. */
+export interface Copied {
+  /** Present when the copy goes on asynchronously (the server ignored ca_synchronous). */
+  callback: Stateid | undefined;
+  count: number;
+  committed: number;
+  verf: Buffer;
+}

@@ -1,8 +1,10 @@
-// NFSv4 (RFC 7530 for 4.0, RFC 8881/5661 for 4.1) COMPOUNDs for the directory operations the
-// controller needs, on port 2049 with no portmapper and no MOUNT. 4.1 needs a session
-// (EXCHANGE_ID, CREATE_SESSION, then SEQUENCE first in every COMPOUND); 4.0 needs client state
-// (SETCLIENTID) only for OPEN/LOCK, which directory operations never use, so 4.0 COMPOUNDs go
-// out as they are. A server without 4.1 answers NFS4ERR_MINOR_VERS_MISMATCH and gets 4.0.
+// NFSv4 (RFC 7530 for 4.0, RFC 8881/5661 for 4.1, RFC 7862 for 4.2) COMPOUNDs for the directory
+// operations the controller needs, on port 2049 with no portmapper and no MOUNT. 4.1 needs a
+// session (EXCHANGE_ID, CREATE_SESSION, then SEQUENCE first in every COMPOUND); 4.0 needs client
+// state (SETCLIENTID) only for OPEN/LOCK, which directory operations never use, so 4.0 COMPOUNDs
+// go out as they are. 4.2 is 4.1 with more operations (server-side COPY and CLONE, which the
+// tree copy uses) and the same session. A server answers a minor version it lacks with
+// NFS4ERR_MINOR_VERS_MISMATCH: the client tries 4.2, then 4.1, then 4.0.
 import crypto from 'node:crypto';
 import os from 'node:os';
 import type { Logger } from 'pino';
@@ -41,6 +43,9 @@ export const OP = {
   CREATE_SESSION: 43,
   SEQUENCE: 53,
   RECLAIM_COMPLETE: 58,
+  COPY: 60,
+  OFFLOAD_CANCEL: 66,
+  CLONE: 71,
 } as const;
 
 export const NFS4ERR = {
@@ -78,7 +83,10 @@ export const NFS4ERR = {
   SYMLINK: 10029,
   SEQ_MISORDERED: 10063,
   DEADSESSION: 10078,
+  OFFLOAD_NO_REQS: 10094,
 } as const;
+/** The operation number a reply carries for an operation the server does not know. */
+const OP_ILLEGAL_CODE = 10044;
 const NAMES = new Map<number, string>(Object.entries(NFS4ERR).map(([k, v]) => [v, `NFS4ERR_${k}`]));
 
 /** The shared NFSv3/v4 tables (status.ts) and the rows of NFSv4's own codes. */
@@ -461,7 +469,7 @@ export interface Rpc4 {
   call(c: RpcCall): Promise<XdrReader>;
 }
 
-export type MinorVersion = 0 | 1;
+export type MinorVersion = 0 | 1 | 2;
 
 interface Session {
   id: Buffer;
@@ -483,10 +491,13 @@ const SESSION_LOST = [
 
 export interface Nfs4ClientOptions {
   server: string;
-  /** 4.1 first with fallback to 4.0 (default), or exactly one minor version. */
+  /** 4.2, then 4.1, then 4.0 (default), or exactly one minor version. */
   minor?: MinorVersion | undefined;
   log?: Logger | undefined;
 }
+
+/** The minor versions tried in turn: the one asked for, or the newest first. */
+const minorsOf = (asked: MinorVersion | undefined): MinorVersion[] => (asked === undefined ? [2, 1, 0] : [asked]);
 
 export class Nfs4Client {
   private minor: MinorVersion | undefined;
@@ -503,6 +514,9 @@ export class Nfs4Client {
   ) {
     this.minor = o.minor === 0 ? 0 : undefined;
   }
+
+  /** The session's minor version while it is being negotiated (1 or 2). */
+  private trying: 1 | 2 = 2;
 
   /** The minor version in use once known (after the first call). */
   get minorVersion(): MinorVersion | undefined {
@@ -543,7 +557,8 @@ export class Nfs4Client {
 
   private async compoundOnce(ops: Op4[], what: string, signal?: AbortSignal): Promise<unknown[]> {
     if (this.minor === undefined) await this.negotiate(signal);
-    if (this.minor === 0) return this.send(0, ops, what, signal);
+    const minor = defined(this.minor, 'the negotiated NFSv4 minor version');
+    if (minor === 0) return this.send(0, ops, what, signal);
     for (let attempt = 1; ; attempt++) {
       const s = await this.openSession(signal);
       const slot = await this.acquire(s);
@@ -552,7 +567,7 @@ export class Nfs4Client {
       // An object: the callback sets it, which a `let` would hide from TypeScript's narrowing.
       const reply = { landed: false };
       try {
-        const res = await this.send(1, [sequence, ...ops], what, signal, () => {
+        const res = await this.send(minor, [sequence, ...ops], what, signal, () => {
           reply.landed = true;
         });
         return res.slice(1);
@@ -600,15 +615,24 @@ export class Nfs4Client {
   }
 
   private async negotiate(signal?: AbortSignal): Promise<void> {
-    try {
-      await this.openSession(signal);
-      this.minor = 1;
-    } catch (e) {
-      if (this.o.minor === 1 || !isNfs4Status(e, NFS4ERR.MINOR_VERS_MISMATCH, NFS4ERR.NOTSUPP, NFS4ERR.OP_ILLEGAL))
-        throw e;
-      this.o.log?.info({ server: this.o.server }, 'NFS server has no NFSv4.1; using NFSv4.0');
-      this.session = undefined;
-      this.minor = 0;
+    const minors = minorsOf(this.o.minor);
+    for (const [i, minor] of minors.entries()) {
+      if (minor === 0) {
+        this.o.log?.info({ server: this.o.server }, 'NFS server has no NFSv4.1; using NFSv4.0');
+        this.minor = 0;
+        return;
+      }
+      this.trying = minor;
+      try {
+        await this.openSession(signal);
+        this.minor = minor;
+        return;
+      } catch (e) {
+        const last = i === minors.length - 1;
+        if (last || !isNfs4Status(e, NFS4ERR.MINOR_VERS_MISMATCH, NFS4ERR.NOTSUPP, NFS4ERR.OP_ILLEGAL)) throw e;
+        this.session = undefined;
+        if (minor === 2) this.o.log?.debug({ server: this.o.server }, 'NFS server has no NFSv4.2; trying NFSv4.1');
+      }
     }
   }
 
@@ -624,6 +648,8 @@ export class Nfs4Client {
   }
 
   private async createSession(signal?: AbortSignal): Promise<Session> {
+    // A lost session is re-created in the version negotiated; the first one in the one being tried.
+    const minor = this.minor === 1 || this.minor === 2 ? this.minor : this.trying;
     const exchange: Op4<{ clientid: bigint; seq: number }> = {
       code: OP.EXCHANGE_ID,
       name: 'EXCHANGE_ID',
@@ -654,7 +680,7 @@ export class Nfs4Client {
         return { clientid, seq };
       },
     };
-    const [ex] = (await this.send(1, [exchange], 'to establish a client', signal)) as [
+    const [ex] = (await this.send(minor, [exchange], 'to establish a client', signal)) as [
       { clientid: bigint; seq: number },
     ];
     const channel = (w: XdrWriter, maxReq: number, maxResp: number, ops: number, reqs: number) =>
@@ -689,7 +715,7 @@ export class Nfs4Client {
         return { id, slots };
       },
     };
-    const [cs] = (await this.send(1, [create], 'to create a session', signal)) as [{ id: Buffer; slots: number }];
+    const [cs] = (await this.send(minor, [create], 'to create a session', signal)) as [{ id: Buffer; slots: number }];
     const n = Math.max(1, Math.min(cs.slots, 16));
     const s: Session = {
       id: cs.id,
@@ -702,7 +728,7 @@ export class Nfs4Client {
     const reclaim = sequenceOp(s, 1, 0);
     try {
       await this.send(
-        1,
+        minor,
         [reclaim, { code: OP.RECLAIM_COMPLETE, name: 'RECLAIM_COMPLETE', args: (w) => w.bool(false) }],
         'after creating a session',
         signal,
@@ -744,6 +770,9 @@ export class Nfs4Client {
     for (let i = 0; i < n; i++) {
       const o = ops[i];
       const code = r.u32();
+      // An operation the server does not know comes back as OP_ILLEGAL (RFC 8881 §15.2): a status, not a garbled reply.
+      if (o && code === OP_ILLEGAL_CODE && r.u32() === NFS4ERR.OP_ILLEGAL)
+        throw new Nfs4StatusError(NFS4ERR.OP_ILLEGAL, o.name, what);
       if (!o || code !== o.code)
         throw new FailedPrecondition(
           `NFS server ${this.o.server} answered operation ${code} where ${o?.name ?? 'nothing'} was sent`,

@@ -4,7 +4,9 @@
 // setuid/setgid/sticky), owner, group, atime and mtime of each (ctime is the server's); hard links
 // within the tree as hard links. Memory is bounded: at most `slots` files move at once per
 // server, each one chunk at a time; the rest is one directory listing per directory being
-// walked and one handle per multiply-linked file already copied.
+// walked and one handle per multiply-linked file already copied. Where the server copies a file
+// itself (NFSv4.2 CLONE or COPY: a ServerCopy), its bytes never pass through this process; the
+// durability rule is the same either way: every write verifier of the file equals its COMMIT's.
 import { Unavailable } from '../../errors.js';
 import type { FileType, NfsTime } from '../client/nfs3.js';
 import { mapLimit } from './archives.js';
@@ -59,6 +61,20 @@ export interface CopySink<D> {
   release?(file: D, path: string): Promise<void>;
 }
 
+/**
+ * The server fills a file itself. `copy` resolves with the write verifiers of what it wrote (and
+ * how), or null when the server cannot do it for this file and wrote nothing: the caller then
+ * moves the bytes.
+ */
+export interface ServerCopy<S, D> {
+  copy(
+    from: SourceEntry<S>,
+    to: D,
+    path: string,
+    o: OpOptions,
+  ): Promise<{ how: 'clone' | 'copy'; verfs: Buffer[]; bytes: number } | null>;
+}
+
 export interface CopyStats {
   dirs: number;
   files: number;
@@ -66,9 +82,21 @@ export interface CopyStats {
   hardLinks: number;
   specials: number;
   bytes: number;
+  /** Files the server cloned (shares their blocks) / copied itself; the rest passed through here. */
+  cloned: number;
+  serverCopied: number;
 }
 
-export const emptyStats = (): CopyStats => ({ dirs: 0, files: 0, symlinks: 0, hardLinks: 0, specials: 0, bytes: 0 });
+export const emptyStats = (): CopyStats => ({
+  dirs: 0,
+  files: 0,
+  symlinks: 0,
+  hardLinks: 0,
+  specials: 0,
+  bytes: 0,
+  cloned: 0,
+  serverCopied: 0,
+});
 
 /** A counting semaphore: how many files of one server are being copied at once. */
 export class Slots {
@@ -125,6 +153,7 @@ export class TreeCopy<S, D> {
     private readonly src: CopySource<S>,
     private readonly sink: CopySink<D>,
     private readonly o: CopyOptions,
+    private readonly server?: ServerCopy<S, D>,
   ) {}
 
   /** Copies the contents of `from` into the existing (empty) directory `to`, then its attributes. */
@@ -187,7 +216,14 @@ export class TreeCopy<S, D> {
     const verfs = new Set<string>();
     let committed: Buffer;
     try {
-      for (let off = 0; ;) {
+      const done = e.attrs.size > 0 && this.server ? await this.server.copy(e, h, path, this.o) : null;
+      if (done) {
+        for (const v of done.verfs) verfs.add(v.toString('hex'));
+        this.stats.bytes += done.bytes;
+        if (done.how === 'clone') this.stats.cloned++;
+        else this.stats.serverCopied++;
+      }
+      for (let off = 0; !done;) {
         const r = await this.src.read(e.handle, off, CHUNK, path, this.o);
         if (r.data.length > 0) {
           verfs.add((await this.sink.write(h, off, r.data, path, this.o)).toString('hex'));

@@ -3,11 +3,14 @@
 // the source, and for the copy guarded OPEN (a file) or CREATE (anything else), LINK, unstable
 // WRITE on the open stateid with COMMIT, CLOSE, and SETATTR with client times. Owners are the
 // server's strings, set back as they were read, so a server that maps names copies names.
-import { Internal } from '../../errors.js';
+// Over NFSv4.2 the server may copy a file's bytes itself (nfs4ServerCopy): CLONE first (shared
+// blocks on a reflink file system: instant, no space used), then COPY, then the bytes through here.
+import type { Logger } from 'pino';
+import { Internal, Unavailable } from '../../errors.js';
 import type { Attrs4, Nfs4Client } from '../client/nfs4.js';
 import { NFS4ERR, isJunction, isNfs4Status, op } from '../client/nfs4.js';
-import { COPY_ATTRS, type OpenOwner, type Stateid, io } from '../client/nfs4-io.js';
-import type { CopyAttrs, CopySink, CopySource, SourceEntry } from './copy-tree.js';
+import { ANONYMOUS, COPY_ATTRS, type Copied, type OpenOwner, type Stateid, io } from '../client/nfs4-io.js';
+import type { CopyAttrs, CopySink, CopySource, ServerCopy, SourceEntry } from './copy-tree.js';
 import type { UnpackSink } from './tar-unpack.js';
 import type { OpOptions } from './store.js';
 
@@ -176,6 +179,95 @@ export function nfs4UnpackSink(c: Nfs4Client, owner: OpenOwner, where: Where): U
         if (isNfs4Status(e, NFS4ERR.NOENT)) return null;
         throw e;
       }
+    },
+  };
+}
+
+/**
+ * What a server showed it cannot do, for the life of its client: CLONE per file system (a
+ * server may export a reflink file system next to one without), COPY for the whole server.
+ */
+interface Refused {
+  clone: Set<string>;
+  copy: boolean;
+}
+const refusedBy = new WeakMap<object, Refused>();
+
+/** What a server-side copy needs of the client. */
+export type Compounder = Pick<Nfs4Client, 'compound' | 'minorVersion'>;
+
+/** The answers that mean "this server or file system does not do that", not "this call failed". */
+const NOT_HERE = [NFS4ERR.NOTSUPP, NFS4ERR.OP_ILLEGAL, NFS4ERR.XDEV] as const;
+
+/**
+ * Server-side copy over NFSv4.2, or undefined on an older session. Both take the source through
+ * the anonymous stateid (as READ does: the source is never opened) and the destination through
+ * its open stateid. CLONE's durability is checked like a WRITE's: a COMMIT in the same COMPOUND
+ * before it gives the verifier that the file's final COMMIT must repeat. COPY is synchronous
+ * (a server may copy less than asked per call: Linux nfsd caps one at 4 MiB), each reply with
+ * its write verifier; a server that answers asynchronously anyway (a callback this client has
+ * no channel for) has its copy cancelled and is not asked again.
+ */
+export function nfs4ServerCopy(c: Compounder, where: Where, log?: Logger): ServerCopy<Buffer, Made4> | undefined {
+  if (c.minorVersion !== 2) return undefined;
+  let refused = refusedBy.get(c);
+  if (!refused) refusedBy.set(c, (refused = { clone: new Set(), copy: false }));
+  const r = refused;
+  const pair = (from: Buffer, to: Buffer) => [op.putfh(from), op.savefh(), op.putfh(to)];
+  return {
+    async copy(from, to, path, o) {
+      const dst = to.stateid;
+      if (!dst) throw new Internal(`${where(path)}: server-side copy into a file that is not open`);
+      const fsid = from.attrs.fsid;
+      if (!r.clone.has(fsid)) {
+        try {
+          const res = await c.compound(
+            [...pair(from.handle, to.fh), io.commit(), io.clone(ANONYMOUS, dst, 0, 0, 0)],
+            where(path),
+            o.signal,
+          );
+          return { how: 'clone', verfs: [res[3] as Buffer], bytes: from.attrs.size };
+        } catch (e) {
+          if (isNfs4Status(e, ...NOT_HERE)) {
+            r.clone.add(fsid);
+            log?.info({ fsid, err: (e as Error).message }, 'NFS server does not CLONE on this file system; using COPY');
+          } else if (!isNfs4Status(e, NFS4ERR.INVAL)) throw e; // INVAL: not this file (alignment, a special inode)
+        }
+      }
+      if (r.copy) return null;
+      const verfs: Buffer[] = [];
+      let off = 0;
+      for (const size = from.attrs.size; off < size;) {
+        let done: Copied;
+        try {
+          const res = await c.compound(
+            [...pair(from.handle, to.fh), io.copy(ANONYMOUS, dst, off, off, size - off)],
+            where(path),
+            o.signal,
+          );
+          done = res[3] as Copied;
+        } catch (e) {
+          if (off === 0 && isNfs4Status(e, ...NOT_HERE, NFS4ERR.OFFLOAD_NO_REQS)) {
+            r.copy = true;
+            log?.info({ err: (e as Error).message }, 'NFS server does not COPY; the controller copies the bytes');
+            return null;
+          }
+          throw e;
+        }
+        if (done.callback) {
+          r.copy = true;
+          await c
+            .compound([op.putfh(to.fh), io.offloadCancel(done.callback)], where(path), undefined)
+            .catch(() => undefined);
+          throw new Unavailable(
+            `${where(path)}: the NFS server copied asynchronously although asked not to; the copy is retried without server-side COPY`,
+          );
+        }
+        verfs.push(done.verf);
+        if (done.count === 0) break; // the source shrank while being copied
+        off += done.count;
+      }
+      return { how: 'copy', verfs, bytes: off };
     },
   };
 }

@@ -23,7 +23,7 @@ import {
 import { COPY_ATTRS, type OpenOwner, io } from '../client/nfs4-io.js';
 import { RpcConnection } from '../client/rpc.js';
 import { TreeCopy, slotsFor, type CopyStats } from './copy-tree.js';
-import { copyAttrs4, nfs4Sink, nfs4Source, nfs4UnpackSink } from './nfs4-copy.js';
+import { copyAttrs4, nfs4ServerCopy, nfs4Sink, nfs4Source, nfs4UnpackSink } from './nfs4-copy.js';
 import { unpackTar } from './tar-unpack.js';
 import { ProtocolStore, type RenameSteps, attrsToChange, nullHealth } from './protocol-store.js';
 import type {
@@ -84,6 +84,7 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements RawNfsStore {
     private readonly c: Nfs4Client,
     server: string,
     share: string,
+    private readonly log?: Logger,
   ) {
     const remove = async (dir: Buffer, name: string, path: string, signal: AbortSignal | undefined) => {
       await c.compound([op.putfh(dir), op.remove(name)], path, signal);
@@ -378,12 +379,17 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements RawNfsStore {
     const owner = await this.owner(o);
     const [srcFh, srcAttrs] = await this.source(segs, o);
     const fh = await this.makeTarget(to, fsid, o);
-    const copy = new TreeCopy(nfs4Source(this.c, this.at(segs)), nfs4Sink(this.c, owner, this.at(to)), {
-      ...o,
-      fsid,
-      slots: slotsFor(this.server),
-      describe: (p) => `${this.server}:${this.at(segs)(p)}`,
-    });
+    const copy = new TreeCopy(
+      nfs4Source(this.c, this.at(segs)),
+      nfs4Sink(this.c, owner, this.at(to)),
+      {
+        ...o,
+        fsid,
+        slots: slotsFor(this.server),
+        describe: (p) => `${this.server}:${this.at(segs)(p)}`,
+      },
+      nfs4ServerCopy(this.c, this.at(to), this.log),
+    );
     return copy.run(srcFh, copyAttrs4(srcAttrs, this.where(segs)), { fh }, '');
   }
 
@@ -423,7 +429,7 @@ export interface Nfs4StoresOptions {
   timeoutMs: number;
   /** Instead of 2049 (test servers). */
   nfsPort?: number | undefined;
-  /** 4.1 with fallback to 4.0 when unset. */
+  /** 4.2, then 4.1, then 4.0 when unset. */
   minor?: MinorVersion | undefined;
   privilegedPort?: boolean | undefined;
   log?: Logger | undefined;
@@ -449,7 +455,7 @@ export function createNfs4Stores(opts: Nfs4StoresOptions): NfsStores {
     return c.client;
   };
   return {
-    open: (server, share) => gated(new Nfs4Store(client(server), server, share)),
+    open: (server, share) => gated(new Nfs4Store(client(server), server, share, opts.log)),
     ping: async (signal) => {
       await Promise.all([...clients.values()].map((c) => c.client.null(signal)));
     },

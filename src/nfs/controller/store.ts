@@ -192,8 +192,8 @@ export interface Permit {
   readonly fsid: string;
 }
 
-/** NFS protocol version of the controller's own client; '4' = 4.1, falling back to 4.0. */
-export type NfsVersion = '3' | '4' | '4.0' | '4.1';
+/** NFS protocol version of the controller's own client; '4' = the newest of 4.2, 4.1, 4.0 the server has. */
+export type NfsVersion = '3' | '4' | '4.0' | '4.1' | '4.2';
 
 export interface NfsStores {
   /**

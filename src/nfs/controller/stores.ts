@@ -12,6 +12,9 @@ import { createNfs3Stores } from './nfs3-store.js';
 import { createNfs4Stores } from './nfs4-store.js';
 import type { NfsStore, NfsStores, NfsVersion } from './store.js';
 
+/** The NFSv4 minor version a class's `nfsvers=4.x` pins (`4` alone lets the client negotiate). */
+const MINOR = { '4.0': 0, '4.1': 1, '4.2': 2 } as const;
+
 /** The version a mount option list asks for; undefined when it names none. */
 export function nfsVersionOf(mountOptions: readonly string[]): NfsVersion | undefined {
   let v: string | undefined;
@@ -25,7 +28,8 @@ export function nfsVersionOf(mountOptions: readonly string[]): NfsVersion | unde
   if (v === '3') return '3';
   if (v === '4') return '4';
   if (v === '4.0') return '4.0';
-  if (/^4\.[1-9]$/.test(v)) return '4.1'; // a 4.2 server serves 4.1: directory operations need nothing newer
+  if (v === '4.1') return '4.1';
+  if (/^4\.[2-9]$/.test(v)) return '4.2'; // the newest minor version there is
   return undefined; // v2 and unknown values: the node's mount decides; here v3 then v4
 }
 
@@ -53,10 +57,7 @@ export function createNfsStores(opts: NfsStoresOptions): NfsStores {
     const key = `${v}\u0000${server}`;
     let c = clients.get(key);
     if (!c) {
-      c =
-        v === '3'
-          ? createNfs3Stores(opts)
-          : createNfs4Stores({ ...opts, ...(v === '4.0' && { minor: 0 }), ...(v === '4.1' && { minor: 1 }) });
+      c = v === '3' ? createNfs3Stores(opts) : createNfs4Stores({ ...opts, ...(v !== '4' && { minor: MINOR[v] }) });
       clients.set(key, c);
     }
     return c;

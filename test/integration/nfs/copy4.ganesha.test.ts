@@ -29,6 +29,25 @@ t.test('an NFSv4.1 copy keeps every entry and attribute exactly', async (t) => {
   t.same(settable(got), settable(want));
 });
 
+t.test('over NFSv4.2 a server that neither CLONEs nor COPYs gets the same copy from the client', async (t) => {
+  // ganesha 4.3 (FSAL_VFS) takes 4.2 COMPOUNDs and answers CLONE and COPY with NFS4ERR_NOTSUPP.
+  const v42 = createNfs4Stores({ timeoutMs: 5000, nfsPort: g.nfsPort });
+  t.teardown(() => v42.close());
+  const s42 = v42.open(g.server, TALOS);
+  await fs.mkdir(onDisk('claim42'), { recursive: true });
+  await buildTree(onDisk('claim42'));
+  const want = await describeTree(onDisk('claim42'), true);
+  restoreTimes(onDisk('claim42'), want);
+  const first = await s42.copyTree('claim42', 'snapshots/s42/tree');
+  t.match(first, { files: 7, hardLinks: 2, symlinks: 3, specials: 1, cloned: 0, serverCopied: 0 });
+  t.same(settable(await describeTree(onDisk('snapshots/s42/tree'), true)), settable(want));
+  // What the server refused is remembered: the second copy asks nothing it was told no to.
+  restoreTimes(onDisk('claim42'), want); // the first copy's reads moved the source's atimes
+  const second = await s42.copyTree('claim42', 'snapshots/s42b/tree');
+  t.match(second, { files: 7, cloned: 0, serverCopied: 0 });
+  t.same(settable(await describeTree(onDisk('snapshots/s42b/tree'), true)), settable(want));
+});
+
 t.test('an NFSv4.1 copy never lands on something that exists, nor inside itself', async (t) => {
   await fs.mkdir(onDisk('c2/x'), { recursive: true });
   await fs.mkdir(onDisk('taken'), { recursive: true });

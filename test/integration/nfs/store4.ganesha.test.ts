@@ -14,14 +14,15 @@ const { g, talos: TALOS, onDisk, mode } = await startTalosExport(t, { v4only: tr
 t.test('mount options choose the version as mount.nfs reads them', async (t) => {
   t.equal(nfsVersionOf([]), undefined);
   t.equal(nfsVersionOf(['hard', 'nfsvers=4.1']), '4.1');
-  t.equal(nfsVersionOf(['vers=4.2']), '4.1', '4.2 servers serve 4.1');
+  t.equal(nfsVersionOf(['vers=4.2']), '4.2');
+  t.equal(nfsVersionOf(['nfsvers=4.3']), '4.2', 'the newest there is');
   t.equal(nfsVersionOf(['nfsvers=4.0']), '4.0');
   t.equal(nfsVersionOf(['vers=4']), '4');
   t.equal(nfsVersionOf(['nfsvers=3,nolock']), '3');
   t.equal(nfsVersionOf(['nfsvers=3', 'nfsvers=4']), '4', 'the last one wins');
 });
 
-for (const minor of [1, 0] as const) {
+for (const minor of [2, 1, 0] as const) {
   t.test(`NFSv4.${minor}: the directory operations the controller needs`, async (t) => {
     const stores = createNfs4Stores({ timeoutMs: 3000, nfsPort: g.nfsPort, minor });
     t.teardown(() => stores.close());

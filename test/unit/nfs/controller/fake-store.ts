@@ -1,7 +1,7 @@
 // In-memory NfsStores with the semantics the port documents, for controller unit tests.
 // Each server is one tree; a share is a path in it. `calls` records operations, `failWith`
 // makes the next call of an operation throw.
-import type { CopyStats } from '../../../../src/nfs/controller/copy-tree.js';
+import { type CopyStats, emptyStats } from '../../../../src/nfs/controller/copy-tree.js';
 import type { BackendHealth } from '../../../../src/csi/health.js';
 import { AlreadyExists, FailedPrecondition, InvalidArgument, NotFound } from '../../../../src/errors.js';
 import type {
@@ -196,7 +196,7 @@ class FakeStore implements NfsStore {
     const dst = this.find(to);
     if (dst.node) throw new AlreadyExists(to);
     if (!dst.parent) throw new NotFound(to);
-    const stats = { dirs: 0, files: 0, symlinks: 0, hardLinks: 0, specials: 0, bytes: 0 };
+    const stats = emptyStats();
     const clone = (n: Node): Node => {
       stats[n.type === 'dir' ? 'dirs' : n.type === 'file' ? 'files' : 'symlinks']++;
       return { ...n, children: new Map([...n.children].map(([k, c]) => [k, clone(c)])) };
@@ -212,7 +212,7 @@ class FakeStore implements NfsStore {
     if (!src || src.type !== 'file') throw new NotFound(from);
     if (this.find(to).node) throw new AlreadyExists(to);
     await this.ensureDir(to, {});
-    return { dirs: 1, files: 0, symlinks: 0, hardLinks: 0, specials: 0, bytes: 0 };
+    return { ...emptyStats(), dirs: 1 };
   }
 
   async statfs(): Promise<FsStat> {
