@@ -73,12 +73,18 @@ export async function buildDrivers(config: AppConfig, log: Logger): Promise<Comp
       ...(config.nfsPort && { nfsPort: config.nfsPort }),
       ...(config.nfsMountPort && { mountPort: config.nfsMountPort }),
     };
+    const copies =
+      controller && config.metricsAddress
+        ? new (await import('./nfs/controller/copy-progress.js')).CopyProgress()
+        : undefined;
+    if (copies) gauges.push(copies);
     const c = controller
       ? (await import('./nfs/controller/controller.js')).createNfsController({
           log: nlog,
           callTimeoutMs: config.nfsCallTimeoutMs,
           defaultOnDelete: config.nfsDefaultOnDelete,
           ...ports,
+          ...(copies && { copyProgress: copies }),
         })
       : undefined;
     if (c) closers.push(() => c.close());

@@ -6,7 +6,8 @@
 //   luks                                              LUKS-encrypted Proxmox volumes (test/vm/luks.ts)
 //   inline                                            CSI inline NFS volumes (test/vm/inline-nfs.ts)
 //   move                                              a volume's bytes carried to another host (test/vm/move.ts)
-//   all                                               both sanity runs, the scenario, LUKS, inline, then nfs4
+//   server-copy                                       the NFS tree copy with and without NFSv4.2 COPY/CLONE (test/vm/server-copy.ts)
+//   all                                               both sanity runs, the scenario, LUKS, inline, move, server-copy, then nfs4
 // The Proxmox simulator hot-plugs disks into the guest over QMP exactly as Proxmox does.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -19,6 +20,7 @@ import { runE2e } from './e2e.js';
 import { runLuks } from './luks.js';
 import { runInlineNfs } from './inline-nfs.js';
 import { runMove } from './move.js';
+import { runServerCopy } from './server-copy.js';
 import { GUEST_KUBELET_DIR } from './guest-paths.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -180,6 +182,8 @@ async function main(): Promise<number> {
       return timed('inline NFS volumes', () => runInlineNfs());
     case 'move':
       return timed('move a volume to another host', () => runMove({ freshDir, startController }));
+    case 'server-copy':
+      return timed('NFS server-side copy', () => runServerCopy());
     case 'all': {
       const codes = [
         await timed('csi-sanity proxmox', () => sanity('proxmox', [])),
@@ -188,6 +192,7 @@ async function main(): Promise<number> {
         await timed('LUKS volumes', () => runLuks({ freshDir, startController })),
         await timed('inline NFS volumes', () => runInlineNfs()),
         await timed('move a volume to another host', () => runMove({ freshDir, startController })),
+        await timed('NFS server-side copy', () => runServerCopy()),
         // Last: it switches the guest's nfsd to NFSv4 only (and back) for the controller's v4 client.
         await timed('csi-sanity nfs, NFSv4-only nfsd', () => sanityNfsV4Only([])),
       ];
@@ -196,7 +201,9 @@ async function main(): Promise<number> {
     case undefined: // no argument: the usage line below
       break;
   }
-  console.error('usage: vm-tier.ts sanity proxmox|nfs|nfs4 [-- flags] | e2e | luks | inline | move | all');
+  console.error(
+    'usage: vm-tier.ts sanity proxmox|nfs|nfs4 [-- flags] | e2e | luks | inline | move | server-copy | all',
+  );
   return 2;
 }
 

@@ -18,6 +18,7 @@ import { type BackendHealth, HealthLog } from '../../csi/health.js';
 import { confirmed } from '../../csi/confirm.js';
 import { snapshotRpcs } from './snapshot-rpcs.js';
 import { forgetFilled } from './snapshots.js';
+import type { CopyProgress } from './copy-progress.js';
 
 export interface NfsControllerOptions {
   log: Logger;
@@ -38,6 +39,8 @@ export interface NfsControllerOptions {
   stores?: NfsStores;
   /** Clock for archive-name suffixes. */
   now?: () => Date;
+  /** The running snapshot, restore and clone copies as gauges (served with the metrics). */
+  copyProgress?: CopyProgress;
 }
 
 export type NfsController = ControllerBackend & {
@@ -106,7 +109,7 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
   const healthLog = new HealthLog(opts.log);
   const now = opts.now ?? (() => new Date());
   const created = new CreatedVolumes();
-  const snapshots = snapshotRpcs(stores, now);
+  const snapshots = snapshotRpcs(stores, now, opts.copyProgress);
 
   const where = (r: { server: string; share: string; subDir: string }) =>
     `${r.server}:${r.share.replace(/\/$/, '')}/${r.subDir}`;

@@ -7,13 +7,13 @@ import { Busy, FailedPrecondition, InvalidArgument, NotFound } from '../../error
 import { parseVolumeId } from '../volume-id.js';
 import { type UpstreamSnapshotRef, parseSnapshotId } from '../snapshot-id.js';
 import type { NfsStore, NfsStores, OpOptions } from './store.js';
+import { type CopyProgress, trackedCopy } from './copy-progress.js';
 import {
   fillIntoPlace,
   createSnapshot,
   csiSnapshot,
   findSnapshot,
   listShareSnapshots,
-  progressLog,
   snapshotDirOf,
   type NfsSnapshot,
 } from './snapshots.js';
@@ -54,7 +54,7 @@ async function removeUpstreamArchive(store: NfsStore, ref: UpstreamSnapshotRef, 
   return store.removeTree(ref.dir, o);
 }
 
-export function snapshotRpcs(stores: NfsStores, now: () => Date): SnapshotRpcs {
+export function snapshotRpcs(stores: NfsStores, now: () => Date, copies?: CopyProgress): SnapshotRpcs {
   const shares = new Map<string, { server: string; share: string }>();
   const remember = (server: string, share: string) => void shares.set(`${server}#${share}`, { server, share });
 
@@ -68,11 +68,13 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date): SnapshotRpcs {
     const o = { signal: ctx.signal };
     const from = await sourcePath(source, target, ctx.log, o);
     const what = { from: from.path, to: `${target.server}:${target.share}/${target.subDir}` };
-    const fo = { ...o, progress: progressLog(ctx.log, what) };
+    const id = { kind: source.volume ? 'clone' : 'restore', server: target.server, name } as const;
     const fill = () =>
-      from.kind === 'archive'
-        ? store.unpackArchive(from.path, target.subDir, fo)
-        : store.copyTree(from.path, target.subDir, fo);
+      trackedCopy(copies, ctx.log, id, what, (progress) =>
+        from.kind === 'archive'
+          ? store.unpackArchive(from.path, target.subDir, { ...o, progress })
+          : store.copyTree(from.path, target.subDir, { ...o, progress }),
+      );
     const stats = await fillIntoPlace(store, target.subDir, name, fill, o);
     if (stats !== 'done') ctx.log.info({ ...what, ...stats }, 'NFS volume filled from its content source');
   }
@@ -130,7 +132,7 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date): SnapshotRpcs {
     async createSnapshot(req, ctx) {
       const src = parseVolumeId(req.sourceVolumeId);
       if (!src) throw new NotFound(`source volume "${req.sourceVolumeId}" is not an nfs.csi.k8s.io volume handle`);
-      const s = await createSnapshot(stores, { ...src, id: req.sourceVolumeId }, req.name, ctx, now);
+      const s = await createSnapshot(stores, { ...src, id: req.sourceVolumeId }, req.name, ctx, now, copies);
       // Only once the share answered: a share remembered from a refused call fails every list.
       remember(src.server, src.share);
       return { snapshot: csiSnapshot(s) };

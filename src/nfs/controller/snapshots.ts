@@ -15,6 +15,7 @@ import type * as T from '../../csi/types.js';
 import type { CopyStats } from './copy-tree.js';
 import type { NfsStore, NfsStores, OpOptions } from './store.js';
 import { composeSnapshotId } from '../snapshot-id.js';
+import { type CopyProgress, trackedCopy } from './copy-progress.js';
 
 export const SNAPSHOTS = '.snapshots';
 const TREE = 'tree';
@@ -135,10 +136,6 @@ export function csiSnapshot(s: NfsSnapshot): T.Snapshot {
 }
 
 /** Progress of a copy in the log: every few seconds, and the totals at the end. */
-export function progressLog(log: Logger, what: Record<string, unknown>): (s: CopyStats) => void {
-  return (s) => log.info({ ...what, ...s }, 'NFS copy progress');
-}
-
 /**
  * Fills the new claim `to` of CSI volume `name` with `fill` (a copy of a tree, an unpacked
  * archive). Two records under .snapshots/ say what the claim directory is: the restore record
@@ -195,6 +192,7 @@ export async function createSnapshot(
   name: string,
   ctx: { log: Logger; signal: AbortSignal },
   now: () => Date,
+  copies?: CopyProgress,
 ): Promise<NfsSnapshot> {
   const store = stores.open(src.server, src.share);
   const o = { signal: ctx.signal };
@@ -207,7 +205,9 @@ export async function createSnapshot(
   const what = { snapshot: name, source: src.id, to: `${store.server}:${store.share}/${dir}` };
   const t0 = Date.now();
   await store.removeTree(dir, o); // a killed attempt's copy: no completion record
-  const stats = await store.copyTree(src.subDir, `${dir}/${TREE}`, { ...o, progress: progressLog(ctx.log, what) });
+  const stats = await trackedCopy(copies, ctx.log, { kind: 'snapshot', server: store.server, name }, what, (progress) =>
+    store.copyTree(src.subDir, `${dir}/${TREE}`, { ...o, progress }),
+  );
   await store.ensureDir(`${dir}/${dataName(created, stats.bytes, src.id)}`, { mode: 0o755 }, o);
   ctx.log.info({ ...what, ...stats, ms: Date.now() - t0 }, 'NFS snapshot ready');
   const made = await findSnapshot(store, name, o);

@@ -5,6 +5,7 @@ import { type CopyStats, emptyStats } from '../../../../src/nfs/controller/copy-
 import type { BackendHealth } from '../../../../src/csi/health.js';
 import { AlreadyExists, FailedPrecondition, InvalidArgument, NotFound } from '../../../../src/errors.js';
 import type {
+  CopyTreeOptions,
   DirAttrs,
   FsStat,
   NfsDirEntry,
@@ -35,6 +36,8 @@ export class FakeStores implements NfsStores {
   readonly calls: string[] = [];
   private readonly failures = new Map<string, Error>();
   down = false;
+  /** Called inside every copyTree, after its progress report: what a running copy looks like. */
+  onCopy: (() => void) | undefined;
 
   tree(server: string): Node {
     let t = this.trees.get(server);
@@ -187,7 +190,7 @@ class FakeStore implements NfsStore {
   }
 
   /** A deep copy of the tree (the real copy's fidelity is tested against ganesha). */
-  async copyTree(from: string, to: string): Promise<CopyStats> {
+  async copyTree(from: string, to: string, o?: CopyTreeOptions): Promise<CopyStats> {
     this.f.enter('copyTree', `${from} -> ${to}`);
     const src = this.find(from).node;
     if (!src || src.type !== 'dir') throw new NotFound(from);
@@ -202,6 +205,8 @@ class FakeStore implements NfsStore {
       return { ...n, children: new Map([...n.children].map(([k, c]) => [k, clone(c)])) };
     };
     dst.parent.children.set(dst.name, clone(src));
+    o?.progress?.(stats);
+    this.f.onCopy?.();
     return stats;
   }
 
