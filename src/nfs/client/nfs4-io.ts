@@ -1,5 +1,5 @@
 // The NFSv4.1 operations a tree copy needs beyond directory work (nfs4.ts): OPEN to create a
-// file, WRITE/COMMIT/CLOSE on its open stateid, READ and READLINK with the anonymous stateid,
+// file (NFSv4.0's too: SETCLIENTID, its seqids, OPEN_CONFIRM), WRITE/COMMIT/CLOSE on its open stateid, READ and READLINK with the anonymous stateid,
 // CREATE of symlinks and special files, LINK, and READDIR with the attributes of every entry;
 // and NFSv4.2's server-side CLONE and COPY (RFC 7862 §15.13, §15.2), with OFFLOAD_CANCEL for a
 // COPY the server ran asynchronously although a synchronous one was asked for.
@@ -47,13 +47,21 @@ export interface OpenOwner {
 
 export interface Opened {
   stateid: Stateid;
+  /** NFSv4.0: a new open-owner's OPEN must be confirmed (OPEN_CONFIRM) before its stateid is usable. */
+  confirm: boolean;
   /** A delegation the server granted anyway; returned at once (nothing here can answer a recall). */
   delegation: Stateid | undefined;
+}
+
+/** NFSv4.0's per-owner sequencing (RFC 7530 §9.1.7); NFSv4.1 sends 0 and orders by session slot. */
+export interface Seq40 {
+  seqid: number;
 }
 
 const OPEN4_SHARE_ACCESS_WRITE = 2;
 /** RFC 8881 §18.16.3: a 4.1 client that wants no delegation says so. */
 const OPEN4_SHARE_ACCESS_WANT_NO_DELEG = 0x0400;
+const OPEN4_RESULT_CONFIRM = 2;
 const OPEN4_CREATE = 1;
 const GUARDED4 = 1;
 const CLAIM_NULL = 0;
@@ -98,13 +106,17 @@ export interface ReaddirAttrsEntry {
 }
 
 export const io = {
-  /** OPEN of a new file for writing (GUARDED: NFS4ERR_EXIST when the name is taken); then GETFH. */
-  create: (owner: OpenOwner, name: string, attrs: SetAttrs4): Op4<Opened> => ({
+  /**
+   * OPEN of a new file for writing (GUARDED: NFS4ERR_EXIST when the name is taken); then GETFH.
+   * With `v40` it is NFSv4.0's: the owner's sequence id, and no delegation wish (4.1's bits are
+   * invalid there).
+   */
+  create: (owner: OpenOwner, name: string, attrs: SetAttrs4, v40?: Seq40): Op4<Opened> => ({
     code: OP.OPEN,
     name: 'OPEN',
     args: (w) => {
-      w.u32(0); // seqid: unused in 4.1
-      w.u32(OPEN4_SHARE_ACCESS_WRITE | OPEN4_SHARE_ACCESS_WANT_NO_DELEG).u32(0);
+      w.u32(v40?.seqid ?? 0);
+      w.u32(v40 ? OPEN4_SHARE_ACCESS_WRITE : OPEN4_SHARE_ACCESS_WRITE | OPEN4_SHARE_ACCESS_WANT_NO_DELEG).u32(0);
       w.u64(owner.clientid).opaque(owner.owner);
       w.u32(OPEN4_CREATE).u32(GUARDED4);
       writeFattr(w, attrs);
@@ -113,16 +125,42 @@ export const io = {
     read: (r) => {
       const stateid = r.fixed(16);
       skipChangeInfo(r);
-      r.u32(); // rflags
+      const rflags = r.u32();
       readBitmap(r);
-      return { stateid, delegation: readDelegation(r) };
+      return { stateid, confirm: (rflags & OPEN4_RESULT_CONFIRM) !== 0, delegation: readDelegation(r) };
     },
   }),
-  close: (stateid: Stateid): Op4 => ({
+  /** NFSv4.0 OPEN_CONFIRM (RFC 7530 §16.18): the confirmed open stateid. */
+  openConfirm: (stateid: Stateid, v40: Seq40): Op4<Stateid> => ({
+    code: OP.OPEN_CONFIRM,
+    name: 'OPEN_CONFIRM',
+    args: (w) => w.fixed(stateid).u32(v40.seqid),
+    read: (r) => r.fixed(16),
+  }),
+  close: (stateid: Stateid, v40?: Seq40): Op4 => ({
     code: OP.CLOSE,
     name: 'CLOSE',
-    args: (w) => w.u32(0).fixed(stateid),
+    args: (w) => w.u32(v40?.seqid ?? 0).fixed(stateid),
     read: (r) => r.fixed(16),
+  }),
+  /**
+   * NFSv4.0 SETCLIENTID (RFC 7530 §16.33): this client's id and boot verifier, and a callback
+   * address no server can reach (so it grants no delegation: nothing here answers a recall).
+   */
+  setClientId: (verifier: Buffer, id: Buffer): Op4<{ clientid: bigint; confirm: Buffer }> => ({
+    code: OP.SETCLIENTID,
+    name: 'SETCLIENTID',
+    args: (w) => {
+      w.fixed(verifier).opaque(id);
+      w.u32(0x40000000).string('tcp').string('0.0.0.0.0.0'); // cb_program, cb_location
+      w.u32(0); // callback_ident
+    },
+    read: (r) => ({ clientid: r.u64(), confirm: r.fixed(8) }),
+  }),
+  setClientIdConfirm: (clientid: bigint, confirm: Buffer): Op4 => ({
+    code: OP.SETCLIENTID_CONFIRM,
+    name: 'SETCLIENTID_CONFIRM',
+    args: (w) => w.u64(clientid).fixed(confirm),
   }),
   delegreturn: (stateid: Stateid): Op4 => ({
     code: OP.DELEGRETURN,

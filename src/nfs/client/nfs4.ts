@@ -29,6 +29,7 @@ export const OP = {
   LINK: 11,
   LOOKUP: 15,
   OPEN: 18,
+  OPEN_CONFIRM: 20,
   PUTFH: 22,
   PUTROOTFH: 24,
   READ: 25,
@@ -38,6 +39,8 @@ export const OP = {
   RENAME: 29,
   SAVEFH: 32,
   SETATTR: 34,
+  SETCLIENTID: 35,
+  SETCLIENTID_CONFIRM: 36,
   WRITE: 38,
   EXCHANGE_ID: 42,
   CREATE_SESSION: 43,
@@ -75,6 +78,7 @@ export const NFS4ERR = {
   WRONGSEC: 10016,
   MINOR_VERS_MISMATCH: 10021,
   STALE_CLIENTID: 10022,
+  BAD_SEQID: 10026,
   BADOWNER: 10039,
   OP_ILLEGAL: 10044,
   BADSESSION: 10052,
@@ -524,9 +528,8 @@ export class Nfs4Client {
   }
 
   /**
-   * The open-owner an OPEN names (RFC 8881 §18.16: this client's id and an owner string), or
-   * null on NFSv4.0, whose OPEN needs client state (SETCLIENTID) and per-owner sequencing
-   * this client does not keep.
+   * The open-owner an OPEN names (RFC 8881 §18.16: this session's client id and an owner
+   * string), or null on NFSv4.0, whose OPEN needs client state of its own (nfs4-open.ts).
    */
   async openOwner(signal?: AbortSignal): Promise<{ clientid: bigint; owner: Buffer } | null> {
     if (this.minor === undefined) await this.negotiate(signal);

@@ -1,15 +1,17 @@
-// The copy engine's source and sink (copy-tree.ts) over NFSv4.1: READDIR with every attribute a
-// copy keeps (handles included) for the listing, READ/READLINK with the anonymous stateid for
-// the source, and for the copy guarded OPEN (a file) or CREATE (anything else), LINK, unstable
-// WRITE on the open stateid with COMMIT, CLOSE, and SETATTR with client times. Owners are the
-// server's strings, set back as they were read, so a server that maps names copies names.
+// The copy engine's source and sink (copy-tree.ts) over NFSv4.0, 4.1 and 4.2: READDIR with every
+// attribute a copy keeps (handles included) for the listing, READ/READLINK with the anonymous
+// stateid for the source, and for the copy guarded OPEN (a file, in its minor version's terms:
+// nfs4-open.ts) or CREATE (anything else), LINK, unstable WRITE on the open stateid with COMMIT,
+// CLOSE, and SETATTR with client times. Owners are the server's strings, set back as they were
+// read, so a server that maps names copies names.
 // Over NFSv4.2 the server may copy a file's bytes itself (nfs4ServerCopy): CLONE first (shared
 // blocks on a reflink file system: instant, no space used), then COPY, then the bytes through here.
 import type { Logger } from 'pino';
 import { Internal, Unavailable } from '../../errors.js';
 import type { Attrs4, Nfs4Client } from '../client/nfs4.js';
 import { NFS4ERR, isJunction, isNfs4Status, op } from '../client/nfs4.js';
-import { ANONYMOUS, COPY_ATTRS, type Copied, type OpenOwner, type Stateid, io } from '../client/nfs4-io.js';
+import { ANONYMOUS, COPY_ATTRS, type Copied, type Stateid, io } from '../client/nfs4-io.js';
+import type { Opener } from '../client/nfs4-open.js';
 import type { CopyAttrs, CopySink, CopySource, ServerCopy, SourceEntry } from './copy-tree.js';
 import type { UnpackSink } from './tar-unpack.js';
 import type { OpOptions } from './store.js';
@@ -97,7 +99,7 @@ export interface Made4 {
 /** A private mode while the copy is made: nobody but root reads a half-written file. */
 const PRIVATE = { mode: 0o600 };
 
-export function nfs4Sink(c: Nfs4Client, owner: OpenOwner, where: Where): CopySink<Made4> {
+export function nfs4Sink(c: Nfs4Client, opener: Opener, where: Where): CopySink<Made4> {
   const run = (ops: Parameters<Nfs4Client['compound']>[0], path: string, o: OpOptions) =>
     c.compound(ops, where(path), o.signal);
   const made = async (
@@ -111,13 +113,7 @@ export function nfs4Sink(c: Nfs4Client, owner: OpenOwner, where: Where): CopySin
   };
   return {
     mkdir: (dir, name, path, o) => made(dir, op.mkdir(name, { mode: 0o700 }), path, o),
-    async createFile(dir, name, path, o) {
-      const r = await run([op.putfh(dir.fh), io.create(owner, name, PRIVATE), op.getfh()], path, o);
-      const opened = r[1] as { stateid: Stateid; delegation: Stateid | undefined };
-      const fh = r[2] as Buffer;
-      if (opened.delegation) await run([op.putfh(fh), io.delegreturn(opened.delegation)], path, {});
-      return { fh, stateid: opened.stateid };
-    },
+    createFile: (dir, name, path, o) => opener.create(dir.fh, name, PRIVATE, where(path), o.signal),
     async write(file, offset, data, path, o) {
       if (!file.stateid) throw new Internal(`${where(path)}: write to a file that is not open`);
       let verf: Buffer = Buffer.alloc(8);
@@ -136,9 +132,9 @@ export function nfs4Sink(c: Nfs4Client, owner: OpenOwner, where: Where): CopySin
       if (!file.stateid) return;
       const stateid = file.stateid;
       delete file.stateid;
-      // Without a signal: a cancelled copy still closes what it opened. A failed CLOSE leaves
-      // state the server drops with this client's lease; the copy's own error is what matters.
-      await run([op.putfh(file.fh), io.close(stateid)], path, {}).catch(() => undefined);
+      // A failed CLOSE leaves state the server drops with this client's lease; the copy's own
+      // error is what matters.
+      await opener.close(file.fh, stateid, where(path)).catch(() => undefined);
     },
     symlink: (dir, name, target, path, o) => made(dir, io.make('symlink', name, {}, { target }), path, o),
     mknod: (dir, name, a, path, o) => made(dir, io.make(a.type, name, PRIVATE, { rdev: a.rdev }), path, o),
@@ -164,9 +160,9 @@ export function nfs4Sink(c: Nfs4Client, owner: OpenOwner, where: Where): CopySin
 }
 
 /** The sink with LOOKUP, for an unpack's hard links. */
-export function nfs4UnpackSink(c: Nfs4Client, owner: OpenOwner, where: Where): UnpackSink<Made4> {
+export function nfs4UnpackSink(c: Nfs4Client, opener: Opener, where: Where): UnpackSink<Made4> {
   return {
-    ...nfs4Sink(c, owner, where),
+    ...nfs4Sink(c, opener, where),
     async lookup(dir, name, path, o) {
       try {
         const r = await c.compound(

@@ -20,7 +20,8 @@ import {
   isNfs4Status,
   op,
 } from '../client/nfs4.js';
-import { COPY_ATTRS, type OpenOwner, io } from '../client/nfs4-io.js';
+import { COPY_ATTRS, io } from '../client/nfs4-io.js';
+import { type Opener, openerOf } from '../client/nfs4-open.js';
 import { RpcConnection } from '../client/rpc.js';
 import { TreeCopy, slotsFor, type CopyStats } from './copy-tree.js';
 import { copyAttrs4, nfs4ServerCopy, nfs4Sink, nfs4Source, nfs4UnpackSink } from './nfs4-copy.js';
@@ -325,16 +326,9 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements RawNfsStore {
     }
   }
 
-  /** The open-owner a copy's OPENs name; FAILED_PRECONDITION on NFSv4.0. */
-  private async owner(o: OpOptions): Promise<OpenOwner> {
-    const owner = await this.c.openOwner(o.signal);
-    if (!owner) {
-      throw new FailedPrecondition(
-        `NFS server ${this.server} speaks NFSv4.0 only to this driver; copying directory trees (snapshots, ` +
-          'restores, clones) needs NFSv4.1 (its OPEN needs no client state setup) or NFSv3: enable one on the server',
-      );
-    }
-    return owner;
+  /** What opens the files a copy writes, for the minor version in use. */
+  private opener(o: OpOptions): Promise<Opener> {
+    return openerOf(this.c, this.log, o.signal);
   }
 
   /** The handle and copy attributes of an existing path. */
@@ -376,12 +370,12 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements RawNfsStore {
   /** The tree at the permit's path copied to its target. */
   async copyTree(permit: Permit, o: CopyTreeOptions = {}): Promise<CopyStats> {
     const { segs, to, fsid } = admitted(permit, 'copy');
-    const owner = await this.owner(o);
+    const opener = await this.opener(o);
     const [srcFh, srcAttrs] = await this.source(segs, o);
     const fh = await this.makeTarget(to, fsid, o);
     const copy = new TreeCopy(
       nfs4Source(this.c, this.at(segs)),
-      nfs4Sink(this.c, owner, this.at(to)),
+      nfs4Sink(this.c, opener, this.at(to)),
       {
         ...o,
         fsid,
@@ -396,7 +390,7 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements RawNfsStore {
   /** The archive file at the permit's path unpacked into its target. */
   async unpackArchive(permit: Permit, o: CopyTreeOptions = {}): Promise<CopyStats> {
     const { segs, to, fsid } = admitted(permit, 'unpack');
-    const owner = await this.owner(o);
+    const opener = await this.opener(o);
     const [srcFh, a] = await this.source(segs, o);
     if (a.type !== 'file' || a.fsid !== fsid || isJunction(a)) {
       throw new FailedPrecondition(`${this.describe(segs)} is not an archive file on the share's file system`);
@@ -409,7 +403,7 @@ export class Nfs4Store extends ProtocolStore<Buffer> implements RawNfsStore {
       };
     return unpackTar(
       read,
-      nfs4UnpackSink(this.c, owner, this.at(to)),
+      nfs4UnpackSink(this.c, opener, this.at(to)),
       { fh },
       {
         ...o,

@@ -102,7 +102,7 @@ export interface NfsStore {
   /**
    * Copies the directory `from` and everything below it to `to` (copy-tree.ts says what is
    * kept), creating the parents of `to`. AlreadyExists when `to` exists; NotFound when `from`
-   * does not; FailedPrecondition when the server's protocol cannot (NFSv4.0 only).
+   * does not.
    */
   copyTree(from: string, to: string, o?: CopyTreeOptions): Promise<CopyStats>;
   /**

@@ -1,6 +1,6 @@
 // The tree copy over NFSv4.1 against a real nfs-ganesha that serves NFSv4 only: a copy of a tree
 // with every kind of entry and odd attribute equals its source exactly, as the NFSv3 copy's does
-// (copy.ganesha.test.ts); the gate's rules for a copy hold; NFSv4.0 cannot copy and says so.
+// (copy.ganesha.test.ts); the gate's rules for a copy hold; NFSv4.0's OPEN state works too.
 import t from 'tap';
 import fs from 'node:fs/promises';
 import { createNfs4Stores } from '../../../src/nfs/controller/nfs4-store.js';
@@ -59,10 +59,23 @@ t.test('an NFSv4.1 copy never lands on something that exists, nor inside itself'
   await t.rejects(fs.stat(onDisk('z')), 'nothing made');
 });
 
-t.test('NFSv4.0 cannot copy: FAILED_PRECONDITION naming what would', async (t) => {
+t.test('an NFSv4.0 copy keeps every entry and attribute exactly, its open-owners reused', async (t) => {
+  // NFSv4.0's OPEN needs a confirmed client id (SETCLIENTID) and per-owner seqids with
+  // OPEN_CONFIRM for a new owner: a copy with its slots in parallel exercises both.
   const v40 = createNfs4Stores({ timeoutMs: 5000, nfsPort: g.nfsPort, minor: 0 });
   t.teardown(() => v40.close());
-  await fs.mkdir(onDisk('c3'), { recursive: true });
-  t.match(await kindOf(v40.open(g.server, TALOS).copyTree('c3', 'c3-copy')), /^FailedPrecondition: .*NFSv4\.1/);
-  await t.rejects(fs.stat(onDisk('c3-copy')), 'nothing made');
+  const s40 = v40.open(g.server, TALOS);
+  await fs.mkdir(onDisk('c40'), { recursive: true });
+  await buildTree(onDisk('c40'));
+  await fs.chown(onDisk('c40'), 1000, 2000);
+  const want = await describeTree(onDisk('c40'), true);
+  restoreTimes(onDisk('c40'), want);
+  const first = await s40.copyTree('c40', 'snapshots/s40/tree');
+  t.match(first, { files: 7, hardLinks: 2, symlinks: 3, specials: 1, cloned: 0, serverCopied: 0 });
+  t.same(settable(await describeTree(onDisk('snapshots/s40/tree'), true)), settable(want));
+  restoreTimes(onDisk('c40'), want);
+  const second = await s40.copyTree('c40', 'snapshots/s40b/tree');
+  t.match(second, { files: 7 });
+  t.same(settable(await describeTree(onDisk('snapshots/s40b/tree'), true)), settable(want));
+  t.match(await kindOf(s40.copyTree('c40', 'snapshots/s40b/tree')), /^AlreadyExists/, 'a taken target still refused');
 });
