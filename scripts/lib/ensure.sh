@@ -41,17 +41,37 @@ ensure_build() {
   (cd "$ROOT" && npx tsc -p tsconfig.json >&2)
 }
 
-# csi-sanity from kubernetes-csi/csi-test, built with `go install` into .tools/.
+# csi-sanity from kubernetes-csi/csi-test, built with `go install` once per version into
+# $CACHE/csi-sanity-<version>/ (outside the checkout, so a fresh clone does not build it again) and
+# linked as .tools/csi-sanity, where the tests look for it.
 ensure_sanity() {
-  local bin="$TOOLS/csi-sanity" stamp="$TOOLS/csi-sanity.version"
-  if [ -x "$bin" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$SANITY_VERSION" ]; then return 0; fi
-  mkdir -p "$TOOLS"
-  echo "building csi-sanity $SANITY_VERSION" >&2
-  if ! GOBIN="$TOOLS" go install "github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity@$SANITY_VERSION" >&2; then
-    SANITY_VERSION=v5.4.0
-    GOBIN="$TOOLS" go install "github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity@$SANITY_VERSION" >&2
+  local link="$TOOLS/csi-sanity" v
+  for v in "$SANITY_VERSION" v5.4.0; do
+    if _cached_go_install "csi-sanity-$v" csi-sanity "github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity@$v"; then
+      mkdir -p "$TOOLS" && ln -sfn "$CACHE/csi-sanity-$v/csi-sanity" "$link" && echo "$v" >"$TOOLS/csi-sanity.version"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# _cached_go_install DIR BIN MODULE@VERSION: $CACHE/DIR/BIN built by `go install` unless there;
+# two checkouts building at once build it once (the second waits for the first's result).
+_cached_go_install() {
+  local dir="$CACHE/$1" bin="$2" mod="$3" lock
+  [ -x "$dir/$bin" ] && return 0
+  mkdir -p "$dir"; exec {lock}>"$dir/.lock"; flock "$lock"
+  if [ ! -x "$dir/$bin" ]; then
+    local t0=$SECONDS
+    echo "building $mod into $dir" >&2
+    rm -rf "$dir/.gobin"
+    if GOBIN="$dir/.gobin" go install -ldflags "-s -w" "$mod" >&2; then
+      mv "$dir/.gobin/$bin" "$dir/$bin"; echo "built $bin in $((SECONDS - t0)) s" >&2
+    fi
+    rm -rf "$dir/.gobin"
   fi
-  echo "$SANITY_VERSION" > "$stamp"
+  exec {lock}>&-
+  [ -x "$dir/$bin" ]
 }
 
 # Host tools the node plugin and the tests use for real (loop devices, mkfs, mounts).
@@ -93,7 +113,8 @@ ensure_node() {
 # Every script that sources this file runs on the tests' Node (see ensure_node).
 ensure_node || return 1
 
-# helm, pinned, built with `go install` into .tools/ (test/helm/tier.sh and the k8s tier).
+# helm, pinned, built with `go install` once per version into $CACHE/helm-<version>/ and linked
+# as .tools/helm (test/helm/tier.sh and the k8s tier).
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 HELM="$TOOLS/helm"
 helm_is_pinned() {
@@ -104,11 +125,10 @@ helm_is_pinned() {
 ensure_helm() {
   helm_is_pinned && return 0
   if ! command -v go >/dev/null; then
-    echo "helm $HELM_VERSION is not in $TOOLS and there is no Go toolchain to build it" >&2
+    echo "helm $HELM_VERSION is not cached and there is no Go toolchain to build it" >&2
     return 1
   fi
-  echo "installing helm $HELM_VERSION into $TOOLS" >&2
-  mkdir -p "$TOOLS"
-  GOBIN="$TOOLS" go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
+  _cached_go_install "helm-$HELM_VERSION" helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" || return 1
+  mkdir -p "$TOOLS" && ln -sfn "$CACHE/helm-$HELM_VERSION/helm" "$HELM"
   helm_is_pinned || { echo "$HELM is not helm $HELM_VERSION after go install" >&2; return 1; }
 }
