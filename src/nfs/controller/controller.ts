@@ -15,7 +15,7 @@ import { composeVolumeId, parseVolumeId, type VolumeRef } from '../volume-id.js'
 import { ACCESS_MODE_NAMES, accessModeName } from '../../csi/access-modes.js';
 import { parseCapacityRange } from '../../csi/capacity.js';
 import { type BackendHealth, HealthLog } from '../../csi/health.js';
-import { confirmed } from '../../csi/confirm.js';
+import { confirmed } from '../../controller/confirm.js';
 import { snapshotRpcs } from './snapshot-rpcs.js';
 import { forgetFilled } from './snapshots.js';
 import type { CopyProgress } from './copy-progress.js';

@@ -1,5 +1,5 @@
 // NodeGetVolumeStats pieces shared by both backends.
-import type { NodeGetVolumeStatsResponse } from './types.js';
+import type { NodeGetVolumeStatsResponse } from '../csi/types.js';
 import { InvalidArgument, NotFound } from '../errors.js';
 import type { Mounter, MountEntry, PathState } from '../os/mounter.js';
 import type { FsUsage, StatFs } from '../os/statfs.js';

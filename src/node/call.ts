@@ -1,11 +1,11 @@
 // The one wrapper every node handler of both drivers runs its work in: serialised per volume
 // (a retry of a call, and the other calls for the same volume, queue behind it) and whatever is
 // thrown below turned into a typed error naming the call, the volume and the path. The request's
-// fields were checked once before, by the Node service (src/csi/node-service.ts, src/csi/validate.ts).
+// fields were checked once before, by the Node service (src/node/service.ts, src/csi/validate.ts).
 import { FailedPrecondition } from '../errors.js';
 import type { KeyedLock } from '../locks.js';
 import { isCommandError } from '../os/exec.js';
-import { asCsiError } from './node-common.js';
+import { asCsiError } from './common.js';
 
 export interface NodeCall {
   rpc: string;

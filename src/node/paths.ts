@@ -8,7 +8,7 @@
 // directory leads nowhere.
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { CallContext, NodeBackend } from './types.js';
+import type { CallContext, NodeBackend } from '../csi/types.js';
 import { InvalidArgument, NotFound } from '../errors.js';
 import { isErrno } from '../os/paths.js';
 import { hasControlCharacter } from '../control-characters.js';

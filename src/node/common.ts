@@ -1,12 +1,12 @@
 // Small pieces shared by the Proxmox and NFS node backends: capability reading,
 // case-insensitive context lookup, and error translation.
 import { CsiError, DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument, isCsiError } from '../errors.js';
-import type { VolumeCapability } from './types.js';
+import type { VolumeCapability } from '../csi/types.js';
 import { isCommandError } from '../os/exec.js';
 import { promises as fs } from 'node:fs';
 import type { MountEntry } from '../os/mounter.js';
 import { ensureDir, ensureFile, isErrno } from '../os/paths.js';
-import { accessModeName } from './access-modes.js';
+import { accessModeName } from '../csi/access-modes.js';
 
 export type AccessType = 'mount' | 'block';
 

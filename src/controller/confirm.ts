@@ -1,5 +1,5 @@
 // ValidateVolumeCapabilities' positive answer: the spec has the plugin echo back what it confirmed.
-import type { ValidateVolumeCapabilitiesRequest, ValidateVolumeCapabilitiesResponse } from './types.js';
+import type { ValidateVolumeCapabilitiesRequest, ValidateVolumeCapabilitiesResponse } from '../csi/types.js';
 
 /** Everything the request asked about, confirmed. */
 export function confirmed(req: ValidateVolumeCapabilitiesRequest): ValidateVolumeCapabilitiesResponse {

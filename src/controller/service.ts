@@ -3,9 +3,9 @@
 // controller backend. The transport wraps every method in the interceptor
 // (src/server/driver-server.ts, src/server/interceptor.ts).
 import type { ControllerHandlers } from '../gen/csi/v1/Controller.js';
-import type { ControllerBackend } from './types.js';
-import type { ServiceSpecs } from './service-spec.js';
-import { validate } from './validate.js';
+import type { ControllerBackend } from '../csi/types.js';
+import type { ServiceSpecs } from '../csi/service-spec.js';
+import { validate } from '../csi/validate.js';
 
 const byVolume = (r: { volumeId: string }): string[] => [r.volumeId];
 

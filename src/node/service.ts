@@ -2,9 +2,9 @@
 // volume (declared keys), and dispatches to the driver's node backend. The transport wraps every
 // method in the interceptor (src/server/driver-server.ts, src/server/interceptor.ts).
 import type { NodeHandlers } from '../gen/csi/v1/Node.js';
-import type { NodeBackend } from './types.js';
-import type { ServiceSpecs } from './service-spec.js';
-import { validate } from './validate.js';
+import type { NodeBackend } from '../csi/types.js';
+import type { ServiceSpecs } from '../csi/service-spec.js';
+import { validate } from '../csi/validate.js';
 
 export function nodeService(n: NodeBackend): ServiceSpecs<NodeHandlers> {
   const staged = n.capabilities.includes('STAGE_UNSTAGE_VOLUME');
