@@ -24,11 +24,11 @@ import { diskOwner, parseVolid } from '../../proxmox/volume-id.js';
 import { type HelperFact, readHelpers } from './helper-vms.js';
 import {
   absolute,
+  ancestors,
   classPlace,
   nfsPlaceOf,
   NFS_DRIVER,
   servers,
-  within,
   type Addresses,
   type ClassPlace,
 } from './ownership.js';
@@ -248,7 +248,10 @@ export async function readNfs(
   const seenSnapshotShares = new Set<string>();
   const upstreamAt = new Set<string>();
   const key = (server: string, at: string) => `${ids.idOf(server) ?? server}\u0000${at}`;
-  const sameServer = (a: string, b: string) => (ids.idOf(a) ?? a) === (ids.idOf(b) ?? b);
+  // Every PV directory and its ancestors, once: "does a PV sit at or below this directory" is
+  // then one lookup, not a pass over every PV for every directory of every share.
+  const pvHeld = new Set<string>();
+  for (const p of pvPlaces) for (const at of [p.path, ...ancestors(p.path)]) pvHeld.add(key(p.server, at));
   await Promise.all(
     (o.scan ?? classes).map(async (c) => {
       const store = stores.open(c.server, c.share);
@@ -293,8 +296,7 @@ export async function readNfs(
           for (const m of await scanRestoreMarkers(store, { signal: o.signal }))
             facts.restoreMarkers.push({ ...m, server: c.server, share: c.share, at: absolute(c.share, m.path) });
           // A directory a PV uses (at or below it) is a claim or holds claims: not listed as a candidate.
-          const used = (name: string) =>
-            pvPlaces.some((p) => sameServer(p.server, c.server) && within(p.path, absolute(c.share, name)));
+          const used = (name: string) => pvHeld.has(key(c.server, absolute(c.share, name)));
           for (const u of await scanUpstreamSnapshots(store, { signal: o.signal, skip: used })) {
             const at = absolute(c.share, u.name);
             facts.upstreamSnapshots.push({ ...u, server: c.server, share: c.share, at });
