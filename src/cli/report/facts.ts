@@ -11,6 +11,7 @@ import type {
   V1VolumeAttachment,
 } from '../../k8s/index.js';
 import { lookup } from 'node:dns/promises';
+import { inSlices } from '../../slices.js';
 import { findArchives, dirsAtDepth, isArchivePath, type Archive } from '../../nfs/controller/archives.js';
 import { SNAPSHOTS } from '../../nfs/controller/snapshots.js';
 import { scanShareSnapshots, type SnapshotDir } from '../../nfs/controller/snapshot-scan.js';
@@ -48,6 +49,65 @@ export interface KubeFacts {
   birth?: number;
 }
 
+/**
+ * The Kubernetes objects cut to the fields the findings read (names, handles, places, claim
+ * references, phases, resize status, attachments): at 10,000 claims the listed objects are tens
+ * of MiB, their cut a few. What is not read here must not be read by the judgement either.
+ */
+export async function slimKube(k: KubeFacts): Promise<KubeFacts> {
+  const pvs: V1PersistentVolume[] = [];
+  await inSlices(k.pvs, (pv) => pvs.push(slimPv(pv)));
+  const pvcs: V1PersistentVolumeClaim[] = [];
+  await inSlices(k.pvcs, (c) => pvcs.push(slimPvc(c)));
+  return { ...k, pvs, pvcs, attachments: k.attachments.map(slimAttachment) };
+}
+
+function slimPv(pv: V1PersistentVolume): V1PersistentVolume {
+  const { csi, nfs, claimRef } = pv.spec ?? {};
+  return {
+    metadata: { name: pv.metadata?.name ?? '?' },
+    spec: {
+      ...(csi && {
+        csi: {
+          driver: csi.driver,
+          volumeHandle: csi.volumeHandle,
+          ...(csi.volumeAttributes && { volumeAttributes: csi.volumeAttributes }),
+        },
+      }),
+      ...(nfs && { nfs: { server: nfs.server, path: nfs.path } }),
+      ...(claimRef && {
+        claimRef: {
+          ...(claimRef.namespace !== undefined && { namespace: claimRef.namespace }),
+          ...(claimRef.name !== undefined && { name: claimRef.name }),
+        },
+      }),
+    },
+    ...(pv.status?.phase !== undefined && { status: { phase: pv.status.phase } }),
+  };
+}
+
+function slimPvc(c: V1PersistentVolumeClaim): V1PersistentVolumeClaim {
+  return {
+    metadata: { name: c.metadata?.name ?? '?', namespace: c.metadata?.namespace ?? '' },
+    status: {
+      ...(c.status?.allocatedResourceStatuses && { allocatedResourceStatuses: c.status.allocatedResourceStatuses }),
+      ...(c.status?.conditions && { conditions: c.status.conditions }),
+    },
+  };
+}
+
+function slimAttachment(a: V1VolumeAttachment): V1VolumeAttachment {
+  return {
+    spec: {
+      attacher: a.spec.attacher,
+      nodeName: a.spec.nodeName,
+      source: {
+        ...(a.spec.source.persistentVolumeName && { persistentVolumeName: a.spec.source.persistentVolumeName }),
+      },
+    },
+  };
+}
+
 export async function readKube(kube: KubeApi, signal?: AbortSignal): Promise<KubeFacts> {
   const [pvs, pvcs, attachments, classes, system] = await Promise.all([
     kube.listPersistentVolumes(signal),
@@ -58,7 +118,13 @@ export async function readKube(kube: KubeApi, signal?: AbortSignal): Promise<Kub
   ]);
   const born = system?.metadata?.creationTimestamp;
   const birth = born !== undefined ? new Date(born).getTime() : undefined;
-  return { pvs, pvcs, attachments, classes, ...(birth !== undefined && !Number.isNaN(birth) && { birth }) };
+  return await slimKube({
+    pvs,
+    pvcs,
+    attachments,
+    classes,
+    ...(birth !== undefined && !Number.isNaN(birth) && { birth }),
+  });
 }
 
 export interface DiskFact {
