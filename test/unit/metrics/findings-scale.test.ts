@@ -17,7 +17,7 @@ import type { V1PersistentVolume, V1PersistentVolumeClaim } from '../../../src/k
 import { FakeStores } from '../nfs/controller/fake-store.js';
 import { NSPV, kube, nfsClass } from '../cli/day2-fixtures.js';
 
-const CLAIMS = 10_000;
+const CLAIMS = Number(process.env.FINDINGS_SCALE_CLAIMS ?? 10_000);
 const SERVER = '127.0.0.1';
 const SHARE = '/export';
 
@@ -120,13 +120,16 @@ async function child(): Promise<void> {
       if (waits.length % 20 === 0) heapPeak = Math.max(heapPeak, process.memoryUsage().heapUsed);
     }
   })();
+  const started = performance.now();
   await m.refresh();
+  const refreshMs = performance.now() - started;
   refreshing.on = false;
   await ticker;
   const orphans = m.snapshot().find((s) => s.name === 'pve_csi_findings' && s.labels.kind === 'orphan-dir')?.value;
   process.stdout.write(
     JSON.stringify({
       baseMiB: base / 2 ** 20,
+      refreshMs,
       turns: waits.length,
       p99WaitMs: waits.sort((a, b) => a - b)[Math.floor(waits.length * 0.99)] ?? 0,
       maxWaitMs: waits.at(-1) ?? 0,
@@ -157,6 +160,7 @@ else
     );
     const r = JSON.parse(out.trim().split('\n').at(-1) ?? '{}') as {
       baseMiB: number;
+      refreshMs: number;
       turns: number;
       p99WaitMs: number;
       maxWaitMs: number;
@@ -164,7 +168,7 @@ else
       orphans: number;
     };
     t.comment(
-      `old space ${heap} MiB; heap ${r.baseMiB.toFixed(1)} MiB before, peak ${r.heapPeakMiB.toFixed(1)} MiB; ` +
+      `refresh ${(r.refreshMs / 1000).toFixed(1)} s; old space ${heap} MiB; heap ${r.baseMiB.toFixed(1)} MiB before, peak ${r.heapPeakMiB.toFixed(1)} MiB; ` +
         `turn waits p99 ${r.p99WaitMs.toFixed(0)} ms, longest ${r.maxWaitMs.toFixed(0)} ms`,
     );
     t.equal(r.orphans, CLAIMS / 100, 'the refresh completed and found the claims without a PV');
