@@ -6,8 +6,8 @@
 // is a decision that is re-checked: after `versionRecheckMs` the next call tries v3 again, so one
 // MOUNT that failed while the NAS restarted does not move a server to v4 for good.
 import type { Logger } from 'pino';
-import { CsiError, isCsiError } from '../../errors.js';
-import { MountStatusError, NfsStatusError } from '../client/status.js';
+import { CsiError, isCsiError } from '../../../errors.js';
+import { MountStatusError, NfsStatusError } from '../../client/status.js';
 import { createNfs3Stores } from './nfs3-store.js';
 import { createNfs4Stores } from './nfs4-store.js';
 import type { NfsStore, NfsStores, NfsVersion } from './store.js';

@@ -1,7 +1,7 @@
 // What DeleteVolume does to a volume's directory, per onDelete policy. Both functions are
 // idempotent: a retry after a lost reply finds nothing left to do and succeeds.
-import { Internal, isCsiError } from '../../errors.js';
-import type { NfsStore, OpOptions } from './store.js';
+import { Internal, isCsiError } from '../../../errors.js';
+import type { NfsStore, OpOptions } from '../store/store.js';
 
 const MAX_NAME_BYTES = 255;
 

@@ -10,10 +10,10 @@
 import { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import tar from 'tar-stream';
-import { type CsiError, InvalidArgument, Unavailable, isCsiError } from '../../errors.js';
-import type { FileType, NfsTime } from '../client/nfs3.js';
+import { type CsiError, InvalidArgument, Unavailable, isCsiError } from '../../../errors.js';
+import type { FileType, NfsTime } from '../../client/nfs3.js';
 import { type CopyAttrs, type CopySink, type CopyStats, CHUNK, type Slots, emptyStats } from './copy-tree.js';
-import type { OpOptions } from './store.js';
+import type { OpOptions } from '../store/store.js';
 import { entrySegments, printable } from './tar-paths.js';
 
 export interface UnpackSink<D> extends CopySink<D> {

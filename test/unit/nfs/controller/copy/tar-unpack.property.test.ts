@@ -9,12 +9,12 @@ import t from 'tap';
 import fc from 'fast-check';
 import path from 'node:path';
 import tar from 'tar-stream';
-import { AlreadyExists, isCsiError } from '../../../../src/errors.js';
-import type { FileType } from '../../../../src/nfs/client/nfs3.js';
-import { Slots } from '../../../../src/nfs/controller/copy-tree.js';
-import { entrySegments, printable, unsafeName } from '../../../../src/nfs/controller/tar-paths.js';
-import { type UnpackSink, unpackTar } from '../../../../src/nfs/controller/tar-unpack.js';
-import { pbtParams } from './ownership-model.js';
+import { AlreadyExists, isCsiError } from '../../../../../src/errors.js';
+import type { FileType } from '../../../../../src/nfs/client/nfs3.js';
+import { Slots } from '../../../../../src/nfs/controller/copy/copy-tree.js';
+import { entrySegments, printable, unsafeName } from '../../../../../src/nfs/controller/copy/tar-paths.js';
+import { type UnpackSink, unpackTar } from '../../../../../src/nfs/controller/copy/tar-unpack.js';
+import { pbtParams } from '../store/ownership-model.js';
 
 const ROOT = '/target';
 const { seed, numRuns } = pbtParams(300);

@@ -7,14 +7,14 @@
 // Over NFSv4.2 the server may copy a file's bytes itself (nfs4ServerCopy): CLONE first (shared
 // blocks on a reflink file system: instant, no space used), then COPY, then the bytes through here.
 import type { Logger } from 'pino';
-import { Internal, Unavailable } from '../../errors.js';
-import type { Attrs4, Nfs4Client } from '../client/nfs4.js';
-import { NFS4ERR, isJunction, isNfs4Status, op } from '../client/nfs4.js';
-import { ANONYMOUS, COPY_ATTRS, type Copied, type Stateid, io } from '../client/nfs4-io.js';
-import type { Opener } from '../client/nfs4-open.js';
+import { Internal, Unavailable } from '../../../errors.js';
+import type { Attrs4, Nfs4Client } from '../../client/nfs4.js';
+import { NFS4ERR, isJunction, isNfs4Status, op } from '../../client/nfs4.js';
+import { ANONYMOUS, COPY_ATTRS, type Copied, type Stateid, io } from '../../client/nfs4-io.js';
+import type { Opener } from '../../client/nfs4-open.js';
 import type { CopyAttrs, CopySink, CopySource, ServerCopy, SourceEntry } from './copy-tree.js';
 import type { UnpackSink } from './tar-unpack.js';
-import type { OpOptions } from './store.js';
+import type { OpOptions } from '../store/store.js';
 
 /** Where the copy is, for messages: `where(path)` is the server path. */
 type Where = (path: string) => string;

@@ -3,10 +3,10 @@
 // removed by someone else is never acted on through an old handle. A stale root handle (server
 // restarted with new handles, export re-created) is re-mounted and the operation redone once.
 import type { Logger } from 'pino';
-import { FailedPrecondition } from '../../errors.js';
-import type { Fattr, Sattr } from '../client/nfs3.js';
-import { NfsSession, type SessionOptions } from '../client/session.js';
-import { isNfsStatus, isStale, NFS3ERR } from '../client/status.js';
+import { FailedPrecondition } from '../../../errors.js';
+import type { Fattr, Sattr } from '../../client/nfs3.js';
+import { NfsSession, type SessionOptions } from '../../client/session.js';
+import { isNfsStatus, isStale, NFS3ERR } from '../../client/status.js';
 import { ProtocolStore, type RenameSteps, attrsToChange, nullHealth } from './protocol-store.js';
 import type {
   DirAttrs,
@@ -23,11 +23,11 @@ import type {
 } from './store.js';
 import { lastOf, pathSegments as segments } from './store.js';
 import { admitted, boundaryError, gated } from './ownership.js';
-import { type CopyStats, slotsFor, TreeCopy } from './copy-tree.js';
-import { copyAttrs, nfs3Sink, nfs3Source, nfs3UnpackSink } from './nfs3-copy.js';
-import { unpackTar } from './tar-unpack.js';
+import { type CopyStats, slotsFor, TreeCopy } from '../copy/copy-tree.js';
+import { copyAttrs, nfs3Sink, nfs3Source, nfs3UnpackSink } from '../copy/nfs3-copy.js';
+import { unpackTar } from '../copy/tar-unpack.js';
 import type { CopyTreeOptions } from './store.js';
-import { AlreadyExists } from '../../errors.js';
+import { AlreadyExists } from '../../../errors.js';
 
 const DEFAULT_DIR_MODE = 0o755;
 const ENSURE_ATTEMPTS = 4;

@@ -11,8 +11,8 @@
 import t from 'tap';
 import fc from 'fast-check';
 import { pino } from 'pino';
-import { createNfsController } from '../../../../src/nfs/controller/controller.js';
-import { FakeNas, FakeNasStores } from './fake-nas.js';
+import { createNfsController } from '../../../../../src/nfs/controller/controller.js';
+import { FakeNas, FakeNasStores } from '../fake-nas.js';
 import { changedPaths, pbtParams } from './ownership-model.js';
 
 const SERVER = 'nas';

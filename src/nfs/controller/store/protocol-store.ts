@@ -3,8 +3,8 @@
 // tree walker built from the protocol's READDIR/LOOKUP/REMOVE, and the outcome rules of
 // rmdir, rename and ensureDir. Each store keeps only how it talks to the server (v3: handles
 // from a cached root and one call per step; v4: COMPOUNDs from PUTROOTFH).
-import { AlreadyExists, NotFound } from '../../errors.js';
-import type { BackendHealth } from '../../csi/health.js';
+import { AlreadyExists, NotFound } from '../../../errors.js';
+import type { BackendHealth } from '../../../csi/health.js';
 import {
   type DirAttrs,
   type InspectOptions,

@@ -1,13 +1,13 @@
 // The snapshot RPCs of nfs.csi.k8s.io and CreateVolume's content sources (restore from a
 // snapshot, ours or csi-driver-nfs's, and clone of a volume), over snapshots.ts.
 import type { Logger } from 'pino';
-import type { CallContext } from '../../csi/types.js';
-import type * as T from '../../csi/types.js';
-import { Busy, FailedPrecondition, InvalidArgument, NotFound } from '../../errors.js';
-import { parseVolumeId } from '../volume-id.js';
-import { type UpstreamSnapshotRef, parseSnapshotId } from '../snapshot-id.js';
-import type { NfsStore, NfsStores, OpOptions } from './store.js';
-import { type CopyProgress, trackedCopy } from './copy-progress.js';
+import type { CallContext } from '../../../csi/types.js';
+import type * as T from '../../../csi/types.js';
+import { Busy, FailedPrecondition, InvalidArgument, NotFound } from '../../../errors.js';
+import { parseVolumeId } from '../../volume-id.js';
+import { type UpstreamSnapshotRef, parseSnapshotId } from '../../snapshot-id.js';
+import type { NfsStore, NfsStores, OpOptions } from '../store/store.js';
+import { type CopyProgress, trackedCopy } from '../copy/copy-progress.js';
 import {
   fillIntoPlace,
   createSnapshot,
@@ -16,7 +16,7 @@ import {
   listShareSnapshots,
   snapshotDirOf,
   type NfsSnapshot,
-} from './snapshots.js';
+} from '../snapshots/snapshots.js';
 
 export interface SnapshotRpcs {
   createSnapshot: (req: T.CreateSnapshotRequest, ctx: CallContext) => Promise<T.CreateSnapshotResponse>;

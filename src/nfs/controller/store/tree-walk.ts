@@ -2,9 +2,9 @@
 // Each store supplies a TreePort (READDIR pages, LOOKUP, REMOVE/RMDIR and how its errors read);
 // the walk itself — cookies and BAD_COOKIE restarts, depth-first delete that never follows a
 // symlink, bounded parallelism, retries while something writes into the tree — is here.
-import { FailedPrecondition } from '../../errors.js';
+import { FailedPrecondition } from '../../../errors.js';
 import { boundaryError } from './ownership.js';
-import type { FileType } from '../client/nfs3.js';
+import type { FileType } from '../../client/nfs3.js';
 import type { NfsDirEntry, OpOptions, TreeFacts } from './store.js';
 
 export interface TreeEntry<H> {

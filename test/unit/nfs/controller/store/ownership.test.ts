@@ -6,12 +6,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
-import { isCsiError } from '../../../../src/errors.js';
-import { createNfsController } from '../../../../src/nfs/controller/controller.js';
-import { admitted } from '../../../../src/nfs/controller/ownership.js';
-import { FakeNas, FakeNasStores } from './fake-nas.js';
+import { isCsiError } from '../../../../../src/errors.js';
+import { createNfsController } from '../../../../../src/nfs/controller/controller.js';
+import { admitted } from '../../../../../src/nfs/controller/store/ownership.js';
+import { FakeNas, FakeNasStores } from '../fake-nas.js';
 
-const SRC = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../../src');
+const SRC = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../../../src');
 const read = (rel: string) => fs.readFileSync(path.join(SRC, rel), 'utf8');
 const ctx = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 
@@ -38,14 +38,17 @@ t.test('a permit the gate did not make, or made for another change, is refused',
 });
 
 t.test('no NFS change bypasses the gate (sources)', async (t) => {
-  const files = fs.readdirSync(path.join(SRC, 'nfs/controller')).map((f) => `nfs/controller/${f}`);
+  const files = fs
+    .readdirSync(path.join(SRC, 'nfs/controller'), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => `nfs/controller/${f}`);
   // Only ownership.ts makes permits.
   for (const f of files) {
     if (f.endsWith('ownership.ts')) continue;
     t.notMatch(read(f), /issued\.add|WeakSet<Permit>/, `${f} makes no permit`);
   }
   // Every protocol store is handed out wrapped by the gate.
-  for (const f of ['nfs/controller/nfs3-store.ts', 'nfs/controller/nfs4-store.ts']) {
+  for (const f of ['nfs/controller/store/nfs3-store.ts', 'nfs/controller/store/nfs4-store.ts']) {
     const s = read(f);
     const made = s.match(/new Nfs[34]Store\(/g) ?? [];
     const wrapped = s.match(/gated\(new Nfs[34]Store\(/g) ?? [];
@@ -57,7 +60,7 @@ t.test('no NFS change bypasses the gate (sources)', async (t) => {
     }
   }
   t.match(
-    read('nfs/controller/protocol-store.ts'),
+    read('nfs/controller/store/protocol-store.ts'),
     /async rename\(permit: Permit[^\n]*\n[^\n]*\n[^\n]*admitted\(permit, 'rename'\)/,
   );
   // Nothing outside the controller's folder reaches a protocol store directly.

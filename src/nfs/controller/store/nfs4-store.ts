@@ -3,7 +3,7 @@
 // an operation (except while emptying a tree) and nothing is mounted. The share is the path a
 // kernel client mounts with NFSv4 (e.g. ganesha's Pseudo path, the NAS's share path).
 import type { Logger } from 'pino';
-import { AlreadyExists, FailedPrecondition } from '../../errors.js';
+import { AlreadyExists, FailedPrecondition } from '../../../errors.js';
 import {
   ACCESS4,
   BOUNDARY_ATTRS,
@@ -19,13 +19,13 @@ import {
   isJunction,
   isNfs4Status,
   op,
-} from '../client/nfs4.js';
-import { COPY_ATTRS, io } from '../client/nfs4-io.js';
-import { type Opener, openerOf } from '../client/nfs4-open.js';
-import { RpcConnection } from '../client/rpc.js';
-import { TreeCopy, slotsFor, type CopyStats } from './copy-tree.js';
-import { copyAttrs4, nfs4ServerCopy, nfs4Sink, nfs4Source, nfs4UnpackSink } from './nfs4-copy.js';
-import { unpackTar } from './tar-unpack.js';
+} from '../../client/nfs4.js';
+import { COPY_ATTRS, io } from '../../client/nfs4-io.js';
+import { type Opener, openerOf } from '../../client/nfs4-open.js';
+import { RpcConnection } from '../../client/rpc.js';
+import { TreeCopy, slotsFor, type CopyStats } from '../copy/copy-tree.js';
+import { copyAttrs4, nfs4ServerCopy, nfs4Sink, nfs4Source, nfs4UnpackSink } from '../copy/nfs4-copy.js';
+import { unpackTar } from '../copy/tar-unpack.js';
 import { ProtocolStore, type RenameSteps, attrsToChange, nullHealth } from './protocol-store.js';
 import type {
   CopyTreeOptions,

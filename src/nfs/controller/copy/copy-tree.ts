@@ -7,11 +7,11 @@
 // walked and one handle per multiply-linked file already copied. Where the server copies a file
 // itself (NFSv4.2 CLONE or COPY: a ServerCopy), its bytes never pass through this process; the
 // durability rule is the same either way: every write verifier of the file equals its COMMIT's.
-import { Unavailable } from '../../errors.js';
-import type { FileType, NfsTime } from '../client/nfs3.js';
-import { mapLimit } from './archives.js';
-import { boundaryError } from './ownership.js';
-import type { OpOptions } from './store.js';
+import { Unavailable } from '../../../errors.js';
+import type { FileType, NfsTime } from '../../client/nfs3.js';
+import { mapLimit } from '../archives.js';
+import { boundaryError } from '../store/ownership.js';
+import type { OpOptions } from '../store/store.js';
 
 export interface CopyAttrs {
   type: FileType;

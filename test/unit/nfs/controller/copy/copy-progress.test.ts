@@ -3,13 +3,13 @@
 // once it ends, failed copies included.
 import t from 'tap';
 import { pino } from 'pino';
-import type { CallContext } from '../../../../src/csi/types.js';
-import { createNfsController } from '../../../../src/nfs/controller/controller.js';
-import { CopyProgress, trackedCopy } from '../../../../src/nfs/controller/copy-progress.js';
-import { emptyStats } from '../../../../src/nfs/controller/copy-tree.js';
-import type { GaugeSample } from '../../../../src/metrics/source.js';
-import { implemented } from '../../../helpers/implemented.js';
-import { FakeStores } from './fake-store.js';
+import type { CallContext } from '../../../../../src/csi/types.js';
+import { createNfsController } from '../../../../../src/nfs/controller/controller.js';
+import { CopyProgress, trackedCopy } from '../../../../../src/nfs/controller/copy/copy-progress.js';
+import { emptyStats } from '../../../../../src/nfs/controller/copy/copy-tree.js';
+import type { GaugeSample } from '../../../../../src/metrics/source.js';
+import { implemented } from '../../../../helpers/implemented.js';
+import { FakeStores } from '../fake-store.js';
 
 const log = pino({ level: 'silent' });
 const ctx: CallContext = { log, signal: new AbortController().signal };

@@ -3,12 +3,12 @@
 // claim under every onDelete, restore and clone, listing and paging, handles of both forms.
 import t from 'tap';
 import { pino } from 'pino';
-import type { CallContext, CreateVolumeRequest, VolumeCapability } from '../../../../src/csi/types.js';
-import { createNfsController } from '../../../../src/nfs/controller/controller.js';
-import { composeSnapshotId, parseSnapshotId } from '../../../../src/nfs/snapshot-id.js';
-import { implemented } from '../../../helpers/implemented.js';
-import { outcomeText } from '../../../helpers/outcome.js';
-import { FakeStores } from './fake-store.js';
+import type { CallContext, CreateVolumeRequest, VolumeCapability } from '../../../../../src/csi/types.js';
+import { createNfsController } from '../../../../../src/nfs/controller/controller.js';
+import { composeSnapshotId, parseSnapshotId } from '../../../../../src/nfs/snapshot-id.js';
+import { implemented } from '../../../../helpers/implemented.js';
+import { outcomeText } from '../../../../helpers/outcome.js';
+import { FakeStores } from '../fake-store.js';
 
 const ctx: CallContext = { log: pino({ level: 'silent' }), signal: new AbortController().signal };
 const SERVER = 'nas.local';

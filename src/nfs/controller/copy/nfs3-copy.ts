@@ -1,11 +1,11 @@
 // The copy engine's source and sink (copy-tree.ts) over the NFSv3 client: READDIRPLUS for the
 // listing with full attributes, READ/READLINK for the source, and for the copy guarded CREATE,
 // MKDIR, SYMLINK, MKNOD, LINK, unstable WRITE with COMMIT, and SETATTR with client times.
-import type { Fattr, Nfs3Client } from '../client/nfs3.js';
-import { isNfsStatus, NFS3ERR } from '../client/status.js';
+import type { Fattr, Nfs3Client } from '../../client/nfs3.js';
+import { isNfsStatus, NFS3ERR } from '../../client/status.js';
 import type { CopyAttrs, CopySink, CopySource, SourceEntry } from './copy-tree.js';
 import type { UnpackSink } from './tar-unpack.js';
-import type { OpOptions } from './store.js';
+import type { OpOptions } from '../store/store.js';
 
 export const copyAttrs = (a: Fattr): CopyAttrs => ({
   type: a.type,

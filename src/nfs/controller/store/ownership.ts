@@ -6,7 +6,7 @@
 // included: a share that is not inside an export is refused before anything below it is read),
 // never through or on a symlink. The protocol stores change nothing without a permit, and only
 // this module makes permits and wraps a protocol store into the NfsStore everything else uses.
-import { type CsiError, FailedPrecondition, Internal, NotFound } from '../../errors.js';
+import { type CsiError, FailedPrecondition, Internal, NotFound } from '../../../errors.js';
 import {
   type NfsStore,
   type OpOptions,

@@ -10,12 +10,12 @@
 // next attempt removes and copies again. Nothing copied is renamed afterwards: the gate's
 // boundary walk before a rename reads every directory, which would move their atimes.
 import type { Logger } from 'pino';
-import { AlreadyExists, Internal, InvalidArgument, isCsiError, NotFound } from '../../errors.js';
-import type * as T from '../../csi/types.js';
-import type { CopyStats } from './copy-tree.js';
-import type { NfsStore, NfsStores, OpOptions } from './store.js';
-import { composeSnapshotId } from '../snapshot-id.js';
-import { type CopyProgress, trackedCopy } from './copy-progress.js';
+import { AlreadyExists, Internal, InvalidArgument, isCsiError, NotFound } from '../../../errors.js';
+import type * as T from '../../../csi/types.js';
+import type { CopyStats } from '../copy/copy-tree.js';
+import type { NfsStore, NfsStores, OpOptions } from '../store/store.js';
+import { composeSnapshotId } from '../../snapshot-id.js';
+import { type CopyProgress, trackedCopy } from '../copy/copy-progress.js';
 
 export const SNAPSHOTS = '.snapshots';
 const TREE = 'tree';

@@ -8,8 +8,8 @@
 // existing proves nothing either way: a kill after the last byte and one in the middle leave the
 // same record, and removing it next to a partial claim would make the next attempt answer that
 // partial claim as complete.
-import { isCsiError } from '../../errors.js';
-import { mapLimit } from './archives.js';
+import { isCsiError } from '../../../errors.js';
+import { mapLimit } from '../archives.js';
 import {
   FILLED_PREFIX,
   RESTORE_PREFIX,
@@ -18,7 +18,7 @@ import {
   restoreMarkerOf,
   snapshotsDirEntries,
 } from './snapshots.js';
-import { pathSegments, type FileType, type NfsStore, type OpOptions } from './store.js';
+import { pathSegments, type FileType, type NfsStore, type OpOptions } from '../store/store.js';
 
 export interface RestoreMarker {
   /** Share-relative: .snapshots/.restore-<encoded claim path>. */

@@ -5,10 +5,10 @@
 // Paths are relative to the share root, '/'-separated, without empty, '.' or '..' segments
 // (params.ts validates them). The empty path is the share root itself, which no mutating
 // method accepts.
-import type { BackendHealth } from '../../csi/health.js';
-import { InvalidArgument } from '../../errors.js';
-import type { FileType, FsStat } from '../client/nfs3.js';
-import type { CopyStats } from './copy-tree.js';
+import type { BackendHealth } from '../../../csi/health.js';
+import { InvalidArgument } from '../../../errors.js';
+import type { FileType, FsStat } from '../../client/nfs3.js';
+import type { CopyStats } from '../copy/copy-tree.js';
 
 export type { FileType, FsStat };
 

@@ -9,10 +9,10 @@
 import t from 'tap';
 import fc from 'fast-check';
 import { pino } from 'pino';
-import { createNfsController } from '../../../../src/nfs/controller/controller.js';
-import { parseVolumeId } from '../../../../src/nfs/volume-id.js';
-import { normaliseShare } from '../../../../src/nfs/path-rules.js';
-import { FakeNas, FakeNasStores } from './fake-nas.js';
+import { createNfsController } from '../../../../../src/nfs/controller/controller.js';
+import { parseVolumeId } from '../../../../../src/nfs/volume-id.js';
+import { normaliseShare } from '../../../../../src/nfs/path-rules.js';
+import { FakeNas, FakeNasStores } from '../fake-nas.js';
 import { type Step, changedPaths, claimMayChange, pbtParams, steps, volumeId } from './ownership-model.js';
 
 const SERVER = 'nas';

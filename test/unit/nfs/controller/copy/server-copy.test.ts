@@ -4,9 +4,9 @@
 // again; a COPY that went asynchronous is cancelled, never taken as done; and the durability
 // rule of a WRITE holds for server-copied files (every verifier equals the final COMMIT's).
 import t from 'tap';
-import { NFS4ERR, Nfs4StatusError, type Op4 } from '../../../../src/nfs/client/nfs4.js';
-import type { Copied } from '../../../../src/nfs/client/nfs4-io.js';
-import { nfs4ServerCopy, type Compounder, type Made4 } from '../../../../src/nfs/controller/nfs4-copy.js';
+import { NFS4ERR, Nfs4StatusError, type Op4 } from '../../../../../src/nfs/client/nfs4.js';
+import type { Copied } from '../../../../../src/nfs/client/nfs4-io.js';
+import { nfs4ServerCopy, type Compounder, type Made4 } from '../../../../../src/nfs/controller/copy/nfs4-copy.js';
 import {
   type CopyAttrs,
   type CopySink,
@@ -15,8 +15,8 @@ import {
   type SourceEntry,
   Slots,
   TreeCopy,
-} from '../../../../src/nfs/controller/copy-tree.js';
-import { outcomeText } from '../../../helpers/outcome.js';
+} from '../../../../../src/nfs/controller/copy/copy-tree.js';
+import { outcomeText } from '../../../../helpers/outcome.js';
 
 const VERF = Buffer.from('verf0001');
 const MiB = 1024 * 1024;

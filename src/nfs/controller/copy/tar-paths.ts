@@ -5,7 +5,7 @@
 // inside directories it made itself from this archive, so no entry is ever written through a
 // symlink or a file, wherever a symlink's target points; a hard link must name an earlier
 // entry of the archive by the same rules.
-import { InvalidArgument } from '../../errors.js';
+import { InvalidArgument } from '../../../errors.js';
 
 /** The segments of an entry name below the target ([] for the target itself). */
 export function entrySegments(name: string): string[] {
