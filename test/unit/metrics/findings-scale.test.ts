@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { setImmediate as turn } from 'node:timers/promises';
 import pino from 'pino';
 import { findingsMetrics } from '../../../src/metrics/findings.js';
-import type { NfsStores } from '../../../src/nfs/controller/store.js';
+import type { NfsStores } from '../../../src/nfs/controller/store/store.js';
 import type { V1PersistentVolume, V1PersistentVolumeClaim } from '../../../src/k8s/index.js';
 import { FakeStores } from '../nfs/controller/fake-store.js';
 import { NSPV, kube, nfsClass } from '../cli/day2-fixtures.js';
