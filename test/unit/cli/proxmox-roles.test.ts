@@ -81,3 +81,11 @@ t.test('a deeper ACL replaces what a parent grants (GET /access/permissions reso
   t.same(missingNeeds({ '/vms': { 'VM.Audit': 0 } }, [{ path: '/vms/101', privilege: 'VM.Audit', why: '' }]).length, 1);
   t.same(missingNeeds({ '/vms': { 'VM.Audit': 0 } }, [{ path: '/vms', privilege: 'VM.Audit', why: '' }]), []);
 });
+
+t.test("the chart's values name the roles' privileges", async (t) => {
+  const values = fs.readFileSync(path.resolve(import.meta.dirname, '../../../charts/pve-nfs-csi/values.yaml'), 'utf8');
+  const comment = values.replace(/\n\s*#\s*/g, ' ');
+  t.match(comment, `${BASE_ROLE.privileges.join(' ')} on /vms and /storage`);
+  t.match(comment, `${SNAPSHOT_ROLE.privileges.join(' ')} on /vms`);
+  t.match(comment, `${SNAPSHOT_ROLE.privileges.join(', ')} on /vms`);
+});
