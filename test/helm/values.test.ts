@@ -80,8 +80,8 @@ t.test('capacity tracking off also turns off storageCapacity in the CSIDriver', 
 });
 
 t.test('inline Proxmox config becomes a Secret the controller mounts', async (t) => {
+  // existingConfigSecret keeps its default (the upstream Secret's name): listing clusters inline is enough.
   const set = [
-    'proxmox.existingConfigSecret=',
     ...inlineCluster({
       url: 'https://pve.example:8006/api2/json',
       insecure: 'false',
@@ -116,6 +116,14 @@ t.test('inline Proxmox config becomes a Secret the controller mounts', async (t)
     .annotations;
   t.not(after?.['checksum/proxmox-config'], before);
   t.match(renderError({ set: ['proxmox.existingConfigSecret='] }), /proxmox\.config\.clusters is empty/);
+  const blanked = render({ set: ['proxmox.existingConfigSecret=', ...set] });
+  t.equal(blanked.get('Secret', 'pve-pve-nfs-csi-proxmox-config').kind, 'Secret', 'blanking it as before still works');
+  const none = render({});
+  t.equal(none.find('Secret', 'pve-pve-nfs-csi-proxmox-config'), undefined, 'no inline clusters: nothing rendered');
+  t.same(volume(podSpec(none.one('Deployment')), 'proxmox-config').secret, {
+    secretName: 'proxmox-csi-plugin',
+    items: [{ key: 'config.yaml', path: 'config.yaml' }],
+  });
 });
 
 t.test('existing Secret under another key', async (t) => {
