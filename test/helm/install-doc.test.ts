@@ -83,6 +83,16 @@ t.test('the topology labels are the keys the node plugin reads, the region the c
   const labels = Object.fromEntries([...line.matchAll(/(\S+)=(\S+)/g)].map((m) => [m[1] ?? '', m[2] ?? '']));
   t.same(Object.keys(labels).sort(), [TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY].sort());
   t.equal(labels[TOPOLOGY_REGION_KEY], values.proxmox.config.clusters[0]?.region, 'region = the config cluster region');
+  const ctl = objects.find((o) => o.kind === 'Deployment');
+  const args =
+    (
+      ctl?.spec as { template: { spec: { containers: { name: string; args?: string[] }[] } } }
+    ).template.spec.containers.find((c) => c.name === 'pve-nfs-csi')?.args ?? [];
+  t.equal(
+    args[args.indexOf('--node-topology-labels') + 1],
+    'on',
+    "the guide's values leave the controller setting them",
+  );
 });
 
 t.test('the test claims use classes the chart renders, one per driver', async (t) => {

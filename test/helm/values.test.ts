@@ -126,6 +126,20 @@ t.test('inline Proxmox config becomes a Secret the controller mounts', async (t)
   });
 });
 
+t.test('Node topology labels: on by default with the rights to patch Nodes, off by a value', async (t) => {
+  const on = render({});
+  const args = container(podSpec(on.one('Deployment')), 'pve-nfs-csi').args ?? [];
+  t.equal(args[args.indexOf('--node-topology-labels') + 1], 'on');
+  const role = on.get('ClusterRole', 'pve-pve-nfs-csi-node-topology');
+  t.same(role.rules, [{ apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'patch'] }]);
+  t.ok(on.get('ClusterRoleBinding', 'pve-pve-nfs-csi-node-topology'));
+  const off = render({ set: ['proxmox.nodeTopologyLabels=false'] });
+  const offArgs = container(podSpec(off.one('Deployment')), 'pve-nfs-csi').args ?? [];
+  t.equal(offArgs[offArgs.indexOf('--node-topology-labels') + 1], 'off');
+  t.equal(off.find('ClusterRole', 'pve-pve-nfs-csi-node-topology'), undefined, 'no rights to patch Nodes');
+  t.equal(render({ set: ['proxmox.enabled=false'] }).find('ClusterRole', 'pve-pve-nfs-csi-node-topology'), undefined);
+});
+
 t.test('existing Secret under another key', async (t) => {
   const r = render({ set: ['proxmox.existingConfigSecret=pve-creds', 'proxmox.existingConfigSecretKey=cloud.yaml'] });
   t.same(volume(podSpec(r.one('Deployment')), 'proxmox-config').secret, {

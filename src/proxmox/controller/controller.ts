@@ -1,5 +1,6 @@
 // The Proxmox controller backend (csi.proxmox.sinextra.dev): one Cluster per configured
 // Proxmox cluster, keyed by region, and the RPC handlers bound to them.
+import type { LocateVm } from './node-topology.js';
 import type { Logger } from 'pino';
 import type { ProxmoxClusterConfig, ProxmoxConfig } from '../../config/types.js';
 import { bindHandlers } from '../../csi/bind.js';
@@ -80,7 +81,14 @@ export interface ProxmoxInspect {
   poolGuard: PoolGuardSettings;
   clusters: ReadonlyMap<
     string,
-    { api: ProxmoxReadApi; fences: Fences; pools: PoolUsage; storages: Cluster['storages'] }
+    {
+      api: ProxmoxReadApi;
+      fences: Fences;
+      pools: PoolUsage;
+      storages: Cluster['storages'];
+      /** The VM a Kubernetes node id names (node-topology.ts). */
+      locate: LocateVm;
+    }
   >;
 }
 
@@ -137,7 +145,13 @@ export function createProxmoxController(opts: ProxmoxControllerOptions): Proxmox
     clusters: new Map(
       [...clusters].map(([r, c]) => [
         r,
-        { api: c.api, fences: c.fences, pools: defined(pools.get(r), 'pool view'), storages: c.storages.bind(c) },
+        {
+          api: c.api,
+          fences: c.fences,
+          pools: defined(pools.get(r), 'pool view'),
+          storages: c.storages.bind(c),
+          locate: (nodeId: string, signal?: AbortSignal) => c.locator.resolve(nodeId, signal),
+        },
       ]),
     ),
   };
