@@ -139,22 +139,7 @@ export function createProxmoxController(opts: ProxmoxControllerOptions): Proxmox
     poolGuard,
     pools,
   };
-  const inspect: ProxmoxInspect = {
-    controllerVmId: config.controllerVmId,
-    poolGuard,
-    clusters: new Map(
-      [...clusters].map(([r, c]) => [
-        r,
-        {
-          api: c.api,
-          fences: c.fences,
-          pools: defined(pools.get(r), 'pool view'),
-          storages: c.storages.bind(c),
-          locate: (nodeId: string, signal?: AbortSignal) => c.locator.resolve(nodeId, signal),
-        },
-      ]),
-    ),
-  };
+  const inspect = inspectOf(config.controllerVmId, poolGuard, clusters, pools);
 
   return {
     inspect,
@@ -197,5 +182,30 @@ export function createProxmoxController(opts: ProxmoxControllerOptions): Proxmox
     async close() {
       await Promise.all(closers.map((f) => f()));
     },
+  };
+}
+
+/** What the metrics and the Node topology labels read of the clusters (ProxmoxInspect). */
+function inspectOf(
+  controllerVmId: number,
+  poolGuard: PoolGuardSettings,
+  clusters: ReadonlyMap<string, Cluster>,
+  pools: ReadonlyMap<string, PoolUsage>,
+): ProxmoxInspect {
+  return {
+    controllerVmId,
+    poolGuard,
+    clusters: new Map(
+      [...clusters].map(([r, c]) => [
+        r,
+        {
+          api: c.api,
+          fences: c.fences,
+          pools: defined(pools.get(r), 'pool view'),
+          storages: c.storages.bind(c),
+          locate: (nodeId: string, signal?: AbortSignal) => c.locator.resolve(nodeId, signal),
+        },
+      ]),
+    ),
   };
 }
