@@ -1,4 +1,4 @@
-// Plain HTTPS calls (a GET, a merge PATCH) to the Kubernetes API from inside a pod, with the
+// Plain HTTPS calls (GET, merge PATCH, POST) to the Kubernetes API from inside a pod, with the
 // pod's service account. For what the CSI server itself reads and writes (the node plugin its
 // Node's labels, the controller the Node names for expansion helpers and the Nodes' topology
 // labels): serving CSI must not load the client library (start time and memory;
@@ -35,6 +35,8 @@ export interface InClusterGet {
   get(path: string, signal?: AbortSignal): Promise<{ status: number; text: string }>;
   /** A JSON merge patch (`application/merge-patch+json`) of `path`; resolves like get. */
   mergePatch(path: string, patch: unknown, signal?: AbortSignal): Promise<{ status: number; text: string }>;
+  /** POSTs `body` as JSON (an object to create); resolves like get. */
+  post(path: string, body: unknown, signal?: AbortSignal): Promise<{ status: number; text: string }>;
 }
 
 /** The API server from the pod's environment and service account; undefined outside Kubernetes. */
@@ -55,7 +57,7 @@ export function inClusterApi(o: InClusterOptions = {}): InClusterGet | undefined
 export function apiServerAt(o: ApiServerAt): InClusterGet {
   const where = `https://${o.host.includes(':') ? `[${o.host}]` : o.host}:${o.port}`;
   const request = async (
-    method: 'GET' | 'PATCH',
+    method: 'GET' | 'PATCH' | 'POST',
     path: string,
     body: string | undefined,
     signal: AbortSignal | undefined,
@@ -76,7 +78,7 @@ export function apiServerAt(o: ApiServerAt): InClusterGet {
             Authorization: `Bearer ${token}`,
             Accept: 'application/json',
             ...(body !== undefined && {
-              'Content-Type': 'application/merge-patch+json',
+              'Content-Type': method === 'PATCH' ? 'application/merge-patch+json' : 'application/json',
               'Content-Length': Buffer.byteLength(body),
             }),
           },
@@ -102,6 +104,7 @@ export function apiServerAt(o: ApiServerAt): InClusterGet {
     where,
     get: (path, signal) => request('GET', path, undefined, signal),
     mergePatch: (path, patch, signal) => request('PATCH', path, JSON.stringify(patch), signal),
+    post: (path, body, signal) => request('POST', path, JSON.stringify(body), signal),
   };
 }
 

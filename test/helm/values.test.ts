@@ -131,7 +131,10 @@ t.test('Node topology labels: on by default with the rights to patch Nodes, off 
   const args = container(podSpec(on.one('Deployment')), 'pve-nfs-csi').args ?? [];
   t.equal(args[args.indexOf('--node-topology-labels') + 1], 'on');
   const role = on.get('ClusterRole', 'pve-pve-nfs-csi-node-topology');
-  t.same(role.rules, [{ apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'patch'] }]);
+  t.same(role.rules, [
+    { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'patch'] },
+    { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+  ]);
   t.ok(on.get('ClusterRoleBinding', 'pve-pve-nfs-csi-node-topology'));
   const off = render({ set: ['proxmox.nodeTopologyLabels=false'] });
   const offArgs = container(podSpec(off.one('Deployment')), 'pve-nfs-csi').args ?? [];

@@ -2,6 +2,8 @@
 // Proxmox says the Node's VM runs, so a cluster needs neither the Proxmox cloud controller manager
 // nor hand-set labels, and a VM migrated to another host is relabelled on the next pass (the
 // scheduler then places its new claims on that host; its zone-bound volumes stay where they are).
+// When a Node's zone changes, a Warning Event on the Node says so: pods there can no longer use
+// the Proxmox volumes of its old host, which stay where they are.
 // A Node is matched to a VM the way attach matches a node id (state/vm-locator.ts): its
 // providerID `proxmox://<region>/<vmid>`, else its name. A Node carrying the override labels
 // topology.proxmox.sinextra.dev/region|node was placed by hand and is left alone.
@@ -12,6 +14,7 @@ import type { VmRef } from './state/vm-locator.js';
 
 export interface NodeFacts {
   name: string;
+  uid?: string | undefined;
   providerID?: string | undefined;
   labels: Record<string, string>;
 }
@@ -67,13 +70,21 @@ export async function syncNodeTopology(deps: NodeTopologyDeps, signal?: AbortSig
       `cannot list Nodes at ${deps.kube.where} (HTTP ${r.status}; the controller's service account needs "list" on nodes): ${r.text.slice(0, 200)}`,
     );
   const doc = jsonBody(r.text, 'a Node list', deps.kube.where) as {
-    items?: { metadata?: { name?: string; labels?: Record<string, string> }; spec?: { providerID?: string } }[];
+    items?: {
+      metadata?: { name?: string; uid?: string; labels?: Record<string, string> };
+      spec?: { providerID?: string };
+    }[];
   };
   const result: SyncResult = { labelled: new Map(), unplaced: [] };
   for (const item of doc.items ?? []) {
     const name = item.metadata?.name;
     if (!name) continue;
-    const node: NodeFacts = { name, providerID: item.spec?.providerID, labels: item.metadata?.labels ?? {} };
+    const node: NodeFacts = {
+      name,
+      uid: item.metadata?.uid,
+      providerID: item.spec?.providerID,
+      labels: item.metadata?.labels ?? {},
+    };
     const placed = await placement(node, deps.clusters, signal);
     if (!placed) {
       result.unplaced.push(name);
@@ -94,15 +105,41 @@ export async function syncNodeTopology(deps: NodeTopologyDeps, signal?: AbortSig
       continue;
     }
     const before = node.labels[TOPOLOGY_ZONE_KEY];
-    deps.log.info(
-      { node: name, labels: patch },
-      before && before !== placed.zone
-        ? `Node ${name}: its VM now runs on ${placed.zone} (was ${before}); topology labels updated`
-        : `Node ${name}: topology labels set from its VM's host`,
-    );
+    if (before && before !== placed.zone) {
+      const message = `the VM of Node ${name} now runs on Proxmox host ${placed.zone} (was ${before}); its ${TOPOLOGY_ZONE_KEY} label follows. Volumes of csi.proxmox.sinextra.dev on ${before} stay there and can no longer attach to this Node: move them (pve-nfs-csi move) or migrate the VM back`;
+      deps.log.warn({ node: name, labels: patch }, message);
+      await migratedEvent(deps, node, message, signal);
+    } else deps.log.info({ node: name, labels: patch }, `Node ${name}: topology labels set from its VM's host`);
     result.labelled.set(name, patch);
   }
   return result;
+}
+
+/** A Warning Event on the Node (in `default`, where Node events live); a failure is only logged. */
+async function migratedEvent(
+  deps: NodeTopologyDeps,
+  node: NodeFacts,
+  message: string,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const now = new Date().toISOString();
+  const event = {
+    metadata: { generateName: `${node.name}.`, namespace: 'default' },
+    involvedObject: { apiVersion: 'v1', kind: 'Node', name: node.name, ...(node.uid && { uid: node.uid }) },
+    reason: 'VMMovedAwayFromZone',
+    type: 'Warning',
+    message,
+    source: { component: 'pve-nfs-csi-controller' },
+    firstTimestamp: now,
+    lastTimestamp: now,
+    count: 1,
+  };
+  const r = await deps.kube.post('/api/v1/namespaces/default/events', event, signal).catch((e: unknown) => ({
+    status: 0,
+    text: (e as Error).message,
+  }));
+  if (r.status !== 201 && r.status !== 200)
+    deps.log.warn({ node: node.name, status: r.status, body: r.text.slice(0, 200) }, 'cannot record the Node Event');
 }
 
 /** Runs syncNodeTopology now and every `intervalMs`; a failed pass is logged, the next one tries again. */

@@ -25,7 +25,7 @@ const REGION = 'topology.kubernetes.io/region';
 const ZONE = 'topology.kubernetes.io/zone';
 
 interface FakeNode {
-  metadata: { name: string; labels?: Record<string, string> };
+  metadata: { name: string; uid?: string; labels?: Record<string, string> };
   spec?: { providerID?: string };
 }
 
@@ -35,6 +35,7 @@ async function fakeApiServer(t: Teardown, nodes: FakeNode[], refuse = new Set<st
   const cert = selfSigned(dir, 'apiserver');
   fs.writeFileSync(path.join(dir, 'token'), 'sa-token\n');
   const patches: { name: string; body: unknown; contentType: string | undefined }[] = [];
+  const events: { namespace: string; body: Record<string, unknown> }[] = [];
   const server = https.createServer({ key: cert.key, cert: cert.cert }, (req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -43,6 +44,12 @@ async function fakeApiServer(t: Teardown, nodes: FakeNode[], refuse = new Set<st
       const reply = (status: number, body: unknown) =>
         res.writeHead(status, { 'Content-Type': 'application/json' }).end(JSON.stringify(body));
       if (req.method === 'GET' && req.url === '/api/v1/nodes') return reply(200, { items: nodes });
+      const ev = /^\/api\/v1\/namespaces\/([^/]+)\/events$/.exec(req.url ?? '');
+      if (req.method === 'POST' && ev) {
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
+        events.push({ namespace: ev[1] ?? '', body });
+        return reply(201, body);
+      }
       const m = /^\/api\/v1\/nodes\/([^/]+)$/.exec(req.url ?? '');
       const node = m && nodes.find((n) => n.metadata.name === decodeURIComponent(m[1] ?? ''));
       if (req.method === 'PATCH' && node) {
@@ -66,7 +73,7 @@ async function fakeApiServer(t: Teardown, nodes: FakeNode[], refuse = new Set<st
     caPath: cert.certPath,
     timeoutMs: 5_000,
   });
-  return { kube, patches };
+  return { kube, patches, events };
 }
 
 /** A locator over a VM table: by `proxmox://<region>/<vmid>` or by VM name. */
@@ -85,7 +92,7 @@ t.test('unlabelled Nodes get the region and the host of their VM; right ones are
     { metadata: { name: 'talos-w1' } },
     { metadata: { name: 'talos-w2', labels: { [REGION]: 'homelab', [ZONE]: 'pve2' } } },
   ];
-  const { kube, patches } = await fakeApiServer(t, nodes);
+  const { kube, patches, events } = await fakeApiServer(t, nodes);
   const vms: VmRef[] = [
     { vmid: 101, node: 'pve1', name: 'talos-w1' },
     { vmid: 102, node: 'pve2', name: 'talos-w2' },
@@ -93,6 +100,7 @@ t.test('unlabelled Nodes get the region and the host of their VM; right ones are
   const deps: NodeTopologyDeps = { kube, clusters: new Map([['homelab', locator('homelab', vms)]]), log };
   const r = await syncNodeTopology(deps);
   t.same([...r.labelled.keys()], ['talos-w1']);
+  t.equal(events.length, 0, 'a first labelling is no move: no Event');
   t.same(patches, [
     {
       name: 'talos-w1',
@@ -107,9 +115,11 @@ t.test('unlabelled Nodes get the region and the host of their VM; right ones are
   t.equal(patches.length, 1);
 });
 
-t.test('after a migration the zone follows the VM', async (t) => {
-  const nodes: FakeNode[] = [{ metadata: { name: 'talos-w1', labels: { [REGION]: 'homelab', [ZONE]: 'pve1' } } }];
-  const { kube, patches } = await fakeApiServer(t, nodes);
+t.test('after a migration the zone follows the VM, and a Warning Event on the Node says so', async (t) => {
+  const nodes: FakeNode[] = [
+    { metadata: { name: 'talos-w1', uid: 'u-1', labels: { [REGION]: 'homelab', [ZONE]: 'pve1' } } },
+  ];
+  const { kube, patches, events } = await fakeApiServer(t, nodes);
   const vms: VmRef[] = [{ vmid: 101, node: 'pve1', name: 'talos-w1' }];
   const deps: NodeTopologyDeps = { kube, clusters: new Map([['homelab', locator('homelab', vms)]]), log };
   t.equal((await syncNodeTopology(deps)).labelled.size, 0);
@@ -118,6 +128,14 @@ t.test('after a migration the zone follows the VM', async (t) => {
   t.same(r.labelled.get('talos-w1'), { [ZONE]: 'pve3' }, 'only the zone changes');
   t.equal(nodes[0]?.metadata.labels?.[ZONE], 'pve3');
   t.equal(patches.length, 1);
+  t.equal(events.length, 1, 'one Event');
+  t.equal(events[0]?.namespace, 'default');
+  t.match(events[0]?.body, {
+    involvedObject: { kind: 'Node', name: 'talos-w1', uid: 'u-1' },
+    reason: 'VMMovedAwayFromZone',
+    type: 'Warning',
+    message: /now runs on Proxmox host pve3 \(was pve1\).*on pve1 stay there/,
+  });
 });
 
 t.test('the providerID names the VM before the Node name does; the region is the cluster that has it', async (t) => {
