@@ -9,6 +9,7 @@ import { volumeOwner } from '../model/drive.js';
 import { parseAllocSizeKiB } from '../model/sizes.js';
 import { type SimContext, getStorage } from '../ops/context.js';
 import { allocVolume, freeVolume, storageUsage } from '../ops/storage.js';
+import { parseVolname, volumePath } from '../ops/plugins.js';
 import { statusIsError } from '../tasks.js';
 import { defined } from '../defined.js';
 
@@ -22,12 +23,6 @@ export function checkVolumeAccess(perms: Perms, storage: string, volname: string
     return;
   }
   perms.check(`/storage/${storage}`, ['Datastore.Allocate']);
-}
-
-/** LVMPlugin::parse_volname */
-function lvmVolname(volname: string): string {
-  if (!/^(vm-(\d+)-\S+)$/.test(volname)) throw fail(`unable to parse lvm volume name '${volname}'`);
-  return volname;
 }
 
 /** `volume` may be `storage:volname` or a bare name with the storage from the path. */
@@ -53,7 +48,7 @@ async function statusOf(sim: SimContext, node: string, storage: string) {
     avail: u.avail,
     content: st.content,
     enabled: 1,
-    shared: 0,
+    shared: st.shared ? 1 : 0,
     total: u.total,
     type: st.type,
     used: u.used,
@@ -151,10 +146,11 @@ export const storageRoutes: Route[] = [
     handler: ({ sim, params, perms }) => {
       const { storage, volname } = realVolumeId(params.storage, defined(params.volume, 'volume'));
       const st = getStorage(sim, defined(params.node, 'node'), storage);
-      checkVolumeAccess(perms, storage, lvmVolname(volname));
+      parseVolname(st, volname);
+      checkVolumeAccess(perms, storage, volname);
       const v = st.volumes.get(volname);
       if (!v) throw fail(`volume_size_info on '${storage}:${volname}' failed - no format`);
-      return { path: `/dev/${st.vgname}/${volname}`, size: v.sizeBytes, used: 0, format: v.format };
+      return { path: volumePath(st, volname), size: v.sizeBytes, used: 0, format: v.format };
     },
   },
   {
@@ -171,8 +167,7 @@ export const storageRoutes: Route[] = [
     handler: async ({ sim, params, perms, user }) => {
       const node = defined(params.node, 'node');
       const { storage, volname } = realVolumeId(params.storage, defined(params.volume, 'volume'));
-      getStorage(sim, node, storage);
-      lvmVolname(volname);
+      parseVolname(getStorage(sim, node, storage), volname);
       perms.check(`/storage/${storage}`, ['Datastore.Allocate']);
       const owner = volumeOwner(volname);
       const volid = `${storage}:${volname}`;
