@@ -29,7 +29,7 @@ import { retryBusy, waitTask } from '../../api/tasks.js';
 import { diskNameFor, formatVolumeId, volidOf } from '../../volume-id.js';
 import { isSharedStorage, kindForCreate } from '../../storage/kinds.js';
 import { volnameFor } from '../../storage/kind.js';
-import { confirmed } from '../../../csi/confirm.js';
+import { confirmed } from '../../../controller/confirm.js';
 import { guardedCapacity, guardPlacement } from './capacity-guard.js';
 import { deleteRestored, restoreVolume } from './restore.js';
 
