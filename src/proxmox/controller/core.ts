@@ -233,3 +233,12 @@ export async function requireSnapshots(v: ResolvedVolume, what: string, signal?:
     } (snapshots work on LVM-thin storages; docs/features.md has the table)`,
   );
 }
+
+/** ControllerModifyVolume keeps its values in marker volumes: FAILED_PRECONDITION where none can exist. */
+export async function requireMarkers(v: ResolvedVolume, signal?: AbortSignal): Promise<void> {
+  const type = (await v.cluster.storageRows(v.ref.storage, signal)).find((r) => r.plugintype)?.plugintype;
+  if (kindOf(type)?.markers !== false) return;
+  throw new FailedPrecondition(
+    `a VolumeAttributesClass cannot change ${v.volid}: storage ${v.ref.storage} is ${type ?? '?'}, whose volume names cannot carry the marker that keeps the values (works on lvmthin, lvm and rbd storages; docs/features.md)`,
+  );
+}

@@ -15,6 +15,7 @@ export const FILE: StorageKind = {
   thin: true,
   alwaysShared: false,
   inUse: 'none: the file is unlinked even while open',
+  markers: false,
   snapshots: {
     supported: false,
     why: "a file storage's qcow2 snapshots are internal to the image (whole-VM snapshots); this driver does not snapshot them yet",

@@ -35,6 +35,12 @@ export interface StorageKind {
   /** What Proxmox answers when a volume is freed while a running VM holds it open. */
   readonly inUse: string;
   readonly snapshots: SnapshotSupport;
+  /**
+   * Whether a VolumeAttributesClass marker (an empty volume named `<disk>+vac…`, params/mutable.ts)
+   * can exist here: ZFS dataset names take no `+`, and a file storage's names must end in the
+   * format's extension.
+   */
+  readonly markers: boolean;
 }
 
 /** The volume name Proxmox stores for the disk `vm-<vmid>-<pv name>` in this format. */

@@ -15,6 +15,7 @@ export const LVM: StorageKind = {
   thin: false,
   alwaysShared: false,
   inUse: 'lvremove: Logical volume … in use',
+  markers: true,
   snapshots: {
     supported: false,
     why: 'thick LVM has no thin snapshots (Proxmox snapshots it only as a qcow2 volume chain)',

@@ -12,5 +12,6 @@ export const LVMTHIN: StorageKind = {
   thin: true,
   alwaysShared: false,
   inUse: 'lvremove: Logical volume … in use',
+  markers: true,
   snapshots: { supported: true },
 };

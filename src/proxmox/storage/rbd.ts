@@ -12,5 +12,6 @@ export const RBD: StorageKind = {
   thin: true,
   alwaysShared: true,
   inUse: 'rbd rm: image still has watchers',
+  markers: true,
   snapshots: { supported: false, why: 'RBD snapshots and clones are not implemented by this driver yet' },
 };

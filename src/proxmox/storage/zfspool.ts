@@ -12,5 +12,6 @@ export const ZFSPOOL: StorageKind = {
   thin: true,
   alwaysShared: false,
   inUse: 'zfs destroy: dataset is busy',
+  markers: false,
   snapshots: { supported: false, why: 'ZFS snapshots and clones are not implemented by this driver yet' },
 };

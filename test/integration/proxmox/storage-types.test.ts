@@ -161,6 +161,24 @@ t.test('snapshots and clones: a clear FAILED_PRECONDITION where the driver has n
   }
 });
 
+t.test('VolumeAttributesClass: markers on lvm and rbd, a clear refusal on zfs and file storages', async (t) => {
+  const { c, vm } = await start(t);
+  const modify = (volumeId: string) =>
+    c.controllerModifyVolume({ volumeId, secrets: {}, mutableParameters: { diskIOPS: '300' } }, ctx());
+  for (const storage of ['thick', 'ceph']) {
+    const id = present((await c.createVolume(req(`pvc-vac-${storage}`, { storage }), ctx())).volume?.volumeId, 'id');
+    await modify(id);
+    await c.controllerPublishVolume(publishReq(id, 'talos-worker-1'), ctx());
+    t.match((await vm('talos-worker-1')).config.scsi1, /iops_rd=300/, `${storage}: the marker's value applies`);
+    await c.controllerUnpublishVolume({ volumeId: id, nodeId: 'talos-worker-1', secrets: {} }, ctx());
+    await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
+  }
+  for (const storage of ['local-zfs', 'local']) {
+    const id = present((await c.createVolume(req(`pvc-vac-${storage}`, { storage }), ctx())).volume?.volumeId, 'id');
+    t.match(await kind(modify(id)), { kind: 'FailedPrecondition', message: /cannot carry the marker/ });
+  }
+});
+
 t.test('a shared storage: the volume follows its pod to another host without move', async (t) => {
   const { c, vm } = await start(t);
   for (const storage of ['ceph', 'nas']) {
