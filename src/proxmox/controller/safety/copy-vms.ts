@@ -158,7 +158,8 @@ export function helperFacts(view: FreshView, vmid: number): HelperFacts | undefi
 /**
  * The volume VM of ours that owns `disk`, if it is one: a restored or cloned volume
  * (`vm-<volume VM>-disk-N`, the name Proxmox gave the clone) whose owner VM, in `entries` (a read
- * taken now), carries our volume VM's name and a record of this controller. Such a disk is the
+ * taken now), carries our volume VM's name and a record of this controller, and whose released
+ * placeholder names exactly that disk. Such a disk is the
  * driver's own like `vm-<controller>-<pv name>`: the gate frees, grows and re-lines it. Nothing
  * else is: a snapshot VM's clone, a copy VM, another controller's volume VM, a disk named otherwise.
  */
@@ -171,7 +172,12 @@ export function ourVolumeVm(
   if (owner === undefined || owner === controllerVmId || !/^vm-\d+-disk-\d+$/.test(disk)) return undefined;
   const at = entries.find((e) => e.vm.vmid === owner);
   const record = parseRecord(at?.entries.find((e) => e.key === 'description')?.value);
-  return at && at.vm.name === COPY_VM_NAMES.volume && record?.role === 'volume' && record.controller === controllerVmId
+  // Only the disk it issued (its released placeholder names it): not another vm-<R>-disk-N.
+  return at &&
+    at.vm.name === COPY_VM_NAMES.volume &&
+    record?.role === 'volume' &&
+    record.controller === controllerVmId &&
+    releasedVolume(at)?.disk === disk
     ? at.vm
     : undefined;
 }
