@@ -31,7 +31,7 @@ import { confirmed } from '../../../controller/confirm.js';
 import { guardedCapacity, guardPlacement } from './capacity-guard.js';
 import { deleteRestored, restoreVolume } from './restore.js';
 import { namedHelper } from '../copy/thin-copy.js';
-import { copyContext } from './snapshot.js';
+import { copyContext } from './copy-context.js';
 
 interface Target {
   cluster: Cluster;
