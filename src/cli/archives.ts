@@ -9,9 +9,9 @@
 import { destination, pino } from 'pino';
 import type { KubeApi } from '../k8s/index.js';
 import { isArchivePath, archiveStampOf, type Archive } from '../nfs/controller/archives.js';
-import { deleteVolumeDir } from '../nfs/controller/policy.js';
-import type { NfsStore } from '../nfs/controller/store.js';
-import { createNfsStores } from '../nfs/controller/stores.js';
+import { deleteVolumeDir } from '../nfs/controller/rpc/policy.js';
+import type { NfsStore } from '../nfs/controller/store/store.js';
+import { createNfsStores } from '../nfs/controller/store/stores.js';
 import {
   COMMON_FLAGS_HELP,
   EXIT,

@@ -9,7 +9,7 @@ import { proxmoxFindings, type Finding } from '../cli/report/findings.js';
 import { checkPvDirs } from '../cli/report/missing-dirs.js';
 import { nfsFindings } from '../cli/report/nfs-findings.js';
 import type { ProxmoxInspect } from '../proxmox/controller/controller.js';
-import type { NfsStores } from '../nfs/controller/store.js';
+import type { NfsStores } from '../nfs/controller/store/store.js';
 import type { GaugeSample } from './source.js';
 import { countingApi } from './findings.js';
 import { withoutWrites } from '../proxmox/api/read-only.js';

@@ -16,7 +16,7 @@ import type { KubeFacts, NfsFacts } from '../cli/report/facts.js';
 import type { Finding } from '../cli/report/findings.js';
 import type { ProxmoxApi } from '../proxmox/api/api.js';
 import type { ProxmoxInspect } from '../proxmox/controller/controller.js';
-import type { NfsStores } from '../nfs/controller/store.js';
+import type { NfsStores } from '../nfs/controller/store/store.js';
 
 const FL = ['kind', 'where'] as const;
 export const FINDINGS_GAUGES: readonly GaugeDef[] = [

@@ -1,8 +1,12 @@
 // The layout's rules, read from the import statements of src/ (type-only imports included):
 //   - src/server (gRPC transport) imports no backend: nothing under src/proxmox or src/nfs;
-//   - src/csi, src/os, src/config (the CSI services and what both node halves share, the OS
-//     adapters, the configuration) import no driver either, so the OS adapters know no driver
-//     contract;
+//   - src/controller, src/node, src/csi, src/os, src/config (the CSI Controller and Node
+//     services, what both share, the OS adapters, the configuration) import no driver either, so
+//     the OS adapters know no driver contract;
+//   - src/controller and src/node import nothing of each other, and src/csi (identity, the CSI
+//     types, what both services share) imports neither;
+//   - a driver's node half imports nothing of src/controller, and the rest of a driver nothing
+//     of src/node;
 //   - only the entry (main.ts, drivers.ts) imports src/server: the services hand their specs to
 //     the transport, backends and configuration find what they need (health, endpoints) below it;
 //   - the two drivers import nothing of each other;
@@ -58,7 +62,9 @@ function graph(): Map<string, string[]> {
 const top = (p: string) => p.split(path.sep)[0] ?? '';
 const isDriver = (p: string) => (DRIVERS as readonly string[]).includes(top(p));
 /** Layers below the drivers: they import no driver. */
-const BELOW_DRIVERS = ['server', 'csi', 'os', 'config'];
+const BELOW_DRIVERS = ['server', 'controller', 'node', 'csi', 'os', 'config'];
+/** The CSI layer's halves: each imports only itself and src/csi of the other two. */
+const SERVICES = ['controller', 'node'];
 /** The files that compose the program, the only ones outside src/server that may import it. */
 const ENTRY = ['main.ts', 'drivers.ts'];
 const throughIndex = (p: string) => THROUGH_INDEX.some((prefix) => p.split(path.sep).join('/').startsWith(prefix));
@@ -81,6 +87,20 @@ export function violations(g: Map<string, string[]>): string[] {
         say(`${from} reaches ${top(to)} only through ${path.join(top(to), 'index.ts')}`);
         continue;
       }
+      if (
+        SERVICES.includes(top(to)) &&
+        (top(from) === 'csi' || (SERVICES.includes(top(from)) && top(from) !== top(to)))
+      ) {
+        say(`src/${top(from)} imports nothing of src/${top(to)}`);
+        continue;
+      }
+      if (isDriver(from) && SERVICES.includes(top(to))) {
+        const half = from.startsWith(path.join(top(from), 'node') + path.sep) ? 'node' : 'controller';
+        if (half !== top(to)) {
+          say(`the ${half} half of ${top(from)} imports nothing of src/${top(to)}`);
+          continue;
+        }
+      }
       if (isDriver(from) && isDriver(to) && top(from) !== top(to)) {
         say('a driver imports nothing of the other driver');
         continue;
@@ -102,9 +122,13 @@ t.test('the import graph of src/ keeps the layout', async (t) => {
   t.ok(g.size > 50 && [...g.values()].some((ts) => ts.length > 0), 'the walker found the sources and their imports');
   t.ok(g.get('drivers.ts')?.includes(path.join('proxmox', 'node', 'node.ts')), 'it resolves imports to files');
   t.same(
-    [...g.keys()].filter((f) => ['controller', 'node'].includes(top(f))),
+    [
+      path.join('controller', 'service.ts'),
+      path.join('node', 'service.ts'),
+      path.join('csi', 'identity-service.ts'),
+    ].filter((f) => !g.has(f)),
     [],
-    'the CSI services live in src/csi (no src/controller or src/node beside it)',
+    'the CSI Controller service lives in src/controller, the Node service in src/node, identity in src/csi',
   );
   t.same(violations(g), []);
 });
@@ -112,10 +136,14 @@ t.test('the import graph of src/ keeps the layout', async (t) => {
 t.test('the rules catch what they forbid', async (t) => {
   const j = (...p: string[]) => path.join(...p);
   const g = new Map<string, string[]>([
-    [j('server', 'x.ts'), [j('proxmox', 'contract.ts'), j('csi', 'controller-service.ts')]],
+    [j('server', 'x.ts'), [j('proxmox', 'contract.ts'), j('controller', 'service.ts')]],
     [j('os', 'scsi.ts'), [j('proxmox', 'contract.ts')]],
     [j('config', 'load.ts'), [j('nfs', 'param-keys.ts'), j('server', 'endpoint.ts'), j('config', 'endpoint.ts')]],
-    [j('csi', 'node-service.ts'), [j('server', 'interceptor.ts')]],
+    [j('node', 'service.ts'), [j('server', 'interceptor.ts'), j('controller', 'confirm.ts'), j('csi', 'types.ts')]],
+    [j('csi', 'validate.ts'), [j('node', 'common.ts')]],
+    [j('controller', 'service.ts'), [j('node', 'paths.ts'), j('nfs', 'contract.ts')]],
+    [j('nfs', 'node', 'node.ts'), [j('node', 'call.ts'), j('controller', 'confirm.ts')]],
+    [j('nfs', 'controller', 'controller.ts'), [j('controller', 'confirm.ts'), j('node', 'common.ts')]],
     [j('proxmox', 'controller', 'controller.ts'), [j('server', 'health.ts'), j('csi', 'health.ts')]],
     [j('main.ts'), [j('server', 'driver-server.ts')]],
     [j('drivers.ts'), [j('server', 'metrics.ts')]],
@@ -126,7 +154,7 @@ t.test('the rules catch what they forbid', async (t) => {
         j('proxmox', 'controller', 'params.ts'),
         j('proxmox', 'contract.ts'),
         j('proxmox', 'node', 'wwn.ts'),
-        j('csi', 'node-common.ts'),
+        j('node', 'common.ts'),
       ],
     ],
     [
@@ -142,7 +170,13 @@ t.test('the rules catch what they forbid', async (t) => {
     `${j('os', 'scsi.ts')} → ${j('proxmox', 'contract.ts')}: src/os imports no driver`,
     `${j('config', 'load.ts')} → ${j('nfs', 'param-keys.ts')}: src/config imports no driver`,
     `${j('config', 'load.ts')} → ${j('server', 'endpoint.ts')}: only src/server and the entry (main.ts, drivers.ts) import src/server`,
-    `${j('csi', 'node-service.ts')} → ${j('server', 'interceptor.ts')}: only src/server and the entry (main.ts, drivers.ts) import src/server`,
+    `${j('node', 'service.ts')} → ${j('server', 'interceptor.ts')}: only src/server and the entry (main.ts, drivers.ts) import src/server`,
+    `${j('node', 'service.ts')} → ${j('controller', 'confirm.ts')}: src/node imports nothing of src/controller`,
+    `${j('csi', 'validate.ts')} → ${j('node', 'common.ts')}: src/csi imports nothing of src/node`,
+    `${j('controller', 'service.ts')} → ${j('node', 'paths.ts')}: src/controller imports nothing of src/node`,
+    `${j('controller', 'service.ts')} → ${j('nfs', 'contract.ts')}: src/controller imports no driver`,
+    `${j('nfs', 'node', 'node.ts')} → ${j('controller', 'confirm.ts')}: the node half of nfs imports nothing of src/controller`,
+    `${j('nfs', 'controller', 'controller.ts')} → ${j('node', 'common.ts')}: the controller half of nfs imports nothing of src/node`,
     `${j('proxmox', 'controller', 'controller.ts')} → ${j('server', 'health.ts')}: only src/server and the entry (main.ts, drivers.ts) import src/server`,
     `${j('nfs', 'param-keys.ts')} → ${j('proxmox', 'param-keys.ts')}: a driver imports nothing of the other driver`,
     `${j('proxmox', 'node', 'stage.ts')} → ${j('proxmox', 'controller', 'params.ts')}: the node half of proxmox imports only its own files and ${j('proxmox', 'contract.ts')}`,

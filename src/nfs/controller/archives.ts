@@ -8,7 +8,7 @@
 // rename that archived it set ctime; an upstream archive carries no other record of the time):
 // never older than the archive really is, so a prune never removes one too early.
 import { isCsiError } from '../../errors.js';
-import type { NfsStore, OpOptions } from './store.js';
+import type { NfsStore, OpOptions } from './store/store.js';
 
 export const ARCHIVE_PREFIX = 'archived-';
 const STAMP_RE = /-(?<y>\d{4})(?<mo>\d{2})(?<d>\d{2})T(?<h>\d{2})(?<mi>\d{2})(?<s>\d{2})Z(?:-\d+)?$/;

@@ -6,19 +6,19 @@ import type { Logger } from 'pino';
 import type { CallContext, ControllerBackend } from '../../csi/types.js';
 import type * as T from '../../csi/types.js';
 import { AlreadyExists, InvalidArgument, NotFound } from '../../errors.js';
-import { createNfsStores, nfsVersionOf } from './stores.js';
+import { createNfsStores, nfsVersionOf } from './store/stores.js';
 import { parseCreateParams, type VolumeParams } from './params.js';
 import { NFS_CONTEXT, type OnDelete } from '../contract.js';
-import { archiveVolume, deleteVolumeDir } from './policy.js';
-import type { NfsStores } from './store.js';
+import { archiveVolume, deleteVolumeDir } from './rpc/policy.js';
+import type { NfsStores } from './store/store.js';
 import { composeVolumeId, parseVolumeId, type VolumeRef } from '../volume-id.js';
 import { ACCESS_MODE_NAMES, accessModeName } from '../../csi/access-modes.js';
 import { parseCapacityRange } from '../../csi/capacity.js';
 import { type BackendHealth, HealthLog } from '../../csi/health.js';
-import { confirmed } from '../../csi/confirm.js';
-import { snapshotRpcs } from './snapshot-rpcs.js';
-import { forgetFilled } from './snapshots.js';
-import type { CopyProgress } from './copy-progress.js';
+import { confirmed } from '../../controller/confirm.js';
+import { snapshotRpcs } from './rpc/snapshot-rpcs.js';
+import { forgetFilled } from './snapshots/snapshots.js';
+import type { CopyProgress } from './copy/copy-progress.js';
 
 export interface NfsControllerOptions {
   log: Logger;
