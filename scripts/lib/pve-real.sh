@@ -36,8 +36,8 @@ ensure_pve_real() {
       for f in "$PVE_REAL_VENDOR"/*.tar.gz; do tar -xzf "$f" -C "$dir/src"; done
       awk -f "$dir/src/pve-cluster/src/PVE/Cluster/IPCConst.pm.awk" \
         "$dir/src/pve-cluster/src/pmxcfs/cfs-ipc-ops.h" >"$dir/gen/PVE/Cluster/IPCConst.pm"
-      local ver
-      ver="$(ls "$PVE_REAL_VENDOR" | sed -n 's/^pve-manager-\(.*\)\.tar\.gz$/\1/p')"
+      local ver=""
+      for f in "$PVE_REAL_VENDOR"/pve-manager-*.tar.gz; do ver="${f##*/pve-manager-}" && ver="${ver%.tar.gz}"; done
       sed -e "s/@PACKAGE@/pve-manager/; s/@VERSION@/$ver/g; s/@PVERELEASE@/${ver%.*}/g; s/@REPOID@/vendored/g" \
         "$dir/src/pve-manager/PVE/pvecfg.pm.in" >"$dir/gen/PVE/pvecfg.pm"
       touch "$dir/.done"

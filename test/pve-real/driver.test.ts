@@ -31,70 +31,75 @@ t.teardown(() => {
 });
 const disk = (volumeId: string) => present(volumeId.split('/')[3], `the disk of ${volumeId}`);
 
-t.test('base role: create, publish, expand, unpublish, delete through the real handlers', async (t) => {
+t.test('base role (docs/configuration.md)', async (t) => {
+  // One server for both: each start loads the whole API tree (tens of seconds on 2 shared cores).
   const pve = await startPveReal(t, CSI_ROLE_PRIVILEGES, { onStop });
   const c = proxmoxController(t, pve.cluster, { tuning: { queue: { confirmTimeoutMs: 15_000 } } });
 
-  const created = present(
-    (await c.createVolume(createReq('pvc-real', { capacityRange: capacity(GiB) }), ctx())).volume,
-  );
-  const id = present(created.volumeId, 'volume id');
-  t.match(id, /^homelab\/hyper1\/local-lvm\/vm-9999-pvc-real$/);
-  t.equal(pve.lvs()[disk(id)], GiB, 'pve-storage allocated the thin volume (lvcreate -V)');
-  t.equal(
-    present((await c.createVolume(createReq('pvc-real', { capacityRange: capacity(GiB) }), ctx())).volume).volumeId,
-    id,
-    'CreateVolume is idempotent against the real storage listing',
-  );
+  await t.test('create, publish, expand, unpublish, delete through the real handlers', async (t) => {
+    const created = present(
+      (await c.createVolume(createReq('pvc-real', { capacityRange: capacity(GiB) }), ctx())).volume,
+    );
+    const id = present(created.volumeId, 'volume id');
+    t.match(id, /^homelab\/hyper1\/local-lvm\/vm-9999-pvc-real$/);
+    t.equal(pve.lvs()[disk(id)], GiB, 'pve-storage allocated the thin volume (lvcreate -V)');
+    t.equal(
+      present((await c.createVolume(createReq('pvc-real', { capacityRange: capacity(GiB) }), ctx())).volume).volumeId,
+      id,
+      'CreateVolume is idempotent against the real storage listing',
+    );
 
-  const pub = await c.controllerPublishVolume(publishReq(id, WORKER, created.volumeContext), ctx());
-  t.ok(pub.publishContext?.DevicePath, 'a device path');
-  const conf = present(pve.vmConfig(WORKER_VMID), 'the worker config');
-  t.match(conf, new RegExp(`^scsi\\d+: local-lvm:${disk(id)},.*size=1G`, 'm'), 'qemu-server wrote the drive');
+    const pub = await c.controllerPublishVolume(publishReq(id, WORKER, created.volumeContext), ctx());
+    t.ok(pub.publishContext?.DevicePath, 'a device path');
+    const conf = present(pve.vmConfig(WORKER_VMID), 'the worker config');
+    t.match(conf, new RegExp(`^scsi\\d+: local-lvm:${disk(id)},.*size=1G`, 'm'), 'qemu-server wrote the drive');
 
-  await c.controllerExpandVolume(expandReq(id, 2 * GiB), ctx());
-  t.equal(pve.lvs()[disk(id)], 2 * GiB, 'lvextend through qemu-server resize');
-  t.match(present(pve.vmConfig(WORKER_VMID)), /size=2G/, 'the drive line carries the new size');
+    await c.controllerExpandVolume(expandReq(id, 2 * GiB), ctx());
+    t.equal(pve.lvs()[disk(id)], 2 * GiB, 'lvextend through qemu-server resize');
+    t.match(present(pve.vmConfig(WORKER_VMID)), /size=2G/, 'the drive line carries the new size');
 
-  await c.controllerUnpublishVolume({ volumeId: id, nodeId: WORKER, secrets: {} }, ctx());
-  t.notMatch(present(pve.vmConfig(WORKER_VMID)), new RegExp(disk(id)), 'detached, no unusedN left');
+    await c.controllerUnpublishVolume({ volumeId: id, nodeId: WORKER, secrets: {} }, ctx());
+    t.notMatch(present(pve.vmConfig(WORKER_VMID)), new RegExp(disk(id)), 'detached, no unusedN left');
 
-  await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
-  t.equal(pve.lvs()[disk(id)], undefined, 'freed');
-  t.match(await outcome(c.deleteVolume({ volumeId: id, secrets: {} }, ctx())), { kind: 'ok' }, 'delete is idempotent');
-});
-
-t.test('VolumeAttributesClass on a detached disk: the marker is found again and cleaned', async (t) => {
-  const pve = await startPveReal(t, CSI_ROLE_PRIVILEGES, { onStop });
-  const c = proxmoxController(t, pve.cluster);
-  const v = present(
-    (
-      await c.createVolume(
-        createReq('pvc-vac', {
-          capacityRange: capacity(GiB),
-          parameters: { storage: 'local-lvm', diskIOPS: '100' },
-        }),
-        ctx(),
-      )
-    ).volume,
-  );
-  const id = present(v.volumeId);
-  const modified = await outcome(
-    c.controllerModifyVolume({ volumeId: id, mutableParameters: { diskIOPS: '500' }, secrets: {} }, ctx()),
-  );
-  t.match(modified, { kind: 'ok' }, 'ControllerModifyVolume');
-  const markers = () => Object.keys(pve.lvs()).filter((n) => n.startsWith(disk(id)) && n !== disk(id));
-  t.equal(markers().length, 1, 'one marker volume remembers the change');
-  // pve-storage's parse_lvm_name must accept the marker, or the listing hides it and neither GET
-  // nor DELETE of it works: the value is lost at publish and the marker leaks.
-  await c.controllerPublishVolume(publishReq(id, WORKER, v.volumeContext), ctx());
-  t.match(present(pve.vmConfig(WORKER_VMID)), /iops_rd=500/, 'the remembered value is applied at publish', {
-    todo: markers()[0]?.includes('+') ? 'marker names with "+" are refused by pve-storage' : false,
+    await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
+    t.equal(pve.lvs()[disk(id)], undefined, 'freed');
+    t.match(
+      await outcome(c.deleteVolume({ volumeId: id, secrets: {} }, ctx())),
+      { kind: 'ok' },
+      'delete is idempotent',
+    );
   });
-  await c.controllerUnpublishVolume({ volumeId: id, nodeId: WORKER, secrets: {} }, ctx());
-  await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
-  t.same(markers(), [], 'no marker left behind', {
-    todo: markers()[0]?.includes('+') ? 'marker names with "+" cannot be deleted through pve-storage' : false,
+
+  await t.test('VolumeAttributesClass on a detached disk: the marker is found again and cleaned', async (t) => {
+    const v = present(
+      (
+        await c.createVolume(
+          createReq('pvc-vac', {
+            capacityRange: capacity(GiB),
+            parameters: { storage: 'local-lvm', diskIOPS: '100' },
+          }),
+          ctx(),
+        )
+      ).volume,
+    );
+    const id = present(v.volumeId);
+    const modified = await outcome(
+      c.controllerModifyVolume({ volumeId: id, mutableParameters: { diskIOPS: '500' }, secrets: {} }, ctx()),
+    );
+    t.match(modified, { kind: 'ok' }, 'ControllerModifyVolume');
+    const markers = () => Object.keys(pve.lvs()).filter((n) => n.startsWith(disk(id)) && n !== disk(id));
+    t.equal(markers().length, 1, 'one marker volume remembers the change');
+    // pve-storage's parse_lvm_name must accept the marker, or the listing hides it and neither GET
+    // nor DELETE of it works: the value is lost at publish and the marker leaks.
+    await c.controllerPublishVolume(publishReq(id, WORKER, v.volumeContext), ctx());
+    t.match(present(pve.vmConfig(WORKER_VMID)), /iops_rd=500/, 'the remembered value is applied at publish', {
+      todo: markers()[0]?.includes('+') ? 'marker names with "+" are refused by pve-storage' : false,
+    });
+    await c.controllerUnpublishVolume({ volumeId: id, nodeId: WORKER, secrets: {} }, ctx());
+    await c.deleteVolume({ volumeId: id, secrets: {} }, ctx());
+    t.same(markers(), [], 'no marker left behind', {
+      todo: markers()[0]?.includes('+') ? 'marker names with "+" cannot be deleted through pve-storage' : false,
+    });
   });
 });
 
