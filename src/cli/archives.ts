@@ -26,7 +26,7 @@ import {
   UsageError,
   type Io,
 } from './common.js';
-import type { Subcommand } from './index.js';
+import type { Subcommand } from './subcommand.js';
 import { nfsClasses, readNfs, type NfsFacts } from './report/facts.js';
 import { archiveVerdicts, nfsView } from './report/nfs-findings.js';
 import { formatSnapshots, snapshotRows } from './archive-snapshots.js';

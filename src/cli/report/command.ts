@@ -20,7 +20,7 @@ import {
   table,
   UsageError,
 } from '../common.js';
-import type { Subcommand } from '../index.js';
+import type { Subcommand } from '../subcommand.js';
 import { effectiveMissing, fixNeeds, reportNeeds, type Need } from '../privileges.js';
 import { kubeFrom, proxmoxConfigFrom } from '../sources.js';
 import { nfsClasses, readCluster, readKube, readNfs, PROXMOX_DRIVER, type ClusterFacts } from './facts.js';

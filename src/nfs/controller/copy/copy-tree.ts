@@ -9,9 +9,9 @@
 // durability rule is the same either way: every write verifier of the file equals its COMMIT's.
 import { Unavailable } from '../../../errors.js';
 import type { FileType, NfsTime } from '../../client/nfs3.js';
-import { mapLimit } from '../archives.js';
 import { boundaryError } from '../store/ownership.js';
-import type { OpOptions } from '../store/store.js';
+import type { CopyStats, OpOptions } from '../store/store.js';
+import { mapLimit } from '../../../map-limit.js';
 
 export interface CopyAttrs {
   type: FileType;
@@ -75,17 +75,7 @@ export interface ServerCopy<S, D> {
   ): Promise<{ how: 'clone' | 'copy'; verfs: Buffer[]; bytes: number } | null>;
 }
 
-export interface CopyStats {
-  dirs: number;
-  files: number;
-  symlinks: number;
-  hardLinks: number;
-  specials: number;
-  bytes: number;
-  /** Files the server cloned (shares their blocks) / copied itself; the rest passed through here. */
-  cloned: number;
-  serverCopied: number;
-}
+export type { CopyStats };
 
 export const emptyStats = (): CopyStats => ({
   dirs: 0,

@@ -9,7 +9,6 @@
 // same record, and removing it next to a partial claim would make the next attempt answer that
 // partial claim as complete.
 import { isCsiError } from '../../../errors.js';
-import { mapLimit } from '../archives.js';
 import {
   FILLED_PREFIX,
   RESTORE_PREFIX,
@@ -19,6 +18,7 @@ import {
   snapshotsDirEntries,
 } from './snapshots.js';
 import { pathSegments, type FileType, type NfsStore, type OpOptions } from '../store/store.js';
+import { mapLimit } from '../../../map-limit.js';
 
 export interface RestoreMarker {
   /** Share-relative: .snapshots/.restore-<encoded claim path>. */

@@ -5,9 +5,9 @@
 // makes or sets attributes on); partials are rare, a complete snapshot costs one listing.
 // Symlinks are never followed: list() names their type and stat() does not resolve them.
 import { isCsiError } from '../../../errors.js';
-import { mapLimit } from '../archives.js';
 import { findSnapshot, snapshotDirOf, SNAPSHOTS, snapshotsDirEntries, type NfsSnapshot } from './snapshots.js';
 import type { NfsStore, OpOptions } from '../store/store.js';
+import { mapLimit } from '../../../map-limit.js';
 
 export interface SnapshotDir {
   /** The CSI snapshot name (decoded). */

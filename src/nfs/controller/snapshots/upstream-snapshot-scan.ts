@@ -7,8 +7,9 @@
 // directory right below a share holding only `<src>.tar.gz` and/or `<src>.tar` is read as one.
 // The directories a PV uses (at or below them) and the provisioner's pvc-<uid> names are claims,
 // not snapshot directories, and are not even listed.
-import { ARCHIVE_PREFIX, mapLimit } from '../archives.js';
+import { ARCHIVE_PREFIX } from '../archives.js';
 import type { NfsStore, OpOptions } from '../store/store.js';
+import { mapLimit } from '../../../map-limit.js';
 
 export interface UpstreamSnapshot {
   /** The snapshot's directory right below the share: the CSI snapshot name. */

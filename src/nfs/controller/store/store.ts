@@ -8,7 +8,6 @@
 import type { BackendHealth } from '../../../csi/health.js';
 import { InvalidArgument } from '../../../errors.js';
 import type { FileType, FsStat } from '../../client/nfs3.js';
-import type { CopyStats } from '../copy/copy-tree.js';
 
 export type { FileType, FsStat };
 
@@ -208,4 +207,17 @@ export interface NfsStores {
   /** Servers with an open session (idle ones are closed). */
   servers(): string[];
   close(): Promise<void>;
+}
+
+/** What a tree copy (../copy/copy-tree.ts) did: the port's copy answers with it. */
+export interface CopyStats {
+  dirs: number;
+  files: number;
+  symlinks: number;
+  hardLinks: number;
+  specials: number;
+  bytes: number;
+  /** Files the server cloned (shares their blocks) / copied itself; the rest passed through here. */
+  cloned: number;
+  serverCopied: number;
 }
