@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import type { AppConfig } from './config/types.js';
 import type { ControllerBackend, Driver, NodeBackend } from './csi/types.js';
 import type { BackendHealth } from './csi/health.js';
-import type { GaugeSource } from './metrics/source.js';
+import type { GaugeSource } from './csi/gauges.js';
 import type { ProxmoxInspect } from './proxmox/controller/controller.js';
 import { PROXMOX_DRIVER_NAME } from './proxmox/contract.js';
 import { NFS_DRIVER_NAME } from './nfs/contract.js';

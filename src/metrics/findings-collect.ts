@@ -10,7 +10,7 @@ import { checkPvDirs } from '../cli/report/missing-dirs.js';
 import { nfsFindings } from '../cli/report/nfs-findings.js';
 import type { ProxmoxInspect } from '../proxmox/controller/controller.js';
 import type { NfsStores } from '../nfs/controller/store/store.js';
-import type { GaugeSample } from './source.js';
+import type { GaugeSample } from '../csi/gauges.js';
 import type { ProxmoxApi } from '../proxmox/api/api.js';
 import { withoutWrites } from '../proxmox/api/read-only.js';
 import { timeoutSignal } from '../timeout-signal.js';

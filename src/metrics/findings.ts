@@ -11,7 +11,7 @@
 //     of the shares (archive sizes included, the report's default) are not Proxmox calls.
 // Scrapes read the last snapshot and make no call.
 import type { Logger } from 'pino';
-import type { GaugeDef, GaugeSample, GaugeSource } from './source.js';
+import type { GaugeDef, GaugeSample, GaugeSource } from '../csi/gauges.js';
 import type { KubeFacts, NfsFacts } from '../cli/report/facts.js';
 import type { Finding } from '../cli/report/findings.js';
 import type { ProxmoxInspect } from '../proxmox/controller/controller.js';

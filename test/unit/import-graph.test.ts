@@ -9,7 +9,8 @@
 //     of src/node;
 //   - only the entry (main.ts, drivers.ts) imports src/server: the services hand their specs to
 //     the transport, backends and configuration find what they need (health, endpoints) below it;
-//   - the two drivers import nothing of each other;
+//   - the two drivers import nothing of each other, and nothing above them: not the subcommands
+//     (src/cli), the metrics collectors (src/metrics) or the entry (main.ts, drivers.ts);
 //   - within a driver, the node half (src/<driver>/node) imports from its driver only its own
 //     files and src/<driver>/contract.ts, and nothing else of the driver imports the node half:
 //     controller and node share only the contract;
@@ -65,6 +66,8 @@ const isDriver = (p: string) => (DRIVERS as readonly string[]).includes(top(p));
 const BELOW_DRIVERS = ['server', 'controller', 'node', 'csi', 'os', 'config'];
 /** The CSI layer's halves: each imports only itself and src/csi of the other two. */
 const SERVICES = ['controller', 'node'];
+/** Layers above the drivers: the subcommands and the metrics collectors read the drivers, never the reverse. */
+const ABOVE_DRIVERS = ['cli', 'metrics'];
 /** The files that compose the program, the only ones outside src/server that may import it. */
 const ENTRY = ['main.ts', 'drivers.ts'];
 const throughIndex = (p: string) => THROUGH_INDEX.some((prefix) => p.split(path.sep).join('/').startsWith(prefix));
@@ -100,6 +103,10 @@ export function violations(g: Map<string, string[]>): string[] {
           say(`the ${half} half of ${top(from)} imports nothing of src/${top(to)}`);
           continue;
         }
+      }
+      if (isDriver(from) && (ABOVE_DRIVERS.includes(top(to)) || ENTRY.includes(to))) {
+        say('a driver imports nothing above it (src/cli, src/metrics, the entry)');
+        continue;
       }
       if (isDriver(from) && isDriver(to) && top(from) !== top(to)) {
         say('a driver imports nothing of the other driver');
@@ -272,6 +279,8 @@ t.test('the rules catch what they forbid', async (t) => {
     [j('main.ts'), [j('server', 'driver-server.ts')]],
     [j('drivers.ts'), [j('server', 'metrics.ts')]],
     [j('nfs', 'param-keys.ts'), [j('proxmox', 'param-keys.ts')]],
+    [j('nfs', 'controller', 'copy', 'copy-progress.ts'), [j('metrics', 'source.ts'), j('csi', 'gauges.ts')]],
+    [j('proxmox', 'controller', 'pool-metrics.ts'), [j('cli', 'report', 'findings.ts'), j('drivers.ts')]],
     [
       j('proxmox', 'node', 'stage.ts'),
       [
@@ -303,6 +312,9 @@ t.test('the rules catch what they forbid', async (t) => {
     `${j('nfs', 'controller', 'controller.ts')} → ${j('node', 'common.ts')}: the controller half of nfs imports nothing of src/node`,
     `${j('proxmox', 'controller', 'controller.ts')} → ${j('server', 'health.ts')}: only src/server and the entry (main.ts, drivers.ts) import src/server`,
     `${j('nfs', 'param-keys.ts')} → ${j('proxmox', 'param-keys.ts')}: a driver imports nothing of the other driver`,
+    `${j('nfs', 'controller', 'copy', 'copy-progress.ts')} → ${j('metrics', 'source.ts')}: a driver imports nothing above it (src/cli, src/metrics, the entry)`,
+    `${j('proxmox', 'controller', 'pool-metrics.ts')} → ${j('cli', 'report', 'findings.ts')}: a driver imports nothing above it (src/cli, src/metrics, the entry)`,
+    `${j('proxmox', 'controller', 'pool-metrics.ts')} → ${j('drivers.ts')}: a driver imports nothing above it (src/cli, src/metrics, the entry)`,
     `${j('proxmox', 'node', 'stage.ts')} → ${j('proxmox', 'controller', 'params.ts')}: the node half of proxmox imports only its own files and ${j('proxmox', 'contract.ts')}`,
     `${j('proxmox', 'controller', 'core.ts')} → ${j('proxmox', 'node', 'topology.ts')}: only the node half of proxmox imports ${j('proxmox', 'node')}`,
     `${j('cli', 'move', 'plan.ts')} → ${j('proxmox', 'mover-vm.ts')}: ${j('cli', 'move', 'plan.ts')} reaches proxmox only through ${j('proxmox', 'index.ts')}`,

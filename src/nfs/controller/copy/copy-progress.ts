@@ -4,7 +4,7 @@
 // bounded by the copies in flight. Values change when the copy reports progress (every few
 // seconds, see copy-tree.ts) and when it ends.
 import type { Logger } from 'pino';
-import type { GaugeDef, GaugeSample, GaugeSource } from '../../../metrics/source.js';
+import type { GaugeDef, GaugeSample, GaugeSource } from '../../../csi/gauges.js';
 import type { CopyStats } from './copy-tree.js';
 
 export type CopyKind = 'snapshot' | 'restore' | 'clone';

@@ -7,7 +7,7 @@ import type { CallContext } from '../../../../../src/csi/types.js';
 import { createNfsController } from '../../../../../src/nfs/controller/controller.js';
 import { CopyProgress, trackedCopy } from '../../../../../src/nfs/controller/copy/copy-progress.js';
 import { emptyStats } from '../../../../../src/nfs/controller/copy/copy-tree.js';
-import type { GaugeSample } from '../../../../../src/metrics/source.js';
+import type { GaugeSample } from '../../../../../src/csi/gauges.js';
 import { implemented } from '../../../../helpers/implemented.js';
 import { FakeStores } from '../fake-store.js';
 

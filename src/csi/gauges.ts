@@ -1,7 +1,8 @@
 // Gauges a backend or a background collector exports, in a shape that needs no metrics library:
 // the definitions are static (so the registry knows every name before the first scrape, and the
 // dashboard test reads them from the real registry), the values are a snapshot kept by whoever
-// refreshes them. src/server/metrics.ts turns a source into Prometheus gauges (addGauges).
+// refreshes them. src/server/metrics.ts turns a source into Prometheus gauges (addGauges). Here,
+// below the drivers, so a driver hands its gauges up without importing src/metrics.
 
 export interface GaugeDef {
   name: string;
