@@ -30,7 +30,8 @@ mount -t overlay overlay -o "lowerdir=$bin:/usr/bin" /usr/bin
 
 # pmxcfs's tree for a standalone node: made once per role (the real `pveum` creates the role,
 # user and token of docs/configuration.md and docs/snapshots.md), then copied from the cache.
-seed="$PVE_REAL_DIR/seed-$(printf '%s' "$PVE_REAL_PRIVS" | sha256sum | cut -c1-12)"
+# keyed by the role and this script, so a changed seed recipe makes a new seed
+seed="$PVE_REAL_DIR/seed-$({ printf '%s' "$PVE_REAL_PRIVS"; cat "$HERE/ns.sh"; } | sha256sum | cut -c1-12)"
 if [ ! -e "$seed/token" ]; then
   cd /etc/pve
   mkdir -p nodes/hyper1/qemu-server nodes/hyper1/lxc nodes/hyper1/priv priv/lock virtual-guest
