@@ -22,15 +22,32 @@ import { type Faults, parseFaults } from './faults.js';
 
 export const DEFAULT_CONFIG_PATH = join(dirname(fileURLToPath(import.meta.url)), 'default-cluster.yaml');
 
+/** Every privilege Proxmox VE 9 knows (pve-access-control 9.1 PVE/AccessControl.pm $privgroups): VM.Monitor is gone, the guest agent and replication have their own. */
 export const ALL_PRIVILEGES = [
   'Datastore.Allocate',
   'Datastore.AllocateSpace',
   'Datastore.AllocateTemplate',
   'Datastore.Audit',
+  'Group.Allocate',
+  'Mapping.Audit',
+  'Mapping.Modify',
+  'Mapping.Use',
+  'Permissions.Modify',
+  'Pool.Allocate',
+  'Pool.Audit',
+  'Realm.Allocate',
+  'Realm.AllocateUser',
+  'SDN.Allocate',
+  'SDN.Audit',
+  'SDN.Use',
+  'Sys.AccessNetwork',
   'Sys.Audit',
   'Sys.Console',
+  'Sys.Incoming',
   'Sys.Modify',
   'Sys.PowerMgmt',
+  'Sys.Syslog',
+  'User.Modify',
   'VM.Allocate',
   'VM.Audit',
   'VM.Backup',
@@ -44,16 +61,30 @@ export const ALL_PRIVILEGES = [
   'VM.Config.Network',
   'VM.Config.Options',
   'VM.Console',
+  'VM.GuestAgent.Audit',
+  'VM.GuestAgent.FileRead',
+  'VM.GuestAgent.FileSystemMgmt',
+  'VM.GuestAgent.FileWrite',
+  'VM.GuestAgent.Unrestricted',
   'VM.Migrate',
-  'VM.Monitor',
   'VM.PowerMgmt',
+  'VM.Replicate',
   'VM.Snapshot',
+  'VM.Snapshot.Rollback',
 ];
 
 export const BUILTIN_ROLES: Record<string, string[]> = {
   CSI: ['VM.Audit', 'VM.Config.Disk', 'Datastore.Allocate', 'Datastore.AllocateSpace', 'Datastore.Audit'],
   Administrator: ALL_PRIVILEGES,
-  PVEAuditor: ['VM.Audit', 'Datastore.Audit', 'Sys.Audit'],
+  PVEAuditor: [
+    'Datastore.Audit',
+    'Mapping.Audit',
+    'Pool.Audit',
+    'SDN.Audit',
+    'Sys.Audit',
+    'VM.Audit',
+    'VM.GuestAgent.Audit',
+  ],
   NoAccess: [],
 };
 
@@ -286,9 +317,11 @@ export function parseSimConfig(input: unknown): SimConfig {
   return {
     cluster: str(input, 'cluster', 'cluster config', 'homelab'),
     version: {
-      version: str(version, 'version', 'version', '8.2.4'),
-      release: str(version, 'release', 'version', '8.2'),
-      repoid: str(version, 'repoid', 'version', 'faa83925c9641325'),
+      // pve-manager 9.2.11 (the vendored sources): PVE::pvecfg::version_info, repoid = the
+      // 16-digit short commit id
+      version: str(version, 'version', 'version', '9.2.11'),
+      release: str(version, 'release', 'version', '9.2'),
+      repoid: str(version, 'repoid', 'version', '14a22df35955d97d'),
     },
     tokens,
     users,

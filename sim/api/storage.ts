@@ -12,22 +12,29 @@ import { allocVolume, freeVolume, storageUsage } from '../ops/storage.js';
 import { statusIsError } from '../tasks.js';
 import { defined } from '../defined.js';
 
-/** check_volume_access for image volumes: owner VM or Datastore/VM privileges. */
+/**
+ * PVE::Storage::check_volume_access for image volumes: the plugin parses the name first (an
+ * unparsable one dies, a 500 or, in the content listing, a silently skipped volume), then
+ * Datastore.Allocate on the storage is enough; otherwise the owner VM itself may, and anyone
+ * with Datastore.Audit on the storage and VM.Config.Disk on the owner.
+ */
 export function checkVolumeAccess(perms: Perms, storage: string, volname: string, vmid?: number): void {
-  const owner = volumeOwner(volname);
-  if (owner !== undefined && vmid !== undefined && owner === vmid) return;
-  if (owner !== undefined) {
-    perms.check(`/storage/${storage}`, ['Datastore.Audit']);
-    perms.check(`/vms/${owner}`, ['VM.Config.Disk']);
-    return;
-  }
-  perms.check(`/storage/${storage}`, ['Datastore.Allocate']);
+  const { owner } = parseVolname(volname);
+  if (perms.has('Datastore.Allocate')) return;
+  if (vmid !== undefined && owner === vmid) return;
+  perms.check(`/storage/${storage}`, ['Datastore.Audit']);
+  perms.check(`/vms/${owner}`, ['VM.Config.Disk']);
 }
 
-/** LVMPlugin::parse_volname */
-function lvmVolname(volname: string): string {
-  if (!/^(vm-(\d+)-\S+)$/.test(volname)) throw fail(`unable to parse lvm volume name '${volname}'`);
-  return volname;
+/** PVE::Storage::Plugin::parse_lvm_name: the characters pve-storage lets an LVM name have. */
+const LVM_NAME_RE = /^[a-z0-9][a-z0-9\-_.]*[a-z0-9]$/i;
+
+/** LvmThinPlugin::parse_volname (parse_lvm_name first): images named (vm|base)-<vmid>-… */
+export function parseVolname(volname: string): { owner: number } {
+  if (!LVM_NAME_RE.test(volname)) throw fail(`lvm name '${volname}' contains illegal characters`);
+  const m = /^((vm|base)-(\d+)-\S+)$/.exec(volname);
+  if (!m) throw fail(`unable to parse lvm volume name '${volname}'`);
+  return { owner: Number(m[3]) };
 }
 
 /** `volume` may be `storage:volname` or a bare name with the storage from the path. */
@@ -151,7 +158,7 @@ export const storageRoutes: Route[] = [
     handler: ({ sim, params, perms }) => {
       const { storage, volname } = realVolumeId(params.storage, defined(params.volume, 'volume'));
       const st = getStorage(sim, defined(params.node, 'node'), storage);
-      checkVolumeAccess(perms, storage, lvmVolname(volname));
+      checkVolumeAccess(perms, storage, volname);
       const v = st.volumes.get(volname);
       if (!v) throw fail(`volume_size_info on '${storage}:${volname}' failed - no format`);
       return { path: `/dev/${st.vgname}/${volname}`, size: v.sizeBytes, used: 0, format: v.format };
@@ -172,7 +179,8 @@ export const storageRoutes: Route[] = [
       const node = defined(params.node, 'node');
       const { storage, volname } = realVolumeId(params.storage, defined(params.volume, 'volume'));
       getStorage(sim, node, storage);
-      lvmVolname(volname);
+      // PVE::Storage::path → the plugin's parse_volname, before any privilege check
+      parseVolname(volname);
       perms.check(`/storage/${storage}`, ['Datastore.Allocate']);
       const owner = volumeOwner(volname);
       const volid = `${storage}:${volname}`;

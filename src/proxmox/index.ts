@@ -7,7 +7,7 @@ export {
 export type { ProxmoxController, ProxmoxControllerOptions } from './controller/controller.js';
 export type { ProxmoxApi } from './api/api.js';
 export { createHttpProxmoxApi, type HttpProxmoxApi } from './api/http-api.js';
-export { CSI_ROLE_PRIVILEGES } from './api/errors.js';
+export { BASE_ROLE, CSI_ROLE_PRIVILEGES, MOVE_ROLE, SNAPSHOT_ROLE, type ProxmoxRole } from './roles.js';
 export { waitTask } from './api/tasks.js';
 export { parseVolumeId, formatVolumeId, diskNameFor, parseVolid, volidOf } from './volume-id.js';
 export { wwnForSlot, FSTYPE_KEY, TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY } from './contract.js';

@@ -108,12 +108,12 @@ export const PROXMOX_PARAMETERS = {
     schema: { type: 'string' },
   },
   resizeRequired: {
-    doc: 'upstream bookkeeping for volumes restored from a snapshot (grown on first publish); no snapshots here, so only false is accepted',
+    doc: 'upstream bookkeeping for volumes restored from a snapshot (grown on first publish); a restore here is sized at CreateVolume, so only false is accepted',
     schema: onlyFalse,
     parse: bool('resizeRequired', false),
   },
   resizeSizeBytes: {
-    doc: 'upstream bookkeeping for volumes restored from a snapshot; no snapshots here, so only 0 is accepted (the size comes from the PVC)',
+    doc: 'upstream bookkeeping for volumes restored from a snapshot; a restore here is sized at CreateVolume from the PVC, so only 0 is accepted',
     schema: { type: ['string', 'integer'], pattern: '^0*$', enum: ['', '0', 0] },
   },
   encrypted: {

@@ -1,6 +1,7 @@
 // Volume handles in the upstream format `region/zone/storage/disk` (region = Proxmox cluster
 // name from the config, zone = Proxmox node) and the disk names behind them.
 import { createHash } from 'node:crypto';
+import { isMarkerName } from './marker-name.js';
 
 export interface VolumeRef {
   region: string;
@@ -48,8 +49,9 @@ export function parseVolid(volid: string): { storage: string; disk: string } | u
 
 /** Longest disk name we create; keeps handles short and well inside LVM's 127-character limit. */
 export const MAX_DISK_NAME = 80;
-// '+' is LVM-valid but never in a Kubernetes name; it is kept for VolumeAttributesClass markers
-// (mutable.ts), so a name carrying one is hashed like any other name LVM cannot take as is.
+// The characters pve-storage's parse_lvm_name allows. A name that would look like a
+// VolumeAttributesClass marker (marker-name.ts; `_` never occurs in a Kubernetes name) is hashed
+// too, so no disk can be taken for another disk's marker.
 const NAME_CHARS_RE = /^[A-Za-z0-9_.-]+$/;
 
 /**
@@ -59,12 +61,14 @@ const NAME_CHARS_RE = /^[A-Za-z0-9_.-]+$/;
  */
 export function diskNameFor(controllerVmId: number, name: string): string {
   const prefix = `vm-${controllerVmId}-`;
-  if (NAME_CHARS_RE.test(name) && prefix.length + name.length <= MAX_DISK_NAME) return prefix + name;
+  if (NAME_CHARS_RE.test(name) && prefix.length + name.length <= MAX_DISK_NAME && !isMarkerName(prefix + name))
+    return prefix + name;
   const hash = createHash('sha256').update(name).digest('hex').slice(0, 16);
   const room = MAX_DISK_NAME - prefix.length - hash.length - 1;
-  const readable = name
-    .replace(/[^A-Za-z0-9_.-]/g, '-')
-    .slice(0, room)
-    .replace(/-+$/, '');
-  return `${prefix}${readable ? readable + '-' : ''}${hash}`;
+  const hashed = (chars: RegExp) => {
+    const readable = name.replace(chars, '-').slice(0, room).replace(/-+$/, '');
+    return `${prefix}${readable ? readable + '-' : ''}${hash}`;
+  };
+  const disk = hashed(/[^A-Za-z0-9_.-]/g);
+  return isMarkerName(disk) ? hashed(/[^A-Za-z0-9.-]/g) : disk;
 }

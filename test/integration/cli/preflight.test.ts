@@ -103,7 +103,12 @@ t.test('healthy: every check passes', async (t) => {
   t.match(byName(rs, 'proxmox/homelab/move-privileges'), {
     status: 'info',
     message:
-      /pve-nfs-csi move \(optional\) would need VM\.Allocate on \/vms\/9999 \(create and destroy the helper VM\); VM\.Migrate on \/vms\/9999/,
+      /pve-nfs-csi move \(optional\) would need VM\.Allocate on \/vms\/9999 \(create and destroy the helper VM\); VM\.Config\.Options on \/vms\/9999 \(give the helper VM its name and description at creation\); VM\.Migrate on \/vms\/9999/,
+  });
+  // snapshots create a copy VM with a name and a description: VM.Config.Options is named
+  t.match(byName(rs, 'proxmox/homelab/snapshot-privileges'), {
+    status: 'info',
+    message: /VM\.Config\.Options on \/vms \(create the copy VM with the name and description that mark it as ours\)/,
   });
   // the CSI role is all report and report --fix need
   t.match(byName(rs, 'proxmox/homelab/report-privileges'), {

@@ -53,12 +53,12 @@ function refuseInapplicable(p: Record<string, string>): void {
   }
   if (P.resizeRequired.parse(p.resizeRequired)) {
     throw new InvalidArgument(
-      'parameter "resizeRequired": upstream sets it only on volumes restored from a snapshot; this driver offers no snapshots, the size comes from the PVC (omit the key)',
+      'parameter "resizeRequired": upstream sets it only on volumes restored from a snapshot; this driver sizes a restore at CreateVolume from the PVC (omit the key)',
     );
   }
   if (p.resizeSizeBytes !== undefined && p.resizeSizeBytes !== '' && !/^0+$/.test(p.resizeSizeBytes)) {
     throw new InvalidArgument(
-      `parameter "resizeSizeBytes": "${p.resizeSizeBytes}" cannot be used: upstream sets it only on volumes restored from a snapshot; this driver offers no snapshots, the size comes from the PVC (omit the key)`,
+      `parameter "resizeSizeBytes": "${p.resizeSizeBytes}" cannot be used: upstream sets it only on volumes restored from a snapshot; this driver sizes a restore at CreateVolume from the PVC (omit the key)`,
     );
   }
 }

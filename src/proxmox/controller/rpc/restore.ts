@@ -136,7 +136,7 @@ export async function deleteRestored(core: Core, volumeId: string, ctx: T.CallCo
   if (!vm || vm.name !== COPY_VM_NAMES.volume) return false;
   const c = copyContext(core, v.cluster, ctx);
   const found = await findVolume(v, ctx.signal);
-  // Its VolumeAttributesClass markers (vm-<volume VM>-disk-0+vac…, owned by the volume VM too)
+  // Its VolumeAttributesClass markers (vm-<volume VM>-disk-0_vac…, owned by the volume VM too)
   // first: destroying the VM frees only what its config names, and a marker never outlives its disk.
   const markers = found ? markersOf(found.items, v.ref.storage, v.ref.disk) : [];
   for (const m of markers)
