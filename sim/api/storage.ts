@@ -9,32 +9,26 @@ import { volumeOwner } from '../model/drive.js';
 import { parseAllocSizeKiB } from '../model/sizes.js';
 import { type SimContext, getStorage } from '../ops/context.js';
 import { allocVolume, freeVolume, storageUsage } from '../ops/storage.js';
+import { parseVolname, volumePath } from '../ops/plugins.js';
 import { statusIsError } from '../tasks.js';
 import { defined } from '../defined.js';
 
 /**
- * PVE::Storage::check_volume_access for image volumes: the plugin parses the name first (an
- * unparsable one dies, a 500 or, in the content listing, a silently skipped volume), then
+ * PVE::Storage::check_volume_access for image volumes (the caller has had the plugin parse the
+ * name first: an unparsable one dies, a 500 or, in the content listing, a skipped volume), then
  * Datastore.Allocate on the storage is enough; otherwise the owner VM itself may, and anyone
  * with Datastore.Audit on the storage and VM.Config.Disk on the owner.
  */
 export function checkVolumeAccess(perms: Perms, storage: string, volname: string, vmid?: number): void {
-  const { owner } = parseVolname(volname);
   if (perms.has('Datastore.Allocate')) return;
+  const owner = volumeOwner(volname);
+  if (owner === undefined) {
+    perms.check(`/storage/${storage}`, ['Datastore.Allocate']);
+    return;
+  }
   if (vmid !== undefined && owner === vmid) return;
   perms.check(`/storage/${storage}`, ['Datastore.Audit']);
   perms.check(`/vms/${owner}`, ['VM.Config.Disk']);
-}
-
-/** PVE::Storage::Plugin::parse_lvm_name: the characters pve-storage lets an LVM name have. */
-const LVM_NAME_RE = /^[a-z0-9][a-z0-9\-_.]*[a-z0-9]$/i;
-
-/** LvmThinPlugin::parse_volname (parse_lvm_name first): images named (vm|base)-<vmid>-… */
-export function parseVolname(volname: string): { owner: number } {
-  if (!LVM_NAME_RE.test(volname)) throw fail(`lvm name '${volname}' contains illegal characters`);
-  const m = /^((vm|base)-(\d+)-\S+)$/.exec(volname);
-  if (!m) throw fail(`unable to parse lvm volume name '${volname}'`);
-  return { owner: Number(m[3]) };
 }
 
 /** `volume` may be `storage:volname` or a bare name with the storage from the path. */
@@ -60,7 +54,7 @@ async function statusOf(sim: SimContext, node: string, storage: string) {
     avail: u.avail,
     content: st.content,
     enabled: 1,
-    shared: 0,
+    shared: st.shared ? 1 : 0,
     total: u.total,
     type: st.type,
     used: u.used,
@@ -99,6 +93,7 @@ export const storageRoutes: Route[] = [
       for (const v of [...st.volumes.values()].sort((a, b) => a.volname.localeCompare(b.volname))) {
         if (vmid !== undefined && v.ownerVmid !== vmid) continue;
         try {
+          parseVolname(st, v.volname);
           checkVolumeAccess(perms, st.id, v.volname);
         } catch {
           continue;
@@ -158,10 +153,11 @@ export const storageRoutes: Route[] = [
     handler: ({ sim, params, perms }) => {
       const { storage, volname } = realVolumeId(params.storage, defined(params.volume, 'volume'));
       const st = getStorage(sim, defined(params.node, 'node'), storage);
+      parseVolname(st, volname);
       checkVolumeAccess(perms, storage, volname);
       const v = st.volumes.get(volname);
       if (!v) throw fail(`volume_size_info on '${storage}:${volname}' failed - no format`);
-      return { path: `/dev/${st.vgname}/${volname}`, size: v.sizeBytes, used: 0, format: v.format };
+      return { path: volumePath(st, volname), size: v.sizeBytes, used: 0, format: v.format };
     },
   },
   {
@@ -178,9 +174,8 @@ export const storageRoutes: Route[] = [
     handler: async ({ sim, params, perms, user }) => {
       const node = defined(params.node, 'node');
       const { storage, volname } = realVolumeId(params.storage, defined(params.volume, 'volume'));
-      getStorage(sim, node, storage);
       // PVE::Storage::path → the plugin's parse_volname, before any privilege check
-      parseVolname(volname);
+      parseVolname(getStorage(sim, node, storage), volname);
       perms.check(`/storage/${storage}`, ['Datastore.Allocate']);
       const owner = volumeOwner(volname);
       const volid = `${storage}:${volname}`;

@@ -19,8 +19,10 @@ import {
   BASE_ROLE,
   createHttpProxmoxApi,
   CSI_ROLE_PRIVILEGES,
+  kindOf,
   MOVE_ROLE,
   parseCreateParameters,
+  SERVED_TYPES,
   SNAPSHOT_ROLE,
   type HttpProxmoxApi,
 } from '../proxmox/index.js';
@@ -203,8 +205,9 @@ export async function checkProxmox(input: PreflightInput, signal: AbortSignal): 
         for (const id of storages) {
           const on = rows.filter((r) => r.storage === id);
           const name = `${base}/storage/${id}`;
-          // The type named is the odd one's, not the first row's (which may well be lvmthin).
-          const odd = on.find((r) => r.plugintype && r.plugintype !== 'lvmthin');
+          // The type named is the odd one's, not the first row's.
+          const odd = on.find((r) => !kindOf(r.plugintype));
+          const noImages = on.filter((r) => !r.content.split(',').includes('images'));
           if (on.length === 0)
             out.push({
               name,
@@ -214,14 +217,25 @@ export async function checkProxmox(input: PreflightInput, signal: AbortSignal): 
           else if (odd)
             out.push({
               name,
-              status: 'warn',
-              message: `storage "${id}" is ${odd.plugintype}; the driver is built and tested for lvmthin`,
+              status: 'fail',
+              message: `storage "${id}" is ${odd.plugintype ?? '?'}, which the driver does not serve (served: ${SERVED_TYPES.join(', ')})`,
+            });
+          else if (noImages.length > 0)
+            out.push({
+              name,
+              status: 'fail',
+              message: `storage "${id}" does not hold disk images on ${noImages
+                .map((r) => r.node)
+                .sort()
+                .join(
+                  ', ',
+                )} (content: ${noImages[0]?.content ?? ''}); add "images" to its content in Datacenter → Storage`,
             });
           else
             out.push({
               name,
               status: 'pass',
-              message: `on ${on
+              message: `${on[0]?.plugintype ?? 'lvmthin'} (${kindOf(on[0]?.plugintype)?.name ?? ''}${on.some((r) => r.shared) ? ', shared' : ''}) on ${on
                 .map((r) => r.node)
                 .sort()
                 .join(', ')}`,

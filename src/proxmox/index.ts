@@ -14,3 +14,4 @@ export { wwnForSlot, FSTYPE_KEY, TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY } from '
 export { parseCreateParameters } from './controller/params/params.js';
 export { MOVER_VM_NAME, MoverVm, volidOfValue, type MoverApi, type MoverReadApi } from './mover-vm.js';
 export { isOwnershipRefusal } from './controller/safety/ownership.js';
+export { kindOf, SERVED_TYPES } from './storage/kinds.js';

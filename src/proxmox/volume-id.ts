@@ -15,16 +15,29 @@ const REGION_RE = /^[^\s/]+$/;
 const ZONE_RE = /^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$|^$/;
 // Proxmox's pve-storage-id format.
 const STORAGE_RE = /^[a-z][a-z0-9._-]*[a-z0-9]$/i;
-// What Proxmox accepts for a custom disk name on LVM: `vm-<vmid>-` then LVM name characters.
-const DISK_RE = /^vm-(\d+)-[A-Za-z0-9+_.-]+$/;
+// What Proxmox accepts for a custom disk name: `vm-<vmid>-` then LVM name characters; on a file
+// storage (dir, NFS, CIFS) the volume name is `<vmid>/vm-<vmid>-….<raw|qcow2>` (Plugin.pm
+// alloc_image), the directory being the owner's.
+const DISK_RE = /^(?:(\d+)\/)?vm-(\d+)-[A-Za-z0-9+_.-]+$/;
 
-/** Parses a volume handle; undefined when it is not one of ours (callers decide what that means). */
+function diskMatch(disk: string): RegExpExecArray | undefined {
+  const m = DISK_RE.exec(disk);
+  if (!m) return undefined;
+  if (m[1] !== undefined && (m[1] !== m[2] || !/\.(raw|qcow2)$/.test(disk))) return undefined;
+  return m;
+}
+
+/**
+ * Parses a volume handle; undefined when it is not one of ours (callers decide what that means).
+ * Upstream's file-storage handles have five segments (`region/zone/storage/9999/vm-9999-….raw`):
+ * everything after the storage is the disk.
+ */
 export function parseVolumeId(id: string): VolumeRef | undefined {
   const parts = id.split('/');
-  if (parts.length !== 4) return undefined;
-  const [region, zone, storage, disk] = parts as [string, string, string, string];
-  if (!REGION_RE.test(region) || !ZONE_RE.test(zone) || !STORAGE_RE.test(storage) || !DISK_RE.test(disk))
-    return undefined;
+  if (parts.length !== 4 && parts.length !== 5) return undefined;
+  const [region, zone, storage, ...rest] = parts as [string, string, string, ...string[]];
+  const disk = rest.join('/');
+  if (!REGION_RE.test(region) || !ZONE_RE.test(zone) || !STORAGE_RE.test(storage) || !diskMatch(disk)) return undefined;
   return { region, zone, storage, disk };
 }
 
@@ -34,8 +47,8 @@ export function formatVolumeId(v: VolumeRef): string {
 
 /** The VMID a disk name says owns it (`vm-<vmid>-…`). */
 export function diskOwner(disk: string): number | undefined {
-  const m = DISK_RE.exec(disk);
-  return m ? Number(m[1]) : undefined;
+  const m = diskMatch(disk);
+  return m ? Number(m[2]) : undefined;
 }
 
 /** Proxmox volume id, `storage:disk`. */

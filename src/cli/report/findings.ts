@@ -67,9 +67,16 @@ export interface Rules {
 
 const UID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
 
-/** vm-<ctrl>-pvc-<uid>: a disk the driver (or upstream) created for a provisioned PV. */
+/**
+ * vm-<ctrl>-pvc-<uid>: a disk the driver (or upstream) created for a provisioned PV; on a file
+ * storage `<ctrl>/vm-<ctrl>-pvc-<uid>.<raw|qcow2>` (src/proxmox/storage/file.ts).
+ */
 export function isProvisionerDisk(disk: string, controllerVmId: number): boolean {
-  return new RegExp(`^vm-${controllerVmId}-pvc-${UID}$`).test(disk);
+  const id = String(controllerVmId);
+  return (
+    new RegExp(`^vm-${id}-pvc-${UID}$`).test(disk) ||
+    new RegExp(`^${id}/vm-${id}-pvc-${UID}\\.(?:raw|qcow2)$`).test(disk)
+  );
 }
 
 function pvcOf(pv: V1PersistentVolume, pvcs: readonly V1PersistentVolumeClaim[]): V1PersistentVolumeClaim | undefined {

@@ -105,7 +105,7 @@ async function listAll(
       for (const item of items) {
         const vol = parseVolid(item.volid);
         if (!vol || vol.storage !== r.storage || !ours(vol.disk)) continue;
-        const ref = { region: cluster.region, zone: r.node, storage: r.storage, disk: vol.disk };
+        const ref = { region: cluster.region, zone: r.shared ? '' : r.node, storage: r.storage, disk: vol.disk };
         const volumeId = formatVolumeId(ref);
         volumes.push({ volumeId, ...ref, size: item.size, shared: r.shared });
         uses.set(volumeId, usesIn(r.storage, vol.disk));
