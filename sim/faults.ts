@@ -51,6 +51,12 @@ export interface Faults {
   migrateFail: MigrateFailMode;
   /** After a migration, /cluster/resources lists the VM on its old node for this long (pmxcfs lag). */
   resourcesLagMs: number;
+  /**
+   * A VM created (or cloned) while this is above 0 is listed in /cluster/resources without the
+   * fields pvestatd's status data gives (name, template, usage; status `unknown`) for this many
+   * reads of the VM list: Proxmox fills them only at pvestatd's next pass, up to 10 s later.
+   */
+  statusPassReads: number;
   /** pveproxy delays every 401 by 3 s; tests usually set 0. */
   authFailureDelayMs: number;
   /** PRNG seed for the rate-based faults. */
@@ -76,6 +82,7 @@ export const DEFAULT_FAULTS: Faults = {
   detachPendingVmids: [],
   migrateFail: 'off',
   resourcesLagMs: 0,
+  statusPassReads: 0,
   authFailureDelayMs: 3000,
   seed: 1,
 };
@@ -129,6 +136,7 @@ const KNOBS: { [K in keyof Faults]: (v: unknown, w: string) => Faults[K] } = {
     return v as number[];
   },
   resourcesLagMs: (v, w) => num(v, w, 0),
+  statusPassReads: (v, w) => num(v, w, 0),
   migrateFail: (v, w) => oneOf(v, w, MODES.migrateFail),
   authFailureDelayMs: (v, w) => num(v, w, 0),
   seed: (v, w) => num(v, w, 0),

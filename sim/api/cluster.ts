@@ -43,6 +43,12 @@ function vmResource(vm: VmModel, nowSec: number, lagMs: number) {
   const n = vmNumbers(vm, nowSec);
   // pmxcfs' VM list (and the API's short cache) trails a migration: the old node for a while
   const node = vm.movedFrom && Date.now() - vm.movedFrom.atMs < lagMs ? vm.movedFrom.node : vm.node;
+  if (vm.unseenReads) {
+    // No status data yet (pve-manager's extract_vm_stats without an RRD entry): no name,
+    // template or usage, status `unknown`.
+    vm.unseenReads -= 1;
+    return { id: `qemu/${vm.vmid}`, type: 'qemu', vmid: vm.vmid, node, status: 'unknown' };
+  }
   return {
     id: `qemu/${vm.vmid}`,
     type: 'qemu',

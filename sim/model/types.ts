@@ -86,6 +86,8 @@ export interface VmModel {
   pid: number;
   /** The node before the last migration and when it moved (the resources listing may lag). */
   movedFrom?: { node: string; atMs: number };
+  /** VM-list reads left before pvestatd's status data covers this new VM (faults.statusPassReads). */
+  unseenReads?: number;
 }
 
 export interface VersionInfo {

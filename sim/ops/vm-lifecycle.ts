@@ -28,6 +28,8 @@ export function createLockedVm(ctx: SimContext, node: string, vmid: number): VmM
     startedAt: 0,
     pid: 0,
   };
+  const unseen = ctx.faults.get().statusPassReads;
+  if (unseen > 0) vm.unseenReads = unseen;
   ctx.state.vms.set(vmid, vm);
   return vm;
 }
