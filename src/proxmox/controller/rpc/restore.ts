@@ -20,6 +20,7 @@ import {
 import { copyView, namedHelper, restoreCopy, runStep } from '../copy/thin-copy.js';
 import { restoreInto } from '../copy/cross-zone.js';
 import { holdsImages, isAvailable } from '../state/cluster.js';
+import { mayBeNamed } from '../state/scan.js';
 import { COPY_VM_NAMES, type CopyStep, helperFacts, releasedVolume } from '../safety/copy-vms.js';
 import { decideCopyStep, must } from '../safety/ownership.js';
 import { parseCreateParameters, sizeForCreate, volumeContextOf } from '../params/params.js';
@@ -177,11 +178,13 @@ export async function deleteRestored(core: Core, volumeId: string, ctx: T.CallCo
   const owner = v ? diskOwner(v.ref.disk) : undefined;
   if (!v || owner === undefined || owner === core.controllerVmId) return false;
   const vm = (await v.cluster.api.vmResources({ signal: ctx.signal })).find((r) => r.vmid === owner);
-  if (vm?.name !== COPY_VM_NAMES.volume) return false;
+  // A VM created a moment ago is listed without its name: the fresh read takes it from the config.
+  if (!vm || !mayBeNamed(vm, COPY_VM_NAMES.volume)) return false;
   const c = copyContext(core, v.cluster, ctx);
   const view = await copyView(c, vm.node);
   const f = helperFacts(view.host, vm.vmid);
-  if (f?.record?.role !== 'volume' || f.record.controller !== core.controllerVmId) return false;
+  if (f?.vm.name !== COPY_VM_NAMES.volume || f.record?.role !== 'volume' || f.record.controller !== core.controllerVmId)
+    return false;
   const issued = releasedVolume(f);
   if (!issued || v.ref.zone !== vm.node || v.ref.storage !== issued.storage || v.ref.disk !== issued.disk) {
     ctx.log.info(

@@ -18,6 +18,7 @@ import { findHelper, linkedCopy } from '../copy/thin-copy.js';
 import { COPY_VM_NAMES, type CopyRecord, type HelperFacts, helperFacts, parseRecord } from '../safety/copy-vms.js';
 import { decideCopyStep, must } from '../safety/ownership.js';
 import { readFresh } from '../safety/fresh-read.js';
+import { mayBeNamed } from '../state/scan.js';
 import { waitTask } from '../../api/tasks.js';
 import { diskOwner, formatVolumeId, parseVolid } from '../../volume-id.js';
 import { decodeToken, encodeToken } from './list.js';
@@ -101,10 +102,14 @@ export const deleteSnapshot: ControllerHandler<'deleteSnapshot'> = async (core, 
   return cluster.exclusive(`snapshot-vm:${String(owner)}`, async () => {
     const all = await cluster.api.vmResources({ signal: ctx.signal });
     const vm = all.find((r) => r.vmid === owner);
-    if (vm?.name !== COPY_VM_NAMES.snapshot) return unknown('no snapshot VM of that VMID');
+    // A VM created a moment ago is listed without its name: the fresh read takes it from the config.
+    if (!vm || !mayBeNamed(vm, COPY_VM_NAMES.snapshot)) return unknown('no snapshot VM of that VMID');
     const host = await readFresh(cluster, [vm.node], ctx.signal);
     const f = helperFacts(host, vm.vmid);
-    const ours = f?.record?.role === 'snapshot' && f.record.controller === core.controllerVmId;
+    const ours =
+      f?.vm.name === COPY_VM_NAMES.snapshot &&
+      f.record?.role === 'snapshot' &&
+      f.record.controller === core.controllerVmId;
     if (!f || !ours || issuedSnapshotId(cluster.region, f) !== req.snapshotId) return unknown('another spelling');
     const view = { host, vmids: new Set(all.map((r) => r.vmid)), controllerVmId: core.controllerVmId };
     const permit = must(decideCopyStep({ op: 'destroy', node: vm.node, vmid: vm.vmid }, view));
@@ -120,13 +125,15 @@ async function listAll(core: Core, ctx: T.CallContext): Promise<T.CsiSnapshot[]>
   const out: T.CsiSnapshot[] = [];
   for (const cluster of core.clusters.values()) {
     const vms = (await cluster.api.vmResources({ signal: ctx.signal })).filter(
-      (r: VmResource) => r.type === 'qemu' && r.name === COPY_VM_NAMES.snapshot,
+      // Unnamed too: a VM created a moment ago is listed without its name; its config names it.
+      (r: VmResource) => r.type === 'qemu' && mayBeNamed(r, COPY_VM_NAMES.snapshot),
     );
     for (const vm of vms) {
       const conf = await cluster.api.vmConfig(vm.node, vm.vmid, { signal: ctx.signal }).catch(() => undefined);
       const record = parseRecord(conf?.values.description);
       const disk = conf?.values.scsi0?.split(',')[0];
       const ref = disk ? parseVolid(disk) : undefined;
+      if (conf?.values.name !== COPY_VM_NAMES.snapshot) continue;
       if (!record || record.role !== 'snapshot' || record.controller !== core.controllerVmId || !disk || !ref) continue;
       const items = await cluster.api
         .listContent(vm.node, ref.storage, vm.vmid, { signal: ctx.signal })

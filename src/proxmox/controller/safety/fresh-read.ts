@@ -9,7 +9,7 @@
 import { isCsiError } from '../../../errors.js';
 import type { ConfigEntry, ProxmoxReadApi, VmResource } from '../../api/api.js';
 import type { Cluster } from '../state/cluster.js';
-import type { VmEntries } from '../state/scan.js';
+import { type VmEntries, withConfigName } from '../state/scan.js';
 import type { FreshView, SnapshotSection } from './ownership.js';
 import { mapLimit } from '../../../map-limit.js';
 
@@ -52,7 +52,8 @@ async function readFreshWith(
   );
   const read = await mapLimit(vms, 8, async (vm) => {
     const [entries, sections] = await Promise.all([entriesOf(vm), snapshotsOf(api, vm, signal)]);
-    return entries && { vm, entries, sections };
+    // A VM created a moment ago is listed without its name: its config names it.
+    return entries && { vm: withConfigName(vm, entries), entries, sections };
   });
   const present = read.filter((r): r is VmEntries & { sections: SnapshotSection[] } => r !== undefined);
   return {

@@ -20,13 +20,32 @@ export interface ScanOptions {
   exclude?: readonly number[] | undefined;
 }
 
+/**
+ * The VM with the name its config, read now, gives. The VM list's name is pvestatd's, from its
+ * last pass (up to 10 s old): a VM created a moment ago is listed without one, or as `VM <vmid>`
+ * when the pass read its config before qemu-server wrote the name (QemuServer::vmstatus's
+ * default, which a config without `name` gets here too).
+ */
+export function withConfigName(vm: VmResource, entries: readonly ConfigEntry[]): VmResource {
+  const name = entries.find((e) => e.key === 'name')?.value || `VM ${String(vm.vmid)}`;
+  return name === vm.name ? vm : { ...vm, name };
+}
+
+/**
+ * Whether the VM list's row may be a VM named `name`: it says so, or it shows no name of the
+ * config yet (missing, or `VM <vmid>`). Only a config read decides the latter.
+ */
+export const mayBeNamed = (vm: VmResource, name: string): boolean =>
+  vm.name === name || !vm.name || vm.name === `VM ${String(vm.vmid)}`;
+
 export async function scanVms(api: ProxmoxReadApi, locator: VmLocator, o: ScanOptions = {}): Promise<VmEntries[]> {
   const vms = (await locator.list(o.signal)).filter(
     (v) => (!o.nodes || o.nodes.includes(v.node)) && !o.exclude?.includes(v.vmid),
   );
   const read = await mapLimit(vms, 8, async (vm) => {
     try {
-      return { vm, entries: await api.vmPending(vm.node, vm.vmid, { signal: o.signal }) };
+      const entries = await api.vmPending(vm.node, vm.vmid, { signal: o.signal });
+      return { vm: withConfigName(vm, entries), entries };
     } catch (e) {
       // Deleted or migrated since the list was read: nothing of ours can be attached there.
       if (isCsiError(e, 'NotFound')) {
