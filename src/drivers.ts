@@ -5,16 +5,19 @@
 // was most of the start time and a good part of the idle memory (bench/start.ts, bench/rss.ts).
 import type { Logger } from 'pino';
 import type { AppConfig } from './config/types.js';
-import type { ControllerBackend, Driver, NodeBackend } from './csi/types.js';
-import type { BackendHealth } from './csi/health.js';
+import type { Driver } from './csi/types.js';
 import type { GaugeSource } from './csi/gauges.js';
-import type { ProxmoxInspect } from './proxmox/controller/controller.js';
-import { PROXMOX_DRIVER_NAME } from './proxmox/contract.js';
-import { NFS_DRIVER_NAME } from './nfs/contract.js';
+import type { DriverBuilder } from './csi/build.js';
+import { type BuiltProxmox, proxmoxDriver, type ProxmoxInspect } from './proxmox/driver.js';
+import { NFS_DRIVER_NAME, findingsStores, nfsDriver } from './nfs/driver.js';
 
-type KubernetesNodeNames = typeof import('./proxmox/controller/safety/expansion-helpers.js').kubernetesNodeNames;
+/**
+ * Every driver this program serves, in the order their servers start; each builds itself. What
+ * a driver builds may carry the Proxmox controller's read surface for the findings metrics (an
+ * optional field, so the NFS driver's answer fits the same type).
+ */
+const DRIVERS: readonly DriverBuilder<BuiltProxmox>[] = [proxmoxDriver, nfsDriver];
 
-export const PROXMOX_DRIVER = PROXMOX_DRIVER_NAME;
 export const NFS_DRIVER = NFS_DRIVER_NAME;
 
 export interface Composed {
@@ -33,79 +36,14 @@ export async function buildDrivers(config: AppConfig, log: Logger): Promise<Comp
   const gauges: GaugeSource[] = [];
   let proxmoxInspect: ProxmoxInspect | undefined;
 
-  if (config.proxmoxEndpoint) {
-    const plog = log.child({ driver: PROXMOX_DRIVER });
-    // load.ts guarantees the config file whenever a Proxmox controller runs.
-    const c =
-      controller && config.proxmox
-        ? (await import('./proxmox/index.js')).createProxmoxController({
-            config: config.proxmox,
-            log: plog,
-            poolGuard: config.poolGuard,
-            ...(await withKubernetesNodes()),
-          })
-        : undefined;
-    const n = node
-      ? (await import('./proxmox/node/node.js')).createProxmoxNode({
-          nodeId: config.node.nodeId,
-          ...(config.node.region && { region: config.node.region }),
-          ...(config.node.zone && { zone: config.node.zone }),
-          ...(config.node.maxVolumes && { maxVolumes: config.node.maxVolumes }),
-          deviceDir: config.deviceDir,
-          kubeletDir: config.kubeletDir,
-          log: plog,
-          ...(exec && { exec }),
-        })
-      : undefined;
-    if (c) closers.push(() => c.close());
-    if (c && config.metricsAddress) {
-      const pool = (await import('./proxmox/controller/pool-metrics.js')).poolMetrics(c.inspect, plog);
-      gauges.push(pool);
-      closers.push(async () => pool.stop());
-      proxmoxInspect = c.inspect;
-    }
-    drivers.push({ endpoint: config.proxmoxEndpoint, driver: driverOf(PROXMOX_DRIVER, true, c, n) });
-  }
-
-  if (config.nfsEndpoint) {
-    const nlog = log.child({ driver: NFS_DRIVER });
-    const ports = {
-      ...(config.nfsPort && { nfsPort: config.nfsPort }),
-      ...(config.nfsMountPort && { mountPort: config.nfsMountPort }),
-    };
-    const copies =
-      controller && config.metricsAddress
-        ? new (await import('./nfs/controller/copy/copy-progress.js')).CopyProgress()
-        : undefined;
-    if (copies) gauges.push(copies);
-    const c = controller
-      ? (await import('./nfs/controller/controller.js')).createNfsController({
-          log: nlog,
-          callTimeoutMs: config.nfsCallTimeoutMs,
-          defaultOnDelete: config.nfsDefaultOnDelete,
-          ...ports,
-          ...(copies && { copyProgress: copies }),
-        })
-      : undefined;
-    if (c) closers.push(() => c.close());
-    const usage =
-      node && config.metricsAddress
-        ? (await import('./nfs/node/usage.js')).createVolumeUsage({ log: nlog })
-        : undefined;
-    if (usage) gauges.push(usage);
-    const n = node
-      ? (await import('./nfs/node/node.js')).createNfsNode({
-          nodeId: config.node.nodeId,
-          log: nlog,
-          mountTimeoutMs: config.nfsMountTimeoutMs,
-          kubeletDir: config.kubeletDir,
-          ...(config.nfsPort && { nfsPort: config.nfsPort }),
-          ...(config.nfsMountPort && { nfsMountPort: config.nfsMountPort }),
-          ...(exec && { exec }),
-          ...(usage && { usage }),
-        })
-      : undefined;
-    drivers.push({ endpoint: config.nfsEndpoint, driver: driverOf(NFS_DRIVER, false, c, n) });
+  for (const d of DRIVERS) {
+    const endpoint = d.endpoint(config);
+    if (!endpoint) continue;
+    const built = await d.build({ config, log: log.child({ driver: d.name }), controller, node, exec });
+    drivers.push({ endpoint, driver: built.driver });
+    gauges.push(...built.gauges);
+    closers.push(() => built.close());
+    if (built.inspect) proxmoxInspect = built.inspect;
   }
   if (controller && config.metricsAddress && config.findings.intervalMs > 0) {
     const f = await startFindings(config, log, proxmoxInspect);
@@ -123,30 +61,6 @@ export async function buildDrivers(config: AppConfig, log: Logger): Promise<Comp
   };
 }
 
-/** A driver with whichever halves this process serves; both drivers expand online. */
-function driverOf(
-  name: string,
-  accessibilityConstraints: boolean,
-  controller: (ControllerBackend & { health(signal: AbortSignal): Promise<BackendHealth[]> }) | undefined,
-  node: NodeBackend | undefined,
-): Driver {
-  return {
-    name,
-    accessibilityConstraints,
-    onlineExpansion: true,
-    // Probe: this process serves. Backend health goes to metrics and logs (health.ts).
-    probe: async () => true,
-    ...(controller && { controller, health: (signal: AbortSignal) => controller.health(signal) }),
-    ...(node && { node }),
-  };
-}
-
-/** In a pod: the Kubernetes Node names limit offline-expansion helpers (src/proxmox/controller/safety/expansion-helpers.ts). */
-async function withKubernetesNodes(): Promise<{ kubernetesNodes?: NonNullable<ReturnType<KubernetesNodeNames>> }> {
-  const k = (await import('./proxmox/controller/safety/expansion-helpers.js')).kubernetesNodeNames();
-  return k ? { kubernetesNodes: k } : {};
-}
-
 /** The day-2 findings as metrics (src/metrics/findings.ts), in a pod only: they need the Kubernetes objects. */
 async function startFindings(config: AppConfig, log: Logger, proxmox: ProxmoxInspect | undefined) {
   const kube = (await import('./metrics/findings-kube.js')).inClusterKubeFacts();
@@ -154,15 +68,7 @@ async function startFindings(config: AppConfig, log: Logger, proxmox: ProxmoxIns
     log.info('findings metrics off: not running in Kubernetes (they read its PVs and StorageClasses)');
     return undefined;
   }
-  const stores = config.nfsEndpoint
-    ? (await import('./nfs/controller/store/stores.js')).createNfsStores({
-        timeoutMs: config.nfsCallTimeoutMs,
-        privilegedPort: true,
-        log: log.child({ driver: NFS_DRIVER }),
-        ...(config.nfsPort && { nfsPort: config.nfsPort }),
-        ...(config.nfsMountPort && { mountPort: config.nfsMountPort }),
-      })
-    : undefined;
+  const stores = config.nfsEndpoint ? await findingsStores(config, log.child({ driver: NFS_DRIVER })) : undefined;
   const metrics = (await import('./metrics/findings.js')).findingsMetrics({
     proxmox,
     kube,
