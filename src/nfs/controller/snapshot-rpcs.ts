@@ -5,11 +5,12 @@ import type { CallContext } from '../../csi/types.js';
 import type * as T from '../../csi/types.js';
 import { Busy, FailedPrecondition, InvalidArgument, NotFound } from '../../errors.js';
 import { parseVolumeId } from '../volume-id.js';
+import { claimRef } from './claim-ref.js';
 import { type UpstreamSnapshotRef, parseSnapshotId } from '../snapshot-id.js';
 import type { NfsStore, NfsStores, OpOptions } from './store.js';
 import { type CopyProgress, trackedCopy } from './copy-progress.js';
+import { fillIntoPlace } from './fill-records.js';
 import {
-  fillIntoPlace,
   createSnapshot,
   csiSnapshot,
   findSnapshot,
@@ -75,7 +76,11 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date, copies?: CopyPr
           ? store.unpackArchive(from.path, target.subDir, { ...o, progress })
           : store.copyTree(from.path, target.subDir, { ...o, progress }),
       );
-    const stats = await fillIntoPlace(store, target.subDir, name, fill, o);
+    const request = {
+      name,
+      source: source.volume ? `volume:${source.volume.volumeId}` : `snapshot:${source.snapshot?.snapshotId ?? ''}`,
+    };
+    const stats = await fillIntoPlace(store, target.subDir, request, fill, o);
     if (stats !== 'done') ctx.log.info({ ...what, ...stats }, 'NFS volume filled from its content source');
   }
 
@@ -95,8 +100,8 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date, copies?: CopyPr
       }
     };
     if (source.volume) {
-      const v = parseVolumeId(source.volume.volumeId);
-      if (!v) throw new NotFound(`source volume "${source.volume.volumeId}" is not an nfs.csi.k8s.io volume handle`);
+      const v = claimRef(source.volume.volumeId);
+      if (typeof v === 'string') throw new NotFound(`source volume "${source.volume.volumeId}" ${v}`);
       sameShare(v, `source volume ${source.volume.volumeId}`);
       const st = await stores.open(v.server, v.share).stat(v.subDir, o);
       if (st?.type !== 'dir') throw new NotFound(`source volume ${source.volume.volumeId} does not exist`);
@@ -130,8 +135,8 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date, copies?: CopyPr
     restore,
 
     async createSnapshot(req, ctx) {
-      const src = parseVolumeId(req.sourceVolumeId);
-      if (!src) throw new NotFound(`source volume "${req.sourceVolumeId}" is not an nfs.csi.k8s.io volume handle`);
+      const src = claimRef(req.sourceVolumeId);
+      if (typeof src === 'string') throw new NotFound(`source volume "${req.sourceVolumeId}" ${src}`);
       const s = await createSnapshot(stores, { ...src, id: req.sourceVolumeId }, req.name, ctx, now, copies);
       // Only once the share answered: a share remembered from a refused call fails every list.
       remember(src.server, src.share);
