@@ -158,7 +158,7 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
       const version = nfsVersionOf(req.volumeCapabilities.flatMap((c) => c.mount?.mountFlags ?? []));
       const store = stores.open(p.server, p.share, version);
       const source = req.volumeContentSource;
-      if (source) await snapshots.restore(source, p, req.name, ctx);
+      if (source) await snapshots.restore(source, p, req.name, ctx, required || limit || undefined);
       else {
         // A plain create takes the directory as it is; no restore record of it may outlive that.
         const dropped = await forgetRestores(store, p.subDir, { signal: ctx.signal });

@@ -7,7 +7,7 @@
 // The digest is the first 16 hex digits of SHA-256 over the content source's kind and id, so a
 // repeat of the name with another source is not taken for the request that wrote the record.
 import { createHash } from 'node:crypto';
-import { AlreadyExists, InvalidArgument } from '../../errors.js';
+import { AlreadyExists, InvalidArgument, isCsiError } from '../../errors.js';
 import type { CopyStats } from './copy-tree.js';
 import type { NfsStore, OpOptions } from './store.js';
 import { MAX_ENTRY, SNAPSHOTS, snapshotsDirEntries } from './snapshots.js';
@@ -86,7 +86,18 @@ export async function fillIntoPlace(
   }
   await store.ensureDir(marker, {}, o);
   await store.removeTree(to, o);
-  const stats = await fill();
+  let stats: CopyStats;
+  try {
+    stats = await fill();
+  } catch (e) {
+    // The source itself is refused (a hostile or broken archive, more data than the claim asked
+    // for): the same on every retry, so nothing of the attempt is left behind.
+    if (isCsiError(e, 'InvalidArgument') || isCsiError(e, 'OutOfRange')) {
+      await store.removeTree(to, o);
+      await store.removeDirIfEmpty(marker, o);
+    }
+    throw e;
+  }
   await store.ensureDir(filled, {}, o);
   await store.removeDirIfEmpty(marker, o);
   return stats;

@@ -23,12 +23,16 @@ export interface SnapshotRpcs {
   createSnapshot: (req: T.CreateSnapshotRequest, ctx: CallContext) => Promise<T.CreateSnapshotResponse>;
   deleteSnapshot: (req: T.DeleteSnapshotRequest, ctx: CallContext) => Promise<T.DeleteSnapshotResponse>;
   listSnapshots: (req: T.ListSnapshotsRequest, ctx: CallContext) => Promise<T.ListSnapshotsResponse>;
-  /** Fills the new claim `target` of CSI volume `name` from its content source; resolves when it is in place. */
+  /**
+   * Fills the new claim `target` of CSI volume `name` from its content source; resolves when it is
+   * in place. An archive unpacks at most `maxBytes` of file data (the requested capacity).
+   */
   restore(
     source: NonNullable<T.CreateVolumeRequest['volumeContentSource']>,
     target: { server: string; share: string; subDir: string },
     name: string,
     ctx: CallContext,
+    maxBytes?: number,
   ): Promise<void>;
   /** A share this process uses: ListSnapshots without a filter looks there. */
   remember(server: string, share: string): void;
@@ -64,6 +68,7 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date, copies?: CopyPr
     target: { server: string; share: string; subDir: string },
     name: string,
     ctx: CallContext,
+    maxBytes?: number,
   ): Promise<void> {
     const store = stores.open(target.server, target.share);
     const o = { signal: ctx.signal };
@@ -73,7 +78,7 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date, copies?: CopyPr
     const fill = () =>
       trackedCopy(copies, ctx.log, id, what, (progress) =>
         from.kind === 'archive'
-          ? store.unpackArchive(from.path, target.subDir, { ...o, progress })
+          ? store.unpackArchive(from.path, target.subDir, { ...o, progress, maxBytes })
           : store.copyTree(from.path, target.subDir, { ...o, progress }),
       );
     const request = {
