@@ -70,6 +70,48 @@ export default defineConfig(
     },
   },
   {
+    // Small pieces (CONTRIBUTING.md): a file holds one job, a function fits on a screen or two.
+    // Counted without blank lines and comments; tests are left out (a test file is a list of
+    // cases, a t.test callback a scenario).
+    files: ['src/**/*.ts', 'sim/**/*.ts', 'scripts/**/*.ts', 'bench/**/*.ts'],
+    rules: {
+      'max-lines': ['error', { max: 400, skipBlankLines: true, skipComments: true }],
+      'max-lines-per-function': ['error', { max: 100, skipBlankLines: true, skipComments: true }],
+    },
+  },
+  {
+    // Today's files over 400 lines, named so that no other file joins them unnoticed; each is
+    // to be split along the seam its comment names, and leaves this list when it is.
+    files: [
+      'src/nfs/client/nfs4.ts', // 694: COMPOUND encoding, session, open state: split by concern
+      'src/nfs/controller/store/nfs4-store.ts', // 411
+      'src/proxmox/api/http-api.ts', // 430: one method per API call in one factory
+      'src/proxmox/controller/attach/attach-queue.ts', // 433
+      'src/proxmox/controller/safety/ownership.ts', // 405
+    ],
+    rules: { 'max-lines': 'off' },
+  },
+  {
+    // Today's functions over 100 lines (most are factories whose closures are the methods of
+    // one port or backend, counted as one function), named the same way.
+    files: [
+      'sim/http/server.ts', // startApiServer 140, handle 108
+      'sim/simulator.ts', // startSimulator 143
+      'src/cli/move/plan.ts', // planMove 150
+      'src/cli/preflight-checks.ts', // checkProxmox 133
+      'src/cli/report/command.ts', // run 120
+      'src/cli/report/findings.ts', // proxmoxFindings 174
+      'src/config/load.ts', // loadConfig 106
+      'src/nfs/controller/controller.ts', // createNfsController 132
+      'src/nfs/controller/rpc/snapshot-rpcs.ts', // snapshotRpcs 123
+      'src/nfs/node/node.ts', // createNfsNode 118
+      'src/os/blockdevices.ts', // createLinuxBlockDevices 155
+      'src/os/cryptsetup.ts', // createLinuxCryptsetup 132
+      'src/proxmox/api/http-api.ts', // createHttpProxmoxApi 339
+    ],
+    rules: { 'max-lines-per-function': 'off' },
+  },
+  {
     files: ['**/*.js', '**/*.mjs'],
     extends: [js.configs.recommended, prettier],
     languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly' } },

@@ -1,7 +1,7 @@
 // Start time: spawn of the program as the image runs it (image/entrypoint.sh starting the bundle,
 // bench/lib/program.ts) → every socket it serves answers Probe, for the controller and the node
 // plugin with the NFS driver, the Proxmox driver and both. The minimum is Node.js itself (spawn →
-// exit of an empty script); the goal is ≤ 100 ms (docs/performance.md (start-up, memory after load and the node path));
+// exit of an empty script); the goal is ≤ 100 ms (docs/performance.md; bench/results/2026-12-01-start-memory-node-path.md);
 // upstream's Go drivers answer their first Probe 29-38 ms after spawn. Also the program's CPU
 // time at that moment (less sensitive to a busy machine than wall time).
 //   npx tsx bench/start.ts [--runs N] [--json] [--md]

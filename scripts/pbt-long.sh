@@ -15,8 +15,9 @@ echo "pbt: PBT_SEED=$seed PBT_RUNS=$runs (replay: PBT_SEED=$seed npm run pbt -- 
 export PBT_SEED="$seed" PBT_RUNS="$runs" PBT_SIM_RUNS="$((runs / 10))" PBT_GANESHA_RUNS="$((runs / 10))"
 npx tap --timeout 3600 \
   test/unit/proxmox/controller/safety/ownership.pbt.test.ts \
-  test/unit/nfs/controller/ownership.property.test.ts \
-  test/unit/nfs/controller/ownership-snapshots.property.test.ts \
+  test/unit/nfs/controller/store/ownership.property.test.ts \
+  test/unit/nfs/controller/store/ownership-snapshots.property.test.ts \
+  test/unit/nfs/controller/store/ownership-ids.property.test.ts \
   test/unit/cli/day2-property.test.ts \
   test/integration/proxmox/ownership-pbt.test.ts \
   test/integration/nfs/ownership.property.ganesha.test.ts

@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import type { AppConfig } from './config/types.js';
 import type { ControllerBackend, Driver, NodeBackend } from './csi/types.js';
 import type { BackendHealth } from './csi/health.js';
-import type { GaugeSource } from './metrics/source.js';
+import type { GaugeSource } from './csi/gauges.js';
 import type { ProxmoxInspect } from './proxmox/controller/controller.js';
 import { PROXMOX_DRIVER_NAME } from './proxmox/contract.js';
 import { NFS_DRIVER_NAME } from './nfs/contract.js';
@@ -75,7 +75,7 @@ export async function buildDrivers(config: AppConfig, log: Logger): Promise<Comp
     };
     const copies =
       controller && config.metricsAddress
-        ? new (await import('./nfs/controller/copy-progress.js')).CopyProgress()
+        ? new (await import('./nfs/controller/copy/copy-progress.js')).CopyProgress()
         : undefined;
     if (copies) gauges.push(copies);
     const c = controller
@@ -155,7 +155,7 @@ async function startFindings(config: AppConfig, log: Logger, proxmox: ProxmoxIns
     return undefined;
   }
   const stores = config.nfsEndpoint
-    ? (await import('./nfs/controller/stores.js')).createNfsStores({
+    ? (await import('./nfs/controller/store/stores.js')).createNfsStores({
         timeoutMs: config.nfsCallTimeoutMs,
         privilegedPort: true,
         log: log.child({ driver: NFS_DRIVER }),

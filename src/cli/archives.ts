@@ -9,9 +9,9 @@
 import { destination, pino } from 'pino';
 import type { KubeApi } from '../k8s/index.js';
 import { isArchivePath, archiveStampOf, type Archive } from '../nfs/controller/archives.js';
-import { deleteVolumeDir } from '../nfs/controller/policy.js';
-import type { NfsStore } from '../nfs/controller/store.js';
-import { createNfsStores } from '../nfs/controller/stores.js';
+import { deleteVolumeDir } from '../nfs/controller/rpc/policy.js';
+import type { NfsStore } from '../nfs/controller/store/store.js';
+import { createNfsStores } from '../nfs/controller/store/stores.js';
 import {
   COMMON_FLAGS_HELP,
   EXIT,
@@ -26,7 +26,7 @@ import {
   UsageError,
   type Io,
 } from './common.js';
-import type { Subcommand } from './index.js';
+import type { Subcommand } from './subcommand.js';
 import { nfsClasses, readNfs, type NfsFacts } from './report/facts.js';
 import { archiveVerdicts, nfsView } from './report/nfs-findings.js';
 import { formatSnapshots, snapshotRows } from './archive-snapshots.js';

@@ -8,7 +8,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ConfigError } from '../config/errors.js';
 import { parseDuration } from '../config/load.js';
-import type { Subcommand } from './index.js';
+import type { Subcommand } from './subcommand.js';
 
 export const EXIT = {
   /** Nothing found, or everything asked for was done. */

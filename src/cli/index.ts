@@ -1,13 +1,7 @@
 // Subcommands of the pve-nfs-csi program (`pve-nfs-csi <name> [flags]`). Without one, the
 // program serves CSI (src/main.ts). Each subcommand lives in its own file and is registered here;
 // `run` returns the exit code.
-export interface Subcommand {
-  summary: string;
-  run(
-    argv: string[],
-    io: { out: NodeJS.WritableStream; err: NodeJS.WritableStream; env: NodeJS.ProcessEnv },
-  ): Promise<number>;
-}
+import type { Subcommand } from './subcommand.js';
 
 type Loader = () => Promise<Subcommand>;
 

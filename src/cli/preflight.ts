@@ -11,7 +11,7 @@ import { ConfigError } from '../config/errors.js';
 import { parseDuration } from '../config/load.js';
 import { readProxmoxConfig } from '../config/proxmox-file.js';
 import { scalarText } from '../config/text.js';
-import type { Subcommand } from './index.js';
+import type { Subcommand } from './subcommand.js';
 import {
   checkNfs,
   checkProxmox,

@@ -1,5 +1,5 @@
 // What a CSI service is made of before the transport sees it: per RPC, the lock keys, the
-// request check and the handler. The services (controller-service.ts, node-service.ts,
+// request check and the handler. The services (src/controller/service.ts, src/node/service.ts,
 // identity-service.ts) return these; src/server/driver-server.ts wraps each in the one
 // interceptor, so the services know nothing of gRPC beyond the generated handler types.
 import type * as grpc from '@grpc/grpc-js';

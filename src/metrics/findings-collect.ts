@@ -9,11 +9,25 @@ import { proxmoxFindings, type Finding } from '../cli/report/findings.js';
 import { checkPvDirs } from '../cli/report/missing-dirs.js';
 import { nfsFindings } from '../cli/report/nfs-findings.js';
 import type { ProxmoxInspect } from '../proxmox/controller/controller.js';
-import type { NfsStores } from '../nfs/controller/store.js';
-import type { GaugeSample } from './source.js';
-import { countingApi } from './findings.js';
+import type { NfsStores } from '../nfs/controller/store/store.js';
+import type { GaugeSample } from '../csi/gauges.js';
+import type { ProxmoxApi } from '../proxmox/api/api.js';
 import { withoutWrites } from '../proxmox/api/read-only.js';
 import { timeoutSignal } from '../timeout-signal.js';
+
+/** A ProxmoxApi that counts its calls. */
+function countingApi(api: ProxmoxApi, count: () => void): ProxmoxApi {
+  return new Proxy(api, {
+    get(target, key, receiver) {
+      const v: unknown = Reflect.get(target, key, receiver);
+      if (typeof v !== 'function') return v;
+      return (...args: unknown[]) => {
+        count();
+        return (v as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+}
 
 export interface CollectInput {
   proxmox?: ProxmoxInspect | undefined;

@@ -11,12 +11,11 @@
 //     of the shares (archive sizes included, the report's default) are not Proxmox calls.
 // Scrapes read the last snapshot and make no call.
 import type { Logger } from 'pino';
-import type { GaugeDef, GaugeSample, GaugeSource } from './source.js';
+import type { GaugeDef, GaugeSample, GaugeSource } from '../csi/gauges.js';
 import type { KubeFacts, NfsFacts } from '../cli/report/facts.js';
 import type { Finding } from '../cli/report/findings.js';
-import type { ProxmoxApi } from '../proxmox/api/api.js';
 import type { ProxmoxInspect } from '../proxmox/controller/controller.js';
-import type { NfsStores } from '../nfs/controller/store.js';
+import type { NfsStores } from '../nfs/controller/store/store.js';
 
 const FL = ['kind', 'where'] as const;
 export const FINDINGS_GAUGES: readonly GaugeDef[] = [
@@ -105,20 +104,6 @@ export function archiveSamples(nfs: NfsFacts | undefined, now: number): GaugeSam
       { name: 'pve_csi_nfs_archive_bytes', labels, value: archives.reduce((n, a) => n + (a.sizeBytes ?? 0), 0) },
       { name: 'pve_csi_nfs_archive_oldest_age_seconds', labels, value: oldest },
     ];
-  });
-}
-
-/** A ProxmoxApi that counts its calls. */
-export function countingApi(api: ProxmoxApi, count: () => void): ProxmoxApi {
-  return new Proxy(api, {
-    get(target, key, receiver) {
-      const v: unknown = Reflect.get(target, key, receiver);
-      if (typeof v !== 'function') return v;
-      return (...args: unknown[]) => {
-        count();
-        return (v as (...a: unknown[]) => unknown).apply(target, args);
-      };
-    },
   });
 }
 

@@ -28,9 +28,9 @@ export const SUBDIR_TEMPLATES = {
   'pv.metadata.name': NFS_CONTEXT.pvName,
 } as const;
 
-/** What DeleteVolume does with the directory; the 5th field of the volume handle records it. */
-export type OnDelete = 'delete' | 'retain' | 'archive';
-export const ON_DELETE: readonly OnDelete[] = ['delete', 'retain', 'archive'];
-
-/** The volume handle, server#share#subDir#uuid#onDelete: the controller composes it (volume-id.ts), the node reads it. */
-export { parseVolumeId } from './volume-id.js';
+/**
+ * The volume handle, server#share#subDir#uuid#onDelete: the controller composes it (volume-id.ts),
+ * the node reads it. What DeleteVolume does with the directory (OnDelete) is its 5th field, so
+ * the codec defines it and the contract passes it on (one direction: contract › volume-id).
+ */
+export { parseVolumeId, ON_DELETE, type OnDelete } from './volume-id.js';

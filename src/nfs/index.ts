@@ -4,5 +4,5 @@ export { NFS_DRIVER_NAME, NFS_CONTEXT } from './contract.js';
 export { parseVolumeId } from './volume-id.js';
 export { lookupPort, MOUNT_PROGRAM, MOUNT_V3 } from './client/mount.js';
 export { NFS_PROGRAM, NFS_V3 } from './client/nfs3.js';
-export { createNfs3Stores } from './controller/nfs3-store.js';
+export { createNfs3Stores } from './controller/store/nfs3-store.js';
 export { parseCreateParams } from './controller/params.js';

@@ -4,7 +4,10 @@
 // subDir (several PVs may share a subDir template) and empty otherwise; the 5th field only
 // records "retain" or "archive" (empty means the driver default, delete). Handles of older
 // releases, "server/share/subDir", still parse.
-import { ON_DELETE, type OnDelete } from './contract.js';
+
+/** What DeleteVolume does with the directory; the 5th field of the volume handle records it. */
+export type OnDelete = 'delete' | 'retain' | 'archive';
+export const ON_DELETE: readonly OnDelete[] = ['delete', 'retain', 'archive'];
 
 export interface VolumeRef {
   server: string;

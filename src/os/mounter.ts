@@ -3,20 +3,10 @@
 // process under a timeout, so a hung NFS server costs a killed process, never a stuck libuv thread.
 import { readFileSync } from 'node:fs';
 import { type Exec, isCommandError } from './exec.js';
-import { parseMountinfo } from './mountinfo.js';
+import { parseMountinfo, type MountEntry } from './mountinfo.js';
 import { canonicalPath } from './paths.js';
 
-export interface MountEntry {
-  target: string;
-  /** As findmnt shows it: `/dev/sdb`, `server:/export/dir`, `devtmpfs[/sdb]` for a bound device node. */
-  source: string;
-  fstype: string;
-  options: string[];
-  /** Directory of the mounted filesystem that appears at target ("/" unless a subtree was bound). */
-  fsroot: string;
-  /** Device number of the mounted filesystem, `major:minor`. */
-  majMin: string;
-}
+export type { MountEntry };
 
 export type BrokenErrno = 'ESTALE' | 'ENOTCONN' | 'EIO' | 'ETIMEDOUT' | 'EOTHER';
 

@@ -7,7 +7,19 @@
 // changes: SOURCE carries `[fsroot]` when a subtree is bound (`devtmpfs[/sdb]` for a device node
 // bound onto a file), OPTIONS are the per-mount and the superblock options merged, read-only if
 // either is.
-import type { MountEntry } from './mounter.js';
+
+/** One mount, as findmnt printed it; the Mounter port (mounter.ts) hands these out. */
+export interface MountEntry {
+  target: string;
+  /** As findmnt shows it: `/dev/sdb`, `server:/export/dir`, `devtmpfs[/sdb]` for a bound device node. */
+  source: string;
+  fstype: string;
+  options: string[];
+  /** Directory of the mounted filesystem that appears at target ("/" unless a subtree was bound). */
+  fsroot: string;
+  /** Device number of the mounted filesystem, `major:minor`. */
+  majMin: string;
+}
 
 /** mountinfo escapes space, tab, newline and backslash in paths as \ooo. */
 const unescape = (s: string): string =>

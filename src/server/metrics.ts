@@ -3,7 +3,7 @@ import http from 'node:http';
 import { splitHostPort } from '../config/endpoint.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { HealthCheck } from '../csi/health.js';
-import type { GaugeSource } from '../metrics/source.js';
+import type { GaugeSource } from '../csi/gauges.js';
 import { timeoutSignal } from '../timeout-signal.js';
 
 /** Bound for one scrape's backend checks; a backend that does not answer within it is down. */
@@ -56,7 +56,7 @@ export class Metrics {
   }
 
   /**
-   * Adds a source's gauges (src/metrics/source.ts) to the registry: each scrape sets them from
+   * Adds a source's gauges (src/csi/gauges.ts) to the registry: each scrape sets them from
    * the source's snapshot. A name registered twice is refused by the registry (a programming error).
    */
   addGauges(source: GaugeSource): void {

@@ -17,7 +17,7 @@ import { nfsClasses, readNfs, type KubeFacts } from '../../src/cli/report/facts.
 import { runAction } from '../../src/cli/report/fix.js';
 import type { Finding } from '../../src/cli/report/findings.js';
 import { nfsFindings } from '../../src/cli/report/nfs-findings.js';
-import { createNfsStores } from '../../src/nfs/controller/stores.js';
+import { createNfsStores } from '../../src/nfs/controller/store/stores.js';
 import type { EntryMeta } from '../integration/nfs/tree-meta.js';
 import { SINGLE_WRITER, type ChaosEnv } from './env.js';
 import { sharedGanesha, type NfsShared } from './nfs.js';

@@ -5,7 +5,9 @@
 set -euo pipefail
 start=$EPOCHREALTIME
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-cache=${VM_CACHE_DIR:-$repo/.cache/vm}
+# Outside the checkout, so a fresh clone (CI's) reuses the kernel and initramfs: the kernel by its
+# package name, the initramfs by a hash of what goes into it (below).
+cache=${VM_CACHE_DIR:-${PVE_NFS_CSI_CACHE:-$HOME/.cache/pve-nfs-csi}/vm}
 mkdir -p "$cache"
 # Concurrent runs (two test files, say) would unpack into the same directories.
 exec 9>"$cache/.lock"

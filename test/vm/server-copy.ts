@@ -5,8 +5,8 @@
 // the figures are printed as a table: the controller's own READ/WRITE copy (NFSv4.1, what a class
 // with `nfsvers=4.1` gets, and NFSv4.0 with its own OPEN state) against COPY and CLONE (NFSv4.2).
 // Run by test/vm/tier.ts inside vm.sh.
-import { createNfs4Stores } from '../../src/nfs/controller/nfs4-store.js';
-import type { CopyStats } from '../../src/nfs/controller/copy-tree.js';
+import { createNfs4Stores } from '../../src/nfs/controller/store/nfs4-store.js';
+import type { CopyStats } from '../../src/nfs/controller/copy/copy-tree.js';
 import { guestShell, scenarioLog } from './scenario.js';
 import { vmEnv } from './vm-env.js';
 

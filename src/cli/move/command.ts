@@ -14,7 +14,7 @@ import {
   runCommand,
   table,
 } from '../common.js';
-import type { Subcommand } from '../index.js';
+import type { Subcommand } from '../subcommand.js';
 import { kubeFrom, proxmoxConfigFrom } from '../sources.js';
 import { moveKube } from './kube-adapter.js';
 import { planSteps } from './plan.js';

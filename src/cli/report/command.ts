@@ -4,7 +4,7 @@
 import { destination, pino } from 'pino';
 import type { ProxmoxConfig } from '../../config/types.js';
 import type { KubeApi } from '../../k8s/index.js';
-import { createNfsStores } from '../../nfs/controller/stores.js';
+import { createNfsStores } from '../../nfs/controller/store/stores.js';
 import { createHttpProxmoxApi, type HttpProxmoxApi } from '../../proxmox/api/http-api.js';
 import type { Core } from '../../proxmox/controller/core.js';
 import {
@@ -20,7 +20,7 @@ import {
   table,
   UsageError,
 } from '../common.js';
-import type { Subcommand } from '../index.js';
+import type { Subcommand } from '../subcommand.js';
 import { effectiveMissing, fixNeeds, reportNeeds, type Need } from '../privileges.js';
 import { kubeFrom, proxmoxConfigFrom } from '../sources.js';
 import { nfsClasses, readCluster, readKube, readNfs, PROXMOX_DRIVER, type ClusterFacts } from './facts.js';

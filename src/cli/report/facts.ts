@@ -12,11 +12,11 @@ import type {
 } from '../../k8s/index.js';
 import { lookup } from 'node:dns/promises';
 import { findArchives, dirsAtDepth, isArchivePath, type Archive } from '../../nfs/controller/archives.js';
-import { SNAPSHOTS } from '../../nfs/controller/snapshots.js';
-import { scanShareSnapshots, type SnapshotDir } from '../../nfs/controller/snapshot-scan.js';
-import { scanRestoreMarkers, type RestoreMarker } from '../../nfs/controller/restore-markers.js';
-import { scanUpstreamSnapshots, type UpstreamSnapshot } from '../../nfs/controller/upstream-snapshot-scan.js';
-import type { NfsStores } from '../../nfs/controller/store.js';
+import { SNAPSHOTS } from '../../nfs/controller/snapshots/snapshots.js';
+import { scanShareSnapshots, type SnapshotDir } from '../../nfs/controller/snapshots/snapshot-scan.js';
+import { scanRestoreMarkers, type RestoreMarker } from '../../nfs/controller/snapshots/restore-markers.js';
+import { scanUpstreamSnapshots, type UpstreamSnapshot } from '../../nfs/controller/snapshots/upstream-snapshot-scan.js';
+import type { NfsStores } from '../../nfs/controller/store/store.js';
 import type { ProxmoxApi, StorageResource } from '../../proxmox/api/api.js';
 import { Cluster, holdsImages, isAvailable } from '../../proxmox/controller/state/cluster.js';
 import { scanVms, type VmEntries } from '../../proxmox/controller/state/scan.js';

@@ -7,11 +7,11 @@
 // host's VMs: a disk attached or snapshotted since the scan is kept.
 import type { Logger } from 'pino';
 import type { KubeApi } from '../../k8s/index.js';
-import { deleteVolumeDir } from '../../nfs/controller/policy.js';
-import { readSnapshotDir } from '../../nfs/controller/snapshot-scan.js';
-import { SNAPSHOTS } from '../../nfs/controller/snapshots.js';
-import { readRestoreMarker } from '../../nfs/controller/restore-markers.js';
-import type { NfsStores } from '../../nfs/controller/store.js';
+import { deleteVolumeDir } from '../../nfs/controller/rpc/policy.js';
+import { readSnapshotDir } from '../../nfs/controller/snapshots/snapshot-scan.js';
+import { SNAPSHOTS } from '../../nfs/controller/snapshots/snapshots.js';
+import { readRestoreMarker } from '../../nfs/controller/snapshots/restore-markers.js';
+import type { NfsStores } from '../../nfs/controller/store/store.js';
 import { waitTask } from '../../proxmox/api/tasks.js';
 import { type Cluster, holdsImages } from '../../proxmox/controller/state/cluster.js';
 import { runStep } from '../../proxmox/controller/copy/thin-copy.js';

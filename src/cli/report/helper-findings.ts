@@ -7,7 +7,7 @@
 import { usesOf } from '../../proxmox/controller/state/scan.js';
 import { formatVolumeId } from '../../proxmox/volume-id.js';
 import type { ClusterFacts } from './facts.js';
-import type { Finding } from './findings.js';
+import type { Finding } from './finding.js';
 import { judgeHelper } from './helper-vms.js';
 
 export interface HelperRules {

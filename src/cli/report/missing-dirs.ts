@@ -3,7 +3,7 @@
 // and the controller's findings metrics. One stat per NFS PV with a sub-directory; a PV whose
 // directory cannot be checked is an `error` finding (its share did not answer), never "missing".
 import type { V1PersistentVolume } from '../../k8s/index.js';
-import type { NfsStores } from '../../nfs/controller/store.js';
+import type { NfsStores } from '../../nfs/controller/store/store.js';
 import type { Finding } from './findings.js';
 import { missingDirFindings } from './nfs-findings.js';
 import { nfsPlaceOf } from './ownership.js';

@@ -3,7 +3,7 @@
 // once, across all shares (a directory two classes can reach is one directory). Pure.
 import type { Archive } from '../../nfs/controller/archives.js';
 import type { NfsArchive, NfsDir, NfsFacts, NfsRestoreMarker, NfsSnapshotDir, NfsUpstreamSnapshot } from './facts.js';
-import { upstreamSnapshotId } from '../../nfs/controller/upstream-snapshot-scan.js';
+import { upstreamSnapshotId } from '../../nfs/controller/snapshots/upstream-snapshot-scan.js';
 import { parseVolumeId } from '../../nfs/volume-id.js';
 import type { Finding, Rules } from './findings.js';
 import { bornBefore } from './findings.js';
@@ -18,7 +18,7 @@ import {
   within,
   type View,
 } from './ownership.js';
-import { SNAPSHOTS } from '../../nfs/controller/snapshots.js';
+import { SNAPSHOTS } from '../../nfs/controller/snapshots/snapshots.js';
 import type { KubeFacts } from './facts.js';
 import type { V1PersistentVolume } from '../../k8s/index.js';
 

@@ -8,7 +8,8 @@
 // rename that archived it set ctime; an upstream archive carries no other record of the time):
 // never older than the archive really is, so a prune never removes one too early.
 import { isCsiError } from '../../errors.js';
-import type { NfsStore, OpOptions } from './store.js';
+import type { NfsStore, OpOptions } from './store/store.js';
+import { mapLimit } from '../../map-limit.js';
 
 export const ARCHIVE_PREFIX = 'archived-';
 const STAMP_RE = /-(?<y>\d{4})(?<mo>\d{2})(?<d>\d{2})T(?<h>\d{2})(?<mi>\d{2})(?<s>\d{2})Z(?:-\d+)?$/;
@@ -42,18 +43,6 @@ export interface Archive {
 
 export function originalOf(path: string): string {
   return path.slice(ARCHIVE_PREFIX.length).replace(STAMP_RE, '');
-}
-
-export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    for (let i = next++; i < items.length; i = next++) {
-      out[i] = await fn(items[i] as T);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
 }
 
 /** Directories exactly `depth` levels below `base` (or the share root), following no symlinks. */

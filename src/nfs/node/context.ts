@@ -7,7 +7,7 @@
 // csi.storage.k8s.io/ephemeral=true from kubelet; it names an existing folder: the node mounts it
 // and never creates or removes anything on the server (as for every NFS volume here).
 import { InvalidArgument } from '../../errors.js';
-import { ciGet } from '../../csi/node-common.js';
+import { ciGet } from '../../node/common.js';
 import { NFS_CONTEXT, SUBDIR_TEMPLATES } from '../contract.js';
 
 export interface NfsVolumeSource {

@@ -36,11 +36,11 @@ import {
   prepareTargetDir,
   removePublishTarget,
   uniq,
-} from '../../csi/node-common.js';
-import { nodeCall } from '../../csi/node-call.js';
+} from '../../node/common.js';
+import { nodeCall } from '../../node/call.js';
 import { hostForSource, parseNfsContext, sameNfsSource, type NfsVolumeSource } from './context.js';
-import { confineToKubeletDir, DEFAULT_KUBELET_DIR } from '../../csi/node-paths.js';
-import { mountedEntry, mountedUsage, probeVolumePath } from '../../csi/node-stats.js';
+import { confineToKubeletDir, DEFAULT_KUBELET_DIR } from '../../node/paths.js';
+import { mountedEntry, mountedUsage, probeVolumePath } from '../../node/stats.js';
 import type { VolumeUsage } from './usage.js';
 
 export const NFS_NODE_CAPABILITIES: readonly NodeCapability[] = [

@@ -12,7 +12,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { GaugeDef, GaugeSample, GaugeSource } from '../../metrics/source.js';
+import type { GaugeDef, GaugeSample, GaugeSource } from '../../csi/gauges.js';
 
 const VL = ['persistentvolume', 'volume_id'] as const;
 export const NFS_USAGE_GAUGES: readonly GaugeDef[] = [

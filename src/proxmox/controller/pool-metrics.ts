@@ -5,7 +5,7 @@
 // one content list per refresh (fewer while the guard's own reads are fresh), plus the storage
 // list of each cluster.
 import type { Logger } from 'pino';
-import type { GaugeDef, GaugeSample, GaugeSource } from '../../metrics/source.js';
+import type { GaugeDef, GaugeSample, GaugeSource } from '../../csi/gauges.js';
 import { holdsImages, isAvailable } from './state/cluster.js';
 import type { ProxmoxInspect } from './controller.js';
 import { guardAllows, overcommitRatio } from './safety/pool-guard.js';

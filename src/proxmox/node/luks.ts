@@ -16,7 +16,7 @@ import { createHash } from 'node:crypto';
 import { FailedPrecondition, InvalidArgument } from '../../errors.js';
 import { type CryptMapping, LuksBusy, LuksKeyRejected } from '../../os/cryptsetup.js';
 import type { ProxmoxNodeDeps } from './deps.js';
-import { ciGet } from '../../csi/node-common.js';
+import { ciGet } from '../../node/common.js';
 import { boolSpelling } from '../../csi/param-def.js';
 import { VOLUME_CONTEXT_ENCRYPTED } from '../contract.js';
 

@@ -2,12 +2,12 @@
 // found by WWN, formatted once, staged, bound into pods.
 import { bindHandlers } from '../../csi/bind.js';
 import type { NodeBackend, NodeCapability, NodeGetInfoResponse } from '../../csi/types.js';
-import { asCsiError } from '../../csi/node-common.js';
+import { asCsiError } from '../../node/common.js';
 import { type ProxmoxNodeOptions, proxmoxNodeDeps } from './deps.js';
 import { nodePublishVolume, nodeUnpublishVolume } from './publish.js';
 import { nodeStageVolume, nodeUnstageVolume } from './stage.js';
 import { nodeExpandVolume, nodeGetVolumeStats } from './volume.js';
-import { confineToKubeletDir, DEFAULT_KUBELET_DIR } from '../../csi/node-paths.js';
+import { confineToKubeletDir, DEFAULT_KUBELET_DIR } from '../../node/paths.js';
 import { inClusterNodeLabels, resolveTopology, type NodeLabelSource } from './topology.js';
 import { MAX_SLOT, MIN_SLOT, TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY } from '../contract.js';
 

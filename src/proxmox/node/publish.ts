@@ -15,8 +15,8 @@ import {
   prepareTargetDir,
   prepareTargetFile,
   removePublishTarget,
-} from '../../csi/node-common.js';
-import { nodeCall } from '../../csi/node-call.js';
+} from '../../node/common.js';
+import { nodeCall } from '../../node/call.js';
 import { mountedDevice, proxmoxMountOwnership } from './ownership.js';
 import type { ProxmoxNodeHandler } from './deps.js';
 import { findDisk } from './stage.js';

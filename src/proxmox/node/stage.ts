@@ -13,8 +13,8 @@ import {
   mountFlagsOf,
   prepareTargetDir,
   uniq,
-} from '../../csi/node-common.js';
-import { nodeCall } from '../../csi/node-call.js';
+} from '../../node/common.js';
+import { nodeCall } from '../../node/call.js';
 import { proxmoxMountOwnership } from './ownership.js';
 import type { ProxmoxNodeHandler, ProxmoxNodeDeps } from './deps.js';
 import { closeEncrypted, encryptionOf, LUKS_FS_TYPE, mapperName, openEncrypted } from './luks.js';

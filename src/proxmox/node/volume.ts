@@ -4,12 +4,12 @@
 import { FailedPrecondition, InvalidArgument, NotFound, Unavailable } from '../../errors.js';
 import { isCommandError } from '../../os/exec.js';
 import { LuksKeyRejected } from '../../os/cryptsetup.js';
-import { foreignMount } from '../../csi/node-common.js';
-import { nodeCall } from '../../csi/node-call.js';
+import { foreignMount } from '../../node/common.js';
+import { nodeCall } from '../../node/call.js';
 import { ENCRYPTION_PASSPHRASE_KEY, luksError } from './luks.js';
 import { proxmoxMountOwnership } from './ownership.js';
 import type { ProxmoxNodeHandler, ProxmoxNodeDeps } from './deps.js';
-import { abnormal, healthy, mountedEntry, mountedUsage, probeVolumePath } from '../../csi/node-stats.js';
+import { abnormal, healthy, mountedEntry, mountedUsage, probeVolumePath } from '../../node/stats.js';
 
 /**
  * cryptsetup resize. With the volume key in the kernel keyring (the LUKS2 default) it needs the

@@ -2,7 +2,7 @@
 // publish_context { DevicePath: "/dev/disk/by-id/wwn-0x5056432d49443031", lun: "1" }.
 import { InvalidArgument } from '../../errors.js';
 import { normalizeWwn } from '../../os/scsi.js';
-import { ciGet } from '../../csi/node-common.js';
+import { ciGet } from '../../node/common.js';
 import { MAX_SLOT, MIN_SLOT, PUBLISH_CONTEXT_DEVICE_PATH, PUBLISH_CONTEXT_LUN, wwnHexForSlot } from '../contract.js';
 
 export interface DiskRef {

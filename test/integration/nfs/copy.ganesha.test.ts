@@ -3,7 +3,7 @@
 // target, hard-link groups and exact atime/mtime; the gate's rules for a copy hold.
 import t from 'tap';
 import fs from 'node:fs/promises';
-import { createNfs3Stores } from '../../../src/nfs/controller/nfs3-store.js';
+import { createNfs3Stores } from '../../../src/nfs/controller/store/nfs3-store.js';
 import { startTalosExport } from '../../helpers/ganesha-export.js';
 import { outcomeText as kindOf } from '../../helpers/outcome.js';
 import { buildTree, describeTree, restoreTimes, settable } from './tree-meta.js';

@@ -3,7 +3,7 @@
 // (copy.ganesha.test.ts); the gate's rules for a copy hold; NFSv4.0's OPEN state works too.
 import t from 'tap';
 import fs from 'node:fs/promises';
-import { createNfs4Stores } from '../../../src/nfs/controller/nfs4-store.js';
+import { createNfs4Stores } from '../../../src/nfs/controller/store/nfs4-store.js';
 import { startTalosExport } from '../../helpers/ganesha-export.js';
 import { outcomeText as kindOf } from '../../helpers/outcome.js';
 import { buildTree, describeTree, restoreTimes, settable } from './tree-meta.js';

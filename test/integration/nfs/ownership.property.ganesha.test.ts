@@ -24,7 +24,7 @@ import {
   pbtParams,
   steps,
   volumeId,
-} from '../../unit/nfs/controller/ownership-model.js';
+} from '../../unit/nfs/controller/store/ownership-model.js';
 
 const EXPORT = '/volume1/k8s-volumes';
 const NESTED = `${EXPORT}/talos/nested`;

@@ -17,7 +17,7 @@ import { runAction } from '../../../src/cli/report/fix.js';
 import type { Finding } from '../../../src/cli/report/findings.js';
 import { nfsFindings } from '../../../src/cli/report/nfs-findings.js';
 import { createNfsController } from '../../../src/nfs/controller/controller.js';
-import { createNfsStores } from '../../../src/nfs/controller/stores.js';
+import { createNfsStores } from '../../../src/nfs/controller/store/stores.js';
 import { collect } from '../../../src/metrics/findings-collect.js';
 import { implemented } from '../../helpers/implemented.js';
 import { startTalosExport } from '../../helpers/ganesha-export.js';

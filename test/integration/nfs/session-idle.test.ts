@@ -1,7 +1,7 @@
 // docs/design.md#idle-nfs-sessions (integration tier: it opens sockets to a refusing loopback port): an NFS server's session is closed once idle, so a server named once (a stale or
 // mistyped handle) keeps no connection and no health entry; one in use is never closed.
 import t from 'tap';
-import { createNfs3Stores } from '../../../src/nfs/controller/nfs3-store.js';
+import { createNfs3Stores } from '../../../src/nfs/controller/store/nfs3-store.js';
 import { freePort } from '../../helpers/free-port.js';
 
 t.test('idle NFS sessions are closed; health lists only servers in use', async (t) => {

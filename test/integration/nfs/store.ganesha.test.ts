@@ -3,7 +3,7 @@
 import t from 'tap';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { createNfs3Stores } from '../../../src/nfs/controller/nfs3-store.js';
+import { createNfs3Stores } from '../../../src/nfs/controller/store/nfs3-store.js';
 import { ownership as own, startTalosExport } from '../../helpers/ganesha-export.js';
 import { outcomeText as kindOf } from '../../helpers/outcome.js';
 import { startRpcCounter } from '../../helpers/rpc-counter.js';

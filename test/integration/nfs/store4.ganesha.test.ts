@@ -5,8 +5,8 @@
 import t from 'tap';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { createNfs4Stores } from '../../../src/nfs/controller/nfs4-store.js';
-import { createNfsStores, nfsVersionOf } from '../../../src/nfs/controller/stores.js';
+import { createNfs4Stores } from '../../../src/nfs/controller/store/nfs4-store.js';
+import { createNfsStores, nfsVersionOf } from '../../../src/nfs/controller/store/stores.js';
 import { ownership as own, startTalosExport } from '../../helpers/ganesha-export.js';
 import { outcomeText as kindOf } from '../../helpers/outcome.js';
 

@@ -6,7 +6,7 @@ import { Writable } from 'node:stream';
 import { status } from '@grpc/grpc-js';
 import { pino } from 'pino';
 import { mapError } from '../../../src/server/status.js';
-import { nodeCall } from '../../../src/csi/node-call.js';
+import { nodeCall } from '../../../src/node/call.js';
 import { Internal, Unavailable, programmingError } from '../../../src/errors.js';
 import type { Driver } from '../../../src/csi/types.js';
 import { serveDriver } from '../../helpers/driver-server.js';

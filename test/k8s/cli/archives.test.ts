@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { stamp } from '../../../src/nfs/controller/policy.js';
+import { stamp } from '../../../src/nfs/controller/rpc/policy.js';
 import { render, ROOT, SEED_VALUES } from '../../helm/helm.js';
 import { startCliEnv } from './env.js';
 

@@ -9,7 +9,7 @@ import path from 'node:path';
 import fc from 'fast-check';
 import t from 'tap';
 import { absolute } from '../../../src/cli/report/ownership.js';
-import { stamp } from '../../../src/nfs/controller/policy.js';
+import { stamp } from '../../../src/nfs/controller/rpc/policy.js';
 import { AGES, build, violation } from '../../unit/cli/day2-world.js';
 import { leftoverWorldArb } from '../../unit/cli/day2-property-worlds.js';
 import { startCliEnv } from './env.js';

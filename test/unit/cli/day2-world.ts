@@ -11,7 +11,7 @@ import type { NfsFacts } from '../../../src/cli/report/facts.js';
 import { nfsClasses } from '../../../src/cli/report/facts.js';
 import { absolute } from '../../../src/cli/report/ownership.js';
 import type { V1PersistentVolume } from '../../../src/k8s/index.js';
-import { archivePath } from '../../../src/nfs/controller/policy.js';
+import { archivePath } from '../../../src/nfs/controller/rpc/policy.js';
 import { ADDRESSES, dynamicNfsPv, HOUR, inTreeNfsPv, NOW, nfsClass, staticNfsPv, uid } from './day2-fixtures.js';
 
 /** A server that is not 127.0.0.1 (ADDRESSES resolves it elsewhere; on a real host it does not resolve). */

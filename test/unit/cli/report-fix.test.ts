@@ -6,7 +6,7 @@
 import t from 'tap';
 import { pino } from 'pino';
 import type { KubeApi } from '../../../src/k8s/index.js';
-import type { NfsStores } from '../../../src/nfs/controller/store.js';
+import type { NfsStores } from '../../../src/nfs/controller/store/store.js';
 import { runAction } from '../../../src/cli/report/fix.js';
 import { Cluster } from '../../../src/proxmox/controller/state/cluster.js';
 import { FakeProxmox } from '../proxmox/api/fake-api.js';

@@ -13,9 +13,9 @@ import { nfsClasses, readNfs, type KubeFacts } from '../../../src/cli/report/fac
 import { runAction } from '../../../src/cli/report/fix.js';
 import { INFO_KINDS, type Action } from '../../../src/cli/report/findings.js';
 import { nfsFindings } from '../../../src/cli/report/nfs-findings.js';
-import { upstreamArchiveSource } from '../../../src/nfs/controller/upstream-snapshot-scan.js';
+import { upstreamArchiveSource } from '../../../src/nfs/controller/snapshots/upstream-snapshot-scan.js';
 import { pino } from 'pino';
-import type { NfsStore } from '../../../src/nfs/controller/store.js';
+import type { NfsStore } from '../../../src/nfs/controller/store/store.js';
 import { FakeNas, FakeNasStores, type FNode } from '../nfs/controller/fake-nas.js';
 
 const SERVER = '127.0.0.1';

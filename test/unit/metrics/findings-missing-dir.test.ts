@@ -4,7 +4,7 @@ import t from 'tap';
 import pino from 'pino';
 import { checkPvDirs } from '../../../src/cli/report/missing-dirs.js';
 import { findingsMetrics } from '../../../src/metrics/findings.js';
-import type { NfsStat, NfsStore, NfsStores } from '../../../src/nfs/controller/store.js';
+import type { NfsStat, NfsStore, NfsStores } from '../../../src/nfs/controller/store/store.js';
 import { dynamicNfsPv, kube } from '../cli/day2-fixtures.js';
 
 const SERVER = '127.0.0.1';

@@ -17,7 +17,7 @@ import { parseCreateParameters, sizeForCreate, volumeContextOf } from '../params
 import { guardGrowth } from './capacity-guard.js';
 import { markersOf } from '../params/mutable.js';
 import { diskOwner, formatVolumeId, parseVolid } from '../../volume-id.js';
-import { copyContext } from './snapshot.js';
+import { copyContext } from './copy-context.js';
 import type { Cluster } from '../state/cluster.js';
 
 export async function restoreVolume(

@@ -7,22 +7,15 @@ import type * as T from '../../../csi/types.js';
 import { AlreadyExists, InvalidArgument, NotFound } from '../../../errors.js';
 import type { VmResource } from '../../api/api.js';
 import { type ControllerHandler, type Core, foundVolume, requireVolume, resolveVolume } from '../core.js';
-import { type CopyContext, findHelper, linkedCopy } from '../copy/thin-copy.js';
+import { findHelper, linkedCopy } from '../copy/thin-copy.js';
 import { COPY_VM_NAMES, type CopyRecord, parseRecord } from '../safety/copy-vms.js';
 import { decideCopyStep, must } from '../safety/ownership.js';
 import { readFresh } from '../safety/fresh-read.js';
-import type { Cluster } from '../state/cluster.js';
 import { waitTask } from '../../api/tasks.js';
 import { diskOwner, formatVolumeId, parseVolid } from '../../volume-id.js';
 import { decodeToken, encodeToken } from './list.js';
 import { deleteVolume } from './volumes.js';
-
-export const copyContext = (core: Core, cluster: Cluster, ctx: T.CallContext): CopyContext => ({
-  cluster,
-  controllerVmId: core.controllerVmId,
-  signal: ctx.signal,
-  log: (msg, fields) => ctx.log.info(fields ?? {}, msg),
-});
+import { copyContext } from './copy-context.js';
 
 const timestamp = (sec: number) => ({ seconds: String(sec), nanos: 0 });
 

@@ -27,7 +27,7 @@ import { TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY } from '../../contract.js';
 import { parseCreateParameters, sizeFits, sizeForCreate, volumeContextOf } from '../params/params.js';
 import { retryBusy, waitTask } from '../../api/tasks.js';
 import { diskNameFor, formatVolumeId, volidOf } from '../../volume-id.js';
-import { confirmed } from '../../../csi/confirm.js';
+import { confirmed } from '../../../controller/confirm.js';
 import { guardedCapacity, guardPlacement } from './capacity-guard.js';
 import { deleteRestored, restoreVolume } from './restore.js';
 

@@ -11,7 +11,7 @@ import type { ConfigEntry, ProxmoxReadApi, VmResource } from '../../api/api.js';
 import type { Cluster } from '../state/cluster.js';
 import type { VmEntries } from '../state/scan.js';
 import type { FreshView, SnapshotSection } from './ownership.js';
-import { mapLimit } from '../state/scan.js';
+import { mapLimit } from '../../../map-limit.js';
 
 /** `nodes`: the disk's hosts (undefined: every node, for a shared storage). */
 export function readFresh(

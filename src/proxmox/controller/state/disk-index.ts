@@ -17,6 +17,7 @@ import type { ConfigEntry, ProxmoxReadApi, TaskListItem, VmResource } from '../.
 import { sleep } from '../../api/tasks.js';
 import type { VmEntries } from './scan.js';
 import type { VmLocator, VmRef } from './vm-locator.js';
+import { mapLimit } from '../../../map-limit.js';
 
 interface Seen {
   vm: VmRef;
@@ -39,16 +40,6 @@ export interface IndexScan {
 const TASK_REACH_MS = 60_000;
 /** Task list times are whole seconds. */
 const CLOCK_SLACK_MS = 1_000;
-
-async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t: T) => Promise<R>): Promise<R[]> {
-  const out = new Map<number, R>();
-  let next = 0;
-  const worker = async () => {
-    for (let i = next++; i < items.length; i = next++) out.set(i, await fn(items[i] as T));
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return items.map((_, i) => out.get(i) as R);
-}
 
 const asRef = (v: VmRef | VmResource): VmRef => ({ vmid: v.vmid, node: v.node, name: v.name });
 

@@ -5,6 +5,7 @@ import { isCsiError } from '../../../errors.js';
 import type { ConfigEntry, ProxmoxReadApi, VmResource } from '../../api/api.js';
 import { type DiskSite, otherBusKeysOf, sitesOf, unusedOf } from './drives.js';
 import type { VmLocator } from './vm-locator.js';
+import { mapLimit } from '../../../map-limit.js';
 
 export interface VmEntries {
   vm: VmResource;
@@ -17,18 +18,6 @@ export interface ScanOptions {
   nodes?: readonly string[] | undefined;
   /** VMIDs to leave out (the VM being published to). */
   exclude?: readonly number[] | undefined;
-}
-
-/** fn over items, at most `limit` at a time, results in the items' order. */
-export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = [];
-  // One iterator shared by the workers: each takes the next item when it is free.
-  const queue = items.entries();
-  const worker = async () => {
-    for (const [i, item] of queue) out[i] = await fn(item);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
 }
 
 export async function scanVms(api: ProxmoxReadApi, locator: VmLocator, o: ScanOptions = {}): Promise<VmEntries[]> {

@@ -6,9 +6,9 @@
 // deletes with it, so whatever the gate lets through is done to the tree.
 import { AlreadyExists, CsiError, FailedPrecondition, NotFound } from '../../../../src/errors.js';
 import type { BackendHealth } from '../../../../src/csi/health.js';
-import { admitted, boundaryError, gated } from '../../../../src/nfs/controller/ownership.js';
-import { type CopyStats, emptyStats } from '../../../../src/nfs/controller/copy-tree.js';
-import { TreeWalker } from '../../../../src/nfs/controller/tree-walk.js';
+import { admitted, boundaryError, gated } from '../../../../src/nfs/controller/store/ownership.js';
+import { type CopyStats, emptyStats } from '../../../../src/nfs/controller/copy/copy-tree.js';
+import { TreeWalker } from '../../../../src/nfs/controller/store/tree-walk.js';
 import type {
   DirAttrs,
   FileType,
@@ -23,8 +23,8 @@ import type {
   Permit,
   RawNfsStore,
   RmdirResult,
-} from '../../../../src/nfs/controller/store.js';
-import { pathSegments } from '../../../../src/nfs/controller/store.js';
+} from '../../../../src/nfs/controller/store/store.js';
+import { pathSegments } from '../../../../src/nfs/controller/store/store.js';
 
 export interface FNode {
   id: number;

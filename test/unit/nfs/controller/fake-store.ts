@@ -1,7 +1,7 @@
 // In-memory NfsStores with the semantics the port documents, for controller unit tests.
 // Each server is one tree; a share is a path in it. `calls` records operations, `failWith`
 // makes the next call of an operation throw.
-import { type CopyStats, emptyStats } from '../../../../src/nfs/controller/copy-tree.js';
+import { type CopyStats, emptyStats } from '../../../../src/nfs/controller/copy/copy-tree.js';
 import type { BackendHealth } from '../../../../src/csi/health.js';
 import { AlreadyExists, FailedPrecondition, InvalidArgument, NotFound } from '../../../../src/errors.js';
 import type {
@@ -13,7 +13,7 @@ import type {
   NfsStore,
   NfsStores,
   RmdirResult,
-} from '../../../../src/nfs/controller/store.js';
+} from '../../../../src/nfs/controller/store/store.js';
 
 interface Node {
   type: 'dir' | 'file' | 'symlink';

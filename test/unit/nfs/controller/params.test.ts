@@ -4,7 +4,7 @@ import { isCsiError } from '../../../../src/errors.js';
 import { expandSubDir, parseCreateParams } from '../../../../src/nfs/controller/params.js';
 import { normaliseShare } from '../../../../src/nfs/path-rules.js';
 import { parseOctalMode } from '../../../../src/nfs/param-keys.js';
-import { archivePath, stamp } from '../../../../src/nfs/controller/policy.js';
+import { archivePath, stamp } from '../../../../src/nfs/controller/rpc/policy.js';
 import { composeVolumeId, parseVolumeId } from '../../../../src/nfs/volume-id.js';
 
 const kind = (fn: () => unknown) => {

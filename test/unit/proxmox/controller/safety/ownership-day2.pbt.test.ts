@@ -12,7 +12,7 @@ import t from 'tap';
 import fc from 'fast-check';
 import { pino } from 'pino';
 import type { KubeApi } from '../../../../../src/k8s/index.js';
-import type { NfsStores } from '../../../../../src/nfs/controller/store.js';
+import type { NfsStores } from '../../../../../src/nfs/controller/store/store.js';
 import { runAction } from '../../../../../src/cli/report/fix.js';
 import { Cluster } from '../../../../../src/proxmox/controller/state/cluster.js';
 import { MOVER_VM_NAME, MoverVm } from '../../../../../src/proxmox/mover-vm.js';

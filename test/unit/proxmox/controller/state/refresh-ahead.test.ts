@@ -1,4 +1,4 @@
-// No request waits for a cache refresh it does not need (docs/performance.md, reads per RPC):
+// No request waits for a cache refresh it does not need (bench/results/2026-12-02-proxmox-tail-latency.md, reads per RPC):
 // with warm caches the happy path of each operation makes exactly its budgeted calls and no
 // read of a cached view; and while requests keep coming, the cached views (storage rows, VM
 // list, storage contents, pool status) are re-read in the background before they expire, so an
