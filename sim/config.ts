@@ -8,6 +8,8 @@ import { parse as parseYaml } from 'yaml';
 import { normalizeDrive, parseDrive, parseVolid, volumeOwner } from './model/drive.js';
 import { driveVolid } from './model/vmconfig.js';
 import { parseHumanSize, roundUpToExtent } from './model/sizes.js';
+import { ALWAYS_SHARED, defaultContent, defaultPlace } from './model/storage-types.js';
+import { STORAGE_TYPES, type StorageType } from './model/types.js';
 import { randomBytes } from 'node:crypto';
 import type {
   ClusterState,
@@ -22,15 +24,32 @@ import { type Faults, parseFaults } from './faults.js';
 
 export const DEFAULT_CONFIG_PATH = join(dirname(fileURLToPath(import.meta.url)), 'default-cluster.yaml');
 
+/** Every privilege Proxmox VE 9 knows (pve-access-control 9.1 PVE/AccessControl.pm $privgroups): VM.Monitor is gone, the guest agent and replication have their own. */
 export const ALL_PRIVILEGES = [
   'Datastore.Allocate',
   'Datastore.AllocateSpace',
   'Datastore.AllocateTemplate',
   'Datastore.Audit',
+  'Group.Allocate',
+  'Mapping.Audit',
+  'Mapping.Modify',
+  'Mapping.Use',
+  'Permissions.Modify',
+  'Pool.Allocate',
+  'Pool.Audit',
+  'Realm.Allocate',
+  'Realm.AllocateUser',
+  'SDN.Allocate',
+  'SDN.Audit',
+  'SDN.Use',
+  'Sys.AccessNetwork',
   'Sys.Audit',
   'Sys.Console',
+  'Sys.Incoming',
   'Sys.Modify',
   'Sys.PowerMgmt',
+  'Sys.Syslog',
+  'User.Modify',
   'VM.Allocate',
   'VM.Audit',
   'VM.Backup',
@@ -44,21 +63,38 @@ export const ALL_PRIVILEGES = [
   'VM.Config.Network',
   'VM.Config.Options',
   'VM.Console',
+  'VM.GuestAgent.Audit',
+  'VM.GuestAgent.FileRead',
+  'VM.GuestAgent.FileSystemMgmt',
+  'VM.GuestAgent.FileWrite',
+  'VM.GuestAgent.Unrestricted',
   'VM.Migrate',
-  'VM.Monitor',
   'VM.PowerMgmt',
+  'VM.Replicate',
   'VM.Snapshot',
+  'VM.Snapshot.Rollback',
 ];
 
 export const BUILTIN_ROLES: Record<string, string[]> = {
   CSI: ['VM.Audit', 'VM.Config.Disk', 'Datastore.Allocate', 'Datastore.AllocateSpace', 'Datastore.Audit'],
   Administrator: ALL_PRIVILEGES,
-  PVEAuditor: ['VM.Audit', 'Datastore.Audit', 'Sys.Audit'],
+  PVEAuditor: [
+    'Datastore.Audit',
+    'Mapping.Audit',
+    'Pool.Audit',
+    'SDN.Audit',
+    'Sys.Audit',
+    'VM.Audit',
+    'VM.GuestAgent.Audit',
+  ],
   NoAccess: [],
 };
 
 export interface StorageSpec {
   id: string;
+  type: StorageType;
+  shared: boolean;
+  content: string;
   vgname: string;
   thinpool: string;
   size: number;
@@ -169,12 +205,20 @@ function parseUser(raw: unknown, where: string, roles: Record<string, string[]>)
 function parseStorage(raw: unknown, where: string): StorageSpec {
   if (!isObj(raw)) throw new Error(`${where}: expected a mapping`);
   const type = str(raw, 'type', where, 'lvmthin');
-  if (type !== 'lvmthin') throw new Error(`${where}.type: only 'lvmthin' is simulated, got '${type}'`);
+  if (!(STORAGE_TYPES as readonly string[]).includes(type))
+    throw new Error(`${where}.type: '${type}' is not simulated (one of ${STORAGE_TYPES.join(', ')})`);
   const size = parseHumanSize((raw.size ?? '200G') as string | number, `${where}.size`);
   const used = parseHumanSize((raw.used ?? 0) as string | number, `${where}.used`);
+  if (raw.shared !== undefined && typeof raw.shared !== 'boolean')
+    throw new Error(`${where}.shared: expected a boolean`);
+  const t = type as StorageType;
   return {
     id: str(raw, 'id', where),
-    vgname: str(raw, 'vgname', where, 'pve'),
+    type: t,
+    // PVE::Storage marks these types shared whatever storage.cfg says.
+    shared: raw.shared === true || ALWAYS_SHARED.has(t),
+    content: str(raw, 'content', where, defaultContent(t)),
+    vgname: str(raw, 'vgname', where, defaultPlace(t)),
     thinpool: str(raw, 'thinpool', where, 'data'),
     size,
     used,
@@ -286,9 +330,11 @@ export function parseSimConfig(input: unknown): SimConfig {
   return {
     cluster: str(input, 'cluster', 'cluster config', 'homelab'),
     version: {
-      version: str(version, 'version', 'version', '8.2.4'),
-      release: str(version, 'release', 'version', '8.2'),
-      repoid: str(version, 'repoid', 'version', 'faa83925c9641325'),
+      // pve-manager 9.2.11 (the vendored sources): PVE::pvecfg::version_info, repoid = the
+      // 16-digit short commit id
+      version: str(version, 'version', 'version', '9.2.11'),
+      release: str(version, 'release', 'version', '9.2'),
+      repoid: str(version, 'repoid', 'version', '14a22df35955d97d'),
     },
     tokens,
     users,
@@ -318,22 +364,32 @@ export function loadSimConfig(source?: string | object): SimConfig {
 export function buildCluster(cfg: SimConfig, nowSec: number): ClusterState {
   const nodes = new Map<string, NodeModel>();
   const vms = new Map<number, VmModel>();
+  const sharedModels = new Map<string, StorageModel>();
   let pid = 2000;
   for (const ns of cfg.nodes) {
     const storages = new Map<string, StorageModel>();
     for (const s of ns.storages) {
-      storages.set(s.id, {
+      // A shared storage is one model: every node that lists it sees the same volumes.
+      const same = s.shared ? sharedModels.get(s.id) : undefined;
+      if (same) {
+        storages.set(s.id, same);
+        continue;
+      }
+      const model: StorageModel = {
         id: s.id,
         node: ns.name,
-        type: 'lvmthin',
+        type: s.type,
+        shared: s.shared,
         vgname: s.vgname,
         thinpool: s.thinpool,
         totalBytes: s.size,
         baseUsedBytes: s.used,
-        content: 'images,rootdir',
+        content: s.content,
         overcommit: s.overcommit,
         volumes: new Map(),
-      });
+      };
+      if (s.shared) sharedModels.set(s.id, model);
+      storages.set(s.id, model);
     }
     nodes.set(ns.name, { name: ns.name, online: true, maxcpu: ns.maxcpu, maxmem: ns.maxmem, storages });
     for (const v of ns.vms) {

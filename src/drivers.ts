@@ -58,6 +58,10 @@ export async function buildDrivers(config: AppConfig, log: Logger): Promise<Comp
         })
       : undefined;
     if (c) closers.push(() => c.close());
+    if (c && config.nodeTopologyLabels) {
+      const labels = await startNodeTopology(c.inspect, plog);
+      if (labels) closers.push(async () => labels.stop());
+    }
     if (c && config.metricsAddress) {
       const pool = (await import('./proxmox/controller/pool-metrics.js')).poolMetrics(c.inspect, plog);
       gauges.push(pool);
@@ -145,6 +149,18 @@ function driverOf(
 async function withKubernetesNodes(): Promise<{ kubernetesNodes?: NonNullable<ReturnType<KubernetesNodeNames>> }> {
   const k = (await import('./proxmox/controller/safety/expansion-helpers.js')).kubernetesNodeNames();
   return k ? { kubernetesNodes: k } : {};
+}
+
+/** The Nodes' topology labels from where Proxmox runs their VMs; in a pod only (it patches Nodes). */
+async function startNodeTopology(inspect: ProxmoxInspect, log: Logger): Promise<{ stop(): void } | undefined> {
+  const kube = (await import('./k8s/in-cluster.js')).inClusterApi();
+  if (!kube) {
+    log.info('Node topology labels off: not running in Kubernetes');
+    return undefined;
+  }
+  const { startNodeTopologyLabels } = await import('./proxmox/controller/node-topology.js');
+  const clusters = new Map([...inspect.clusters].map(([region, c]) => [region, c.locate]));
+  return startNodeTopologyLabels({ kube, clusters, log });
 }
 
 /** The day-2 findings as metrics (src/metrics/findings.ts), in a pod only: they need the Kubernetes objects. */

@@ -88,17 +88,17 @@ function nodeEntry(node: NodeModel, withStats: boolean, sim: SimContext) {
   };
 }
 
-async function storageResource(sim: SimContext, st: StorageModel) {
+async function storageResource(sim: SimContext, st: StorageModel, node: string) {
   const u = await storageUsage(sim, st);
   return {
-    id: `storage/${st.node}/${st.id}`,
+    id: `storage/${node}/${st.id}`,
     type: 'storage',
     storage: st.id,
-    node: st.node,
+    node,
     status: 'available',
     plugintype: st.type,
     content: st.content,
-    shared: 0,
+    shared: st.shared ? 1 : 0,
     disk: u.used,
     maxdisk: u.total,
   };
@@ -130,7 +130,7 @@ export const clusterRoutes: Route[] = [
       if (!type || type === 'storage') {
         if (perms.has('Datastore.Audit') || perms.has('Datastore.AllocateSpace')) {
           for (const node of sim.state.nodes.values()) {
-            for (const st of node.storages.values()) res.push(await storageResource(sim, st));
+            for (const st of node.storages.values()) res.push(await storageResource(sim, st, node.name));
           }
         }
       }

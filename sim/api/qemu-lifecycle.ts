@@ -3,15 +3,14 @@
 // checks, privileges and task types (qmcreate, qmdestroy, qmigrate).
 
 import type { Perms } from '../http/auth.js';
-import { fail, paramError } from '../http/errors.js';
+import { fail, paramError, permError } from '../http/errors.js';
 import { NODE, VMID, splitList } from '../http/params.js';
 import type { Route, RouteCtx } from '../http/router.js';
 import { isDriveKey, parseVolid } from '../model/drive.js';
 import { getNode, getStorage, loadVm, withVmLock } from '../ops/context.js';
 import { type StorageMap, mapStorage, migrateOffline, referencedVolumes } from '../ops/migrate.js';
 import { createLockedVm, destroyEarlyChecks, destroyVm, finishCreate } from '../ops/vm-lifecycle.js';
-import { checkOption } from './qemu-params.js';
-import { checkVolumeAccess } from './storage.js';
+import { checkModifyConfigPerm, checkOption, checkStorageAccess } from './qemu-params.js';
 
 const STORAGE_ID_RE = /^[a-z][a-z0-9\-_.]*[a-z0-9]$/i;
 
@@ -83,20 +82,14 @@ export const qemuLifecycleRoutes: Route[] = [
       getNode(sim, node);
       if (params.pool) throw fail('pools are not modelled by the simulator');
       if (params.start === '1') throw fail('starting VMs is not modelled by the simulator');
-      // create_vm: VM.Allocate on the VM (or its pool), plus access to every volume it names
-      perms.check(`/vms/${vmid}`, ['VM.Allocate']);
+      // create_vm: VM.Allocate on the VM (or its pool; raise_perm_exc without a path), then
+      // $check_storage_access for the volumes it names and $check_vm_modify_config_perm for
+      // every key (name and description: VM.Config.Options)
+      if (!perms.has('VM.Allocate')) throw permError();
       const settings = new Map<string, string>();
-      for (const [k, v] of Object.entries(params)) {
-        if (k === 'node' || k === 'vmid') continue;
-        if (/^unused\d+$/.test(k)) {
-          const ref = parseVolid(v);
-          if (!ref) throw paramError({ [k]: `unable to parse volume ID '${v}'` });
-          checkVolumeAccess(perms, ref.storage, ref.volname, vmid);
-        } else if (k === 'memory' || k === 'cores' || k === 'sockets') {
-          perms.check(`/vms/${vmid}`, [k === 'memory' ? 'VM.Config.Memory' : 'VM.Config.CPU']);
-        }
-        settings.set(k, v);
-      }
+      for (const [k, v] of Object.entries(params)) if (k !== 'node' && k !== 'vmid') settings.set(k, v);
+      checkStorageAccess(perms, vmid, settings);
+      checkModifyConfigPerm(perms, vmid, settings.keys());
       const vm = createLockedVm(sim, node, vmid);
       const task = sim.tasks.start(node, 'qmcreate', String(vmid), user, () => {
         finishCreate(sim, vm, settings);

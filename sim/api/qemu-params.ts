@@ -16,17 +16,22 @@ import {
 import type { UpdateRequest } from '../ops/vm-update.js';
 import { checkVolumeAccess } from './storage.js';
 
-const OPTION_PRIV: Record<string, string> = {
+// The option groups of qemu-server 9's PVE/API2/Qemu.pm ($cpuoptions, $memoryoptions,
+// $hwtypeoptions, $generaloptions, $diskoptions) for the keys the simulator knows, with the
+// privilege $check_vm_modify_config_perm asks for each. A known key in none of them (vmgenid,
+// meta) is root-only there.
+const OPTION_PRIV: Record<string, string | undefined> = {
   name: 'VM.Config.Options',
   description: 'VM.Config.Options',
   onboot: 'VM.Config.Options',
-  boot: 'VM.Config.Disk',
-  bootdisk: 'VM.Config.Disk',
-  scsihw: 'VM.Config.Disk',
   ostype: 'VM.Config.Options',
   protection: 'VM.Config.Options',
-  hotplug: 'VM.Config.HWType',
   agent: 'VM.Config.Options',
+  startup: 'VM.Config.Options',
+  boot: 'VM.Config.Disk',
+  bootdisk: 'VM.Config.Disk',
+  scsihw: 'VM.Config.HWType',
+  hotplug: 'VM.Config.HWType',
   smbios1: 'VM.Config.HWType',
   vga: 'VM.Config.HWType',
   machine: 'VM.Config.HWType',
@@ -37,9 +42,8 @@ const OPTION_PRIV: Record<string, string> = {
   memory: 'VM.Config.Memory',
   balloon: 'VM.Config.Memory',
   shares: 'VM.Config.Memory',
-  startup: 'VM.Config.Options',
-  vmgenid: 'VM.Config.Options',
-  meta: 'VM.Config.Options',
+  vmgenid: undefined,
+  meta: undefined,
 };
 
 const OPTION_CHECK: Record<string, (v: string) => string | undefined> = {
@@ -68,7 +72,7 @@ export const ALL_DRIVE_NAMES = [
 
 /** Known VM option? (PVE::QemuServer::option_exists) */
 export function optionExists(key: string): boolean {
-  return isDriveKey(key) || key in OPTION_PRIV || /^(net\d+|unused\d+|tags|description)$/.test(key);
+  return isDriveKey(key) || key in OPTION_PRIV || /^(net\d+|unused\d+|tags)$/.test(key);
 }
 
 /** `extra` validator for the config schemas: VM options are the open-ended part. */
@@ -115,19 +119,37 @@ export function buildUpdateRequest(params: Record<string, string>): UpdateReques
   return req;
 }
 
-/** check_vm_modify_config_perm plus the per-drive and storage-access checks. */
-export function checkUpdatePerms(perms: Perms, vmid: number, req: UpdateRequest): void {
-  for (const key of [...req.delete, ...req.set.keys()]) {
-    if (isDriveKey(key) || /^unused\d+$/.test(key)) {
-      perms.check(`/vms/${vmid}`, ['VM.Config.Disk']);
-      continue;
-    }
-    if (key === 'tags') continue;
+/**
+ * $check_vm_modify_config_perm: drive, unusedN, serial/usb/hostpci and tags keys are checked
+ * elsewhere; an option of a group needs that group's privilege (startup also Sys.Modify on /);
+ * any other key is root-only.
+ */
+export function checkModifyConfigPerm(perms: Perms, vmid: number, keys: Iterable<string>): void {
+  for (const key of keys) {
+    if (isDriveKey(key) || key === 'cdrom' || key === 'tags') continue;
+    if (/^(?:unused|serial|usb|hostpci|virtiofs)\d+$/.test(key)) continue;
+    const priv = OPTION_PRIV[key];
     if (/^net\d+$/.test(key)) perms.check(`/vms/${vmid}`, ['VM.Config.Network']);
-    else if (OPTION_PRIV[key]) perms.check(`/vms/${vmid}`, [OPTION_PRIV[key]]);
-    else throw fail(`only root can set '${key}' config`);
+    else if (priv) {
+      perms.check(`/vms/${vmid}`, [priv]);
+      if (key === 'startup') perms.check('/', ['Sys.Modify']);
+    } else throw fail(`only root can set '${key}' config`);
   }
-  for (const [key, value] of req.set) {
+}
+
+/** update_vm_api's checks: the config keys' privileges, then the drives' and volumes' access. */
+export function checkUpdatePerms(perms: Perms, vmid: number, req: UpdateRequest): void {
+  checkModifyConfigPerm(perms, vmid, req.delete);
+  checkModifyConfigPerm(perms, vmid, req.set.keys());
+  // the drive keys themselves: VM.Config.Disk (the update's $check_drive_perms, and deleting unusedN)
+  for (const key of [...req.delete, ...req.set.keys()])
+    if (isDriveKey(key) || /^unused\d+$/.test(key)) perms.check(`/vms/${vmid}`, ['VM.Config.Disk']);
+  checkStorageAccess(perms, vmid, req.set);
+}
+
+/** $check_storage_access: every volume a drive or unusedN value names, every disk it allocates. */
+export function checkStorageAccess(perms: Perms, vmid: number, settings: Iterable<[string, string]>): void {
+  for (const [key, value] of settings) {
     if (/^unused\d+$/.test(key)) {
       // $check_storage_access covers unusedN values too: the VM must own the volume or the
       // caller must be allowed to use it

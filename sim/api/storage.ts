@@ -9,25 +9,26 @@ import { volumeOwner } from '../model/drive.js';
 import { parseAllocSizeKiB } from '../model/sizes.js';
 import { type SimContext, getStorage } from '../ops/context.js';
 import { allocVolume, freeVolume, storageUsage } from '../ops/storage.js';
+import { parseVolname, volumePath } from '../ops/plugins.js';
 import { statusIsError } from '../tasks.js';
 import { defined } from '../defined.js';
 
-/** check_volume_access for image volumes: owner VM or Datastore/VM privileges. */
+/**
+ * PVE::Storage::check_volume_access for image volumes (the caller has had the plugin parse the
+ * name first: an unparsable one dies, a 500 or, in the content listing, a skipped volume), then
+ * Datastore.Allocate on the storage is enough; otherwise the owner VM itself may, and anyone
+ * with Datastore.Audit on the storage and VM.Config.Disk on the owner.
+ */
 export function checkVolumeAccess(perms: Perms, storage: string, volname: string, vmid?: number): void {
+  if (perms.has('Datastore.Allocate')) return;
   const owner = volumeOwner(volname);
-  if (owner !== undefined && vmid !== undefined && owner === vmid) return;
-  if (owner !== undefined) {
-    perms.check(`/storage/${storage}`, ['Datastore.Audit']);
-    perms.check(`/vms/${owner}`, ['VM.Config.Disk']);
+  if (owner === undefined) {
+    perms.check(`/storage/${storage}`, ['Datastore.Allocate']);
     return;
   }
-  perms.check(`/storage/${storage}`, ['Datastore.Allocate']);
-}
-
-/** LVMPlugin::parse_volname */
-function lvmVolname(volname: string): string {
-  if (!/^(vm-(\d+)-\S+)$/.test(volname)) throw fail(`unable to parse lvm volume name '${volname}'`);
-  return volname;
+  if (vmid !== undefined && owner === vmid) return;
+  perms.check(`/storage/${storage}`, ['Datastore.Audit']);
+  perms.check(`/vms/${owner}`, ['VM.Config.Disk']);
 }
 
 /** `volume` may be `storage:volname` or a bare name with the storage from the path. */
@@ -53,7 +54,7 @@ async function statusOf(sim: SimContext, node: string, storage: string) {
     avail: u.avail,
     content: st.content,
     enabled: 1,
-    shared: 0,
+    shared: st.shared ? 1 : 0,
     total: u.total,
     type: st.type,
     used: u.used,
@@ -92,6 +93,7 @@ export const storageRoutes: Route[] = [
       for (const v of [...st.volumes.values()].sort((a, b) => a.volname.localeCompare(b.volname))) {
         if (vmid !== undefined && v.ownerVmid !== vmid) continue;
         try {
+          parseVolname(st, v.volname);
           checkVolumeAccess(perms, st.id, v.volname);
         } catch {
           continue;
@@ -151,10 +153,11 @@ export const storageRoutes: Route[] = [
     handler: ({ sim, params, perms }) => {
       const { storage, volname } = realVolumeId(params.storage, defined(params.volume, 'volume'));
       const st = getStorage(sim, defined(params.node, 'node'), storage);
-      checkVolumeAccess(perms, storage, lvmVolname(volname));
+      parseVolname(st, volname);
+      checkVolumeAccess(perms, storage, volname);
       const v = st.volumes.get(volname);
       if (!v) throw fail(`volume_size_info on '${storage}:${volname}' failed - no format`);
-      return { path: `/dev/${st.vgname}/${volname}`, size: v.sizeBytes, used: 0, format: v.format };
+      return { path: volumePath(st, volname), size: v.sizeBytes, used: 0, format: v.format };
     },
   },
   {
@@ -171,8 +174,8 @@ export const storageRoutes: Route[] = [
     handler: async ({ sim, params, perms, user }) => {
       const node = defined(params.node, 'node');
       const { storage, volname } = realVolumeId(params.storage, defined(params.volume, 'volume'));
-      getStorage(sim, node, storage);
-      lvmVolname(volname);
+      // PVE::Storage::path → the plugin's parse_volname, before any privilege check
+      parseVolname(getStorage(sim, node, storage), volname);
       perms.check(`/storage/${storage}`, ['Datastore.Allocate']);
       const owner = volumeOwner(volname);
       const volid = `${storage}:${volname}`;

@@ -21,8 +21,9 @@ export const fail = (message: string) => new ApiError(500, message);
 export const paramError = (errors: Record<string, string>) =>
   new ApiError(400, 'Parameter verification failed.', errors);
 
-/** raise_perm_exc: HTTP 403 naming the path and the missing privilege(s). */
-export const permError = (what: string) => new ApiError(403, `Permission check failed (${what})`);
+/** raise_perm_exc: HTTP 403 naming the path and the missing privilege(s), when the caller says them. */
+export const permError = (what?: string) =>
+  new ApiError(403, what ? `Permission check failed (${what})` : 'Permission check failed');
 
 /** How fork_worker writes an error into the task log: one line, exceptions with code and errors. */
 export function taskErrorText(err: unknown): string {

@@ -234,8 +234,8 @@ export function parseVolid(volid: string): { storage: string; volname: string } 
   return storage !== undefined && volname !== undefined ? { storage, volname } : undefined;
 }
 
-/** Owner VMID of an image volume name (`vm-<vmid>-...` or `base-<vmid>-...`). */
+/** Owner VMID of an image volume name (`vm-<vmid>-...`, `base-<vmid>-...`, a file storage's `<vmid>/vm-…`). */
 export function volumeOwner(volname: string): number | undefined {
-  const m = /^(?:vm|base)-(\d+)-\S+$/.exec(volname);
+  const m = /^(?:\d+\/)?(?:vm|base)-(\d+)-\S+$/.exec(volname);
   return m ? Number(m[1]) : undefined;
 }

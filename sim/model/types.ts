@@ -7,7 +7,8 @@ export interface VolumeModel {
   ownerVmid: number;
   /** Real LV size (already rounded up to whole extents). */
   sizeBytes: number;
-  format: 'raw';
+  /** raw on block storages; raw or qcow2 (the file's extension) on a file storage. */
+  format: 'raw' | 'qcow2';
   ctime: number;
   /** Sparse file backing the volume when the backend has files; boot disks from the YAML have none. */
   filePath?: string;
@@ -31,10 +32,21 @@ export interface VolumeSnapshotModel {
   writtenBytes?: number;
 }
 
+/** The pve-storage plugin types the simulator models (sim/ops/plugins.ts). */
+export const STORAGE_TYPES = ['lvmthin', 'lvm', 'zfspool', 'rbd', 'dir', 'nfs', 'cifs'] as const;
+export type StorageType = (typeof STORAGE_TYPES)[number];
+
 export interface StorageModel {
   id: string;
+  /** The node it was defined on first; a shared storage is one model in every node's map. */
   node: string;
-  type: 'lvmthin';
+  type: StorageType;
+  /**
+   * storage.cfg `shared`: one set of volumes every node sees (RBD, NFS and CIFS always; LVM or
+   * a directory when configured so). Volumes are then in use wherever a running VM holds them.
+   */
+  shared: boolean;
+  /** LVM: the volume group; ZFS: the pool dataset; RBD: the pool; file storages: the path. */
   vgname: string;
   thinpool: string;
   totalBytes: number;

@@ -9,11 +9,55 @@ import { driveVolid } from '../model/vmconfig.js';
 import type { TaskLog } from '../tasks.js';
 import { type SimContext, getStorage, withStorageLock } from './context.js';
 import { findFreeDiskName, removeVolumeSnapshots } from './thin-snapshot.js';
+import { allocName, inUseError, reservedBytes, roundSize } from './plugins.js';
+import { FORMATS } from '../model/storage-types.js';
+import { defined } from '../defined.js';
+
+/** Whether the volume's storage is shared: a running VM on any node holds it open. */
+function sharedStorage(ctx: SimContext, vol: VolumeModel): boolean {
+  return ctx.state.nodes.get(vol.node)?.storages.get(vol.storage)?.shared ?? false;
+}
 
 const LVM_NAME_RE = /^[a-zA-Z0-9+_.][a-zA-Z0-9+_.-]{0,126}$/;
 
-/** PVE::Storage::vdisk_alloc on an lvmthin storage; returns the volume id. */
+/** PVE::Storage::vdisk_alloc: LVM-thin here, the other plugins through plugins.ts; returns the volume id. */
 export async function allocVolume(
+  ctx: SimContext,
+  node: string,
+  storage: string,
+  vmid: number,
+  name: string | undefined,
+  sizeKiB: number,
+  format: string | undefined,
+): Promise<string> {
+  const st = getStorage(ctx, node, storage);
+  if (st.type === 'lvmthin') return allocThin(ctx, node, storage, vmid, name, sizeKiB, format);
+  return withStorageLock(ctx, node, storage, async () => {
+    const fmt = format ?? defined(FORMATS[st.type][0], 'the default format');
+    if (sizeKiB <= 0) throw fail('Size must be greater than zero.');
+    const sizeBytes = roundSize(st, sizeKiB * 1024);
+    const volname = allocName(st, vmid, name, fmt, sizeBytes, (await storageUsage(ctx, st)).avail);
+    const vol: VolumeModel = {
+      node,
+      storage,
+      volname,
+      ownerVmid: vmid,
+      sizeBytes,
+      format: fmt === 'qcow2' ? 'qcow2' : 'raw',
+      ctime: ctx.nowSec(),
+    };
+    const files = ctx.backend.files;
+    if (files) {
+      vol.filePath = files.pathFor(node, storage, volname.replace('/', '-'));
+      await files.create(vol.filePath, sizeBytes);
+    }
+    st.volumes.set(volname, vol);
+    return `${storage}:${volname}`;
+  });
+}
+
+/** vdisk_alloc on an lvmthin storage. */
+async function allocThin(
   ctx: SimContext,
   node: string,
   storage: string,
@@ -74,7 +118,7 @@ export interface UnpluggedSlot {
 export function volumeInUse(ctx: SimContext, vol: VolumeModel, unplugged?: UnpluggedSlot): boolean {
   const volid = `${vol.storage}:${vol.volname}`;
   for (const vm of ctx.state.vms.values()) {
-    if (vm.node !== vol.node || vm.status !== 'running') continue;
+    if ((vm.node !== vol.node && !sharedStorage(ctx, vol)) || vm.status !== 'running') continue;
     for (const [k, v] of vm.config) {
       if (!isDriveKey(k) || (unplugged && unplugged.vmid === vm.vmid && unplugged.key === k)) continue;
       try {
@@ -103,18 +147,18 @@ export async function freeVolume(
   await withStorageLock(ctx, node, storage, async () => {
     const vol = st.volumes.get(volname);
     if (!vol) return;
-    if (volumeInUse(ctx, vol, unplugged)) {
-      throw fail(`lvremove '${st.vgname}/${volname}' error:   Logical volume ${st.vgname}/${volname} in use.`);
-    }
-    await removeVolumeSnapshots(ctx, st, vol, log);
+    const inUse = inUseError(st, volname);
+    if (inUse && volumeInUse(ctx, vol, unplugged)) throw inUse;
+    if (st.type === 'lvmthin') await removeVolumeSnapshots(ctx, st, vol, log);
     if (vol.filePath && ctx.backend.files) await ctx.backend.files.remove(vol.filePath);
     st.volumes.delete(volname);
-    log?.print(`  Logical volume "${volname}" successfully removed.`);
+    if (st.type === 'lvmthin' || st.type === 'lvm') log?.print(`  Logical volume "${volname}" successfully removed.`);
   });
 }
 
 export async function resizeVolume(ctx: SimContext, vol: VolumeModel, newBytes: number): Promise<void> {
-  const size = roundUpToExtent(newBytes);
+  const st = ctx.state.nodes.get(vol.node)?.storages.get(vol.storage);
+  const size = st ? roundSize(st, newBytes) : roundUpToExtent(newBytes);
   if (vol.filePath && ctx.backend.files) await ctx.backend.files.resize(vol.filePath, size);
   vol.sizeBytes = size;
 }
@@ -152,7 +196,10 @@ export async function storageUsage(
   let used = st.baseUsedBytes;
   const files = ctx.backend.files;
   for (const v of st.volumes.values()) {
-    if (v.filePath && files) used += await files.allocatedBytes(v.filePath);
+    // Thick LVs and non-sparse zvols take their whole size when allocated, the others as written.
+    const reserved = reservedBytes(st, v);
+    if (reserved > 0) used += reserved;
+    else if (v.filePath && files) used += await files.allocatedBytes(v.filePath);
     else used += v.writtenBytes ?? 0;
   }
   used = Math.min(used, st.totalBytes);

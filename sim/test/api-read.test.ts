@@ -15,7 +15,7 @@ t.test('GET /version: JSON envelope with the exact content type', async (t) => {
   const r = await call('GET', '/version');
   t.equal(r.status, 200);
   t.equal(r.contentType, 'application/json;charset=UTF-8');
-  t.same(r.body, { data: { version: '8.2.4', release: '8.2', repoid: 'faa83925c9641325' } });
+  t.same(r.body, { data: { version: '9.2.11', release: '9.2', repoid: '14a22df35955d97d' } });
 });
 
 t.test('cluster/resources filters by type and lists the seed cluster', async (t) => {

@@ -7,6 +7,13 @@ import { MOVER, defaultConfig, startTestSim } from './fixtures/helpers.js';
 
 const cfg = defaultConfig();
 cfg.tokens.unshift(MOVER);
+/** The mover's token as older docs described it: without VM.Config.Options. */
+const NO_OPTIONS = {
+  id: 'kubernetes-csi@pve!nooptions',
+  secret: '44444444-3333-4444-5555-666666666666',
+  privileges: MOVER.privileges.filter((p) => p !== 'VM.Config.Options'),
+};
+cfg.tokens.push(NO_OPTIONS);
 const csi = cfg.tokens[1] as { id: string; secret: string };
 // qmp backend without sockets: volumes get sparse files, nothing is plugged anywhere
 const ts = await startTestSim({ config: cfg, backend: 'qmp', qmp: {} });
@@ -139,7 +146,7 @@ t.test('preconditions answer before any task, as migrate_vm does', async (t) => 
   t.equal(noPriv.status, 403);
   t.equal(noPriv.statusText, 'Permission check failed (/vms/9999, VM.Migrate)');
   const noAlloc = await callAs(asCsi, 'POST', '/nodes/hyper1/qemu', { vmid: 9998 });
-  t.equal(noAlloc.statusText, 'Permission check failed (/vms/9998, VM.Allocate)');
+  t.equal(noAlloc.statusText, 'Permission check failed', 'create_vm raises without naming the path');
   await release('hyper1');
   await call('DELETE', `/nodes/hyper1/storage/local-lvm/content/${volid}`);
 });
@@ -213,4 +220,33 @@ t.test('faults: a broken copy leaves everything on the source; a failed source f
   await release('hyper2');
   await call('DELETE', `/nodes/hyper1/storage/local-lvm/content/${volid}`);
   await call('DELETE', `/nodes/hyper2/storage/local-lvm/content/${volid}`);
+});
+
+t.test('create_vm: name and description need VM.Config.Options ($check_vm_modify_config_perm)', async (t) => {
+  const as = `PVEAPIToken=${NO_OPTIONS.id}=${NO_OPTIONS.secret}`;
+  const named = await callAs(as, 'POST', '/nodes/hyper1/qemu', { vmid: 9996, name: 'pve-nfs-csi-mover' });
+  t.equal(named.status, 403);
+  t.equal(named.statusText, 'Permission check failed (/vms/9996, VM.Config.Options)');
+  const described = await callAs(as, 'POST', '/nodes/hyper1/qemu', { vmid: 9996, description: 'x' });
+  t.equal(described.statusText, 'Permission check failed (/vms/9996, VM.Config.Options)');
+  const scsihw = await callAs(as, 'POST', '/nodes/hyper1/qemu', { vmid: 9996, scsihw: 'virtio-scsi-pci' });
+  t.equal(scsihw.statusText, 'Permission check failed (/vms/9996, VM.Config.HWType)', 'scsihw is a hardware option');
+  const bare = await callAs(as, 'POST', '/nodes/hyper1/qemu', { vmid: 9996 });
+  t.equal(bare.status, 200, 'VM.Allocate alone creates a VM without options');
+  // a token sees only its own tasks: wait as the one that made it
+  const upid = encodeURIComponent(bare.body?.data as string);
+  for (;;) {
+    const st = await callAs(as, 'GET', `/nodes/hyper1/tasks/${upid}/status`);
+    if ((st.body?.data as { status?: string } | undefined)?.status === 'stopped') break;
+    await new Promise((res) => setTimeout(res, 10));
+  }
+  await waitTask('hyper1', (await call('DELETE', '/nodes/hyper1/qemu/9996')).body?.data as string);
+  const withMover = await callAs(`PVEAPIToken=${MOVER.id}=${MOVER.secret}`, 'POST', '/nodes/hyper1/qemu', {
+    vmid: 9996,
+    name: 'pve-nfs-csi-mover',
+    description: 'x',
+  });
+  t.equal(withMover.status, 200, "move's token has it");
+  await waitTask('hyper1', withMover.body?.data as string);
+  await waitTask('hyper1', (await call('DELETE', '/nodes/hyper1/qemu/9996')).body?.data as string);
 });

@@ -34,7 +34,7 @@ async function waitTask(node: string, upid: string): Promise<{ status: string; e
 }
 
 t.test('a full CSI volume lifecycle through proxmox-api', async (t) => {
-  t.match(await api.version.$get(), { version: '8.2.4' });
+  t.match(await api.version.$get(), { version: '9.2.11' });
   const vms = await api.cluster.resources.$get({ type: 'vm' });
   const worker = vms.find((v) => v.name === 'talos-worker-1');
   t.match(worker, { vmid: 111, node: 'hyper1', status: 'running' });

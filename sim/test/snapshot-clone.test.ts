@@ -14,6 +14,7 @@ const SNAP = {
     'VM.Audit',
     'VM.Config.Disk',
     'VM.Allocate',
+    'VM.Config.Options',
     'VM.Snapshot',
     'VM.Clone',
     'Datastore.AllocateSpace',

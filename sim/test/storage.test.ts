@@ -169,3 +169,33 @@ t.test('concurrent allocations of one name: exactly one wins', async (t) => {
   t.equal(results.filter((r) => r.status === 200).length, 1);
   t.equal(results.filter((r) => /already exists/.test(r.statusText)).length, 4);
 });
+
+t.test('parse_lvm_name: a name LVM takes but pve-storage cannot parse is listed nowhere and answers 500', async (t) => {
+  // LVM accepts '+', so the allocation succeeds (LvmThinPlugin alloc_image checks only vm-<vmid>-)
+  const made = await call('POST', CONTENT, { vmid: 9999, filename: 'vm-9999-pvc-m+vac1-b1', size: '4M' });
+  t.same(made.body, { data: 'local-lvm:vm-9999-pvc-m+vac1-b1' });
+  // the content listing runs check_volume_access on each volume and skips the ones that die
+  const list = (await call('GET', CONTENT, { vmid: 9999 })).body?.data as Array<{ volid: string }>;
+  t.notOk(
+    list.some((v) => v.volid.includes('+')),
+    'left out of the listing',
+  );
+  const illegal = "lvm name 'vm-9999-pvc-m+vac1-b1' contains illegal characters";
+  const info = await call('GET', `${CONTENT}/local-lvm:vm-9999-pvc-m+vac1-b1`);
+  t.equal(info.status, 500);
+  t.equal(info.statusText, illegal);
+  const del = await call('DELETE', `${CONTENT}/local-lvm:vm-9999-pvc-m+vac1-b1`);
+  t.equal(del.status, 500);
+  t.equal(del.statusText, illegal);
+  // the same name in a VM config: $check_storage_access parses it too
+  const cfgSet = await call('POST', '/nodes/hyper1/qemu/101/config', { unused5: 'local-lvm:vm-9999-pvc-m+vac1-b1' });
+  t.equal(cfgSet.statusText, illegal);
+  // '_' is one of parse_lvm_name's characters: such a name is listed, read and freed
+  const ok = await call('POST', CONTENT, { vmid: 9999, filename: 'vm-9999-pvc-m_vac2-b1', size: '4M' });
+  t.equal(ok.status, 200);
+  const listed = (await call('GET', CONTENT, { vmid: 9999 })).body?.data as Array<{ volid: string }>;
+  t.ok(listed.some((v) => v.volid === 'local-lvm:vm-9999-pvc-m_vac2-b1'));
+  t.equal((await call('GET', `${CONTENT}/local-lvm:vm-9999-pvc-m_vac2-b1`)).status, 200);
+  const freed = await call('DELETE', `${CONTENT}/local-lvm:vm-9999-pvc-m_vac2-b1`);
+  t.equal((await waitTask('hyper1', freed.body?.data as string)).exitstatus, 'OK');
+});

@@ -16,9 +16,14 @@ import {
   parseVolumeId,
 } from '../nfs/index.js';
 import {
+  BASE_ROLE,
   createHttpProxmoxApi,
   CSI_ROLE_PRIVILEGES,
+  kindOf,
+  MOVE_ROLE,
   parseCreateParameters,
+  SERVED_TYPES,
+  SNAPSHOT_ROLE,
   type HttpProxmoxApi,
 } from '../proxmox/index.js';
 import {
@@ -93,7 +98,7 @@ export function checkStorageClasses(input: PreflightInput): CheckResult[] {
 /** A privilege counts when granted on `/` or on the subtree it is checked on. */
 function missingPrivileges(perms: Record<string, Record<string, number>>): string[] {
   const on = (path: string, priv: string) => Boolean(perms['/']?.[priv] || perms[path]?.[priv]);
-  return CSI_ROLE_PRIVILEGES.split(' ').filter((p) => !on(p.startsWith('VM.') ? '/vms' : '/storage', p));
+  return BASE_ROLE.privileges.filter((p) => !on(p.startsWith('VM.') ? '/vms' : '/storage', p));
 }
 
 export async function checkProxmox(input: PreflightInput, signal: AbortSignal): Promise<CheckResult[]> {
@@ -148,7 +153,7 @@ export async function checkProxmox(input: PreflightInput, signal: AbortSignal): 
             : {
                 name: `${base}/privileges`,
                 status: 'fail',
-                message: `${who} lacks ${missing.join(', ')}; grant it a role with ${CSI_ROLE_PRIVILEGES} on /`,
+                message: `${who} lacks ${missing.join(', ')}; grant it a role with ${CSI_ROLE_PRIVILEGES} on /vms and /storage (docs/proxmox-setup.md)`,
               },
         );
         // not needed to serve CSI: only `pve-nfs-csi move` (docs/day2.md) creates and migrates a helper VM
@@ -164,7 +169,7 @@ export async function checkProxmox(input: PreflightInput, signal: AbortSignal): 
           status: 'info',
           message:
             moveMissing.length === 0
-              ? `${who} may run pve-nfs-csi move (helper VM ${cfg.controllerVmId}: VM.Allocate, VM.Migrate)`
+              ? `${who} may run pve-nfs-csi move (helper VM ${cfg.controllerVmId}: ${MOVE_ROLE.privileges.join(', ')})`
               : `pve-nfs-csi move (optional) would need ${moveMissing.join('; ')}`,
         });
         // snapshots, restores and clones (docs/snapshots.md): CreateSnapshot is refused without them
@@ -174,7 +179,7 @@ export async function checkProxmox(input: PreflightInput, signal: AbortSignal): 
           status: 'info',
           message:
             snapMissing.length === 0
-              ? `${who} may make snapshots, restores and clones (VM.Allocate, VM.Snapshot, VM.Clone, VM.Migrate)`
+              ? `${who} may make snapshots, restores and clones (${SNAPSHOT_ROLE.privileges.join(', ')})`
               : `snapshots, restores and clones (optional) would need ${snapMissing.map((n) => `${n.privilege} on ${n.path} (${n.why})`).join('; ')}`,
         });
         // nor for `pve-nfs-csi report` (read) and `report --fix` (free disks, drop config entries)
@@ -200,8 +205,9 @@ export async function checkProxmox(input: PreflightInput, signal: AbortSignal): 
         for (const id of storages) {
           const on = rows.filter((r) => r.storage === id);
           const name = `${base}/storage/${id}`;
-          // The type named is the odd one's, not the first row's (which may well be lvmthin).
-          const odd = on.find((r) => r.plugintype && r.plugintype !== 'lvmthin');
+          // The type named is the odd one's, not the first row's.
+          const odd = on.find((r) => !kindOf(r.plugintype));
+          const noImages = on.filter((r) => !r.content.split(',').includes('images'));
           if (on.length === 0)
             out.push({
               name,
@@ -211,14 +217,25 @@ export async function checkProxmox(input: PreflightInput, signal: AbortSignal): 
           else if (odd)
             out.push({
               name,
-              status: 'warn',
-              message: `storage "${id}" is ${odd.plugintype}; the driver is built and tested for lvmthin`,
+              status: 'fail',
+              message: `storage "${id}" is ${odd.plugintype ?? '?'}, which the driver does not serve (served: ${SERVED_TYPES.join(', ')})`,
+            });
+          else if (noImages.length > 0)
+            out.push({
+              name,
+              status: 'fail',
+              message: `storage "${id}" does not hold disk images on ${noImages
+                .map((r) => r.node)
+                .sort()
+                .join(
+                  ', ',
+                )} (content: ${noImages[0]?.content ?? ''}); add "images" to its content in Datacenter → Storage`,
             });
           else
             out.push({
               name,
               status: 'pass',
-              message: `on ${on
+              message: `${on[0]?.plugintype ?? 'lvmthin'} (${kindOf(on[0]?.plugintype)?.name ?? ''}${on.some((r) => r.shared) ? ', shared' : ''}) on ${on
                 .map((r) => r.node)
                 .sort()
                 .join(', ')}`,

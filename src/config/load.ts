@@ -27,6 +27,7 @@ const OPTIONS = {
   'drain-timeout': { type: 'string', env: 'CSI_DRAIN_TIMEOUT' },
   'max-volumes-per-node': { type: 'string', env: 'CSI_MAX_VOLUMES_PER_NODE' },
   'pool-guard': { type: 'string', env: 'PROXMOX_POOL_GUARD' },
+  'node-topology-labels': { type: 'string', env: 'PROXMOX_NODE_TOPOLOGY_LABELS' },
   'pool-max-fill': { type: 'string', env: 'PROXMOX_POOL_MAX_FILL' },
   'pool-max-overcommit': { type: 'string', env: 'PROXMOX_POOL_MAX_OVERCOMMIT' },
   'findings-interval': { type: 'string', env: 'CSI_FINDINGS_INTERVAL' },
@@ -57,6 +58,7 @@ export const SERVE_FLAGS = `  --mode controller|node|all        services to serv
   --pool-guard on|off               Proxmox thin-pool guard: refuse volumes that could over-fill a pool (default on; docs/operations.md)
   --pool-max-fill PERCENT           the guard's fill limit: used + the new size within this share of the pool (default 90; 0 = no limit)
   --pool-max-overcommit RATIO       the guard's over-commit limit: virtual sizes / pool size (default 0 = no limit)
+  --node-topology-labels on|off     Proxmox controller: keep each Node's topology.kubernetes.io/region and zone labels where its VM runs (default on)
   --findings-interval DUR           how often the controller refreshes the day-2 findings metrics (default 5m; 0 = off)
   --findings-call-budget N          at most N Proxmox calls per minute for them (default 30)`;
 
@@ -158,6 +160,9 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): LoadResult {
   // never reports more than its free SCSI slots, whatever is asked.
   if (!/^\d+$/.test(maxVolumes))
     throw new ConfigError(`--max-volumes-per-node: "${maxVolumes}" must be a whole number (0 = the free SCSI slots)`);
+  const topologyLabels = (get('node-topology-labels') ?? 'on').toLowerCase();
+  if (!['on', 'off', 'true', 'false'].includes(topologyLabels))
+    throw new ConfigError(`--node-topology-labels: "${topologyLabels}" must be on or off`);
   const budget = get('findings-call-budget') ?? '30';
   if (!/^\d+$/.test(budget) || Number(budget) < 1)
     throw new ConfigError(`--findings-call-budget: "${budget}" must be a whole number of calls per minute, 1 or more`);
@@ -186,6 +191,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): LoadResult {
       nfsCallTimeoutMs: parseDuration(get('nfs-call-timeout') ?? '10s', 'nfs-call-timeout'),
       drainTimeoutMs: parseDuration(get('drain-timeout') ?? '30s', 'drain-timeout'),
       poolGuard,
+      nodeTopologyLabels: topologyLabels === 'on' || topologyLabels === 'true',
       findings: { intervalMs: findingsIntervalMs, callsPerMinute: Number(budget) },
     },
   };

@@ -75,6 +75,8 @@ export interface AppConfig {
   drainTimeoutMs: number;
   /** The Proxmox thin-pool guard (src/proxmox/controller/safety/pool-guard.ts). */
   poolGuard: { enabled: boolean; maxFill: number; maxOvercommit: number };
+  /** Proxmox controller: keep the Nodes' topology labels where their VMs run (proxmox/controller/node-topology.ts). */
+  nodeTopologyLabels: boolean;
   /** The day-2 findings metrics: refresh interval (0 = off) and Proxmox call budget. */
   findings: { intervalMs: number; callsPerMinute: number };
 }

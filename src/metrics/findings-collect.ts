@@ -4,10 +4,11 @@
 // and the fences this controller holds. Loaded on the first refresh only: a controller without
 // metrics never loads the report's code.
 import type { Logger } from 'pino';
-import { nfsClasses, readCluster, readNfs, type KubeFacts, type NfsFacts } from '../cli/report/facts.js';
+import { nfsClasses, readCluster, readNfs, slimKube, type KubeFacts, type NfsFacts } from '../cli/report/facts.js';
 import { proxmoxFindings, type Finding } from '../cli/report/findings.js';
 import { checkPvDirs } from '../cli/report/missing-dirs.js';
-import { nfsFindings } from '../cli/report/nfs-findings.js';
+import { nfsJudgements } from '../cli/report/nfs-findings.js';
+import { inSlices } from '../slices.js';
 import type { ProxmoxInspect } from '../proxmox/controller/controller.js';
 import type { NfsStores } from '../nfs/controller/store/store.js';
 import type { GaugeSample } from '../csi/gauges.js';
@@ -61,7 +62,7 @@ export async function collect(i: CollectInput): Promise<Collected> {
 }
 
 async function collectUntil(i: CollectInput, signal: AbortSignal): Promise<Collected> {
-  const k = await i.kube(signal);
+  const k = await slimKube(await i.kube(signal));
   const rules = { controllerVmId: i.proxmox?.controllerVmId ?? 9999, graceMs: i.graceMs ?? 3_600_000, now: i.now };
   const findings: Finding[] = [];
   const fences: GaugeSample[] = [];
@@ -81,6 +82,9 @@ async function collectUntil(i: CollectInput, signal: AbortSignal): Promise<Colle
     fences.push({ name: 'pve_csi_fence_oldest_age_seconds', labels: { region }, value: oldest });
   }
   const nfs = i.stores ? await readNfs(nfsClasses(k.classes), k.pvs, i.stores, { signal, sizes: true }) : undefined;
-  if (nfs && i.stores) findings.push(...nfsFindings(nfs, k, rules), ...(await checkPvDirs(k.pvs, i.stores, signal)));
+  if (nfs && i.stores) {
+    await inSlices(nfsJudgements(nfs, k, rules), (f) => f && findings.push(f));
+    findings.push(...(await checkPvDirs(k.pvs, i.stores, signal)));
+  }
   return { findings, nfs, fences, complete: !findings.some((f) => f.kind === 'error') };
 }

@@ -13,13 +13,41 @@ const LISTS = {
   classes: '/apis/storage.k8s.io/v1/storageclasses',
 } as const;
 
+/** Items per page: each page is parsed on its own, so no single parse holds the event loop long. */
+const PAGE = 500;
+
+/**
+ * One list, page by page (limit/continue), each item without what the findings never read
+ * (managedFields, the last-applied annotation: most of an object's bytes), so the lists held
+ * for a refresh are a fraction of their JSON.
+ */
 async function list(api: InClusterGet, path: string, signal: AbortSignal): Promise<unknown[]> {
-  const r = await api.get(path, signal);
-  if (r.status !== 200)
-    throw new Unavailable(`Kubernetes API at ${api.where}: GET ${path} answered ${r.status}: ${r.text.slice(0, 200)}`);
-  const body = jsonBody(r.text, `the list ${path}`, api.where) as { items?: unknown[] };
-  return body.items ?? [];
+  const items: unknown[] = [];
+  let next = '';
+  do {
+    const page = `${path}?limit=${PAGE}${next ? `&continue=${encodeURIComponent(next)}` : ''}`;
+    const r = await api.get(page, signal);
+    if (r.status !== 200)
+      throw new Unavailable(
+        `Kubernetes API at ${api.where}: GET ${page} answered ${r.status}: ${r.text.slice(0, 200)}`,
+      );
+    const body = jsonBody(r.text, `the list ${path}`, api.where) as {
+      items?: Array<{ metadata?: { managedFields?: unknown; annotations?: Record<string, string> } }>;
+      metadata?: { continue?: string };
+    };
+    for (const item of body.items ?? []) {
+      if (item.metadata) {
+        delete item.metadata.managedFields;
+        delete item.metadata.annotations?.[LAST_APPLIED];
+      }
+      items.push(item);
+    }
+    next = body.metadata?.continue ?? '';
+  } while (next);
+  return items;
 }
+
+const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
 
 /** The reader in a pod; undefined outside Kubernetes. */
 export function inClusterKubeFacts(): ((signal: AbortSignal) => Promise<KubeFacts>) | undefined {

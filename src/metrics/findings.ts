@@ -61,6 +61,16 @@ export const FINDINGS_GAUGES: readonly GaugeDef[] = [
     labelNames: [],
   },
   { name: 'pve_csi_findings_refresh_timestamp_seconds', help: 'When the findings were last refreshed', labelNames: [] },
+  {
+    name: 'pve_csi_findings_refresh_seconds',
+    help: 'How long the last findings refresh took, failed or not',
+    labelNames: [],
+  },
+  {
+    name: 'pve_csi_findings_refresh_failures',
+    help: 'Findings refreshes that failed since the controller started (each is also a log line)',
+    labelNames: [],
+  },
   { name: 'pve_csi_findings_proxmox_calls', help: 'Proxmox calls the last findings refresh made', labelNames: [] },
   {
     name: 'pve_csi_findings_call_budget',
@@ -133,29 +143,42 @@ export function findingsMetrics(o: FindingsOptions): FindingsMetrics {
   let samples: GaugeSample[] = [];
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
+  let failures = 0;
   const now = o.now ?? Date.now;
+  const own = (up: number, seconds: number, calls: number): GaugeSample[] => [
+    { name: 'pve_csi_findings_up', labels: {}, value: up },
+    { name: 'pve_csi_findings_refresh_timestamp_seconds', labels: {}, value: Math.floor(now() / 1000) },
+    { name: 'pve_csi_findings_refresh_seconds', labels: {}, value: seconds },
+    { name: 'pve_csi_findings_refresh_failures', labels: {}, value: failures },
+    { name: 'pve_csi_findings_proxmox_calls', labels: {}, value: calls },
+    { name: 'pve_csi_findings_call_budget', labels: {}, value: o.callsPerMinute },
+  ];
   const refresh = async (): Promise<number> => {
     const { collect } = await import('./findings-collect.js');
     let calls = 0;
+    const t0 = performance.now();
     const r = await collect({ ...o, now: now(), count: () => calls++ });
     samples = [
       ...findingSamples(r.findings),
       ...archiveSamples(r.nfs, now()),
       ...r.fences,
-      { name: 'pve_csi_findings_up', labels: {}, value: r.complete ? 1 : 0 },
-      { name: 'pve_csi_findings_refresh_timestamp_seconds', labels: {}, value: Math.floor(now() / 1000) },
-      { name: 'pve_csi_findings_proxmox_calls', labels: {}, value: calls },
-      { name: 'pve_csi_findings_call_budget', labels: {}, value: o.callsPerMinute },
+      ...own(r.complete ? 1 : 0, (performance.now() - t0) / 1000, calls),
     ];
     return calls;
   };
   const history: Array<{ at: number; calls: number }> = [];
   const loop = async () => {
     let calls = 0;
+    const t0 = performance.now();
     try {
       calls = await refresh();
     } catch (e) {
-      o.log.warn({ err: (e as Error).message }, 'findings metrics: refresh failed');
+      // A refresh that fails is a gauge and a log line; the last findings stay, marked not up.
+      failures++;
+      const mine = new Set(own(0, 0, 0).map((x) => x.name));
+      const kept = samples.filter((x) => !mine.has(x.name));
+      samples = [...kept, ...own(0, (performance.now() - t0) / 1000, calls)];
+      o.log.warn({ err: (e as Error).message, failures }, 'findings metrics: refresh failed');
     }
     if (stopped) return;
     const at = now();

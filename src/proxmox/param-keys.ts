@@ -7,6 +7,7 @@
 // accepts at CreateVolume.
 import { InvalidArgument } from '../errors.js';
 import { FS_TYPES, FSTYPE_KEY, type FsTypeName } from './contract.js';
+import { DISK_FORMATS } from './storage/kind.js';
 import { BOOL_FALSE, BOOL_TRUE, boolSpelling, type JsonSchema, type ParamDef } from '../csi/param-def.js';
 
 const boolSchema: JsonSchema = { type: ['string', 'boolean'], enum: ['', ...BOOL_TRUE, ...BOOL_FALSE, true, false] };
@@ -65,8 +66,9 @@ function fsType(v: string | undefined): FsTypeName | undefined {
 export const PROXMOX_PARAMETERS = {
   storage: { doc: 'Proxmox storage id (required), e.g. local-lvm', schema: { type: 'string' } },
   storageFormat: {
-    doc: 'disk format; LVM-thin stores raw only (upstream silently used raw on block storages; a qcow2/vmdk request is refused here)',
-    schema: { enum: ['', 'raw'] },
+    doc: 'disk format: raw (default) or qcow2; qcow2 only on a file storage (dir, nfs, cifs), refused on block storages (upstream silently used raw there)',
+    schema: { enum: ['', ...DISK_FORMATS] },
+    parse: oneOf('storageFormat', DISK_FORMATS),
   },
   aio: {
     doc: 'drive aio= mode: native, threads or io_uring',
@@ -108,12 +110,12 @@ export const PROXMOX_PARAMETERS = {
     schema: { type: 'string' },
   },
   resizeRequired: {
-    doc: 'upstream bookkeeping for volumes restored from a snapshot (grown on first publish); no snapshots here, so only false is accepted',
+    doc: 'upstream bookkeeping for volumes restored from a snapshot (grown on first publish); a restore here is sized at CreateVolume, so only false is accepted',
     schema: onlyFalse,
     parse: bool('resizeRequired', false),
   },
   resizeSizeBytes: {
-    doc: 'upstream bookkeeping for volumes restored from a snapshot; no snapshots here, so only 0 is accepted (the size comes from the PVC)',
+    doc: 'upstream bookkeeping for volumes restored from a snapshot; a restore here is sized at CreateVolume from the PVC, so only 0 is accepted',
     schema: { type: ['string', 'integer'], pattern: '^0*$', enum: ['', '0', 0] },
   },
   encrypted: {

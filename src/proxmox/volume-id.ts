@@ -1,6 +1,7 @@
 // Volume handles in the upstream format `region/zone/storage/disk` (region = Proxmox cluster
 // name from the config, zone = Proxmox node) and the disk names behind them.
 import { createHash } from 'node:crypto';
+import { isMarkerName } from './marker-name.js';
 
 export interface VolumeRef {
   region: string;
@@ -14,16 +15,29 @@ const REGION_RE = /^[^\s/]+$/;
 const ZONE_RE = /^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$|^$/;
 // Proxmox's pve-storage-id format.
 const STORAGE_RE = /^[a-z][a-z0-9._-]*[a-z0-9]$/i;
-// What Proxmox accepts for a custom disk name on LVM: `vm-<vmid>-` then LVM name characters.
-const DISK_RE = /^vm-(\d+)-[A-Za-z0-9+_.-]+$/;
+// What Proxmox accepts for a custom disk name: `vm-<vmid>-` then LVM name characters; on a file
+// storage (dir, NFS, CIFS) the volume name is `<vmid>/vm-<vmid>-….<raw|qcow2>` (Plugin.pm
+// alloc_image), the directory being the owner's.
+const DISK_RE = /^(?:(\d+)\/)?vm-(\d+)-[A-Za-z0-9+_.-]+$/;
 
-/** Parses a volume handle; undefined when it is not one of ours (callers decide what that means). */
+function diskMatch(disk: string): RegExpExecArray | undefined {
+  const m = DISK_RE.exec(disk);
+  if (!m) return undefined;
+  if (m[1] !== undefined && (m[1] !== m[2] || !/\.(raw|qcow2)$/.test(disk))) return undefined;
+  return m;
+}
+
+/**
+ * Parses a volume handle; undefined when it is not one of ours (callers decide what that means).
+ * Upstream's file-storage handles have five segments (`region/zone/storage/9999/vm-9999-….raw`):
+ * everything after the storage is the disk.
+ */
 export function parseVolumeId(id: string): VolumeRef | undefined {
   const parts = id.split('/');
-  if (parts.length !== 4) return undefined;
-  const [region, zone, storage, disk] = parts as [string, string, string, string];
-  if (!REGION_RE.test(region) || !ZONE_RE.test(zone) || !STORAGE_RE.test(storage) || !DISK_RE.test(disk))
-    return undefined;
+  if (parts.length !== 4 && parts.length !== 5) return undefined;
+  const [region, zone, storage, ...rest] = parts as [string, string, string, ...string[]];
+  const disk = rest.join('/');
+  if (!REGION_RE.test(region) || !ZONE_RE.test(zone) || !STORAGE_RE.test(storage) || !diskMatch(disk)) return undefined;
   return { region, zone, storage, disk };
 }
 
@@ -33,8 +47,8 @@ export function formatVolumeId(v: VolumeRef): string {
 
 /** The VMID a disk name says owns it (`vm-<vmid>-…`). */
 export function diskOwner(disk: string): number | undefined {
-  const m = DISK_RE.exec(disk);
-  return m ? Number(m[1]) : undefined;
+  const m = diskMatch(disk);
+  return m ? Number(m[2]) : undefined;
 }
 
 /** Proxmox volume id, `storage:disk`. */
@@ -48,8 +62,9 @@ export function parseVolid(volid: string): { storage: string; disk: string } | u
 
 /** Longest disk name we create; keeps handles short and well inside LVM's 127-character limit. */
 export const MAX_DISK_NAME = 80;
-// '+' is LVM-valid but never in a Kubernetes name; it is kept for VolumeAttributesClass markers
-// (mutable.ts), so a name carrying one is hashed like any other name LVM cannot take as is.
+// The characters pve-storage's parse_lvm_name allows. A name that would look like a
+// VolumeAttributesClass marker (marker-name.ts; `_` never occurs in a Kubernetes name) is hashed
+// too, so no disk can be taken for another disk's marker.
 const NAME_CHARS_RE = /^[A-Za-z0-9_.-]+$/;
 
 /**
@@ -59,12 +74,14 @@ const NAME_CHARS_RE = /^[A-Za-z0-9_.-]+$/;
  */
 export function diskNameFor(controllerVmId: number, name: string): string {
   const prefix = `vm-${controllerVmId}-`;
-  if (NAME_CHARS_RE.test(name) && prefix.length + name.length <= MAX_DISK_NAME) return prefix + name;
+  if (NAME_CHARS_RE.test(name) && prefix.length + name.length <= MAX_DISK_NAME && !isMarkerName(prefix + name))
+    return prefix + name;
   const hash = createHash('sha256').update(name).digest('hex').slice(0, 16);
   const room = MAX_DISK_NAME - prefix.length - hash.length - 1;
-  const readable = name
-    .replace(/[^A-Za-z0-9_.-]/g, '-')
-    .slice(0, room)
-    .replace(/-+$/, '');
-  return `${prefix}${readable ? readable + '-' : ''}${hash}`;
+  const hashed = (chars: RegExp) => {
+    const readable = name.replace(chars, '-').slice(0, room).replace(/-+$/, '');
+    return `${prefix}${readable ? readable + '-' : ''}${hash}`;
+  };
+  const disk = hashed(/[^A-Za-z0-9_.-]/g);
+  return isMarkerName(disk) ? hashed(/[^A-Za-z0-9.-]/g) : disk;
 }

@@ -80,8 +80,8 @@ t.test('capacity tracking off also turns off storageCapacity in the CSIDriver', 
 });
 
 t.test('inline Proxmox config becomes a Secret the controller mounts', async (t) => {
+  // existingConfigSecret keeps its default (the upstream Secret's name): listing clusters inline is enough.
   const set = [
-    'proxmox.existingConfigSecret=',
     ...inlineCluster({
       url: 'https://pve.example:8006/api2/json',
       insecure: 'false',
@@ -116,6 +116,31 @@ t.test('inline Proxmox config becomes a Secret the controller mounts', async (t)
     .annotations;
   t.not(after?.['checksum/proxmox-config'], before);
   t.match(renderError({ set: ['proxmox.existingConfigSecret='] }), /proxmox\.config\.clusters is empty/);
+  const blanked = render({ set: ['proxmox.existingConfigSecret=', ...set] });
+  t.equal(blanked.get('Secret', 'pve-pve-nfs-csi-proxmox-config').kind, 'Secret', 'blanking it as before still works');
+  const none = render({});
+  t.equal(none.find('Secret', 'pve-pve-nfs-csi-proxmox-config'), undefined, 'no inline clusters: nothing rendered');
+  t.same(volume(podSpec(none.one('Deployment')), 'proxmox-config').secret, {
+    secretName: 'proxmox-csi-plugin',
+    items: [{ key: 'config.yaml', path: 'config.yaml' }],
+  });
+});
+
+t.test('Node topology labels: on by default with the rights to patch Nodes, off by a value', async (t) => {
+  const on = render({});
+  const args = container(podSpec(on.one('Deployment')), 'pve-nfs-csi').args ?? [];
+  t.equal(args[args.indexOf('--node-topology-labels') + 1], 'on');
+  const role = on.get('ClusterRole', 'pve-pve-nfs-csi-node-topology');
+  t.same(role.rules, [
+    { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'patch'] },
+    { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+  ]);
+  t.ok(on.get('ClusterRoleBinding', 'pve-pve-nfs-csi-node-topology'));
+  const off = render({ set: ['proxmox.nodeTopologyLabels=false'] });
+  const offArgs = container(podSpec(off.one('Deployment')), 'pve-nfs-csi').args ?? [];
+  t.equal(offArgs[offArgs.indexOf('--node-topology-labels') + 1], 'off');
+  t.equal(off.find('ClusterRole', 'pve-pve-nfs-csi-node-topology'), undefined, 'no rights to patch Nodes');
+  t.equal(render({ set: ['proxmox.enabled=false'] }).find('ClusterRole', 'pve-pve-nfs-csi-node-topology'), undefined);
 });
 
 t.test('existing Secret under another key', async (t) => {

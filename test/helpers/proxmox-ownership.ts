@@ -268,7 +268,7 @@ export const handleOf = (disk: string): string => `${REGION}/${NODE}/${STORAGE}/
 // ---- the invariant ----
 
 const VOLUME_KEY_RE = /^(?:ide|sata|scsi|virtio|efidisk|tpmstate|unused)\d+$|^vmstate$/;
-const MARKER_RE = /^(.+)\+vac\d+/;
+const MARKER_RE = /^(.+)[_+]vac\d+/;
 
 export const ownerOf = (disk: string): number | undefined => {
   const m = /^vm-(\d+)-/.exec(disk);

@@ -1,21 +1,13 @@
-// The simulator's default cluster with its API token given the CSI role's privileges plus what
-// snapshots add (docs/snapshots.md, "Privileges"): where every snapshot test, bench and chaos
-// scenario starts. A fresh parse each call, so a caller may change it.
+// The simulator's default cluster with its API token given the base role's privileges plus what
+// snapshots add (docs/proxmox-setup.md, exactly the roles src/proxmox/roles.ts defines): where
+// every snapshot test, bench and chaos scenario starts. A fresh parse each call, so a caller
+// may change it.
 import fs from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { DEFAULT_CONFIG_PATH } from '../../sim/index.js';
+import { BASE_ROLE, SNAPSHOT_ROLE } from '../../src/proxmox/index.js';
 
-export const SNAPSHOT_TOKEN_PRIVILEGES = [
-  'VM.Audit',
-  'VM.Config.Disk',
-  'Datastore.Allocate',
-  'Datastore.AllocateSpace',
-  'Datastore.Audit',
-  'VM.Allocate',
-  'VM.Snapshot',
-  'VM.Clone',
-  'VM.Migrate',
-];
+export const SNAPSHOT_TOKEN_PRIVILEGES = [...new Set([...BASE_ROLE.privileges, ...SNAPSHOT_ROLE.privileges])];
 
 export interface SimYaml {
   tokens: Array<Record<string, unknown>>;

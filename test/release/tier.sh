@@ -9,6 +9,8 @@
 #                                      $PREV_COMMIT, built by scripts/release.sh's steps) and N
 #                                      (this tree, `npm run release`) pushed to it; then
 #                                      test/release/registry.test.ts (pull, labels, digest, chart)
+#                                      and test/release/readme-install.test.ts (README's Install
+#                                      steps as written, against this registry)
 #   test/release/tier.sh upgrade    the same, then test/release/upgrade.test.ts too: `helm
 #                                      install oci://…` N-1 into the k8s tier's cluster, volumes of
 #                                      both drivers, `helm upgrade` to N, `helm rollback`
@@ -62,7 +64,7 @@ bash scripts/release.sh --registry "$REGISTRY/pve-nfs-csi" --out "$work/out-next
 echo "release-test: N $(grep ^VERSION= "$work/out-next/release.env") (this tree) built and pushed in $((SECONDS-t)) s"
 
 export RELEASE_REGISTRY_DIR="$work/registry" RELEASE_PREV_DIR="$work/out-prev" RELEASE_NEXT_DIR="$work/out-next"
-files=(test/release/registry.test.ts)
+files=(test/release/registry.test.ts test/release/readme-install.test.ts)
 if [ "$what" = upgrade ]; then
   bash scripts/k8s-build.sh etcd csi-provisioner csi-attacher csi-resizer kube-apiserver kube-controller-manager >/dev/null
   files+=(test/release/upgrade.test.ts)

@@ -56,19 +56,26 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "pve-nfs-csi.proxmoxDriver" -}}csi.proxmox.sinextra.dev{{- end -}}
 {{- define "pve-nfs-csi.nfsDriver" -}}nfs.csi.k8s.io{{- end -}}
 
+{{/* "true" when the chart renders the Proxmox config Secret itself: clusters listed inline in
+proxmox.config win over existingConfigSecret, whose default names the upstream chart's Secret (so
+inline config works without also blanking existingConfigSecret). */}}
+{{- define "pve-nfs-csi.proxmoxInlineConfig" -}}
+{{- if or .Values.proxmox.config.clusters (not .Values.proxmox.existingConfigSecret) -}}true{{- end -}}
+{{- end -}}
+
 {{- define "pve-nfs-csi.proxmoxConfigSecret" -}}
-{{- if .Values.proxmox.existingConfigSecret -}}
-{{- .Values.proxmox.existingConfigSecret -}}
-{{- else -}}
+{{- if include "pve-nfs-csi.proxmoxInlineConfig" . -}}
 {{- printf "%s-proxmox-config" (include "pve-nfs-csi.fullname" .) -}}
+{{- else -}}
+{{- .Values.proxmox.existingConfigSecret -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "pve-nfs-csi.proxmoxConfigKey" -}}
-{{- if .Values.proxmox.existingConfigSecret -}}
-{{- .Values.proxmox.existingConfigSecretKey -}}
-{{- else -}}
+{{- if include "pve-nfs-csi.proxmoxInlineConfig" . -}}
 config.yaml
+{{- else -}}
+{{- .Values.proxmox.existingConfigSecretKey -}}
 {{- end -}}
 {{- end -}}
 

@@ -43,7 +43,8 @@ the claim keeps its namespace, name, labels and spec, and its pods may now run o
 ${COMMON_FLAGS_HELP}
 The copy takes as long as Proxmox needs for the disk: give large disks a --timeout (default 10m);
 a run that stops waiting leaves the move recorded, and the same command continues it.
-Proxmox privileges (beyond the CSI role): VM.Allocate, VM.Migrate on /vms/<controllerVmID>;
+Proxmox privileges (beyond the CSI role): VM.Allocate, VM.Config.Options, VM.Migrate on
+  /vms/<controllerVmID> (docs/proxmox-setup.md);
   Datastore.AllocateSpace on the storage. The run checks them first.
 ${EXIT_CODES_HELP}`;
 

@@ -11,6 +11,7 @@ import type {
   V1VolumeAttachment,
 } from '../../k8s/index.js';
 import { lookup } from 'node:dns/promises';
+import { inSlices } from '../../slices.js';
 import { findArchives, dirsAtDepth, isArchivePath, type Archive } from '../../nfs/controller/archives.js';
 import { SNAPSHOTS } from '../../nfs/controller/snapshots/snapshots.js';
 import { scanShareSnapshots, type SnapshotDir } from '../../nfs/controller/snapshots/snapshot-scan.js';
@@ -24,11 +25,11 @@ import { diskOwner, parseVolid } from '../../proxmox/volume-id.js';
 import { type HelperFact, readHelpers } from './helper-vms.js';
 import {
   absolute,
+  ancestors,
   classPlace,
   nfsPlaceOf,
   NFS_DRIVER,
   servers,
-  within,
   type Addresses,
   type ClassPlace,
 } from './ownership.js';
@@ -48,6 +49,65 @@ export interface KubeFacts {
   birth?: number;
 }
 
+/**
+ * The Kubernetes objects cut to the fields the findings read (names, handles, places, claim
+ * references, phases, resize status, attachments): at 10,000 claims the listed objects are tens
+ * of MiB, their cut a few. What is not read here must not be read by the judgement either.
+ */
+export async function slimKube(k: KubeFacts): Promise<KubeFacts> {
+  const pvs: V1PersistentVolume[] = [];
+  await inSlices(k.pvs, (pv) => pvs.push(slimPv(pv)));
+  const pvcs: V1PersistentVolumeClaim[] = [];
+  await inSlices(k.pvcs, (c) => pvcs.push(slimPvc(c)));
+  return { ...k, pvs, pvcs, attachments: k.attachments.map(slimAttachment) };
+}
+
+function slimPv(pv: V1PersistentVolume): V1PersistentVolume {
+  const { csi, nfs, claimRef } = pv.spec ?? {};
+  return {
+    metadata: { name: pv.metadata?.name ?? '?' },
+    spec: {
+      ...(csi && {
+        csi: {
+          driver: csi.driver,
+          volumeHandle: csi.volumeHandle,
+          ...(csi.volumeAttributes && { volumeAttributes: csi.volumeAttributes }),
+        },
+      }),
+      ...(nfs && { nfs: { server: nfs.server, path: nfs.path } }),
+      ...(claimRef && {
+        claimRef: {
+          ...(claimRef.namespace !== undefined && { namespace: claimRef.namespace }),
+          ...(claimRef.name !== undefined && { name: claimRef.name }),
+        },
+      }),
+    },
+    ...(pv.status?.phase !== undefined && { status: { phase: pv.status.phase } }),
+  };
+}
+
+function slimPvc(c: V1PersistentVolumeClaim): V1PersistentVolumeClaim {
+  return {
+    metadata: { name: c.metadata?.name ?? '?', namespace: c.metadata?.namespace ?? '' },
+    status: {
+      ...(c.status?.allocatedResourceStatuses && { allocatedResourceStatuses: c.status.allocatedResourceStatuses }),
+      ...(c.status?.conditions && { conditions: c.status.conditions }),
+    },
+  };
+}
+
+function slimAttachment(a: V1VolumeAttachment): V1VolumeAttachment {
+  return {
+    spec: {
+      attacher: a.spec.attacher,
+      nodeName: a.spec.nodeName,
+      source: {
+        ...(a.spec.source.persistentVolumeName && { persistentVolumeName: a.spec.source.persistentVolumeName }),
+      },
+    },
+  };
+}
+
 export async function readKube(kube: KubeApi, signal?: AbortSignal): Promise<KubeFacts> {
   const [pvs, pvcs, attachments, classes, system] = await Promise.all([
     kube.listPersistentVolumes(signal),
@@ -58,7 +118,13 @@ export async function readKube(kube: KubeApi, signal?: AbortSignal): Promise<Kub
   ]);
   const born = system?.metadata?.creationTimestamp;
   const birth = born !== undefined ? new Date(born).getTime() : undefined;
-  return { pvs, pvcs, attachments, classes, ...(birth !== undefined && !Number.isNaN(birth) && { birth }) };
+  return await slimKube({
+    pvs,
+    pvcs,
+    attachments,
+    classes,
+    ...(birth !== undefined && !Number.isNaN(birth) && { birth }),
+  });
 }
 
 export interface DiskFact {
@@ -248,7 +314,10 @@ export async function readNfs(
   const seenSnapshotShares = new Set<string>();
   const upstreamAt = new Set<string>();
   const key = (server: string, at: string) => `${ids.idOf(server) ?? server}\u0000${at}`;
-  const sameServer = (a: string, b: string) => (ids.idOf(a) ?? a) === (ids.idOf(b) ?? b);
+  // Every PV directory and its ancestors, once: "does a PV sit at or below this directory" is
+  // then one lookup, not a pass over every PV for every directory of every share.
+  const pvHeld = new Set<string>();
+  for (const p of pvPlaces) for (const at of [p.path, ...ancestors(p.path)]) pvHeld.add(key(p.server, at));
   await Promise.all(
     (o.scan ?? classes).map(async (c) => {
       const store = stores.open(c.server, c.share);
@@ -293,8 +362,7 @@ export async function readNfs(
           for (const m of await scanRestoreMarkers(store, { signal: o.signal }))
             facts.restoreMarkers.push({ ...m, server: c.server, share: c.share, at: absolute(c.share, m.path) });
           // A directory a PV uses (at or below it) is a claim or holds claims: not listed as a candidate.
-          const used = (name: string) =>
-            pvPlaces.some((p) => sameServer(p.server, c.server) && within(p.path, absolute(c.share, name)));
+          const used = (name: string) => pvHeld.has(key(c.server, absolute(c.share, name)));
           for (const u of await scanUpstreamSnapshots(store, { signal: o.signal, skip: used })) {
             const at = absolute(c.share, u.name);
             facts.upstreamSnapshots.push({ ...u, server: c.server, share: c.share, at });

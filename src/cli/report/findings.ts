@@ -18,7 +18,7 @@
 import type { V1PersistentVolume, V1PersistentVolumeClaim } from '../../k8s/index.js';
 import { isHelperSite } from '../../proxmox/controller/state/drives.js';
 import { parseMarker } from '../../proxmox/controller/params/mutable.js';
-import { usesOf } from '../../proxmox/controller/state/scan.js';
+import { type DiskUse, useIndex } from '../../proxmox/controller/state/scan.js';
 import { diskOwner, formatVolumeId, parseVolumeId, type VolumeRef } from '../../proxmox/volume-id.js';
 import { PROXMOX_DRIVER, type ClusterFacts, type DiskFact, type KubeFacts } from './facts.js';
 import { helperFindings } from './helper-findings.js';
@@ -67,9 +67,16 @@ export interface Rules {
 
 const UID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
 
-/** vm-<ctrl>-pvc-<uid>: a disk the driver (or upstream) created for a provisioned PV. */
+/**
+ * vm-<ctrl>-pvc-<uid>: a disk the driver (or upstream) created for a provisioned PV; on a file
+ * storage `<ctrl>/vm-<ctrl>-pvc-<uid>.<raw|qcow2>` (src/proxmox/storage/file.ts).
+ */
 export function isProvisionerDisk(disk: string, controllerVmId: number): boolean {
-  return new RegExp(`^vm-${controllerVmId}-pvc-${UID}$`).test(disk);
+  const id = String(controllerVmId);
+  return (
+    new RegExp(`^vm-${id}-pvc-${UID}$`).test(disk) ||
+    new RegExp(`^${id}/vm-${id}-pvc-${UID}\\.(?:raw|qcow2)$`).test(disk)
+  );
 }
 
 function pvcOf(pv: V1PersistentVolume, pvcs: readonly V1PersistentVolumeClaim[]): V1PersistentVolumeClaim | undefined {
@@ -90,15 +97,17 @@ function resizing(pvc: V1PersistentVolumeClaim | undefined): boolean {
  * a rebuilt cluster's kubeconfig), or a driver disk sits on a VM's SCSI drive with no PV of this
  * view naming it (the cluster using it is another one).
  */
-function foreignView(f: ClusterFacts, pvByDisk: ReadonlyMap<string, unknown>): string | undefined {
+function foreignView(
+  f: ClusterFacts,
+  pvByDisk: ReadonlyMap<string, unknown>,
+  usesOf: (storage: string, disk: string) => DiskUse,
+): string | undefined {
   if (f.disks.length > 0 && pvByDisk.size === 0)
     return `this cluster has no PersistentVolume of ${PROXMOX_DRIVER} in region ${f.region}: the kubeconfig may be another or a rebuilt cluster's, which would take every disk for an orphan`;
   for (const d of f.disks) {
     const base = parseMarker(d.disk)?.disk ?? d.disk;
     if (pvByDisk.has(`${d.storage}:${base}`)) continue;
-    const on = usesOf(f.scan, d.storage, d.disk).sites.find(
-      (s) => !isHelperSite(s.site) && s.site.placement !== 'detaching',
-    );
+    const on = usesOf(d.storage, d.disk).sites.find((s) => !isHelperSite(s.site) && s.site.placement !== 'detaching');
     if (on)
       return `${d.volid} is on ${on.site.key} of VM ${on.vm.name} (${on.vm.vmid}) but no PersistentVolume of this cluster names it: this view is not the cluster that uses the driver's disks`;
   }
@@ -130,14 +139,15 @@ export function proxmoxFindings(f: ClusterFacts, k: KubeFacts, r: Rules): Findin
   );
   const present = new Set(f.disks.map((d) => d.volid));
   const where = (d: DiskFact) => `${f.region}/${d.shared ? '(shared)' : d.node}`;
-  const foreign = foreignView(f, pvByDisk);
+  const usesOf = useIndex(f.scan);
+  const foreign = foreignView(f, pvByDisk, usesOf);
 
   for (const d of f.disks) {
     const marker = parseMarker(d.disk);
     const base = marker?.disk ?? d.disk;
     const known = pvByDisk.get(`${d.storage}:${base}`);
     const pv = known?.pv;
-    const use = usesOf(f.scan, d.storage, d.disk);
+    const use = usesOf(d.storage, d.disk);
     const owner = diskOwner(d.disk);
     const age = d.createdAt !== undefined ? r.now - d.createdAt : undefined;
 

@@ -4,7 +4,7 @@
 // gate; a restored volume no PersistentVolume names is an orphaned disk under the same rules as
 // the driver's own (findings.ts: the `gate` it passes in), freed by DeleteVolume. The metrics
 // (src/metrics/findings-collect.ts) count the same findings.
-import { usesOf } from '../../proxmox/controller/state/scan.js';
+import { useIndex } from '../../proxmox/controller/state/scan.js';
 import { formatVolumeId } from '../../proxmox/volume-id.js';
 import type { ClusterFacts } from './facts.js';
 import type { Finding } from './finding.js';
@@ -23,6 +23,7 @@ export interface HelperRules {
 }
 
 export function helperFindings(f: ClusterFacts, r: HelperRules): Finding[] {
+  const usesOf = useIndex(f.scan);
   const out: Finding[] = [];
   for (const h of f.helpers ?? []) {
     const where = `${f.region}/${h.vm.node}`;
@@ -70,7 +71,7 @@ export function helperFindings(f: ClusterFacts, r: HelperRules): Finding[] {
           detail: `${v.detail}, owned by its volume VM ${h.vm.vmid}; no PersistentVolume names it`,
           ...(d.createdAt !== undefined && { ageMs: r.now - d.createdAt }),
         };
-        const use = usesOf(f.scan, d.storage, d.disk);
+        const use = usesOf(d.storage, d.disk);
         const refs = [...use.sites, ...use.unused, ...use.otherBus].map(
           (u) => `${'site' in u ? u.site.key : u.key} of VM ${u.vm.name} (${u.vm.vmid})`,
         );

@@ -21,6 +21,7 @@ import {
   parseRecord,
 } from '../../proxmox/controller/safety/copy-vms.js';
 import { diskOwner, parseVolid } from '../../proxmox/volume-id.js';
+import { isMarkerName } from '../../proxmox/marker-name.js';
 
 export interface HelperDisk {
   storage: string;
@@ -207,7 +208,7 @@ export function judgeHelper(h: HelperFact, now: number): HelperVerdict {
         return { state: 'kept', detail: `volume VM of ${r.name}`, kept: 'its storage could not be listed' };
       const disk = h.owned.find((d) => /^vm-\d+-disk-\d+$/.test(d.disk));
       if (disk) return { state: 'volume', disk, detail: `restored volume ${r.name} (from ${r.source})` };
-      const other = h.owned.find((d) => !d.disk.includes('+vac'));
+      const other = h.owned.find((d) => !isMarkerName(d.disk));
       if (other)
         return {
           state: 'kept',

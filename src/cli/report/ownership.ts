@@ -142,19 +142,77 @@ const sameServer = (v: View, a: string, b: string): boolean => {
 };
 
 /**
+ * The NFS PVs of a view indexed by server and directory, built once per view: judging N
+ * directories against M PVs costs N × depth + M × depth lookups instead of N × M place parses.
+ * `at` holds each PV directory's first PV (its index in v.pvs), `below` each proper ancestor's
+ * first PV beneath it; PVs whose server did not resolve sit under the key undefined (they may be
+ * on any server).
+ */
+interface PvIndex {
+  names: string[];
+  /** Index of the first PV whose directory cannot be read; Infinity when none. */
+  firstUnknown: number;
+  byServer: Map<string | undefined, { at: Map<string, number>; below: Map<string, number> }>;
+  /** Server ids that have a PV whose server resolved. */
+  ids: Set<string>;
+}
+
+const indexes = new WeakMap<View, PvIndex>();
+
+/** "/a/b" -> ["/a", "/"]: every proper ancestor of a normalised absolute path. */
+export function ancestors(p: string): string[] {
+  const out: string[] = [];
+  for (let i = p.lastIndexOf('/'); p !== '/' && i >= 0; i = p.lastIndexOf('/', i - 1)) {
+    out.push(i === 0 ? '/' : p.slice(0, i));
+    if (i === 0) break;
+  }
+  return out;
+}
+
+const keepFirst = (m: Map<string, number>, k: string, i: number) => {
+  if (!m.has(k)) m.set(k, i);
+};
+
+function pvIndex(v: View): PvIndex {
+  const known = indexes.get(v);
+  if (known) return known;
+  const ix: PvIndex = { names: [], firstUnknown: Infinity, byServer: new Map(), ids: new Set() };
+  v.pvs.forEach((pv, i) => {
+    ix.names.push(pv.metadata?.name ?? '?');
+    const p = nfsPlaceOf(pv);
+    if (p === null) return;
+    if (p === 'unknown') {
+      ix.firstUnknown = Math.min(ix.firstUnknown, i);
+      return;
+    }
+    const id = v.servers.idOf(p.server);
+    if (id !== undefined) ix.ids.add(id);
+    let b = ix.byServer.get(id);
+    if (!b) ix.byServer.set(id, (b = { at: new Map(), below: new Map() }));
+    keepFirst(b.at, p.path, i);
+    for (const a of ancestors(p.path)) keepFirst(b.below, a, i);
+  });
+  indexes.set(v, ix);
+  return ix;
+}
+
+/**
  * The first PV that references the directory (at, above or below it), or whose directory
  * cannot be read (it might be this one): undefined when none.
  */
 export function referencedBy(v: View, server: string, at: string): { pv: string; readable: boolean } | undefined {
-  for (const pv of v.pvs) {
-    const p = nfsPlaceOf(pv);
-    if (p === null) continue;
-    const name = pv.metadata?.name ?? '?';
-    if (p === 'unknown') return { pv: name, readable: false };
-    if (sameServer(v, p.server, server) && (within(at, p.path) || within(p.path, at)))
-      return { pv: name, readable: true };
+  const ix = pvIndex(v);
+  const id = v.servers.idOf(server);
+  // A server that did not resolve may be any server; a PV's that did not, too (sameServer).
+  const buckets = id === undefined ? [...ix.byServer.values()] : [ix.byServer.get(id), ix.byServer.get(undefined)];
+  let first = Infinity;
+  for (const b of buckets) {
+    if (!b) continue;
+    for (const p of [at, ...ancestors(at)]) first = Math.min(first, b.at.get(p) ?? Infinity);
+    first = Math.min(first, b.below.get(at) ?? Infinity);
   }
-  return undefined;
+  if (ix.firstUnknown < first) return { pv: ix.names[ix.firstUnknown] ?? '?', readable: false };
+  return first === Infinity ? undefined : { pv: ix.names[first] ?? '?', readable: true };
 }
 
 function referenceKept(ref: { pv: string; readable: boolean }, verb: string): string {
@@ -166,10 +224,7 @@ function referenceKept(ref: { pv: string; readable: boolean }, verb: string): st
 /** Whether any NFS PV of the view is on this server: else the view cannot own its directories. */
 export function hasPvOn(v: View, server: string): boolean {
   const id = v.servers.idOf(server);
-  return v.pvs.some((pv) => {
-    const p = nfsPlaceOf(pv);
-    return p !== null && p !== 'unknown' && id !== undefined && v.servers.idOf(p.server) === id;
-  });
+  return id !== undefined && pvIndex(v).ids.has(id);
 }
 
 function relations(v: View, server: string, at: string): Array<{ c: ClassPlace; rel: string; r: Relation }> {

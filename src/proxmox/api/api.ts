@@ -3,6 +3,7 @@
 // fake. Every method throws the project's typed errors (see errors.ts), never raw HTTP errors.
 // Optional fields are `?: T | undefined`: the adapter copies them from Proxmox's JSON, where any
 // of them can be missing, so "absent" and "undefined" mean the same here.
+import type { DiskFormat } from '../storage/kind.js';
 
 /** One row of GET /cluster/resources (only the fields the driver reads). */
 export interface VmResource {
@@ -138,7 +139,7 @@ export interface AllocRequest {
   vmid: number;
   filename: string;
   sizeBytes: number;
-  format?: 'raw' | undefined;
+  format?: DiskFormat | undefined;
 }
 
 /** Optional per-call cancellation. */

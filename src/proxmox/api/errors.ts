@@ -16,8 +16,14 @@ import {
   isCsiError,
 } from '../../errors.js';
 import { parseFailure } from './package-errors.js';
+import { BASE_ROLE } from '../roles.js';
 
-export const CSI_ROLE_PRIVILEGES = 'VM.Audit VM.Config.Disk Datastore.Allocate Datastore.AllocateSpace Datastore.Audit';
+/** What to grant for a missing privilege: the base role's, or what snapshots and `move` add. */
+function grantAdvice(privilege: string | undefined): string {
+  if (privilege && !BASE_ROLE.privileges.includes(privilege))
+    return `Snapshots, restores, clones and move need it beyond the base role (docs/proxmox-setup.md)`;
+  return `Grant it a role with ${BASE_ROLE.privileges.join(' ')} (docs/proxmox-setup.md)`;
+}
 
 type Ctor = new (message: string, options?: { cause?: unknown }) => CsiError;
 
@@ -88,7 +94,7 @@ export function toCsiError(err: unknown, ctx: FailureContext): CsiError {
     const [, path, privilege] = m ?? [];
     const missing = path && privilege ? `${privilege.trim()} on ${path.trim()}` : 'a privilege';
     return new FailedPrecondition(
-      `${where}: permission denied (${f.reason}); ${ctx.username ? `the user ${ctx.username}` : `the API token${ctx.tokenId ? ` ${ctx.tokenId}` : ''}`} lacks ${missing}. Grant it a role with ${CSI_ROLE_PRIVILEGES}`,
+      `${where}: permission denied (${f.reason}); ${ctx.username ? `the user ${ctx.username}` : `the API token${ctx.tokenId ? ` ${ctx.tokenId}` : ''}`} lacks ${missing}. ${grantAdvice(privilege?.trim())}`,
       { cause: err },
     );
   }

@@ -1,5 +1,6 @@
 // The Proxmox controller backend (csi.proxmox.sinextra.dev): one Cluster per configured
 // Proxmox cluster, keyed by region, and the RPC handlers bound to them.
+import type { LocateVm } from './node-topology.js';
 import type { Logger } from 'pino';
 import type { ProxmoxClusterConfig, ProxmoxConfig } from '../../config/types.js';
 import { bindHandlers } from '../../csi/bind.js';
@@ -80,7 +81,14 @@ export interface ProxmoxInspect {
   poolGuard: PoolGuardSettings;
   clusters: ReadonlyMap<
     string,
-    { api: ProxmoxReadApi; fences: Fences; pools: PoolUsage; storages: Cluster['storages'] }
+    {
+      api: ProxmoxReadApi;
+      fences: Fences;
+      pools: PoolUsage;
+      storages: Cluster['storages'];
+      /** The VM a Kubernetes node id names (node-topology.ts). */
+      locate: LocateVm;
+    }
   >;
 }
 
@@ -131,16 +139,7 @@ export function createProxmoxController(opts: ProxmoxControllerOptions): Proxmox
     poolGuard,
     pools,
   };
-  const inspect: ProxmoxInspect = {
-    controllerVmId: config.controllerVmId,
-    poolGuard,
-    clusters: new Map(
-      [...clusters].map(([r, c]) => [
-        r,
-        { api: c.api, fences: c.fences, pools: defined(pools.get(r), 'pool view'), storages: c.storages.bind(c) },
-      ]),
-    ),
-  };
+  const inspect = inspectOf(config.controllerVmId, poolGuard, clusters, pools);
 
   return {
     inspect,
@@ -183,5 +182,30 @@ export function createProxmoxController(opts: ProxmoxControllerOptions): Proxmox
     async close() {
       await Promise.all(closers.map((f) => f()));
     },
+  };
+}
+
+/** What the metrics and the Node topology labels read of the clusters (ProxmoxInspect). */
+function inspectOf(
+  controllerVmId: number,
+  poolGuard: PoolGuardSettings,
+  clusters: ReadonlyMap<string, Cluster>,
+  pools: ReadonlyMap<string, PoolUsage>,
+): ProxmoxInspect {
+  return {
+    controllerVmId,
+    poolGuard,
+    clusters: new Map(
+      [...clusters].map(([r, c]) => [
+        r,
+        {
+          api: c.api,
+          fences: c.fences,
+          pools: defined(pools.get(r), 'pool view'),
+          storages: c.storages.bind(c),
+          locate: (nodeId: string, signal?: AbortSignal) => c.locator.resolve(nodeId, signal),
+        },
+      ]),
+    ),
   };
 }

@@ -3,7 +3,8 @@
 import type { Logger } from 'pino';
 import type { HandlerOf } from '../../csi/bind.js';
 import type * as T from '../../csi/types.js';
-import { NotFound } from '../../errors.js';
+import { FailedPrecondition, NotFound } from '../../errors.js';
+import { kindOf } from '../storage/kinds.js';
 import type { StorageContentItem } from '../api/api.js';
 import type { Cluster } from './state/cluster.js';
 import { isMarkerName } from './params/mutable.js';
@@ -215,4 +216,29 @@ export function topologyOf(region: string, zone: string | undefined): T.Topology
   return {
     segments: zone ? { [TOPOLOGY_REGION_KEY]: region, [TOPOLOGY_ZONE_KEY]: zone } : { [TOPOLOGY_REGION_KEY]: region },
   };
+}
+
+/**
+ * Snapshots, restores and clones ride on the storage's own snapshot mechanism, which the driver
+ * uses only where it has it (storage/kinds.ts): elsewhere FAILED_PRECONDITION saying why.
+ */
+export async function requireSnapshots(v: ResolvedVolume, what: string, signal?: AbortSignal): Promise<void> {
+  const rows = await v.cluster.storageRows(v.ref.storage, signal);
+  const type = rows.find((r) => r.plugintype)?.plugintype;
+  const kind = kindOf(type);
+  if (kind?.snapshots.supported) return;
+  throw new FailedPrecondition(
+    `${what} of ${v.volid} is not possible: storage ${v.ref.storage} is ${type ?? 'of an unknown type'}, and ${
+      kind && !kind.snapshots.supported ? kind.snapshots.why : 'the driver does not serve it'
+    } (snapshots work on LVM-thin storages; docs/features.md has the table)`,
+  );
+}
+
+/** ControllerModifyVolume keeps its values in marker volumes: FAILED_PRECONDITION where none can exist. */
+export async function requireMarkers(v: ResolvedVolume, signal?: AbortSignal): Promise<void> {
+  const type = (await v.cluster.storageRows(v.ref.storage, signal)).find((r) => r.plugintype)?.plugintype;
+  if (kindOf(type)?.markers !== false) return;
+  throw new FailedPrecondition(
+    `a VolumeAttributesClass cannot change ${v.volid}: storage ${v.ref.storage} is ${type ?? '?'}, whose volume names cannot carry the marker that keeps the values (works on lvmthin, lvm and rbd storages; docs/features.md)`,
+  );
 }

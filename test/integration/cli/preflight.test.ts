@@ -15,8 +15,18 @@ import { startGanesha } from '../nfs/ganesha.js';
 import { freePort } from '../../helpers/free-port.js';
 
 const AUDITOR = { id: 'auditor@pve!ro', secret: '11111111-2222-3333-4444-555555555555', role: 'PVEAuditor' };
-const simConfig = parseYaml(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as { tokens: unknown[] };
+const simConfig = parseYaml(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as {
+  tokens: unknown[];
+  nodes: { storages: unknown[] }[];
+};
 simConfig.tokens.push(AUDITOR);
+// Storages of other types: ZFS and NFS are served; a directory that holds no disk images is not usable.
+for (const n of simConfig.nodes)
+  n.storages.push(
+    { id: 'local-zfs', type: 'zfspool' },
+    { id: 'nas', type: 'nfs' },
+    { id: 'isos', type: 'dir', content: 'iso,vztmpl' },
+  );
 const [sim, g] = await Promise.all([
   startSimulator({ backend: 'none', config: simConfig, faults: { authFailureDelayMs: 0 } }),
   startGanesha(),
@@ -103,7 +113,12 @@ t.test('healthy: every check passes', async (t) => {
   t.match(byName(rs, 'proxmox/homelab/move-privileges'), {
     status: 'info',
     message:
-      /pve-nfs-csi move \(optional\) would need VM\.Allocate on \/vms\/9999 \(create and destroy the helper VM\); VM\.Migrate on \/vms\/9999/,
+      /pve-nfs-csi move \(optional\) would need VM\.Allocate on \/vms\/9999 \(create and destroy the helper VM\); VM\.Config\.Options on \/vms\/9999 \(give the helper VM its name and description at creation\); VM\.Migrate on \/vms\/9999/,
+  });
+  // snapshots create a copy VM with a name and a description: VM.Config.Options is named
+  t.match(byName(rs, 'proxmox/homelab/snapshot-privileges'), {
+    status: 'info',
+    message: /VM\.Config\.Options on \/vms \(create the copy VM with the name and description that mark it as ours\)/,
   });
   // the CSI role is all report and report --fix need
   t.match(byName(rs, 'proxmox/homelab/report-privileges'), {
@@ -182,6 +197,8 @@ t.test("StorageClass parameters and storages are checked by the drivers' own rul
     parameters: { storage: 'local-lvm', replicate: 'true' },
   });
   i.classes.push({ name: 'elsewhere', driver: 'proxmox', parameters: { storage: 'nvme-thin' } });
+  for (const storage of ['local-zfs', 'nas', 'isos'])
+    i.classes.push({ name: `on-${storage}`, driver: 'proxmox', parameters: { storage } });
   i.classes.push({
     name: 'nfs-typo',
     driver: 'nfs',
@@ -189,10 +206,14 @@ t.test("StorageClass parameters and storages are checked by the drivers' own rul
   });
   const rs = await runPreflight(i, AbortSignal.timeout(30_000));
   t.same(failures(rs).sort(), [
+    'proxmox/homelab/storage/isos',
     'proxmox/homelab/storage/nvme-thin',
     'storageclass/nfs-typo',
     'storageclass/zfs-replicated',
   ]);
+  t.match(byName(rs, 'proxmox/homelab/storage/isos')?.message, /does not hold disk images .*content: iso,vztmpl/);
+  t.match(byName(rs, 'proxmox/homelab/storage/local-zfs'), { status: 'pass', message: /^zfspool \(ZFS\) on hyper1/ });
+  t.match(byName(rs, 'proxmox/homelab/storage/nas'), { status: 'pass', message: /^nfs \(.*, shared\) on hyper1/ });
   t.match(byName(rs, 'storageclass/zfs-replicated')?.message, /replicate.*ZFS/);
   t.match(byName(rs, 'storageclass/nfs-typo')?.message, /ondelet/);
 });

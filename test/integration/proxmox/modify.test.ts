@@ -7,7 +7,9 @@ import { driveHasOptions, parseDrive, withDriveOptions } from '../../../src/prox
 import {
   applyMutable,
   driveChanges,
+  isMarkerName,
   markerName,
+  markersOf,
   parseMarker,
   parseMutableParameters,
 } from '../../../src/proxmox/controller/params/mutable.js';
@@ -43,16 +45,41 @@ t.test('mutable keys: the three upstream ones, everything else refused by name',
 
 t.test("markers: name round trip, only the disk's own, never a PV's disk name", async (t) => {
   const name = markerName('vm-9999-pvc-a', 3, { backup: true, iops: 500, mbps: 0 });
-  t.equal(name, 'vm-9999-pvc-a+vac3-b1-i500-m0');
+  t.equal(name, 'vm-9999-pvc-a_vac3-b1-i500-m0');
+  // pve-storage's parse_lvm_name: letters, digits, '-', '_', '.'; first and last a letter or digit
+  t.match(name, /^[a-z0-9][a-z0-9\-_.]*[a-z0-9]$/i, 'a name pve-storage lists, reads and frees');
   t.same(parseMarker(name, 'vm-9999-pvc-a'), {
     disk: 'vm-9999-pvc-a',
     seq: 3,
     values: { backup: true, iops: 500, mbps: 0 },
+    legacy: false,
   });
   t.equal(parseMarker(name, 'vm-9999-pvc'), undefined);
-  t.same(parseMarker('vm-9999-x+vac1', 'vm-9999-x')?.values, {}, 'a marker may set nothing');
+  t.same(parseMarker('vm-9999-x_vac1', 'vm-9999-x')?.values, {}, 'a marker may set nothing');
+  t.same(
+    parseMarker('vm-9999-pvc-a+vac7-i5', 'vm-9999-pvc-a'),
+    { disk: 'vm-9999-pvc-a', seq: 7, values: { iops: 5 }, legacy: true },
+    "an older version's '+vac' marker is still one",
+  );
   t.equal(parseMarker('vm-9999-pvc-a'), undefined);
   t.notMatch(diskNameFor(9999, 'a+vac1-b1'), /\+/, 'a CO name with "+" is hashed, so no disk looks like a marker');
+  for (const co of ['a_vac1-b1', 'pvc-x_vac12', 'x$_vac1-b1'])
+    t.notOk(isMarkerName(diskNameFor(9999, co)), `the CO name ${co} is hashed: no disk looks like a marker`);
+  t.equal(diskNameFor(9999, 'pvc-1234'), 'vm-9999-pvc-1234', 'Kubernetes names stay as upstream names them');
+  t.equal(diskNameFor(9999, 'my_pv'), 'vm-9999-my_pv', "'_' alone is no marker");
+  t.same(
+    markersOf(
+      [
+        { volid: 'local-lvm:vm-9999-pvc-a+vac3-b1', size: 0 },
+        { volid: 'local-lvm:vm-9999-pvc-a_vac2-b0', size: 0 },
+        { volid: 'local-lvm:vm-9999-pvc-ab_vac9', size: 0 },
+      ],
+      'local-lvm',
+      'vm-9999-pvc-a',
+    ).map((m) => m.seq),
+    [3, 2],
+    'both forms, newest first: the numbering goes on above a listed older marker',
+  );
   t.same(
     applyMutable(
       { backup: true, iothread: true, ssd: false, iops: 100, readonly: false },
@@ -106,15 +133,15 @@ t.test('ControllerModifyVolume against the simulator', async (t) => {
     t.match(await kind(modify('homelab/hyper1/local-lvm/vm-9999-pvc-nope', { diskIOPS: '1' })), { kind: 'NotFound' });
     t.match(await kind(modify(id, {})), { kind: 'ok' });
     t.notOk(
-      (await volids()).some((x) => x.includes('+vac')),
+      (await volids()).some((x) => /[_+]vac/.test(x)),
       'an empty change stores nothing',
     );
     await modify(id, { diskIOPS: '500' });
     await modify(id, { backup: 'false' });
     await modify(id, { backup: 'false' });
     t.same(
-      (await volids()).filter((x) => x.startsWith('local-lvm:vm-9999-pvc-vac-det+')),
-      ['local-lvm:vm-9999-pvc-vac-det+vac2-b0-i500'],
+      (await volids()).filter((x) => x.startsWith('local-lvm:vm-9999-pvc-vac-det_')),
+      ['local-lvm:vm-9999-pvc-vac-det_vac2-b0-i500'],
       'one marker with both changes; a repeat changes nothing',
     );
     const listed = present(
@@ -126,7 +153,7 @@ t.test('ControllerModifyVolume against the simulator', async (t) => {
       listed.some((x) => x.includes('+')),
       'ListVolumes never shows a marker',
     );
-    t.match(await kind(c.controllerGetVolume({ volumeId: `${id}+vac2-b0-i500` }, ctx())), { kind: 'NotFound' });
+    t.match(await kind(c.controllerGetVolume({ volumeId: `${id}_vac2-b0-i500` }, ctx())), { kind: 'NotFound' });
 
     await publish(id, context);
     const line = present((await vm('talos-worker-1')).config.scsi1, 'scsi1 of talos-worker-1');

@@ -230,7 +230,7 @@ t.test('a larger restore is cloned then grown; a restored volume expands, modifi
       .filter((x) => x.volid.includes(`vm-${owner}-`))
       .map((x) => x.volid);
   t.ok(
-    (await ofOwner()).some((v) => v.includes('+vac1-b0')),
+    (await ofOwner()).some((v) => v.endsWith('_vac1-b0')),
     'the marker beside the restored disk',
   );
   const pub = await s.c.controllerPublishVolume(publishReq(id, 'talos-worker-1'), ctx());

@@ -9,6 +9,7 @@ import YAML from 'yaml';
 import { startProxmoxBackend, type Backends } from '../../harness/backends.js';
 import { DEFAULT_CONFIG_PATH, SimulatorAdmin } from '../../../sim/index.js';
 import { BUILTIN_ROLES } from '../../../sim/config.js';
+import { SNAPSHOT_ROLE } from '../../../src/proxmox/index.js';
 import type { Plain } from '../../../src/k8s/api.js';
 import { csiClient } from '../../helpers/csi-client.js';
 import { present } from '../../helpers/present.js';
@@ -105,7 +106,7 @@ export function images(bins: Binaries): Record<string, ImageCommand> {
  * snapshots, restores and clones need (docs/snapshots.md, "Privileges"), as a user enabling
  * them grants.
  */
-export const SNAPSHOT_PRIVILEGES = ['VM.Allocate', 'VM.Snapshot', 'VM.Clone', 'VM.Migrate'];
+export const SNAPSHOT_PRIVILEGES = [...SNAPSHOT_ROLE.privileges];
 function tierCluster(): object {
   const cfg = YAML.parse(fs.readFileSync(DEFAULT_CONFIG_PATH, 'utf8')) as {
     tokens: { role?: string; privileges?: string[] }[];

@@ -52,6 +52,12 @@ t.test('provisioned names only', (t) => {
   t.notOk(isProvisionerDisk(`vm-9999-pvc-${UID}-extra`, 9999));
   t.notOk(isProvisionerDisk(`vm-101-pvc-${UID}`, 9999));
   t.notOk(isProvisionerDisk('vm-9999-disk-0', 9999));
+  // a file storage's volume name (dir, NFS, CIFS)
+  t.ok(isProvisionerDisk(`9999/vm-9999-pvc-${UID}.qcow2`, 9999));
+  t.ok(isProvisionerDisk(`9999/vm-9999-pvc-${UID}.raw`, 9999));
+  t.notOk(isProvisionerDisk(`101/vm-9999-pvc-${UID}.raw`, 9999));
+  t.notOk(isProvisionerDisk(`9999/vm-9999-pvc-${UID}`, 9999));
+  t.notOk(isProvisionerDisk(`9999/vm-9999-pvc-${UID}.raw.raw`, 9999));
   t.end();
 });
 

@@ -1,4 +1,4 @@
-// The thin-pool guard's and the findings metrics' flags: defaults, the off switch, and refusals
+// The thin-pool guard's, the Node topology labels' and the findings metrics' flags: defaults, the off switch, and refusals
 // that name the flag.
 import t from 'tap';
 import { loadConfig } from '../../../src/config/load.js';
@@ -30,9 +30,16 @@ t.test('the chart flags and their environment', async (t) => {
   });
 });
 
+t.test('Node topology labels: on unless turned off, by flag or environment', async (t) => {
+  t.equal(run([]).nodeTopologyLabels, true);
+  t.equal(run(['--node-topology-labels', 'off']).nodeTopologyLabels, false);
+  t.equal(run([], { PROXMOX_NODE_TOPOLOGY_LABELS: 'false' }).nodeTopologyLabels, false);
+});
+
 t.test('refusals name the flag', async (t) => {
   for (const [args, flag] of [
     [['--pool-guard', 'maybe'], '--pool-guard'],
+    [['--node-topology-labels', 'sometimes'], '--node-topology-labels'],
     [['--pool-max-fill', '120'], '--pool-max-fill'],
     [['--pool-max-fill', '-5'], '--pool-max-fill'],
     [['--pool-max-overcommit', '0.01'], '--pool-max-overcommit'],

@@ -125,7 +125,7 @@ t.test('StorageClass parameters', async (t) => {
   t.throws(() => parseCreateParameters({ storage: 'local-lvm', diskIOPS: '-1' }), /parameter "diskIOPS"/);
   t.throws(() => parseCreateParameters({ storage: 'local-lvm', blockSize: '3000' }), /parameter "blockSize"/);
   t.throws(() => parseCreateParameters({ storage: 'local-lvm', 'csi.storage.k8s.io/fstype': 'ntfs' }), /fstype/);
-  t.throws(() => parseCreateParameters({ storage: 'local-lvm', storageFormat: 'qcow2' }), /storageFormat/);
+  t.throws(() => parseCreateParameters({ storage: 'local-lvm', storageFormat: 'vmdk' }), /storageFormat/);
   const p = parseCreateParameters({
     storage: 'local-lvm',
     backup: '0',

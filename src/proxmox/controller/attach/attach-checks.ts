@@ -27,6 +27,11 @@ export interface ChecksOptions {
 /** Detaches the disk from the VM; resolves with why it failed (undefined: gone). */
 export type Withdraw = (vm: VmRef, req: DetachRequest) => Promise<unknown>;
 
+/** Every host whose VMs can hold one of these jobs' disks (all hosts of a shared storage). */
+const holderNodesOf = (jobs: readonly AttachJob[]): string[] => [
+  ...new Set(jobs.flatMap((j) => j.req.holderNodes ?? [j.req.diskNode])),
+];
+
 export class AttachChecks {
   constructor(private readonly o: ChecksOptions) {}
 
@@ -52,9 +57,7 @@ export class AttachChecks {
           // Read at decision time, not from the index: a disk put on another VM by hand leaves no
           // task the post-landing re-check could find, so only a fresh read before the change
           // keeps it off two VMs (docs/ownership.md, what a publish reads).
-          this.others(vm, [...new Set(exclusive.map((j) => j.req.diskNode))], 0).then((scan) =>
-            this.exclusivity(exclusive, scan),
-          ),
+          this.others(vm, holderNodesOf(exclusive), 0).then((scan) => this.exclusivity(exclusive, scan)),
     ]);
     for (const [j, c] of conflicts) if (!j.done) j.reject(c);
   }
@@ -72,7 +75,7 @@ export class AttachChecks {
    */
   async recheck(vm: VmRef, landed: AttachJob[], seen: Landed | undefined, withdraw: Withdraw): Promise<void> {
     if (landed.length === 0) return;
-    const nodes = [...new Set(landed.map((j) => j.req.diskNode))];
+    const nodes = holderNodesOf(landed);
     for (const node of nodes) {
       const tasks =
         seen && seen.node === node ? seen.tasks : await this.o.index.tasks(node, Date.now() - this.o.maxAgeMs);

@@ -28,6 +28,11 @@ export interface AttachRequest {
   disk: string;
   /** Proxmox node whose storage holds the disk. */
   diskNode: string;
+  /**
+   * Hosts whose VMs can hold the disk, when more than the disk's own: every host of a shared
+   * storage (a VM on any of them can have it attached). The exclusivity checks read them all.
+   */
+  holderNodes?: readonly string[] | undefined;
   options: DriveOptions;
   /** Refuse when another VM has the disk (single-node access modes). */
   exclusive: boolean;

@@ -8,24 +8,22 @@
 // the disk, and a detached disk has no drive line. The volume context is immutable and the
 // LVM-thin storage keeps no notes or attributes (pve-storage refuses `notes` for it), so the
 // values of the last modification are kept in Proxmox itself as the NAME of an empty marker
-// volume beside the disk: `<disk>+vac<seq>-b1-i500-m40` (4 MiB, thin, never attached). '+' never
-// occurs in a Kubernetes object name, so no volume of a PV can look like a marker. ControllerPublish
-// applies the newest marker over the volume context; DeleteVolume removes the markers first.
+// volume beside the disk: `<disk>_vac<seq>-b1-i500-m40` (4 MiB, thin, never attached; the name's
+// rules are in ../../marker-name.ts). ControllerPublish applies the newest marker over the volume
+// context; DeleteVolume removes the markers first.
 import { InvalidArgument } from '../../../errors.js';
-import { defined } from '../../../defined.js';
 import { boolSpelling } from '../../../csi/param-def.js';
 import type { StorageContentItem } from '../../api/api.js';
 import { PROXMOX_PARAMETER_KEYS } from '../../param-keys.js';
 import { FSTYPE_KEY } from '../../contract.js';
 import type { DriveOptions } from './params.js';
 import { parseVolid } from '../../volume-id.js';
+import { type MarkerValues, parseMarker } from '../../marker-name.js';
+
+export { isMarkerName, markerName, parseMarker } from '../../marker-name.js';
 
 /** Values a modification sets; a key left out keeps its earlier value. 0 = no limit. */
-export interface MutableValues {
-  backup?: boolean;
-  iops?: number;
-  mbps?: number;
-}
+export type MutableValues = MarkerValues;
 
 export const MUTABLE_KEYS = ['backup', 'diskIOPS', 'diskMBps'] as const;
 // Every other StorageClass key is fixed at creation: it decides the disk's place or filesystem,
@@ -97,51 +95,26 @@ export interface Marker {
   volid: string;
   seq: number;
   values: MutableValues;
+  legacy: boolean;
 }
 
 /** Size of a marker volume: LVM's extent size, the smallest LV; thin, so it takes no data blocks. */
 export const MARKER_BYTES = 4 * 1024 * 1024;
-const MARKER_RE = /^(.+)\+vac(\d{1,9})((?:-[bim]\d{1,15})*)$/;
 
-export function markerName(disk: string, seq: number, m: MutableValues): string {
-  let name = `${disk}+vac${seq}`;
-  if (m.backup !== undefined) name += `-b${m.backup ? 1 : 0}`;
-  if (m.iops !== undefined) name += `-i${m.iops}`;
-  if (m.mbps !== undefined) name += `-m${m.mbps}`;
-  return name;
-}
-
-/** The marker a volume name encodes, when it is one of `disk`'s (or of any disk without `disk`). */
-export function parseMarker(
-  name: string,
-  disk?: string,
-): { disk: string; seq: number; values: MutableValues } | undefined {
-  const m = MARKER_RE.exec(name);
-  if (!m || (disk !== undefined && m[1] !== disk)) return undefined;
-  // All three groups take part in every match (none is optional).
-  const [, owner, seq, parts] = m;
-  const values: MutableValues = {};
-  for (const part of defined(parts, 'the marker values group').split('-').filter(Boolean)) {
-    const n = Number(part.slice(1));
-    if (part[0] === 'b') values.backup = n === 1;
-    else if (part[0] === 'i') values.iops = n;
-    else values.mbps = n;
-  }
-  return { disk: defined(owner, 'the marker disk group'), seq: Number(seq), values };
-}
-
-export const isMarkerName = (name: string): boolean => parseMarker(name) !== undefined;
-
-/** The disk's markers in a storage listing, newest (highest sequence) first. */
+/**
+ * The disk's markers in a storage listing, newest (highest sequence) first; both name forms, so
+ * the numbering goes on above a marker of an older version that a listing shows.
+ */
 export function markersOf(items: readonly StorageContentItem[], storage: string, disk: string): Marker[] {
   const out: Marker[] = [];
   for (const item of items) {
     const vol = parseVolid(item.volid);
     if (!vol || vol.storage !== storage) continue;
     const m = parseMarker(vol.disk, disk);
-    if (m) out.push({ volid: item.volid, seq: m.seq, values: m.values });
+    if (m) out.push({ volid: item.volid, seq: m.seq, values: m.values, legacy: m.legacy });
   }
-  return out.sort((a, b) => b.seq - a.seq);
+  // at an equal sequence the current form wins
+  return out.sort((a, b) => b.seq - a.seq || Number(a.legacy) - Number(b.legacy));
 }
 
 /** The drive-line options a modification sets (undefined = option removed, i.e. no limit). */

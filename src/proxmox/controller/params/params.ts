@@ -3,6 +3,7 @@
 import { parseCapacityRange } from '../../../csi/capacity.js';
 import { InvalidArgument, OutOfRange } from '../../../errors.js';
 import { FSTYPE_KEY, type FsTypeName } from '../../contract.js';
+import type { DiskFormat } from '../../storage/kind.js';
 import { AIO_MODES, CACHE_MODES, PROXMOX_PARAMETER_KEYS, PROXMOX_PARAMETERS } from '../../param-keys.js';
 
 export { CACHE_MODES };
@@ -15,6 +16,8 @@ export type FsType = FsTypeName;
 
 export interface StorageParams {
   storage: string;
+  /** `storageFormat`; checked against the storage's kind once its type is known (storage/kinds.ts). */
+  format?: DiskFormat | undefined;
   cache?: CacheMode | undefined;
   aio?: AioMode | undefined;
   ssd: boolean;
@@ -40,25 +43,19 @@ const bad = (key: string, value: string, want: string) =>
  * anything else is refused with the reason. Only at CreateVolume: a PV's context is never refused.
  */
 function refuseInapplicable(p: Record<string, string>): void {
-  const fmt = p.storageFormat;
-  if (fmt !== undefined && fmt !== '' && fmt !== 'raw') {
-    throw new InvalidArgument(
-      `parameter "storageFormat": "${fmt}" cannot be used: LVM-thin storage holds raw volumes only (omit the key or set raw)`,
-    );
-  }
   if (P.replicate.parse(p.replicate)) {
     throw new InvalidArgument(
-      'parameter "replicate": Proxmox storage replication needs a ZFS (zfspool) storage; LVM-thin volumes cannot be replicated (omit the key or set false)',
+      'parameter "replicate": zone replication (Proxmox storage replication of ZFS volumes) is not offered by this driver yet (omit the key or set false)',
     );
   }
   if (P.resizeRequired.parse(p.resizeRequired)) {
     throw new InvalidArgument(
-      'parameter "resizeRequired": upstream sets it only on volumes restored from a snapshot; this driver offers no snapshots, the size comes from the PVC (omit the key)',
+      'parameter "resizeRequired": upstream sets it only on volumes restored from a snapshot; this driver sizes a restore at CreateVolume from the PVC (omit the key)',
     );
   }
   if (p.resizeSizeBytes !== undefined && p.resizeSizeBytes !== '' && !/^0+$/.test(p.resizeSizeBytes)) {
     throw new InvalidArgument(
-      `parameter "resizeSizeBytes": "${p.resizeSizeBytes}" cannot be used: upstream sets it only on volumes restored from a snapshot; this driver offers no snapshots, the size comes from the PVC (omit the key)`,
+      `parameter "resizeSizeBytes": "${p.resizeSizeBytes}" cannot be used: upstream sets it only on volumes restored from a snapshot; this driver sizes a restore at CreateVolume from the PVC (omit the key)`,
     );
   }
 }
@@ -93,7 +90,7 @@ export function parseCreateParameters(p: Record<string, string>): StorageParams 
     throw new InvalidArgument('parameter "storage" is required (the Proxmox storage id, e.g. local-lvm)');
   if (!/^[a-z][a-z0-9._-]*[a-z0-9]$/i.test(storage)) throw bad('storage', storage, 'a Proxmox storage id');
   P.encrypted.parse(p.encrypted); // validated here, read by the node from the volume context
-  return { storage, ...parseValues(p) };
+  return { storage, format: P.storageFormat.parse(p.storageFormat), ...parseValues(p) };
 }
 
 /**

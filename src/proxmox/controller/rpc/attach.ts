@@ -54,6 +54,8 @@ export const controllerPublishVolume: ControllerHandler<'controllerPublishVolume
         storage: ref.storage,
         disk: ref.disk,
         diskNode: ref.zone || vm.node,
+        // A shared storage's disk can be on a VM of any host: the exclusivity checks read them all.
+        holderNodes: shared ? rows.map((r) => r.node) : undefined,
         options,
         exclusive,
       },

@@ -6,7 +6,7 @@ import { holdsImages, isAvailable } from '../state/cluster.js';
 import { type ControllerHandler, type Core, foundVolume, requireVolume, topologyOf } from '../core.js';
 import { isHelperSite } from '../state/drives.js';
 import { ourVolumeVm } from '../safety/copy-vms.js';
-import { type DiskUse, usesOf } from '../state/scan.js';
+import { type DiskUse, useIndex, usesOf } from '../state/scan.js';
 import { isMarkerName } from '../params/mutable.js';
 import { diskOwner, formatVolumeId, parseVolid } from '../../volume-id.js';
 
@@ -100,14 +100,15 @@ async function listAll(
       diskOwner(disk) === core.controllerVmId
         ? !isMarkerName(disk)
         : ourVolumeVm(scan, disk, core.controllerVmId) !== undefined;
+    const usesIn = useIndex(scan);
     for (const { r, items } of lists) {
       for (const item of items) {
         const vol = parseVolid(item.volid);
         if (!vol || vol.storage !== r.storage || !ours(vol.disk)) continue;
-        const ref = { region: cluster.region, zone: r.node, storage: r.storage, disk: vol.disk };
+        const ref = { region: cluster.region, zone: r.shared ? '' : r.node, storage: r.storage, disk: vol.disk };
         const volumeId = formatVolumeId(ref);
         volumes.push({ volumeId, ...ref, size: item.size, shared: r.shared });
-        uses.set(volumeId, usesOf(scan, r.storage, vol.disk));
+        uses.set(volumeId, usesIn(r.storage, vol.disk));
       }
     }
   }

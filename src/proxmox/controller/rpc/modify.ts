@@ -2,7 +2,14 @@
 // marker volume, see mutable.ts) and rewrite the drive line of every VM that has the disk
 // attached, through that VM's queue. A detached disk gets the values at its next publish.
 import { isCsiError } from '../../../errors.js';
-import { type ControllerHandler, type ResolvedVolume, diskFacts, foundVolume, requireVolume } from '../core.js';
+import {
+  type ControllerHandler,
+  type ResolvedVolume,
+  diskFacts,
+  foundVolume,
+  requireMarkers,
+  requireVolume,
+} from '../core.js';
 import { outcomeUncertain } from '../../api/errors.js';
 import {
   type Marker,
@@ -81,6 +88,7 @@ export const controllerModifyVolume: ControllerHandler<'controllerModifyVolume'>
   return cluster.exclusive(volid, async () => {
     const found = await foundVolume(v, req.volumeId, ctx.signal);
     if (Object.keys(change).length === 0) return {};
+    await requireMarkers(v, ctx.signal);
     // The VMs' drive lines as they are now (a fresh read of each VM on the volume's host): the
     // ownership gate decides on them before anything is created or rewritten. A restored volume
     // is ours only while its volume VM is (its name and record): the VM list read now, not cached.

@@ -8,7 +8,15 @@
 // its bytes and seconds.
 import type * as T from '../../../csi/types.js';
 import { AlreadyExists, InvalidArgument, NotFound, OutOfRange, ResourceExhausted } from '../../../errors.js';
-import { type Core, capabilityProblem, findVolume, placementsOf, resolveVolume, topologyOf } from '../core.js';
+import {
+  type Core,
+  capabilityProblem,
+  findVolume,
+  placementsOf,
+  requireSnapshots,
+  resolveVolume,
+  topologyOf,
+} from '../core.js';
 import { restoreCopy, runStep } from '../copy/thin-copy.js';
 import { restoreInto } from '../copy/cross-zone.js';
 import { holdsImages, isAvailable } from '../state/cluster.js';
@@ -35,6 +43,7 @@ export async function restoreVolume(
   if (!v) throw new NotFound(`source ${what} ${sourceId} does not exist (not a handle of this driver)`);
   const found = await findVolume(v, ctx.signal);
   if (!found) throw new NotFound(`source ${what} ${sourceId} does not exist`);
+  await requireSnapshots(v, src?.snapshot ? 'a restore' : 'a clone', ctx.signal);
   if (v.ref.storage !== params.storage)
     throw new InvalidArgument(
       `parameter "storage" is ${params.storage}, but the source ${what} is on ${v.ref.storage}: a thin clone stays on its storage`,
@@ -136,7 +145,7 @@ export async function deleteRestored(core: Core, volumeId: string, ctx: T.CallCo
   if (!vm || vm.name !== COPY_VM_NAMES.volume) return false;
   const c = copyContext(core, v.cluster, ctx);
   const found = await findVolume(v, ctx.signal);
-  // Its VolumeAttributesClass markers (vm-<volume VM>-disk-0+vac…, owned by the volume VM too)
+  // Its VolumeAttributesClass markers (vm-<volume VM>-disk-0_vac…, owned by the volume VM too)
   // first: destroying the VM frees only what its config names, and a marker never outlives its disk.
   const markers = found ? markersOf(found.items, v.ref.storage, v.ref.disk) : [];
   for (const m of markers)

@@ -6,7 +6,14 @@
 import type * as T from '../../../csi/types.js';
 import { AlreadyExists, InvalidArgument, NotFound } from '../../../errors.js';
 import type { VmResource } from '../../api/api.js';
-import { type ControllerHandler, type Core, foundVolume, requireVolume, resolveVolume } from '../core.js';
+import {
+  type ControllerHandler,
+  type Core,
+  foundVolume,
+  requireSnapshots,
+  requireVolume,
+  resolveVolume,
+} from '../core.js';
 import { findHelper, linkedCopy } from '../copy/thin-copy.js';
 import { COPY_VM_NAMES, type CopyRecord, parseRecord } from '../safety/copy-vms.js';
 import { decideCopyStep, must } from '../safety/ownership.js';
@@ -35,6 +42,7 @@ export const createSnapshot: ControllerHandler<'createSnapshot'> = async (core, 
   const v = requireVolume(core, req.sourceVolumeId);
   return v.cluster.exclusive(`snapshot:${req.name}`, async () => {
     const found = await foundVolume(v, req.sourceVolumeId, ctx.signal);
+    await requireSnapshots(v, 'a snapshot', ctx.signal);
     const c = copyContext(core, v.cluster, ctx);
     const existing = await findHelper(c, found.node, 'snapshot', req.name);
     if (existing?.record && existing.record.source !== req.sourceVolumeId)

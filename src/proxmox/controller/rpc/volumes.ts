@@ -27,6 +27,8 @@ import { TOPOLOGY_REGION_KEY, TOPOLOGY_ZONE_KEY } from '../../contract.js';
 import { parseCreateParameters, sizeFits, sizeForCreate, volumeContextOf } from '../params/params.js';
 import { retryBusy, waitTask } from '../../api/tasks.js';
 import { diskNameFor, formatVolumeId, volidOf } from '../../volume-id.js';
+import { isSharedStorage, kindForCreate } from '../../storage/kinds.js';
+import { volnameFor } from '../../storage/kind.js';
 import { confirmed } from '../../../controller/confirm.js';
 import { guardedCapacity, guardPlacement } from './capacity-guard.js';
 import { deleteRestored, restoreVolume } from './restore.js';
@@ -35,6 +37,8 @@ interface Target {
   cluster: Cluster;
   zones: string[];
   shared: boolean;
+  /** The storage's pve-storage plugin type (storage/kinds.ts), as the resources list says. */
+  plugintype: string | undefined;
 }
 
 /** Where a new volume may go: the cluster, and the nodes in order of preference. */
@@ -63,7 +67,8 @@ async function placeVolume(
       `parameter "storage": storage "${storage}" does not hold disk images (content: ${defined(rows[0], 'the first storage row').content})`,
     );
   const up = usable.filter(isAvailable);
-  const shared = usable.some((r) => r.shared);
+  const plugintype = usable.find((r) => r.plugintype)?.plugintype;
+  const shared = usable.some((r) => isSharedStorage(r.plugintype, r.shared));
   const inRegion = placements.filter((p) => (p.region ?? core.defaultRegion) === region);
   let zones: string[];
   if (inRegion.some((p) => p.zone)) {
@@ -83,7 +88,7 @@ async function placeVolume(
     if (zones.length === 0)
       throw new ResourceExhausted(`storage "${storage}" is not available on any host of cluster ${region}`);
   }
-  return { cluster, zones: shared ? zones.slice(0, 1) : zones, shared };
+  return { cluster, zones: shared ? zones.slice(0, 1) : zones, shared, plugintype };
 }
 
 /**
@@ -118,13 +123,20 @@ export const createVolume: ControllerHandler<'createVolume'> = async (core, req,
   const problem = capabilityProblem(req.volumeCapabilities, params);
   if (problem) throw new InvalidArgument(problem);
   const size = sizeForCreate(req.capacityRange);
-  const disk = diskNameFor(core.controllerVmId, req.name);
   const target = await placeVolume(core, req, params.storage, ctx.signal);
   const { cluster } = target;
+  const { kind, format } = kindForCreate(params.storage, target.plugintype, params.format);
+  const disk = volnameFor(kind, diskNameFor(core.controllerVmId, req.name), core.controllerVmId, format);
 
   const answer = (zone: string, bytes: number): T.CreateVolumeResponse => ({
     volume: {
-      volumeId: formatVolumeId({ region: cluster.region, zone, storage: params.storage, disk }),
+      // A shared storage's volume belongs to the region, not a host (upstream's `region//storage/disk`).
+      volumeId: formatVolumeId({
+        region: cluster.region,
+        zone: target.shared ? '' : zone,
+        storage: params.storage,
+        disk,
+      }),
       capacityBytes: String(bytes),
       volumeContext: { ...volumeContextOf(req.parameters), ...mutable },
       accessibleTopology: [topologyOf(cluster.region, target.shared ? undefined : zone)],
@@ -191,7 +203,7 @@ export const createVolume: ControllerHandler<'createVolume'> = async (core, req,
     volid: volidOf(params.storage, disk),
     size,
     vmid: core.controllerVmId,
-    format: 'raw',
+    format,
   });
   ctx.log.info({ volid: volidOf(params.storage, disk), zone, size }, 'disk allocated');
   return answer(zone, size);

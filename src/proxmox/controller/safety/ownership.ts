@@ -26,6 +26,7 @@ import { type DiskSite, isDriverSite, parseDrive, slotOf } from '../state/drives
 import type { VmEntries } from '../state/scan.js';
 import type { VmRef } from '../state/vm-locator.js';
 import { diskOwner, volidOf } from '../../volume-id.js';
+import { allocFilename, formatOfVolname } from '../../storage/kind.js';
 import { type OwnershipPermit, mintPermit } from './permit.js';
 import { type CopyStep, type CopyView, copyStepProblem, ourVolumeVm } from './copy-vms.js';
 
@@ -77,7 +78,9 @@ const PROXMOX_OWN_RE = /^(?:disk-\d+|cloudinit|state-.*)$/;
 export function classify(disk: string, controllerVmId: number): DiskClass {
   if (parseMarker(disk)) return 'marker';
   if (diskOwner(disk) !== controllerVmId) return 'foreign';
-  return PROXMOX_OWN_RE.test(disk.slice(`vm-${controllerVmId}-`.length)) ? 'proxmox' : 'driver';
+  // A file storage's volume name is `<vmid>/vm-<vmid>-<name>.<format>` (storage/file.ts).
+  const name = allocFilename(disk).replace(/\.(?:raw|qcow2)$/, '');
+  return PROXMOX_OWN_RE.test(name.slice(`vm-${controllerVmId}-`.length)) ? 'proxmox' : 'driver';
 }
 
 /**
@@ -372,7 +375,7 @@ export function permitCreate(
     mint('alloc', {
       node,
       storage: d.storage,
-      req: { vmid: d.controllerVmId, filename: d.disk, sizeBytes, format: 'raw' },
+      req: { vmid: d.controllerVmId, filename: allocFilename(d.disk), sizeBytes, format: formatOfVolname(d.disk) },
     }),
   );
 }

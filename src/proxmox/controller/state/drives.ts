@@ -122,6 +122,50 @@ export function unusedOf(entries: readonly ConfigEntry[], storage: string, disk:
     .map((e) => e.key);
 }
 
+/**
+ * sitesOf, unusedOf and otherBusKeysOf of one VM for every disk its entries name, in one pass
+ * (each value parsed once): keyed by storage NUL disk, each list in the entries' order.
+ */
+export function drivesByDisk(
+  entries: readonly ConfigEntry[],
+): Map<string, { sites: DiskSite[]; unused: string[]; otherBus: string[] }> {
+  const out = new Map<string, { sites: DiskSite[]; unused: string[]; otherBus: string[] }>();
+  const of = (d: Drive) => {
+    const k = `${d.storage}\u0000${d.disk}`;
+    let u = out.get(k);
+    if (!u) out.set(k, (u = { sites: [], unused: [], otherBus: [] }));
+    return u;
+  };
+  for (const e of entries) {
+    const value = e.value;
+    const pendingValue = e.pending;
+    const slot = slotOf(e.key);
+    if (slot !== undefined) {
+      const current = value !== undefined ? parseDrive(value) : undefined;
+      const pending = pendingValue !== undefined ? parseDrive(pendingValue) : undefined;
+      if (current) {
+        const leaving =
+          e.pendingDelete || (pendingValue !== undefined && !same(pending, current.storage, current.disk));
+        of(current).sites.push({ key: e.key, slot, placement: leaving ? 'detaching' : 'attached', drive: current });
+      }
+      if (pending && !same(current, pending.storage, pending.disk))
+        of(pending).sites.push({ key: e.key, slot, placement: 'attaching', drive: pending });
+    } else if (OTHER_BUS_RE.test(e.key)) {
+      const ds = [value, pendingValue].flatMap((v) => (v !== undefined ? [parseDrive(v)] : []));
+      const seen = new Set<string>();
+      for (const d of ds) {
+        if (!d || seen.has(`${d.storage}\u0000${d.disk}`)) continue;
+        seen.add(`${d.storage}\u0000${d.disk}`);
+        of(d).otherBus.push(e.key);
+      }
+    } else if (/^unused\d+$/.test(e.key)) {
+      const d = parseDrive(value ?? pendingValue ?? '');
+      if (d) of(d).unused.push(e.key);
+    }
+  }
+  return out;
+}
+
 /** Builds entries from a plain config (when only GET …/config is available). */
 export function entriesFromValues(values: Record<string, string>): ConfigEntry[] {
   return Object.entries(values).map(([key, value]) => ({ key, value }));

@@ -18,6 +18,7 @@ export const ALL_PRIVILEGES: Perms = {
     [
       'VM.Audit',
       'VM.Allocate',
+      'VM.Config.Options',
       'VM.Migrate',
       'VM.Config.Disk',
       'Datastore.Audit',

@@ -140,6 +140,7 @@ t.test('privileges: propagated from /, /vms or /storage; missing ones named with
   const all = {
     'VM.Audit': 1,
     'VM.Allocate': 1,
+    'VM.Config.Options': 1,
     'VM.Migrate': 1,
     'VM.Config.Disk': 1,
     'Datastore.Audit': 1,
@@ -157,11 +158,12 @@ t.test('privileges: propagated from /, /vms or /storage; missing ones named with
   };
   t.same(missingMovePrivileges({ '/': csiRole }, 9999, 'local-lvm'), [
     'VM.Allocate on /vms/9999 (create and destroy the helper VM)',
+    'VM.Config.Options on /vms/9999 (give the helper VM its name and description at creation)',
     'VM.Migrate on /vms/9999 (migrate the helper VM with the disk)',
   ]);
   t.same(
     missingMovePrivileges({ '/vms/101': all, '/': csiRole }, 9999, 'local-lvm').length,
-    2,
+    3,
     'another VM path does not count',
   );
   t.end();

@@ -22,3 +22,15 @@ t.test('a stale digest is Busy and recognised as such', async (t) => {
   t.equal(lock.kind, 'Aborted');
   t.notOk(digestRefused(lock), 'a lock timeout is busy, not a changed config');
 });
+
+t.test('403: the missing privilege named, and where the roles are described', async (t) => {
+  const who = { ...ctx, what: 'create VM 5400 on hyper1', tokenId: 'kubernetes-csi@pve!csi' };
+  // as the proxmox-api package words a refused request
+  const denied = (reason: string) => new Error(`POST /api2/json/nodes/hyper1/qemu return Error 403 ${reason}`);
+  const options = toCsiError(denied('Permission check failed (/vms/5400, VM.Config.Options)'), who);
+  t.equal(options.kind, 'FailedPrecondition');
+  t.match(options.message, /lacks VM\.Config\.Options on \/vms\/5400\. Snapshots, restores, clones and move need it/);
+  t.match(options.message, /docs\/proxmox-setup\.md/);
+  const disk = toCsiError(denied('Permission check failed (/vms/101, VM.Config.Disk)'), who);
+  t.match(disk.message, /lacks VM\.Config\.Disk on \/vms\/101\. Grant it a role with VM\.Audit VM\.Config\.Disk/);
+});

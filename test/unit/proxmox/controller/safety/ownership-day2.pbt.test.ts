@@ -145,7 +145,7 @@ function refsOf(f: FakeMoverProxmox, disk: string): string[] {
   }
   return out;
 }
-const baseOf = (disk: string) => disk.split('+vac')[0] ?? disk;
+const baseOf = (disk: string) => disk.split(/[_+]vac/)[0] ?? disk;
 const ours = (disk: string) => driverDisk(baseOf(disk));
 
 function violations(f: FakeMoverProxmox, before: Picture, refs: Map<string, string[]>, w: World, op: Op): string[] {
