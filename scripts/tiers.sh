@@ -19,6 +19,8 @@
 #                the tap config's include is this tier (so a bare `npx tap` is the unit tier too)
 #   integration  real ganesha, loop devices and mounts (root), the simulator over HTTPS, gRPC
 #                servers, the program as a process. test/integration, sim/test, test/vm/*.test.ts
+#   pve-real     the driver against Proxmox VE 9's own Perl API code (qemu-server, pve-storage,
+#                pve-access-control, pve-manager; stand-ins in docs/testing.md), root. test/pve-real
 #   sanity       csi-sanity against the program: Proxmox (mount, block) and NFS, host tier
 #   chaos        the chaos suite (bounded)
 #   chart        the Helm chart (helm lint, template, schema)
@@ -41,6 +43,7 @@ TIERS=(
   'build       |            | build                                                                     | npx tsc -p tsconfig.json'
   'unit        |            | unit tier (pure: fakes only)                                              | ensure_node_modules && npx tap "$@"'
   "integration |            | integration tier (ganesha, loop devices, simulator over HTTPS, servers)   | ensure_host_tier libnfs-utils && { [ \$# -gt 0 ] || set -- 'test/integration/**/*.test.ts' 'sim/test/*.test.ts' 'test/vm/*.test.ts'; npx tap \"\$@\"; }"
+  'pve-real    | SKIP_PVE_REAL | Proxmox VE 9 own API code (real qemu-server, pve-storage, access control) | ensure_node_modules && source scripts/lib/pve-real.sh && ensure_pve_real && { [ $# -gt 0 ] || set -- test/pve-real/*.test.ts; npx tap --timeout 900 "$@"; }'
   'sanity      |            | csi-sanity proxmox (mount)                                                | bash test/sanity/sanity.sh proxmox "$@"'
   'sanity      |            | csi-sanity proxmox (block)                                                | bash test/sanity/sanity.sh proxmox -- --csi.testvolumeaccesstype=block'
   'sanity      |            | csi-sanity nfs                                                            | bash test/sanity/sanity.sh nfs'

@@ -54,8 +54,15 @@ export const COPY_VMS: Array<{ vmid: number; name: string; description?: string 
     description: record('snapshot', 9999, 'snap-old', PVC_A),
   },
 ];
-/** Disks of proxmox-csi-plugin's snapshot form: one of the driver's scheme, one of a worker's. */
-export const COPY_DISKS = ['vm-9999-snapshot-x', 'vm-101-snapshot-x'];
+/**
+ * Disks of proxmox-csi-plugin's snapshot form (`vm-<ctl>-snapshot-<uid>`), one of the driver's
+ * scheme that only looks like it (not a snapshotter's name), and one of a worker's.
+ */
+export const COPY_DISKS = [
+  'vm-9999-snapshot-6f0a4c1e-2b3d-4e5f-8a9b-0c1d2e3f4a51',
+  'vm-9999-snapshot-x',
+  'vm-101-snapshot-x',
+];
 
 /** A helper VM of this driver, by its name, record and VMID range (docs/ownership.md). */
 export function ourHelper(vm: Pick<VmPicture, 'vmid' | 'name' | 'config'>): { role: Role; name: string } | undefined {
@@ -72,14 +79,28 @@ export function ourHelper(vm: Pick<VmPicture, 'vmid' | 'name' | 'config'>): { ro
   }
 }
 
+/**
+ * The disk a helper VM issued an id for: a snapshot VM's clone (scsi0), a volume VM's released
+ * disk (its placeholder `vm-<R>-pve-nfs-csi-released-<tail>` stands for `vm-<R>-<tail>`).
+ */
+export function issuedDiskOf(vm: Pick<VmPicture, 'vmid' | 'config'>): string | undefined {
+  for (const [k, v] of Object.entries(vm.config)) {
+    const disk = /^[^:]+:([^,]+)/.exec(v)?.[1] ?? '';
+    if (k === 'scsi0') return disk;
+    const m = /^vm-(\d+)-pve-nfs-csi-released-(.+)$/.exec(disk);
+    if (k.startsWith('unused') && m) return `vm-${m[1] ?? ''}-${m[2] ?? ''}`;
+  }
+  return undefined;
+}
+
 // ---- generated steps ----
 
 export type CopyOp =
-  | { kind: 'snapshot'; name: string; source: string }
-  | { kind: 'deleteSnapshot'; id: string }
+  | { kind: 'snapshot'; name: string; source: string; handle?: string }
+  | { kind: 'deleteSnapshot'; id: string; handle?: string }
   | { kind: 'listSnapshots'; source: string }
-  | { kind: 'restore'; name: string; from: string; zone: string }
-  | { kind: 'clone'; name: string; from: string; zone: string };
+  | { kind: 'restore'; name: string; from: string; zone: string; handle?: string }
+  | { kind: 'clone'; name: string; from: string; zone: string; handle?: string };
 
 /** Where a restore or clone is asked for: the source's host (thin) or another one (migrated). */
 export const COPY_ZONES = ['hyper1', 'hyper2'];
@@ -149,7 +170,7 @@ export async function callCopyOp(c: CopyCalls, op: CopyOp, made: Made, ms: numbe
   switch (op.kind) {
     case 'snapshot': {
       const p = c.createSnapshot(
-        { name: op.name, sourceVolumeId: resolve(made, op.source), secrets: {}, parameters: {} },
+        { name: op.name, sourceVolumeId: op.handle ?? resolve(made, op.source), secrets: {}, parameters: {} },
         ctx,
       );
       const id = await p.then((r) => r.snapshot?.snapshotId).catch(() => undefined);
@@ -157,7 +178,7 @@ export async function callCopyOp(c: CopyCalls, op: CopyOp, made: Made, ms: numbe
       return kindOf(p);
     }
     case 'deleteSnapshot':
-      return kindOf(c.deleteSnapshot({ snapshotId: resolve(made, op.id), secrets: {} }, ctx));
+      return kindOf(c.deleteSnapshot({ snapshotId: op.handle ?? resolve(made, op.id), secrets: {} }, ctx));
     case 'listSnapshots':
       return kindOf(
         c.listSnapshots(
@@ -173,7 +194,7 @@ export async function callCopyOp(c: CopyCalls, op: CopyOp, made: Made, ms: numbe
       );
     case 'restore':
     case 'clone': {
-      const from = resolve(made, op.from);
+      const from = op.handle ?? resolve(made, op.from);
       const source: T.CreateVolumeRequest['volumeContentSource'] =
         op.kind === 'restore' ? { snapshot: { snapshotId: from } } : { volume: { volumeId: from } };
       const p = c.createVolume(
@@ -235,6 +256,8 @@ export function copyViolations(
   faulted: boolean,
   sent: readonly SentRequest[],
   permits: readonly PermitSeen[],
+  /** The call was given the id issued for `target` exactly (any other spelling may change nothing). */
+  exact = true,
 ): string[] {
   const bad: string[] = [];
   const helpers = helpersOf(before, after);
@@ -252,7 +275,7 @@ export function copyViolations(
     if (afterIds.has(vm.vmid)) continue;
     const h = helpers.get(vm.vmid);
     if (!h) continue; // the base invariant reports it
-    const mine = target !== undefined && ownerOf(target) === vm.vmid;
+    const mine = exact && target !== undefined && ownerOf(target) === vm.vmid && issuedDiskOf(vm) === target;
     const ok =
       (op.kind === 'deleteSnapshot' && mine && h.role === 'snapshot') ||
       (op.kind === 'delete' && mine && h.role === 'volume') ||
@@ -276,8 +299,8 @@ export function copyViolations(
       const h = owner(disk);
       if (!h || a.has(disk)) continue;
       const ok =
-        (op.kind === 'deleteSnapshot' && target === disk && h.role === 'snapshot') ||
-        (op.kind === 'delete' && target === disk && h.role === 'volume') ||
+        (exact && op.kind === 'deleteSnapshot' && target === disk && h.role === 'snapshot') ||
+        (exact && op.kind === 'delete' && target === disk && h.role === 'volume') ||
         (ofThisCall(h) && h.role === 'volume' && !!other?.has(disk));
       if (!ok) bad.push(`freed ${disk} of helper VM ${ownerOf(disk) ?? ''} (op ${op.kind})`);
     }

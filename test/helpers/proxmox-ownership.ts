@@ -22,6 +22,7 @@ import {
   copyViolations,
   diskOfHandle,
   helpersOf,
+  issuedDiskOf,
   resolve,
 } from './proxmox-ownership-copies.js';
 
@@ -61,6 +62,11 @@ export interface ClusterPicture {
 // ---- generated clusters ----
 
 type VmSeed = { vmid: number; name: string; description?: string };
+/** A finished restore's volume VM names the disk it let go of by its released placeholder. */
+export const releasedEntry = (vmid: number): [string, string] => [
+  'unused9',
+  `${STORAGE}:vm-${String(vmid)}-pve-nfs-csi-released-disk-0`,
+];
 const VMS: VmSeed[] = [
   { vmid: 101, name: 'talos-cp-1' },
   { vmid: 111, name: 'talos-worker-1' },
@@ -160,15 +166,16 @@ export const clusterArb: fc.Arbitrary<ClusterSpec> = clusterArbOf(BASE);
 
 // ---- generated steps ----
 
+/** `handle`: the id the call is given, spelled by the step (spelledHandle); absent: the exact one. */
 export type Op =
   | { kind: 'create'; name: string }
-  | { kind: 'delete'; disk: string }
-  | { kind: 'publish'; disk: string; vm: string; readonly: boolean }
-  | { kind: 'unpublish'; disk: string; vm: string }
-  | { kind: 'expand'; disk: string; gib: number }
-  | { kind: 'modify'; disk: string; params: Record<string, string> }
+  | { kind: 'delete'; disk: string; handle?: string }
+  | { kind: 'publish'; disk: string; vm: string; readonly: boolean; handle?: string }
+  | { kind: 'unpublish'; disk: string; vm: string; handle?: string }
+  | { kind: 'expand'; disk: string; gib: number; handle?: string }
+  | { kind: 'modify'; disk: string; params: Record<string, string>; handle?: string }
   | { kind: 'list' }
-  | { kind: 'get'; disk: string }
+  | { kind: 'get'; disk: string; handle?: string }
   | CopyOp;
 
 /** A change by hand between two calls (no task of the driver's token): what caches miss. */
@@ -177,10 +184,75 @@ export type Hand = RefSpec | { vm: number; key: string; remove: true };
 export type Fault =
   { kind: 'none' } | { kind: 'lock' } | { kind: 'lost'; method: string } | { kind: 'refused'; method: string };
 
+/**
+ * How the step spells the id it hands the call: exactly as issued, or mutated — another zone, no
+ * zone (upstream's shared-storage form), another storage, the zone's case, the next disk number,
+ * or as the other driver's (nfs.csi.k8s.io) handle.
+ */
+export const SPELLINGS = ['exact', 'zone', 'nozone', 'storage', 'case', 'disknum', 'nfs'] as const;
+export type Spelling = (typeof SPELLINGS)[number];
+
 export interface Step {
   hand?: Hand | undefined;
   op: Op;
   fault: Fault;
+  /** Absent: exact. */
+  spell?: Spelling | undefined;
+  /** The controller restarts (a new process: no cache, no fence, no lock) before the call. */
+  restart?: boolean | undefined;
+}
+
+/**
+ * Ids drawn from the whole cluster at the step (`world:<n>`): every volume of every host, the
+ * first disk name of every VM's VMID (snapshot and volume VMs', workers', look-alikes'), the
+ * released placeholders, and a proxmox-csi-plugin snapshot name.
+ */
+export const WORLD_REFS = Array.from({ length: 12 }, (_, i) => `world:${String(i)}`);
+export const LEGACY_SNAPSHOT = `vm-${String(9999)}-snapshot-6f0a4c1e-2b3d-4e5f-8a9b-0c1d2e3f4a51`;
+
+export function worldIds(p: ClusterPicture): string[] {
+  const ids = new Set<string>([...p.volumes.keys(), ...(p.elsewhere ?? []), LEGACY_SNAPSHOT]);
+  for (const vm of p.vms) {
+    ids.add(`vm-${String(vm.vmid)}-disk-0`);
+    for (const v of Object.values(vm.config)) {
+      const d = /^[^:]+:(vm-\d+-pve-nfs-csi-released-[^,]+)/.exec(v)?.[1];
+      if (d) ids.add(d);
+    }
+  }
+  return [...ids].sort();
+}
+
+/** The host a disk is on in the picture (NODE when it is nowhere: a guess names NODE). */
+const nodeOf = (p: ClusterPicture, disk: string) => (!p.volumes.has(disk) && p.elsewhere?.has(disk) ? 'hyper2' : NODE);
+
+/** The id the driver issued for `disk`: its host, its storage, its name. */
+export const issuedHandle = (p: ClusterPicture, disk: string): string =>
+  `${REGION}/${nodeOf(p, disk)}/${STORAGE}/${disk}`;
+
+/** The disk with the next number (`vm-N-disk-0` → `vm-N-disk-1`): another disk, maybe none. */
+const nextDisk = (disk: string) => {
+  const m = /^(.*-)(\d+)$/.exec(disk);
+  return m ? `${m[1] ?? ''}${String(Number(m[2]) + 1)}` : `${disk}-0`;
+};
+
+export function spelledHandle(p: ClusterPicture, disk: string, spell: Spelling): string {
+  const node = nodeOf(p, disk);
+  switch (spell) {
+    case 'exact':
+      return issuedHandle(p, disk);
+    case 'zone':
+      return `${REGION}/${node === NODE ? 'hyper2' : NODE}/${STORAGE}/${disk}`;
+    case 'nozone':
+      return `${REGION}//${STORAGE}/${disk}`;
+    case 'storage':
+      return `${REGION}/${node}/local-zfs/${disk}`;
+    case 'case':
+      return `${REGION}/${node.toUpperCase()}/${STORAGE}/${disk}`;
+    case 'disknum':
+      return issuedHandle(p, nextDisk(disk));
+    case 'nfs':
+      return `127.0.0.1#/volume1/k8s-volumes#default/${disk}#${disk}#`;
+  }
 }
 
 /** With the snapshot steps, ordinary calls also name snapshots, restored volumes and look-alikes. */
@@ -195,7 +267,7 @@ const COPY_HANDLES = [
 
 const opArbOf = (w: World, copies: boolean): fc.Arbitrary<Op> => {
   const plainHandles = [...w.disks, 'vm-9999-pvc-new'];
-  const handles = copies ? [...plainHandles, ...COPY_DISKS, ...COPY_HANDLES] : plainHandles;
+  const handles = [...(copies ? [...plainHandles, ...COPY_DISKS, ...COPY_HANDLES] : plainHandles), ...WORLD_REFS];
   const vmNames = [...new Set(w.vms.map((v) => v.name)), 'no-such-vm'];
   const plain = fc.oneof(
     fc.record({ kind: fc.constant('create' as const), name: fc.constantFrom('pvc-a', 'pvc-new', 'disk-5') }),
@@ -241,6 +313,11 @@ export const stepArb = (vmids: number[], faults: boolean, w: World = BASE, copie
       { nil: undefined, freq: 3 },
     ),
     op: opArbOf(w, copies),
+    spell: fc.oneof(
+      { weight: 4, arbitrary: fc.constant('exact' as const) },
+      { weight: 3, arbitrary: fc.constantFrom(...SPELLINGS) },
+    ),
+    restart: fc.boolean().map((b) => b && copies),
     fault: faults
       ? fc.oneof(
           { weight: 6, arbitrary: fc.constant({ kind: 'none' as const }) },
@@ -278,6 +355,10 @@ export const ownerOf = (disk: string): number | undefined => {
  * A disk of the driver's naming scheme, or (with the cluster's picture) a restored volume: its
  * owner VM is named pve-nfs-csi-volume and its description records role volume of CTRL.
  */
+const LEGACY_RE = /^vm-9999-snapshot-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const driverDiskByName = (disk: string) =>
+  disk.startsWith(`vm-${CTRL}-`) && !disk.includes('+') && !/^vm-\d+-(?:disk-\d+|cloudinit|state-.*)$/.test(disk);
+
 export const driverDisk = (disk: string, p?: ClusterPicture): boolean =>
   (disk.startsWith(`vm-${CTRL}-`) && !disk.includes('+') && !/^vm-\d+-(?:disk-\d+|cloudinit|state-.*)$/.test(disk)) ||
   (!!p && !!ourVolumeVm(p, disk));
@@ -390,14 +471,21 @@ export function violations(
 ): string[] {
   const bad: string[] = [];
   const target = targetOf(op);
+  // A call changes what it names only when it was given the id issued for it (docs/ownership.md, "Ids").
+  const exact = (disk: string) => !('handle' in op) || op.handle === issuedHandle(before, disk);
   for (const [disk, size] of before.volumes) {
     if (skip.volume(disk)) continue;
     const base = MARKER_RE.exec(disk)?.[1] ?? disk;
     if (!after.volumes.has(disk)) {
       // proxmox-csi-plugin's snapshots are disks of the driver's scheme: DeleteSnapshot frees them.
+      // proxmox-csi-plugin's snapshots are disks of the driver's scheme: DeleteSnapshot frees
+      // them, and only them (`vm-<ctl>-snapshot-<uid>`), never a claim's disk.
       const byOp =
-        (op.kind === 'delete' || op.kind === 'deleteSnapshot' || (op.kind === 'modify' && base !== disk)) &&
-        target === base;
+        (op.kind === 'delete' ||
+          (op.kind === 'deleteSnapshot' && (LEGACY_RE.test(base) || !driverDiskByName(base))) ||
+          (op.kind === 'modify' && base !== disk)) &&
+        target === base &&
+        exact(base);
       if (!byOp || !driverDisk(base, before)) bad.push(`freed ${disk} (op ${op.kind} of ${target ?? '-'})`);
       else if (base === disk) {
         const held = refsOf(before, disk).find((r) => !isHelperLeftover(r));
@@ -405,7 +493,7 @@ export function violations(
       }
     } else if (after.volumes.get(disk) !== size) {
       const foreign = refsOf(before, disk).find((r) => !driverLine(r.vm.vmid, r.key, r.value));
-      if (op.kind !== 'expand' || target !== disk || !driverDisk(disk, before))
+      if (op.kind !== 'expand' || target !== disk || !exact(disk) || !driverDisk(disk, before))
         bad.push(`resized ${disk} (op ${op.kind})`);
       else if (foreign) bad.push(`resized ${disk} held as ${foreign.where} ${foreign.key} of VM ${foreign.vm.vmid}`);
     }
@@ -414,7 +502,7 @@ export function violations(
     if (before.volumes.has(disk) || skip.volume(disk)) continue;
     const base = MARKER_RE.exec(disk)?.[1];
     const ok = base
-      ? op.kind === 'modify' && target === base && driverDisk(base, before)
+      ? op.kind === 'modify' && target === base && exact(base) && driverDisk(base, before)
       : op.kind === 'create' && target === disk && driverDisk(disk);
     if (!ok) bad.push(`allocated ${disk} (op ${op.kind})`);
   }
@@ -423,7 +511,11 @@ export function violations(
     const vmA = after.vms.find((v) => v.vmid === vmB.vmid);
     if (!vmA) {
       // DeleteVolume of a restored volume destroys its volume VM, once the disk is gone.
-      const restored = op.kind === 'delete' && ourVolumeVm(before, op.disk)?.vmid === vmB.vmid;
+      const restored =
+        op.kind === 'delete' &&
+        exact(op.disk) &&
+        ourVolumeVm(before, op.disk)?.vmid === vmB.vmid &&
+        issuedDiskOf(vmB) === op.disk;
       if (!restored || after.volumes.has(op.disk)) bad.push(`VM ${vmB.vmid} disappeared`);
       continue;
     }
@@ -515,31 +607,68 @@ export interface StepRunner {
   sent?(): Promise<SentRequest[]>;
   /** The permits the ports were handed since the last call of this. */
   permits?(): PermitSeen[];
+  /** A new controller in place of the old one (a restart after kill -9: no cache, fence or lock). */
+  restart?(): Promise<void>;
 }
 
-/** A `made:<name>` reference of a generated step, replaced by the disk that step made (or a stale one). */
-const disk = (made: Made, ref: string) => diskOfHandle(resolve(made, ref));
-function resolveOp(op: Op, made: Made): Op {
+/**
+ * A `made:<name>` reference of a generated step, replaced by the disk that step made (or a stale
+ * one); `world:<n>`, by the n-th id of the cluster as it is now (worldIds).
+ */
+function resolveOp(op: Op, made: Made, p: ClusterPicture): Op {
+  const disk = (ref: string) => {
+    if (!ref.startsWith('world:')) return diskOfHandle(resolve(made, ref));
+    const ids = worldIds(p);
+    return ids[Number(ref.slice(6)) % ids.length] ?? ref;
+  };
   switch (op.kind) {
     case 'create':
     case 'list':
       return op;
     case 'snapshot':
-      return { ...op, source: disk(made, op.source) };
+      return { ...op, source: disk(op.source) };
     case 'listSnapshots':
-      return op.source ? { ...op, source: disk(made, op.source) } : op;
+      return op.source ? { ...op, source: disk(op.source) } : op;
     case 'deleteSnapshot':
-      return { ...op, id: disk(made, op.id) };
+      return { ...op, id: disk(op.id) };
     case 'restore':
     case 'clone':
-      return { ...op, from: disk(made, op.from) };
+      return { ...op, from: disk(op.from) };
     case 'delete':
     case 'publish':
     case 'unpublish':
     case 'expand':
     case 'modify':
     case 'get':
-      return { ...op, disk: disk(made, op.disk) };
+      return { ...op, disk: disk(op.disk) };
+  }
+}
+
+/** The op with the id it is given, spelled as the step says. */
+// Another disk number names another disk (which may exist): the op is then about that disk,
+// given its exact id, and the rules judge it as such.
+function spellOp(op: Op, p: ClusterPicture, spell: Spelling): Op {
+  const d = (disk: string) => (spell === 'disknum' ? nextDisk(disk) : disk);
+  const h = (disk: string) => spelledHandle(p, disk, spell);
+  switch (op.kind) {
+    case 'create':
+    case 'list':
+    case 'listSnapshots':
+      return op;
+    case 'snapshot':
+      return { ...op, source: d(op.source), handle: h(op.source) };
+    case 'deleteSnapshot':
+      return { ...op, id: d(op.id), handle: h(op.id) };
+    case 'restore':
+    case 'clone':
+      return { ...op, from: d(op.from), handle: h(op.from) };
+    case 'delete':
+    case 'publish':
+    case 'unpublish':
+    case 'expand':
+    case 'modify':
+    case 'get':
+      return { ...op, disk: d(op.disk), handle: h(op.disk) };
   }
 }
 
@@ -553,8 +682,9 @@ export async function runSteps(
   const made: Made = new Map();
   for (const step of steps) {
     if (step.hand) await r.hand(step.hand);
+    if (step.restart) await r.restart?.();
     const before = await r.picture();
-    const op = resolveOp(step.op, made);
+    const op = spellOp(resolveOp(step.op, made, before), before, step.spell ?? 'exact');
     await r.sent?.();
     r.permits?.();
     await r.fault(step.fault);
@@ -565,6 +695,8 @@ export async function runSteps(
     const key = `${op.kind}:${outcome}`;
     count.outcomes?.set(key, (count.outcomes.get(key) ?? 0) + 1);
     trace.push(`${JSON.stringify({ ...step, op })} -> ${outcome}`);
+    // Bad input gets an actionable code, never INTERNAL (docs/design.md).
+    if (outcome === 'Internal') throw new Error(`INTERNAL answer\nsteps:\n${trace.join('\n')}`);
     const faulted = step.fault.kind !== 'none';
     // Helper VMs are left to the copy rules only where those rules run (a runner that sees the
     // requests and permits); elsewhere (the volume-VM world) the base rules judge every VM.
@@ -578,7 +710,16 @@ export async function runSteps(
     if (r.sent && r.permits) {
       const name = 'name' in op && typeof op.name === 'string' ? op.name : undefined;
       bad.push(
-        ...copyViolations(before, after, { kind: op.kind, name }, targetOf(op), faulted, await r.sent(), r.permits()),
+        ...copyViolations(
+          before,
+          after,
+          { kind: op.kind, name },
+          targetOf(op),
+          faulted,
+          await r.sent(),
+          r.permits(),
+          !('handle' in op) || op.handle === issuedHandle(before, targetOf(op) ?? ''),
+        ),
       );
     }
     if (bad.length) throw new Error(`ownership violated: ${bad.join('; ')}\nsteps:\n${trace.join('\n')}`);
@@ -623,21 +764,26 @@ export function callOp(c: Calls, op: Op, ms: number, made: Made = new Map()): Pr
     case 'create':
       return kindOf(c.createVolume(createReq(op.name), ctx));
     case 'delete':
-      return kindOf(c.deleteVolume({ volumeId: handleOf(op.disk), secrets: {} }, ctx));
+      return kindOf(c.deleteVolume({ volumeId: op.handle ?? handleOf(op.disk), secrets: {} }, ctx));
     case 'publish':
-      return kindOf(c.controllerPublishVolume({ ...publishReq(handleOf(op.disk), op.vm), readonly: op.readonly }, ctx));
+      return kindOf(
+        c.controllerPublishVolume({ ...publishReq(op.handle ?? handleOf(op.disk), op.vm), readonly: op.readonly }, ctx),
+      );
     case 'unpublish':
-      return kindOf(c.controllerUnpublishVolume(unpublishReq(handleOf(op.disk), op.vm), ctx));
+      return kindOf(c.controllerUnpublishVolume(unpublishReq(op.handle ?? handleOf(op.disk), op.vm), ctx));
     case 'expand':
-      return kindOf(c.controllerExpandVolume(expandReq(handleOf(op.disk), op.gib * 2 ** 30), ctx));
+      return kindOf(c.controllerExpandVolume(expandReq(op.handle ?? handleOf(op.disk), op.gib * 2 ** 30), ctx));
     case 'modify':
       return kindOf(
-        c.controllerModifyVolume({ volumeId: handleOf(op.disk), mutableParameters: op.params, secrets: {} }, ctx),
+        c.controllerModifyVolume(
+          { volumeId: op.handle ?? handleOf(op.disk), mutableParameters: op.params, secrets: {} },
+          ctx,
+        ),
       );
     case 'list':
       return kindOf(c.listVolumes({ maxEntries: 0, startingToken: '' }, ctx));
     case 'get':
-      return kindOf(c.controllerGetVolume({ volumeId: handleOf(op.disk) }, ctx));
+      return kindOf(c.controllerGetVolume({ volumeId: op.handle ?? handleOf(op.disk) }, ctx));
   }
 }
 

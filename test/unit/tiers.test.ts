@@ -22,6 +22,7 @@ const PHASES = [
   'build',
   'unit tier (pure: fakes only)',
   'integration tier (ganesha, loop devices, simulator over HTTPS, servers)',
+  'Proxmox VE 9 own API code (real qemu-server, pve-storage, access control)',
   'csi-sanity proxmox (mount)',
   'csi-sanity proxmox (block)',
   'csi-sanity nfs',
@@ -56,6 +57,11 @@ t.test('npm test runs every phase of the list, in order, under its name', async 
     PHASES.filter((p) => !p.startsWith('kubelet tier')),
     'the kubelet tier is skipped like the others',
   );
+  t.same(
+    dryRun({ SKIP_PVE_REAL: '1' }).phases,
+    PHASES.filter((p) => !p.startsWith('Proxmox VE 9 own API code')),
+    'the pve-real tier is skipped by its own switch',
+  );
 });
 
 t.test('scripts/tier.sh --list: the tiers, and the npm scripts that run them', async (t) => {
@@ -68,6 +74,7 @@ t.test('scripts/tier.sh --list: the tiers, and the npm scripts that run them', a
     'build',
     'unit',
     'integration',
+    'pve-real',
     'sanity',
     'chaos',
     'chart',

@@ -75,10 +75,15 @@ export function requireVolume(core: Core, volumeId: string): ResolvedVolume {
   );
 }
 
-/** The Proxmox node holding a volume: its zone, or for shared storages any node that has it. */
+/**
+ * The Proxmox node holding a volume: its zone, or for shared storages (upstream's handles leave
+ * the zone empty there) any node that has it. A handle without a zone on a local storage is no
+ * id either driver issued: it names no volume (docs/ownership.md, "Ids").
+ */
 export async function volumeNode(v: ResolvedVolume, signal?: AbortSignal): Promise<string | undefined> {
   if (v.ref.zone) return v.ref.zone;
   const rows = await v.cluster.storageRows(v.ref.storage, signal);
+  if (!rows.some((r) => r.shared)) return undefined;
   return rows.find((r) => r.status === undefined || r.status === 'available')?.node;
 }
 

@@ -26,6 +26,7 @@ import {
   pbtSettings,
   refValue,
   search,
+  releasedEntry,
 } from '../../helpers/proxmox-ownership.js';
 import { simState } from '../../helpers/sim-state.js';
 import { COPY_VMS, type PermitSeen, type SentRequest } from '../../helpers/proxmox-ownership-copies.js';
@@ -92,7 +93,13 @@ function clusterFile(spec: ClusterSpec): Record<string, unknown> {
       name: v.name,
       status: v.running ? 'running' : 'stopped',
       ...(v.description === undefined && { bootDisk: { storage: STORAGE, size: '32G' } }),
-      config: { ...keys('config'), ...(v.description !== undefined && { description: v.description }) },
+      config: {
+        ...keys('config'),
+        ...(v.description !== undefined && {
+          description: v.description,
+          ...Object.fromEntries([releasedEntry(v.vmid)]),
+        }),
+      },
       pending: keys('pending'),
       ...(Object.keys(snap).length > 0 && { snapshots: { [SNAP]: snap } }),
     };
@@ -175,7 +182,7 @@ async function open(spec: ClusterSpec): Promise<{ runner: StepRunner; close: () 
     for (const d of spec.disks)
       if (!have.has(d.disk))
         await api.allocDisk(NODE, STORAGE, { vmid: ownerOf(d.disk) ?? 0, filename: d.disk, sizeBytes: d.gib * GiB });
-    const c = proxmoxController(local, s.cluster, { tuning: { startupFenceMs: 0 } });
+    let c = proxmoxController(local, s.cluster, { tuning: { startupFenceMs: 0 } });
     let seen = (await s.admin.requests(0)).lastSeq;
     const runner: StepRunner = {
       picture: () => picture(s),
@@ -192,6 +199,11 @@ async function open(spec: ClusterSpec): Promise<{ runner: StepRunner; close: () 
         await s.admin.patchFaults({ dropRate: 0, dropRoutes: [] });
       },
       call: (op, made) => callOp(c, op, 15_000, made),
+      // As after kill -9 between two calls: a new process with no cache, fence or lock of the old.
+      restart: async () => {
+        await c.close();
+        c = proxmoxController(local, s.cluster, { tuning: { startupFenceMs: 0 } });
+      },
       ...(spec.copies && {
         sent: async () => {
           const r = await s.admin.requests(seen);

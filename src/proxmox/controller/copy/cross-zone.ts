@@ -7,11 +7,13 @@
 // zone. Every step is a `copy` permit of the gate; a retry finds the volume VM on either host.
 import { AlreadyExists, Busy } from '../../../errors.js';
 import { sleep } from '../../api/tasks.js';
+import { diskOwner, parseVolid } from '../../volume-id.js';
 import {
   type CopyContext,
   type CopyRequest,
   MIGRATE_TIMEOUT_MS,
   digestOf,
+  dropStaleCopy,
   findHelper,
   growHeld,
   linkedCopy,
@@ -50,6 +52,7 @@ export async function restoreInto(
     return { ...made, node: to, ...(copied && { copied }) };
   };
   if (await findHelper(c, to, 'volume', req.name)) return finish();
+  await dropStaleCopy(c, req.node, req.name);
 
   let held = await findHelper(c, req.node, 'volume', req.name);
   if (held && migrating(held)) {
@@ -62,9 +65,22 @@ export async function restoreInto(
     throw new AlreadyExists(
       `volume ${req.name} was restored on ${req.node} (volume VM ${held.vm.vmid} let go of it there), not on ${to}`,
     );
-  const made = held ? { vmid: held.vm.vmid, volid: held.drives[0]?.volid ?? '' } : await linkedCopy(c, req, 'volume');
+  const storage = parseVolid(req.volid)?.storage ?? '';
+  // A VMID whose disks the target holds cannot migrate there (copy-vms.ts migrateProblem): the
+  // volume VM takes another one, free in the cluster and on the target.
+  const owners = await ownersOn(c, to, storage);
+  const made = held
+    ? { vmid: held.vm.vmid, volid: held.drives[0]?.volid ?? '' }
+    : await linkedCopy(c, req, 'volume', (id) => owners.has(id));
+  if (held && owners.has(made.vmid)) {
+    // Disks of that VMID appeared on the target since the clone was made: the clone is given up
+    // (the volume VM destroyed with it) so the retry makes a new one under a VMID that can move.
+    await runStep(c, { op: 'destroy', node: req.node, vmid: made.vmid });
+    throw new Busy(
+      `volume ${req.name}: ${to} holds disks of VMID ${made.vmid} (not this driver's), so its volume VM cannot migrate there; the copy was removed, retry to make it under another VMID`,
+    );
+  }
   if (sizeBytes !== undefined) await growHeld(c, req.node, made, sizeBytes, await digestOf(c, req.node, made.vmid));
-  const storage = made.volid.split(':')[0] ?? '';
   const items = await c.cluster.api.listContent(req.node, storage, made.vmid, { signal: c.signal });
   const bytes = items.find((i) => i.volid === made.volid)?.size ?? 0;
   await beforeCopy(bytes);
@@ -81,6 +97,12 @@ export async function restoreInto(
   c.log('restored disk copied to another host', { vmid: made.vmid, from: req.node, to, bytes, seconds });
   await appeared(c, to, req.name);
   return finish({ bytes, seconds });
+}
+
+/** The VMIDs that own volumes on `storage` of host `node` (a host without the storage: none). */
+async function ownersOn(c: CopyContext, node: string, storage: string): Promise<Set<number>> {
+  const items = await c.cluster.api.listContent(node, storage, undefined, { signal: c.signal }).catch(() => []);
+  return new Set(items.map((i) => diskOwner(parseVolid(i.volid)?.disk ?? '')).filter((x) => x !== undefined));
 }
 
 /** A volume VM a migration holds (Proxmox's `lock: migrate` while the task runs). */

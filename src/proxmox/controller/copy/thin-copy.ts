@@ -9,6 +9,7 @@
 import { createHash } from 'node:crypto';
 import { Busy } from '../../../errors.js';
 import { waitTask } from '../../api/tasks.js';
+import type { VmResource } from '../../api/api.js';
 import { type Cluster, holdsImages, isAvailable } from '../state/cluster.js';
 import { readFresh } from '../safety/fresh-read.js';
 import {
@@ -17,14 +18,18 @@ import {
   type CopyStep,
   type CopyView,
   type MigrationTarget,
+  COPY_VM_NAMES,
+  RELEASED,
   helperFacts,
+  parseRecord,
+  releasedVolume,
+  snapnameFor,
 } from '../safety/copy-vms.js';
 import { decideCopyStep, must } from '../safety/ownership.js';
 
 /** Helper VMIDs live in [800000000, 900000000): far above what Proxmox hands out by default. */
 const VMID_BASE = 800_000_000;
 const VMID_SPAN = 100_000_000;
-const RELEASED = 'pve-nfs-csi-released';
 const MiB = 1024 * 1024;
 /** How long one offline migration may run (a large disk copies for a while); the task goes on after. */
 export const MIGRATE_TIMEOUT_MS = 6 * 3600_000;
@@ -55,8 +60,8 @@ export function helperVmid(role: CopyRole, name: string, taken: (vmid: number) =
   throw new Busy(`no free helper VMID for ${name}`);
 }
 
-/** A configid (pve-snapshot-name) from the name: `csi` + 24 hex digits. */
-export const snapnameFor = (name: string) => `csi${hashOf(name).toString('hex').slice(0, 24)}`;
+/** The host read now (fresh-read.ts) and the cluster's VMIDs: what every copy step is decided on. */
+export const copyView = (c: CopyContext, node: string): Promise<CopyView> => view(c, node);
 
 async function view(c: CopyContext, node: string) {
   const [host, all] = await Promise.all([
@@ -64,6 +69,27 @@ async function view(c: CopyContext, node: string) {
     c.cluster.api.vmResources({ signal: c.signal }),
   ]);
   return { host, vmids: new Set(all.map((v) => v.vmid)), controllerVmId: c.controllerVmId };
+}
+
+/**
+ * The helper VM of `role` this controller made for `name`, on any host: among `vms` (a VM list)
+ * only those with the role's name and a VMID helperVmid can have given `name` are read, so the
+ * usual answer costs no call beyond the list.
+ */
+export async function namedHelper(
+  c: CopyContext,
+  vms: readonly VmResource[],
+  role: CopyRole,
+  name: string,
+): Promise<{ vm: VmResource; record: CopyRecord } | undefined> {
+  const first = VMID_BASE + (hashOf(`${role}\0${name}`).readUInt32BE(0) % VMID_SPAN);
+  const inWindow = (id: number) => (id - first + VMID_SPAN) % VMID_SPAN < 64 && id >= VMID_BASE;
+  for (const vm of vms.filter((x) => x.name === COPY_VM_NAMES[role] && inWindow(x.vmid))) {
+    const conf = await c.cluster.api.vmConfig(vm.node, vm.vmid, { signal: c.signal }).catch(() => undefined);
+    const record = parseRecord(conf?.values.description);
+    if (record?.role === role && record.name === name && record.controller === c.controllerVmId) return { vm, record };
+  }
+  return undefined;
 }
 
 /** Decides one step on a fresh read, sends it and waits for its task. */
@@ -118,13 +144,25 @@ async function dropCopyVm(c: CopyContext, node: string, vmid: number): Promise<v
 }
 
 /**
+ * The copy VM (and its snapshot) an earlier attempt for `name` left on `node`, removed: every
+ * retry starts with it, also one whose clone was made already, so a kill after the clone leaves
+ * nothing the retry does not clean (the source stays deletable without waiting for report).
+ */
+export async function dropStaleCopy(c: CopyContext, node: string, name: string): Promise<void> {
+  const stale = await findHelper(c, node, 'copy', name);
+  if (stale) await dropCopyVm(c, node, stale.vm.vmid);
+}
+
+/**
  * Makes the linked clone of `req.volid` in a new VM of `role` (a snapshot VM, or a restore VM
- * whose disk restore() hands on); returns that VM's VMID and the clone's volume id.
+ * whose disk restore() hands on); returns that VM's VMID and the clone's volume id. `avoid`:
+ * VMIDs the new VM must not take although they are free (a cross-zone target holds disks of them).
  */
 export async function linkedCopy(
   c: CopyContext,
   req: CopyRequest,
   role: 'snapshot' | 'volume',
+  avoid: (vmid: number) => boolean = () => false,
 ): Promise<{ vmid: number; volid: string }> {
   const record = (r: CopyRole): CopyRecord => ({
     role: r,
@@ -133,11 +171,10 @@ export async function linkedCopy(
     source: req.source,
     created: Math.floor(Date.now() / 1000),
   });
+  await dropStaleCopy(c, req.node, req.name);
   const done = await findHelper(c, req.node, role, req.name);
   const disk = done?.drives.find((d) => d.key === 'scsi0');
   if (done && disk) return { vmid: done.vm.vmid, volid: disk.volid };
-  const stale = await findHelper(c, req.node, 'copy', req.name);
-  if (stale) await dropCopyVm(c, req.node, stale.vm.vmid);
 
   const v0 = await view(c, req.node);
   const copyVmid = helperVmid('copy', req.name, (id) => v0.vmids.has(id));
@@ -151,7 +188,7 @@ export async function linkedCopy(
     await run(c, { op: 'snapshot', node: req.node, vmid: copyVmid, snapname, volid: req.volid });
     c.log('thin snapshot taken', { source: req.volid, ms: Date.now() - t0 });
     const v1 = await view(c, req.node);
-    const newid = helperVmid(role, req.name, (id) => v1.vmids.has(id));
+    const newid = helperVmid(role, req.name, (id) => v1.vmids.has(id) || avoid(id));
     await run(c, { op: 'clone', node: req.node, vmid: copyVmid, snapname, newid, record: record(role) });
     const made = helperFacts((await view(c, req.node)).host, newid)?.drives.find((d) => d.key === 'scsi0');
     if (!made) throw new Busy(`the linked clone VM ${newid} holds no disk`);
@@ -177,12 +214,12 @@ export async function restoreCopy(
   sizeBytes?: number,
   make: () => Promise<{ vmid: number; volid: string }> = () => linkedCopy(c, req, 'volume'),
 ): Promise<{ vmid: number; volid: string }> {
+  await dropStaleCopy(c, req.node, req.name);
   const held = await findHelper(c, req.node, 'volume', req.name);
   // Released earlier: the placeholder names the disk it stands for (`…-released-disk-0`).
-  const marker = held?.entries.find((e) => e.key.startsWith('unused') && e.value?.includes(`-${RELEASED}-`));
-  if (held && held.drives.length === 0 && marker?.value) {
-    const [storage = '', rest = ''] = marker.value.split(':');
-    const disk = `vm-${held.vm.vmid}-${rest.slice(rest.indexOf(`${RELEASED}-`) + RELEASED.length + 1)}`;
+  const released = held && held.drives.length === 0 ? releasedVolume(held) : undefined;
+  if (held && released) {
+    const { storage, disk } = released;
     const items = await c.cluster.api.listContent(req.node, storage, held.vm.vmid, { signal: c.signal });
     if (items.some((i) => i.volid === `${storage}:${disk}`)) return { vmid: held.vm.vmid, volid: `${storage}:${disk}` };
   }

@@ -17,14 +17,15 @@ import {
   resolveVolume,
   topologyOf,
 } from '../core.js';
-import { restoreCopy, runStep } from '../copy/thin-copy.js';
+import { copyView, namedHelper, restoreCopy, runStep } from '../copy/thin-copy.js';
 import { restoreInto } from '../copy/cross-zone.js';
 import { holdsImages, isAvailable } from '../state/cluster.js';
-import { COPY_VM_NAMES } from '../safety/copy-vms.js';
+import { COPY_VM_NAMES, type CopyStep, helperFacts, releasedVolume } from '../safety/copy-vms.js';
+import { decideCopyStep, must } from '../safety/ownership.js';
 import { parseCreateParameters, sizeForCreate, volumeContextOf } from '../params/params.js';
 import { guardGrowth } from './capacity-guard.js';
 import { markersOf } from '../params/mutable.js';
-import { diskOwner, formatVolumeId, parseVolid } from '../../volume-id.js';
+import { diskNameFor, diskOwner, formatVolumeId, parseVolid, volidOf } from '../../volume-id.js';
 import { copyContext } from './copy-context.js';
 import type { Cluster } from '../state/cluster.js';
 
@@ -60,6 +61,7 @@ export async function restoreVolume(
   const c = copyContext(core, v.cluster, ctx);
   const copy = { node: found.node, volid: v.volid, source: sourceId, name: req.name };
   const made = await v.cluster.exclusive(`restore:${req.name}`, async () => {
+    await refuseOtherSource(core, v.cluster, req.name, sourceId, v.ref.storage, ctx);
     if (target > size)
       await guardGrowth(
         core,
@@ -82,6 +84,8 @@ export async function restoreVolume(
       );
     return carried;
   });
+  // This process's own new VM: a plain CreateVolume of the name looks for it in the cached list.
+  v.cluster.locator.invalidate();
   const disk = parseVolid(made.volid)?.disk;
   if (!disk) throw new AlreadyExists(`volume ${req.name}: its volume VM ${made.vmid} holds ${made.volid}`);
   // A retry finds the volume made earlier: it must fit this request as well.
@@ -100,6 +104,33 @@ export async function restoreVolume(
       accessibleTopology: [topologyOf(v.cluster.region, made.node)],
     },
   };
+}
+
+/**
+ * CSI: a name already used with another content source, or with none, is ALREADY_EXISTS — the
+ * volume VM's record says which source a restore of that name was made from, and a plain
+ * CreateVolume's disk `vm-<controller>-<name>` (any host of the storage) has none.
+ */
+async function refuseOtherSource(
+  core: Core,
+  cluster: Cluster,
+  name: string,
+  sourceId: string,
+  storage: string,
+  ctx: T.CallContext,
+): Promise<void> {
+  const c = copyContext(core, cluster, ctx);
+  const prior = await namedHelper(c, await cluster.api.vmResources({ signal: ctx.signal }), 'volume', name);
+  if (prior && prior.record.source !== sourceId)
+    throw new AlreadyExists(`volume ${name} already exists, made from ${prior.record.source}, not from ${sourceId}`);
+  const volid = volidOf(storage, diskNameFor(core.controllerVmId, name));
+  for (const row of await cluster.storageRows(storage, ctx.signal)) {
+    const items = await cluster.content.list(row.node, storage, core.controllerVmId, ctx.signal, false).catch(() => []);
+    if (items.some((i) => i.volid === volid))
+      throw new AlreadyExists(
+        `volume ${name} already exists as ${volid} on ${row.node}, made without a content source`,
+      );
+  }
 }
 
 /**
@@ -133,24 +164,47 @@ async function targetZone(
 }
 
 /**
- * DeleteVolume of a restored or cloned volume (`vm-<volume VM>-disk-0`): when its owner is one
- * of our volume VMs, the disk is freed (no VM may reference it, read now) and the VM destroyed.
- * Returns false when the disk's owner is no volume VM of ours (the caller's rules apply).
+ * DeleteVolume of a restored or cloned volume (`vm-<volume VM>-disk-N`). `false`: the disk's owner
+ * is no volume VM of ours (the caller's rules apply). Otherwise the handle must be exactly the one
+ * the volume VM issued (docs/ownership.md, "Ids"): its host as zone, the storage and disk its
+ * released placeholder names. Any other spelling — another disk number, zone or storage, the
+ * placeholder, a cross-zone restore's source zone, a volume VM still holding its clone — is
+ * answered as an unknown id: nothing changes. The exact one: the gate decides on the disk's free
+ * first (no VM may reference it, read now), then its markers, the disk and the VM go.
  */
 export async function deleteRestored(core: Core, volumeId: string, ctx: T.CallContext): Promise<boolean> {
   const v = resolveVolume(core, volumeId);
   const owner = v ? diskOwner(v.ref.disk) : undefined;
   if (!v || owner === undefined || owner === core.controllerVmId) return false;
   const vm = (await v.cluster.api.vmResources({ signal: ctx.signal })).find((r) => r.vmid === owner);
-  if (!vm || vm.name !== COPY_VM_NAMES.volume) return false;
+  if (vm?.name !== COPY_VM_NAMES.volume) return false;
   const c = copyContext(core, v.cluster, ctx);
+  const view = await copyView(c, vm.node);
+  const f = helperFacts(view.host, vm.vmid);
+  if (f?.record?.role !== 'volume' || f.record.controller !== core.controllerVmId) return false;
+  const issued = releasedVolume(f);
+  if (!issued || v.ref.zone !== vm.node || v.ref.storage !== issued.storage || v.ref.disk !== issued.disk) {
+    ctx.log.info(
+      { volumeId, vmid: vm.vmid, issued: issued ? formatVolumeId({ ...v.ref, zone: vm.node, ...issued }) : 'none yet' },
+      'not the handle this volume VM issued; nothing to delete',
+    );
+    return true;
+  }
   const found = await findVolume(v, ctx.signal);
-  // Its VolumeAttributesClass markers (vm-<volume VM>-disk-0_vac…, owned by the volume VM too)
-  // first: destroying the VM frees only what its config names, and a marker never outlives its disk.
+  const free = (volid: string): CopyStep => ({
+    op: 'free',
+    node: vm.node,
+    vmid: vm.vmid,
+    storage: v.ref.storage,
+    volid,
+  });
+  // Decide, then act: a disk still referenced (attached, say) refuses before a marker goes.
+  if (found) must(decideCopyStep(free(v.volid), view));
+  // Its VolumeAttributesClass markers (owned by the volume VM too) before the disk: destroying the
+  // VM frees only what its config names, and a marker never outlives its disk.
   const markers = found ? markersOf(found.items, v.ref.storage, v.ref.disk) : [];
-  for (const m of markers)
-    await runStep(c, { op: 'free', node: vm.node, vmid: vm.vmid, storage: v.ref.storage, volid: m.volid });
-  if (found) await runStep(c, { op: 'free', node: vm.node, vmid: vm.vmid, storage: v.ref.storage, volid: v.volid });
+  for (const m of markers) await runStep(c, free(m.volid));
+  if (found) await runStep(c, free(v.volid));
   await runStep(c, { op: 'destroy', node: vm.node, vmid: vm.vmid });
   ctx.log.info({ volid: v.volid, vmid: vm.vmid }, 'restored volume and its volume VM removed');
   return true;

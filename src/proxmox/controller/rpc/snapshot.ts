@@ -15,7 +15,7 @@ import {
   resolveVolume,
 } from '../core.js';
 import { findHelper, linkedCopy } from '../copy/thin-copy.js';
-import { COPY_VM_NAMES, type CopyRecord, parseRecord } from '../safety/copy-vms.js';
+import { COPY_VM_NAMES, type CopyRecord, type HelperFacts, helperFacts, parseRecord } from '../safety/copy-vms.js';
 import { decideCopyStep, must } from '../safety/ownership.js';
 import { readFresh } from '../safety/fresh-read.js';
 import { waitTask } from '../../api/tasks.js';
@@ -62,30 +62,50 @@ export const createSnapshot: ControllerHandler<'createSnapshot'> = async (core, 
   });
 };
 
-/** The snapshot VM a handle names, when it is one of ours. */
-async function snapshotVmOf(core: Core, snapshotId: string, ctx: T.CallContext) {
-  const v = resolveVolume(core, snapshotId);
-  if (!v) return undefined;
-  const owner = diskOwner(v.ref.disk);
-  if (owner === undefined || owner === core.controllerVmId) return { v, vm: undefined };
-  const vm = (await v.cluster.api.vmResources({ signal: ctx.signal })).find((r) => r.vmid === owner);
-  return { v, vm };
+// What proxmox-csi-plugin's CreateSnapshot named its copies: vm-<controller>-<CSI snapshot name>,
+// and the external-snapshotter names a snapshot `snapshot-<VolumeSnapshot uid>`.
+const LEGACY_SNAPSHOT_RE = /^snapshot-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Whether a disk of the controller VMID has the name a proxmox-csi-plugin snapshot has. */
+export const isLegacySnapshotDisk = (disk: string, controllerVmId: number): boolean =>
+  disk.startsWith(`vm-${String(controllerVmId)}-`) &&
+  LEGACY_SNAPSHOT_RE.test(disk.slice(`vm-${String(controllerVmId)}-`.length));
+
+/** The snapshot id a snapshot VM issued: its host, and the storage and disk of its clone (scsi0). */
+function issuedSnapshotId(region: string, f: HelperFacts): string | undefined {
+  const ref = parseVolid(f.drives.find((d) => d.key === 'scsi0')?.volid ?? '');
+  return ref ? formatVolumeId({ region, zone: f.vm.node, storage: ref.storage, disk: ref.disk }) : undefined;
 }
 
+/**
+ * DeleteSnapshot acts only on an id it issued, spelled exactly (docs/ownership.md, "Ids"): a
+ * snapshot VM of ours whose host and clone make that id, or a proxmox-csi-plugin snapshot disk
+ * (`vm-<controller>-snapshot-<uid>`, freed like a volume). Any other id — a live claim's disk,
+ * another zone, storage or disk number, a VM that is not our snapshot VM — is an unknown one:
+ * OK, and nothing changes (CSI DeleteSnapshot).
+ */
 export const deleteSnapshot: ControllerHandler<'deleteSnapshot'> = async (core, req, ctx) => {
-  const at = await snapshotVmOf(core, req.snapshotId, ctx);
-  if (!at) return {};
-  // proxmox-csi-plugin's snapshots are plain disks of the controller VMID: freed like a volume.
-  if (!at.vm && diskOwner(at.v.ref.disk) === core.controllerVmId) {
+  const v = resolveVolume(core, req.snapshotId);
+  const owner = v ? diskOwner(v.ref.disk) : undefined;
+  const unknown = (why: string) => {
+    ctx.log.info({ snapshot: req.snapshotId }, `not a snapshot this driver issued (${why}); nothing to delete`);
+    return {};
+  };
+  if (!v || owner === undefined) return unknown('not a handle of a configured region');
+  if (owner === core.controllerVmId) {
+    if (!isLegacySnapshotDisk(v.ref.disk, core.controllerVmId)) return unknown('a volume, not a snapshot');
     await deleteVolume(core, { volumeId: req.snapshotId, secrets: {} }, ctx);
     return {};
   }
-  const vm = at.vm;
-  if (!vm || vm.name !== COPY_VM_NAMES.snapshot) return {};
-  const { cluster } = at.v;
-  return cluster.exclusive(`snapshot-vm:${vm.vmid}`, async () => {
-    const host = await readFresh(cluster, [vm.node], ctx.signal);
+  const { cluster } = v;
+  return cluster.exclusive(`snapshot-vm:${String(owner)}`, async () => {
     const all = await cluster.api.vmResources({ signal: ctx.signal });
+    const vm = all.find((r) => r.vmid === owner);
+    if (vm?.name !== COPY_VM_NAMES.snapshot) return unknown('no snapshot VM of that VMID');
+    const host = await readFresh(cluster, [vm.node], ctx.signal);
+    const f = helperFacts(host, vm.vmid);
+    const ours = f?.record?.role === 'snapshot' && f.record.controller === core.controllerVmId;
+    if (!f || !ours || issuedSnapshotId(cluster.region, f) !== req.snapshotId) return unknown('another spelling');
     const view = { host, vmids: new Set(all.map((r) => r.vmid)), controllerVmId: core.controllerVmId };
     const permit = must(decideCopyStep({ op: 'destroy', node: vm.node, vmid: vm.vmid }, view));
     const upid = await cluster.port.copyStep(permit, { signal: ctx.signal });

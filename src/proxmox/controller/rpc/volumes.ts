@@ -32,6 +32,8 @@ import { volnameFor } from '../../storage/kind.js';
 import { confirmed } from '../../../controller/confirm.js';
 import { guardedCapacity, guardPlacement } from './capacity-guard.js';
 import { deleteRestored, restoreVolume } from './restore.js';
+import { namedHelper } from '../copy/thin-copy.js';
+import { copyContext } from './copy-context.js';
 
 interface Target {
   cluster: Cluster;
@@ -159,6 +161,18 @@ export const createVolume: ControllerHandler<'createVolume'> = async (core, req,
   if (elsewhere) return reuse(elsewhere);
   const known = cluster.content.peek(first, params.storage, core.controllerVmId, volidOf(params.storage, disk));
   if (known) return reuse({ zone: first, size: known.size });
+  // CSI: a name a restore or clone took (its volume VM's record, cluster-wide) is ALREADY_EXISTS
+  // without a content source. The cached VM list: a volume VM is read only when one is there.
+  const prior = await namedHelper(
+    copyContext(core, cluster, ctx),
+    await cluster.locator.list(ctx.signal),
+    'volume',
+    req.name,
+  );
+  if (prior)
+    throw new AlreadyExists(
+      `volume ${req.name} already exists, made from ${prior.record.source}, not without a content source`,
+    );
   // The ownership gate first (a name it refuses costs nothing), then the thin-pool guard
   // (capacity-guard.ts): the first candidate host with room, or refused.
   const facts = diskFacts(core, { storage: params.storage, disk });

@@ -3,6 +3,7 @@
 // the driver's only when its name is one of ours and its description is our record naming it;
 // each rule reads a fresh view of the host (fresh-read.ts) and the VMIDs of the whole cluster.
 // Nothing here makes a permit: the gate does, once a rule found no problem.
+import { createHash } from 'node:crypto';
 import type { ConfigEntry, VmResource } from '../../api/api.js';
 import { volidOfValue } from '../../mover-vm.js';
 import { diskOwner, parseVolid } from '../../volume-id.js';
@@ -36,6 +37,28 @@ export interface CopyRecord {
 }
 
 const PREFIX = 'pve-nfs-csi thin copy ';
+
+/** What a volume VM's released `unusedN` is named after: `vm-<R>-pve-nfs-csi-released-<disk tail>`. */
+export const RELEASED = 'pve-nfs-csi-released';
+
+/** The snapshot (pve-snapshot-name) a copy VM takes for `name`: `csi` + 24 hex digits of its hash. */
+export const snapnameFor = (name: string) => `csi${createHash('sha256').update(name).digest('hex').slice(0, 24)}`;
+
+/**
+ * The volume a volume VM issued (docs/ownership.md, "Ids"): the disk its released placeholder
+ * names, on the placeholder's storage. Undefined while it still holds its clone or has no record.
+ */
+export function releasedVolume(f: Pick<HelperFacts, 'vm' | 'entries'>): { storage: string; disk: string } | undefined {
+  for (const e of f.entries) {
+    if (!e.key.startsWith('unused') || !e.value) continue;
+    const ref = parseVolid(e.value);
+    const head = `vm-${String(f.vm.vmid)}-${RELEASED}-`;
+    if (!ref?.disk.startsWith(head)) continue;
+    const disk = `vm-${String(f.vm.vmid)}-${ref.disk.slice(head.length)}`;
+    if (/^vm-\d+-disk-\d+$/.test(disk)) return { storage: ref.storage, disk };
+  }
+  return undefined;
+}
 
 export function formatRecord(r: CopyRecord): string {
   return PREFIX + JSON.stringify(r);
@@ -135,7 +158,8 @@ export function helperFacts(view: FreshView, vmid: number): HelperFacts | undefi
 /**
  * The volume VM of ours that owns `disk`, if it is one: a restored or cloned volume
  * (`vm-<volume VM>-disk-N`, the name Proxmox gave the clone) whose owner VM, in `entries` (a read
- * taken now), carries our volume VM's name and a record of this controller. Such a disk is the
+ * taken now), carries our volume VM's name and a record of this controller, and whose released
+ * placeholder names exactly that disk. Such a disk is the
  * driver's own like `vm-<controller>-<pv name>`: the gate frees, grows and re-lines it. Nothing
  * else is: a snapshot VM's clone, a copy VM, another controller's volume VM, a disk named otherwise.
  */
@@ -148,7 +172,12 @@ export function ourVolumeVm(
   if (owner === undefined || owner === controllerVmId || !/^vm-\d+-disk-\d+$/.test(disk)) return undefined;
   const at = entries.find((e) => e.vm.vmid === owner);
   const record = parseRecord(at?.entries.find((e) => e.key === 'description')?.value);
-  return at && at.vm.name === COPY_VM_NAMES.volume && record?.role === 'volume' && record.controller === controllerVmId
+  // Only the disk it issued (its released placeholder names it): not another vm-<R>-disk-N.
+  return at &&
+    at.vm.name === COPY_VM_NAMES.volume &&
+    record?.role === 'volume' &&
+    record.controller === controllerVmId &&
+    releasedVolume(at)?.disk === disk
     ? at.vm
     : undefined;
 }
@@ -171,14 +200,48 @@ function ours(v: CopyView, vmid: number, roles: readonly CopyRole[]): HelperFact
 
 const isProblem = (x: HelperFacts | StepProblem): x is StepProblem => 'reason' in x;
 
-/** The disk a copy may start from: a driver disk, or the disk of one of our snapshot VMs. */
+/** A disk of the driver's own scheme (`vm-<controller>-<pv name>`, not a Proxmox name, not a marker). */
+function isDriverDisk(volid: string, controllerVmId: number): boolean {
+  const disk = parseVolid(volid)?.disk ?? '';
+  const tail = disk.slice(`vm-${String(controllerVmId)}-`.length);
+  return diskOwner(disk) === controllerVmId && !/^(?:disk-\d+|cloudinit|state-.*)$/.test(tail) && !tail.includes('+');
+}
+
+/**
+ * The disk a copy may start from: a driver disk, the disk of one of our snapshot VMs, or the
+ * volume one of our volume VMs issued (a restored or cloned volume is a volume like any other).
+ */
 export function copySourceProblem(v: CopyView, volid: string, driverDisk: boolean): StepProblem | undefined {
   if (driverDisk) return undefined;
   const disk = parseVolid(volid)?.disk ?? '';
   const owner = diskOwner(disk);
-  const holder = owner === undefined ? undefined : ours(v, owner, ['snapshot']);
-  if (!holder || isProblem(holder) || !/^vm-\d+-disk-\d+$/.test(disk))
-    return problem('not-driver-disk', `${volid} is neither a disk of this driver nor one of its snapshots`);
+  const none = problem('not-driver-disk', `${volid} is neither a disk of this driver nor one of its snapshots`);
+  if (owner === undefined || !/^vm-\d+-disk-\d+$/.test(disk)) return none;
+  if (ourVolumeVm(v.host.entries, disk, v.controllerVmId)) {
+    const f = helperFacts(v.host, owner);
+    const issued = f && releasedVolume(f);
+    return issued && `${issued.storage}:${issued.disk}` === volid ? undefined : none;
+  }
+  const holder = ours(v, owner, ['snapshot']);
+  return isProblem(holder) ? none : undefined;
+}
+
+/**
+ * A copy VM's snapshot may go only when it is the one the copy VM takes for the name its record
+ * gives (snapnameFor) and it covers nothing but a disk a copy may start from: a look-alike record
+ * never makes the driver delete someone's snapshot of a disk it does not own.
+ */
+function unsnapshotProblem(v: CopyView, f: HelperFacts, snapname: string): StepProblem | undefined {
+  if (snapname !== snapnameFor(f.record?.name ?? ''))
+    return problem('foreign-key', `snapshot ${snapname} of copy VM ${String(f.vm.vmid)} is not one the driver took`);
+  const section = v.host.snapshots.get(f.vm.vmid)?.find((s) => s.name === snapname);
+  for (const [k, val] of Object.entries(section?.values ?? {})) {
+    const volid = volidOfValue(k, val);
+    if (!volid || k === 'vmstate') continue;
+    const bad = k !== 'scsi0' ? problem('foreign-key', `snapshot ${snapname} holds ${k}`) : undefined;
+    const p = bad ?? copySourceProblem(v, volid, isDriverDisk(volid, v.controllerVmId));
+    if (p) return { reason: p.reason, message: `snapshot ${snapname} of copy VM ${String(f.vm.vmid)}: ${p.message}` };
+  }
   return undefined;
 }
 
@@ -206,11 +269,7 @@ export function copyStepProblem(step: CopyStep, v: CopyView): StepProblem | unde
     case 'snapshot': {
       const f = ours(v, step.vmid, ['copy']);
       if (isProblem(f)) return f;
-      const disk = parseVolid(step.volid)?.disk ?? '';
-      const tail = disk.slice(`vm-${v.controllerVmId}-`.length);
-      const driverDisk =
-        diskOwner(disk) === v.controllerVmId && !/^(?:disk-\d+|cloudinit|state-.*)$/.test(tail) && !tail.includes('+');
-      const source = copySourceProblem(v, step.volid, driverDisk);
+      const source = copySourceProblem(v, step.volid, isDriverDisk(step.volid, v.controllerVmId));
       if (source) return source;
       const others = f.drives.filter((d) => !(d.key === 'scsi0' && d.volid === step.volid));
       if (others.length > 0) return problem('foreign-key', `copy VM ${step.vmid} holds ${others[0]?.volid ?? ''}`);
@@ -220,7 +279,7 @@ export function copyStepProblem(step: CopyStep, v: CopyView): StepProblem | unde
     }
     case 'unsnapshot': {
       const f = ours(v, step.vmid, ['copy']);
-      return isProblem(f) ? f : undefined;
+      return isProblem(f) ? f : unsnapshotProblem(v, f, step.snapname);
     }
     case 'grow':
     case 'detach':
@@ -254,6 +313,9 @@ export function copyStepProblem(step: CopyStep, v: CopyView): StepProblem | unde
       // VM references only placeholders once its clone is released (destroying it frees none).
       if (f.record?.role === 'copy' && f.owned.length)
         return problem('foreign-key', `copy VM ${step.vmid} owns ${f.owned.join(', ')}`);
+      // Its snapshot goes first (unsnapshot's rule): one the driver may not delete keeps the VM.
+      if (f.record?.role === 'copy' && (v.host.snapshots.get(step.vmid) ?? []).length)
+        return problem('referenced', `copy VM ${step.vmid} still has a snapshot section`);
       if (f.owned.length > 1) return problem('foreign-key', `VM ${step.vmid} owns more than one disk`);
       // A snapshot's clone being copied by a restore (a copy VM holds it) stays until that ends.
       const own = f.owned[0];

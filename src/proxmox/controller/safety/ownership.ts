@@ -396,7 +396,10 @@ export function decideAttach(d: DiskFacts, vms: readonly VmResource[], target: V
         `refusing to attach ${volid(d)} to ${vmText(target)}: it is that VM's own disk, which the driver never publishes`,
       ),
     );
-  if (owner !== d.controllerVmId && !vms.some((v) => v.vmid === owner)) return refuse(notDriverDisk(d, 'attach', vms));
+  // The controller VMID has no VM, so its disks are no orphans, except under the names Proxmox
+  // gives a VM's own disks (`vm-<controller>-disk-N`…): a VM of that VMID made later owns those.
+  const orphanable = owner !== d.controllerVmId || classify(d.disk, d.controllerVmId) === 'proxmox';
+  if (orphanable && !vms.some((v) => v.vmid === owner)) return refuse(notDriverDisk(d, 'attach', vms));
   return allow(true);
 }
 

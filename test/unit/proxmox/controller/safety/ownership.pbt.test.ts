@@ -19,6 +19,7 @@ import {
   pbtSettings,
   refValue,
   search,
+  releasedEntry,
 } from '../../../../helpers/proxmox-ownership.js';
 
 const GiB = 2 ** 30;
@@ -31,6 +32,7 @@ function build(spec: ClusterSpec): FakeProxmox {
     if (v.description === undefined) continue;
     vm.config.delete('scsi0');
     vm.config.set('description', v.description);
+    vm.config.set(...releasedEntry(v.vmid));
   }
   for (const d of spec.disks) f.storageOf(NODE, STORAGE).volumes.set(d.disk, d.gib * GiB);
   for (const r of spec.refs) applyHand(f, r);
