@@ -17,6 +17,7 @@ npx tap --timeout 3600 \
   test/unit/proxmox/controller/safety/ownership.pbt.test.ts \
   test/unit/nfs/controller/store/ownership.property.test.ts \
   test/unit/nfs/controller/store/ownership-snapshots.property.test.ts \
+  test/unit/nfs/controller/store/ownership-ids.property.test.ts \
   test/unit/cli/day2-property.test.ts \
   test/integration/proxmox/ownership-pbt.test.ts \
   test/integration/nfs/ownership.property.ganesha.test.ts

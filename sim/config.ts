@@ -21,74 +21,9 @@ import type {
   VmModel,
 } from './model/types.js';
 import { type Faults, parseFaults } from './faults.js';
+import { ALL_PRIVILEGES, BUILTIN_ROLES } from './model/privileges.js';
 
 export const DEFAULT_CONFIG_PATH = join(dirname(fileURLToPath(import.meta.url)), 'default-cluster.yaml');
-
-/** Every privilege Proxmox VE 9 knows (pve-access-control 9.1 PVE/AccessControl.pm $privgroups): VM.Monitor is gone, the guest agent and replication have their own. */
-export const ALL_PRIVILEGES = [
-  'Datastore.Allocate',
-  'Datastore.AllocateSpace',
-  'Datastore.AllocateTemplate',
-  'Datastore.Audit',
-  'Group.Allocate',
-  'Mapping.Audit',
-  'Mapping.Modify',
-  'Mapping.Use',
-  'Permissions.Modify',
-  'Pool.Allocate',
-  'Pool.Audit',
-  'Realm.Allocate',
-  'Realm.AllocateUser',
-  'SDN.Allocate',
-  'SDN.Audit',
-  'SDN.Use',
-  'Sys.AccessNetwork',
-  'Sys.Audit',
-  'Sys.Console',
-  'Sys.Incoming',
-  'Sys.Modify',
-  'Sys.PowerMgmt',
-  'Sys.Syslog',
-  'User.Modify',
-  'VM.Allocate',
-  'VM.Audit',
-  'VM.Backup',
-  'VM.Clone',
-  'VM.Config.CDROM',
-  'VM.Config.CPU',
-  'VM.Config.Cloudinit',
-  'VM.Config.Disk',
-  'VM.Config.HWType',
-  'VM.Config.Memory',
-  'VM.Config.Network',
-  'VM.Config.Options',
-  'VM.Console',
-  'VM.GuestAgent.Audit',
-  'VM.GuestAgent.FileRead',
-  'VM.GuestAgent.FileSystemMgmt',
-  'VM.GuestAgent.FileWrite',
-  'VM.GuestAgent.Unrestricted',
-  'VM.Migrate',
-  'VM.PowerMgmt',
-  'VM.Replicate',
-  'VM.Snapshot',
-  'VM.Snapshot.Rollback',
-];
-
-export const BUILTIN_ROLES: Record<string, string[]> = {
-  CSI: ['VM.Audit', 'VM.Config.Disk', 'Datastore.Allocate', 'Datastore.AllocateSpace', 'Datastore.Audit'],
-  Administrator: ALL_PRIVILEGES,
-  PVEAuditor: [
-    'Datastore.Audit',
-    'Mapping.Audit',
-    'Pool.Audit',
-    'SDN.Audit',
-    'Sys.Audit',
-    'VM.Audit',
-    'VM.GuestAgent.Audit',
-  ],
-  NoAccess: [],
-};
 
 export interface StorageSpec {
   id: string;

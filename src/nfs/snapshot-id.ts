@@ -3,6 +3,8 @@
 //   upstream:  server#baseDir#name#name#src           csi-driver-nfs: <baseDir>/<name>/<src>.tar.gz (or .tar)
 // Ours starts with a field holding a '/', which no server name has, so neither form (nor a
 // volume handle) is ever read as another.
+import { reservedPath } from './reserved.js';
+
 const OURS = 'nfs-snapshot/1';
 
 export interface SnapshotRef {
@@ -39,11 +41,15 @@ export function parseSnapshotId(id: string): SnapshotRef | UpstreamSnapshotRef |
     if (p.length !== 4) return null;
     const [, server = '', share = '', name = ''] = p;
     if (!server || /[\s/]/.test(server) || !safePath(trim(share)) || name === '' || name.includes('\0')) return null;
+    // A share inside a snapshot store holds no snapshot store of its own the driver made.
+    if (reservedPath(share, '')) return null;
     return { kind: 'ours', server, share: '/' + trim(share), name };
   }
   if (p.length !== 5) return null;
   const [server = '', base = '', uuid = '', dir = '', src = ''] = p;
   if (!server || /[\s/]/.test(server) || !safePath(trim(base))) return null;
   if (!safeName(uuid) || dir !== uuid || !safeName(src)) return null;
+  // csi-driver-nfs keeps its archives in claim-like folders, never in this driver's own.
+  if (reservedPath(base, dir)) return null;
   return { kind: 'upstream', server, share: '/' + trim(base), dir, src };
 }

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_CONFIG_PATH, type RunningSimulator, startSimulator } from '../../sim/index.js';
-import { BUILTIN_ROLES } from '../../sim/config.js';
+import { BUILTIN_ROLES } from '../../sim/model/privileges.js';
 import { SNAPSHOT_PRIVILEGES } from '../../src/cli/privileges.js';
 import { parse as parseYaml } from 'yaml';
 import { defined } from '../../src/defined.js';

@@ -193,8 +193,15 @@ t.test('node: privileged plugin, kubelet dir, /dev, /sys, one registrar per driv
     undefined,
     'the driver probes its sockets itself',
   );
-  t.equal(flag(plugin.args, '--metrics-address'), '127.0.0.1:29664', 'metrics and health on loopback only');
-  t.same(plugin.livenessProbe?.httpGet, { path: '/healthz', port: 29664, host: '127.0.0.1' });
+  t.equal(
+    flag(plugin.args, '--metrics-address'),
+    '$(HOST_IP):29664',
+    'metrics and health on the node address: Prometheus scrapes it',
+  );
+  t.same(plugin.livenessProbe?.httpGet, { path: '/healthz', port: 29664 }, 'probed on the pod IP, the node IP');
+  const loop = container(nodeOf(render({ set: ['metrics.nodeAddress=127.0.0.1'] })), 'pve-nfs-csi');
+  t.equal(flag(loop.args, '--metrics-address'), '127.0.0.1:29664', 'or on loopback only');
+  t.same(loop.livenessProbe?.httpGet, { path: '/healthz', port: 29664, host: '127.0.0.1' });
 });
 
 t.test(
@@ -351,11 +358,12 @@ t.test('seed values reproduce the seed cluster', async (t) => {
 
 t.test('metrics Services select the pods that serve the port', async (t) => {
   t.equal(
-    defaults.find('Service', 'pve-pve-nfs-csi-node-metrics'),
+    render({ set: ['metrics.nodeAddress=127.0.0.1'] }).find('Service', 'pve-pve-nfs-csi-node-metrics'),
     undefined,
     'no node Service while the node listens on loopback',
   );
-  const reachable = render({ set: ['metrics.nodeAddress=hostIP'] });
+  // The default: Prometheus reaches the node plugins (the NFS claim-usage alert reads them).
+  const reachable = defaults;
   const node = nodeOf(reachable);
   const plugin = container(node, 'pve-nfs-csi');
   t.equal(flag(plugin.args, '--metrics-address'), '$(HOST_IP):29664', 'the node address, not every interface');
@@ -453,14 +461,35 @@ t.test('two controller replicas: a PodDisruptionBudget and a soft spread over no
 });
 
 t.test('ServiceMonitor: optional, one per scrapeable metrics Service', async (t) => {
-  t.equal(defaults.all('ServiceMonitor').length, 0, 'off by default (needs the prometheus-operator CRD)');
-  const loop = render({ set: ['metrics.serviceMonitor.enabled=true', 'metrics.serviceMonitor.labels.release=kps'] });
+  t.equal(defaults.all('ServiceMonitor').length, 0, 'auto: none where the cluster has no ServiceMonitor CRD');
+  t.same(
+    render({ apiVersions: ['monitoring.coreos.com/v1/ServiceMonitor'] })
+      .all('ServiceMonitor')
+      .map((o) => o.metadata.name),
+    ['pve-pve-nfs-csi-controller', 'pve-pve-nfs-csi-node'],
+    'auto: controller and node where it has one',
+  );
+  t.equal(
+    render({
+      apiVersions: ['monitoring.coreos.com/v1/ServiceMonitor'],
+      set: ['metrics.serviceMonitor.enabled=false'],
+    }).all('ServiceMonitor').length,
+    0,
+    'false decides regardless',
+  );
+  const loop = render({
+    set: [
+      'metrics.serviceMonitor.enabled=true',
+      'metrics.serviceMonitor.labels.release=kps',
+      'metrics.nodeAddress=127.0.0.1',
+    ],
+  });
   t.same(
     loop.all('ServiceMonitor').map((o) => o.metadata.name),
     ['pve-pve-nfs-csi-controller'],
     'no node monitor while the node listens on loopback',
   );
-  const both = render({ set: ['metrics.serviceMonitor.enabled=true', 'metrics.nodeAddress=hostIP'] });
+  const both = render({ set: ['metrics.serviceMonitor.enabled=true'] });
   for (const component of ['controller', 'node']) {
     const sm = both.get('ServiceMonitor', `pve-pve-nfs-csi-${component}`);
     const svc = both.get('Service', `pve-pve-nfs-csi-${component}-metrics`);

@@ -78,14 +78,42 @@ t.test('the name reader: selectors, not functions, labels or keywords', async (t
   t.notOk(names.has('pve_csi_pool_fill_ratio'), 'and nothing it does not export');
 });
 
-t.test('off by default', async (t) => {
-  const objs = render({ valuesFiles: [SEED_VALUES] }).objects;
-  t.equal(dashboardOf(objs), undefined, 'no dashboard');
-  t.equal(
-    objs.find((o) => o.kind === 'PrometheusRule'),
-    undefined,
-    'no PrometheusRule',
+const RULE_API = 'monitoring.coreos.com/v1/PrometheusRule';
+const MONITOR_API = 'monitoring.coreos.com/v1/ServiceMonitor';
+const ruleOf = (objs: K8sObject[]) => objs.find((o) => o.kind === 'PrometheusRule');
+const alertNames = (rule: K8sObject | undefined) =>
+  ((rule?.spec as { groups?: { rules: { alert: string }[] }[] } | undefined)?.groups ?? []).flatMap((g) =>
+    g.rules.map((r) => r.alert),
   );
+
+t.test('auto by default: rendered where the cluster serves the prometheus-operator API', async (t) => {
+  const none = render({ valuesFiles: [SEED_VALUES] }).objects;
+  t.equal(dashboardOf(none), undefined, 'no dashboard without the API');
+  t.equal(ruleOf(none), undefined, 'no PrometheusRule without its CRD');
+  const served = render({ valuesFiles: [SEED_VALUES], apiVersions: [RULE_API, MONITOR_API] }).objects;
+  t.ok(dashboardOf(served), 'the dashboard where ServiceMonitors are served');
+  t.ok(ruleOf(served), 'the PrometheusRule where its CRD is served');
+  t.notOk(ruleOf(render({ apiVersions: [MONITOR_API] }).objects), 'the rule follows its own CRD');
+  const off = render({
+    apiVersions: [RULE_API, MONITOR_API],
+    set: ['metrics.prometheusRule.enabled=false', 'metrics.dashboard.enabled=false'],
+  }).objects;
+  t.equal(ruleOf(off), undefined, 'false decides regardless');
+  t.equal(dashboardOf(off), undefined);
+  const on = render({ set: ['metrics.prometheusRule.enabled=true', 'metrics.dashboard.enabled=true'] }).objects;
+  t.ok(ruleOf(on) && dashboardOf(on), 'true decides regardless');
+  t.equal(
+    ruleOf(render({ set: ['metrics.prometheusRule.enabled=true', 'metrics.enabled=false'] }).objects),
+    undefined,
+    'metrics.enabled false turns it off',
+  );
+});
+
+t.test('the archive alert is on whenever the NFS driver (and its default onDelete: archive) is', async (t) => {
+  t.ok(alertNames(ruleOf(render({ apiVersions: [RULE_API] }).objects)).includes('PveCsiArchivesPastRetention'));
+  const noNfs = alertNames(ruleOf(render({ apiVersions: [RULE_API], set: ['nfs.enabled=false'] }).objects));
+  t.ok(noNfs.includes('PveCsiBackendDown'), 'the rule is there without NFS');
+  t.notOk(noNfs.includes('PveCsiArchivesPastRetention'), 'but not the archive alert');
 });
 
 t.test('the dashboard: sidecar label, valid JSON, every query names exported metrics', async (t) => {

@@ -181,3 +181,18 @@ all a cluster without snapshot-controller (the seed's) would get from it.
 true
 {{- end -}}
 {{- end -}}
+
+{{/*
+"true" when an optional monitoring object renders, "" otherwise. Call with (dict "root" $ "value"
+<its enabled value> "api" "<group/version/Kind>"). true or false decides; "auto" (the default)
+renders it only where the cluster serves that API (helm install/upgrade against the cluster, or
+`helm template --api-versions monitoring.coreos.com/v1/PrometheusRule`), as snapshots do: without
+the CRD the object would fail the install, and a cluster that grows one later gets it on the next
+`helm upgrade`. metrics.enabled false turns every one off.
+*/}}
+{{- define "pve-nfs-csi.monitoringOn" -}}
+{{- $v := toString .value -}}
+{{- if and .root.Values.metrics.enabled (or (eq $v "true") (and (eq $v "auto") (.root.Capabilities.APIVersions.Has .api))) -}}
+true
+{{- end -}}
+{{- end -}}

@@ -25,7 +25,7 @@ import { type Unclaimed, decideFreeLeftover, provenUnclaimed } from '../../proxm
 import { parseVolid, parseVolumeId } from '../../proxmox/volume-id.js';
 import { PROXMOX_DRIVER, type NfsFacts } from './facts.js';
 import type { Action } from './findings.js';
-import { nfsView } from './nfs-findings.js';
+import { nfsView, snapshotDirUser } from './nfs-findings.js';
 import { absolute, referencedBy } from './ownership.js';
 
 export interface FixContext {
@@ -118,8 +118,11 @@ export async function runAction(ctx: FixContext, a: Action): Promise<string> {
       const removed = await deleteVolumeDir(ctx.stores.open(a.server, a.share), a.path, { signal: ctx.signal });
       return removed ? 'removed' : 'already gone';
     }
-    case 'remove-partial-snapshot':
+    case 'remove-partial-snapshot': {
+      const pv = snapshotDirUser(nfsView(ctx.nfs, pvs), a)?.pv;
+      if (pv) throw new Error(`left alone: PV ${pv} now uses it`);
       return removePartialSnapshot(ctx, a);
+    }
     case 'remove-restore-marker':
       return removeRestoreMarker(ctx, a);
   }

@@ -12,10 +12,13 @@ import {
   innermostShare,
   judgeArchive,
   judgeClaimDir,
+  nfsPlaceOf,
   referencedBy,
   servers,
+  within,
   type View,
 } from './ownership.js';
+import { SNAPSHOTS } from '../../nfs/controller/snapshots/snapshots.js';
 import type { KubeFacts } from './facts.js';
 import type { V1PersistentVolume } from '../../k8s/index.js';
 
@@ -106,12 +109,35 @@ export function sourceClaimOf(handle: string): string {
 }
 
 /**
+ * The PV that uses a directory of a share's snapshot store: one whose directory is inside the
+ * store and at, above or below it (a claim of a class whose subDir named the store — refused now,
+ * but older PVs stay — or a static PV pointing into a copy), or one that cannot be read. A PV of
+ * the whole share does not count: it holds the store as any directory, not as a volume.
+ */
+export function snapshotDirUser(
+  v: View,
+  d: { server: string; share: string; dir: string },
+): { pv: string; readable: boolean } | undefined {
+  const store = absolute(d.share, SNAPSHOTS);
+  const at = absolute(d.share, d.dir);
+  for (const pv of v.pvs) {
+    const p = nfsPlaceOf(pv);
+    if (p === null) continue;
+    const name = pv.metadata?.name ?? '?';
+    if (p === 'unknown') return { pv: name, readable: false };
+    if (!within(p.path, store) || !(within(p.path, at) || within(at, p.path))) continue;
+    if (referencedBy({ ...v, pvs: [pv] }, d.server, at)) return { pv: name, readable: true };
+  }
+  return undefined;
+}
+
+/**
  * A snapshot directory: a complete one is information (only DeleteSnapshot, through its
  * VolumeSnapshotContent, removes it); a partial one is a leftover `report --fix` removes once
  * nothing below it changed within the grace period (no copy can be running into it: a copy sets
  * ctime on everything it makes) and its name is one the driver makes.
  */
-export function snapshotFinding(s: NfsSnapshotDir, r: Rules): Finding {
+export function snapshotFinding(v: View, s: NfsSnapshotDir, r: Rules): Finding {
   const where = `${s.server}:${s.share}`;
   if (s.complete)
     return {
@@ -131,7 +157,12 @@ export function snapshotFinding(s: NfsSnapshotDir, r: Rules): Finding {
     ageMs: age,
     ...(s.sizeBytes !== undefined && { sizeBytes: s.sizeBytes }),
   };
+  const user = snapshotDirUser(v, s);
   if (!s.ours) f.kept = 'its name is not one the driver gives a snapshot directory';
+  else if (user)
+    f.kept = user.readable
+      ? `PV ${user.pv} uses it as a volume`
+      : `PV ${user.pv} has an NFS directory that cannot be read from its handle or attributes: it might be this one`;
   else if (!s.changedAt) f.kept = 'the server reports no change times: a copy may be running into it';
   else if (age < r.graceMs)
     f.kept = `changed within the grace period (${Math.round(r.graceMs / 1000)} s): a CreateSnapshot may be copying`;
@@ -224,7 +255,7 @@ export function* nfsJudgements(n: NfsFacts, k: KubeFacts, r: Rules): Generator<F
   for (const d of n.dirs) yield dirFinding(v, d, k, r);
   for (const a of archiveVerdicts(n, k.pvs))
     yield archiveFinding(`${a.archive.server}:${a.archive.share}`, a.archive, r.now);
-  for (const s of n.snapshots) yield snapshotFinding(s, r);
+  for (const s of n.snapshots) yield snapshotFinding(v, s, r);
   for (const s of n.upstreamSnapshots) yield upstreamSnapshotFinding(s, r);
   for (const m of n.restoreMarkers) yield restoreMarkerFinding(v, m, r);
 }

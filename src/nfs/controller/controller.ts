@@ -11,13 +11,15 @@ import { parseCreateParams, type VolumeParams } from './params.js';
 import { NFS_CONTEXT, type OnDelete } from '../contract.js';
 import { archiveVolume, deleteVolumeDir } from './rpc/policy.js';
 import type { NfsStores } from './store/store.js';
-import { composeVolumeId, parseVolumeId, type VolumeRef } from '../volume-id.js';
+import { composeVolumeId, type VolumeRef } from '../volume-id.js';
+import { claimRef } from './rpc/claim-ref.js';
 import { ACCESS_MODE_NAMES, accessModeName } from '../../csi/access-modes.js';
 import { parseCapacityRange } from '../../csi/capacity.js';
 import { type BackendHealth, HealthLog } from '../../csi/health.js';
 import { confirmed } from '../../controller/confirm.js';
 import { snapshotRpcs } from './rpc/snapshot-rpcs.js';
-import { forgetFilled } from './snapshots/snapshots.js';
+import { forgetFilled, forgetRestores } from './snapshots/fill-records.js';
+import { usableSnapshotStore } from './snapshots/snapshots.js';
 import type { CopyProgress } from './copy/copy-progress.js';
 
 export interface NfsControllerOptions {
@@ -115,8 +117,8 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
     `${r.server}:${r.share.replace(/\/$/, '')}/${r.subDir}`;
 
   async function existingVolume(id: string, ctx: CallContext): Promise<VolumeRef> {
-    const ref = parseVolumeId(id);
-    if (!ref) throw new NotFound(`volume "${id}" is not an nfs.csi.k8s.io volume handle`);
+    const ref = claimRef(id);
+    if (typeof ref === 'string') throw new NotFound(`volume "${id}" ${ref}`);
     const st = await stores.open(ref.server, ref.share).stat(ref.subDir, { signal: ctx.signal });
     if (!st || st.type !== 'dir') throw new NotFound(`volume ${id}: directory ${where(ref)} does not exist`);
     return ref;
@@ -156,7 +158,16 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
       const version = nfsVersionOf(req.volumeCapabilities.flatMap((c) => c.mount?.mountFlags ?? []));
       const store = stores.open(p.server, p.share, version);
       const source = req.volumeContentSource;
-      if (source) await snapshots.restore(source, p, req.name, ctx);
+      if (source) await snapshots.restore(source, p, req.name, ctx, required || limit || undefined);
+      else {
+        // A plain create takes the directory as it is; no restore record of it may outlive that.
+        const dropped = await forgetRestores(store, p.subDir, { signal: ctx.signal });
+        if (dropped.length > 0)
+          ctx.log.warn(
+            { path: where(p), records: dropped },
+            'CreateVolume: the directory was left by a restore that did not finish; taken as it is, its records removed',
+          );
+      }
       const st = await store.ensureDir(
         p.subDir,
         // A restored or cloned claim keeps its source's root directory attributes.
@@ -183,15 +194,17 @@ export function createNfsController(opts: NfsControllerOptions): NfsController {
     },
 
     async deleteVolume(req, ctx) {
-      const ref = parseVolumeId(req.volumeId);
-      if (!ref) {
-        ctx.log.warn({ volumeId: req.volumeId }, 'DeleteVolume: not an nfs.csi.k8s.io handle; nothing to delete');
+      const ref = claimRef(req.volumeId);
+      if (typeof ref === 'string') {
+        ctx.log.warn({ volumeId: req.volumeId }, `DeleteVolume: the handle ${ref}; nothing to delete`);
         return {};
       }
       created.forget(req.volumeId);
       const policy = ref.onDelete ?? defaultOnDelete;
       const store = stores.open(ref.server, ref.share);
       const o = { signal: ctx.signal };
+      // Checked before the claim is touched: its records must be removable after it.
+      if (policy !== 'retain') await usableSnapshotStore(store, o);
       if (policy === 'retain') {
         ctx.log.info({ volumeId: req.volumeId, path: where(ref) }, 'DeleteVolume: onDelete=retain, directory kept');
       } else if (policy === 'archive') {

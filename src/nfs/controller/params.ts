@@ -5,6 +5,7 @@ import { InvalidArgument } from '../../errors.js';
 import { NFS_PARAMETERS } from '../param-keys.js';
 import { NFS_CONTEXT, type OnDelete, SUBDIR_TEMPLATES } from '../contract.js';
 import { checkRelativePath, checkSegment } from '../path-rules.js';
+import { reservedPath } from '../reserved.js';
 
 const PVC_NAMESPACE_KEY = NFS_CONTEXT.pvcNamespace;
 const PVC_NAME_KEY = NFS_CONTEXT.pvcName;
@@ -90,6 +91,13 @@ export function parseCreateParams(
     checkSegment(name, 'volume name', name);
     if (name.includes('/')) throw new InvalidArgument(`volume name "${name}" must not contain "/"`);
     subDir = name;
+  }
+  const reserved = reservedPath(share, subDir);
+  if (reserved) {
+    throw new InvalidArgument(
+      `${reserved}; the driver keeps that name for itself and never hands it out as a claim: ` +
+        'choose a share and subDir outside it (e.g. subDir ${pvc.metadata.namespace}/${pvc.metadata.name})',
+    );
   }
   return {
     server,

@@ -8,7 +8,7 @@ import type * as Lib from '@kubernetes/client-node';
 import YAML from 'yaml';
 import { startProxmoxBackend, type Backends } from '../../harness/backends.js';
 import { DEFAULT_CONFIG_PATH, SimulatorAdmin } from '../../../sim/index.js';
-import { BUILTIN_ROLES } from '../../../sim/config.js';
+import { BUILTIN_ROLES } from '../../../sim/model/privileges.js';
 import { SNAPSHOT_ROLE } from '../../../src/proxmox/index.js';
 import type { Plain } from '../../../src/k8s/api.js';
 import { csiClient } from '../../helpers/csi-client.js';

@@ -14,7 +14,7 @@ import {
   snapshotNeeds,
 } from '../../../src/cli/privileges.js';
 import { BASE_ROLE, MOVE_ROLE, SNAPSHOT_ROLE } from '../../../src/proxmox/index.js';
-import { ALL_PRIVILEGES, BUILTIN_ROLES } from '../../../sim/config.js';
+import { ALL_PRIVILEGES, BUILTIN_ROLES } from '../../../sim/model/privileges.js';
 
 const DOC = path.resolve(import.meta.dirname, '../../../docs/proxmox-setup.md');
 const grant = (privs: readonly string[]) => Object.fromEntries(privs.map((p) => [p, 1]));

@@ -151,3 +151,51 @@ t.test('report --fix removes a partial snapshot through the gate, judged again; 
   await t.rejects(runAction(ctx, act('.snapshots/snap-mnt')), /.+/, 'another file system inside: the gate refuses');
   t.ok(nas.find(at('.snapshots/snap-mnt/tree/m/file')), 'nothing of the other file system removed');
 });
+
+t.test('a directory under .snapshots/ that a PV uses is never a partial snapshot to remove', async (t) => {
+  const { nas, stores, k, at } = world();
+  // A claim of a class whose subDir named the store (refused now; older PVs stay), a static PV
+  // pointing into a partial copy (legacy handle), and a PV of the whole share (which does not hold it).
+  nas.put(at('.snapshots/pvc-claim/app-data'));
+  touchAll(nas.find(at('.snapshots/pvc-claim')) as FNode, NOW - 3 * HOUR);
+  const pv = (name: string, volumeHandle: string, volumeAttributes?: Record<string, string>) => ({
+    metadata: { name },
+    spec: { csi: { driver: 'nfs.csi.k8s.io', volumeHandle, ...(volumeAttributes && { volumeAttributes }) } },
+    status: { phase: 'Bound' },
+  });
+  const pvs = [
+    pv('pvc-claim', `${SERVER}#srv/k8s#.snapshots/pvc-claim#pvc-claim#`),
+    pv('static-half', 'static-half', { server: SERVER, share: SHARE, subDir: '.snapshots/snap-half/tree/data' }),
+    pv('whole-share', `${SERVER}/srv/k8s`, { server: SERVER, share: SHARE }),
+  ];
+  const kk = { ...k, pvs: pvs as never };
+  const facts = await readNfs(nfsClasses(kk.classes), kk.pvs, stores, { signal: signal(), sizes: false });
+  const rules = { controllerVmId: 9999, graceMs: HOUR, now: NOW };
+  const by = new Map(nfsFindings(facts, kk, rules).map((f) => [f.what, f]));
+  t.match(by.get('.snapshots/pvc-claim'), { kind: 'partial-snapshot', kept: /PV pvc-claim uses it/ });
+  t.notOk(by.get('.snapshots/pvc-claim')?.action, 'the claim under .snapshots/ is kept');
+  t.match(by.get('.snapshots/snap-half'), { kept: /PV static-half uses it/ });
+  t.notOk(by.get('.snapshots/snap-half')?.action, 'the copy a static PV points into is kept');
+  t.ok(by.get('.snapshots/snap-mnt')?.action ?? by.get('.snapshots/snap-mnt')?.kept, 'judged as before');
+  t.notMatch(by.get('.snapshots/%61')?.kept ?? '', /whole-share/, 'a PV of the whole share holds no copy');
+
+  // --fix judges again on its own list of PVs: one made since the report keeps the copy.
+  const ctx = {
+    core: {} as never,
+    kube: { listPersistentVolumes: () => Promise.resolve(pvs) } as unknown as KubeApi,
+    stores,
+    nfs: { classes: nfsClasses(k.classes), addresses: new Map([[SERVER, [SERVER]]]) },
+    log,
+    signal: signal(),
+  };
+  const act = (dir: string): Action => ({
+    type: 'remove-partial-snapshot',
+    server: SERVER,
+    share: SHARE,
+    dir,
+    changedAt: NOW - 3 * HOUR,
+  });
+  await t.rejects(runAction(ctx, act('.snapshots/pvc-claim')), /left alone: PV pvc-claim now uses it/);
+  await t.rejects(runAction(ctx, act('.snapshots/snap-half')), /left alone: PV static-half now uses it/);
+  t.ok(nas.find(at('.snapshots/pvc-claim/app-data')) && nas.find(at('.snapshots/snap-half/tree/data/deep')));
+});

@@ -10,7 +10,7 @@
 import { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import tar from 'tar-stream';
-import { type CsiError, InvalidArgument, Unavailable, isCsiError } from '../../../errors.js';
+import { type CsiError, InvalidArgument, OutOfRange, Unavailable, isCsiError } from '../../../errors.js';
 import type { FileType, NfsTime } from '../../client/nfs3.js';
 import { type CopyAttrs, type CopySink, type CopyStats, CHUNK, type Slots, emptyStats } from './copy-tree.js';
 import type { OpOptions } from '../store/store.js';
@@ -30,7 +30,12 @@ export interface UnpackOptions extends OpOptions {
   progressMs?: number;
   /** The archive, for messages. */
   archive: string;
+  /** The most file data the archive may unpack (the claim's requested capacity); none: unbounded. */
+  maxBytes?: number | undefined;
 }
+
+/** The largest uid or gid an NFS client can set (32 bits; 2^32-1 is "nobody"/no id on many servers). */
+const MAX_ID = 2 ** 32 - 2;
 
 const KINDS: Partial<Record<tar.Header['type'], FileType>> = {
   file: 'file',
@@ -143,6 +148,21 @@ class Unpacker<D> {
       return;
     }
     if (type === undefined) throw this.bad(h.name, `is a ${h.type} entry, which this driver does not unpack`);
+    for (const [what, id] of [
+      ['uid', h.uid],
+      ['gid', h.gid],
+    ] as const)
+      if (!Number.isSafeInteger(id) || id < 0 || id > MAX_ID)
+        throw this.bad(
+          h.name,
+          `records ${what} ${id}, outside 0..${MAX_ID}: it cannot be set over NFS and is not wrapped`,
+        );
+    const max = this.o.maxBytes;
+    if (type === 'file' && max !== undefined && this.stats.bytes + h.size > max)
+      throw new OutOfRange(
+        `${this.o.archive}: entry "${printable(h.name)}" declares ${h.size} bytes, which with the ${this.stats.bytes} ` +
+          `unpacked before it is more than the claim's requested capacity (${max} bytes): request a larger volume`,
+      );
     const a = headerAttrs(h, type);
     if (segs.length === 0) {
       if (type !== 'dir') throw this.bad(h.name, 'names the target itself but is not a directory');
@@ -181,6 +201,9 @@ class Unpacker<D> {
     try {
       let off = 0;
       for await (const data of body) {
+        const max = this.o.maxBytes;
+        if (max !== undefined && this.stats.bytes + data.length > max)
+          throw new OutOfRange(`${this.o.archive}: ${path} holds more data than its header declares`);
         verfs.add((await this.sink.write(f, off, data, path, this.o)).toString('hex'));
         off += data.length;
         this.stats.bytes += data.length;
@@ -260,6 +283,13 @@ export async function unpackTar<D>(
 function archiveError(e: unknown, archive: string): unknown {
   if (isCsiError(e) || !(e instanceof Error)) return e;
   const code = (e as NodeJS.ErrnoException).code ?? '';
+  // A body shorter than its header declares (a truncated entry, a PAX size beyond the data) ends
+  // the stream early; tar-stream reports that as the stream being destroyed.
+  if (code === 'ERR_STREAM_PREMATURE_CLOSE' || /stream was destroyed/i.test(e.message)) {
+    return new InvalidArgument(
+      `archive ${archive} is truncated: an entry declares more data than the archive holds (${e.message})`,
+    );
+  }
   if (/^Z_/.test(code) || /tar|header|unexpected end|premature/i.test(e.message)) {
     return new InvalidArgument(`archive ${archive} is not a readable tar or tar.gz file: ${e.message}`);
   }

@@ -5,11 +5,12 @@ import type { CallContext } from '../../../csi/types.js';
 import type * as T from '../../../csi/types.js';
 import { Busy, FailedPrecondition, InvalidArgument, NotFound } from '../../../errors.js';
 import { parseVolumeId } from '../../volume-id.js';
+import { claimRef } from './claim-ref.js';
 import { type UpstreamSnapshotRef, parseSnapshotId } from '../../snapshot-id.js';
 import type { NfsStore, NfsStores, OpOptions } from '../store/store.js';
 import { type CopyProgress, trackedCopy } from '../copy/copy-progress.js';
+import { fillIntoPlace } from '../snapshots/fill-records.js';
 import {
-  fillIntoPlace,
   createSnapshot,
   csiSnapshot,
   findSnapshot,
@@ -22,12 +23,16 @@ export interface SnapshotRpcs {
   createSnapshot: (req: T.CreateSnapshotRequest, ctx: CallContext) => Promise<T.CreateSnapshotResponse>;
   deleteSnapshot: (req: T.DeleteSnapshotRequest, ctx: CallContext) => Promise<T.DeleteSnapshotResponse>;
   listSnapshots: (req: T.ListSnapshotsRequest, ctx: CallContext) => Promise<T.ListSnapshotsResponse>;
-  /** Fills the new claim `target` of CSI volume `name` from its content source; resolves when it is in place. */
+  /**
+   * Fills the new claim `target` of CSI volume `name` from its content source; resolves when it is
+   * in place. An archive unpacks at most `maxBytes` of file data (the requested capacity).
+   */
   restore(
     source: NonNullable<T.CreateVolumeRequest['volumeContentSource']>,
     target: { server: string; share: string; subDir: string },
     name: string,
     ctx: CallContext,
+    maxBytes?: number,
   ): Promise<void>;
   /** A share this process uses: ListSnapshots without a filter looks there. */
   remember(server: string, share: string): void;
@@ -63,6 +68,7 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date, copies?: CopyPr
     target: { server: string; share: string; subDir: string },
     name: string,
     ctx: CallContext,
+    maxBytes?: number,
   ): Promise<void> {
     const store = stores.open(target.server, target.share);
     const o = { signal: ctx.signal };
@@ -72,10 +78,14 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date, copies?: CopyPr
     const fill = () =>
       trackedCopy(copies, ctx.log, id, what, (progress) =>
         from.kind === 'archive'
-          ? store.unpackArchive(from.path, target.subDir, { ...o, progress })
+          ? store.unpackArchive(from.path, target.subDir, { ...o, progress, maxBytes })
           : store.copyTree(from.path, target.subDir, { ...o, progress }),
       );
-    const stats = await fillIntoPlace(store, target.subDir, name, fill, o);
+    const request = {
+      name,
+      source: source.volume ? `volume:${source.volume.volumeId}` : `snapshot:${source.snapshot?.snapshotId ?? ''}`,
+    };
+    const stats = await fillIntoPlace(store, target.subDir, request, fill, o);
     if (stats !== 'done') ctx.log.info({ ...what, ...stats }, 'NFS volume filled from its content source');
   }
 
@@ -95,8 +105,8 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date, copies?: CopyPr
       }
     };
     if (source.volume) {
-      const v = parseVolumeId(source.volume.volumeId);
-      if (!v) throw new NotFound(`source volume "${source.volume.volumeId}" is not an nfs.csi.k8s.io volume handle`);
+      const v = claimRef(source.volume.volumeId);
+      if (typeof v === 'string') throw new NotFound(`source volume "${source.volume.volumeId}" ${v}`);
       sameShare(v, `source volume ${source.volume.volumeId}`);
       const st = await stores.open(v.server, v.share).stat(v.subDir, o);
       if (st?.type !== 'dir') throw new NotFound(`source volume ${source.volume.volumeId} does not exist`);
@@ -130,8 +140,8 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date, copies?: CopyPr
     restore,
 
     async createSnapshot(req, ctx) {
-      const src = parseVolumeId(req.sourceVolumeId);
-      if (!src) throw new NotFound(`source volume "${req.sourceVolumeId}" is not an nfs.csi.k8s.io volume handle`);
+      const src = claimRef(req.sourceVolumeId);
+      if (typeof src === 'string') throw new NotFound(`source volume "${req.sourceVolumeId}" ${src}`);
       const s = await createSnapshot(stores, { ...src, id: req.sourceVolumeId }, req.name, ctx, now, copies);
       // Only once the share answered: a share remembered from a refused call fails every list.
       remember(src.server, src.share);
@@ -152,8 +162,13 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date, copies?: CopyPr
       const path = ref.kind === 'ours' ? snapshotDirOf(ref.name) : ref.dir;
       // A csi-driver-nfs handle names any directory below its base (a claim, a parent of
       // claims): only its archive is removed, and the directory only when that left it empty.
+      // Ours only when it is a complete snapshot (its completion record): a folder without one was
+      // never answered as a snapshot id (a killed copy, which its retry or report removes, or one
+      // made by hand) and is left alone.
       const removed =
-        ref.kind === 'ours' ? await store.removeTree(path, o) : await removeUpstreamArchive(store, ref, o);
+        ref.kind === 'ours'
+          ? (await findSnapshot(store, ref.name, o)) !== null && (await store.removeTree(path, o))
+          : await removeUpstreamArchive(store, ref, o);
       ctx.log.info(
         { snapshotId: req.snapshotId, path: `${ref.server}:${ref.share}/${path}`, removed },
         'DeleteSnapshot',

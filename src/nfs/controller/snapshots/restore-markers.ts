@@ -1,4 +1,4 @@
-// The restore records of a share (.snapshots/.restore-<claim> while a fill runs, and
+// The restore records of a share (.snapshots/.restore-<claim>@<name>@<source> while a fill runs, and
 // .snapshots/.filled-<claim>@<volume name> once it was answered: snapshots.ts) as `report` sees
 // them, with the state of the claim each one names. A record exists while a restore or clone
 // fills its claim; one a killed restore left stays until a CreateVolume of that claim runs again
@@ -9,14 +9,8 @@
 // same record, and removing it next to a partial claim would make the next attempt answer that
 // partial claim as complete.
 import { isCsiError } from '../../../errors.js';
-import {
-  FILLED_PREFIX,
-  RESTORE_PREFIX,
-  SNAPSHOTS,
-  filledPrefixOf,
-  restoreMarkerOf,
-  snapshotsDirEntries,
-} from './snapshots.js';
+import { SNAPSHOTS, snapshotsDirEntries } from './snapshots.js';
+import { FILLED_PREFIX, RESTORE_PREFIX, filledPrefixOf, legacyRestoreMarkerOf } from './fill-records.js';
 import { pathSegments, type FileType, type NfsStore, type OpOptions } from '../store/store.js';
 import { mapLimit } from '../../../map-limit.js';
 
@@ -43,9 +37,16 @@ export interface RestoreMarker {
 export function claimOfMarker(entry: string): string | undefined {
   try {
     if (entry.startsWith(RESTORE_PREFIX)) {
-      const claim = decodeURIComponent(entry.slice(RESTORE_PREFIX.length));
+      // <claim>@<volume name>@<source digest>, or an older release's <claim> alone.
+      const [encClaim = '', encName, digest, ...more] = entry.slice(RESTORE_PREFIX.length).split('@');
+      if (more.length > 0 || (encName !== undefined && (digest === undefined || !/^[0-9a-f]{16}$/.test(digest))))
+        return undefined;
+      const claim = decodeURIComponent(encClaim);
       pathSegments(claim);
-      return restoreMarkerOf(claim) === `${SNAPSHOTS}/${entry}` ? claim : undefined;
+      if (legacyRestoreMarkerOf(claim) !== `${RESTORE_PREFIX}${encClaim}`) return undefined;
+      if (encName === undefined) return claim;
+      const name = decodeURIComponent(encName);
+      return name !== '' && encodeURIComponent(name) === encName ? claim : undefined;
     }
     if (entry.startsWith(FILLED_PREFIX)) {
       const [encClaim, encName, ...more] = entry.slice(FILLED_PREFIX.length).split('@');

@@ -65,6 +65,8 @@ export interface OpOptions {
 export interface CopyTreeOptions extends OpOptions {
   /** Totals so far, every few seconds and at the end. */
   progress?: (s: CopyStats) => void;
+  /** An unpack's bound on file data (the claim's requested capacity); none: unbounded. */
+  maxBytes?: number | undefined;
 }
 
 export type RmdirResult = 'removed' | 'not-empty' | 'missing';

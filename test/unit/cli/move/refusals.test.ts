@@ -190,7 +190,7 @@ const cases: Case[] = [
   {
     reason: 'privileges-missing',
     message:
-      /the Proxmox credentials lack VM\.Allocate on \/vms\/9999 \(create and destroy the helper VM\); VM\.Migrate on \/vms\/9999/,
+      /the Proxmox credentials lack VM\.Allocate on \/vms\/9999 \(create and destroy the helper VM\); VM\.Config\.Options on \/vms\/9999 \(give the helper VM its name and description at creation\); VM\.Migrate on \/vms\/9999/,
     setup: (w) =>
       (w.api.perms = {
         '/': {
