@@ -11,6 +11,7 @@ import { getNode, getStorage, loadVm, withVmLock } from '../ops/context.js';
 import { type StorageMap, mapStorage, migrateOffline, referencedVolumes } from '../ops/migrate.js';
 import { createLockedVm, destroyEarlyChecks, destroyVm, finishCreate } from '../ops/vm-lifecycle.js';
 import { checkModifyConfigPerm, checkOption, checkStorageAccess } from './qemu-params.js';
+import { volnameParser } from './storage.js';
 
 const STORAGE_ID_RE = /^[a-z][a-z0-9\-_.]*[a-z0-9]$/i;
 
@@ -88,7 +89,7 @@ export const qemuLifecycleRoutes: Route[] = [
       if (!perms.has('VM.Allocate')) throw permError();
       const settings = new Map<string, string>();
       for (const [k, v] of Object.entries(params)) if (k !== 'node' && k !== 'vmid') settings.set(k, v);
-      checkStorageAccess(perms, vmid, settings);
+      checkStorageAccess(perms, vmid, settings, volnameParser(sim, node));
       checkModifyConfigPerm(perms, vmid, settings.keys());
       const vm = createLockedVm(sim, node, vmid);
       const task = sim.tasks.start(node, 'qmcreate', String(vmid), user, () => {

@@ -138,23 +138,32 @@ export function checkModifyConfigPerm(perms: Perms, vmid: number, keys: Iterable
 }
 
 /** update_vm_api's checks: the config keys' privileges, then the drives' and volumes' access. */
-export function checkUpdatePerms(perms: Perms, vmid: number, req: UpdateRequest): void {
+export function checkUpdatePerms(perms: Perms, vmid: number, req: UpdateRequest, parse?: VolnameParse): void {
   checkModifyConfigPerm(perms, vmid, req.delete);
   checkModifyConfigPerm(perms, vmid, req.set.keys());
   // the drive keys themselves: VM.Config.Disk (the update's $check_drive_perms, and deleting unusedN)
   for (const key of [...req.delete, ...req.set.keys()])
     if (isDriveKey(key) || /^unused\d+$/.test(key)) perms.check(`/vms/${vmid}`, ['VM.Config.Disk']);
-  checkStorageAccess(perms, vmid, req.set);
+  checkStorageAccess(perms, vmid, req.set, parse);
 }
 
+/** The storage plugin's parse_volname for a volume a config names (check_volume_access runs it first). */
+export type VolnameParse = (storage: string, volname: string) => void;
+
 /** $check_storage_access: every volume a drive or unusedN value names, every disk it allocates. */
-export function checkStorageAccess(perms: Perms, vmid: number, settings: Iterable<[string, string]>): void {
+export function checkStorageAccess(
+  perms: Perms,
+  vmid: number,
+  settings: Iterable<[string, string]>,
+  parse?: VolnameParse,
+): void {
   for (const [key, value] of settings) {
     if (/^unused\d+$/.test(key)) {
       // $check_storage_access covers unusedN values too: the VM must own the volume or the
       // caller must be allowed to use it
       const ref = parseVolid(value);
       if (!ref) throw paramError({ [key]: `not a valid volid: ${value}` });
+      parse?.(ref.storage, ref.volname);
       checkVolumeAccess(perms, ref.storage, ref.volname, vmid);
       continue;
     }
@@ -166,7 +175,10 @@ export function checkStorageAccess(perms: Perms, vmid: number, settings: Iterabl
       perms.check(`/storage/${storage}`, ['Datastore.AllocateSpace']);
     } else {
       const ref = parseVolid(d.file);
-      if (ref) checkVolumeAccess(perms, ref.storage, ref.volname, vmid);
+      if (ref) {
+        parse?.(ref.storage, ref.volname);
+        checkVolumeAccess(perms, ref.storage, ref.volname, vmid);
+      }
     }
   }
 }

@@ -10,6 +10,7 @@ import { NO_LOG, checkDigestAndLock, updateVmLocked } from '../ops/vm-update.js'
 import { defined } from '../defined.js';
 import { statusIsError } from '../tasks.js';
 import { ALL_DRIVE_NAMES, buildUpdateRequest, checkOption, checkUpdatePerms } from './qemu-params.js';
+import { volnameParser } from './storage.js';
 
 const VM_CONFIG_PERMS = [
   'VM.Config.Disk',
@@ -42,7 +43,7 @@ function prepareUpdate(rc: RouteCtx, params: Record<string, string>) {
   }
   const vmid = Number(params.vmid);
   const req = buildUpdateRequest(params);
-  checkUpdatePerms(rc.perms, vmid, req);
+  checkUpdatePerms(rc.perms, vmid, req, volnameParser(rc.sim, defined(params.node, 'node')));
   const vm = loadVm(rc.sim, defined(params.node, 'node'), vmid);
   checkDigestAndLock(vm, req.digest, req.skiplock);
   return { vm, req };

@@ -7,7 +7,7 @@ import { NODE, STORAGE, VMID } from '../http/params.js';
 import type { Route } from '../http/router.js';
 import { volumeOwner } from '../model/drive.js';
 import { parseAllocSizeKiB } from '../model/sizes.js';
-import { type SimContext, getStorage } from '../ops/context.js';
+import { type SimContext, getNode, getStorage } from '../ops/context.js';
 import { allocVolume, freeVolume, storageUsage } from '../ops/storage.js';
 import { parseVolname, volumePath } from '../ops/plugins.js';
 import { statusIsError } from '../tasks.js';
@@ -29,6 +29,14 @@ export function checkVolumeAccess(perms: Perms, storage: string, volname: string
   if (vmid !== undefined && owner === vmid) return;
   perms.check(`/storage/${storage}`, ['Datastore.Audit']);
   perms.check(`/vms/${owner}`, ['VM.Config.Disk']);
+}
+
+/** parse_volname of a volume a VM config names, on the storage as that node sees it (unknown storages are left to later checks). */
+export function volnameParser(sim: SimContext, node: string): (storage: string, volname: string) => void {
+  return (storage, volname) => {
+    const st = getNode(sim, node).storages.get(storage);
+    if (st) parseVolname(st, volname);
+  };
 }
 
 /** `volume` may be `storage:volname` or a bare name with the storage from the path. */

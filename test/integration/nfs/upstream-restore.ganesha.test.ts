@@ -66,7 +66,8 @@ for (const v4only of [false, true]) {
     const restore = (pvc: string, name: string) => {
       const req: CreateVolumeRequest = {
         name: pvc,
-        capacityRange: { requiredBytes: '1024', limitBytes: '0' },
+        // an archive unpacks at most the requested capacity: room for the source tree's files
+        capacityRange: { requiredBytes: String(64 << 20), limitBytes: '0' },
         volumeCapabilities: [cap as unknown as VolumeCapability],
         parameters: { server: g.server, share: TALOS },
         secrets: {},

@@ -14,6 +14,7 @@ import {
   createSnapshot,
   csiSnapshot,
   findSnapshot,
+  removeSnapshot,
   listShareSnapshots,
   snapshotDirOf,
   type NfsSnapshot,
@@ -162,13 +163,11 @@ export function snapshotRpcs(stores: NfsStores, now: () => Date, copies?: CopyPr
       const path = ref.kind === 'ours' ? snapshotDirOf(ref.name) : ref.dir;
       // A csi-driver-nfs handle names any directory below its base (a claim, a parent of
       // claims): only its archive is removed, and the directory only when that left it empty.
-      // Ours only when it is a complete snapshot (its completion record): a folder without one was
-      // never answered as a snapshot id (a killed copy, which its retry or report removes, or one
-      // made by hand) and is left alone.
+      // Ours only when it holds its completion record: a folder without one was never answered as
+      // a snapshot id (a killed copy, which its retry or report removes, or one made by hand) and is
+      // left alone; the record goes last, so a killed delete's retry still finds it.
       const removed =
-        ref.kind === 'ours'
-          ? (await findSnapshot(store, ref.name, o)) !== null && (await store.removeTree(path, o))
-          : await removeUpstreamArchive(store, ref, o);
+        ref.kind === 'ours' ? await removeSnapshot(store, ref.name, o) : await removeUpstreamArchive(store, ref, o);
       ctx.log.info(
         { snapshotId: req.snapshotId, path: `${ref.server}:${ref.share}/${path}`, removed },
         'DeleteSnapshot',

@@ -79,6 +79,25 @@ export async function findSnapshot(store: NfsStore, name: string, o: OpOptions):
 }
 
 /**
+ * DeleteSnapshot of one of ours: only a folder holding its completion record is a snapshot, and
+ * the record goes last (the tree first), so a delete killed at any step leaves a folder its retry
+ * still recognises. Answers whether anything was removed.
+ */
+export async function removeSnapshot(store: NfsStore, name: string, o: OpOptions): Promise<boolean> {
+  const dir = snapshotDirOf(name);
+  let entries;
+  try {
+    entries = await store.list(dir, o);
+  } catch (e) {
+    if (isCsiError(e, 'NotFound')) return false;
+    throw e;
+  }
+  if (!entries.some((e) => DATA_RE.test(e.name) && e.type === 'dir')) return false;
+  if (entries.some((e) => e.name === TREE)) await store.removeTree(`${dir}/${TREE}`, o);
+  return store.removeTree(dir, o);
+}
+
+/**
  * Refuses a share whose snapshot store is not a directory (a file, a symlink: made by hand), before
  * a DeleteVolume changes anything: its records could not be read or removed after the claim went.
  */
